@@ -1,0 +1,182 @@
+#include "wire/wire.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+
+static void put_u32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+static void put_u64(uint8_t *p, uint64_t v)
+{
+    put_u32(p, (uint32_t)(v >> 32));
+    put_u32(p + 4, (uint32_t)v);
+}
+
+static uint32_t get_u32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+
+static uint64_t get_u64(const uint8_t *p)
+{
+    return (uint64_t)get_u32(p) << 32 | get_u32(p + 4);
+}
+
+size_t cs_wire_put_begin(uint8_t out[CS_WIRE_BEGIN_LEN], uint32_t seq, int64_t emit_start)
+{
+    out[0] = CS_WIRE_VERSION;
+    out[1] = CS_WIRE_TYPE_BEGIN;
+    put_u32(out + 2, seq);
+    put_u64(out + 6, (uint64_t)emit_start);
+    return CS_WIRE_BEGIN_LEN;
+}
+
+size_t cs_wire_put_end(uint8_t out[CS_WIRE_END_LEN], uint32_t seq, uint32_t chunk_count,
+                       uint64_t total_len, int64_t emit_end, uint64_t checksum)
+{
+    out[0] = CS_WIRE_VERSION;
+    out[1] = CS_WIRE_TYPE_END;
+    put_u32(out + 2, seq);
+    put_u32(out + 6, chunk_count);
+    put_u64(out + 10, total_len);
+    put_u64(out + 18, (uint64_t)emit_end);
+    put_u64(out + 26, checksum);
+    return CS_WIRE_END_LEN;
+}
+
+void cs_wire_put_chunk_header(uint8_t out[CS_WIRE_CHUNK_HEADER_LEN], uint32_t seq, uint32_t idx,
+                              uint8_t codec)
+{
+    out[0] = CS_WIRE_VERSION;
+    out[1] = CS_WIRE_TYPE_CHUNK;
+    put_u32(out + 2, seq);
+    put_u32(out + 6, idx);
+    out[10] = codec;
+}
+
+size_t cs_wire_append_chunk(uint8_t *out, uint32_t seq, uint32_t idx, uint8_t codec,
+                            const uint8_t *payload, size_t len)
+{
+    cs_wire_put_chunk_header(out, seq, idx, codec);
+    if (len)
+        memcpy(out + CS_WIRE_CHUNK_HEADER_LEN, payload, len);
+    return CS_WIRE_CHUNK_HEADER_LEN + len;
+}
+
+int cs_wire_decode(const uint8_t *buf, size_t len, cs_wire_msg *m, cs_err *err)
+{
+    if (len < CS_WIRE_MIN_LEN)
+        return cs_err_set(err, CS_WIRE_ERR_SHORT,
+                          "wire: message shorter than header: got %zu bytes, want at least %d", len,
+                          CS_WIRE_MIN_LEN);
+    if (buf[0] != CS_WIRE_VERSION)
+        return cs_err_set(err, CS_WIRE_ERR_VERSION,
+                          "wire: unsupported protocol version: got 0x%02x, want 0x%02x", buf[0],
+                          CS_WIRE_VERSION);
+    memset(m, 0, sizeof *m);
+    m->type = buf[1];
+    m->seq = get_u32(buf + 2);
+    switch (m->type) {
+    case CS_WIRE_TYPE_BEGIN:
+        if (len != CS_WIRE_BEGIN_LEN)
+            return cs_err_set(err, CS_WIRE_ERR_SHORT,
+                              "wire: message shorter than header: BEGIN is %zu bytes, want %d", len,
+                              CS_WIRE_BEGIN_LEN);
+        m->stamp = (int64_t)get_u64(buf + 6);
+        return 0;
+    case CS_WIRE_TYPE_CHUNK:
+        if (len < CS_WIRE_CHUNK_HEADER_LEN)
+            return cs_err_set(err, CS_WIRE_ERR_SHORT,
+                              "wire: message shorter than header: CHUNK is %zu bytes, want at least %d",
+                              len, CS_WIRE_CHUNK_HEADER_LEN);
+        m->chunk_idx = get_u32(buf + 6);
+        m->codec = buf[10];
+        if (m->codec != CS_CODEC_RAW && m->codec != CS_CODEC_ZSTD)
+            return cs_err_set(err, CS_WIRE_ERR_CODEC, "wire: unknown chunk codec: 0x%02x", m->codec);
+        m->payload = buf + CS_WIRE_CHUNK_HEADER_LEN;
+        m->payload_len = len - CS_WIRE_CHUNK_HEADER_LEN;
+        return 0;
+    case CS_WIRE_TYPE_END:
+        if (len != CS_WIRE_END_LEN)
+            return cs_err_set(err, CS_WIRE_ERR_SHORT,
+                              "wire: message shorter than header: END is %zu bytes, want %d", len,
+                              CS_WIRE_END_LEN);
+        m->chunk_count = get_u32(buf + 6);
+        m->total_len = get_u64(buf + 10);
+        m->stamp = (int64_t)get_u64(buf + 18);
+        m->checksum = get_u64(buf + 26);
+        return 0;
+    default:
+        return cs_err_set(err, CS_WIRE_ERR_TYPE, "wire: unknown message type: 0x%02x", m->type);
+    }
+}
+
+int cs_wire_validate_chunk_size(int64_t n, cs_err *err)
+{
+    if (n < CS_MIN_CHUNK_SIZE || n > CS_MAX_CHUNK_SIZE)
+        return cs_err_set(err, 0, "chunk size %lld is outside [%d,%d]", (long long)n,
+                          CS_MIN_CHUNK_SIZE, CS_MAX_CHUNK_SIZE);
+    return 0;
+}
+
+#define TOO_FAR_PREFIX "too far behind: oldest="
+#define TOO_FAR_MIDDLE "latest="
+
+void cs_wire_format_too_far_behind(char *buf, size_t len, uint32_t oldest, uint32_t latest)
+{
+    snprintf(buf, len, TOO_FAR_PREFIX "%u " TOO_FAR_MIDDLE "%u", oldest, latest);
+}
+
+/* One %d into a uint32, as Go's fmt scanning does it: leading spaces skipped, an optional '+',
+ * decimal digits; a '-' or a value over 32 bits is an error. */
+static bool scan_u32(const char **p, const char *end, uint32_t *out)
+{
+    const char *s = *p;
+    while (s < end && *s == ' ')
+        s++;
+    if (s < end && *s == '+')
+        s++;
+    uint64_t v = 0;
+    const char *digits = s;
+    while (s < end && isdigit((unsigned char)*s)) {
+        v = v * 10 + (uint64_t)(*s - '0');
+        if (v > UINT32_MAX)
+            return false;
+        s++;
+    }
+    if (s == digits)
+        return false;
+    *out = (uint32_t)v;
+    *p = s;
+    return true;
+}
+
+bool cs_wire_parse_too_far_behind(const char *reason, size_t len, uint32_t *oldest, uint32_t *latest)
+{
+    const char *p = reason, *end = reason + len;
+    uint32_t o, l;
+    *oldest = *latest = 0;
+    size_t plen = strlen(TOO_FAR_PREFIX), mlen = strlen(TOO_FAR_MIDDLE);
+    if (len < plen || memcmp(p, TOO_FAR_PREFIX, plen) != 0)
+        return false;
+    p += plen;
+    if (!scan_u32(&p, end, &o))
+        return false;
+    /* A space in a scanf format matches any run of spaces, including none. */
+    while (p < end && *p == ' ')
+        p++;
+    if ((size_t)(end - p) < mlen || memcmp(p, TOO_FAR_MIDDLE, mlen) != 0)
+        return false;
+    p += mlen;
+    if (!scan_u32(&p, end, &l))
+        return false;
+    *oldest = o;
+    *latest = l;
+    return true;
+}

@@ -1,0 +1,41 @@
+# The two commands a new user types (see README.md):
+#   make run    set up, build, and run the loopback demo that streams and measures
+#   make test   set up, then build and run the whole suite: plain, ASan+UBSan, and TSan for the
+#               concurrency tests
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_FLAGS ?=
+
+.PHONY: all setup build run test test-plain test-asan test-tsan clean
+
+all: build
+
+setup:
+	@scripts/setup.sh
+
+build: setup
+	cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
+	cmake --build build -j $(JOBS)
+
+run: build
+	@scripts/run-demo.sh build
+
+test: setup
+	$(MAKE) test-plain test-asan test-tsan
+
+test-plain:
+	cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
+	cmake --build build -j $(JOBS)
+	cd build && ctest --output-on-failure -j $(JOBS)
+
+test-asan:
+	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCS_ASAN=ON $(CMAKE_FLAGS) >/dev/null
+	cmake --build build-asan -j $(JOBS)
+	cd build-asan && ctest --output-on-failure -j $(JOBS)
+
+test-tsan:
+	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DCS_TSAN=ON $(CMAKE_FLAGS) >/dev/null
+	cmake --build build-tsan -j $(JOBS)
+	cd build-tsan && ctest --output-on-failure -j $(JOBS) -L concurrency
+
+clean:
+	rm -rf build build-asan build-tsan
