@@ -1,12 +1,420 @@
-/* placeholder: replaced by the module's real tests */
+/* Logger: slog TextHandler line shapes, strconv.Quote quoting, levels, and locked output. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <setjmp.h>
 #include <cmocka.h>
-static void placeholder(void **state) { (void)state; }
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/log.h"
+
+/* 2026-08-22T12:00:39.123456789Z */
+#define T0 INT64_C(1787400039123456789)
+
+static void set_tz(const char *tz)
+{
+    setenv("TZ", tz, 1);
+    tzset();
+}
+
+static const char *fmt_line(char *buf, size_t len, int64_t t, int level, const char *msg, size_t n,
+                            const cs_kv *kvs)
+{
+    size_t need = cs_log_format(buf, len, t, level, msg, n, kvs);
+    assert_true(need < len);
+    assert_int_equal(strlen(buf), need);
+    return buf;
+}
+
+/* Runs first: before cs_log_init the logger is at INFO. */
+static void test_default_level_is_info(void **state)
+{
+    (void)state;
+    assert_true(cs_log_enabled(CS_LOG_INFO));
+    assert_true(cs_log_enabled(CS_LOG_ERROR));
+    assert_false(cs_log_enabled(CS_LOG_DEBUG));
+    assert_false(cs_log_enabled(CS_LOG_INFO - 1));
+}
+
+static void test_line_shape_utc(void **state)
+{
+    (void)state;
+    set_tz("UTC");
+    char buf[512];
+    cs_kv kvs[] = {KV_S("addr", "[::]:8462"), KV_S("source", "synthetic"),
+                   KV_U("start_ledger", 1), KV_I("retention", 10000)};
+    assert_string_equal(fmt_line(buf, sizeof buf, T0, CS_LOG_INFO, "corestreamd listening", 4, kvs),
+                        "time=2026-08-22T12:00:39.123Z level=INFO msg=\"corestreamd listening\" "
+                        "addr=[::]:8462 source=synthetic start_ledger=1 retention=10000");
+}
+
+static void test_line_shape_zones(void **state)
+{
+    (void)state;
+    char buf[256];
+    set_tz("XXX-1"); /* POSIX: one hour east of UTC */
+    assert_string_equal(fmt_line(buf, sizeof buf, T0, CS_LOG_WARN, "hi", 0, NULL),
+                        "time=2026-08-22T13:00:39.123+01:00 level=WARN msg=hi");
+    set_tz("YYY+5:30");
+    assert_string_equal(fmt_line(buf, sizeof buf, T0, CS_LOG_ERROR, "hi", 0, NULL),
+                        "time=2026-08-22T06:30:39.123-05:30 level=ERROR msg=hi");
+    set_tz("UTC");
+}
+
+/* slog truncates to the millisecond rather than rounding, also before 1970. */
+static void test_time_truncates_millis(void **state)
+{
+    (void)state;
+    set_tz("UTC");
+    char buf[128];
+    assert_string_equal(
+        fmt_line(buf, sizeof buf, INT64_C(1787400039999999999), CS_LOG_INFO, "m", 0, NULL),
+        "time=2026-08-22T12:00:39.999Z level=INFO msg=m");
+    assert_string_equal(fmt_line(buf, sizeof buf, INT64_C(0), CS_LOG_INFO, "m", 0, NULL),
+                        "time=1970-01-01T00:00:00.000Z level=INFO msg=m");
+    assert_string_equal(fmt_line(buf, sizeof buf, INT64_C(-1), CS_LOG_INFO, "m", 0, NULL),
+                        "time=1969-12-31T23:59:59.999Z level=INFO msg=m");
+}
+
+static void check_quote(const char *in, const char *want)
+{
+    char buf[128];
+    size_t n = cs_log_quote(buf, sizeof buf, in);
+    assert_string_equal(buf, want);
+    assert_int_equal(n, strlen(want));
+}
+
+static void test_quoting(void **state)
+{
+    (void)state;
+    check_quote("plain", "plain");
+    check_quote("[::]:8462", "[::]:8462");
+    check_quote("", "\"\"");
+    check_quote("a b", "\"a b\"");
+    check_quote("a=b", "\"a=b\"");
+    check_quote("a\"b", "\"a\\\"b\"");
+    check_quote("a\nb", "\"a\\nb\"");
+    check_quote("a\tb", "\"a\\tb\"");
+    check_quote("\x01", "\"\\x01\"");
+    check_quote("\x1b[0m", "\"\\x1b[0m\"");
+    check_quote("\a\b\f\r\v", "\"\\a\\b\\f\\r\\v\"");
+    /* A backslash alone does not force quotes; once quoted it is escaped. */
+    check_quote("a\\b", "a\\b");
+    check_quote("a\\ b", "\"a\\\\ b\"");
+    /* DEL is JSON-safe, so slog leaves it bare; strconv.Quote escapes it when quoting anyway. */
+    check_quote("a\x7f" "b", "a\x7f" "b");
+    check_quote("a \x7f", "\"a \\x7f\"");
+}
+
+static void test_quoting_utf8(void **state)
+{
+    (void)state;
+    check_quote("\xc3\xa9", "\xc3\xa9");                 /* é */
+    check_quote("caf\xc3\xa9 au lait", "\"caf\xc3\xa9 au lait\"");
+    check_quote("\xf0\x9f\x98\x80", "\xf0\x9f\x98\x80"); /* U+1F600 */
+    check_quote("\xc2\xa0", "\"\\u00a0\"");              /* NO-BREAK SPACE */
+    check_quote("\xc2\x85", "\"\\u0085\"");              /* NEL */
+    check_quote("\xe2\x80\xa8", "\"\\u2028\"");          /* LINE SEPARATOR */
+    check_quote("\xe3\x80\x80", "\"\\u3000\"");          /* IDEOGRAPHIC SPACE */
+    check_quote("\xef\xbb\xbfx", "\"\\ufeffx\"");        /* BOM */
+    /* Invalid UTF-8: quoted, each bad byte as \xNN. */
+    check_quote("\xff", "\"\\xff\"");
+    check_quote("a\xff" "b", "\"a\\xffb\"");
+    check_quote("\xe2\x82", "\"\\xe2\\x82\"");         /* truncated */
+    check_quote("\xc0\xaf", "\"\\xc0\\xaf\"");         /* overlong */
+    check_quote("\xed\xa0\x80", "\"\\xed\\xa0\\x80\""); /* surrogate */
+    check_quote("\xf4\x90\x80\x80", "\"\\xf4\\x90\\x80\\x80\""); /* > U+10FFFF */
+    /* A literal U+FFFD is utf8.RuneError: quoted, but printable so kept as is. */
+    check_quote("\xef\xbf\xbd", "\"\xef\xbf\xbd\"");
+}
+
+static void test_quote_snprintf_rule(void **state)
+{
+    (void)state;
+    set_tz("UTC");
+    char buf[4];
+    memset(buf, 'z', sizeof buf);
+    assert_int_equal(cs_log_quote(buf, sizeof buf, "a b"), 5);
+    assert_string_equal(buf, "\"a ");
+    assert_int_equal(cs_log_quote(NULL, 0, "a b"), 5);
+    assert_int_equal(cs_log_format(NULL, 0, T0, CS_LOG_INFO, "m", 0, NULL),
+                     strlen("time=2026-08-22T12:00:39.123Z level=INFO msg=m"));
+}
+
+static void test_kv_types(void **state)
+{
+    (void)state;
+    set_tz("UTC");
+    char buf[512];
+    cs_kv kvs[] = {
+        KV_S("s", "x y"),
+        KV_S("empty", ""),
+        KV_I("neg", INT64_MIN),
+        KV_U("max", UINT64_MAX),
+        KV_D("emit_window", 15 * CS_MS),
+        KV_D("zero", 0),
+        KV_D("cadence", 90 * CS_SEC),
+        KV_B("yes", true),
+        KV_B("no", false),
+        KV_S("a key", "v"),
+        KV_S("k=", "v"),
+    };
+    assert_string_equal(
+        fmt_line(buf, sizeof buf, T0, CS_LOG_INFO, "", sizeof kvs / sizeof kvs[0], kvs),
+        "time=2026-08-22T12:00:39.123Z level=INFO msg=\"\" s=\"x y\" empty=\"\" "
+        "neg=-9223372036854775808 max=18446744073709551615 emit_window=15ms zero=0s "
+        "cadence=1m30s yes=true no=false \"a key\"=v \"k=\"=v");
+}
+
+static void test_macros(void **state)
+{
+    (void)state;
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    cs_log_init(f, CS_LOG_DEBUG);
+    CS_LOG(CS_LOG_INFO, "replaying dump", KV_S("dir", "/d"), KV_U("ledgers", 3),
+           KV_D("emit_window", 15 * CS_MS), KV_D("cadence", 600 * CS_MS));
+    CS_LOG0(CS_LOG_DEBUG, "close handshake did not complete");
+    rewind(f);
+    char *line = NULL;
+    size_t cap = 0;
+    assert_true(getline(&line, &cap, f) > 0);
+    assert_non_null(strstr(line, " level=INFO msg=\"replaying dump\" dir=/d ledgers=3 "
+                                 "emit_window=15ms cadence=600ms\n"));
+    assert_true(getline(&line, &cap, f) > 0);
+    assert_non_null(strstr(line, " level=DEBUG msg=\"close handshake did not complete\"\n"));
+    assert_int_equal(getline(&line, &cap, f), -1);
+    free(line);
+    cs_log_init(NULL, CS_LOG_INFO);
+    fclose(f);
+}
+
+static void test_level_names(void **state)
+{
+    (void)state;
+    static const struct {
+        int level;
+        const char *name;
+    } cases[] = {{-8, "DEBUG-4"}, {-5, "DEBUG-1"}, {-4, "DEBUG"}, {-3, "DEBUG+1"},
+                 {-1, "DEBUG+3"}, {0, "INFO"},    {2, "INFO+2"},  {3, "INFO+3"},
+                 {4, "WARN"},     {7, "WARN+3"},  {8, "ERROR"},   {11, "ERROR+3"}};
+    char buf[32];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        assert_string_equal(cs_log_level_name(cases[i].level, buf, sizeof buf), cases[i].name);
+
+    set_tz("UTC");
+    char line[128];
+    assert_string_equal(fmt_line(line, sizeof line, T0, CS_LOG_INFO + 2, "m", 0, NULL),
+                        "time=2026-08-22T12:00:39.123Z level=INFO+2 msg=m");
+    assert_string_equal(fmt_line(line, sizeof line, T0, CS_LOG_DEBUG - 1, "m", 0, NULL),
+                        "time=2026-08-22T12:00:39.123Z level=DEBUG-1 msg=m");
+}
+
+static void test_parse_level(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *s;
+        int level;
+    } good[] = {{"debug", -4},  {"DEBUG", -4},  {"info", 0},     {"INFO", 0},
+                {"Warn", 4},    {"error", 8},   {"info+2", 2},   {"ERROR-3", 5},
+                {"debug-1", -5}, {"warn+0", 4}, {"info+02", 2},  {"iNfO-10", -10}};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        int level = 99;
+        assert_int_equal(cs_log_parse_level(good[i].s, &level), 0);
+        assert_int_equal(level, good[i].level);
+    }
+    static const char *bad[] = {"",        "nonsense", "inf",      "information", "info+",
+                                "info-",   "+2",       "info+x",   "info+2x",     "info +2",
+                                " info",   "info+ 2",  "info+2-1", "info++2",     "warning",
+                                "info+99999999999999999999"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int level = 99;
+        assert_int_equal(cs_log_parse_level(bad[i], &level), -1);
+        assert_int_equal(level, 99);
+    }
+    int level = 99;
+    assert_int_equal(cs_log_parse_level(NULL, &level), -1);
+}
+
+static void test_min_level_filters(void **state)
+{
+    (void)state;
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    cs_log_init(f, CS_LOG_WARN);
+    assert_false(cs_log_enabled(CS_LOG_INFO));
+    assert_true(cs_log_enabled(CS_LOG_WARN));
+    CS_LOG0(CS_LOG_INFO, "dropped");
+    CS_LOG0(CS_LOG_WARN + 1, "kept");
+    rewind(f);
+    char *line = NULL;
+    size_t cap = 0;
+    assert_true(getline(&line, &cap, f) > 0);
+    assert_non_null(strstr(line, " level=WARN+1 msg=kept\n"));
+    assert_int_equal(getline(&line, &cap, f), -1);
+    free(line);
+    cs_log_init(NULL, CS_LOG_INFO);
+    fclose(f);
+}
+
+/* Lines longer than the stack buffer take the heap path and still come out whole. */
+static void test_long_line(void **state)
+{
+    (void)state;
+    enum { BIG = 20000 };
+    char *val = malloc(BIG + 1);
+    assert_non_null(val);
+    memset(val, 'x', BIG);
+    val[BIG] = '\0';
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    cs_log_init(f, CS_LOG_INFO);
+    CS_LOG(CS_LOG_INFO, "long", KV_S("v", val), KV_B("end", true));
+    rewind(f);
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n = getline(&line, &cap, f);
+    assert_true(n > BIG);
+    const char *v = strstr(line, " msg=long v=");
+    assert_non_null(v);
+    v += strlen(" msg=long v=");
+    assert_memory_equal(v, val, BIG);
+    assert_string_equal(v + BIG, " end=true\n");
+    free(line);
+    free(val);
+    cs_log_init(NULL, CS_LOG_INFO);
+    fclose(f);
+}
+
+static void test_early_error(void **state)
+{
+    (void)state;
+    set_tz("UTC");
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    fflush(stderr);
+    int saved = dup(STDERR_FILENO);
+    assert_true(saved >= 0);
+    assert_true(dup2(fileno(f), STDERR_FILENO) >= 0);
+    time_t before = time(NULL);
+    cs_log_early_error("corestreamd failed", "flag provided but not defined: -turbo");
+    time_t after = time(NULL);
+    fflush(stderr);
+    assert_true(dup2(saved, STDERR_FILENO) >= 0);
+    close(saved);
+
+    rewind(f);
+    char line[256];
+    assert_non_null(fgets(line, sizeof line, f));
+    const char *rest = " ERROR corestreamd failed error=\"flag provided but not defined: -turbo\"\n";
+    assert_int_equal(strlen(line), 19 + strlen(rest));
+    assert_string_equal(line + 19, rest);
+    /* The stamp is the local time of the call, in Go's log layout. */
+    char stamp[2][32];
+    time_t t[2] = {before, after};
+    for (int i = 0; i < 2; i++) {
+        struct tm tm;
+        localtime_r(&t[i], &tm);
+        strftime(stamp[i], sizeof stamp[i], "%Y/%m/%d %H:%M:%S", &tm);
+    }
+    assert_true(strncmp(line, stamp[0], 19) == 0 || strncmp(line, stamp[1], 19) == 0);
+    assert_null(fgets(line, sizeof line, f));
+    fclose(f);
+}
+
+/* ---- concurrency: whole lines, never interleaved ---- */
+
+enum { THREADS = 4, LINES_PER_THREAD = 500 };
+
+static void *writer(void *arg)
+{
+    int64_t id = (int64_t)(intptr_t)arg;
+    char pad[6001];
+    for (int i = 0; i < LINES_PER_THREAD; i++) {
+        /* Varying lengths, some past the stack buffer. */
+        size_t n = (size_t)(i % 7) * 1000;
+        memset(pad, 'a' + (int)id, n);
+        pad[n] = '\0';
+        CS_LOG(CS_LOG_INFO, "thread line", KV_I("thread", id), KV_I("i", i), KV_S("pad", pad));
+    }
+    return NULL;
+}
+
+static void test_threads_lines_intact(void **state)
+{
+    (void)state;
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    cs_log_init(f, CS_LOG_INFO);
+    pthread_t th[THREADS];
+    for (intptr_t t = 0; t < THREADS; t++)
+        assert_int_equal(pthread_create(&th[t], NULL, writer, (void *)t), 0);
+    for (int t = 0; t < THREADS; t++)
+        assert_int_equal(pthread_join(th[t], NULL), 0);
+    cs_log_init(NULL, CS_LOG_INFO);
+
+    rewind(f);
+    int next[THREADS] = {0};
+    int lines = 0;
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    while ((len = getline(&line, &cap, f)) > 0) {
+        lines++;
+        assert_int_equal(line[len - 1], '\n');
+        assert_true(strncmp(line, "time=", 5) == 0);
+        const char *p = strstr(line, " level=INFO msg=\"thread line\" thread=");
+        assert_non_null(p);
+        int id, i, off = 0;
+        assert_int_equal(sscanf(p, " level=INFO msg=\"thread line\" thread=%d i=%d pad=%n", &id,
+                                &i, &off),
+                         2);
+        assert_true(off > 0);
+        assert_in_range(id, 0, THREADS - 1);
+        assert_int_equal(i, next[id]);
+        next[id]++;
+        size_t n = (size_t)(i % 7) * 1000;
+        const char *pad = p + off;
+        if (n == 0) {
+            assert_string_equal(pad, "\"\"\n");
+        } else {
+            for (size_t k = 0; k < n; k++)
+                assert_int_equal(pad[k], 'a' + id);
+            assert_string_equal(pad + n, "\n");
+        }
+    }
+    free(line);
+    fclose(f);
+    assert_int_equal(lines, THREADS * LINES_PER_THREAD);
+    for (int t = 0; t < THREADS; t++)
+        assert_int_equal(next[t], LINES_PER_THREAD);
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(placeholder)};
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_default_level_is_info),
+        cmocka_unit_test(test_line_shape_utc),
+        cmocka_unit_test(test_line_shape_zones),
+        cmocka_unit_test(test_time_truncates_millis),
+        cmocka_unit_test(test_quoting),
+        cmocka_unit_test(test_quoting_utf8),
+        cmocka_unit_test(test_quote_snprintf_rule),
+        cmocka_unit_test(test_kv_types),
+        cmocka_unit_test(test_macros),
+        cmocka_unit_test(test_level_names),
+        cmocka_unit_test(test_parse_level),
+        cmocka_unit_test(test_min_level_filters),
+        cmocka_unit_test(test_long_line),
+        cmocka_unit_test(test_early_error),
+        cmocka_unit_test(test_threads_lines_intact),
+    };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

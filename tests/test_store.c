@@ -1,12 +1,753 @@
-/* placeholder: replaced by the module's real tests */
+/* The retention ring and the ledger directory layout (PORTSPEC 2.5, 1.4b; catalogue 36-47). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <setjmp.h>
 #include <cmocka.h>
-static void placeholder(void **state) { (void)state; }
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "store/ledgerdir.h"
+#include "store/ring.h"
+
+/* Per-test scratch: state holds the test's own mkdtemp directory. */
+typedef struct fixture {
+    char root[512];
+    char ring[600]; /* root/ledgers, created by cs_ring_open */
+} fixture;
+
+static int setup(void **state)
+{
+    const char *base = getenv("CS_TEST_TMPDIR");
+    fixture *f = calloc(1, sizeof *f);
+    if (!f)
+        return -1;
+    snprintf(f->root, sizeof f->root, "%s/store-XXXXXX", base && *base ? base : "/tmp");
+    if (!mkdtemp(f->root)) {
+        free(f);
+        return -1;
+    }
+    snprintf(f->ring, sizeof f->ring, "%s/ledgers", f->root);
+    *state = f;
+    return 0;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    int rc = nftw(f->root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    free(f);
+    return rc;
+}
+
+static void path_join(char *buf, size_t len, const char *dir, const char *name)
+{
+    snprintf(buf, len, "%s/%s", dir, name);
+}
+
+static void write_file(const char *dir, const char *name, const char *content)
+{
+    char p[1024];
+    path_join(p, sizeof p, dir, name);
+    FILE *fp = fopen(p, "w");
+    assert_non_null(fp);
+    fputs(content, fp);
+    assert_int_equal(fclose(fp), 0);
+}
+
+static void make_dir(const char *dir, const char *name)
+{
+    char p[1024];
+    path_join(p, sizeof p, dir, name);
+    assert_int_equal(mkdir(p, 0755), 0);
+}
+
+static bool exists(const char *dir, const char *name)
+{
+    char p[1024];
+    struct stat st;
+    path_join(p, sizeof p, dir, name);
+    return lstat(p, &st) == 0;
+}
+
+static int count_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    for (struct dirent *de; (de = readdir(d));)
+        n += strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0;
+    closedir(d);
+    return n;
+}
+
+/* Ledger content is a pure function of seq, so any test can check any ledger. */
+static void content_of(uint32_t seq, char *buf, size_t len)
+{
+    snprintf(buf, len, "ledger %" PRIu32 " raw bytes", seq);
+}
+
+static cs_ring *open_ring(const char *dir, int64_t retention)
+{
+    cs_ring *r = NULL;
+    cs_err err = {0};
+    int rc = cs_ring_open(&r, dir, retention, &err);
+    if (rc != 0)
+        fail_msg("open: %s", err.msg);
+    return r;
+}
+
+static bool put(cs_ring *r, uint32_t seq)
+{
+    char buf[64];
+    content_of(seq, buf, sizeof buf);
+    struct iovec iov = {buf, strlen(buf)};
+    bool reset = true;
+    cs_err err = {0};
+    if (cs_ring_put(r, seq, &iov, 1, &reset, &err) != 0)
+        fail_msg("put %" PRIu32 ": %s", seq, err.msg);
+    return reset;
+}
+
+static void put_range(cs_ring *r, uint32_t from, uint32_t to)
+{
+    for (uint64_t s = from; s <= to; s++)
+        assert_false(put(r, (uint32_t)s));
+}
+
+static void expect_get(cs_ring *r, uint32_t seq)
+{
+    char want[64];
+    content_of(seq, want, sizeof want);
+    cs_ledger_ref *ref = NULL;
+    cs_err err = {0};
+    if (cs_ring_get(r, seq, &ref, &err) != 0)
+        fail_msg("get %" PRIu32 ": %s", seq, err.msg);
+    assert_int_equal(ref->seq, seq);
+    assert_int_equal(ref->len, strlen(want));
+    assert_memory_equal(ref->data, want, ref->len);
+    cs_ledger_ref_release(ref);
+}
+
+/* msg NULL: only the kind is checked. */
+static void expect_not_retained(cs_ring *r, uint32_t seq, const char *msg)
+{
+    cs_ledger_ref *ref = (cs_ledger_ref *)1;
+    cs_err err = {0};
+    assert_int_equal(cs_ring_get(r, seq, &ref, &err), -1);
+    assert_null(ref);
+    assert_int_equal(err.kind, CS_RING_ERR_NOT_RETAINED);
+    if (msg)
+        assert_string_equal(err.msg, msg);
+}
+
+static void expect_bounds(cs_ring *r, uint32_t oldest, uint32_t latest)
+{
+    uint32_t o, l;
+    assert_true(cs_ring_bounds(r, &o, &l));
+    assert_int_equal(o, oldest);
+    assert_int_equal(l, latest);
+}
+
+static void expect_empty(cs_ring *r)
+{
+    uint32_t o = 1, l = 1;
+    assert_false(cs_ring_bounds(r, &o, &l));
+    assert_int_equal(o, 0);
+    assert_int_equal(l, 0);
+}
+
+/* 36 */
+static void test_open_rejects_nonpositive_retention(void **state)
+{
+    fixture *f = *state;
+    cs_ring *r = (cs_ring *)1;
+    cs_err err = {0};
+    assert_int_equal(cs_ring_open(&r, f->ring, 0, &err), -1);
+    assert_null(r);
+    assert_string_equal(err.msg, "store: retention must be positive, got 0");
+    assert_int_equal(cs_ring_open(&r, f->ring, -5, &err), -1);
+    assert_string_equal(err.msg, "store: retention must be positive, got -5");
+    assert_false(exists(f->root, "ledgers"));
+}
+
+/* 37 */
+static void test_put_get(void **state)
+{
+    fixture *f = *state;
+    cs_ring *r = open_ring(f->ring, 100);
+    expect_empty(r);
+    expect_not_retained(r, 1, "store: ledger not retained: ledger 1 outside [0,0]");
+    put_range(r, 10, 14);
+    expect_bounds(r, 10, 14);
+    for (uint32_t s = 10; s <= 14; s++)
+        expect_get(r, s);
+    expect_not_retained(r, 9, "store: ledger not retained: ledger 9 outside [10,14]");
+    expect_not_retained(r, 15, "store: ledger not retained: ledger 15 outside [10,14]");
+    expect_not_retained(r, 1000, "store: ledger not retained: ledger 1000 outside [10,14]");
+    assert_string_equal(cs_ring_dir(r), f->ring);
+    cs_ring_close(r);
+}
+
+/* 38 */
+static void test_prune_at_retention(void **state)
+{
+    fixture *f = *state;
+    cs_ring *r = open_ring(f->ring, 3);
+    put_range(r, 1, 10);
+    expect_bounds(r, 8, 10);
+    expect_not_retained(r, 7, "store: ledger not retained: ledger 7 outside [8,10]");
+    for (uint32_t s = 8; s <= 10; s++)
+        expect_get(r, s);
+    assert_int_equal(count_entries(f->ring), 3);
+    cs_ring_close(r);
+}
+
+/* 39 */
+static void test_open_rescans_existing_directory(void **state)
+{
+    fixture *f = *state;
+    cs_ring *r = open_ring(f->ring, 10);
+    put_range(r, 100, 104);
+    cs_ring_close(r);
+    r = open_ring(f->ring, 10);
+    expect_bounds(r, 100, 104);
+    expect_get(r, 102);
+    /* The reopened ring continues where it stopped. */
+    assert_false(put(r, 105));
+    expect_bounds(r, 100, 105);
+    cs_ring_close(r);
+}
+
+/* 40 */
+static void test_open_shrinks_to_smaller_retention(void **state)
+{
+    fixture *f = *state;
+    cs_ring *r = open_ring(f->ring, 10);
+    put_range(r, 1, 8);
+    cs_ring_close(r);
+    r = open_ring(f->ring, 2);
+    expect_bounds(r, 7, 8);
+    expect_get(r, 7);
+    expect_get(r, 8);
+    assert_int_equal(count_entries(f->ring), 2);
+    cs_ring_close(r);
+}
+
+static void test_open_prunes_the_files_it_found(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(mkdir(f->ring, 0755), 0);
+    const char *names[] = {"ledger-001.xdr", "ledger-002.xdr", "ledger-3.xdr", "ledger-004.xdr"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        write_file(f->ring, names[i], "x");
+    cs_ring *r = open_ring(f->ring, 2);
+    expect_bounds(r, 3, 4);
+    assert_int_equal(count_entries(f->ring), 2);
+    assert_true(exists(f->ring, "ledger-3.xdr"));
+    assert_true(exists(f->ring, "ledger-004.xdr"));
+    /* The ring reads by the canonical name only (PORTSPEC 1.4b note). */
+    expect_not_retained(r, 4, "store: ledger not retained: ledger 4 was pruned");
+    cs_ring_close(r);
+}
+
+/* 41 */
+static void test_open_rejects_non_contiguous_directory(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(mkdir(f->ring, 0755), 0);
+    write_file(f->ring, "ledger-5.xdr", "5");
+    write_file(f->ring, "ledger-6.xdr", "6");
+    write_file(f->ring, "ledger-9.xdr", "9");
+    cs_ring *r = (cs_ring *)1;
+    cs_err err = {0};
+    assert_int_equal(cs_ring_open(&r, f->ring, 10, &err), -1);
+    assert_null(r);
+    assert_non_null(strstr(err.msg, "non-contiguous"));
+    char want[1024];
+    snprintf(want, sizeof want,
+             "store: \"%s\" holds a non-contiguous ledger range (gap between ledger 6 and 9)", f->ring);
+    assert_string_equal(err.msg, want);
+}
+
+/* 42 */
+static void test_open_ignores_foreign_files(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(mkdir(f->ring, 0755), 0);
+    const char *names[] = {"README.md", "ledger-.xdr", "ledger-abc.xdr", "ledger-7.xdr.tmp"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        write_file(f->ring, names[i], "x");
+    cs_ring *r = open_ring(f->ring, 10);
+    expect_empty(r);
+    /* Stale .tmp files are left alone, by open and by later puts. */
+    put_range(r, 1, 3);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        assert_true(exists(f->ring, names[i]));
+    cs_ring_close(r);
+}
+
+/* 43 */
+static void test_put_resets_on_gap(void **state)
+{
+    fixture *f = *state;
+    cs_ring *r = open_ring(f->ring, 10);
+    put_range(r, 1, 4);
+    assert_true(put(r, 9));
+    expect_bounds(r, 9, 9);
+    expect_not_retained(r, 3, "store: ledger not retained: ledger 3 outside [9,9]");
+    expect_get(r, 9);
+    assert_int_equal(count_entries(f->ring), 1);
+    cs_ring_close(r);
+}
+
+/* 44 */
+static void test_put_resets_on_rewind(void **state)
+{
+    fixture *f = *state;
+    cs_ring *r = open_ring(f->ring, 10);
+    put_range(r, 50, 55);
+    assert_true(put(r, 50));
+    expect_bounds(r, 50, 50);
+    expect_get(r, 50);
+    assert_int_equal(count_entries(f->ring), 1);
+    cs_ring_close(r);
+}
+
+static void expect_put_zero_refused(cs_ring *r)
+{
+    struct iovec iov = {"x", 1};
+    bool reset = true;
+    cs_err err = {0};
+    assert_int_equal(cs_ring_put(r, 0, &iov, 1, &reset, &err), -1);
+    assert_false(reset);
+    assert_int_equal(err.kind, CS_RING_ERR_INVALID_SEQ);
+    assert_string_equal(err.msg, "store: invalid ledger sequence: ledger sequences start at 1, "
+                                 "so 0 means a wrapped counter");
+}
+
+/* 45 */
+static void test_put_rejects_sequence_zero(void **state)
+{
+    fixture *f = *state;
+    cs_ring *r = open_ring(f->ring, 10);
+    expect_put_zero_refused(r);
+    expect_empty(r);
+    assert_int_equal(count_entries(f->ring), 0);
+    put_range(r, UINT32_MAX - 1, UINT32_MAX);
+    expect_put_zero_refused(r);
+    expect_bounds(r, UINT32_MAX - 1, UINT32_MAX);
+    expect_get(r, UINT32_MAX - 1);
+    expect_get(r, UINT32_MAX);
+    cs_ring_close(r);
+}
+
+/* 46 */
+static void test_put_resets_at_the_sequence_ceiling(void **state)
+{
+    fixture *f = *state;
+    cs_ring *r = open_ring(f->ring, 10);
+    put_range(r, UINT32_MAX - 3, UINT32_MAX);
+    assert_true(put(r, 7));
+    expect_bounds(r, 7, 7);
+    assert_int_equal(count_entries(f->ring), 1);
+    cs_ring_close(r);
+}
+
+/* 47 */
+static void test_get_after_prune_race(void **state)
+{
+    fixture *f = *state;
+    cs_ring *r = open_ring(f->ring, 10);
+    put_range(r, 1, 3);
+    char p[1024];
+    path_join(p, sizeof p, f->ring, "ledger-1.xdr");
+    assert_int_equal(unlink(p), 0);
+    expect_bounds(r, 1, 3);
+    expect_not_retained(r, 1, "store: ledger not retained: ledger 1 was pruned");
+    cs_ring_close(r);
+}
+
+static void test_multi_part_put_writes_the_concatenation(void **state)
+{
+    fixture *f = *state;
+    cs_ring *r = open_ring(f->ring, 10);
+    static uint8_t big[300000];
+    for (size_t i = 0; i < sizeof big; i++)
+        big[i] = (uint8_t)(i * 131 + 7);
+    /* An empty part in the middle and more parts than one writev window. */
+    struct iovec parts[100];
+    parts[0] = (struct iovec){"head:", 5};
+    parts[1] = (struct iovec){big, 0};
+    parts[2] = (struct iovec){big, sizeof big};
+    for (size_t i = 3; i < 100; i++)
+        parts[i] = (struct iovec){(char *)"abc" + i % 3, 1};
+    size_t total = 5 + sizeof big + 97;
+    bool reset = true;
+    cs_err err = {0};
+    assert_int_equal(cs_ring_put(r, 1, parts, 100, &reset, &err), 0);
+    assert_false(reset);
+    cs_ledger_ref *ref;
+    assert_int_equal(cs_ring_get(r, 1, &ref, &err), 0);
+    assert_int_equal(ref->len, total);
+    assert_memory_equal(ref->data, "head:", 5);
+    assert_memory_equal(ref->data + 5, big, sizeof big);
+    for (size_t i = 3; i < 100; i++)
+        assert_int_equal(ref->data[5 + sizeof big + i - 3], "abc"[i % 3]);
+    cs_ledger_ref_release(ref);
+    cs_ring_close(r);
+}
+
+static void test_zero_length_ledger_round_trips(void **state)
+{
+    fixture *f = *state;
+    cs_ring *r = open_ring(f->ring, 10);
+    struct iovec empty = {NULL, 0};
+    bool reset;
+    cs_err err = {0};
+    assert_int_equal(cs_ring_put(r, 1, NULL, 0, &reset, &err), 0);
+    assert_int_equal(cs_ring_put(r, 2, &empty, 1, &reset, &err), 0);
+    for (uint32_t s = 1; s <= 2; s++) {
+        cs_ledger_ref *ref;
+        assert_int_equal(cs_ring_get(r, s, &ref, &err), 0);
+        assert_int_equal(ref->seq, s);
+        assert_null(ref->data);
+        assert_int_equal(ref->len, 0);
+        cs_ledger_ref_retain(ref);
+        cs_ledger_ref_release(ref);
+        cs_ledger_ref_release(ref);
+    }
+    cs_ring_close(r);
+}
+
+static void expect_ref_content(const cs_ledger_ref *ref, uint32_t seq)
+{
+    char want[64];
+    content_of(seq, want, sizeof want);
+    assert_int_equal(ref->seq, seq);
+    assert_int_equal(ref->len, strlen(want));
+    assert_memory_equal(ref->data, want, ref->len);
+}
+
+static void test_held_ref_survives_prune_reset_and_close(void **state)
+{
+    fixture *f = *state;
+    cs_ring *r = open_ring(f->ring, 2);
+    put_range(r, 1, 2);
+    cs_ledger_ref *pruned, *reset_away;
+    cs_err err = {0};
+    assert_int_equal(cs_ring_get(r, 1, &pruned, &err), 0);
+    cs_ledger_ref_retain(pruned);
+    put_range(r, 3, 4); /* prunes 1 and 2 */
+    assert_false(exists(f->ring, "ledger-1.xdr"));
+    expect_ref_content(pruned, 1);
+    cs_ledger_ref_release(pruned);
+    expect_ref_content(pruned, 1); /* still one reference */
+
+    assert_int_equal(cs_ring_get(r, 4, &reset_away, &err), 0);
+    assert_true(put(r, 4)); /* a rewind: the same seq is rewritten, never modified in place */
+    assert_true(put(r, 100));
+    assert_false(exists(f->ring, "ledger-4.xdr"));
+    cs_ring_close(r);
+    expect_ref_content(reset_away, 4);
+    expect_ref_content(pruned, 1);
+    cs_ledger_ref_release(reset_away);
+    cs_ledger_ref_release(pruned);
+}
+
+static void test_put_publish_failure_keeps_bounds(void **state)
+{
+    fixture *f = *state;
+    cs_ring *r = open_ring(f->ring, 10);
+    put_range(r, 1, 4);
+    /* A non-empty directory where ledger 5 goes makes the rename fail. */
+    make_dir(f->ring, "ledger-5.xdr");
+    char sub[1024];
+    path_join(sub, sizeof sub, f->ring, "ledger-5.xdr");
+    write_file(sub, "keep", "x");
+    struct iovec iov = {"five", 4};
+    bool reset = true;
+    cs_err err = {0};
+    assert_int_equal(cs_ring_put(r, 5, &iov, 1, &reset, &err), -1);
+    assert_false(reset);
+    assert_int_equal(err.kind, CS_RING_ERR_IO);
+    assert_string_equal(err.msg, "store: publish ledger 5: Is a directory");
+    expect_bounds(r, 1, 4);
+    assert_false(exists(f->ring, "ledger-5.xdr.tmp"));
+    expect_get(r, 4);
+    cs_ring_close(r);
+}
+
+static void test_put_write_failure_keeps_bounds(void **state)
+{
+    fixture *f = *state;
+    cs_ring *r = open_ring(f->ring, 10);
+    put_range(r, 1, 4);
+    make_dir(f->ring, "ledger-5.xdr.tmp"); /* the tmp file cannot be opened for writing */
+    struct iovec iov = {"five", 4};
+    bool reset = true;
+    cs_err err = {0};
+    assert_int_equal(cs_ring_put(r, 5, &iov, 1, &reset, &err), -1);
+    assert_false(reset);
+    assert_int_equal(err.kind, CS_RING_ERR_IO);
+    assert_string_equal(err.msg, "store: write ledger 5: Is a directory");
+    expect_bounds(r, 1, 4);
+    assert_false(exists(f->ring, "ledger-5.xdr"));
+    /* Once the obstacle is gone the ring continues. */
+    char p[1024];
+    path_join(p, sizeof p, f->ring, "ledger-5.xdr.tmp");
+    assert_int_equal(rmdir(p), 0);
+    assert_false(put(r, 5));
+    expect_bounds(r, 1, 5);
+    expect_get(r, 5);
+    cs_ring_close(r);
+}
+
+static void test_get_read_error(void **state)
+{
+    fixture *f = *state;
+    cs_ring *r = open_ring(f->ring, 10);
+    put_range(r, 1, 3);
+    char p[1024];
+    path_join(p, sizeof p, f->ring, "ledger-2.xdr");
+    assert_int_equal(unlink(p), 0);
+    assert_int_equal(mkdir(p, 0755), 0);
+    cs_ledger_ref *ref;
+    cs_err err = {0};
+    assert_int_equal(cs_ring_get(r, 2, &ref, &err), -1);
+    assert_int_equal(err.kind, CS_RING_ERR_IO);
+    assert_string_equal(err.msg, "store: read ledger 2: Is a directory");
+    cs_ring_close(r);
+}
+
+static void test_open_creates_nested_directories(void **state)
+{
+    fixture *f = *state;
+    char nested[1024];
+    snprintf(nested, sizeof nested, "%s/a/b//c/", f->root);
+    cs_ring *r = open_ring(nested, 1);
+    put_range(r, 1, 2);
+    expect_bounds(r, 2, 2);
+    assert_string_equal(cs_ring_dir(r), nested);
+    cs_ring_close(r);
+    assert_true(exists(f->root, "a/b/c/ledger-2.xdr"));
+}
+
+static void test_open_create_error(void **state)
+{
+    fixture *f = *state;
+    write_file(f->root, "plain", "x");
+    char under_file[1024], file_itself[1024], want[1200];
+    snprintf(under_file, sizeof under_file, "%s/plain/ledgers", f->root);
+    snprintf(file_itself, sizeof file_itself, "%s/plain", f->root);
+    cs_ring *r = (cs_ring *)1;
+    cs_err err = {0};
+    assert_int_equal(cs_ring_open(&r, under_file, 10, &err), -1);
+    assert_null(r);
+    snprintf(want, sizeof want, "store: create \"%s\": Not a directory", under_file);
+    assert_string_equal(err.msg, want);
+    assert_int_equal(cs_ring_open(&r, file_itself, 10, &err), -1);
+    snprintf(want, sizeof want, "store: create \"%s\": Not a directory", file_itself);
+    assert_string_equal(err.msg, want);
+}
+
+static void test_name_parse(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name;
+        int rc;
+        uint32_t seq;
+    } cases[] = {
+        {"ledger-0.xdr", 0, 0},
+        {"ledger-1.xdr", 0, 1},
+        {"ledger-7.xdr", 0, 7},
+        {"ledger-007.xdr", 0, 7},
+        {"ledger-00000000000000000000000042.xdr", 0, 42},
+        {"ledger-4294967295.xdr", 0, 4294967295u},
+        {"ledger-04294967295.xdr", 0, 4294967295u},
+        {"ledger-4294967296.xdr", -1, 0},
+        {"ledger-99999999999999999999.xdr", -1, 0},
+        {"ledger-7.xdr.tmp", -1, 0},
+        {"ledger-.xdr", -1, 0},
+        {"ledger-abc.xdr", -1, 0},
+        {"ledger-7a.xdr", -1, 0},
+        {"ledger--7.xdr", -1, 0},
+        {"ledger-+7.xdr", -1, 0},
+        {"ledger- 7.xdr", -1, 0},
+        {"ledger-7.XDR", -1, 0},
+        {"ledger-7.xd", -1, 0},
+        {"ledger-7", -1, 0},
+        {"Ledger-7.xdr", -1, 0},
+        {"xledger-7.xdr", -1, 0},
+        {"ledger_7.xdr", -1, 0},
+        {"README.md", -1, 0},
+        {"", -1, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        uint32_t seq = 12345;
+        int rc = cs_ledger_name_parse(cases[i].name, &seq);
+        if (rc != cases[i].rc)
+            fail_msg("%s: rc %d, want %d", cases[i].name, rc, cases[i].rc);
+        assert_int_equal(seq, cases[i].rc == 0 ? cases[i].seq : 12345);
+    }
+}
+
+static void test_name_format(void **state)
+{
+    (void)state;
+    char buf[CS_LEDGER_NAME_MAX];
+    cs_ledger_name_format(buf, sizeof buf, 0);
+    assert_string_equal(buf, "ledger-0.xdr");
+    cs_ledger_name_format(buf, sizeof buf, 7);
+    assert_string_equal(buf, "ledger-7.xdr");
+    cs_ledger_name_format(buf, sizeof buf, UINT32_MAX);
+    assert_string_equal(buf, "ledger-4294967295.xdr");
+    assert_true(strlen(buf) + strlen(".tmp") < CS_LEDGER_NAME_MAX);
+    uint32_t seq;
+    assert_int_equal(cs_ledger_name_parse(buf, &seq), 0);
+    assert_int_equal(seq, UINT32_MAX);
+}
+
+static void test_scan_directories_and_symlinks(void **state)
+{
+    fixture *f = *state;
+    const char *d = f->root;
+    write_file(d, "ledger-2.xdr", "2");
+    write_file(d, "ledger-1.xdr", "1");
+    write_file(d, "target.bin", "3");
+    make_dir(d, "ledger-9.xdr"); /* a directory never counts (it would be a gap) */
+    char p[1024];
+    path_join(p, sizeof p, d, "ledger-3.xdr");
+    assert_int_equal(symlink("target.bin", p), 0);
+    path_join(p, sizeof p, d, "ledger-4.xdr");
+    assert_int_equal(symlink("missing.bin", p), 0); /* dangling: still a non-directory entry */
+    path_join(p, sizeof p, d, "ledger-10.xdr");
+    assert_int_equal(symlink("ledger-9.xdr", p), 0); /* resolves to a directory */
+    cs_ledger_entry *v;
+    size_t n;
+    cs_err err = {0};
+    assert_int_equal(cs_ledger_dir_scan(d, "file source", &v, &n, &err), 0);
+    assert_int_equal(n, 4);
+    for (size_t i = 0; i < n; i++) {
+        char want[CS_LEDGER_NAME_MAX];
+        cs_ledger_name_format(want, sizeof want, (uint32_t)i + 1);
+        assert_int_equal(v[i].seq, i + 1);
+        assert_string_equal(v[i].name, want);
+    }
+    free(v);
+}
+
+static void test_scan_keeps_names_and_reports_duplicates(void **state)
+{
+    fixture *f = *state;
+    const char *d = f->root;
+    write_file(d, "ledger-007.xdr", "7");
+    write_file(d, "ledger-8.xdr", "8");
+    cs_ledger_entry *v;
+    size_t n;
+    cs_err err = {0};
+    assert_int_equal(cs_ledger_dir_scan(d, "file source", &v, &n, &err), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(v[0].seq, 7);
+    assert_string_equal(v[0].name, "ledger-007.xdr");
+    free(v);
+
+    write_file(d, "ledger-7.xdr", "7");
+    assert_int_equal(cs_ledger_dir_scan(d, "file source", &v, &n, &err), -1);
+    assert_null(v);
+    assert_int_equal(n, 0);
+    assert_int_equal(err.kind, CS_LEDGERDIR_ERR_GAP);
+    char want[1024];
+    snprintf(want, sizeof want,
+             "file source: \"%s\" holds a non-contiguous ledger range (gap between ledger 7 and 7)", d);
+    assert_string_equal(err.msg, want);
+}
+
+static void test_scan_empty_and_missing(void **state)
+{
+    fixture *f = *state;
+    cs_ledger_entry *v = (cs_ledger_entry *)1;
+    size_t n = 9;
+    cs_err err = {0};
+    assert_int_equal(cs_ledger_dir_scan(f->root, "store", &v, &n, &err), 0);
+    assert_null(v);
+    assert_int_equal(n, 0);
+
+    char missing[1024], want[1200];
+    path_join(missing, sizeof missing, f->root, "nope");
+    assert_int_equal(cs_ledger_dir_scan(missing, "file source", &v, &n, &err), -1);
+    assert_int_equal(err.kind, CS_LEDGERDIR_ERR_SCAN);
+    snprintf(want, sizeof want, "file source: scan \"%s\": No such file or directory", missing);
+    assert_string_equal(err.msg, want);
+}
+
+static void test_scan_order_is_numeric(void **state)
+{
+    fixture *f = *state;
+    /* String order ("ledger-10" < "ledger-8") differs from numeric order here. */
+    for (uint32_t s = 8; s <= 100; s++) {
+        char name[CS_LEDGER_NAME_MAX];
+        cs_ledger_name_format(name, sizeof name, s);
+        write_file(f->root, name, "x");
+    }
+    cs_ledger_entry *v;
+    size_t n;
+    cs_err err = {0};
+    assert_int_equal(cs_ledger_dir_scan(f->root, "store", &v, &n, &err), 0);
+    assert_int_equal(n, 93);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(v[i].seq, 8 + i);
+    free(v);
+}
+
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(placeholder)};
+    const struct CMUnitTest tests[] = {
+        T(test_open_rejects_nonpositive_retention),
+        T(test_put_get),
+        T(test_prune_at_retention),
+        T(test_open_rescans_existing_directory),
+        T(test_open_shrinks_to_smaller_retention),
+        T(test_open_prunes_the_files_it_found),
+        T(test_open_rejects_non_contiguous_directory),
+        T(test_open_ignores_foreign_files),
+        T(test_put_resets_on_gap),
+        T(test_put_resets_on_rewind),
+        T(test_put_rejects_sequence_zero),
+        T(test_put_resets_at_the_sequence_ceiling),
+        T(test_get_after_prune_race),
+        T(test_multi_part_put_writes_the_concatenation),
+        T(test_zero_length_ledger_round_trips),
+        T(test_held_ref_survives_prune_reset_and_close),
+        T(test_put_publish_failure_keeps_bounds),
+        T(test_put_write_failure_keeps_bounds),
+        T(test_get_read_error),
+        T(test_open_creates_nested_directories),
+        T(test_open_create_error),
+        T(test_name_parse),
+        T(test_name_format),
+        T(test_scan_directories_and_symlinks),
+        T(test_scan_keeps_names_and_reports_duplicates),
+        T(test_scan_empty_and_missing),
+        T(test_scan_order_is_numeric),
+    };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

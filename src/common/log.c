@@ -1,0 +1,372 @@
+/* slog TextHandler-compatible logging: formatting follows Go's log/slog (text_handler.go,
+ * handler.go, level.go) and strconv.Quote so that lines are byte-identical to the prototype's. */
+#include "common/log.h"
+
+#include <inttypes.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "common/goquote.h"
+
+/* Most lines fit on the stack; longer ones are formatted again into a heap buffer. */
+#define LINE_STACK 4096
+#define LEVEL_NAME_MAX 24
+
+static _Atomic int g_min_level = CS_LOG_INFO;
+static _Atomic(FILE *) g_out; /* NULL: stdout */
+
+/* ---- bounded appender with the snprintf rule: n counts every byte, only cap bytes land ---- */
+
+typedef struct sbuf {
+    char *p;
+    size_t cap; /* usable bytes, excluding the NUL */
+    size_t n;
+} sbuf;
+
+static sbuf sbuf_make(char *buf, size_t len)
+{
+    return (sbuf){.p = buf, .cap = len ? len - 1 : 0, .n = 0};
+}
+
+static void put(sbuf *b, const char *s, size_t k)
+{
+    if (b->n < b->cap) {
+        size_t room = b->cap - b->n;
+        memcpy(b->p + b->n, s, k < room ? k : room);
+    }
+    b->n += k;
+}
+
+static void put_str(sbuf *b, const char *s)
+{
+    put(b, s, strlen(s));
+}
+
+static void put_ch(sbuf *b, char c)
+{
+    put(b, &c, 1);
+}
+
+static size_t sbuf_finish(sbuf *b)
+{
+    if (b->p)
+        b->p[b->n < b->cap ? b->n : b->cap] = '\0';
+    return b->n;
+}
+
+/* slog's needsQuoting. In ASCII it quotes what JSON would escape (controls, '"', but not '\\'),
+ * plus space and '='; DEL is JSON-safe, so DEL alone does not force quotes (as in Go). Above
+ * ASCII, invalid UTF-8, U+FFFD (utf8.RuneError), unicode.IsSpace and !unicode.IsPrint runes force
+ * quotes; every non-ASCII space is also non-printable, so cs_rune_is_print covers both. */
+static bool needs_quoting(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t n = strlen(s);
+    if (n == 0)
+        return true;
+    while (n > 0) {
+        if (*p < 0x80) {
+            if (*p <= ' ' || *p == '=' || *p == '"')
+                return true;
+            p++;
+            n--;
+            continue;
+        }
+        uint32_t r;
+        size_t w = cs_utf8_decode(p, n, &r);
+        if (r == CS_RUNE_ERROR || !cs_rune_is_print(r))
+            return true;
+        p += w;
+        n -= w;
+    }
+    return false;
+}
+
+/* strconv.Quote, appended under the snprintf rule. */
+static void put_quoted(sbuf *b, const char *s)
+{
+    size_t room = b->n < b->cap ? b->cap - b->n + 1 : 0; /* the NUL slot included */
+    b->n += cs_go_quote(room ? b->p + b->n : NULL, room, s);
+}
+
+/* slog's appendString. NULL is logged as the empty string rather than crashing a log call. */
+static void put_value(sbuf *b, const char *s)
+{
+    if (!s)
+        s = "";
+    if (needs_quoting(s))
+        put_quoted(b, s);
+    else
+        put_str(b, s);
+}
+
+size_t cs_log_quote(char *buf, size_t len, const char *s)
+{
+    sbuf b = sbuf_make(buf, len);
+    put_value(&b, s);
+    return sbuf_finish(&b);
+}
+
+/* ---- levels ---- */
+
+const char *cs_log_level_name(int level, char *buf, size_t len)
+{
+    const char *base;
+    int off;
+    if (level < CS_LOG_INFO) {
+        base = "DEBUG";
+        off = level - CS_LOG_DEBUG;
+    } else if (level < CS_LOG_WARN) {
+        base = "INFO";
+        off = level - CS_LOG_INFO;
+    } else if (level < CS_LOG_ERROR) {
+        base = "WARN";
+        off = level - CS_LOG_WARN;
+    } else {
+        base = "ERROR";
+        off = level - CS_LOG_ERROR;
+    }
+    if (off == 0)
+        snprintf(buf, len, "%s", base);
+    else
+        snprintf(buf, len, "%s%+d", base, off);
+    return buf;
+}
+
+/* Go's strconv.Atoi on the "+N"/"-N" suffix: one sign, then one or more decimal digits. Go
+ * accepts any int64 here; an offset this far out could not land in our int level anyway, so
+ * digits stop counting once past that and the caller's range check refuses it. */
+static int parse_offset(const char *s, long long *out)
+{
+    bool neg = *s == '-';
+    s++;
+    if (!*s)
+        return -1;
+    long long v = 0;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9')
+            return -1;
+        if (v <= (long long)INT_MAX * 2)
+            v = v * 10 + (*s - '0');
+    }
+    *out = neg ? -v : v;
+    return 0;
+}
+
+int cs_log_parse_level(const char *s, int *level)
+{
+    static const struct {
+        const char *name;
+        int level;
+    } names[] = {{"DEBUG", CS_LOG_DEBUG}, {"INFO", CS_LOG_INFO}, {"WARN", CS_LOG_WARN},
+                 {"ERROR", CS_LOG_ERROR}};
+    if (!s)
+        return -1;
+    size_t name_len = strcspn(s, "+-");
+    long long off = 0;
+    if (s[name_len] && parse_offset(s + name_len, &off) != 0)
+        return -1;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        if (strlen(names[i].name) != name_len || strncasecmp(s, names[i].name, name_len) != 0)
+            continue;
+        /* Go's Level is a 64-bit int; ours is an int, so levels beyond it are refused. */
+        long long v = names[i].level + off;
+        if (v > INT_MAX || v < INT_MIN)
+            return -1;
+        *level = (int)v;
+        return 0;
+    }
+    return -1;
+}
+
+/* ---- records ---- */
+
+static void floor_split(int64_t unix_nano, time_t *sec, int *nsec)
+{
+    int64_t s = unix_nano / 1000000000, ns = unix_nano % 1000000000;
+    if (ns < 0) {
+        ns += 1000000000;
+        s--;
+    }
+    *sec = (time_t)s;
+    *nsec = (int)ns;
+}
+
+/* Go's "2006-01-02T15:04:05.000Z07:00" in the local zone, truncated (not rounded) to the
+ * millisecond like slog's appendRFC3339Millis. */
+static void put_time(sbuf *b, int64_t unix_nano)
+{
+    time_t sec;
+    int nsec;
+    floor_split(unix_nano, &sec, &nsec);
+    struct tm tm;
+    localtime_r(&sec, &tm);
+    char t[64];
+    int n = snprintf(t, sizeof t, "%04d-%02d-%02dT%02d:%02d:%02d.%03d", tm.tm_year + 1900,
+                     tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, nsec / 1000000);
+    put(b, t, (size_t)n);
+    if (tm.tm_gmtoff == 0) {
+        put_ch(b, 'Z');
+        return;
+    }
+    /* Go drops the seconds of an offset, truncating toward zero. */
+    long zone = tm.tm_gmtoff / 60;
+    char sign = zone < 0 ? '-' : '+';
+    if (zone < 0)
+        zone = -zone;
+    n = snprintf(t, sizeof t, "%c%02ld:%02ld", sign, zone / 60, zone % 60);
+    put(b, t, (size_t)n);
+}
+
+static void put_kv(sbuf *b, const cs_kv *kv)
+{
+    char num[32]; /* an int64 in decimal, or a Go duration */
+    _Static_assert(CS_DUR_STR_MAX <= sizeof num, "duration text must fit");
+    put_ch(b, ' ');
+    put_value(b, kv->key);
+    put_ch(b, '=');
+    switch (kv->type) {
+    case CS_KV_STR:
+        put_value(b, kv->v.s);
+        break;
+    case CS_KV_I64:
+        snprintf(num, sizeof num, "%" PRId64, kv->v.i);
+        put_str(b, num);
+        break;
+    case CS_KV_U64:
+        snprintf(num, sizeof num, "%" PRIu64, kv->v.u);
+        put_str(b, num);
+        break;
+    case CS_KV_DUR:
+        put_str(b, cs_dur_format(kv->v.d, num, sizeof num));
+        break;
+    case CS_KV_BOOL:
+        put_str(b, kv->v.b ? "true" : "false");
+        break;
+    }
+}
+
+size_t cs_log_format(char *buf, size_t len, int64_t unix_nano, int level, const char *msg, size_t n,
+                     const cs_kv *kvs)
+{
+    sbuf b = sbuf_make(buf, len);
+    char name[LEVEL_NAME_MAX];
+    put_str(&b, "time=");
+    put_time(&b, unix_nano);
+    put_str(&b, " level=");
+    put_value(&b, cs_log_level_name(level, name, sizeof name));
+    put_str(&b, " msg=");
+    put_value(&b, msg);
+    for (size_t i = 0; i < n; i++)
+        put_kv(&b, &kvs[i]);
+    return sbuf_finish(&b);
+}
+
+/* ---- output ---- */
+
+typedef size_t (*line_fn)(char *buf, size_t len, const void *arg);
+
+/* Formats a line (stack first, heap when longer) and writes it plus '\n' with one fwrite under
+ * the stream lock, flushed at once so a piped stdout shows it promptly. */
+static void emit_line(FILE *out, line_fn fn, const void *arg)
+{
+    char stack[LINE_STACK];
+    char *line = stack;
+    size_t n = fn(stack, sizeof stack, arg);
+    if (n >= sizeof stack) {
+        char *big = malloc(n + 1);
+        if (big) {
+            fn(big, n + 1, arg);
+            line = big;
+        } else {
+            n = sizeof stack - 1; /* out of memory: a truncated line beats none */
+        }
+    }
+    line[n] = '\n'; /* replaces the terminating NUL */
+    flockfile(out);
+    fwrite(line, 1, n + 1, out);
+    fflush(out);
+    funlockfile(out);
+    if (line != stack)
+        free(line);
+}
+
+typedef struct record {
+    int64_t unix_nano;
+    int level;
+    const char *msg;
+    size_t n;
+    const cs_kv *kvs;
+} record;
+
+static size_t record_line(char *buf, size_t len, const void *arg)
+{
+    const record *r = arg;
+    return cs_log_format(buf, len, r->unix_nano, r->level, r->msg, r->n, r->kvs);
+}
+
+void cs_log_init(FILE *out, int min_level)
+{
+    /* localtime_r need not re-read TZ; pick up the zone now, as Go does at startup. */
+    tzset();
+    atomic_store(&g_out, out);
+    atomic_store(&g_min_level, min_level);
+}
+
+bool cs_log_enabled(int level)
+{
+    return level >= atomic_load(&g_min_level);
+}
+
+void cs_log_kvs(int level, const char *msg, size_t n, const cs_kv *kvs)
+{
+    if (!cs_log_enabled(level))
+        return;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    record r = {
+        .unix_nano = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec,
+        .level = level,
+        .msg = msg,
+        .n = n,
+        .kvs = kvs,
+    };
+    FILE *out = atomic_load(&g_out);
+    emit_line(out ? out : stdout, record_line, &r);
+}
+
+typedef struct early {
+    time_t now;
+    const char *msg;
+    const char *error;
+} early;
+
+/* slog's default handler through the log package (LstdFlags): local "YYYY/MM/DD HH:MM:SS ",
+ * the level, the message as is (unquoted), then the attributes in text form. */
+static size_t early_line(char *buf, size_t len, const void *arg)
+{
+    const early *e = arg;
+    sbuf b = sbuf_make(buf, len);
+    struct tm tm;
+    localtime_r(&e->now, &tm);
+    char t[64];
+    int n = snprintf(t, sizeof t, "%04d/%02d/%02d %02d:%02d:%02d ERROR ", tm.tm_year + 1900,
+                     tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+    put(&b, t, (size_t)n);
+    put_str(&b, e->msg ? e->msg : "");
+    if (e->error) {
+        put_str(&b, " error=");
+        put_value(&b, e->error);
+    }
+    return sbuf_finish(&b);
+}
+
+void cs_log_early_error(const char *msg, const char *error)
+{
+    early e = {.now = time(NULL), .msg = msg, .error = error};
+    emit_line(stderr, early_line, &e);
+}

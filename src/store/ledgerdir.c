@@ -104,7 +104,8 @@ int cs_ledger_dir_scan(const char *dir, const char *who, cs_ledger_entry **out, 
         free(v);
         return cs_err_set(err, CS_LEDGERDIR_ERR_SCAN, "%s: scan \"%s\": %s", who, dir, strerror(saved));
     }
-    qsort(v, cnt, sizeof *v, cmp_entry);
+    if (cnt > 1) /* v is NULL when nothing was found, and qsort must not see NULL */
+        qsort(v, cnt, sizeof *v, cmp_entry);
     for (size_t i = 1; i < cnt; i++) {
         /* Sorted, so the difference cannot wrap; 0 is a duplicate such as 7 and 007. */
         if (v[i].seq - v[i - 1].seq != 1) {

@@ -1,0 +1,140 @@
+/* libremoteledger: receive verified raw ledgers from a corestreamd over WebSocket.
+ *
+ * A stream is created once from a URL and options, then asked for ranges of ledgers. Each call
+ * dials its own connection, reassembles every BEGIN, CHUNK..., END flow (expanding zstd chunks),
+ * verifies the chunk count, the length and the XXH64 checksum, and hands each complete ledger to a
+ * callback. The connection is serviced on the calling thread: the library starts no threads and
+ * keeps no global state, so two streams (or one per thread) work independently.
+ *
+ * Typical use:
+ *
+ *     rl_stream *s;
+ *     if (rl_stream_new(&s, "ws://core-box:8462", NULL) != RL_OK) ...
+ *     rl_result r = rl_stream_raw_ledgers(s, rl_unbounded_range(resume_from), on_ledger, ctx);
+ *     if (r == RL_ERR_TOO_FAR_BEHIND) { ... rl_stream_too_far_behind(s, &req, &oldest, &latest) ... }
+ *     else if (r != RL_OK) fprintf(stderr, "%s\n", rl_stream_error(s));
+ *     rl_stream_free(s);
+ */
+#ifndef CORESTREAM_REMOTELEDGER_H
+#define CORESTREAM_REMOTELEDGER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define RL_API __attribute__((visibility("default")))
+#else
+#define RL_API
+#endif
+
+/* Result of a call. The message of the last failure is rl_stream_error(). */
+typedef enum rl_result {
+    RL_OK = 0,
+    RL_ERR_TOO_FAR_BEHIND = 1, /* the requested ledger is older than the server retains (close 4001);
+                                  bounds via rl_stream_too_far_behind */
+    RL_ERR_GAP = 2,            /* a ledger arrived out of sequence */
+    RL_ERR_TRUNCATED = 3,      /* the stream closed before the bounded range was delivered, or
+                                  mid-ledger */
+    RL_ERR_PROTOCOL = 4,       /* malformed message, bad count, length or checksum, payload cap */
+    RL_ERR_DIAL = 5,           /* could not connect or complete the WebSocket handshake */
+    RL_ERR_READ = 6,           /* transport error, or a close code other than 1000/1001/4001 */
+    RL_ERR_CANCELLED = 7,      /* rl_stream_cancel was called */
+    RL_ERR_INVALID = 8,        /* bad URL, range or options; nothing was dialled */
+    RL_ERR_NOMEM = 9,
+} rl_result;
+
+/* Stable name of a result, e.g. "RL_ERR_GAP". */
+RL_API const char *rl_result_name(rl_result r);
+
+/* A range of ledger sequences: [from, to] when bounded, [from, latest) otherwise. from 0 on an
+ * unbounded range means "from the tip": the next ledger the server publishes. */
+typedef struct rl_range {
+    uint32_t from;
+    uint32_t to;
+    bool bounded;
+} rl_range;
+
+RL_API rl_range rl_bounded_range(uint32_t from, uint32_t to);
+RL_API rl_range rl_unbounded_range(uint32_t from);
+RL_API rl_range rl_single_ledger_range(uint32_t seq);
+
+/* What is known about one delivered ledger. Stamps are Unix nanoseconds; emit stamps come from the
+ * server's clock and are 0 for ledgers replayed from its retention ring. */
+typedef struct rl_ledger_info {
+    uint32_t sequence;
+    int64_t emit_start_unix_nano; /* server clock at the ledger's first byte from its source */
+    int64_t emit_end_unix_nano;   /* server clock at its last byte */
+    int64_t received_unix_nano;   /* this host's clock once assembled and verified */
+    uint64_t size;                /* raw bytes */
+    uint32_t chunks;              /* CHUNK messages */
+    uint32_t discarded_partials;  /* partial assemblies dropped for a ring redelivery */
+} rl_ledger_info;
+
+/* Each returns false (and leaves *ns alone) when the value is absent. */
+RL_API bool rl_info_delivery(const rl_ledger_info *i, int64_t *ns);    /* received - emit_end */
+RL_API bool rl_info_pipeline(const rl_ledger_info *i, int64_t *ns);    /* received - emit_start */
+RL_API bool rl_info_emit_window(const rl_ledger_info *i, int64_t *ns); /* emit_end - emit_start */
+
+typedef struct rl_options {
+    /* Largest assembled ledger accepted; a ledger of exactly this size is fine. Negative: no cap.
+     * Default 268435456 (the protocol's ceiling). */
+    int64_t max_message_size;
+    /* Largest chunk payload accepted per message (the WebSocket read limit is this plus the
+     * 11-byte chunk header). 0: 8388608, the largest chunk a server can be configured with.
+     * Negative: no limit. */
+    int64_t max_chunk_size;
+    /* Bound on connecting and the handshake, in nanoseconds. Default 30 s. ≤ 0: unbounded
+     * (rl_stream_cancel still applies). */
+    int64_t dial_timeout_ns;
+    /* Called on the iterating thread just before each ledger is handed over. May be NULL. */
+    void (*observer)(const rl_ledger_info *info, void *ctx);
+    void *observer_ctx;
+} rl_options;
+
+/* Fills the defaults above. */
+RL_API void rl_options_init(rl_options *o);
+
+typedef struct rl_stream rl_stream;
+
+/* url: ws://, wss://, http:// (→ ws) or https:// (→ wss) with a host; an empty or "/" path means
+ * /stream; other query parameters (a token, say) are kept. opts may be NULL for the defaults.
+ * Returns RL_ERR_INVALID for a URL that can never work (the message says why; *out is still set
+ * so rl_stream_error can be read, and must be freed). */
+RL_API rl_result rl_stream_new(rl_stream **out, const char *url, const rl_options *opts);
+RL_API void rl_stream_free(rl_stream *s);
+
+/* Receives one verified ledger. ledger is BORROWED: valid only until the callback returns.
+ * Return 0 to continue, non-zero to stop (the call then returns RL_OK). */
+typedef int (*rl_ledger_fn)(const uint8_t *ledger, size_t len, const rl_ledger_info *info, void *ctx);
+
+/* Streams range, calling fn for each ledger in order. Returns RL_OK when a bounded range is
+ * complete, when an unbounded stream is closed cleanly by the server, or when fn asked to stop;
+ * otherwise the error. A range reaching ledger 4294967295 is refused before any dial. */
+RL_API rl_result rl_stream_raw_ledgers(rl_stream *s, rl_range range, rl_ledger_fn fn, void *ctx);
+
+/* Makes a running rl_stream_raw_ledgers return RL_ERR_CANCELLED promptly, and any later call
+ * return it at once. Safe from any thread, including signal-handling threads. */
+RL_API void rl_stream_cancel(rl_stream *s);
+
+/* The message of the last failure, in the prototype's wording, e.g.
+ * "remoteledger: ledger sequence gap: got ledger 8, expected 7". "" after success. */
+RL_API const char *rl_stream_error(const rl_stream *s);
+
+/* After RL_ERR_TOO_FAR_BEHIND: the ledger that was next expected and the retained bounds the
+ * server reported (both 0 when its close reason was unreadable). Returns false otherwise. */
+RL_API bool rl_stream_too_far_behind(const rl_stream *s, uint32_t *requested, uint32_t *oldest,
+                                     uint32_t *latest);
+
+/* The WebSocket URL the last call dialled (e.g. "ws://box:8462/stream?end=3&start=2&token=abc"). */
+RL_API const char *rl_stream_endpoint(const rl_stream *s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,175 @@
+#include "corestreamd/config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/flags.h"
+#include "corestream/wire.h"
+#include "wire/wire.h"
+
+static void set_defaults(cs_daemon_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->listen = ":8462";
+    c->source = "synthetic";
+    c->retention = 10000;
+    c->pipe_size = 1048576;
+    c->data_dir = "corestreamd-data";
+    c->log_level = "info";
+    c->chunk_size = CS_DEFAULT_CHUNK_SIZE;
+    c->compress = true;
+    c->emit_window = 15 * CS_MS;
+    c->cadence = 600 * CS_MS;
+    c->core_binary = "";
+    c->core_config = "";
+    c->history_archive_urls = "";
+    c->storage_dir = "";
+    c->network_passphrase = "";
+    c->file_dir = "";
+    c->pipe_cmd = "";
+    c->synthetic_size = 204800;
+    c->synthetic_interval = CS_SEC;
+}
+
+size_t cs_split_urls(char *list, const char **out, size_t max)
+{
+    size_t n = 0;
+    for (char *item = list; item && n < max;) {
+        char *comma = strchr(item, ',');
+        if (comma)
+            *comma = '\0';
+        while (*item == ' ' || *item == '\t')
+            item++;
+        char *e = item + strlen(item);
+        while (e > item && (e[-1] == ' ' || e[-1] == '\t'))
+            *--e = '\0';
+        if (*item)
+            out[n++] = item;
+        item = comma ? comma + 1 : NULL;
+    }
+    return n;
+}
+
+static int validate(cs_daemon_config *c, cs_err *err)
+{
+    const char *src = c->source;
+    bool synthetic = strcmp(src, "synthetic") == 0, file = strcmp(src, "file") == 0;
+    bool captive = strcmp(src, "captive") == 0, pipe = strcmp(src, "pipe") == 0;
+    char a[CS_DUR_STR_MAX], b[CS_DUR_STR_MAX];
+    if (!synthetic && !file && !captive && !pipe)
+        return cs_err_set(err, 0, "--source must be captive, file, synthetic or pipe, got \"%s\"", src);
+    if (c->start_ledger > CS_LAST_SEQUENCE)
+        return cs_err_set(err, 0, "--start-ledger %llu does not fit in a ledger sequence",
+                          (unsigned long long)c->start_ledger);
+    if (c->synthetic_count > CS_LAST_SEQUENCE)
+        return cs_err_set(err, 0, "--synthetic-count %llu is too large", (unsigned long long)c->synthetic_count);
+    if (c->file_count > CS_LAST_SEQUENCE)
+        return cs_err_set(err, 0, "--file-count %llu is too large", (unsigned long long)c->file_count);
+    if (cs_wire_validate_chunk_size(c->chunk_size, err) != 0)
+        return cs_err_prefix(err, "--chunk-size: ");
+    if (c->emit_window < 0)
+        return cs_err_set(err, 0, "--emit-window %s is negative", cs_dur_format(c->emit_window, a, sizeof a));
+    if (c->cadence < 0)
+        return cs_err_set(err, 0, "--cadence %s is negative", cs_dur_format(c->cadence, a, sizeof a));
+    if (file && c->cadence > 0 && c->emit_window > c->cadence)
+        return cs_err_set(err, 0, "--emit-window %s does not fit inside --cadence %s",
+                          cs_dur_format(c->emit_window, a, sizeof a), cs_dur_format(c->cadence, b, sizeof b));
+    if (synthetic && c->synthetic_interval > 0 && c->emit_window > c->synthetic_interval)
+        return cs_err_set(err, 0, "--emit-window %s does not fit inside --synthetic-interval %s",
+                          cs_dur_format(c->emit_window, a, sizeof a),
+                          cs_dur_format(c->synthetic_interval, b, sizeof b));
+    uint64_t start = c->start_ledger ? c->start_ledger : 1;
+    uint64_t count = synthetic ? c->synthetic_count : file ? c->file_count : 0;
+    uint64_t last = count ? start + count - 1 : start;
+    if (last >= CS_LAST_SEQUENCE)
+        return cs_err_set(err, 0,
+                          "the requested range reaches ledger %u, the last representable sequence, which is "
+                          "not streamable; lower --start-ledger or --synthetic-count",
+                          CS_LAST_SEQUENCE);
+    if (c->synthetic_size > CS_MAX_PAYLOAD_SIZE)
+        return cs_err_set(err, 0, "--synthetic-size %lld exceeds the %d-byte protocol payload cap",
+                          (long long)c->synthetic_size, CS_MAX_PAYLOAD_SIZE);
+    if (captive) {
+        if (c->start_ledger == 0)
+            return cs_err_set(err, 0, "--start-ledger is required with --source captive");
+        if (!*c->core_config)
+            return cs_err_set(err, 0, "--core-config is required with --source captive");
+        if (c->nurls == 0)
+            return cs_err_set(err, 0, "--history-archive-urls is required with --source captive");
+    }
+    if (file && !*c->file_dir)
+        return cs_err_set(err, 0, "--file-dir is required with --source file");
+    if (pipe && !*c->pipe_cmd)
+        return cs_err_set(err, 0, "--pipe-cmd is required with --source pipe");
+    return 0;
+}
+
+int cs_daemon_config_parse(cs_daemon_config *c, int argc, char **argv, FILE *usage_out, cs_err *err)
+{
+    set_defaults(c);
+    cs_flag flags[] = {
+        {"listen", CS_FLAG_STRING, &c->listen, "TCP `address` to serve /stream and /healthz on"},
+        {"source", CS_FLAG_STRING, &c->source, "ledger source: captive, file, synthetic or pipe"},
+        {"retention", CS_FLAG_INT, &c->retention, "number of completed ledgers kept in the disk ring"},
+        {"start-ledger", CS_FLAG_UINT, &c->start_ledger,
+         "first ledger sequence (0 means 1; required with --source captive)"},
+        {"pipe-size", CS_FLAG_INT, &c->pipe_size,
+         "kernel pipe size requested for --source pipe (0 means 1 MiB, negative leaves it alone)"},
+        {"data-dir", CS_FLAG_STRING, &c->data_dir, "`directory` for the retention ring (<data-dir>/ledgers)"},
+        {"log-level", CS_FLAG_STRING, &c->log_level, "log `level`: debug, info, warn or error"},
+        {"chunk-size", CS_FLAG_INT, &c->chunk_size, "chunk payload `bytes`, within [4096,8388608]"},
+        {"compress", CS_FLAG_BOOL, &c->compress, "zstd-compress each chunk that shrinks"},
+        {"compress-workers", CS_FLAG_INT, &c->compress_workers,
+         "live zstd encoder threads, 1..64 (0 means 4)"},
+        {"emit-window", CS_FLAG_DURATION, &c->emit_window,
+         "window each ledger's bytes are paced over (file and synthetic sources)"},
+        {"cadence", CS_FLAG_DURATION, &c->cadence, "interval between ledger starts (file source)"},
+        {"core-binary", CS_FLAG_STRING, &c->core_binary,
+         "stellar-core `path` for --source captive (default: stellar-core on PATH)"},
+        {"core-config", CS_FLAG_STRING, &c->core_config, "captive-core toml `path`"},
+        {"history-archive-urls", CS_FLAG_STRING, &c->history_archive_urls,
+         "comma-separated history archive `urls` (captive)"},
+        {"storage-dir", CS_FLAG_STRING, &c->storage_dir,
+         "captive core's working `directory` (default <data-dir>/captive-core)"},
+        {"network-passphrase", CS_FLAG_STRING, &c->network_passphrase,
+         "overrides the NETWORK_PASSPHRASE of --core-config"},
+        {"file-dir", CS_FLAG_STRING, &c->file_dir, "dump `directory` of ledger-<seq>.xdr files (file source)"},
+        {"pipe-cmd", CS_FLAG_STRING, &c->pipe_cmd,
+         "shell `command` that writes framed metas to fd 3 (pipe source)"},
+        {"file-count", CS_FLAG_UINT, &c->file_count, "ledgers to replay, cycling the dump (0 means endless)"},
+        {"synthetic-size", CS_FLAG_INT, &c->synthetic_size, "synthetic ledger `bytes`"},
+        {"synthetic-compressible", CS_FLAG_BOOL, &c->synthetic_compressible,
+         "make synthetic ledgers meta-shaped and about 7x compressible"},
+        {"synthetic-interval", CS_FLAG_DURATION, &c->synthetic_interval,
+         "interval between synthetic ledger starts (negative means unpaced)"},
+        {"synthetic-count", CS_FLAG_UINT, &c->synthetic_count, "synthetic ledgers to emit (0 means endless)"},
+    };
+    cs_flagset fs = {.prog = "corestreamd",
+                     .synopsis = "Streams ledgers from one source to WebSocket subscribers on /stream.",
+                     .flags = flags,
+                     .nflags = sizeof flags / sizeof flags[0]};
+    int first = 0;
+    int rc = cs_flags_parse(&fs, argc, argv, &first, err);
+    if (rc == CS_FLAGS_HELP) {
+        cs_flags_usage(&fs, usage_out);
+        return 1;
+    }
+    if (rc != CS_FLAGS_OK) {
+        fprintf(usage_out, "%s\n", err->msg);
+        cs_flags_usage(&fs, usage_out);
+        return -1;
+    }
+    if (first < argc)
+        return cs_err_set(err, 0, "unexpected argument \"%s\"", argv[first]);
+    c->urls_buf = strdup(c->history_archive_urls);
+    if (!c->urls_buf)
+        return cs_err_set(err, 0, "out of memory");
+    c->nurls = cs_split_urls(c->urls_buf, c->urls, sizeof c->urls / sizeof c->urls[0]);
+    return validate(c, err);
+}
+
+void cs_daemon_config_free(cs_daemon_config *c)
+{
+    free(c->urls_buf);
+    c->urls_buf = NULL;
+}

@@ -1,0 +1,54 @@
+/* corestreamd's command line (PORTSPEC 1.1) and its validation (1.2), in the prototype's order
+ * and wording. */
+#ifndef CS_CORESTREAMD_CONFIG_H
+#define CS_CORESTREAMD_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "common/err.h"
+#include "common/godur.h"
+
+typedef struct cs_daemon_config {
+    const char *listen;
+    const char *source;
+    int64_t retention;
+    uint64_t start_ledger;
+    int64_t pipe_size;
+    const char *data_dir;
+    const char *log_level;
+    int64_t chunk_size;
+    bool compress;
+    int64_t compress_workers;
+    cs_dur emit_window;
+    cs_dur cadence;
+    const char *core_binary;
+    const char *core_config;
+    const char *history_archive_urls;
+    const char *storage_dir;
+    const char *network_passphrase;
+    const char *file_dir;
+    const char *pipe_cmd;
+    uint64_t file_count;
+    int64_t synthetic_size;
+    bool synthetic_compressible;
+    cs_dur synthetic_interval;
+    uint64_t synthetic_count;
+    /* Derived: the archive URLs split, trimmed, empties dropped (points into urls_buf). */
+    char *urls_buf;
+    const char *urls[32];
+    size_t nurls;
+} cs_daemon_config;
+
+/* Parses and validates argv. Returns 0, 1 when help was asked for (usage already printed to
+ * usage_out), or -1 with the message in err (for a flag syntax error the usage is printed to
+ * usage_out first, as Go's flag package does). Free with cs_daemon_config_free. */
+int cs_daemon_config_parse(cs_daemon_config *cfg, int argc, char **argv, FILE *usage_out, cs_err *err);
+void cs_daemon_config_free(cs_daemon_config *cfg);
+
+/* Splits a comma-separated list, trimming spaces and dropping empty items, in place. */
+size_t cs_split_urls(char *list, const char **out, size_t max);
+
+#endif

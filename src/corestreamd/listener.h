@@ -1,0 +1,19 @@
+/* The listening socket, bound the way Go's net.Listen("tcp", addr) binds it: an empty host means
+ * every interface (dual-stack [::] when the machine has IPv6), a port of 0 picks a free one. */
+#ifndef CS_CORESTREAMD_LISTENER_H
+#define CS_CORESTREAMD_LISTENER_H
+
+#include <stddef.h>
+#include <sys/socket.h>
+
+#include "common/err.h"
+
+/* Binds and listens (non-blocking, close-on-exec, SO_REUSEADDR). On success *fd is the socket and
+ * bound holds the address as logged ("127.0.0.1:41234", "[::]:8462"). Errors read
+ * `listen on <addr>: <step>: <reason>`. */
+int cs_listen_tcp(const char *addr, int *fd, char *bound, size_t boundlen, cs_err *err);
+
+/* "ip:port" or "[ip6]:port" of a socket address. */
+void cs_format_sockaddr(const struct sockaddr *sa, char *buf, size_t len);
+
+#endif

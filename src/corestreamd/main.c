@@ -1,0 +1,156 @@
+/* corestreamd: owns one ledger source and streams it to any number of WebSocket subscribers. */
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "corestreamd/config.h"
+#include "corestreamd/pace.h"
+#include "corestreamd/server.h"
+#include "corestreamd/source_file.h"
+#include "corestreamd/source_synthetic.h"
+
+static pthread_mutex_t g_server_mu = PTHREAD_MUTEX_INITIALIZER;
+static cs_server *g_server;
+static cs_cancel *g_cancel;
+
+/* SIGINT/SIGTERM arrive here, not as asynchronous handlers: the first asks the server to shut
+ * down; later ones are swallowed so a second Ctrl-C cannot cut the close frames short. */
+static void *signal_main(void *arg)
+{
+    sigset_t *set = arg;
+    bool seen = false;
+    for (;;) {
+        int sig;
+        if (sigwait(set, &sig) != 0 || seen)
+            continue;
+        seen = true;
+        pthread_mutex_lock(&g_server_mu);
+        if (g_server)
+            cs_server_stop(g_server);
+        else if (g_cancel)
+            cs_cancel_fire(g_cancel);
+        pthread_mutex_unlock(&g_server_mu);
+    }
+    return NULL;
+}
+
+static int build_source(const cs_daemon_config *c, cs_cancel *cancel, cs_source **src, cs_range *range,
+                        cs_err *err)
+{
+    uint32_t start = c->start_ledger ? (uint32_t)c->start_ledger : 1;
+    if (strcmp(c->source, "synthetic") == 0) {
+        *range = cs_counted_range(start, (uint32_t)c->synthetic_count);
+        cs_ledger_stream *ls = cs_synthetic_stream_new(c->synthetic_size, c->synthetic_compressible, cancel);
+        *src = cs_paced_source_new(ls, *range, c->emit_window, c->synthetic_interval, cancel);
+    } else if (strcmp(c->source, "file") == 0) {
+        if (cs_file_dir_validate(c->file_dir, c->data_dir, err) != 0)
+            return -1;
+        cs_ledger_stream *ls;
+        size_t records;
+        if (cs_file_stream_new(&ls, c->file_dir, cancel, &records, err) != 0)
+            return -1;
+        CS_LOG(CS_LOG_INFO, "replaying dump", KV_S("dir", c->file_dir), KV_U("ledgers", records),
+               KV_D("emit_window", c->emit_window), KV_D("cadence", c->cadence));
+        *range = cs_counted_range(start, (uint32_t)c->file_count);
+        *src = cs_paced_source_new(ls, *range, c->emit_window, c->cadence, cancel);
+    } else {
+        return cs_err_set(err, 0, "--source %s is not implemented yet in this build", c->source);
+    }
+    if (!*src)
+        return cs_err_set(err, 0, "source: out of memory");
+    return 0;
+}
+
+static int fail(const char *msg)
+{
+    CS_LOG(CS_LOG_ERROR, "corestreamd failed", KV_S("error", msg));
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    cs_daemon_config cfg;
+    cs_err err;
+    int rc = cs_daemon_config_parse(&cfg, argc, argv, stderr, &err);
+    if (rc != 0) {
+        cs_daemon_config_free(&cfg);
+        if (rc > 0)
+            return 0;
+        cs_log_early_error("corestreamd failed", err.msg);
+        return 1;
+    }
+    int level;
+    if (cs_log_parse_level(cfg.log_level, &level) != 0)
+        level = CS_LOG_INFO;
+    cs_log_init(stdout, level);
+
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    pthread_t sig_thread;
+    pthread_create(&sig_thread, NULL, signal_main, &set);
+    pthread_detach(sig_thread);
+
+    cs_cancel cancel;
+    if (cs_cancel_init(&cancel) != 0) {
+        cs_daemon_config_free(&cfg);
+        return fail("cannot create the cancellation eventfd");
+    }
+    pthread_mutex_lock(&g_server_mu);
+    g_cancel = &cancel;
+    pthread_mutex_unlock(&g_server_mu);
+
+    cs_source *src = NULL;
+    cs_range range;
+    cs_ring *ring = NULL;
+    cs_server *server = NULL;
+    char ring_dir[PATH_MAX];
+    snprintf(ring_dir, sizeof ring_dir, "%s/ledgers", cfg.data_dir);
+    rc = build_source(&cfg, &cancel, &src, &range, &err);
+    if (rc == 0 && (rc = cs_ring_open(&ring, ring_dir, cfg.retention, &err)) != 0 && src)
+        src->ops->destroy(src);
+    if (rc == 0) {
+        cs_server_config sc = {
+            .listen = cfg.listen,
+            .source_name = cfg.source,
+            .source = src,
+            .range = range,
+            .ring = ring,
+            .cancel = &cancel,
+            .chunk_size = cfg.chunk_size,
+            .compress = cfg.compress,
+            .compress_workers = cfg.compress_workers,
+            .retention = cfg.retention,
+        };
+        rc = cs_server_new(&server, &sc, &err);
+    }
+    if (rc == 0) {
+        pthread_mutex_lock(&g_server_mu);
+        g_server = server;
+        pthread_mutex_unlock(&g_server_mu);
+        rc = cs_server_listen(server, &err);
+    }
+    if (rc == 0 && !cs_cancel_is_set(&cancel))
+        rc = cs_server_run(server, &err);
+
+    pthread_mutex_lock(&g_server_mu);
+    g_server = NULL;
+    g_cancel = NULL;
+    pthread_mutex_unlock(&g_server_mu);
+    cs_server_free(server);
+    cs_daemon_config_free(&cfg);
+    cs_cancel_destroy(&cancel);
+    if (rc != 0) {
+        CS_LOG(CS_LOG_ERROR, "corestreamd stopping on failure", KV_S("error", err.msg));
+        return fail(err.msg);
+    }
+    CS_LOG0(CS_LOG_INFO, "corestreamd stopped");
+    return 0;
+}

@@ -1,0 +1,67 @@
+/* What the source loop reads: a sequence of emissions, each one ledger whose body arrives as a
+ * byte stream, read incrementally (PORTSPEC 1.4). Implemented by the paced adapter (synthetic and
+ * file), the pipe tap and captive core. */
+#ifndef CS_CORESTREAMD_SOURCE_H
+#define CS_CORESTREAMD_SOURCE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/err.h"
+
+/* A ledger range: [from,to] when bounded, [from,latest) otherwise. */
+typedef struct cs_range {
+    uint32_t from;
+    uint32_t to;
+    bool bounded;
+} cs_range;
+
+/* CountedRange: count 0 is unbounded from start; otherwise [start, start+count-1]. */
+cs_range cs_counted_range(uint32_t start, uint32_t count);
+
+/* "[a,b]" or "[a,latest)". */
+void cs_range_format(cs_range r, char *buf, size_t len);
+
+/* Error kind that marks a cancellation (shutdown), as opposed to a failure. */
+#define CS_ERR_CANCELLED 100
+
+typedef struct cs_emission {
+    uint32_t seq;
+    uint64_t declared_size; /* 0 = unknown */
+} cs_emission;
+
+typedef struct cs_source cs_source;
+
+typedef struct cs_source_ops {
+    /* Starts the next emission. Returns 1 and fills em, 0 when the source is exhausted, -1 on
+     * error (err->kind CS_ERR_CANCELLED when the run was cancelled). On error em->seq still names
+     * the ledger that was expected, for the failure message. */
+    int (*next)(cs_source *s, cs_emission *em, cs_err *err);
+    /* Reads up to len body bytes of the current emission. Returns the count, 0 at the end of the
+     * body, -1 on error (CS_ERR_CANCELLED on cancellation). */
+    ssize_t (*read)(cs_source *s, uint8_t *buf, size_t len, cs_err *err);
+    void (*destroy)(cs_source *s);
+} cs_source_ops;
+
+struct cs_source {
+    const cs_source_ops *ops;
+};
+
+/* A source of complete ledgers (synthetic, file dump): each pull yields one whole ledger, borrowed
+ * until the next pull. Sequence numbers are assigned by the paced adapter, counting from its range
+ * start. */
+typedef struct cs_ledger_stream cs_ledger_stream;
+
+typedef struct cs_ledger_stream_ops {
+    /* Returns 1 with the ledger for seq, 0 when exhausted, -1 on error. */
+    int (*pull)(cs_ledger_stream *ls, uint32_t seq, const uint8_t **data, size_t *len, cs_err *err);
+    void (*destroy)(cs_ledger_stream *ls);
+} cs_ledger_stream_ops;
+
+struct cs_ledger_stream {
+    const cs_ledger_stream_ops *ops;
+};
+
+#endif

@@ -1,0 +1,628 @@
+/* Chunk compression and the ordered encoder pool: PORTSPEC 2.3 and test cases 60, 61, 62
+ * (adapted: no leaked threads, nothing published after destroy), 66 and 67, plus the raw
+ * fallback and the 1024-chunk back-pressure. Also runs under ThreadSanitizer. */
+/* For ZSTD_CCtx_getParameter and ZSTD_getFrameHeader, used only to inspect what was configured. */
+#define ZSTD_STATIC_LINKING_ONLY
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <zstd.h>
+
+#include "common/synthetic.h"
+#include "corestreamd/compress.h"
+#include "wire/wire.h"
+
+#define HDR CS_WIRE_CHUNK_HEADER_LEN
+#define WAIT_SECONDS 10 /* bound on every wait; generous for sanitizer builds */
+
+/* ---- helpers ---- */
+
+static uint64_t splitmix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static void fill_random(uint8_t *buf, size_t n, uint64_t seed)
+{
+    for (size_t i = 0; i < n; i++)
+        buf[i] = (uint8_t)splitmix(&seed);
+}
+
+/* Compressible but distinct per index, so a misordered chunk cannot pass for its neighbour. */
+static void fill_pattern(uint8_t *buf, size_t n, uint32_t idx)
+{
+    char word[32];
+    int w = snprintf(word, sizeof word, "ledger-close-meta-%u-", idx);
+    for (size_t i = 0; i < n; i++)
+        buf[i] = (uint8_t)word[i % (size_t)w];
+}
+
+/* A message laid out the way the source loop hands it over: 11 reserved header bytes (poisoned
+ * here, so a missing header write shows) and the payload after them. */
+static cs_msg *make_raw(const uint8_t *payload, size_t n)
+{
+    cs_msg *m = cs_msg_new(HDR + n);
+    assert_non_null(m);
+    memset(m->data, 0xEE, HDR);
+    if (n)
+        memcpy(m->data + HDR, payload, n);
+    m->len = HDR + n;
+    return m;
+}
+
+/* Decodes a CHUNK message, checks its framing and that it expands to want; returns its codec. */
+static uint8_t check_chunk(const cs_msg *m, uint32_t seq, uint32_t idx, const uint8_t *want,
+                           size_t n)
+{
+    cs_wire_msg w;
+    cs_err err = {0};
+    assert_int_equal(cs_wire_decode(m->data, m->len, &w, &err), 0);
+    assert_int_equal(w.type, CS_WIRE_TYPE_CHUNK);
+    assert_int_equal(w.seq, seq);
+    assert_int_equal(w.chunk_idx, idx);
+    if (w.codec == CS_CODEC_RAW) {
+        assert_int_equal(w.payload_len, n);
+        if (n)
+            assert_memory_equal(w.payload, want, n);
+        return w.codec;
+    }
+    assert_int_equal(w.codec, CS_CODEC_ZSTD);
+    assert_true(w.payload_len < n); /* only a strictly smaller frame ships compressed */
+    assert_int_equal(ZSTD_getFrameContentSize(w.payload, w.payload_len), n);
+    uint8_t *out = malloc(n);
+    assert_non_null(out);
+    size_t got = ZSTD_decompress(out, n, w.payload, w.payload_len);
+    assert_false(ZSTD_isError(got));
+    assert_int_equal(got, n);
+    assert_memory_equal(out, want, n);
+    free(out);
+    return w.codec;
+}
+
+static int thread_count(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    assert_non_null(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+static struct timespec deadline(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += WAIT_SECONDS;
+    return ts;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* ---- the publish side: records every message and can hold one publish() call at a gate ---- */
+
+typedef struct recorder {
+    cs_msg **msgs;
+    size_t cap;
+    atomic_size_t count;
+    atomic_bool in_publish;
+    atomic_int overlaps; /* publish() entered while another call was running */
+    atomic_int overflow;
+    bool yield; /* give up the CPU inside publish(), widening the window for overlaps */
+
+    size_t gate_at; /* the publish() call for this position waits for the gate; SIZE_MAX: none */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool gate_reached;
+    bool gate_open;
+} recorder;
+
+static void rec_init(recorder *r, size_t cap)
+{
+    memset(r, 0, sizeof *r);
+    r->msgs = calloc(cap, sizeof *r->msgs);
+    assert_non_null(r->msgs);
+    r->cap = cap;
+    r->gate_at = SIZE_MAX;
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->cv, NULL);
+}
+
+static void rec_free(recorder *r)
+{
+    size_t n = atomic_load(&r->count);
+    for (size_t i = 0; i < n && i < r->cap; i++)
+        cs_msg_release(r->msgs[i]);
+    free(r->msgs);
+    pthread_cond_destroy(&r->cv);
+    pthread_mutex_destroy(&r->mu);
+}
+
+/* Runs on a worker or the submitting thread; asserts stay on the main thread, so problems are
+ * counted here and checked there. */
+static void rec_publish(void *ctx, cs_msg *m)
+{
+    recorder *r = ctx;
+    if (atomic_exchange(&r->in_publish, true))
+        atomic_fetch_add(&r->overlaps, 1);
+    size_t i = atomic_load(&r->count);
+    if (i < r->cap) {
+        r->msgs[i] = m;
+    } else {
+        atomic_fetch_add(&r->overflow, 1);
+        cs_msg_release(m);
+    }
+    if (r->yield)
+        sched_yield();
+    if (i == r->gate_at) {
+        struct timespec until = deadline();
+        pthread_mutex_lock(&r->mu);
+        r->gate_reached = true;
+        pthread_cond_broadcast(&r->cv);
+        while (!r->gate_open && pthread_cond_timedwait(&r->cv, &r->mu, &until) == 0)
+            ;
+        pthread_mutex_unlock(&r->mu);
+    }
+    atomic_store(&r->in_publish, false);
+    atomic_store(&r->count, i + 1);
+}
+
+static bool rec_wait_gate(recorder *r)
+{
+    struct timespec until = deadline();
+    pthread_mutex_lock(&r->mu);
+    while (!r->gate_reached && pthread_cond_timedwait(&r->cv, &r->mu, &until) == 0)
+        ;
+    bool reached = r->gate_reached;
+    pthread_mutex_unlock(&r->mu);
+    return reached;
+}
+
+static void rec_open_gate(recorder *r)
+{
+    pthread_mutex_lock(&r->mu);
+    r->gate_open = true;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* Everything published exactly once, in submission order, never concurrently. */
+static void rec_check_clean(recorder *r, size_t want)
+{
+    assert_int_equal(atomic_load(&r->count), want);
+    assert_int_equal(atomic_load(&r->overflow), 0);
+    assert_int_equal(atomic_load(&r->overlaps), 0);
+}
+
+/* ---- 66 ---- */
+
+static void test_workers_resolve(void **state)
+{
+    (void)state;
+    const struct {
+        int64_t in;
+        int want;
+    } ok[] = {{0, 4}, {1, 1}, {64, 64}};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        int got = -7;
+        assert_int_equal(cs_compress_workers_resolve(ok[i].in, &got, NULL), 0);
+        assert_int_equal(got, ok[i].want);
+    }
+    cs_err err = {0};
+    int got = -7;
+    assert_int_equal(cs_compress_workers_resolve(-1, &got, &err), -1);
+    assert_string_equal(err.msg, "server: compress workers -1 is outside [1,64]");
+    assert_int_equal(cs_compress_workers_resolve(65, &got, &err), -1);
+    assert_string_equal(err.msg, "server: compress workers 65 is outside [1,64]");
+    assert_int_equal(got, -7); /* untouched on error */
+}
+
+/* ---- the context ---- */
+
+static int cctx_param(ZSTD_CCtx *c, ZSTD_cParameter param)
+{
+    int v = -1;
+    assert_false(ZSTD_isError(ZSTD_CCtx_getParameter(c, param, &v)));
+    return v;
+}
+
+static void test_cctx_config(void **state)
+{
+    (void)state;
+    const struct {
+        size_t chunk;
+        int log;
+    } cases[] = {{1, 10}, {1024, 10}, {4096, 12}, {262144, 18}, {262145, 19}, {8388608, 23}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ZSTD_CCtx *c = cs_chunk_cctx_new(cases[i].chunk);
+        assert_non_null(c);
+        assert_int_equal(cctx_param(c, ZSTD_c_windowLog), cases[i].log);
+        assert_int_equal(cctx_param(c, ZSTD_c_compressionLevel), 1);
+        assert_int_equal(cctx_param(c, ZSTD_c_checksumFlag), 0);
+        assert_int_equal(cctx_param(c, ZSTD_c_contentSizeFlag), 1);
+        ZSTD_freeCCtx(c);
+    }
+}
+
+/* ---- 60 ---- */
+
+static void test_encode_chunk_round_trips(void **state)
+{
+    (void)state;
+    static const char word[] = "ledger-close-meta-";
+    size_t comp_n = (sizeof word - 1) * 4096;
+    uint8_t *comp = malloc(comp_n);
+    assert_non_null(comp);
+    for (size_t i = 0; i < comp_n; i++)
+        comp[i] = (uint8_t)word[i % (sizeof word - 1)];
+    size_t rand_n = 64 << 10;
+    uint8_t *rnd = malloc(rand_n);
+    assert_non_null(rnd);
+    fill_random(rnd, rand_n, 7);
+
+    ZSTD_CCtx *c = cs_chunk_cctx_new(CS_DEFAULT_CHUNK_SIZE);
+    assert_non_null(c);
+    const struct {
+        const uint8_t *raw;
+        size_t n;
+        uint8_t codec;
+    } cases[] = {{comp, comp_n, CS_CODEC_ZSTD}, {rnd, rand_n, CS_CODEC_RAW}, {NULL, 0, CS_CODEC_RAW}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cs_msg *m = cs_encode_chunk(c, 42, 3, cases[i].raw, cases[i].n);
+        assert_non_null(m);
+        assert_int_equal(check_chunk(m, 42, 3, cases[i].raw, cases[i].n), cases[i].codec);
+        if (cases[i].codec == CS_CODEC_ZSTD) {
+            /* One independent frame, no checksum: the END's XXH64 is the integrity check. */
+            ZSTD_frameHeader fh;
+            assert_int_equal(ZSTD_getFrameHeader(&fh, m->data + HDR, m->len - HDR), 0);
+            assert_int_equal(fh.checksumFlag, 0);
+            assert_int_equal(ZSTD_findFrameCompressedSize(m->data + HDR, m->len - HDR), m->len - HDR);
+        }
+        cs_msg_release(m);
+    }
+    ZSTD_freeCCtx(c);
+
+    /* No context is how an uncompressed flow is framed. */
+    cs_msg *m = cs_encode_chunk(NULL, 42, 3, comp, comp_n);
+    assert_non_null(m);
+    assert_int_equal(check_chunk(m, 42, 3, comp, comp_n), CS_CODEC_RAW);
+    cs_msg_release(m);
+    free(rnd);
+    free(comp);
+}
+
+/* ---- 67 ---- */
+
+static size_t frame_len(ZSTD_CCtx *c, const uint8_t *src, size_t n)
+{
+    size_t cap = ZSTD_compressBound(n);
+    uint8_t *dst = malloc(cap);
+    assert_non_null(dst);
+    size_t r = ZSTD_compress2(c, dst, cap, src, n);
+    assert_false(ZSTD_isError(r));
+    free(dst);
+    return r;
+}
+
+static void test_compressible_ratio_is_chunk_invariant(void **state)
+{
+    (void)state;
+    size_t len = 4 << 20;
+    uint8_t *buf = malloc(len);
+    assert_non_null(buf);
+    cs_synthetic_fill(buf, len, 42, true);
+    const size_t chunks[] = {CS_MIN_CHUNK_SIZE, 64 << 10, CS_DEFAULT_CHUNK_SIZE, 1 << 20};
+    for (size_t k = 0; k < sizeof chunks / sizeof chunks[0]; k++) {
+        ZSTD_CCtx *c = cs_chunk_cctx_new(chunks[k]);
+        assert_non_null(c);
+        size_t total = 0;
+        for (size_t off = 0; off < len; off += chunks[k])
+            total += frame_len(c, buf + off, len - off < chunks[k] ? len - off : chunks[k]);
+        ZSTD_freeCCtx(c);
+        double ratio = (double)len / (double)total;
+        print_message("chunk %zu: ratio %.2fx\n", chunks[k], ratio);
+        assert_true(ratio >= 4.0 && ratio <= 12.0);
+    }
+
+    /* The incompressible payload is the negative control and must stay one. */
+    cs_synthetic_fill(buf, len, 42, false);
+    ZSTD_CCtx *c = cs_chunk_cctx_new(CS_DEFAULT_CHUNK_SIZE);
+    assert_non_null(c);
+    double ratio = (double)CS_DEFAULT_CHUNK_SIZE / (double)frame_len(c, buf, CS_DEFAULT_CHUNK_SIZE);
+    assert_true(ratio <= 1.1);
+    ZSTD_freeCCtx(c);
+    free(buf);
+}
+
+/* ---- 61 ---- */
+
+static void test_pipeline_publishes_in_order(void **state)
+{
+    (void)state;
+    enum { N = 64, LEN = 32 << 10 };
+    static uint8_t raws[N][LEN];
+    recorder r;
+    rec_init(&r, N);
+    cs_chunk_pipeline *p;
+    cs_err err = {0};
+    assert_int_equal(cs_pipeline_new(&p, 4, true, CS_DEFAULT_CHUNK_SIZE, rec_publish, &r, &err), 0);
+
+    /* Alternating compressibility makes workers finish out of order. */
+    cs_msg *mine[N];
+    for (uint32_t i = 0; i < N; i++) {
+        if (i % 2 == 0)
+            memset(raws[i], (int)i, LEN);
+        else
+            fill_random(raws[i], LEN, 11 + i);
+        /* Like the source loop, keep an own reference (for the ring write) across submit. */
+        mine[i] = cs_msg_retain(make_raw(raws[i], LEN));
+        cs_pipeline_submit(p, mine[i], 9, i);
+    }
+    /* flush alone must publish everything: destroy drains too and would hide a no-op flush. */
+    cs_pipeline_flush(p);
+    rec_check_clean(&r, N);
+    cs_pipeline_destroy(p);
+    cs_pipeline_destroy(NULL);
+
+    for (uint32_t i = 0; i < N; i++) {
+        uint8_t codec = check_chunk(r.msgs[i], 9, i, raws[i], LEN);
+        /* Random payloads never shrink. A compressible one may still ship raw when every worker
+         * was busy, except chunk 0, which always finds the work queue empty. */
+        if (i % 2 == 1 || i == 0)
+            assert_int_equal(codec, i == 0 ? CS_CODEC_ZSTD : CS_CODEC_RAW);
+        /* The payload the caller still holds is untouched. */
+        assert_memory_equal(mine[i]->data + HDR, raws[i], LEN);
+        cs_msg_release(mine[i]);
+    }
+    rec_free(&r);
+}
+
+/* Many small chunks through many workers, with publish() yielding: the chunks complete in every
+ * order, yet publication stays serial and in submission order. */
+static void test_publish_is_serial_and_ordered_under_load(void **state)
+{
+    (void)state;
+    enum { N = 4000, LEN = 2048 };
+    recorder r;
+    rec_init(&r, N);
+    r.yield = true;
+    cs_chunk_pipeline *p;
+    cs_err err = {0};
+    assert_int_equal(cs_pipeline_new(&p, 8, true, CS_MIN_CHUNK_SIZE, rec_publish, &r, &err), 0);
+    uint8_t payload[LEN];
+    for (uint32_t i = 0; i < N; i++) {
+        if (i % 5 == 0)
+            fill_random(payload, LEN, i);
+        else
+            fill_pattern(payload, LEN, i);
+        cs_pipeline_submit(p, make_raw(payload, LEN), 4, i);
+    }
+    cs_pipeline_flush(p);
+    rec_check_clean(&r, N);
+    cs_pipeline_destroy(p);
+    for (uint32_t i = 0; i < N; i++) {
+        if (i % 5 == 0)
+            fill_random(payload, LEN, i);
+        else
+            fill_pattern(payload, LEN, i);
+        check_chunk(r.msgs[i], 4, i, payload, LEN);
+    }
+    rec_free(&r);
+}
+
+/* ---- raw fallback ---- */
+
+static void test_raw_fallback_when_workers_busy(void **state)
+{
+    (void)state;
+    enum { N = 200, LEN = 8 << 10 };
+    static uint8_t raws[N][LEN];
+    recorder r;
+    rec_init(&r, N);
+    r.gate_at = 0; /* the only worker publishes chunk 0 and then sits at the gate */
+    cs_chunk_pipeline *p;
+    cs_err err = {0};
+    assert_int_equal(cs_pipeline_new(&p, 1, true, CS_DEFAULT_CHUNK_SIZE, rec_publish, &r, &err), 0);
+
+    cs_msg *sent[N];
+    for (uint32_t i = 0; i < N; i++) {
+        fill_pattern(raws[i], LEN, i);
+        sent[i] = make_raw(raws[i], LEN);
+    }
+    cs_pipeline_submit(p, sent[0], 5, 0);
+    assert_true(rec_wait_gate(&r));
+    /* The worker is busy: 16 chunks fill the work queue, the rest ship raw on this thread. */
+    for (uint32_t i = 1; i < N; i++)
+        cs_pipeline_submit(p, sent[i], 5, i);
+    assert_int_equal(cs_pipeline_raw_fallbacks(p), N - 1 - 16);
+    assert_int_equal(atomic_load(&r.count), 0); /* nothing overtakes the held chunk 0 */
+    rec_open_gate(&r);
+    cs_pipeline_flush(p);
+    rec_check_clean(&r, N);
+    assert_int_equal(cs_pipeline_raw_fallbacks(p), N - 1 - 16);
+    cs_pipeline_destroy(p);
+
+    for (uint32_t i = 0; i < N; i++) {
+        uint8_t codec = check_chunk(r.msgs[i], 5, i, raws[i], LEN);
+        if (i <= 16) {
+            assert_int_equal(codec, CS_CODEC_ZSTD);
+        } else {
+            assert_int_equal(codec, CS_CODEC_RAW);
+            assert_ptr_equal(r.msgs[i], sent[i]); /* framed in place, not copied */
+        }
+    }
+    rec_free(&r);
+}
+
+/* ---- back-pressure at 1024 pending ---- */
+
+typedef struct submitter {
+    cs_chunk_pipeline *p;
+    cs_msg **msgs;
+    uint32_t n;
+    atomic_uint returned;
+} submitter;
+
+static void *submit_all(void *arg)
+{
+    submitter *s = arg;
+    for (uint32_t i = 0; i < s->n; i++) {
+        cs_pipeline_submit(s->p, s->msgs[i], 6, i);
+        atomic_store(&s->returned, i + 1);
+    }
+    return NULL;
+}
+
+static void test_submit_blocks_at_1024_pending(void **state)
+{
+    (void)state;
+    enum { N = 1500, LEN = 256 };
+    recorder r;
+    rec_init(&r, N);
+    r.gate_at = 0;
+    cs_chunk_pipeline *p;
+    cs_err err = {0};
+    assert_int_equal(cs_pipeline_new(&p, 1, true, CS_MIN_CHUNK_SIZE, rec_publish, &r, &err), 0);
+    uint8_t payload[LEN];
+    cs_msg **msgs = malloc(N * sizeof *msgs);
+    assert_non_null(msgs);
+    for (uint32_t i = 0; i < N; i++) {
+        fill_pattern(payload, LEN, i);
+        msgs[i] = make_raw(payload, LEN);
+    }
+
+    submitter s = {.p = p, .msgs = msgs, .n = N};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, submit_all, &s), 0);
+    assert_true(rec_wait_gate(&r));
+    /* Chunk 0 has left the ring but is held in publish(), so 1024 more fit and the next blocks. */
+    for (int i = 0; i < WAIT_SECONDS * 1000 && atomic_load(&s.returned) < 1025; i++)
+        sleep_ms(1);
+    assert_int_equal(atomic_load(&s.returned), 1025);
+    sleep_ms(20);
+    assert_int_equal(atomic_load(&s.returned), 1025);
+    rec_open_gate(&r);
+    struct timespec until = deadline();
+    assert_int_equal(pthread_timedjoin_np(t, NULL, &until), 0);
+    cs_pipeline_flush(p);
+    rec_check_clean(&r, N);
+    cs_pipeline_destroy(p);
+
+    for (uint32_t i = 0; i < N; i++) {
+        fill_pattern(payload, LEN, i);
+        check_chunk(r.msgs[i], 6, i, payload, LEN);
+    }
+    free(msgs);
+    rec_free(&r);
+}
+
+/* ---- 62, adapted: destroy drains, joins and publishes nothing afterwards ---- */
+
+static void test_destroy_publishes_pending_then_nothing(void **state)
+{
+    (void)state;
+    enum { N = 100, LEN = 16 << 10 };
+    static uint8_t raws[N][LEN];
+    recorder r;
+    rec_init(&r, N);
+    int threads_before = thread_count();
+    cs_chunk_pipeline *p;
+    cs_err err = {0};
+    assert_int_equal(cs_pipeline_new(&p, 4, true, CS_DEFAULT_CHUNK_SIZE, rec_publish, &r, &err), 0);
+    assert_int_equal(thread_count(), threads_before + 4);
+    for (uint32_t i = 0; i < N; i++) {
+        if (i % 3 == 0)
+            fill_random(raws[i], LEN, i);
+        else
+            fill_pattern(raws[i], LEN, i);
+        cs_pipeline_submit(p, make_raw(raws[i], LEN), 8, i);
+    }
+    cs_pipeline_destroy(p); /* no flush first */
+    rec_check_clean(&r, N);
+    assert_int_equal(thread_count(), threads_before);
+    sleep_ms(20);
+    assert_int_equal(atomic_load(&r.count), N);
+    for (uint32_t i = 0; i < N; i++)
+        check_chunk(r.msgs[i], 8, i, raws[i], LEN);
+    rec_free(&r);
+}
+
+/* ---- compression off ---- */
+
+static void test_compress_off_publishes_inline(void **state)
+{
+    (void)state;
+    enum { N = 8, LEN = 4096 };
+    uint8_t payload[LEN];
+    recorder r;
+    rec_init(&r, N);
+    int threads_before = thread_count();
+    cs_chunk_pipeline *p;
+    cs_err err = {0};
+    /* workers is ignored when compression is off. */
+    assert_int_equal(cs_pipeline_new(&p, 0, false, CS_DEFAULT_CHUNK_SIZE, rec_publish, &r, &err), 0);
+    assert_int_equal(thread_count(), threads_before);
+    for (uint32_t i = 0; i < N; i++) {
+        fill_pattern(payload, LEN, i);
+        cs_msg *m = make_raw(payload, LEN);
+        cs_pipeline_submit(p, m, 3, i);
+        assert_int_equal(atomic_load(&r.count), i + 1); /* already published on return */
+        assert_ptr_equal(r.msgs[i], m);
+        assert_int_equal(check_chunk(m, 3, i, payload, LEN), CS_CODEC_RAW);
+    }
+    cs_pipeline_flush(p);
+    assert_int_equal(cs_pipeline_raw_fallbacks(p), 0);
+    cs_pipeline_destroy(p);
+    rec_check_clean(&r, N);
+    rec_free(&r);
+}
+
+static void test_new_rejects_bad_worker_count(void **state)
+{
+    (void)state;
+    recorder r;
+    rec_init(&r, 1);
+    cs_chunk_pipeline *p = (cs_chunk_pipeline *)&r;
+    cs_err err = {0};
+    assert_int_equal(cs_pipeline_new(&p, 65, true, CS_DEFAULT_CHUNK_SIZE, rec_publish, &r, &err), -1);
+    assert_null(p);
+    assert_string_equal(err.msg, "server: compress workers 65 is outside [1,64]");
+    rec_free(&r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_workers_resolve),
+        cmocka_unit_test(test_cctx_config),
+        cmocka_unit_test(test_encode_chunk_round_trips),
+        cmocka_unit_test(test_compressible_ratio_is_chunk_invariant),
+        cmocka_unit_test(test_pipeline_publishes_in_order),
+        cmocka_unit_test(test_publish_is_serial_and_ordered_under_load),
+        cmocka_unit_test(test_raw_fallback_when_workers_busy),
+        cmocka_unit_test(test_submit_blocks_at_1024_pending),
+        cmocka_unit_test(test_destroy_publishes_pending_then_nothing),
+        cmocka_unit_test(test_compress_off_publishes_inline),
+        cmocka_unit_test(test_new_rejects_bad_worker_count),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
