@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "common/flags.h"
+#include "common/goquote.h"
 #include "corestream/wire.h"
 #include "wire/wire.h"
 
@@ -56,8 +57,11 @@ static int validate(cs_daemon_config *c, cs_err *err)
     bool synthetic = strcmp(src, "synthetic") == 0, file = strcmp(src, "file") == 0;
     bool captive = strcmp(src, "captive") == 0, pipe = strcmp(src, "pipe") == 0;
     char a[CS_DUR_STR_MAX], b[CS_DUR_STR_MAX];
-    if (!synthetic && !file && !captive && !pipe)
-        return cs_err_set(err, 0, "--source must be captive, file, synthetic or pipe, got \"%s\"", src);
+    if (!synthetic && !file && !captive && !pipe) {
+        char q[CS_ERR_MSG_MAX / 2];
+        cs_go_quote(q, sizeof q, src);
+        return cs_err_set(err, 0, "--source must be captive, file, synthetic or pipe, got %s", q);
+    }
     if (c->start_ledger > CS_LAST_SEQUENCE)
         return cs_err_set(err, 0, "--start-ledger %llu does not fit in a ledger sequence",
                           (unsigned long long)c->start_ledger);
@@ -94,7 +98,7 @@ static int validate(cs_daemon_config *c, cs_err *err)
             return cs_err_set(err, 0, "--start-ledger is required with --source captive");
         if (!*c->core_config)
             return cs_err_set(err, 0, "--core-config is required with --source captive");
-        if (c->nurls == 0)
+        if (!*c->history_archive_urls)
             return cs_err_set(err, 0, "--history-archive-urls is required with --source captive");
     }
     if (file && !*c->file_dir)
@@ -159,8 +163,11 @@ int cs_daemon_config_parse(cs_daemon_config *c, int argc, char **argv, FILE *usa
         cs_flags_usage(&fs, usage_out);
         return -1;
     }
-    if (first < argc)
-        return cs_err_set(err, 0, "unexpected argument \"%s\"", argv[first]);
+    if (first < argc) {
+        char q[CS_ERR_MSG_MAX / 2];
+        cs_go_quote(q, sizeof q, argv[first]);
+        return cs_err_set(err, 0, "unexpected argument %s", q);
+    }
     c->urls_buf = strdup(c->history_archive_urls);
     if (!c->urls_buf)
         return cs_err_set(err, 0, "out of memory");

@@ -40,7 +40,7 @@ static bool parse_u32(const char *v, uint32_t *out)
 
 static int invalid(cs_err *err, const char *which, const char *v)
 {
-    char q[256];
+    char q[CS_ERR_MSG_MAX];
     cs_go_quote(q, sizeof q, v);
     return cs_err_set(err, 0, "invalid %s parameter %s", which, q);
 }

@@ -433,7 +433,7 @@ static void on_wake(cs_server *s)
         for (subscriber *sub = s->subs; sub; sub = sub->next)
             lws_callback_on_writable(sub->wsi);
     }
-    if (atomic_load(&s->source_done) && !s->draining) {
+    if (atomic_load(&s->source_done) && !s->draining && !s->cfg.linger) {
         s->draining = true;
         close_listener(s);
         if (!s->shutting_down)
@@ -674,6 +674,25 @@ void cs_server_stop(cs_server *s)
     atomic_store(&s->stop_requested, true);
     cs_cancel_fire(s->cfg.cancel);
     server_wake(s);
+}
+
+bool cs_server_wait_retained(cs_server *s, uint32_t seq, int64_t timeout_ns)
+{
+    int64_t deadline = cs_mono_ns() + timeout_ns;
+    for (;;) {
+        cs_snap snap;
+        cs_broadcast_watch(s->bc, &snap);
+        cs_snap_release(&snap);
+        uint32_t oldest, latest;
+        /* Put(N) completes before BEGIN(N+1) and before the stream is finished, so either event
+         * is the moment to look at the ring again. */
+        if (cs_ring_bounds(s->cfg.ring, &oldest, &latest) && latest >= seq && oldest <= seq)
+            return true;
+        int64_t left = deadline - cs_mono_ns();
+        if (snap.ended || left <= 0)
+            return false;
+        cs_broadcast_wait(s->bc, snap.gen, left);
+    }
 }
 
 int cs_server_subscribers(const cs_server *s)

@@ -26,6 +26,8 @@ typedef struct cs_server_config {
     uint64_t max_payload;     /* 0 → 268435456; smaller only in tests */
     bool hold_until_subscriber; /* benchrunner loopback: every ledger is delivered live */
     int64_t retention;          /* for the listening log line */
+    bool linger;                /* keep serving the ring after the source ends, until stopped
+                                   (embedding and tests; the daemon exits instead) */
     bool quiet_listen;          /* do not log `corestreamd listening` (benchrunner) */
 } cs_server_config;
 
@@ -51,6 +53,10 @@ int cs_server_run(cs_server *s, cs_err *err);
 
 /* Asks a running server to shut down. Safe from any thread. */
 void cs_server_stop(cs_server *s);
+
+/* Waits until ledger seq is in the ring (true) or the source ended without it or timeout_ns
+ * passed (false). For embedders and tests that must not poll. */
+bool cs_server_wait_retained(cs_server *s, uint32_t seq, int64_t timeout_ns);
 
 int cs_server_subscribers(const cs_server *s);
 uint64_t cs_server_live_abandons(const cs_server *s);

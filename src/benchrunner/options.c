@@ -1,0 +1,147 @@
+#include "benchrunner/options.h"
+
+#include <string.h>
+
+#include "common/flags.h"
+#include "common/goquote.h"
+#include "common/synthetic.h"
+#include "corestream/wire.h"
+#include "wire/wire.h"
+
+void br_options_defaults(br_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->mode = "loopback";
+    o->url = "ws://127.0.0.1:8462";
+    o->csv = "";
+    o->synthetic_size = CS_SYNTHETIC_DEFAULT_SIZE;
+    o->synthetic_interval = 10 * CS_MS;
+    o->emit_window = 5 * CS_MS;
+    o->chunk_size = CS_DEFAULT_CHUNK_SIZE;
+    o->count = 100;
+    o->pipe_cmd = "";
+    o->pipe_size = 1048576;
+    o->core_binary = "";
+    o->core_config = "";
+    o->history_archive_urls = "";
+    o->storage_dir = "";
+    o->network_passphrase = "";
+}
+
+#define BR_NFLAGS 20
+
+static void fill_flags(cs_flag *f, br_options *o)
+{
+    const cs_flag table[BR_NFLAGS] = {
+        {"mode", CS_FLAG_STRING, &o->mode, "loopback|remote|local|localtap"},
+        {"url", CS_FLAG_STRING, &o->url, "corestreamd URL (remote mode)"},
+        {"start", CS_FLAG_UINT, &o->start, "first ledger (0 = tip in remote mode, 1 in loopback)"},
+        {"end", CS_FLAG_UINT, &o->end, "last ledger (0 = unbounded)"},
+        {"csv", CS_FLAG_STRING, &o->csv, "write per-ledger rows to this file"},
+        {"synthetic-size", CS_FLAG_INT, &o->synthetic_size, "loopback: ledger payload bytes"},
+        {"synthetic-interval", CS_FLAG_DURATION, &o->synthetic_interval,
+         "loopback: ledger cadence (the emit window nests inside it)"},
+        {"emit-window", CS_FLAG_DURATION, &o->emit_window,
+         "loopback: pace each ledger's bytes over this window (0 = all at once)"},
+        {"chunk-size", CS_FLAG_INT, &o->chunk_size,
+         "loopback: server chunk payload bytes; localtap: read size"},
+        {"compress", CS_FLAG_BOOL, &o->compress,
+         "loopback: zstd-compress chunks and make the payloads compressible"},
+        {"remote-compressible", CS_FLAG_BOOL, &o->remote_compressible,
+         "remote --verify: the server runs --synthetic-compressible"},
+        {"count", CS_FLAG_UINT, &o->count, "loopback: ledgers to stream"},
+        {"verify", CS_FLAG_BOOL, &o->verify,
+         "loopback and remote: check every payload against the regenerated synthetic bytes"},
+        {"pipe-cmd", CS_FLAG_STRING, &o->pipe_cmd, "localtap: shell command that writes framed metas to fd 3"},
+        {"pipe-size", CS_FLAG_INT, &o->pipe_size, "localtap: kernel pipe size to request"},
+        {"core-binary", CS_FLAG_STRING, &o->core_binary, "local: stellar-core binary (default: found on PATH)"},
+        {"core-config", CS_FLAG_STRING, &o->core_config, "local: captive-core toml path"},
+        {"history-archive-urls", CS_FLAG_STRING, &o->history_archive_urls,
+         "local: comma-separated history archive URLs"},
+        {"storage-dir", CS_FLAG_STRING, &o->storage_dir, "local: captive core storage path"},
+        {"network-passphrase", CS_FLAG_STRING, &o->network_passphrase,
+         "local: override the toml's NETWORK_PASSPHRASE"},
+    };
+    memcpy(f, table, sizeof table);
+}
+
+/* Go's usage shows the defaults recorded when the flags were defined, not the parsed values. */
+static void print_usage(FILE *out)
+{
+    br_options defaults;
+    cs_flag flags[BR_NFLAGS];
+    br_options_defaults(&defaults);
+    fill_flags(flags, &defaults);
+    cs_flagset fs = {.prog = "benchrunner", .synopsis = NULL, .flags = flags, .nflags = BR_NFLAGS};
+    cs_flags_usage(&fs, out);
+}
+
+static int set_quoted(cs_err *err, const char *prefix, const char *value)
+{
+    char q[CS_ERR_MSG_MAX / 2];
+    cs_go_quote(q, sizeof q, value);
+    return cs_err_set(err, 0, "%s%s", prefix, q);
+}
+
+int br_options_validate(const br_options *o, cs_err *err)
+{
+    char a[CS_DUR_STR_MAX], b[CS_DUR_STR_MAX];
+    if (o->start > UINT32_MAX || o->end > UINT32_MAX || o->count > UINT32_MAX)
+        return cs_err_set(err, 0, "--start, --end and --count must fit in a ledger sequence");
+    if (o->end != 0 && o->start > o->end)
+        return cs_err_set(err, 0, "--end %llu is before --start %llu", (unsigned long long)o->end,
+                          (unsigned long long)o->start);
+    if (cs_wire_validate_chunk_size(o->chunk_size, err) != 0)
+        return cs_err_prefix(err, "--chunk-size: ");
+    if (o->emit_window < 0)
+        return cs_err_set(err, 0, "--emit-window %s is negative", cs_dur_format(o->emit_window, a, sizeof a));
+    bool loopback = strcmp(o->mode, "loopback") == 0;
+    if (loopback && o->synthetic_interval > 0 && o->emit_window > o->synthetic_interval)
+        return cs_err_set(err, 0, "--emit-window %s does not fit inside --synthetic-interval %s",
+                          cs_dur_format(o->emit_window, a, sizeof a),
+                          cs_dur_format(o->synthetic_interval, b, sizeof b));
+    if (loopback) {
+        if (o->count == 0)
+            return cs_err_set(err, 0, "--count must be positive in loopback mode");
+    } else if (strcmp(o->mode, "remote") == 0) {
+        /* nothing more to check */
+    } else if (strcmp(o->mode, "localtap") == 0) {
+        if (!*o->pipe_cmd)
+            return cs_err_set(err, 0, "--pipe-cmd is required in localtap mode");
+    } else if (strcmp(o->mode, "local") == 0) {
+        if (o->start == 0)
+            return cs_err_set(err, 0, "--start is required in local mode: captive core replays a known range");
+        if (!*o->core_config)
+            return cs_err_set(err, 0, "--core-config is required in local mode");
+        if (!*o->history_archive_urls)
+            return cs_err_set(err, 0, "--history-archive-urls is required in local mode");
+    } else {
+        return set_quoted(err, "--mode must be loopback, remote, local or localtap, got ", o->mode);
+    }
+    return 0;
+}
+
+int br_options_parse(br_options *o, int argc, char **argv, FILE *usage_out, cs_err *err)
+{
+    br_options_defaults(o);
+    cs_flag flags[BR_NFLAGS];
+    fill_flags(flags, o);
+    cs_flagset fs = {.prog = "benchrunner", .synopsis = NULL, .flags = flags, .nflags = BR_NFLAGS};
+    int first = argc;
+    int rc = cs_flags_parse(&fs, argc, argv, &first, err);
+    if (rc == CS_FLAGS_HELP) {
+        if (usage_out)
+            print_usage(usage_out);
+        return 1;
+    }
+    if (rc != CS_FLAGS_OK) {
+        if (usage_out) {
+            fprintf(usage_out, "%s\n", err->msg);
+            print_usage(usage_out);
+        }
+        return -1;
+    }
+    if (first < argc)
+        return set_quoted(err, "unexpected argument ", argv[first]);
+    return br_options_validate(o, err);
+}

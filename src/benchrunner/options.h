@@ -1,0 +1,50 @@
+/* benchrunner's command line (PORTSPEC 4.1): flags, defaults, and validation in the prototype's
+ * order and wording. Separate from main.c so tests can drive it. */
+#ifndef CS_BENCHRUNNER_OPTIONS_H
+#define CS_BENCHRUNNER_OPTIONS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "common/err.h"
+#include "common/godur.h"
+
+typedef struct br_options {
+    const char *mode; /* loopback | remote | local | localtap */
+    const char *url;
+    uint64_t start;
+    uint64_t end;
+    const char *csv;
+    int64_t synthetic_size;
+    cs_dur synthetic_interval;
+    cs_dur emit_window;
+    int64_t chunk_size;
+    bool compress;
+    bool remote_compressible;
+    uint64_t count;
+    bool verify;
+    const char *pipe_cmd;
+    int64_t pipe_size;
+    const char *core_binary;
+    const char *core_config;
+    const char *history_archive_urls;
+    const char *storage_dir;
+    const char *network_passphrase;
+} br_options;
+
+/* The defaults of PORTSPEC 4.1 (mode loopback, url ws://127.0.0.1:8462, count 100, ...). */
+void br_options_defaults(br_options *o);
+
+/* Parses argv[1..argc) over the defaults, then validates. Returns
+ *   0 on success;
+ *   1 when help was asked for (usage already written to usage_out: exit 0);
+ *  -1 with the message in err (without the "benchrunner: " prefix). For a flag syntax error the
+ *     message and the usage are written to usage_out first, as Go's flag package does.
+ * String fields point into argv or at static defaults. usage_out may be NULL to print nothing. */
+int br_options_parse(br_options *o, int argc, char **argv, FILE *usage_out, cs_err *err);
+
+/* The validation steps 2-7 of PORTSPEC 4.1 alone, in order; the first failure wins. */
+int br_options_validate(const br_options *o, cs_err *err);
+
+#endif

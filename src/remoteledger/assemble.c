@@ -1,0 +1,537 @@
+/* Reassembly and verification of BEGIN, CHUNK..., END flows (PORTSPEC 3.3), transport-free. */
+#include "remoteledger/assemble.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <xxhash.h>
+#include <zstd.h>
+
+#include "corestream/wire.h"
+#include "wire/wire.h"
+
+#define PROTOCOL_PREFIX "remoteledger: protocol violation: "
+#define GAP_PREFIX "remoteledger: ledger sequence gap: "
+#define MIN_BUFFER (64u << 10)
+/* zstd frames cannot legitimately need a window past one chunk (8 MiB); leave a margin. */
+#define ZSTD_WINDOW_LOG_MAX 24
+
+/* Where the bytes of the current message go. */
+enum {
+    M_HDR,  /* collecting the header (up to END's 34 bytes) */
+    M_RAW,  /* a raw CHUNK's payload: appended and hashed as it arrives */
+    M_ZSTD, /* a zstd CHUNK's payload: referenced (whole) or gathered (fragments) */
+    M_SKIP, /* the rest is not needed: an error is pending, or the message is already too long */
+};
+
+struct rl_asm {
+    int64_t cap;
+    size_t expand_bound;
+
+    /* sequence tracker */
+    uint32_t expected;
+    bool exhausted;
+
+    /* the assembly */
+    bool active;
+    uint32_t seq;
+    int64_t emit_start;
+    uint32_t chunks;
+    uint32_t discarded;
+    uint8_t *buf;
+    size_t len, bufcap;
+    XXH64_state_t *hash;
+    ZSTD_DCtx *dctx;
+
+    /* the message being fed */
+    int mode;
+    bool chunk_open; /* the header was a well-formed CHUNK header */
+    bool whole;      /* fed by rl_asm_message: the payload may be referenced in place */
+    uint8_t hdr[CS_WIRE_END_LEN];
+    size_t hdr_len;
+    uint64_t msg_len;
+    uint64_t size_hint;
+    uint32_t chunk_idx;
+    const uint8_t *direct;
+    size_t direct_len;
+    uint8_t *scratch;
+    size_t scratch_len, scratch_cap;
+    bool pending;
+    cs_err perr;
+
+    rl_ledger_info info;
+};
+
+static uint32_t get_u32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+
+rl_asm *rl_asm_new(int64_t max_payload, size_t expand_bound)
+{
+    rl_asm *a = calloc(1, sizeof *a);
+    if (!a)
+        return NULL;
+    a->cap = max_payload;
+    a->expand_bound = expand_bound ? expand_bound : CS_MAX_CHUNK_SIZE;
+    a->hash = XXH64_createState();
+    a->dctx = ZSTD_createDCtx();
+    if (!a->hash || !a->dctx) {
+        rl_asm_free(a);
+        return NULL;
+    }
+    ZSTD_DCtx_setParameter(a->dctx, ZSTD_d_windowLogMax, ZSTD_WINDOW_LOG_MAX);
+    XXH64_reset(a->hash, 0);
+    return a;
+}
+
+void rl_asm_free(rl_asm *a)
+{
+    if (!a)
+        return;
+    if (a->hash)
+        XXH64_freeState(a->hash);
+    ZSTD_freeDCtx(a->dctx);
+    free(a->buf);
+    free(a->scratch);
+    free(a);
+}
+
+void rl_asm_reset(rl_asm *a, uint32_t from)
+{
+    a->expected = from;
+    a->exhausted = false;
+    a->active = false;
+    a->seq = 0;
+    a->emit_start = 0;
+    a->chunks = 0;
+    a->discarded = 0;
+    a->len = 0;
+    a->mode = M_HDR;
+    a->chunk_open = false;
+    a->pending = false;
+    a->hdr_len = 0;
+    a->msg_len = 0;
+    memset(&a->info, 0, sizeof a->info);
+}
+
+uint32_t rl_asm_expected(const rl_asm *a) { return a->expected; }
+
+bool rl_asm_active(const rl_asm *a, uint32_t *seq)
+{
+    if (a->active && seq)
+        *seq = a->seq;
+    return a->active;
+}
+
+size_t rl_asm_capacity(const rl_asm *a) { return a->bufcap; }
+
+const uint8_t *rl_asm_ledger(const rl_asm *a, size_t *len, rl_ledger_info *info)
+{
+    if (len)
+        *len = a->len;
+    if (info)
+        *info = a->info;
+    return a->buf;
+}
+
+/* ---- buffers ---------------------------------------------------------------------------------- */
+
+/* Geometric growth of the assembly buffer; never shrinks. */
+static bool reserve(rl_asm *a, size_t need)
+{
+    if (need <= a->bufcap)
+        return true;
+    size_t cap = a->bufcap > MIN_BUFFER ? a->bufcap : MIN_BUFFER;
+    while (cap < need)
+        cap = cap > SIZE_MAX / 2 ? need : cap * 2;
+    uint8_t *p = realloc(a->buf, cap);
+    if (!p)
+        return false;
+    a->buf = p;
+    a->bufcap = cap;
+    return true;
+}
+
+static bool scratch_append(rl_asm *a, const uint8_t *p, size_t n)
+{
+    if (a->scratch_len + n > a->scratch_cap) {
+        size_t cap = a->scratch_cap ? a->scratch_cap : MIN_BUFFER;
+        while (cap < a->scratch_len + n)
+            cap *= 2;
+        uint8_t *s = realloc(a->scratch, cap);
+        if (!s)
+            return false;
+        a->scratch = s;
+        a->scratch_cap = cap;
+    }
+    memcpy(a->scratch + a->scratch_len, p, n);
+    a->scratch_len += n;
+    return true;
+}
+
+/* ---- errors ----------------------------------------------------------------------------------- */
+
+/* Keeps the first error of the message; it is reported when the message is complete. */
+static void pend(rl_asm *a, int kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void pend(rl_asm *a, int kind, const char *fmt, ...)
+{
+    if (!a->pending) {
+        va_list ap;
+        va_start(ap, fmt);
+        cs_err_vset(&a->perr, kind, fmt, ap);
+        va_end(ap);
+        a->pending = true;
+    }
+    a->mode = M_SKIP;
+}
+
+static rl_asm_status fail_pending(rl_asm *a, cs_err *err)
+{
+    if (err)
+        *err = a->perr;
+    a->mode = M_HDR;
+    return RL_ASM_ERROR;
+}
+
+static rl_asm_status fail(cs_err *err, int kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static rl_asm_status fail(cs_err *err, int kind, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    cs_err_vset(err, kind, fmt, ap);
+    va_end(ap);
+    return RL_ASM_ERROR;
+}
+
+/* ---- feeding ---------------------------------------------------------------------------------- */
+
+void rl_asm_msg_begin(rl_asm *a, uint64_t size_hint)
+{
+    a->mode = M_HDR;
+    a->chunk_open = false;
+    a->whole = false;
+    a->hdr_len = 0;
+    a->msg_len = 0;
+    a->size_hint = size_hint;
+    a->direct = NULL;
+    a->direct_len = 0;
+    a->scratch_len = 0;
+    a->pending = false;
+}
+
+/* The header of a well-formed CHUNK has arrived: check the flow and the index now, so the payload
+ * can go straight where it belongs (or nowhere). */
+static void open_chunk(rl_asm *a)
+{
+    uint32_t seq = get_u32(a->hdr + 2);
+    uint32_t idx = get_u32(a->hdr + 6);
+    a->chunk_open = true;
+    a->chunk_idx = idx;
+    if (!a->active || seq != a->seq) {
+        pend(a, RL_ERR_PROTOCOL, PROTOCOL_PREFIX "CHUNK for ledger %" PRIu32 " outside its flow", seq);
+        return;
+    }
+    if (idx != a->chunks) {
+        pend(a, RL_ERR_PROTOCOL,
+             PROTOCOL_PREFIX "ledger %" PRIu32 " chunk %" PRIu32 " arrived, expected chunk %" PRIu32,
+             seq, idx, a->chunks);
+        return;
+    }
+    if (a->hdr[10] == CS_CODEC_RAW) {
+        a->mode = M_RAW;
+        /* Pre-size for the whole payload when the transport knows it and the cap allows it. */
+        if (a->size_hint > CS_WIRE_CHUNK_HEADER_LEN) {
+            uint64_t payload = a->size_hint - CS_WIRE_CHUNK_HEADER_LEN;
+            if ((a->cap < 0 || a->len + payload <= (uint64_t)a->cap) && payload <= SIZE_MAX - a->len)
+                (void)reserve(a, a->len + (size_t)payload);
+        }
+    } else {
+        a->mode = M_ZSTD;
+    }
+}
+
+static void append_raw(rl_asm *a, const uint8_t *p, size_t n)
+{
+    if (a->cap >= 0 && (uint64_t)a->len + n > (uint64_t)a->cap) {
+        pend(a, RL_ERR_PROTOCOL, PROTOCOL_PREFIX "ledger %" PRIu32 " exceeds the %" PRId64 "-byte payload cap",
+             a->seq, a->cap);
+        return;
+    }
+    if (!reserve(a, a->len + n)) {
+        pend(a, RL_ERR_NOMEM, "remoteledger: out of memory");
+        return;
+    }
+    memcpy(a->buf + a->len, p, n);
+    XXH64_update(a->hash, p, n);
+    a->len += n;
+}
+
+static bool is_chunk_header(const uint8_t *h)
+{
+    return h[0] == CS_WIRE_VERSION && h[1] == CS_WIRE_TYPE_CHUNK &&
+           (h[10] == CS_CODEC_RAW || h[10] == CS_CODEC_ZSTD);
+}
+
+void rl_asm_msg_data(rl_asm *a, const uint8_t *p, size_t n)
+{
+    a->msg_len += n;
+    while (n) {
+        switch (a->mode) {
+        case M_HDR: {
+            size_t want = a->hdr_len < CS_WIRE_CHUNK_HEADER_LEN ? CS_WIRE_CHUNK_HEADER_LEN - a->hdr_len
+                                                                 : sizeof a->hdr - a->hdr_len;
+            size_t take = want < n ? want : n;
+            memcpy(a->hdr + a->hdr_len, p, take);
+            a->hdr_len += take;
+            p += take;
+            n -= take;
+            if (a->hdr_len == CS_WIRE_CHUNK_HEADER_LEN && is_chunk_header(a->hdr))
+                open_chunk(a);
+            else if (a->hdr_len == sizeof a->hdr)
+                a->mode = M_SKIP; /* longer than any fixed-size message: the length is the error */
+            break;
+        }
+        case M_RAW:
+            append_raw(a, p, n);
+            n = 0;
+            break;
+        case M_ZSTD:
+            if (a->whole && a->scratch_len == 0 && !a->direct) {
+                a->direct = p;
+                a->direct_len = n;
+            } else {
+                if (a->direct) { /* not expected: a whole message fed in pieces */
+                    const uint8_t *d = a->direct;
+                    size_t dn = a->direct_len;
+                    a->direct = NULL;
+                    if (!scratch_append(a, d, dn)) {
+                        pend(a, RL_ERR_NOMEM, "remoteledger: out of memory");
+                        break;
+                    }
+                }
+                if (!scratch_append(a, p, n))
+                    pend(a, RL_ERR_NOMEM, "remoteledger: out of memory");
+            }
+            n = 0;
+            break;
+        default:
+            n = 0;
+            break;
+        }
+    }
+}
+
+/* Expands the current zstd chunk into the assembly buffer, bounded by expand_bound. */
+static rl_asm_status expand(rl_asm *a, cs_err *err)
+{
+    const uint8_t *src = a->direct ? a->direct : a->scratch;
+    size_t n = a->direct ? a->direct_len : a->scratch_len;
+    if (n == 0)
+        return RL_ASM_MORE;
+    const size_t bound = a->expand_bound;
+    const char *why = NULL;
+    size_t start = a->len;
+
+    ZSTD_DCtx_reset(a->dctx, ZSTD_reset_session_only);
+    unsigned long long fcs = ZSTD_getFrameContentSize(src, n);
+    size_t first = n * 4 > MIN_BUFFER ? n * 4 : MIN_BUFFER;
+    if (fcs != ZSTD_CONTENTSIZE_UNKNOWN && fcs != ZSTD_CONTENTSIZE_ERROR) {
+        if (fcs > bound)
+            why = "decompressed size exceeds configured limit";
+        else
+            first = (size_t)fcs;
+    }
+    if (!why && !reserve(a, a->len + (first < bound + 1 ? first : bound + 1)))
+        return fail(err, RL_ERR_NOMEM, "remoteledger: out of memory");
+    ZSTD_inBuffer in = {src, n, 0};
+    while (!why) {
+        size_t produced = a->len - start;
+        size_t allowed = bound - produced + 1; /* one past the bound shows an overflow */
+        if (a->bufcap == a->len) {
+            size_t want = produced > MIN_BUFFER ? produced : MIN_BUFFER;
+            if (want > allowed)
+                want = allowed;
+            if (!reserve(a, a->len + want))
+                return fail(err, RL_ERR_NOMEM, "remoteledger: out of memory");
+        }
+        size_t room = a->bufcap - a->len;
+        if (room > allowed)
+            room = allowed;
+        ZSTD_outBuffer out = {a->buf + a->len, room, 0};
+        size_t r = ZSTD_decompressStream(a->dctx, &out, &in);
+        if (ZSTD_isError(r)) {
+            why = ZSTD_getErrorName(r);
+            break;
+        }
+        a->len += out.pos;
+        if (a->len - start > bound) {
+            why = "decompressed size exceeds configured limit";
+            break;
+        }
+        if (in.pos == in.size) {
+            if (r == 0)
+                break; /* every frame complete */
+            if (out.pos < out.size) {
+                why = "unexpected EOF"; /* the frame stops short */
+                break;
+            }
+        }
+    }
+    if (why) {
+        a->len = start;
+        return fail(err, RL_ERR_PROTOCOL,
+                    PROTOCOL_PREFIX "ledger %" PRIu32 " chunk %" PRIu32 ": decompress: %s", a->seq,
+                    a->chunk_idx, why);
+    }
+    if (a->cap >= 0 && (uint64_t)a->len > (uint64_t)a->cap)
+        return fail(err, RL_ERR_PROTOCOL,
+                    PROTOCOL_PREFIX "ledger %" PRIu32 " exceeds the %" PRId64 "-byte payload cap", a->seq,
+                    a->cap);
+    XXH64_update(a->hash, a->buf + start, a->len - start);
+    return RL_ASM_MORE;
+}
+
+static rl_asm_status finish_chunk(rl_asm *a, cs_err *err)
+{
+    if (a->pending)
+        return fail_pending(a, err);
+    if (a->mode == M_ZSTD) {
+        rl_asm_status st = expand(a, err);
+        a->direct = NULL;
+        a->scratch_len = 0;
+        if (st != RL_ASM_MORE)
+            return st;
+    }
+    a->chunks++;
+    return RL_ASM_MORE;
+}
+
+/* The decode error of a BEGIN, END or unknown message longer than any fixed-size message, worded
+ * as cs_wire_decode words it (the bytes past the header were not kept). */
+static rl_asm_status long_message_error(rl_asm *a, cs_err *err)
+{
+    const uint8_t *h = a->hdr;
+    unsigned long long n = (unsigned long long)a->msg_len;
+    if (h[0] != CS_WIRE_VERSION)
+        return fail(err, RL_ERR_PROTOCOL,
+                    PROTOCOL_PREFIX "wire: unsupported protocol version: got 0x%02x, want 0x%02x", h[0],
+                    CS_WIRE_VERSION);
+    switch (h[1]) {
+    case CS_WIRE_TYPE_BEGIN:
+        return fail(err, RL_ERR_PROTOCOL,
+                    PROTOCOL_PREFIX "wire: message shorter than header: BEGIN is %llu bytes, want %d", n,
+                    CS_WIRE_BEGIN_LEN);
+    case CS_WIRE_TYPE_END:
+        return fail(err, RL_ERR_PROTOCOL,
+                    PROTOCOL_PREFIX "wire: message shorter than header: END is %llu bytes, want %d", n,
+                    CS_WIRE_END_LEN);
+    case CS_WIRE_TYPE_CHUNK:
+        return fail(err, RL_ERR_PROTOCOL, PROTOCOL_PREFIX "wire: unknown chunk codec: 0x%02x", h[10]);
+    default:
+        return fail(err, RL_ERR_PROTOCOL, PROTOCOL_PREFIX "wire: unknown message type: 0x%02x", h[1]);
+    }
+}
+
+static rl_asm_status on_begin(rl_asm *a, const cs_wire_msg *m, cs_err *err)
+{
+    if (a->active) {
+        if (m->seq != a->seq)
+            return fail(err, RL_ERR_PROTOCOL,
+                        PROTOCOL_PREFIX "BEGIN for ledger %" PRIu32 " while assembling %" PRIu32, m->seq,
+                        a->seq);
+        /* A ring redelivery of the ledger being assembled: the partial is worthless. The sequence
+         * was accepted when the first BEGIN came. */
+        a->discarded++;
+    } else if (a->exhausted) {
+        return fail(err, RL_ERR_GAP,
+                    GAP_PREFIX "ledger %" PRIu32 " cannot follow %" PRIu32 ", the last representable sequence",
+                    m->seq, (uint32_t)CS_LAST_SEQUENCE);
+    } else if (a->expected != 0 && m->seq != a->expected) {
+        return fail(err, RL_ERR_GAP, GAP_PREFIX "got ledger %" PRIu32 ", expected %" PRIu32, m->seq,
+                    a->expected);
+    }
+    a->active = true;
+    a->seq = m->seq;
+    a->emit_start = m->stamp;
+    a->len = 0;
+    a->chunks = 0;
+    XXH64_reset(a->hash, 0);
+    return RL_ASM_MORE;
+}
+
+static rl_asm_status on_end(rl_asm *a, const cs_wire_msg *m, cs_err *err)
+{
+    if (!a->active || m->seq != a->seq)
+        return fail(err, RL_ERR_PROTOCOL, PROTOCOL_PREFIX "END for ledger %" PRIu32 " outside its flow",
+                    m->seq);
+    if (m->chunk_count != a->chunks)
+        return fail(err, RL_ERR_PROTOCOL,
+                    PROTOCOL_PREFIX "ledger %" PRIu32 " END declares %" PRIu32 " chunks, %" PRIu32 " arrived",
+                    m->seq, m->chunk_count, a->chunks);
+    if (m->total_len != (uint64_t)a->len)
+        return fail(err, RL_ERR_PROTOCOL,
+                    PROTOCOL_PREFIX "ledger %" PRIu32 " END declares %" PRIu64 " bytes, %zu assembled", m->seq,
+                    m->total_len, a->len);
+    uint64_t sum = XXH64_digest(a->hash);
+    if (sum != m->checksum)
+        return fail(err, RL_ERR_PROTOCOL,
+                    PROTOCOL_PREFIX "ledger %" PRIu32 " checksum mismatch: got 0x%016" PRIx64 ", want 0x%016" PRIx64,
+                    m->seq, sum, m->checksum);
+    a->exhausted = m->seq == CS_LAST_SEQUENCE;
+    a->expected = m->seq + 1; /* wraps to 0 after the last sequence; exhausted remembers it */
+    a->info = (rl_ledger_info){
+        .sequence = m->seq,
+        .emit_start_unix_nano = a->emit_start,
+        .emit_end_unix_nano = m->stamp,
+        .received_unix_nano = 0,
+        .size = a->len,
+        .chunks = a->chunks,
+        .discarded_partials = a->discarded,
+    };
+    a->active = false;
+    a->discarded = 0;
+    return RL_ASM_LEDGER;
+}
+
+rl_asm_status rl_asm_msg_end(rl_asm *a, cs_err *err)
+{
+    rl_asm_status st;
+    if (a->chunk_open) {
+        st = finish_chunk(a, err);
+    } else if (a->pending) {
+        st = fail_pending(a, err);
+    } else if (a->msg_len > sizeof a->hdr) {
+        st = long_message_error(a, err);
+    } else {
+        cs_wire_msg m;
+        cs_err werr;
+        if (cs_wire_decode(a->hdr, (size_t)a->msg_len, &m, &werr)) {
+            st = fail(err, RL_ERR_PROTOCOL, PROTOCOL_PREFIX "%s", werr.msg);
+        } else if (m.type == CS_WIRE_TYPE_BEGIN) {
+            st = on_begin(a, &m, err);
+        } else if (m.type == CS_WIRE_TYPE_END) {
+            st = on_end(a, &m, err);
+        } else {
+            /* A CHUNK decodes only when it is at least 11 bytes, and then it was opened above. */
+            st = fail(err, RL_ERR_PROTOCOL, PROTOCOL_PREFIX "wire: unknown message type: 0x%02x", m.type);
+        }
+    }
+    a->mode = M_HDR;
+    a->chunk_open = false;
+    a->whole = false;
+    a->direct = NULL;
+    a->pending = false;
+    return st;
+}
+
+rl_asm_status rl_asm_message(rl_asm *a, const uint8_t *msg, size_t len, cs_err *err)
+{
+    rl_asm_msg_begin(a, len);
+    a->whole = true;
+    rl_asm_msg_data(a, msg, len);
+    return rl_asm_msg_end(a, err);
+}

@@ -1,0 +1,917 @@
+/* The subscription URL: Go net/url parsing rules (only what the prototype's messages can show),
+ * the endpoint for a range, and the limits derived from the options. PORTSPEC 3.2. */
+#include "remoteledger/endpoint.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "corestream/wire.h"
+
+/* ---- a growable byte string ------------------------------------------------------------------ */
+
+typedef struct sb {
+    char *p;
+    size_t len, cap;
+    bool oom;
+} sb;
+
+static void sb_putn(sb *b, const char *s, size_t n)
+{
+    if (b->oom)
+        return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 64;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->oom = true;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    if (n)
+        memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+static void sb_puts(sb *b, const char *s) { sb_putn(b, s, strlen(s)); }
+static void sb_putc(sb *b, char c) { sb_putn(b, &c, 1); }
+
+/* Hands the string over (NUL-terminated, "" for an empty one); NULL when memory ran out. */
+static char *sb_take(sb *b)
+{
+    if (!b->oom && !b->p)
+        sb_putn(b, "", 0);
+    if (b->oom) {
+        free(b->p);
+        b->p = NULL;
+        return NULL;
+    }
+    char *p = b->p;
+    b->p = NULL;
+    b->len = b->cap = 0;
+    return p;
+}
+
+static void sb_free(sb *b)
+{
+    free(b->p);
+    b->p = NULL;
+    b->len = b->cap = 0;
+}
+
+/* ---- Go's strconv.Quote (ASCII-exact) ------------------------------------------------------- */
+
+/* Width of the valid UTF-8 sequence at s (n bytes available), or 0 when it is invalid. */
+static size_t utf8_width(const unsigned char *s, size_t n)
+{
+    unsigned char c = s[0];
+    if (c < 0x80)
+        return 1;
+    size_t w;
+    uint32_t r, min;
+    if (c >= 0xC2 && c <= 0xDF) {
+        w = 2;
+        r = c & 0x1F;
+        min = 0x80;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        w = 3;
+        r = c & 0x0F;
+        min = 0x800;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        w = 4;
+        r = c & 0x07;
+        min = 0x10000;
+    } else {
+        return 0;
+    }
+    if (n < w)
+        return 0;
+    for (size_t i = 1; i < w; i++) {
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+        r = r << 6 | (s[i] & 0x3F);
+    }
+    if (r < min || r > 0x10FFFF || (r >= 0xD800 && r <= 0xDFFF))
+        return 0;
+    return w;
+}
+
+static void quote_into(sb *b, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *u = (const unsigned char *)s;
+    sb_putc(b, '"');
+    for (size_t i = 0; i < n;) {
+        unsigned char c = u[i];
+        if (c >= 0x80) {
+            size_t w = utf8_width(u + i, n - i);
+            if (w) {
+                sb_putn(b, s + i, w);
+                i += w;
+                continue;
+            }
+        }
+        i++;
+        switch (c) {
+        case '"': sb_puts(b, "\\\""); continue;
+        case '\\': sb_puts(b, "\\\\"); continue;
+        case '\a': sb_puts(b, "\\a"); continue;
+        case '\b': sb_puts(b, "\\b"); continue;
+        case '\f': sb_puts(b, "\\f"); continue;
+        case '\n': sb_puts(b, "\\n"); continue;
+        case '\r': sb_puts(b, "\\r"); continue;
+        case '\t': sb_puts(b, "\\t"); continue;
+        case '\v': sb_puts(b, "\\v"); continue;
+        default: break;
+        }
+        if (c >= 0x20 && c < 0x7F) {
+            sb_putc(b, (char)c);
+        } else {
+            char e[4] = {'\\', 'x', hex[c >> 4], hex[c & 15]};
+            sb_putn(b, e, 4);
+        }
+    }
+    sb_putc(b, '"');
+}
+
+size_t rl_quote(char *buf, size_t len, const char *s, size_t n)
+{
+    sb b = {0};
+    quote_into(&b, s, n);
+    size_t full = b.len;
+    if (b.oom)
+        full = 0;
+    if (len > 0) {
+        size_t k = full < len - 1 ? full : len - 1;
+        if (k)
+            memcpy(buf, b.p, k);
+        buf[k] = '\0';
+    }
+    sb_free(&b);
+    return full;
+}
+
+/* ---- net/url: escaping ------------------------------------------------------------------------ */
+
+typedef enum enc_mode {
+    ENC_PATH,
+    ENC_HOST,
+    ENC_ZONE,
+    ENC_USERPASS,
+    ENC_QUERY,
+    ENC_FRAGMENT,
+} enc_mode;
+
+static bool is_alnum(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+static bool should_escape(unsigned char c, enc_mode mode)
+{
+    if (is_alnum(c))
+        return false;
+    if (mode == ENC_HOST || mode == ENC_ZONE) {
+        switch (c) {
+        case '!': case '$': case '&': case '\'': case '(': case ')': case '*': case '+': case ',':
+        case ';': case '=': case ':': case '[': case ']': case '<': case '>': case '"':
+            return false;
+        default:
+            break;
+        }
+    }
+    switch (c) {
+    case '-': case '_': case '.': case '~':
+        return false;
+    case '$': case '&': case '+': case ',': case '/': case ':': case ';': case '=': case '?':
+    case '@':
+        switch (mode) {
+        case ENC_PATH: return c == '?';
+        case ENC_USERPASS: return c == '@' || c == '/' || c == '?' || c == ':';
+        case ENC_QUERY: return true;
+        case ENC_FRAGMENT: return false;
+        default: break;
+        }
+        break;
+    default:
+        break;
+    }
+    if (mode == ENC_FRAGMENT) {
+        switch (c) {
+        case '!': case '(': case ')': case '*':
+            return false;
+        default:
+            break;
+        }
+    }
+    return true;
+}
+
+static bool is_hex(unsigned char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+static unsigned unhex(unsigned char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return c - 'A' + 10;
+}
+
+/* net/url's unescape: appends the decoded s to out, or describes the error in detail (the text
+ * url.Error wraps: `invalid URL escape "%zz"`, `invalid character " " in host name`). */
+static int unescape(const char *s, size_t n, enc_mode mode, sb *out, sb *detail)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        unsigned char c = u[i];
+        if (c == '%') {
+            if (i + 2 >= n || !is_hex(u[i + 1]) || !is_hex(u[i + 2])) {
+                size_t k = n - i < 3 ? n - i : 3;
+                sb_puts(detail, "invalid URL escape ");
+                quote_into(detail, s + i, k);
+                return -1;
+            }
+            unsigned v = unhex(u[i + 1]) << 4 | unhex(u[i + 2]);
+            bool pct25 = u[i + 1] == '2' && u[i + 2] == '5';
+            if ((mode == ENC_HOST && unhex(u[i + 1]) < 8 && !pct25) ||
+                (mode == ENC_ZONE && !pct25 && v != ' ' && should_escape((unsigned char)v, ENC_HOST))) {
+                sb_puts(detail, "invalid URL escape ");
+                quote_into(detail, s + i, 3);
+                return -1;
+            }
+            sb_putc(out, (char)v);
+            i += 3;
+        } else if (c == '+') {
+            sb_putc(out, mode == ENC_QUERY ? ' ' : '+');
+            i++;
+        } else {
+            if ((mode == ENC_HOST || mode == ENC_ZONE) && c < 0x80 && should_escape(c, mode)) {
+                sb_puts(detail, "invalid character ");
+                quote_into(detail, s + i, 1);
+                sb_puts(detail, " in host name");
+                return -1;
+            }
+            sb_putc(out, (char)c);
+            i++;
+        }
+    }
+    return 0;
+}
+
+/* net/url's escape. */
+static void escape_into(sb *out, const char *s, size_t n, enc_mode mode)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (!should_escape(c, mode)) {
+            sb_putc(out, (char)c);
+        } else if (c == ' ' && mode == ENC_QUERY) {
+            sb_putc(out, '+');
+        } else {
+            char e[3] = {'%', hex[c >> 4], hex[c & 15]};
+            sb_putn(out, e, 3);
+        }
+    }
+}
+
+/* net/url's validEncoded: may this raw text stand as the escaped form? */
+static bool valid_encoded(const char *s, size_t n, enc_mode mode)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        switch (c) {
+        case '!': case '$': case '&': case '\'': case '(': case ')': case '*': case '+': case ',':
+        case ';': case '=': case ':': case '@': case '[': case ']': case '%':
+            break;
+        default:
+            if (should_escape(c, mode))
+                return false;
+        }
+    }
+    return true;
+}
+
+/* The printed form of a path or fragment written as raw (already unescaped successfully): the raw
+ * text when it is a valid encoding (RawPath / RawFragment), otherwise the canonical escape of the
+ * decoded text. */
+static void escaped_form(sb *out, const char *raw, size_t n, const sb *decoded, enc_mode mode)
+{
+    if (valid_encoded(raw, n, mode))
+        sb_putn(out, raw, n);
+    else
+        escape_into(out, decoded->p ? decoded->p : "", decoded->len, mode);
+}
+
+/* ---- net/url: parsing ------------------------------------------------------------------------- */
+
+static bool valid_optional_port(const char *p, size_t n)
+{
+    if (n == 0)
+        return true;
+    if (p[0] != ':')
+        return false;
+    for (size_t i = 1; i < n; i++)
+        if (p[i] < '0' || p[i] > '9')
+            return false;
+    return true;
+}
+
+static bool valid_userinfo(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (is_alnum(c))
+            continue;
+        switch (c) {
+        case '-': case '.': case '_': case ':': case '~': case '!': case '$': case '&': case '\'':
+        case '(': case ')': case '*': case '+': case ',': case ';': case '=': case '%': case '@':
+            continue;
+        default:
+            return false;
+        }
+    }
+    return true;
+}
+
+static const char *find_last(const char *s, size_t n, char c)
+{
+    for (size_t i = n; i > 0; i--)
+        if (s[i - 1] == c)
+            return s + i - 1;
+    return NULL;
+}
+
+/* parseHost: decodes the host (brackets and port included, as Go keeps them in u.Host). */
+static int parse_host(const char *h, size_t n, sb *host, sb *detail)
+{
+    if (n > 0 && h[0] == '[') {
+        const char *rb = find_last(h, n, ']');
+        if (!rb) {
+            sb_puts(detail, "missing ']' in host");
+            return -1;
+        }
+        size_t i = (size_t)(rb - h);
+        if (!valid_optional_port(rb + 1, n - i - 1)) {
+            sb_puts(detail, "invalid port ");
+            quote_into(detail, rb + 1, n - i - 1);
+            sb_puts(detail, " after host");
+            return -1;
+        }
+        const char *zone = NULL;
+        for (size_t k = 0; k + 3 <= i; k++)
+            if (h[k] == '%' && h[k + 1] == '2' && h[k + 2] == '5') {
+                zone = h + k;
+                break;
+            }
+        if (zone) {
+            size_t z = (size_t)(zone - h);
+            if (unescape(h, z, ENC_HOST, host, detail) || unescape(zone, i - z, ENC_ZONE, host, detail) ||
+                unescape(rb, n - i, ENC_HOST, host, detail))
+                return -1;
+            return 0;
+        }
+    } else {
+        const char *colon = find_last(h, n, ':');
+        if (colon && !valid_optional_port(colon, n - (size_t)(colon - h))) {
+            sb_puts(detail, "invalid port ");
+            quote_into(detail, colon, n - (size_t)(colon - h));
+            sb_puts(detail, " after host");
+            return -1;
+        }
+    }
+    return unescape(h, n, ENC_HOST, host, detail);
+}
+
+static void set_err(cs_err *err, sb *msg)
+{
+    cs_err_set(err, RL_ERR_INVALID, "%s", msg->oom ? "remoteledger: out of memory" : msg->p);
+    sb_free(msg);
+}
+
+static int url_error(cs_err *err, const char *raw, const char *rest_fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int url_error(cs_err *err, const char *raw, const char *rest_fmt, ...)
+{
+    sb m = {0};
+    sb_puts(&m, "remoteledger: url ");
+    quote_into(&m, raw, strlen(raw));
+    char tail[256];
+    va_list ap;
+    va_start(ap, rest_fmt);
+    vsnprintf(tail, sizeof tail, rest_fmt, ap);
+    va_end(ap);
+    sb_puts(&m, tail);
+    set_err(err, &m);
+    return -1;
+}
+
+/* `remoteledger: invalid url "<raw>": parse "<which>": <detail>` */
+static int parse_error(cs_err *err, const char *raw, const char *which, size_t which_len, sb *detail)
+{
+    sb m = {0};
+    sb_puts(&m, "remoteledger: invalid url ");
+    quote_into(&m, raw, strlen(raw));
+    sb_puts(&m, ": parse ");
+    quote_into(&m, which, which_len);
+    sb_puts(&m, ": ");
+    sb_putn(&m, detail->p ? detail->p : "", detail->len);
+    sb_free(detail);
+    set_err(err, &m);
+    return -1;
+}
+
+static char *dup_n(const char *s, size_t n)
+{
+    char *p = malloc(n + 1);
+    if (p) {
+        memcpy(p, s, n);
+        p[n] = '\0';
+    }
+    return p;
+}
+
+void rl_url_free(rl_url *u)
+{
+    if (!u)
+        return;
+    free(u->scheme);
+    free(u->userinfo);
+    free(u->host);
+    free(u->hostname);
+    free(u->path);
+    free(u->raw_query);
+    free(u->fragment);
+    memset(u, 0, sizeof *u);
+}
+
+static int oom(cs_err *err)
+{
+    return cs_err_set(err, RL_ERR_NOMEM, "remoteledger: out of memory");
+}
+
+int rl_url_parse(rl_url *u, const char *raw, cs_err *err)
+{
+    memset(u, 0, sizeof *u);
+    size_t rawlen = strlen(raw);
+    sb detail = {0}, scratch = {0};
+    int rc = -1;
+
+    /* url.Parse: the fragment is cut off first; errors before it quote the URL without it. */
+    const char *hash = memchr(raw, '#', rawlen);
+    size_t ulen = hash ? (size_t)(hash - raw) : rawlen;
+
+    for (size_t i = 0; i < ulen; i++) {
+        unsigned char c = (unsigned char)raw[i];
+        if (c < 0x20 || c == 0x7f) {
+            sb_puts(&detail, "net/url: invalid control character in URL");
+            return parse_error(err, raw, raw, ulen, &detail);
+        }
+    }
+
+    /* getScheme */
+    size_t scheme_len = 0;
+    const char *rest = raw;
+    for (size_t i = 0; i < ulen; i++) {
+        unsigned char c = (unsigned char)raw[i];
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))
+            continue;
+        if ((c >= '0' && c <= '9') || c == '+' || c == '-' || c == '.') {
+            if (i == 0)
+                break;
+            continue;
+        }
+        if (c == ':') {
+            if (i == 0) {
+                sb_puts(&detail, "missing protocol scheme");
+                return parse_error(err, raw, raw, ulen, &detail);
+            }
+            scheme_len = i;
+            rest = raw + i + 1;
+        }
+        break;
+    }
+    char scheme[16] = "";
+    bool scheme_ok = scheme_len > 0 && scheme_len < sizeof scheme;
+    if (scheme_ok) {
+        for (size_t i = 0; i < scheme_len; i++) {
+            char c = raw[i];
+            scheme[i] = (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
+        }
+        scheme[scheme_len] = '\0';
+    }
+    size_t restlen = ulen - (size_t)(rest - raw);
+
+    /* Query: a lone trailing '?' is ForceQuery; otherwise cut at the first '?'. */
+    const char *query = NULL;
+    size_t querylen = 0;
+    {
+        const char *q = memchr(rest, '?', restlen);
+        if (q) {
+            query = q + 1;
+            querylen = restlen - (size_t)(q + 1 - rest);
+            restlen = (size_t)(q - rest);
+        }
+    }
+
+    const char *auth = NULL, *path = rest;
+    size_t authlen = 0, pathlen = restlen;
+    bool opaque = false;
+    if (restlen == 0 || rest[0] != '/') {
+        if (scheme_len > 0) {
+            opaque = true; /* "ws:box": an opaque URL, which has no host */
+        } else {
+            /* A scheme-less first segment may not hold a colon. */
+            const char *colon = memchr(rest, ':', restlen);
+            const char *slash = memchr(rest, '/', restlen);
+            if (colon && (!slash || colon < slash)) {
+                sb_puts(&detail, "first path segment in URL cannot contain colon");
+                return parse_error(err, raw, raw, ulen, &detail);
+            }
+        }
+    }
+    if (!opaque && restlen >= 2 && rest[0] == '/' && rest[1] == '/' &&
+        (scheme_len > 0 || restlen < 3 || rest[2] != '/')) {
+        auth = rest + 2;
+        const char *slash = memchr(auth, '/', restlen - 2);
+        authlen = slash ? (size_t)(slash - auth) : restlen - 2;
+        path = auth + authlen;
+        pathlen = restlen - 2 - authlen;
+    }
+
+    sb host = {0}, user = {0}, pass = {0}, dpath = {0}, dfrag = {0};
+    bool has_user = false, has_pass = false;
+    if (auth) {
+        const char *at = find_last(auth, authlen, '@');
+        const char *h = at ? at + 1 : auth;
+        size_t hl = authlen - (size_t)(h - auth);
+        if (parse_host(h, hl, &host, &detail))
+            goto parse_fail;
+        if (at) {
+            size_t ul = (size_t)(at - auth);
+            if (!valid_userinfo(auth, ul)) {
+                sb_puts(&detail, "net/url: invalid userinfo");
+                goto parse_fail;
+            }
+            const char *colon = memchr(auth, ':', ul);
+            size_t nl = colon ? (size_t)(colon - auth) : ul;
+            has_user = true;
+            if (unescape(auth, nl, ENC_USERPASS, &user, &detail))
+                goto parse_fail;
+            if (colon) {
+                has_pass = true;
+                if (unescape(colon + 1, ul - nl - 1, ENC_USERPASS, &pass, &detail))
+                    goto parse_fail;
+            }
+        }
+    }
+    if (!opaque && unescape(path, pathlen, ENC_PATH, &dpath, &detail))
+        goto parse_fail;
+    if (hash && unescape(hash + 1, rawlen - ulen - 1, ENC_FRAGMENT, &dfrag, &detail)) {
+        /* setFragment errors quote the whole URL */
+        sb_free(&host);
+        sb_free(&user);
+        sb_free(&pass);
+        sb_free(&dpath);
+        sb_free(&dfrag);
+        return parse_error(err, raw, raw, rawlen, &detail);
+    }
+
+    /* Step 2: the scheme. */
+    bool tls;
+    const char *ws_scheme;
+    if (scheme_ok && (!strcmp(scheme, "ws") || !strcmp(scheme, "http"))) {
+        tls = false;
+        ws_scheme = "ws";
+    } else if (scheme_ok && (!strcmp(scheme, "wss") || !strcmp(scheme, "https"))) {
+        tls = true;
+        ws_scheme = "wss";
+    } else {
+        url_error(err, raw, " must use ws, wss, http or https");
+        goto out;
+    }
+    /* Step 3: a host. */
+    if (host.len == 0) {
+        url_error(err, raw, " has no host");
+        goto out;
+    }
+
+    u->tls = tls;
+    u->scheme = dup_n(ws_scheme, strlen(ws_scheme));
+
+    /* Printed host: escape(u.Host, encodeHost). */
+    escape_into(&scratch, host.p, host.len, ENC_HOST);
+    u->host = sb_take(&scratch);
+
+    /* Dial target: Hostname() and Port(). */
+    {
+        const char *hp = host.p;
+        size_t hn = host.len;
+        const char *portp = NULL;
+        size_t portn = 0;
+        const char *name = hp;
+        size_t namen = hn;
+        if (hp[0] == '[') {
+            const char *rb = find_last(hp, hn, ']');
+            name = hp + 1;
+            namen = (size_t)(rb - hp) - 1;
+            if ((size_t)(rb - hp) + 1 < hn) {
+                portp = rb + 2;
+                portn = hn - (size_t)(rb - hp) - 2;
+            }
+        } else {
+            const char *colon = find_last(hp, hn, ':');
+            if (colon) {
+                namen = (size_t)(colon - hp);
+                portp = colon + 1;
+                portn = hn - namen - 1;
+            }
+        }
+        u->hostname = namen ? dup_n(name, namen) : dup_n("localhost", 9);
+        u->port = tls ? 443 : 80;
+        if (portp && portn) {
+            long v = 0;
+            for (size_t i = 0; i < portn && v <= 65535; i++)
+                v = v * 10 + (portp[i] - '0');
+            u->port = v > 65535 ? -1 : (int)v;
+        }
+    }
+
+    if (has_user) {
+        escape_into(&scratch, user.p ? user.p : "", user.len, ENC_USERPASS);
+        if (has_pass) {
+            sb_putc(&scratch, ':');
+            escape_into(&scratch, pass.p ? pass.p : "", pass.len, ENC_USERPASS);
+        }
+        u->userinfo = sb_take(&scratch);
+    }
+
+    /* Step 4: the path. */
+    if (dpath.len == 0 || (dpath.len == 1 && dpath.p[0] == '/'))
+        sb_puts(&scratch, CS_WIRE_STREAM_PATH);
+    else
+        escaped_form(&scratch, path, pathlen, &dpath, ENC_PATH);
+    u->path = sb_take(&scratch);
+
+    if (query)
+        u->raw_query = dup_n(query, querylen);
+    if (hash) {
+        escaped_form(&scratch, hash + 1, rawlen - ulen - 1, &dfrag, ENC_FRAGMENT);
+        u->fragment = sb_take(&scratch);
+    }
+    if (!u->scheme || !u->host || !u->hostname || !u->path || (has_user && !u->userinfo) ||
+        (query && !u->raw_query) || (hash && !u->fragment)) {
+        rl_url_free(u);
+        oom(err);
+        goto out;
+    }
+    rc = 0;
+    goto out;
+
+parse_fail:
+    parse_error(err, raw, raw, ulen, &detail);
+out:
+    sb_free(&host);
+    sb_free(&user);
+    sb_free(&pass);
+    sb_free(&dpath);
+    sb_free(&dfrag);
+    sb_free(&scratch);
+    sb_free(&detail);
+    return rc;
+}
+
+/* ---- the endpoint for a range ----------------------------------------------------------------- */
+
+void rl_range_format(rl_range r, char *buf, size_t len)
+{
+    if (r.bounded)
+        snprintf(buf, len, "[%" PRIu32 ",%" PRIu32 "]", r.from, r.to);
+    else
+        snprintf(buf, len, "[%" PRIu32 ",latest)", r.from);
+}
+
+typedef struct qpair {
+    char *k, *v;
+    size_t kl, vl;
+    size_t order;
+} qpair;
+
+static int qpair_cmp(const void *a, const void *b)
+{
+    const qpair *x = a, *y = b;
+    size_t n = x->kl < y->kl ? x->kl : y->kl;
+    int c = memcmp(x->k, y->k, n);
+    if (c)
+        return c;
+    if (x->kl != y->kl)
+        return x->kl < y->kl ? -1 : 1;
+    return x->order < y->order ? -1 : x->order > y->order;
+}
+
+static bool key_is(const qpair *p, const char *name)
+{
+    return p->kl == strlen(name) && memcmp(p->k, name, p->kl) == 0;
+}
+
+static void free_pairs(qpair *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(v[i].k);
+        free(v[i].v);
+    }
+    free(v);
+}
+
+/* url.ParseQuery, keeping what it keeps: pairs with a ';' or a bad escape are dropped. */
+static int parse_query(const char *q, size_t n, qpair **out, size_t *count)
+{
+    qpair *v = NULL;
+    size_t len = 0, cap = 0;
+    size_t i = 0;
+    while (i < n) {
+        const char *amp = memchr(q + i, '&', n - i);
+        size_t seg_end = amp ? (size_t)(amp - q) : n;
+        const char *seg = q + i;
+        size_t sl = seg_end - i;
+        i = amp ? seg_end + 1 : n;
+        if (sl == 0 || memchr(seg, ';', sl))
+            continue;
+        const char *eq = memchr(seg, '=', sl);
+        size_t kl = eq ? (size_t)(eq - seg) : sl;
+        sb k = {0}, val = {0}, detail = {0};
+        int bad = unescape(seg, kl, ENC_QUERY, &k, &detail);
+        if (!bad && eq)
+            bad = unescape(eq + 1, sl - kl - 1, ENC_QUERY, &val, &detail);
+        sb_free(&detail);
+        if (bad) {
+            sb_free(&k);
+            sb_free(&val);
+            continue;
+        }
+        if (len == cap) {
+            size_t nc = cap ? cap * 2 : 8;
+            qpair *nv = realloc(v, nc * sizeof *nv);
+            if (!nv) {
+                sb_free(&k);
+                sb_free(&val);
+                free_pairs(v, len);
+                return -1;
+            }
+            v = nv;
+            cap = nc;
+        }
+        qpair *p = &v[len];
+        p->kl = k.len;
+        p->vl = val.len;
+        p->k = sb_take(&k);
+        p->v = sb_take(&val);
+        p->order = len;
+        len++;
+        if (!p->k || !p->v) {
+            free_pairs(v, len);
+            return -1;
+        }
+    }
+    *out = v;
+    *count = len;
+    return 0;
+}
+
+static int add_pair(qpair **v, size_t *n, const char *k, const char *val)
+{
+    qpair *nv = realloc(*v, (*n + 1) * sizeof *nv);
+    if (!nv)
+        return -1;
+    *v = nv;
+    qpair *p = &nv[*n];
+    p->k = dup_n(k, strlen(k));
+    p->v = dup_n(val, strlen(val));
+    p->kl = strlen(k);
+    p->vl = strlen(val);
+    p->order = *n;
+    (*n)++;
+    return p->k && p->v ? 0 : -1;
+}
+
+int rl_endpoint_build(const rl_url *u, rl_range r, char **endpoint, char **target, cs_err *err)
+{
+    *endpoint = *target = NULL;
+    char rs[64];
+    if (r.from == CS_LAST_SEQUENCE || (r.bounded && r.to == CS_LAST_SEQUENCE)) {
+        rl_range_format(r, rs, sizeof rs);
+        return cs_err_set(err, RL_ERR_INVALID,
+                          "remoteledger: range %s reaches ledger %" PRIu32
+                          ", the last representable sequence",
+                          rs, (uint32_t)CS_LAST_SEQUENCE);
+    }
+
+    qpair *pairs = NULL;
+    size_t n = 0;
+    if (u->raw_query && parse_query(u->raw_query, strlen(u->raw_query), &pairs, &n))
+        return oom(err);
+    /* The range owns start and end: whatever the configured URL carried is stale. */
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (key_is(&pairs[i], "start") || key_is(&pairs[i], "end")) {
+            free(pairs[i].k);
+            free(pairs[i].v);
+            continue;
+        }
+        pairs[kept++] = pairs[i];
+    }
+    n = kept;
+    char num[16];
+    snprintf(num, sizeof num, "%" PRIu32, r.from);
+    if (add_pair(&pairs, &n, "start", num)) {
+        free_pairs(pairs, n);
+        return oom(err);
+    }
+    if (r.bounded) {
+        if (r.to < r.from) {
+            free_pairs(pairs, n);
+            rl_range_format(r, rs, sizeof rs);
+            return cs_err_set(err, RL_ERR_INVALID, "remoteledger: range %s ends before it starts", rs);
+        }
+        snprintf(num, sizeof num, "%" PRIu32, r.to);
+        if (add_pair(&pairs, &n, "end", num)) {
+            free_pairs(pairs, n);
+            return oom(err);
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        pairs[i].order = i;
+    qsort(pairs, n, sizeof *pairs, qpair_cmp);
+
+    sb q = {0};
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            sb_putc(&q, '&');
+        escape_into(&q, pairs[i].k, pairs[i].kl, ENC_QUERY);
+        sb_putc(&q, '=');
+        escape_into(&q, pairs[i].v, pairs[i].vl, ENC_QUERY);
+    }
+    free_pairs(pairs, n);
+
+    sb t = {0}, e = {0};
+    sb_puts(&t, u->path);
+    sb_putc(&t, '?');
+    sb_putn(&t, q.p ? q.p : "", q.len);
+
+    sb_puts(&e, u->scheme);
+    sb_puts(&e, "://");
+    if (u->userinfo) {
+        sb_puts(&e, u->userinfo);
+        sb_putc(&e, '@');
+    }
+    sb_puts(&e, u->host);
+    sb_putn(&e, t.p ? t.p : "", t.len);
+    if (u->fragment && u->fragment[0]) {
+        sb_putc(&e, '#');
+        sb_puts(&e, u->fragment);
+    }
+    sb_free(&q);
+    *target = sb_take(&t);
+    *endpoint = sb_take(&e);
+    if (!*target || !*endpoint) {
+        free(*target);
+        free(*endpoint);
+        *endpoint = *target = NULL;
+        return oom(err);
+    }
+    return 0;
+}
+
+/* ---- limits ------------------------------------------------------------------------------------ */
+
+int64_t rl_read_limit(int64_t max_chunk_size)
+{
+    int64_t n = max_chunk_size;
+    if (n < 0)
+        return -1;
+    if (n == 0)
+        n = CS_MAX_CHUNK_SIZE;
+    if (n > INT64_MAX - (CS_WIRE_CHUNK_HEADER_LEN + 1))
+        return INT64_MAX - 1;
+    n += CS_WIRE_CHUNK_HEADER_LEN;
+    return n < CS_WIRE_END_LEN ? CS_WIRE_END_LEN : n;
+}
+
+size_t rl_expand_bound(int64_t max_chunk_size)
+{
+    if (max_chunk_size <= 0 || max_chunk_size > CS_MAX_CHUNK_SIZE)
+        return CS_MAX_CHUNK_SIZE;
+    return (size_t)max_chunk_size;
+}

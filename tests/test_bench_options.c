@@ -1,0 +1,391 @@
+/* benchrunner's command line (PORTSPEC 4.1; catalogue cases 14-16): defaults, every validation
+ * message verbatim, and the order in which they are checked (the first failure wins). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "benchrunner/options.h"
+
+/* Parses a NULL-terminated argv (argv[0] included). usage receives what would go to stderr. */
+static int parse(char **argv, br_options *o, cs_err *err, char **usage)
+{
+    int argc = 0;
+    while (argv[argc])
+        argc++;
+    memset(err, 0, sizeof *err);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    assert_non_null(out);
+    int rc = br_options_parse(o, argc, argv, out, err);
+    fclose(out);
+    if (usage)
+        *usage = text;
+    else
+        free(text);
+    return rc;
+}
+
+#define ARGV(...) ((char *[]){"benchrunner", __VA_ARGS__, NULL})
+
+/* Asserts that argv fails validation with exactly the message want. */
+#define EXPECT_ERROR(want, ...)                                                                    \
+    do {                                                                                           \
+        br_options o_;                                                                             \
+        cs_err err_;                                                                               \
+        assert_int_equal(parse(ARGV(__VA_ARGS__), &o_, &err_, NULL), -1);                          \
+        assert_string_equal(err_.msg, (want));                                                     \
+    } while (0)
+
+#define EXPECT_OK(...)                                                                             \
+    do {                                                                                           \
+        br_options o_;                                                                             \
+        cs_err err_;                                                                               \
+        int rc_ = parse(ARGV(__VA_ARGS__), &o_, &err_, NULL);                                      \
+        if (rc_ != 0)                                                                              \
+            fail_msg("unexpected error: %s", err_.msg);                                            \
+    } while (0)
+
+/* ---- case 14: TestParseFlagsDefaults, and every other default -------------------------------- */
+
+static void defaults(void **state)
+{
+    (void)state;
+    br_options o;
+    cs_err err;
+    char *argv[] = {"benchrunner", NULL};
+    assert_int_equal(parse(argv, &o, &err, NULL), 0);
+    assert_string_equal(o.mode, "loopback");
+    assert_true(o.count > 0);
+    assert_int_equal(o.count, 100);
+    assert_string_equal(o.url, "ws://127.0.0.1:8462");
+    assert_int_equal(o.start, 0);
+    assert_int_equal(o.end, 0);
+    assert_string_equal(o.csv, "");
+    assert_int_equal(o.synthetic_size, 204800);
+    assert_int_equal(o.synthetic_interval, 10 * CS_MS);
+    assert_int_equal(o.chunk_size, 262144);
+    assert_false(o.compress);
+    assert_false(o.remote_compressible);
+    assert_false(o.verify);
+    assert_string_equal(o.pipe_cmd, "");
+    assert_int_equal(o.pipe_size, 1048576);
+    assert_string_equal(o.core_binary, "");
+    assert_string_equal(o.core_config, "");
+    assert_string_equal(o.history_archive_urls, "");
+    assert_string_equal(o.storage_dir, "");
+    assert_string_equal(o.network_passphrase, "");
+}
+
+/* ---- case 16: TestParseFlagsPacingDefaults --------------------------------------------------- */
+
+static void pacing_defaults(void **state)
+{
+    (void)state;
+    br_options o;
+    cs_err err;
+    char *argv[] = {"benchrunner", NULL};
+    assert_int_equal(parse(argv, &o, &err, NULL), 0);
+    assert_int_equal(o.emit_window, 5 * CS_MS);
+    assert_true(o.emit_window <= o.synthetic_interval);
+}
+
+/* ---- case 15: TestParseFlagsRejects, each message verbatim ----------------------------------- */
+
+static void rejects(void **state)
+{
+    (void)state;
+    EXPECT_ERROR("--mode must be loopback, remote, local or localtap, got \"carrier-pigeon\"", "--mode",
+                 "carrier-pigeon");
+    EXPECT_ERROR("--end 4 is before --start 9", "--mode", "remote", "--start", "9", "--end", "4");
+    EXPECT_ERROR("--count must be positive in loopback mode", "--mode", "loopback", "--count", "0");
+    EXPECT_ERROR("--start is required in local mode: captive core replays a known range", "--mode", "local",
+                 "--core-config", "x", "--history-archive-urls", "y");
+    EXPECT_ERROR("--core-config is required in local mode", "--mode", "local", "--start", "5",
+                 "--history-archive-urls", "y");
+    EXPECT_ERROR("--history-archive-urls is required in local mode", "--mode", "local", "--start", "5",
+                 "--core-config", "x");
+    EXPECT_ERROR("--start, --end and --count must fit in a ledger sequence", "--mode", "remote", "--start",
+                 "4294967296");
+    EXPECT_ERROR("unexpected argument \"extra\"", "--mode", "remote", "extra");
+    EXPECT_ERROR("flag provided but not defined: -turbo", "--turbo");
+    EXPECT_ERROR("--chunk-size: chunk size 1024 is outside [4096,8388608]", "--chunk-size", "1024");
+    EXPECT_ERROR("--chunk-size: chunk size 16777216 is outside [4096,8388608]", "--chunk-size", "16777216");
+    EXPECT_ERROR("--emit-window -1ms is negative", "--emit-window", "-1ms");
+    EXPECT_ERROR("--emit-window 20ms does not fit inside --synthetic-interval 10ms", "--emit-window", "20ms",
+                 "--synthetic-interval", "10ms");
+    EXPECT_ERROR("--pipe-cmd is required in localtap mode", "--mode", "localtap");
+}
+
+static void rejects_more(void **state)
+{
+    (void)state;
+    EXPECT_ERROR("--start, --end and --count must fit in a ledger sequence", "--end", "4294967296");
+    EXPECT_ERROR("--start, --end and --count must fit in a ledger sequence", "--count", "4294967296");
+    EXPECT_ERROR("--start, --end and --count must fit in a ledger sequence", "--mode", "remote", "--count",
+                 "18446744073709551615");
+    EXPECT_ERROR("invalid value \"18446744073709551616\" for flag -start: value out of range", "--start",
+                 "18446744073709551616");
+    EXPECT_ERROR("invalid value \"-1\" for flag -count: parse error", "--count", "-1");
+    EXPECT_ERROR("invalid value \"10\" for flag -emit-window: parse error", "--emit-window", "10");
+    EXPECT_ERROR("flag needs an argument: -mode", "--mode");
+    EXPECT_ERROR("--mode must be loopback, remote, local or localtap, got \"\"", "--mode", "");
+    EXPECT_ERROR("--mode must be loopback, remote, local or localtap, got \"LOOPBACK\"", "--mode", "LOOPBACK");
+    EXPECT_ERROR("--mode must be loopback, remote, local or localtap, got \"a\\\"b\\n\"", "--mode", "a\"b\n");
+    EXPECT_ERROR("unexpected argument \"caf\xc3\xa9 \\x01\"", "caf\xc3\xa9 \x01");
+    EXPECT_ERROR("--chunk-size: chunk size 4095 is outside [4096,8388608]", "--chunk-size", "4095");
+    EXPECT_ERROR("--chunk-size: chunk size -1 is outside [4096,8388608]", "-chunk-size=-1");
+    EXPECT_ERROR("--emit-window 1h0m0.5s does not fit inside --synthetic-interval 1h0m0s", "--emit-window",
+                 "3600.5s", "--synthetic-interval", "1h");
+    EXPECT_ERROR("--end 1 is before --start 4294967295", "--mode", "remote", "--start", "4294967295", "--end",
+                 "1");
+}
+
+static void accepts(void **state)
+{
+    (void)state;
+    EXPECT_OK("--mode", "remote");
+    EXPECT_OK("--mode", "remote", "--start", "9");                  /* end 0: unbounded */
+    EXPECT_OK("--mode", "remote", "--start", "9", "--end", "9");    /* a single ledger */
+    EXPECT_OK("--mode", "remote", "--count", "0");                  /* count is loopback's */
+    EXPECT_OK("--mode", "remote", "--emit-window", "20ms");         /* window vs interval: loopback only */
+    EXPECT_OK("--synthetic-interval", "0", "--emit-window", "20ms"); /* no cadence: anything fits */
+    EXPECT_OK("--synthetic-interval", "-1ms", "--emit-window", "20ms");
+    EXPECT_OK("--emit-window", "10ms");                              /* equal fits */
+    EXPECT_OK("--emit-window", "0");
+    EXPECT_OK("--chunk-size", "4096");
+    EXPECT_OK("--chunk-size", "8388608");
+    EXPECT_OK("--chunk-size", "0x1000");
+    EXPECT_OK("--start", "4294967295", "--mode", "remote");
+    EXPECT_OK("--mode", "local", "--start", "5", "--core-config", "x", "--history-archive-urls", "y");
+    EXPECT_OK("--mode", "localtap", "--pipe-cmd", "true");
+    EXPECT_OK("--mode", "localtap", "--pipe-cmd", "true", "--start", "0");
+    EXPECT_OK("--mode", "remote", "--");                           /* `--` ends the flags */
+}
+
+/* Everything after `--` is positional. */
+static void double_dash_then_argument(void **state)
+{
+    (void)state;
+    EXPECT_ERROR("unexpected argument \"--mode\"", "--", "--mode");
+}
+
+/* ---- the order of the checks -------------------------------------------------------------------- */
+
+static void validation_order(void **state)
+{
+    (void)state;
+    /* 1. flag parse errors, then a stray argument */
+    EXPECT_ERROR("flag provided but not defined: -turbo", "--mode", "x", "--start", "4294967296", "--turbo",
+                 "extra");
+    EXPECT_ERROR("unexpected argument \"extra\"", "--mode", "x", "--start", "4294967296", "--chunk-size", "1",
+                 "extra");
+    /* 2. sequences */
+    EXPECT_ERROR("--start, --end and --count must fit in a ledger sequence", "--mode", "x", "--start",
+                 "4294967296", "--end", "1", "--chunk-size", "1", "--emit-window", "-1ms");
+    /* 3. end before start */
+    EXPECT_ERROR("--end 4 is before --start 9", "--mode", "x", "--start", "9", "--end", "4", "--chunk-size", "1",
+                 "--emit-window", "-1ms");
+    /* 4. chunk size */
+    EXPECT_ERROR("--chunk-size: chunk size 1 is outside [4096,8388608]", "--mode", "x", "--chunk-size", "1",
+                 "--emit-window", "-1ms", "--count", "0");
+    /* 5. negative window (before the window/interval check) */
+    EXPECT_ERROR("--emit-window -1ms is negative", "--mode", "x", "--emit-window", "-1ms",
+                 "--synthetic-interval", "-5ms");
+    /* 6. window inside the interval, loopback only, before the count check */
+    EXPECT_ERROR("--emit-window 20ms does not fit inside --synthetic-interval 10ms", "--emit-window", "20ms",
+                 "--count", "0");
+    /* 7. per mode */
+    EXPECT_ERROR("--mode must be loopback, remote, local or localtap, got \"x\"", "--mode", "x", "--count", "0",
+                 "--emit-window", "20ms");
+    EXPECT_ERROR("--start is required in local mode: captive core replays a known range", "--mode", "local");
+    EXPECT_ERROR("--core-config is required in local mode", "--mode", "local", "--start", "1");
+    EXPECT_ERROR("--history-archive-urls is required in local mode", "--mode", "local", "--start", "1",
+                 "--core-config", "c");
+    /* The last occurrence of a flag wins. */
+    EXPECT_ERROR("--count must be positive in loopback mode", "--mode", "remote", "--mode", "loopback", "--count",
+                 "0");
+}
+
+/* ---- Go flag syntax --------------------------------------------------------------------------- */
+
+static void go_flag_syntax(void **state)
+{
+    (void)state;
+    br_options o;
+    cs_err err;
+    assert_int_equal(parse(ARGV("-mode=remote", "--url", "ws://box:8462/stream?token=a", "-start", "0x10", "--end=1_000",
+                                "-csv", "out.csv", "--verify", "-remote-compressible=true", "--compress=false"),
+                           &o, &err, NULL),
+                     0);
+    assert_string_equal(o.mode, "remote");
+    assert_string_equal(o.url, "ws://box:8462/stream?token=a");
+    assert_int_equal(o.start, 16);
+    assert_int_equal(o.end, 1000);
+    assert_string_equal(o.csv, "out.csv");
+    assert_true(o.verify);
+    assert_true(o.remote_compressible);
+    assert_false(o.compress);
+
+    assert_int_equal(parse(ARGV("--count", "8", "--synthetic-size", "65536", "--synthetic-interval", "10ms",
+                                "--emit-window", "5ms", "--verify", "--compress", "--chunk-size", "65536"),
+                           &o, &err, NULL),
+                     0);
+    assert_string_equal(o.mode, "loopback");
+    assert_int_equal(o.count, 8);
+    assert_int_equal(o.synthetic_size, 65536);
+    assert_int_equal(o.synthetic_interval, 10 * CS_MS);
+    assert_int_equal(o.emit_window, 5 * CS_MS);
+    assert_int_equal(o.chunk_size, 65536);
+    assert_true(o.verify);
+    assert_true(o.compress);
+
+    assert_int_equal(parse(ARGV("--mode", "localtap", "--pipe-cmd", "stellar-core run", "--pipe-size", "2097152",
+                                "--emit-window", "7500us"),
+                           &o, &err, NULL),
+                     0);
+    assert_string_equal(o.pipe_cmd, "stellar-core run");
+    assert_int_equal(o.pipe_size, 2097152);
+    assert_int_equal(o.emit_window, 7500 * CS_US);
+
+    assert_int_equal(parse(ARGV("--mode", "local", "--start", "55000000", "--core-binary", "/bin/core",
+                                "--core-config", "c.cfg", "--history-archive-urls", "https://a,https://b",
+                                "--storage-dir", "/data", "--network-passphrase", "Test SDF Network"),
+                           &o, &err, NULL),
+                     0);
+    assert_string_equal(o.core_binary, "/bin/core");
+    assert_string_equal(o.core_config, "c.cfg");
+    assert_string_equal(o.history_archive_urls, "https://a,https://b");
+    assert_string_equal(o.storage_dir, "/data");
+    assert_string_equal(o.network_passphrase, "Test SDF Network");
+}
+
+/* ---- help and usage ----------------------------------------------------------------------------- */
+
+static void help_prints_usage(void **state)
+{
+    (void)state;
+    static const char *const forms[] = {"-h", "--help", "-help"};
+    for (size_t i = 0; i < 3; i++) {
+        br_options o;
+        cs_err err;
+        char *usage = NULL;
+        char *argv[] = {"benchrunner", (char *)forms[i], NULL};
+        assert_int_equal(parse(argv, &o, &err, &usage), 1);
+        assert_non_null(usage);
+        assert_true(strncmp(usage, "Usage of benchrunner:\n", 22) == 0);
+        free(usage);
+    }
+}
+
+static void usage_lists_every_flag_with_its_default(void **state)
+{
+    (void)state;
+    br_options o;
+    cs_err err;
+    char *usage = NULL;
+    assert_int_equal(parse(ARGV("-h"), &o, &err, &usage), 1);
+    static const char *const want[] = {
+        "\n  -chunk-size int\n",
+        "(default 262144)\n",
+        "\n  -compress\n",
+        "\n  -core-binary string\n",
+        "\n  -core-config string\n",
+        "\n  -count uint\n",
+        "(default 100)\n",
+        "\n  -csv string\n",
+        "\n  -emit-window duration\n",
+        "(default 5ms)\n",
+        "\n  -end uint\n",
+        "\n  -history-archive-urls string\n",
+        "\n  -mode string\n    \tloopback|remote|local|localtap (default \"loopback\")\n",
+        "\n  -network-passphrase string\n",
+        "\n  -pipe-cmd string\n",
+        "\n  -pipe-size int\n",
+        "(default 1048576)\n",
+        "\n  -remote-compressible\n",
+        "\n  -start uint\n",
+        "\n  -storage-dir string\n",
+        "\n  -synthetic-interval duration\n",
+        "(default 10ms)\n",
+        "\n  -synthetic-size int\n",
+        "(default 204800)\n",
+        "\n  -url string\n",
+        "(default \"ws://127.0.0.1:8462\")\n",
+        "\n  -verify\n",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (!strstr(usage, want[i]))
+            fail_msg("usage is missing \"%s\":\n%s", want[i], usage);
+    /* Sorted by name. */
+    assert_true(strstr(usage, "-chunk-size") < strstr(usage, "-compress"));
+    assert_true(strstr(usage, "-url") < strstr(usage, "-verify"));
+    free(usage);
+}
+
+/* A flag error prints the error and the usage, and the usage shows the defaults, not the values
+ * parsed before the error. */
+static void flag_error_prints_error_then_usage_with_defaults(void **state)
+{
+    (void)state;
+    br_options o;
+    cs_err err;
+    char *usage = NULL;
+    assert_int_equal(parse(ARGV("--mode", "remote", "--count", "7", "--turbo"), &o, &err, &usage), -1);
+    assert_string_equal(err.msg, "flag provided but not defined: -turbo");
+    assert_true(strncmp(usage, "flag provided but not defined: -turbo\nUsage of benchrunner:\n", 59) == 0);
+    assert_non_null(strstr(usage, "(default \"loopback\")"));
+    assert_non_null(strstr(usage, "(default 100)"));
+    free(usage);
+
+    /* Validation errors print nothing: the caller reports them. */
+    usage = NULL;
+    assert_int_equal(parse(ARGV("--count", "0"), &o, &err, &usage), -1);
+    assert_string_equal(usage, "");
+    free(usage);
+}
+
+/* br_options_validate alone, on a struct built by hand. */
+static void validate_directly(void **state)
+{
+    (void)state;
+    br_options o;
+    cs_err err;
+    br_options_defaults(&o);
+    assert_int_equal(br_options_validate(&o, &err), 0);
+    o.mode = "remote";
+    o.end = 3;
+    o.start = 4;
+    assert_int_equal(br_options_validate(&o, &err), -1);
+    assert_string_equal(err.msg, "--end 3 is before --start 4");
+    o.end = 0;
+    assert_int_equal(br_options_validate(&o, &err), 0);
+    o.mode = "localtap";
+    assert_int_equal(br_options_validate(&o, &err), -1);
+    assert_string_equal(err.msg, "--pipe-cmd is required in localtap mode");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(defaults),
+        cmocka_unit_test(pacing_defaults),
+        cmocka_unit_test(rejects),
+        cmocka_unit_test(rejects_more),
+        cmocka_unit_test(accepts),
+        cmocka_unit_test(double_dash_then_argument),
+        cmocka_unit_test(validation_order),
+        cmocka_unit_test(go_flag_syntax),
+        cmocka_unit_test(help_prints_usage),
+        cmocka_unit_test(usage_lists_every_flag_with_its_default),
+        cmocka_unit_test(flag_error_prints_error_then_usage_with_defaults),
+        cmocka_unit_test(validate_directly),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,232 @@
+/* The /stream query rules (PORTSPEC 1.5; catalogue 117): the parsed subscription and the exact 400
+ * bodies, in the prototype's order of checks. The parser takes the decoded query pairs in order,
+ * as "name=value" strings. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "corestream/wire.h"
+#include "corestreamd/request.h"
+
+#define NARGS(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Parses the pairs and expects success with the given request. */
+static void expect_ok(const char *const *args, size_t n, uint32_t start, uint32_t end, bool bounded)
+{
+    cs_stream_request r;
+    memset(&r, 0xa5, sizeof r);
+    cs_err err = {0};
+    int rc = cs_stream_request_parse(args, n, &r, &err);
+    if (rc != 0)
+        fail_msg("parse of %zu pair(s) starting %s failed: %s", n, n ? args[0] : "(none)", err.msg);
+    if (r.start != start || r.end != end || r.bounded != bounded)
+        fail_msg("parse of %zu pair(s) starting %s = {%u,%u,%d}, want {%u,%u,%d}", n,
+                 n ? args[0] : "(none)", r.start, r.end, r.bounded, start, end, bounded);
+}
+
+/* Parses the pairs and expects the exact 400 body (without its trailing newline). */
+static void expect_err(const char *const *args, size_t n, const char *want)
+{
+    cs_stream_request r;
+    cs_err err = {0};
+    int rc = cs_stream_request_parse(args, n, &r, &err);
+    if (rc != -1)
+        fail_msg("parse of %zu pair(s) starting %s returned %d, want -1 with %s", n, args[0], rc, want);
+    if (strcmp(err.msg, want) != 0)
+        fail_msg("parse of %zu pair(s) starting %s: error\n  %s\nwant\n  %s", n, args[0], err.msg, want);
+    /* A NULL err is allowed and still fails. */
+    assert_int_equal(cs_stream_request_parse(args, n, &r, NULL), -1);
+}
+
+#define OK(start, end, bounded, ...)                                                               \
+    do {                                                                                           \
+        const char *a_[] = {__VA_ARGS__};                                                          \
+        expect_ok(a_, NARGS(a_), (start), (end), (bounded));                                       \
+    } while (0)
+
+#define ERR(want, ...)                                                                             \
+    do {                                                                                           \
+        const char *a_[] = {__VA_ARGS__};                                                          \
+        expect_err(a_, NARGS(a_), (want));                                                         \
+    } while (0)
+
+#define CEILING "ledger 4294967295 is the last representable sequence and is not streamable"
+
+/* ---- 117: TestParseStreamRequest ---- */
+
+static void test_parse_stream_request(void **state)
+{
+    (void)state;
+    expect_ok(NULL, 0, 0, 0, false); /* empty → tip */
+    OK(7, 0, false, "start=7");
+    OK(7, 9, true, "start=7", "end=9");
+    OK(0, 9, true, "end=9"); /* end alone: a bounded tip subscription */
+    OK(0, 0, false, "start=", "end="); /* blank values → tip */
+
+    ERR("end 4 is before start 9", "start=9", "end=4");
+    ERR("invalid end parameter: 0", "end=0");
+    ERR("invalid start parameter \"x\"", "start=x");
+    ERR("invalid end parameter \"x\"", "end=x");
+    ERR("invalid start parameter \"4294967296\"", "start=4294967296");
+    ERR("invalid end parameter \"4294967296\"", "end=4294967296");
+    ERR(CEILING, "start=4294967295");
+    ERR(CEILING, "end=4294967295");
+}
+
+/* ---- the 400 bodies of PORTSPEC 1.5, in order ---- */
+
+static void test_the_five_messages(void **state)
+{
+    (void)state;
+    ERR("invalid start parameter \"abc\"", "start=abc");
+    ERR("invalid end parameter \"xyz\"", "end=xyz");
+    ERR("invalid end parameter: 0", "end=0");
+    ERR(CEILING, "start=4294967295");
+    ERR(CEILING, "end=4294967295");
+    ERR(CEILING, "start=4294967295", "end=4294967295");
+    ERR("end 4 is before start 9", "start=9", "end=4");
+}
+
+static void test_order_of_checks(void **state)
+{
+    (void)state;
+    /* 1 before 2, whichever pair comes first in the query. */
+    ERR("invalid start parameter \"abc\"", "start=abc", "end=xyz");
+    ERR("invalid start parameter \"abc\"", "end=xyz", "start=abc");
+    /* 1 before 3. */
+    ERR("invalid start parameter \"abc\"", "start=abc", "end=0");
+    ERR("invalid start parameter \"abc\"", "end=0", "start=abc");
+    /* 1 before 4 (an unparseable start with the ceiling as end). */
+    ERR("invalid start parameter \"abc\"", "start=abc", "end=4294967295");
+    /* 2 before 4. */
+    ERR("invalid end parameter \"xyz\"", "start=4294967295", "end=xyz");
+    ERR("invalid end parameter \"4294967296\"", "start=4294967295", "end=4294967296");
+    /* 3 before 4. */
+    ERR("invalid end parameter: 0", "start=4294967295", "end=0");
+    ERR("invalid end parameter: 0", "end=0", "start=4294967295");
+    /* 4 before 5: the ceiling is reported rather than end < start. */
+    ERR(CEILING, "start=4294967295", "end=3");
+    ERR(CEILING, "end=3", "start=4294967295");
+    /* 3 with a start of 0 is still 3 (end=0 is never "before" anything). */
+    ERR("invalid end parameter: 0", "start=0", "end=0");
+    ERR("invalid end parameter: 0", "start=5", "end=0");
+}
+
+static void test_bounds(void **state)
+{
+    (void)state;
+    OK(4294967294u, 0, false, "start=4294967294");
+    OK(0, 4294967294u, true, "end=4294967294");
+    OK(4294967294u, 4294967294u, true, "start=4294967294", "end=4294967294");
+    OK(1, 4294967294u, true, "start=1", "end=4294967294");
+    OK(9, 9, true, "start=9", "end=9"); /* a single ledger */
+    OK(1, 1, true, "start=1", "end=1");
+    OK(0, 1, true, "end=1");
+    OK(0, 5, true, "start=0", "end=5"); /* start 0 with an end is allowed */
+    OK(0, 0, false, "start=0");        /* start 0 is the tip */
+    ERR("end 8 is before start 9", "start=9", "end=8");
+    ERR("end 1 is before start 4294967294", "start=4294967294", "end=1");
+}
+
+static void test_first_value_wins(void **state)
+{
+    (void)state;
+    OK(5, 0, false, "start=5", "start=abc");
+    ERR("invalid start parameter \"abc\"", "start=abc", "start=5");
+    OK(0, 9, true, "end=9", "end=0");
+    ERR("invalid end parameter: 0", "end=0", "end=9");
+    OK(3, 9, true, "start=3", "end=9", "start=12", "end=1");
+    /* An empty first value means absent, even with a later value (Go's Query().Get). */
+    OK(0, 0, false, "start=", "start=5");
+    OK(0, 0, false, "end=", "end=0");
+    OK(0, 0, false, "end=", "end=xyz");
+    /* A bare name is an empty value. */
+    OK(0, 0, false, "start", "end");
+    OK(0, 0, false, "start", "start=7");
+    OK(7, 0, false, "start=7", "start");
+}
+
+static void test_other_parameters_are_ignored(void **state)
+{
+    (void)state;
+    OK(0, 0, false, "token=abc");
+    OK(7, 0, false, "token=abc", "start=7", "x=");
+    OK(0, 0, false, "startx=abc", "xstart=abc", "Start=abc", "START=1", "ends=0", "en=0");
+    OK(0, 0, false, "=start", "=");
+    OK(4, 6, true, "start_=1", "start=4", "end=6", "end_=0");
+}
+
+static void test_value_syntax(void **state)
+{
+    (void)state;
+    /* Leading zeros are fine. */
+    OK(7, 0, false, "start=007");
+    OK(0, 9, true, "end=0009");
+    OK(0, 0, false, "start=0000");
+    OK(10, 12, true, "start=00000000000000000010", "end=012");
+    OK(4294967294u, 0, false, "start=0004294967294");
+    ERR(CEILING, "start=04294967295");
+    ERR("invalid end parameter: 0", "end=000");
+
+    /* Base-10 digits only: no sign, no spaces, no hex, no separators, no overflow. */
+    static const char *const bad[] = {
+        "+5", " 5", "5 ", "0x10", "-1", "-0", "4294967296", "99999999999999999999", "1_000", "1e3",
+        "5.0", "٣", "5\t", "0b1", "0o7", "\x01",
+    };
+    static const char *const want[] = {
+        "\"+5\"", "\" 5\"", "\"5 \"", "\"0x10\"", "\"-1\"", "\"-0\"", "\"4294967296\"",
+        "\"99999999999999999999\"", "\"1_000\"", "\"1e3\"", "\"5.0\"", "\"٣\"", "\"5\\t\"", "\"0b1\"",
+        "\"0o7\"", "\"\\x01\"",
+    };
+    _Static_assert(NARGS(bad) == NARGS(want), "one message per value");
+    for (size_t i = 0; i < NARGS(bad); i++) {
+        char pair[64], msg[128];
+        snprintf(pair, sizeof pair, "start=%s", bad[i]);
+        snprintf(msg, sizeof msg, "invalid start parameter %s", want[i]);
+        const char *a1[] = {pair};
+        expect_err(a1, 1, msg);
+        snprintf(pair, sizeof pair, "end=%s", bad[i]);
+        snprintf(msg, sizeof msg, "invalid end parameter %s", want[i]);
+        const char *a2[] = {pair};
+        expect_err(a2, 1, msg);
+    }
+    /* The value is everything after the first '=', quoted like Go's %q. */
+    ERR("invalid start parameter \"5=6\"", "start=5=6");
+    ERR("invalid end parameter \"a\\\"b\\\\c\"", "end=a\"b\\c");
+    ERR("invalid start parameter \"\\n\"", "start=\n");
+    ERR("invalid start parameter \"\\xff\"", "start=\xff");
+}
+
+/* The 400 body carries the whole offending value, however long. */
+static void test_long_values_are_quoted_whole(void **state)
+{
+    (void)state;
+    char value[601], pair[700], want[700];
+    memset(value, '9', sizeof value - 1);
+    value[sizeof value - 1] = '\0';
+    snprintf(pair, sizeof pair, "start=%s", value);
+    snprintf(want, sizeof want, "invalid start parameter \"%s\"", value);
+    const char *a[] = {pair};
+    expect_err(a, 1, want);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parse_stream_request),
+        cmocka_unit_test(test_the_five_messages),
+        cmocka_unit_test(test_order_of_checks),
+        cmocka_unit_test(test_bounds),
+        cmocka_unit_test(test_first_value_wins),
+        cmocka_unit_test(test_other_parameters_are_ignored),
+        cmocka_unit_test(test_value_syntax),
+        cmocka_unit_test(test_long_values_are_quoted_whole),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
