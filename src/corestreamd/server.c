@@ -453,9 +453,14 @@ static int accept_ready(cs_server *s)
         int fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0)
             return 0;
-        int one = 1;
+        /* No Nagle: a chunk goes out the moment it is written. Keepalive finds dead peers, as Go's
+         * listener defaults do (15 s idle, 15 s interval). */
+        int one = 1, idle = 15, intvl = 15, cnt = 9;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
         if (s->shutting_down || s->draining || !lws_adopt_socket_vhost(s->vhost, fd))
             close(fd);
     }
@@ -615,11 +620,8 @@ int cs_server_listen(cs_server *s, cs_err *err)
     info.protocols = protocols;
     info.user = s;
     info.pt_serv_buf_size = 64 * 1024;
-    /* Dead peers are found by TCP keepalive: the server never pings (a stalled subscriber could
-     * not answer). */
-    info.ka_time = 15;
-    info.ka_interval = 15;
-    info.ka_probes = 9;
+    /* Dead peers are found by TCP keepalive, set on each accepted socket: the server never pings
+     * (a stalled subscriber could not answer). */
     info.timeout_secs = 10;
     info.options = LWS_SERVER_OPTION_DISABLE_OS_CA_CERTS;
     lws_set_log_level(LLL_ERR, NULL);
