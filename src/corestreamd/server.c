@@ -332,7 +332,7 @@ static void subscriber_gone(cs_server *s, pss *ps)
         return;
     ps->sub = NULL;
     if (!sub->closing) {
-        cs_kv extra[] = {KV_S("error", "connection closed by peer")};
+        cs_kv extra[] = {KV_S("error", "connection closed")};
         log_subscriber(CS_LOG_INFO, "subscriber disconnected", sub, 1, extra);
     }
     if (sub->prev)

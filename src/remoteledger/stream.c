@@ -223,6 +223,8 @@ static void conn_cancelled(rl_conn *c)
     c->linger = false;
 }
 
+static void linger_cb(lws_sorted_usec_list_t *sul);
+
 /* Queues a close frame of ours: it is written from CLIENT_WRITEABLE, and the connection is then
  * dropped without waiting for the server's answer. */
 static void queue_close(rl_conn *c, struct lws *wsi, uint16_t code, const char *reason)
@@ -233,6 +235,7 @@ static void queue_close(rl_conn *c, struct lws *wsi, uint16_t code, const char *
     snprintf(c->close_reason, sizeof c->close_reason, "%s", reason);
     lws_rx_flow_control(wsi, 0);
     lws_callback_on_writable(wsi);
+    lws_sul_schedule(lws_get_context(wsi), 0, &c->linger_sul, linger_cb, LINGER_US);
 }
 
 static int64_t now_unix_nano(void)
@@ -440,7 +443,8 @@ static int rl_callback(struct lws *wsi, enum lws_callback_reasons reason, void *
         if (atomic_load(&c->s->cancelled))
             conn_cancelled(c);
         else
-            conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: %s", c->s->endpoint,
+            conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: %.*s", c->s->endpoint,
+                      in && len ? (int)strnlen(in, len) : (int)strlen("connection failed"),
                       in && len ? (const char *)in : "connection failed");
         c->wsi = NULL;
         c->linger = false;
@@ -478,9 +482,12 @@ static int rl_callback(struct lws *wsi, enum lws_callback_reasons reason, void *
         if (c->wsi == wsi) {
             c->wsi = NULL;
             c->linger = false;
-            if (!c->done)
-                conn_fail(c, c->established ? RL_ERR_READ : RL_ERR_DIAL, "remoteledger: %s %s: connection closed",
-                          c->established ? "read:" : "dial", c->established ? "" : c->s->endpoint);
+            if (c->done)
+                return 0;
+            if (c->established)
+                conn_fail(c, RL_ERR_READ, "remoteledger: read: connection closed");
+            else
+                conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: connection closed", c->s->endpoint);
         }
         return 0;
     default:
@@ -578,8 +585,10 @@ static rl_result run(rl_stream *s, rl_conn *c, const char *target)
             break;
         }
         if (lws_service(ctx, 0) < 0) {
-            conn_fail(c, c->established ? RL_ERR_READ : RL_ERR_DIAL, "remoteledger: %s%s: service loop failed",
-                      c->established ? "read" : "dial ", c->established ? "" : s->endpoint);
+            if (c->established)
+                conn_fail(c, RL_ERR_READ, "remoteledger: read: service loop failed");
+            else
+                conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: service loop failed", s->endpoint);
             break;
         }
     }
