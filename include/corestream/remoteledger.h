@@ -14,6 +14,14 @@
  *     if (r == RL_ERR_TOO_FAR_BEHIND) { ... rl_stream_too_far_behind(s, &req, &oldest, &latest) ... }
  *     else if (r != RL_OK) fprintf(stderr, "%s\n", rl_stream_error(s));
  *     rl_stream_free(s);
+ *
+ * libwebsockets is process-global in two respects the application should know about. The library
+ * never calls lws_set_log_level(): lws's default level prints two NOTICE lines on stderr for each
+ * call (each call creates its own lws context), so an application that wants quiet calls, once,
+ * lws_set_log_level(LLL_ERR | LLL_WARN, NULL) itself. And creating an lws context sets SIGPIPE to
+ * SIG_IGN for the whole process. Host names are resolved with a blocking getaddrinfo() (Debian's
+ * lws 4.1 has no asynchronous DNS), which neither the dial timeout nor rl_stream_cancel can cut
+ * short.
  */
 #ifndef CORESTREAM_REMOTELEDGER_H
 #define CORESTREAM_REMOTELEDGER_H
@@ -85,8 +93,9 @@ typedef struct rl_options {
      * Default 268435456 (the protocol's ceiling). */
     int64_t max_message_size;
     /* Largest chunk payload accepted per message (the WebSocket read limit is this plus the
-     * 11-byte chunk header). 0: 8388608, the largest chunk a server can be configured with.
-     * Negative: no limit. */
+     * 11-byte chunk header, at least 34; a bigger message ends the call with RL_ERR_READ and a
+     * close 1009). 0: 8388608, the largest chunk a server can be configured with. Negative: no
+     * limit. It also bounds what one zstd chunk may expand to: min(this, 8388608). */
     int64_t max_chunk_size;
     /* Bound on connecting and the handshake, in nanoseconds. Default 30 s. ≤ 0: unbounded
      * (rl_stream_cancel still applies). */
@@ -102,23 +111,36 @@ RL_API void rl_options_init(rl_options *o);
 typedef struct rl_stream rl_stream;
 
 /* url: ws://, wss://, http:// (→ ws) or https:// (→ wss) with a host; an empty or "/" path means
- * /stream; other query parameters (a token, say) are kept. opts may be NULL for the defaults.
- * Returns RL_ERR_INVALID for a URL that can never work (the message says why; *out is still set
- * so rl_stream_error can be read, and must be freed). */
+ * /stream; other query parameters (a token, say) are kept. opts may be NULL for the defaults; they
+ * are copied. Returns RL_ERR_INVALID for a URL that can never work (the message says why, in the
+ * prototype's words; *out is still set so rl_stream_error can be read, every later
+ * rl_stream_raw_ledgers returns the same error, and the stream must be freed). Returns
+ * RL_ERR_NOMEM with *out NULL when the stream cannot be allocated. */
 RL_API rl_result rl_stream_new(rl_stream **out, const char *url, const rl_options *opts);
 RL_API void rl_stream_free(rl_stream *s);
 
-/* Receives one verified ledger. ledger is BORROWED: valid only until the callback returns.
+/* Receives one verified ledger. ledger is BORROWED: valid only until the callback returns (the
+ * next ledger is assembled into the same buffer); never NULL, even when len is 0.
  * Return 0 to continue, non-zero to stop (the call then returns RL_OK). */
 typedef int (*rl_ledger_fn)(const uint8_t *ledger, size_t len, const rl_ledger_info *info, void *ctx);
 
 /* Streams range, calling fn for each ledger in order. Returns RL_OK when a bounded range is
  * complete, when an unbounded stream is closed cleanly by the server, or when fn asked to stop;
- * otherwise the error. A range reaching ledger 4294967295 is refused before any dial. */
+ * otherwise the error. A range reaching ledger 4294967295 is refused before any dial
+ * (RL_ERR_INVALID), as is a bounded range whose end is before its start.
+ *
+ * Each call dials its own connection and returns with it closed: after the last ledger of a
+ * bounded range, or when fn asks to stop, the client sends close 1000 ("range complete",
+ * "consumer done") and returns without waiting for the server's answer. Every ledger is verified
+ * (chunk count, length, XXH64) before fn sees it, and its received_unix_nano is always stamped.
+ * One call at a time per stream; fn may call rl_stream_cancel but must not call into the stream
+ * otherwise. fn may be NULL: ledgers are then verified and dropped. */
 RL_API rl_result rl_stream_raw_ledgers(rl_stream *s, rl_range range, rl_ledger_fn fn, void *ctx);
 
-/* Makes a running rl_stream_raw_ledgers return RL_ERR_CANCELLED promptly, and any later call
- * return it at once. Safe from any thread, including signal-handling threads. */
+/* Makes a running rl_stream_raw_ledgers return RL_ERR_CANCELLED (message "context canceled")
+ * promptly, dropping the connection without a close frame, and any later call return it at once:
+ * cancellation is sticky, like a cancelled context. Safe from any thread (it takes a mutex, so call
+ * it from a signal-handling thread, not from inside an asynchronous signal handler). */
 RL_API void rl_stream_cancel(rl_stream *s);
 
 /* The message of the last failure, in the prototype's wording, e.g.
@@ -130,7 +152,8 @@ RL_API const char *rl_stream_error(const rl_stream *s);
 RL_API bool rl_stream_too_far_behind(const rl_stream *s, uint32_t *requested, uint32_t *oldest,
                                      uint32_t *latest);
 
-/* The WebSocket URL the last call dialled (e.g. "ws://box:8462/stream?end=3&start=2&token=abc"). */
+/* The WebSocket URL the last call dialled (e.g. "ws://box:8462/stream?end=3&start=2&token=abc");
+ * "" before the first call, or when no call got as far as building one. */
 RL_API const char *rl_stream_endpoint(const rl_stream *s);
 
 #ifdef __cplusplus

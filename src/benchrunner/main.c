@@ -291,10 +291,9 @@ static int run_loopback(const br_options *o, progress *prog, br_collector **out,
          * window nests inside it. */
         cs_range range = cs_counted_range(start, count);
         cs_ledger_stream *ls = cs_synthetic_stream_new(o->synthetic_size, o->compress, &cancel);
-        cs_source *src = ls ? cs_paced_source_new(ls, range, o->emit_window, o->synthetic_interval, &cancel) : NULL;
+        /* The paced source owns ls, even when it fails (and passes a NULL ls through). */
+        cs_source *src = cs_paced_source_new(ls, range, o->emit_window, o->synthetic_interval, &cancel);
         if (!src) {
-            if (ls)
-                ls->ops->destroy(ls);
             cs_ring_close(ring);
             rc = cs_err_set(err, 0, "out of memory");
         } else {

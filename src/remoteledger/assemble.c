@@ -133,7 +133,8 @@ const uint8_t *rl_asm_ledger(const rl_asm *a, size_t *len, rl_ledger_info *info)
         *len = a->len;
     if (info)
         *info = a->info;
-    return a->buf;
+    static const uint8_t empty[1];
+    return a->buf ? a->buf : empty; /* never NULL, even for an empty first ledger */
 }
 
 /* ---- buffers ---------------------------------------------------------------------------------- */

@@ -263,7 +263,7 @@ static void status_name(uint16_t code, char *buf, size_t len)
 }
 
 /* A complete ledger: stamp, observe, hand over, then decide whether to go on. Returns -1 when the
- * connection must stop reading. */
+ * connection must be dropped at once (a close frame of ours, when one is due, is queued instead). */
 static int deliver(rl_conn *c, struct lws *wsi)
 {
     size_t len;
@@ -275,12 +275,12 @@ static int deliver(rl_conn *c, struct lws *wsi)
     if (c->fn && c->fn(data, len, &info, c->fn_ctx) != 0) {
         conn_ok(c);
         queue_close(c, wsi, CS_CLOSE_NORMAL, "consumer done");
-        return -1;
+        return 0;
     }
     if (c->range.bounded && info.sequence >= c->range.to) {
         conn_ok(c);
         queue_close(c, wsi, CS_CLOSE_NORMAL, "range complete");
-        return -1;
+        return 0;
     }
     if (atomic_load(&c->s->cancelled)) {
         conn_cancelled(c);
@@ -405,6 +405,8 @@ static void dial_timeout_cb(lws_sorted_usec_list_t *sul)
     if (!c->established) {
         conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: context deadline exceeded", c->s->endpoint);
         c->linger = false;
+        /* lws runs ripe timers at the top of its next wait, which then sleeps on: wake it. */
+        lws_cancel_service(c->ctx);
     }
 }
 
@@ -412,6 +414,7 @@ static void linger_cb(lws_sorted_usec_list_t *sul)
 {
     rl_conn *c = lws_container_of(sul, rl_conn, linger_sul);
     c->linger = false;
+    lws_cancel_service(c->ctx);
 }
 
 static int write_close(rl_conn *c, struct lws *wsi)

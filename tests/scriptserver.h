@@ -1,0 +1,85 @@
+/* A scripted WebSocket server for the libremoteledger tests: it listens on 127.0.0.1 (a kernel-
+ * chosen port), accepts one connection per script, answers the upgrade, and then does exactly
+ * what the script says, including what a real corestreamd never does: malformed messages, text
+ * messages, close frames with any code, a connection dropped without a close frame, a message cut
+ * off mid-way, a stall.
+ *
+ * Steps are recorded before the client connects and run on the server's own thread. While a step
+ * waits (a stall, the end of a script) the server reads and parses what the client sends, so the
+ * client's close frame never blocks and the test can assert on it. Every wait is bounded (10 s);
+ * nothing sleeps.
+ *
+ * After the last step of a connection the server waits for the client to hang up (or for the
+ * bound), then closes its end. */
+#ifndef CS_TESTS_SCRIPTSERVER_H
+#define CS_TESTS_SCRIPTSERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct ss_server ss_server;
+
+/* Starts listening. Returns NULL on failure. */
+ss_server *ss_start(void);
+/* Stops the server (any connection is cut) and frees it. */
+void ss_stop(ss_server *s);
+
+int ss_port(const ss_server *s);
+/* "ws://127.0.0.1:<port>" */
+const char *ss_url(const ss_server *s);
+
+/* ---- script steps (for the current connection) ---- */
+
+void ss_send_binary(ss_server *s, const void *p, size_t n);
+void ss_send_text(ss_server *s, const char *text);
+/* A close frame with a status code and reason, then wait for the client to hang up. */
+void ss_send_close(ss_server *s, uint16_t code, const char *reason);
+/* A close frame with no payload at all (no status code). */
+void ss_send_close_empty(ss_server *s);
+/* One binary frame whose header announces `declared` payload bytes, of which only the first n
+ * (from p) are sent. Follow it with ss_stall, ss_call or ss_drop. */
+void ss_send_partial(ss_server *s, const void *p, size_t n, uint64_t declared);
+/* Sends the message as a fragmented WebSocket message: frames of at most `frag` bytes. */
+void ss_send_fragmented(ss_server *s, const void *p, size_t n, size_t frag);
+/* End of stream without a close frame: a TCP FIN. */
+void ss_drop(ss_server *s);
+/* Wait (reading what the client sends) until the client hangs up. */
+void ss_stall(ss_server *s);
+/* Runs fn(arg) on the server thread at this point of the script. */
+void ss_call(ss_server *s, void (*fn)(void *arg), void *arg);
+/* First step only: read the upgrade request and never answer it (ss_call steps after it still
+ * run, once the request has arrived). */
+void ss_no_handshake(ss_server *s);
+/* First step only: answer the upgrade with this HTTP status (not 101) and close. */
+void ss_reject_handshake(ss_server *s, int status);
+/* The following steps belong to the next accepted connection. */
+void ss_next_connection(ss_server *s);
+
+/* ---- corestream messages ---- */
+
+void ss_begin(ss_server *s, uint32_t seq, int64_t emit_start);
+void ss_chunk(ss_server *s, uint32_t seq, uint32_t idx, uint8_t codec, const void *p, size_t n);
+void ss_end(ss_server *s, uint32_t seq, uint32_t count, uint64_t total, int64_t emit_end, uint64_t sum);
+/* A complete, correct flow: BEGIN, one raw CHUNK per piece, END with the right count, length and
+ * XXH64. */
+void ss_flow(ss_server *s, uint32_t seq, int64_t emit_start, int64_t emit_end, size_t npieces,
+             const void *const *pieces, const size_t *lens);
+/* A single-chunk flow whose payload is `size` bytes of the sequence's low byte, stamped now. */
+void ss_ledger(ss_server *s, uint32_t seq, size_t size);
+
+/* ---- results (after ss_wait) ---- */
+
+/* Waits until every scripted connection has finished. */
+bool ss_wait(ss_server *s, int timeout_ms);
+/* Connections accepted so far. */
+int ss_connections(const ss_server *s);
+/* The request target (path and query) of connection i, "" if none. */
+const char *ss_target(const ss_server *s, int i);
+/* The whole upgrade request of connection i (headers), "" if none. */
+const char *ss_request(const ss_server *s, int i);
+/* The close code the client sent on connection i (reason copied when reason != NULL): 0 when it
+ * sent no close frame, 1005 for an empty one. */
+int ss_client_close(const ss_server *s, int i, char *reason, size_t len);
+
+#endif

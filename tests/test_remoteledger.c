@@ -1,0 +1,2057 @@
+/* libremoteledger: the endpoint rules (PORTSPEC 3.2), the assembler on its own (3.3), and the
+ * whole client against a scripted WebSocket server (cases 118-151 of section 5). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+#include <libwebsockets.h>
+#include <xxhash.h>
+#include <zstd.h>
+
+#include "common/synthetic.h"
+#include "corestream/remoteledger.h"
+#include "corestream/wire.h"
+#include "remoteledger/assemble.h"
+#include "remoteledger/endpoint.h"
+#include "scriptserver.h"
+#include "wire/wire.h"
+
+#define MAXU32 4294967295u
+#define SERVER_WAIT_MS 10000
+
+static void assert_contains(const char *haystack, const char *needle)
+{
+    if (!strstr(haystack, needle))
+        fail_msg("\"%s\" does not contain \"%s\"", haystack, needle);
+}
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t wall_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* ==== endpoint (cases 143-147) ================================================================ */
+
+static void endpoint_of(const char *url, rl_range r, char *out, size_t len)
+{
+    rl_url u;
+    cs_err err;
+    if (rl_url_parse(&u, url, &err))
+        fail_msg("parse %s: %s", url, err.msg);
+    char *ep, *target;
+    if (rl_endpoint_build(&u, r, &ep, &target, &err))
+        fail_msg("endpoint %s: %s", url, err.msg);
+    snprintf(out, len, "%s", ep);
+    free(ep);
+    free(target);
+    rl_url_free(&u);
+}
+
+/* The error of building the endpoint (parse or range), "" when both succeed. */
+static int endpoint_error(const char *url, rl_range r, char *out, size_t len)
+{
+    rl_url u;
+    cs_err err;
+    out[0] = '\0';
+    if (rl_url_parse(&u, url, &err)) {
+        snprintf(out, len, "%s", err.msg);
+        return err.kind;
+    }
+    char *ep, *target;
+    int rc = rl_endpoint_build(&u, r, &ep, &target, &err);
+    if (rc) {
+        snprintf(out, len, "%s", err.msg);
+        rc = err.kind;
+    } else {
+        free(ep);
+        free(target);
+    }
+    rl_url_free(&u);
+    return rc;
+}
+
+/* 147 */
+static void test_endpoint(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *url;
+        rl_range r;
+        const char *want;
+    } cases[] = {
+        {"ws://box:8462", {10, 0, false}, "ws://box:8462/stream?start=10"},
+        {"ws://box:8462/", {10, 0, false}, "ws://box:8462/stream?start=10"},
+        {"http://box:8462", {10, 0, false}, "ws://box:8462/stream?start=10"},
+        {"https://box", {10, 0, false}, "wss://box/stream?start=10"},
+        {"ws://box/custom", {1, 0, false}, "ws://box/custom?start=1"},
+        {"ws://box", {4, 9, true}, "ws://box/stream?end=9&start=4"},
+        {"ws://box", {7, 7, true}, "ws://box/stream?end=7&start=7"},
+        {"ws://box", {0, 0, false}, "ws://box/stream?start=0"},
+        /* beyond the Go test: what net/url keeps and re-encodes */
+        {"WS://Box:8462", {1, 0, false}, "ws://Box:8462/stream?start=1"},
+        {"wss://box", {1, 0, false}, "wss://box/stream?start=1"},
+        {"ws://[::1]:8462", {1, 0, false}, "ws://[::1]:8462/stream?start=1"},
+        {"ws://user:p%40ss@box", {1, 0, false}, "ws://user:p%40ss@box/stream?start=1"},
+        {"ws://box/a%20b/c", {1, 0, false}, "ws://box/a%20b/c?start=1"},
+        {"ws://box/a b", {1, 0, false}, "ws://box/a%20b?start=1"},
+        {"ws://box/x#frag", {1, 0, false}, "ws://box/x?start=1#frag"},
+        {"ws://box?", {1, 0, false}, "ws://box/stream?start=1"},
+        {"ws://box/%2F", {1, 0, false}, "ws://box/%2F?start=1"}, /* decodes to "//": kept */
+    };
+    char got[512];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        endpoint_of(cases[i].url, cases[i].r, got, sizeof got);
+        if (strcmp(got, cases[i].want))
+            fail_msg("endpoint(%s) = %s, want %s", cases[i].url, got, cases[i].want);
+    }
+}
+
+/* 144 */
+static void test_endpoint_scrubs_stale_range_params(void **state)
+{
+    (void)state;
+    char got[512];
+    endpoint_of("ws://box:8462/stream?start=9&end=5&token=abc", rl_unbounded_range(10), got, sizeof got);
+    assert_string_equal(got, "ws://box:8462/stream?start=10&token=abc");
+    endpoint_of("ws://box:8462/stream?start=9&end=5&token=abc", rl_bounded_range(2, 3), got, sizeof got);
+    assert_string_equal(got, "ws://box:8462/stream?end=3&start=2&token=abc");
+}
+
+/* url.Values: sorted keys, values in order, QueryEscape, pairs ParseQuery drops are gone. */
+static void test_endpoint_query_encoding(void **state)
+{
+    (void)state;
+    char got[512];
+    endpoint_of("ws://box/s?z=1&a=x+y&a=%2F&st%61rt=9&flag&bad=%zz&semi=1;2&tok=a%26b%3Dc", rl_unbounded_range(3),
+                got, sizeof got);
+    assert_string_equal(got, "ws://box/s?a=x+y&a=%2F&flag=&start=3&tok=a%26b%3Dc&z=1");
+    endpoint_of("ws://box?e%20nd=1&end=7", rl_bounded_range(1, 2), got, sizeof got);
+    assert_string_equal(got, "ws://box/stream?e+nd=1&end=2&start=1");
+}
+
+/* 145 and the exact messages */
+static void test_endpoint_rejects(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *url;
+        rl_range r;
+        const char *want;
+    } cases[] = {
+        {"ftp://box", {1, 0, false}, "remoteledger: url \"ftp://box\" must use ws, wss, http or https"},
+        {"ws://", {1, 0, false}, "remoteledger: url \"ws://\" has no host"},
+        {"ws://[::1", {1, 0, false}, "remoteledger: invalid url \"ws://[::1\": parse \"ws://[::1\": missing ']' in host"},
+        {"ws://box", {MAXU32, 0, false},
+         "remoteledger: range [4294967295,latest) reaches ledger 4294967295, the last representable sequence"},
+        {"ws://box", {5, MAXU32, true},
+         "remoteledger: range [5,4294967295] reaches ledger 4294967295, the last representable sequence"},
+        {"ws://box", {MAXU32, MAXU32, true},
+         "remoteledger: range [4294967295,4294967295] reaches ledger 4294967295, the last representable sequence"},
+        {"ws://box", {9, 4, true}, "remoteledger: range [9,4] ends before it starts"},
+        {"box:8462", {1, 0, false}, "remoteledger: url \"box:8462\" must use ws, wss, http or https"},
+        {"localhost", {1, 0, false}, "remoteledger: url \"localhost\" must use ws, wss, http or https"},
+        {"ws:box", {1, 0, false}, "remoteledger: url \"ws:box\" has no host"},
+        {"ws://box:80x", {1, 0, false},
+         "remoteledger: invalid url \"ws://box:80x\": parse \"ws://box:80x\": invalid port \":80x\" after host"},
+        {"ws://b%zzx", {1, 0, false},
+         "remoteledger: invalid url \"ws://b%zzx\": parse \"ws://b%zzx\": invalid URL escape \"%zz\""},
+        {"ws://b x", {1, 0, false},
+         "remoteledger: invalid url \"ws://b x\": parse \"ws://b x\": invalid character \" \" in host name"},
+        {"ws://box\n", {1, 0, false},
+         "remoteledger: invalid url \"ws://box\\n\": parse \"ws://box\\n\": net/url: invalid control character in URL"},
+        {":8462", {1, 0, false}, "remoteledger: invalid url \":8462\": parse \":8462\": missing protocol scheme"},
+        {"", {1, 0, false}, "remoteledger: url \"\" must use ws, wss, http or https"},
+        {"ws://box/p%", {1, 0, false},
+         "remoteledger: invalid url \"ws://box/p%\": parse \"ws://box/p%\": invalid URL escape \"%\""},
+    };
+    char got[1024];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int kind = endpoint_error(cases[i].url, cases[i].r, got, sizeof got);
+        if (kind != RL_ERR_INVALID || strcmp(got, cases[i].want))
+            fail_msg("endpoint(%s): kind %d \"%s\", want \"%s\"", cases[i].url, kind, got, cases[i].want);
+    }
+}
+
+static void test_url_dial_target(void **state)
+{
+    (void)state;
+    rl_url u;
+    cs_err err;
+    assert_int_equal(rl_url_parse(&u, "wss://[::1]:9443/x?y=1", &err), 0);
+    assert_true(u.tls);
+    assert_string_equal(u.hostname, "::1");
+    assert_int_equal(u.port, 9443);
+    assert_string_equal(u.host, "[::1]:9443");
+    rl_url_free(&u);
+    assert_int_equal(rl_url_parse(&u, "https://box", &err), 0);
+    assert_int_equal(u.port, 443);
+    assert_string_equal(u.hostname, "box");
+    rl_url_free(&u);
+    assert_int_equal(rl_url_parse(&u, "http://box:", &err), 0);
+    assert_false(u.tls);
+    assert_int_equal(u.port, 80);
+    rl_url_free(&u);
+    assert_int_equal(rl_url_parse(&u, "ws://box:99999", &err), 0);
+    assert_int_equal(u.port, -1);
+    rl_url_free(&u);
+}
+
+static void test_range_format(void **state)
+{
+    (void)state;
+    char b[64];
+    rl_range_format(rl_bounded_range(7, 9), b, sizeof b);
+    assert_string_equal(b, "[7,9]");
+    rl_range_format(rl_unbounded_range(3), b, sizeof b);
+    assert_string_equal(b, "[3,latest)");
+    rl_range_format(rl_single_ledger_range(5), b, sizeof b);
+    assert_string_equal(b, "[5,5]");
+}
+
+/* 143 */
+static void test_read_limit_is_chunk_sized(void **state)
+{
+    (void)state;
+    assert_int_equal(rl_read_limit(CS_MAX_CHUNK_SIZE), 8388619);
+    assert_int_equal(rl_read_limit(64 << 10), 65547);
+    assert_int_equal(rl_read_limit(0), 8388619);
+    assert_int_equal(rl_read_limit(-1), -1);
+    assert_int_equal(rl_read_limit(10), 34);
+    int64_t big = rl_read_limit(INT64_MAX);
+    assert_true(big > 0);
+    assert_true(big + 1 > 0);
+    assert_int_equal(big, INT64_MAX - 1);
+    assert_int_equal(rl_read_limit(INT64_MAX - 12), INT64_MAX - 1);
+    assert_int_equal(rl_expand_bound(0), 8388608);
+    assert_int_equal(rl_expand_bound(-5), 8388608);
+    assert_int_equal(rl_expand_bound(4096), 4096);
+    assert_int_equal(rl_expand_bound(INT64_MAX), 8388608);
+}
+
+static void test_quote(void **state)
+{
+    (void)state;
+    char b[128];
+    const char s[] = "a\"b\\c\n\x01\x7f\xc3\xa9\xff";
+    rl_quote(b, sizeof b, s, sizeof s - 1);
+    assert_string_equal(b, "\"a\\\"b\\\\c\\n\\x01\\x7f\xc3\xa9\\xff\"");
+}
+
+/* ==== the assembler on its own (section 3.3) ================================================= */
+
+typedef struct wmsg {
+    uint8_t *p;
+    size_t n;
+} wmsg;
+
+typedef struct script {
+    wmsg m[256];
+    size_t n;
+} script;
+
+static void sc_free(script *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        free(s->m[i].p);
+    s->n = 0;
+}
+
+static void sc_raw(script *s, const void *p, size_t n)
+{
+    assert_true(s->n < sizeof s->m / sizeof s->m[0]);
+    uint8_t *b = malloc(n ? n : 1);
+    assert_non_null(b);
+    if (n)
+        memcpy(b, p, n);
+    s->m[s->n++] = (wmsg){b, n};
+}
+
+static void sc_begin(script *s, uint32_t seq, int64_t stamp)
+{
+    uint8_t b[CS_WIRE_BEGIN_LEN];
+    sc_raw(s, b, cs_wire_put_begin(b, seq, stamp));
+}
+
+static void sc_chunk(script *s, uint32_t seq, uint32_t idx, uint8_t codec, const void *p, size_t n)
+{
+    uint8_t *b = malloc(CS_WIRE_CHUNK_HEADER_LEN + n);
+    assert_non_null(b);
+    size_t len = cs_wire_append_chunk(b, seq, idx, codec, p, n);
+    sc_raw(s, b, len);
+    free(b);
+}
+
+static void sc_end(script *s, uint32_t seq, uint32_t count, uint64_t total, int64_t stamp, uint64_t sum)
+{
+    uint8_t b[CS_WIRE_END_LEN];
+    sc_raw(s, b, cs_wire_put_end(b, seq, count, total, stamp, sum));
+}
+
+static void sc_flow(script *s, uint32_t seq, const char *a, const char *b)
+{
+    sc_begin(s, seq, 0);
+    sc_chunk(s, seq, 0, CS_CODEC_RAW, a, strlen(a));
+    size_t n = 1;
+    XXH64_state_t *h = XXH64_createState();
+    XXH64_reset(h, 0);
+    XXH64_update(h, a, strlen(a));
+    if (b) {
+        sc_chunk(s, seq, 1, CS_CODEC_RAW, b, strlen(b));
+        XXH64_update(h, b, strlen(b));
+        n = 2;
+    }
+    sc_end(s, seq, (uint32_t)n, strlen(a) + (b ? strlen(b) : 0), 0, XXH64_digest(h));
+    XXH64_freeState(h);
+}
+
+/* How a message is fed: whole, one msg_data call, or fragments of a fixed size. */
+enum { FEED_WHOLE = 0, FEED_ONECALL = 1, FEED_FRAG1 = 2, FEED_FRAG7 = 3, FEED_FRAG4096 = 4, FEED_MODES };
+
+static rl_asm_status feed(rl_asm *a, const uint8_t *p, size_t n, int mode, cs_err *err)
+{
+    if (mode == FEED_WHOLE)
+        return rl_asm_message(a, p, n, err);
+    size_t frag = mode == FEED_ONECALL ? (n ? n : 1) : mode == FEED_FRAG1 ? 1 : mode == FEED_FRAG7 ? 7 : 4096;
+    rl_asm_msg_begin(a, mode == FEED_FRAG7 ? 0 : n);
+    for (size_t off = 0; off < n; off += frag)
+        rl_asm_msg_data(a, p + off, n - off < frag ? n - off : frag);
+    return rl_asm_msg_end(a, err);
+}
+
+typedef struct run_out {
+    rl_asm_status last;
+    int ledgers;
+    cs_err err;
+    rl_ledger_info info[16];
+    uint8_t *data[16];
+    size_t len[16];
+} run_out;
+
+static void run_free(run_out *o)
+{
+    for (int i = 0; i < o->ledgers && i < 16; i++)
+        free(o->data[i]);
+}
+
+/* Feeds every message until the first error; returns the assembler for further checks. */
+static rl_asm *run_script(const script *s, int64_t cap, size_t bound, uint32_t from, int mode, run_out *o)
+{
+    memset(o, 0, sizeof *o);
+    rl_asm *a = rl_asm_new(cap, bound);
+    assert_non_null(a);
+    rl_asm_reset(a, from);
+    for (size_t i = 0; i < s->n; i++) {
+        o->last = feed(a, s->m[i].p, s->m[i].n, mode, &o->err);
+        if (o->last == RL_ASM_ERROR)
+            break;
+        if (o->last == RL_ASM_LEDGER) {
+            size_t len;
+            const uint8_t *d = rl_asm_ledger(a, &len, &o->info[o->ledgers < 16 ? o->ledgers : 15]);
+            if (o->ledgers < 16) {
+                o->data[o->ledgers] = malloc(len ? len : 1);
+                memcpy(o->data[o->ledgers], d, len);
+                o->len[o->ledgers] = len;
+            }
+            o->ledgers++;
+        }
+    }
+    return a;
+}
+
+/* Runs the script in every feeding mode and checks they agree on the outcome. */
+static void expect_error(const script *s, int64_t cap, size_t bound, uint32_t from, int kind, const char *msg,
+                         int ledgers)
+{
+    for (int mode = 0; mode < FEED_MODES; mode++) {
+        run_out o;
+        rl_asm *a = run_script(s, cap, bound, from, mode, &o);
+        if (o.last != RL_ASM_ERROR)
+            fail_msg("mode %d: no error, want \"%s\"", mode, msg);
+        if (o.err.kind != kind || strcmp(o.err.msg, msg))
+            fail_msg("mode %d: kind %d \"%s\", want kind %d \"%s\"", mode, o.err.kind, o.err.msg, kind, msg);
+        assert_int_equal(o.ledgers, ledgers);
+        run_free(&o);
+        rl_asm_free(a);
+    }
+}
+
+#define PV "remoteledger: protocol violation: "
+#define GAP "remoteledger: ledger sequence gap: "
+
+static void test_asm_reassembles(void **state)
+{
+    (void)state;
+    for (int mode = 0; mode < FEED_MODES; mode++) {
+        script s = {0};
+        sc_begin(&s, 5, 1700000000000000000LL);
+        sc_chunk(&s, 5, 0, CS_CODEC_RAW, "hello, ", 7);
+        sc_chunk(&s, 5, 1, CS_CODEC_RAW, "world", 5);
+        sc_end(&s, 5, 2, 12, 1700000000015000000LL, XXH64("hello, world", 12, 0));
+        sc_flow(&s, 6, "ring-replayed", NULL);
+        run_out o;
+        rl_asm *a = run_script(&s, CS_MAX_PAYLOAD_SIZE, CS_MAX_CHUNK_SIZE, 5, mode, &o);
+        assert_int_not_equal(o.last, RL_ASM_ERROR);
+        assert_int_equal(o.ledgers, 2);
+        assert_int_equal(o.len[0], 12);
+        assert_memory_equal(o.data[0], "hello, world", 12);
+        assert_int_equal(o.info[0].sequence, 5);
+        assert_int_equal(o.info[0].chunks, 2);
+        assert_int_equal(o.info[0].size, 12);
+        assert_int_equal(o.info[0].emit_start_unix_nano, 1700000000000000000LL);
+        assert_int_equal(o.info[0].emit_end_unix_nano, 1700000000015000000LL);
+        assert_int_equal(o.info[0].received_unix_nano, 0);
+        assert_int_equal(o.info[0].discarded_partials, 0);
+        assert_memory_equal(o.data[1], "ring-replayed", 13);
+        assert_int_equal(o.info[1].emit_start_unix_nano, 0);
+        assert_int_equal(rl_asm_expected(a), 7);
+        assert_false(rl_asm_active(a, NULL));
+        run_free(&o);
+        rl_asm_free(a);
+        sc_free(&s);
+    }
+}
+
+/* Every violation of 3.3, word for word, in every feeding mode (135 and more). */
+static void test_asm_violations(void **state)
+{
+    (void)state;
+    script s = {0};
+    uint64_t hx = XXH64("x", 1, 0);
+
+    sc_begin(&s, 1, 0);
+    sc_chunk(&s, 1, 1, CS_CODEC_RAW, "x", 1);
+    expect_error(&s, -1, 0, 1, RL_ERR_PROTOCOL, PV "ledger 1 chunk 1 arrived, expected chunk 0", 0);
+    sc_free(&s);
+
+    sc_chunk(&s, 1, 0, CS_CODEC_RAW, "x", 1);
+    expect_error(&s, -1, 0, 1, RL_ERR_PROTOCOL, PV "CHUNK for ledger 1 outside its flow", 0);
+    sc_free(&s);
+
+    sc_begin(&s, 1, 0);
+    sc_chunk(&s, 2, 0, CS_CODEC_RAW, "x", 1);
+    expect_error(&s, -1, 0, 1, RL_ERR_PROTOCOL, PV "CHUNK for ledger 2 outside its flow", 0);
+    sc_free(&s);
+
+    sc_end(&s, 1, 0, 0, 0, 0);
+    expect_error(&s, -1, 0, 1, RL_ERR_PROTOCOL, PV "END for ledger 1 outside its flow", 0);
+    sc_free(&s);
+
+    sc_begin(&s, 1, 0);
+    sc_end(&s, 2, 0, 0, 0, XXH64(NULL, 0, 0));
+    expect_error(&s, -1, 0, 1, RL_ERR_PROTOCOL, PV "END for ledger 2 outside its flow", 0);
+    sc_free(&s);
+
+    sc_begin(&s, 1, 0);
+    sc_chunk(&s, 1, 0, CS_CODEC_RAW, "x", 1);
+    sc_end(&s, 1, 2, 1, 0, hx);
+    expect_error(&s, -1, 0, 1, RL_ERR_PROTOCOL, PV "ledger 1 END declares 2 chunks, 1 arrived", 0);
+    sc_free(&s);
+
+    sc_begin(&s, 1, 0);
+    sc_chunk(&s, 1, 0, CS_CODEC_RAW, "x", 1);
+    sc_end(&s, 1, 1, 2, 0, hx);
+    expect_error(&s, -1, 0, 1, RL_ERR_PROTOCOL, PV "ledger 1 END declares 2 bytes, 1 assembled", 0);
+    sc_free(&s);
+
+    char want[CS_ERR_MSG_MAX + 64];
+    sc_begin(&s, 1, 0);
+    sc_chunk(&s, 1, 0, CS_CODEC_RAW, "x", 1);
+    sc_end(&s, 1, 1, 1, 0, 0xbad);
+    snprintf(want, sizeof want, PV "ledger 1 checksum mismatch: got 0x%016llx, want 0x0000000000000bad",
+             (unsigned long long)hx);
+    expect_error(&s, -1, 0, 1, RL_ERR_PROTOCOL, want, 0);
+    sc_free(&s);
+
+    sc_begin(&s, 1, 0);
+    sc_begin(&s, 2, 0);
+    expect_error(&s, -1, 0, 1, RL_ERR_PROTOCOL, PV "BEGIN for ledger 2 while assembling 1", 0);
+    sc_free(&s);
+
+    /* 122: sequence rules */
+    sc_flow(&s, 5, "a", NULL);
+    sc_flow(&s, 6, "b", NULL);
+    sc_flow(&s, 8, "c", NULL);
+    expect_error(&s, -1, 0, 5, RL_ERR_GAP, GAP "got ledger 8, expected 7", 2);
+    sc_free(&s);
+
+    sc_flow(&s, 11, "a", NULL);
+    expect_error(&s, -1, 0, 10, RL_ERR_GAP, GAP "got ledger 11, expected 10", 0);
+    sc_free(&s);
+
+    sc_flow(&s, MAXU32, "a", NULL);
+    sc_flow(&s, 1, "b", NULL);
+    expect_error(&s, -1, 0, 0, RL_ERR_GAP,
+                 GAP "ledger 1 cannot follow 4294967295, the last representable sequence", 1);
+    sc_free(&s);
+
+    /* decode failures, wire wording */
+    uint8_t two[2] = {CS_WIRE_VERSION, CS_WIRE_TYPE_BEGIN};
+    sc_raw(&s, two, 2);
+    expect_error(&s, -1, 0, 1, RL_ERR_PROTOCOL, PV "wire: message shorter than header: got 2 bytes, want at least 6", 0);
+    sc_free(&s);
+
+    uint8_t b[64];
+    cs_wire_put_begin(b, 1, 0);
+    b[0] = 0x01;
+    sc_raw(&s, b, CS_WIRE_BEGIN_LEN);
+    expect_error(&s, -1, 0, 1, RL_ERR_PROTOCOL, PV "wire: unsupported protocol version: got 0x01, want 0x02", 0);
+    sc_free(&s);
+
+    uint8_t e[1] = {0};
+    sc_raw(&s, e, 0);
+    expect_error(&s, -1, 0, 1, RL_ERR_PROTOCOL, PV "wire: message shorter than header: got 0 bytes, want at least 6", 0);
+    sc_free(&s);
+
+    uint8_t chunk10[10] = {CS_WIRE_VERSION, CS_WIRE_TYPE_CHUNK, 0, 0, 0, 1, 0, 0, 0, 0};
+    sc_raw(&s, chunk10, sizeof chunk10);
+    expect_error(&s, -1, 0, 1, RL_ERR_PROTOCOL,
+                 PV "wire: message shorter than header: CHUNK is 10 bytes, want at least 11", 0);
+    sc_free(&s);
+
+    sc_begin(&s, 1, 0);
+    uint8_t badcodec[12];
+    cs_wire_append_chunk(badcodec, 1, 0, 5, (const uint8_t *)"x", 1);
+    sc_raw(&s, badcodec, sizeof badcodec);
+    expect_error(&s, -1, 0, 1, RL_ERR_PROTOCOL, PV "wire: unknown chunk codec: 0x05", 0);
+    sc_free(&s);
+
+    uint8_t unknown[20] = {CS_WIRE_VERSION, 0x7f, 0, 0, 0, 1};
+    sc_raw(&s, unknown, sizeof unknown);
+    expect_error(&s, -1, 0, 1, RL_ERR_PROTOCOL, PV "wire: unknown message type: 0x7f", 0);
+    sc_free(&s);
+
+    /* fixed-size messages with the wrong length, short and long: the same words as cs_wire_decode */
+    static const struct {
+        uint8_t type;
+        size_t len;
+    } lens[] = {{CS_WIRE_TYPE_BEGIN, 13}, {CS_WIRE_TYPE_BEGIN, 15}, {CS_WIRE_TYPE_BEGIN, 40},
+                {CS_WIRE_TYPE_END, 33},   {CS_WIRE_TYPE_END, 35},   {CS_WIRE_TYPE_END, 100},
+                {0x7f, 35},               {0x7f, 6}};
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+        uint8_t m[100] = {CS_WIRE_VERSION, lens[i].type, 0, 0, 0, 1};
+        cs_wire_msg dm;
+        cs_err werr;
+        assert_int_equal(cs_wire_decode(m, lens[i].len, &dm, &werr), -1);
+        snprintf(want, sizeof want, PV "%s", werr.msg);
+        sc_raw(&s, m, lens[i].len);
+        expect_error(&s, -1, 0, 1, RL_ERR_PROTOCOL, want, 0);
+        sc_free(&s);
+        /* and a long message with a bad version byte */
+        m[0] = 0x01;
+        assert_int_equal(cs_wire_decode(m, lens[i].len, &dm, &werr), -1);
+        snprintf(want, sizeof want, PV "%s", werr.msg);
+        sc_raw(&s, m, lens[i].len);
+        expect_error(&s, -1, 0, 1, RL_ERR_PROTOCOL, want, 0);
+        sc_free(&s);
+    }
+    uint8_t longchunk[60];
+    cs_wire_append_chunk(longchunk, 1, 0, 9, longchunk, 0);
+    memset(longchunk + 11, 0xAB, sizeof longchunk - 11);
+    sc_raw(&s, longchunk, sizeof longchunk);
+    expect_error(&s, -1, 0, 1, RL_ERR_PROTOCOL, PV "wire: unknown chunk codec: 0x09", 0);
+    sc_free(&s);
+}
+
+/* 138 and the order of checks inside a CHUNK */
+static void test_asm_cap(void **state)
+{
+    (void)state;
+    uint8_t a100[100], b100[100], b50[50];
+    memset(a100, 1, sizeof a100);
+    memset(b100, 2, sizeof b100);
+    memset(b50, 2, sizeof b50);
+    script s = {0};
+    sc_begin(&s, 1, 0);
+    sc_chunk(&s, 1, 0, CS_CODEC_RAW, a100, 100);
+    sc_chunk(&s, 1, 1, CS_CODEC_RAW, b100, 100);
+    expect_error(&s, 150, 0, 1, RL_ERR_PROTOCOL, PV "ledger 1 exceeds the 150-byte payload cap", 0);
+    sc_free(&s);
+
+    uint8_t both[150];
+    memcpy(both, a100, 100);
+    memcpy(both + 100, b50, 50);
+    for (int mode = 0; mode < FEED_MODES; mode++) {
+        sc_begin(&s, 1, 0);
+        sc_chunk(&s, 1, 0, CS_CODEC_RAW, a100, 100);
+        sc_chunk(&s, 1, 1, CS_CODEC_RAW, b50, 50);
+        sc_end(&s, 1, 2, 150, 0, XXH64(both, 150, 0));
+        run_out o;
+        rl_asm *a = run_script(&s, 150, 0, 1, mode, &o);
+        assert_int_equal(o.last, RL_ASM_LEDGER);
+        assert_int_equal(o.len[0], 150);
+        assert_memory_equal(o.data[0], both, 150);
+        run_free(&o);
+        rl_asm_free(a);
+        sc_free(&s);
+    }
+
+    /* a zstd chunk is measured after expansion */
+    uint8_t z[256];
+    size_t zn = ZSTD_compress(z, sizeof z, b100, 100, 1);
+    assert_false(ZSTD_isError(zn));
+    sc_begin(&s, 1, 0);
+    sc_chunk(&s, 1, 0, CS_CODEC_RAW, a100, 100);
+    sc_chunk(&s, 1, 1, CS_CODEC_ZSTD, z, zn);
+    expect_error(&s, 150, 0, 1, RL_ERR_PROTOCOL, PV "ledger 1 exceeds the 150-byte payload cap", 0);
+    sc_free(&s);
+
+    /* the flow check comes before the cap */
+    sc_begin(&s, 1, 0);
+    sc_chunk(&s, 1, 0, CS_CODEC_RAW, a100, 100);
+    sc_chunk(&s, 1, 2, CS_CODEC_RAW, b100, 100);
+    expect_error(&s, 150, 0, 1, RL_ERR_PROTOCOL, PV "ledger 1 chunk 2 arrived, expected chunk 1", 0);
+    sc_free(&s);
+
+    /* a cap of 0 accepts empty ledgers only */
+    sc_begin(&s, 1, 0);
+    sc_chunk(&s, 1, 0, CS_CODEC_RAW, "", 0);
+    sc_end(&s, 1, 1, 0, 0, XXH64("", 0, 0));
+    sc_flow(&s, 2, "x", NULL);
+    expect_error(&s, 0, 0, 1, RL_ERR_PROTOCOL, PV "ledger 2 exceeds the 0-byte payload cap", 1);
+    sc_free(&s);
+}
+
+/* 134 at the assembler: a second BEGIN for the same ledger drops the partial */
+static void test_asm_redelivery(void **state)
+{
+    (void)state;
+    for (int mode = 0; mode < FEED_MODES; mode++) {
+        script s = {0};
+        sc_begin(&s, 9, 123456789);
+        sc_chunk(&s, 9, 0, CS_CODEC_RAW, "partial that must v", 19);
+        sc_chunk(&s, 9, 1, CS_CODEC_RAW, "anish", 5);
+        sc_begin(&s, 9, 0);
+        sc_begin(&s, 9, 0); /* twice: two discards, and no sequence check on either */
+        sc_chunk(&s, 9, 0, CS_CODEC_RAW, "the complete", 12);
+        sc_chunk(&s, 9, 1, CS_CODEC_RAW, " ledger", 7);
+        sc_end(&s, 9, 2, 19, 0, XXH64("the complete ledger", 19, 0));
+        sc_flow(&s, 10, "next", NULL);
+        run_out o;
+        rl_asm *a = run_script(&s, -1, 0, 9, mode, &o);
+        assert_int_equal(o.ledgers, 2);
+        assert_memory_equal(o.data[0], "the complete ledger", 19);
+        assert_int_equal(o.info[0].discarded_partials, 2);
+        assert_int_equal(o.info[0].emit_start_unix_nano, 0);
+        assert_int_equal(o.info[1].discarded_partials, 0);
+        run_free(&o);
+        rl_asm_free(a);
+        sc_free(&s);
+    }
+}
+
+static void test_asm_tip_and_ceiling(void **state)
+{
+    (void)state;
+    script s = {0};
+    sc_flow(&s, 900, "a", NULL);
+    sc_flow(&s, 901, "b", NULL);
+    run_out o;
+    rl_asm *a = run_script(&s, -1, 0, 0, FEED_WHOLE, &o);
+    assert_int_equal(o.ledgers, 2);
+    assert_int_equal(rl_asm_expected(a), 902);
+    run_free(&o);
+    rl_asm_free(a);
+    sc_free(&s);
+
+    /* the ceiling itself is deliverable (a tip subscription may land on it) */
+    sc_flow(&s, MAXU32, "a", NULL);
+    a = run_script(&s, -1, 0, MAXU32, FEED_WHOLE, &o);
+    assert_int_equal(o.ledgers, 1);
+    assert_int_equal(rl_asm_expected(a), 0);
+    run_free(&o);
+    rl_asm_free(a);
+    sc_free(&s);
+}
+
+/* Raw bytes hashed incrementally, as they are appended, give XXH64 of the ledger. */
+static void test_asm_incremental_hash(void **state)
+{
+    (void)state;
+    const size_t L = 3u << 20;
+    uint8_t *led = malloc(L);
+    assert_non_null(led);
+    cs_synthetic_fill(led, L, 42, false);
+    uint64_t want = XXH64(led, L, 0);
+    size_t sizes[] = {1, 4095, 262144, 1000003, 7};
+    rl_asm *a = rl_asm_new(-1, 0);
+    assert_non_null(a);
+    unsigned seed = 1;
+    for (int round = 0; round < 3; round++) {
+        rl_asm_reset(a, 1);
+        uint8_t b[CS_WIRE_BEGIN_LEN];
+        cs_err err;
+        assert_int_equal(rl_asm_message(a, b, cs_wire_put_begin(b, 1, 0), &err), RL_ASM_MORE);
+        size_t off = 0;
+        uint32_t idx = 0;
+        while (off < L) {
+            size_t n = sizes[(idx + (size_t)round) % 5];
+            if (n > L - off)
+                n = L - off;
+            uint8_t *m = malloc(CS_WIRE_CHUNK_HEADER_LEN + n);
+            size_t ml = cs_wire_append_chunk(m, 1, idx, CS_CODEC_RAW, led + off, n);
+            /* random fragmentation of the message */
+            rl_asm_msg_begin(a, round == 1 ? 0 : ml);
+            size_t p = 0;
+            while (p < ml) {
+                seed = seed * 1103515245u + 12345u;
+                size_t f = 1 + (seed >> 8) % 70000;
+                if (f > ml - p)
+                    f = ml - p;
+                rl_asm_msg_data(a, m + p, f);
+                p += f;
+            }
+            assert_int_equal(rl_asm_msg_end(a, &err), RL_ASM_MORE);
+            free(m);
+            off += n;
+            idx++;
+        }
+        uint8_t e[CS_WIRE_END_LEN];
+        rl_asm_status st = rl_asm_message(a, e, cs_wire_put_end(e, 1, idx, L, 0, want), &err);
+        if (st != RL_ASM_LEDGER)
+            fail_msg("%s", err.msg);
+        size_t len;
+        const uint8_t *d = rl_asm_ledger(a, &len, NULL);
+        assert_int_equal(len, L);
+        assert_memory_equal(d, led, L);
+        assert_int_equal(XXH64(d, len, 0), want);
+    }
+    rl_asm_free(a);
+    free(led);
+}
+
+/* 148 at the assembler, and the buffer reuse: the second ledger lands in the same buffer. */
+static void test_asm_mixed_codecs_and_reuse(void **state)
+{
+    (void)state;
+    const size_t zlen = 100000, rlen = 40000;
+    uint8_t *zsrc = malloc(zlen), *rsrc = malloc(rlen), *both = malloc(zlen + rlen);
+    cs_synthetic_fill(zsrc, zlen, 3, true);
+    cs_synthetic_fill(rsrc, rlen, 4, false);
+    memcpy(both, zsrc, zlen);
+    memcpy(both + zlen, rsrc, rlen);
+    size_t cb = ZSTD_compressBound(zlen);
+    uint8_t *z = malloc(cb);
+    size_t zn = ZSTD_compress(z, cb, zsrc, zlen, 1);
+    assert_false(ZSTD_isError(zn));
+    assert_true(zn < zlen);
+    uint64_t sum = XXH64(both, zlen + rlen, 0);
+    for (int mode = 0; mode < FEED_MODES; mode++) {
+        script s = {0};
+        for (uint32_t seq = 1; seq <= 2; seq++) {
+            sc_begin(&s, seq, 0);
+            sc_chunk(&s, seq, 0, CS_CODEC_ZSTD, z, zn);
+            sc_chunk(&s, seq, 1, CS_CODEC_RAW, rsrc, rlen);
+            sc_end(&s, seq, 2, zlen + rlen, 0, sum);
+        }
+        rl_asm *a = rl_asm_new(-1, 0);
+        rl_asm_reset(a, 1);
+        cs_err err;
+        const uint8_t *first = NULL;
+        size_t cap_after_first = 0;
+        for (size_t i = 0; i < s.n; i++) {
+            rl_asm_status st = feed(a, s.m[i].p, s.m[i].n, mode, &err);
+            if (st == RL_ASM_ERROR)
+                fail_msg("mode %d: %s", mode, err.msg);
+            if (st == RL_ASM_LEDGER) {
+                size_t len;
+                rl_ledger_info info;
+                const uint8_t *d = rl_asm_ledger(a, &len, &info);
+                assert_int_equal(len, zlen + rlen);
+                assert_memory_equal(d, both, len);
+                assert_int_equal(info.chunks, 2);
+                if (!first) {
+                    first = d;
+                    cap_after_first = rl_asm_capacity(a);
+                } else {
+                    assert_ptr_equal(d, first);
+                    assert_int_equal(rl_asm_capacity(a), cap_after_first);
+                }
+            }
+        }
+        rl_asm_free(a);
+        sc_free(&s);
+    }
+    free(zsrc);
+    free(rsrc);
+    free(both);
+    free(z);
+}
+
+/* 149 and the expansion bound */
+static void test_asm_decompress_errors(void **state)
+{
+    (void)state;
+    script s = {0};
+    sc_begin(&s, 1, 0);
+    sc_chunk(&s, 1, 0, CS_CODEC_ZSTD, "not a zstd frame", 16);
+    run_out o;
+    for (int mode = 0; mode < FEED_MODES; mode++) {
+        rl_asm *a = run_script(&s, -1, 0, 1, mode, &o);
+        assert_int_equal(o.last, RL_ASM_ERROR);
+        assert_int_equal(o.err.kind, RL_ERR_PROTOCOL);
+        assert_contains(o.err.msg, PV "ledger 1 chunk 0: decompress: ");
+        rl_asm_free(a);
+    }
+    sc_free(&s);
+
+    /* a frame declaring more than the per-chunk bound */
+    uint8_t src[8192], z[9000];
+    cs_synthetic_fill(src, sizeof src, 1, true);
+    size_t zn = ZSTD_compress(z, sizeof z, src, sizeof src, 1);
+    sc_begin(&s, 1, 0);
+    sc_chunk(&s, 1, 0, CS_CODEC_ZSTD, z, zn);
+    expect_error(&s, -1, 4096, 1, RL_ERR_PROTOCOL,
+                 PV "ledger 1 chunk 0: decompress: decompressed size exceeds configured limit", 0);
+    sc_free(&s);
+
+    /* the same without a content size in the frame: caught while expanding */
+    ZSTD_CCtx *cc = ZSTD_createCCtx();
+    ZSTD_CCtx_setParameter(cc, ZSTD_c_contentSizeFlag, 0);
+    zn = ZSTD_compress2(cc, z, sizeof z, src, sizeof src);
+    assert_false(ZSTD_isError(zn));
+    assert_int_equal(ZSTD_getFrameContentSize(z, zn), ZSTD_CONTENTSIZE_UNKNOWN);
+    sc_begin(&s, 1, 0);
+    sc_chunk(&s, 1, 0, CS_CODEC_ZSTD, z, zn);
+    expect_error(&s, -1, 4096, 1, RL_ERR_PROTOCOL,
+                 PV "ledger 1 chunk 0: decompress: decompressed size exceeds configured limit", 0);
+    sc_free(&s);
+    /* ...and within the bound it expands fine, exactly at the bound too */
+    sc_begin(&s, 1, 0);
+    sc_chunk(&s, 1, 0, CS_CODEC_ZSTD, z, zn);
+    sc_end(&s, 1, 1, sizeof src, 0, XXH64(src, sizeof src, 0));
+    for (int mode = 0; mode < FEED_MODES; mode++) {
+        rl_asm *a = run_script(&s, -1, sizeof src, 1, mode, &o);
+        assert_int_equal(o.last, RL_ASM_LEDGER);
+        assert_memory_equal(o.data[0], src, sizeof src);
+        run_free(&o);
+        rl_asm_free(a);
+    }
+    sc_free(&s);
+    ZSTD_freeCCtx(cc);
+
+    /* a frame cut short */
+    zn = ZSTD_compress(z, sizeof z, src, sizeof src, 1);
+    sc_begin(&s, 1, 0);
+    sc_chunk(&s, 1, 0, CS_CODEC_ZSTD, z, zn - 3);
+    for (int mode = 0; mode < FEED_MODES; mode++) {
+        rl_asm *a = run_script(&s, -1, 0, 1, mode, &o);
+        assert_int_equal(o.last, RL_ASM_ERROR);
+        assert_contains(o.err.msg, PV "ledger 1 chunk 0: decompress: ");
+        rl_asm_free(a);
+    }
+    sc_free(&s);
+
+    /* an empty zstd payload expands to nothing; two frames in one payload expand to both */
+    uint8_t two[20000];
+    size_t n1 = ZSTD_compress(two, sizeof two, src, 4096, 1);
+    size_t n2 = ZSTD_compress(two + n1, sizeof two - n1, src + 4096, 4096, 1);
+    sc_begin(&s, 1, 0);
+    sc_chunk(&s, 1, 0, CS_CODEC_ZSTD, "", 0);
+    sc_chunk(&s, 1, 1, CS_CODEC_ZSTD, two, n1 + n2);
+    sc_end(&s, 1, 2, sizeof src, 0, XXH64(src, sizeof src, 0));
+    for (int mode = 0; mode < FEED_MODES; mode++) {
+        rl_asm *a = run_script(&s, -1, 0, 1, mode, &o);
+        if (o.last != RL_ASM_LEDGER)
+            fail_msg("mode %d: %s", mode, o.err.msg);
+        assert_memory_equal(o.data[0], src, sizeof src);
+        run_free(&o);
+        rl_asm_free(a);
+    }
+    sc_free(&s);
+}
+
+/* 151: the expansion bound is per chunk, not per assembly */
+static void test_asm_bound_is_per_chunk(void **state)
+{
+    (void)state;
+    const size_t piece_len = (256u << 10) / 18 * 18;
+    uint8_t *piece = malloc(piece_len);
+    for (size_t i = 0; i < piece_len; i += 18)
+        memcpy(piece + i, "ledger-close-meta-", 18);
+    size_t cb = ZSTD_compressBound(piece_len);
+    uint8_t *frame = malloc(cb);
+    size_t fn = ZSTD_compress(frame, cb, piece, piece_len, 1);
+    assert_false(ZSTD_isError(fn));
+    const int chunks = 80;
+    XXH64_state_t *h = XXH64_createState();
+    XXH64_reset(h, 0);
+    for (int i = 0; i < chunks; i++)
+        XXH64_update(h, piece, piece_len);
+    uint64_t sum = XXH64_digest(h);
+    XXH64_freeState(h);
+
+    for (int mode = 0; mode < FEED_MODES; mode += 2) {
+        rl_asm *a = rl_asm_new(-1, rl_expand_bound(CS_MAX_CHUNK_SIZE));
+        rl_asm_reset(a, 1);
+        cs_err err;
+        uint8_t b[CS_WIRE_BEGIN_LEN];
+        assert_int_equal(feed(a, b, cs_wire_put_begin(b, 1, 0), mode, &err), RL_ASM_MORE);
+        uint8_t *m = malloc(CS_WIRE_CHUNK_HEADER_LEN + fn);
+        for (int i = 0; i < chunks; i++) {
+            size_t ml = cs_wire_append_chunk(m, 1, (uint32_t)i, CS_CODEC_ZSTD, frame, fn);
+            if (feed(a, m, ml, mode == FEED_FRAG1 ? FEED_FRAG4096 : mode, &err) != RL_ASM_MORE)
+                fail_msg("chunk %d: %s", i, err.msg);
+        }
+        free(m);
+        uint8_t e[CS_WIRE_END_LEN];
+        rl_asm_status st = feed(a, e, cs_wire_put_end(e, 1, chunks, piece_len * chunks, 0, sum), mode, &err);
+        if (st != RL_ASM_LEDGER)
+            fail_msg("%s", err.msg);
+        size_t len;
+        const uint8_t *d = rl_asm_ledger(a, &len, NULL);
+        assert_int_equal(len, piece_len * chunks);
+        assert_true(len > 20u << 20 || len > (size_t)CS_MAX_CHUNK_SIZE * 2);
+        assert_memory_equal(d, piece, piece_len);
+        assert_memory_equal(d + len - piece_len, piece, piece_len);
+        rl_asm_free(a);
+    }
+    free(piece);
+    free(frame);
+}
+
+/* ==== the client against a scripted server (cases 118-150) =================================== */
+
+#define MAX_LEDGERS 64
+
+typedef struct collected {
+    rl_stream *s;
+    rl_result r;
+    char err[1024];
+    int count;
+    int first; /* first payload byte, -1 when none */
+    size_t sizes[MAX_LEDGERS];
+    rl_ledger_info infos[MAX_LEDGERS];
+    uint8_t *copies[MAX_LEDGERS];
+    int observed;
+    rl_ledger_info observed_infos[MAX_LEDGERS];
+    int observed_before_callback; /* observer calls seen when each callback ran */
+    int stop_after;               /* return non-zero from the callback after this many (0: never) */
+    bool cancel_in_callback;
+    const uint8_t *first_ptr; /* 137 */
+    bool borrowed_overwritten;
+    bool same_buffer;
+    uint8_t first_copy[256];
+    size_t first_len;
+    int64_t elapsed_ms;
+} collected;
+
+static void observer(const rl_ledger_info *info, void *ctx)
+{
+    collected *c = ctx;
+    if (c->observed < MAX_LEDGERS)
+        c->observed_infos[c->observed] = *info;
+    c->observed++;
+}
+
+static int on_ledger(const uint8_t *p, size_t n, const rl_ledger_info *info, void *ctx)
+{
+    collected *c = ctx;
+    if (c->count == 0) {
+        c->first = n ? p[0] : -1;
+        c->first_ptr = p;
+        c->first_len = n < sizeof c->first_copy ? n : sizeof c->first_copy;
+        memcpy(c->first_copy, p, c->first_len);
+    } else if (c->count == 1) {
+        c->same_buffer = p == c->first_ptr;
+        if (c->same_buffer)
+            c->borrowed_overwritten = memcmp(c->first_ptr, c->first_copy, c->first_len) != 0;
+    }
+    if (c->count < MAX_LEDGERS) {
+        c->sizes[c->count] = n;
+        c->infos[c->count] = *info;
+        c->copies[c->count] = malloc(n ? n : 1);
+        memcpy(c->copies[c->count], p, n);
+    }
+    c->observed_before_callback = c->observed;
+    c->count++;
+    if (c->cancel_in_callback)
+        rl_stream_cancel(c->s);
+    return c->stop_after && c->count >= c->stop_after;
+}
+
+static void collected_free(collected *c)
+{
+    for (int i = 0; i < c->count && i < MAX_LEDGERS; i++)
+        free(c->copies[i]);
+}
+
+/* Streams range from url with the options (NULL: defaults plus the observer) and records it all. */
+static void drain_url(const char *url, rl_options *opts, rl_range range, collected *c)
+{
+    rl_options o;
+    if (opts)
+        o = *opts;
+    else
+        rl_options_init(&o);
+    if (!o.observer) {
+        o.observer = observer;
+        o.observer_ctx = c;
+    }
+    c->first = -1;
+    rl_result nr = rl_stream_new(&c->s, url, &o);
+    assert_non_null(c->s);
+    int64_t t0 = mono_ms();
+    c->r = nr != RL_OK ? nr : rl_stream_raw_ledgers(c->s, range, on_ledger, c);
+    c->elapsed_ms = mono_ms() - t0;
+    snprintf(c->err, sizeof c->err, "%s", rl_stream_error(c->s));
+    if (c->r == RL_OK)
+        assert_string_equal(c->err, "");
+    else
+        assert_string_not_equal(c->err, "");
+}
+
+static void drain(ss_server *ss, rl_options *opts, rl_range range, collected *c)
+{
+    drain_url(ss_url(ss), opts, range, c);
+    rl_stream_free(c->s);
+    c->s = NULL;
+    if (!ss_wait(ss, SERVER_WAIT_MS))
+        fail_msg("the scripted server did not finish (client: %s \"%s\", %d ledgers)", rl_result_name(c->r),
+                 c->err, c->count);
+}
+
+static void expect(const collected *c, rl_result r, int count)
+{
+    if (c->r != r)
+        fail_msg("result %s \"%s\", want %s", rl_result_name(c->r), c->err, rl_result_name(r));
+    if (c->count != count)
+        fail_msg("%d ledgers, want %d (%s)", c->count, count, c->err);
+}
+
+/* 118 */
+static void test_delivers_bounded_range(void **state)
+{
+    (void)state;
+    ss_server *ss = ss_start();
+    ss_ledger(ss, 5, 64);
+    ss_ledger(ss, 6, 64);
+    ss_ledger(ss, 7, 64);
+    collected c = {0};
+    drain(ss, NULL, rl_bounded_range(5, 7), &c);
+    expect(&c, RL_OK, 3);
+    assert_int_equal(c.first, 5);
+    assert_string_equal(ss_target(ss, 0), "/stream?end=7&start=5");
+    /* no permessage-deflate offered */
+    assert_null(strcasestr(ss_request(ss, 0), "permessage-deflate"));
+    assert_null(strcasestr(ss_request(ss, 0), "Sec-WebSocket-Extensions"));
+    /* after the range's last ledger the client says so, without waiting for the server */
+    char reason[128];
+    assert_int_equal(ss_client_close(ss, 0, reason, sizeof reason), 1000);
+    assert_string_equal(reason, "range complete");
+    ss_stop(ss);
+    collected_free(&c);
+}
+
+/* 119 */
+static void test_reassembles_chunk_flows(void **state)
+{
+    (void)state;
+    const int64_t es = 1700000000000000000LL, ee = 1700000000015000000LL;
+    ss_server *ss = ss_start();
+    const void *p1[] = {"hello, ", "world"};
+    size_t l1[] = {7, 5};
+    ss_flow(ss, 5, es, ee, 2, p1, l1);
+    const void *p2[] = {"ring-replayed"};
+    size_t l2[] = {13};
+    ss_flow(ss, 6, 0, 0, 1, p2, l2);
+    collected c = {0};
+    int64_t before = wall_ns();
+    drain(ss, NULL, rl_bounded_range(5, 6), &c);
+    expect(&c, RL_OK, 2);
+    assert_int_equal(c.sizes[0], 12);
+    assert_memory_equal(c.copies[0], "hello, world", 12);
+    assert_memory_equal(c.copies[1], "ring-replayed", 13);
+    assert_int_equal(c.observed, 2);
+    assert_int_equal(c.observed_before_callback, 2); /* the observer runs before the hand-over */
+    const rl_ledger_info *live = &c.observed_infos[0];
+    assert_memory_equal(live, &c.infos[0], sizeof *live);
+    assert_int_equal(live->sequence, 5);
+    assert_int_equal(live->chunks, 2);
+    assert_int_equal(live->size, 12);
+    assert_int_equal(live->emit_start_unix_nano, es);
+    assert_int_equal(live->emit_end_unix_nano, ee);
+    assert_true(live->received_unix_nano >= before && live->received_unix_nano <= wall_ns());
+    int64_t d;
+    assert_true(rl_info_delivery(live, &d));
+    assert_int_equal(d, live->received_unix_nano - ee);
+    assert_true(rl_info_emit_window(live, &d));
+    assert_int_equal(d, ee - es);
+    assert_true(rl_info_pipeline(live, &d));
+    assert_int_equal(d, live->received_unix_nano - es);
+    const rl_ledger_info *replayed = &c.observed_infos[1];
+    d = 12345;
+    assert_false(rl_info_delivery(replayed, &d));
+    assert_false(rl_info_pipeline(replayed, &d));
+    assert_false(rl_info_emit_window(replayed, &d));
+    assert_int_equal(d, 12345);
+    assert_int_equal(replayed->discarded_partials, 0);
+    assert_true(replayed->received_unix_nano > 0);
+    ss_stop(ss);
+    collected_free(&c);
+}
+
+/* The receive stamp is taken with or without an observer (unlike the prototype). */
+static void test_received_stamp_without_observer(void **state)
+{
+    (void)state;
+    ss_server *ss = ss_start();
+    ss_ledger(ss, 1, 8);
+    collected c = {0};
+    rl_options o;
+    rl_options_init(&o);
+    o.observer = NULL;
+    c.first = -1;
+    rl_stream *s;
+    assert_int_equal(rl_stream_new(&s, ss_url(ss), &o), RL_OK);
+    assert_int_equal(rl_stream_raw_ledgers(s, rl_single_ledger_range(1), on_ledger, &c), RL_OK);
+    assert_int_equal(c.count, 1);
+    assert_int_equal(c.observed, 0);
+    assert_true(c.infos[0].received_unix_nano > 0);
+    rl_stream_free(s);
+    assert_true(ss_wait(ss, SERVER_WAIT_MS));
+    ss_stop(ss);
+    collected_free(&c);
+}
+
+/* 120 */
+static void test_stops_at_range_end(void **state)
+{
+    (void)state;
+    ss_server *ss = ss_start();
+    for (uint32_t i = 1; i <= 5; i++)
+        ss_ledger(ss, i, 32);
+    collected c = {0};
+    drain(ss, NULL, rl_bounded_range(1, 3), &c);
+    expect(&c, RL_OK, 3);
+    ss_stop(ss);
+    collected_free(&c);
+}
+
+/* 121 */
+static void test_from_tip_accepts_any_first_ledger(void **state)
+{
+    (void)state;
+    ss_server *ss = ss_start();
+    ss_ledger(ss, 900, 32);
+    ss_ledger(ss, 901, 32);
+    ss_send_close(ss, 1000, "");
+    collected c = {0};
+    drain(ss, NULL, rl_unbounded_range(0), &c);
+    expect(&c, RL_OK, 2);
+    assert_string_equal(ss_target(ss, 0), "/stream?start=0");
+    ss_stop(ss);
+    collected_free(&c);
+}
+
+/* 122 */
+static void test_sequence_rules(void **state)
+{
+    (void)state;
+    collected c;
+    ss_server *ss = ss_start();
+    ss_ledger(ss, 5, 32);
+    ss_ledger(ss, 6, 32);
+    ss_ledger(ss, 8, 32);
+    memset(&c, 0, sizeof c);
+    drain(ss, NULL, rl_unbounded_range(5), &c);
+    expect(&c, RL_ERR_GAP, 2);
+    assert_string_equal(c.err, "remoteledger: ledger sequence gap: got ledger 8, expected 7");
+    ss_stop(ss);
+    collected_free(&c);
+
+    ss = ss_start();
+    ss_ledger(ss, 11, 32);
+    memset(&c, 0, sizeof c);
+    drain(ss, NULL, rl_unbounded_range(10), &c);
+    expect(&c, RL_ERR_GAP, 0);
+    assert_string_equal(c.err, "remoteledger: ledger sequence gap: got ledger 11, expected 10");
+    ss_stop(ss);
+
+    ss = ss_start();
+    ss_begin(ss, 1, 0);
+    ss_begin(ss, 2, 0);
+    memset(&c, 0, sizeof c);
+    drain(ss, NULL, rl_unbounded_range(1), &c);
+    expect(&c, RL_ERR_PROTOCOL, 0);
+    assert_string_equal(c.err, "remoteledger: protocol violation: BEGIN for ledger 2 while assembling 1");
+    ss_stop(ss);
+
+    ss = ss_start();
+    ss_ledger(ss, MAXU32, 32);
+    ss_ledger(ss, 1, 32);
+    memset(&c, 0, sizeof c);
+    drain(ss, NULL, rl_unbounded_range(0), &c);
+    expect(&c, RL_ERR_GAP, 1);
+    assert_string_equal(c.err,
+                        "remoteledger: ledger sequence gap: ledger 1 cannot follow 4294967295, the last representable sequence");
+    ss_stop(ss);
+    collected_free(&c);
+}
+
+/* 123 */
+static void test_normal_close_ends_iteration(void **state)
+{
+    (void)state;
+    ss_server *ss = ss_start();
+    ss_ledger(ss, 1, 16);
+    ss_ledger(ss, 2, 16);
+    ss_send_close(ss, 1000, "source ended");
+    collected c = {0};
+    drain(ss, NULL, rl_unbounded_range(1), &c);
+    expect(&c, RL_OK, 2);
+    /* the client answered the close handshake */
+    char reason[128];
+    assert_int_equal(ss_client_close(ss, 0, reason, sizeof reason), 1000);
+    ss_stop(ss);
+    collected_free(&c);
+}
+
+/* 124 */
+static void test_truncated_bounded_range(void **state)
+{
+    (void)state;
+    ss_server *ss = ss_start();
+    ss_ledger(ss, 1, 32);
+    ss_ledger(ss, 2, 32);
+    ss_send_close(ss, 1000, "source ended");
+    collected c = {0};
+    drain(ss, NULL, rl_bounded_range(1, 5), &c);
+    expect(&c, RL_ERR_TRUNCATED, 2);
+    assert_string_equal(c.err, "remoteledger: stream ended before the requested range was delivered: got through "
+                               "ledger 2, requested through 5");
+    ss_stop(ss);
+    collected_free(&c);
+}
+
+/* 125 */
+static void test_truncated_with_nothing_delivered(void **state)
+{
+    (void)state;
+    ss_server *ss = ss_start();
+    ss_send_close(ss, 1000, "source ended");
+    collected c = {0};
+    drain(ss, NULL, rl_bounded_range(7, 9), &c);
+    expect(&c, RL_ERR_TRUNCATED, 0);
+    assert_string_equal(c.err, "remoteledger: stream ended before the requested range was delivered: received no "
+                               "ledgers, requested [7,9]");
+    ss_stop(ss);
+}
+
+/* 126, 127 */
+static void test_truncated_mid_assembly(void **state)
+{
+    (void)state;
+    for (int bounded = 1; bounded >= 0; bounded--) {
+        ss_server *ss = ss_start();
+        const void *p[] = {"whole"};
+        size_t l[] = {5};
+        ss_flow(ss, 1, 0, 0, 1, p, l);
+        ss_begin(ss, 2, 0);
+        ss_chunk(ss, 2, 0, CS_CODEC_RAW, "partial", 7);
+        ss_send_close(ss, 1000, "source ended");
+        collected c = {0};
+        drain(ss, NULL, bounded ? rl_bounded_range(1, 3) : rl_unbounded_range(1), &c);
+        expect(&c, RL_ERR_TRUNCATED, 1);
+        assert_string_equal(c.err, "remoteledger: stream ended before the requested range was delivered: stream "
+                                   "closed mid-assembly of ledger 2");
+        ss_stop(ss);
+        collected_free(&c);
+    }
+}
+
+/* 128 */
+static void test_truncated_on_going_away(void **state)
+{
+    (void)state;
+    ss_server *ss = ss_start();
+    ss_ledger(ss, 4, 32);
+    ss_send_close(ss, 1001, "source ended before range complete");
+    collected c = {0};
+    drain(ss, NULL, rl_bounded_range(4, 6), &c);
+    expect(&c, RL_ERR_TRUNCATED, 1);
+    assert_contains(c.err, "got through ledger 4");
+    ss_stop(ss);
+    collected_free(&c);
+}
+
+/* 129 */
+static void test_complete_bounded_range_has_no_error(void **state)
+{
+    (void)state;
+    ss_server *ss = ss_start();
+    for (uint32_t i = 1; i <= 3; i++)
+        ss_ledger(ss, i, 32);
+    ss_send_close(ss, 1000, "range complete");
+    collected c = {0};
+    drain(ss, NULL, rl_bounded_range(1, 3), &c);
+    expect(&c, RL_OK, 3);
+    ss_stop(ss);
+    collected_free(&c);
+}
+
+/* 130 */
+static void test_tip_bounded_close_stays_clean(void **state)
+{
+    (void)state;
+    ss_server *ss = ss_start();
+    ss_send_close(ss, 1000, "source ended");
+    collected c = {0};
+    drain(ss, NULL, rl_bounded_range(0, 5), &c);
+    expect(&c, RL_OK, 0);
+    ss_stop(ss);
+}
+
+/* 131 */
+static void test_abrupt_close_is_an_error(void **state)
+{
+    (void)state;
+    ss_server *ss = ss_start();
+    ss_ledger(ss, 1, 32);
+    ss_drop(ss);
+    collected c = {0};
+    drain(ss, NULL, rl_bounded_range(1, 4), &c);
+    expect(&c, RL_ERR_READ, 1);
+    assert_string_equal(c.err, "remoteledger: read: failed to get reader: failed to read frame header: EOF");
+    ss_stop(ss);
+    collected_free(&c);
+
+    /* dropped in the middle of a message (lws hands over a partial frame once its receive buffer
+     * is full, so the message sent is bigger than that buffer) */
+    ss = ss_start();
+    const size_t half = 1u << 20;
+    uint8_t *part = malloc(half);
+    cs_wire_put_chunk_header(part, 1, 0, CS_CODEC_RAW);
+    memset(part + CS_WIRE_CHUNK_HEADER_LEN, 7, half - CS_WIRE_CHUNK_HEADER_LEN);
+    ss_begin(ss, 1, 0);
+    ss_send_partial(ss, part, half, 2 * half);
+    free(part);
+    ss_drop(ss);
+    memset(&c, 0, sizeof c);
+    drain(ss, NULL, rl_bounded_range(1, 4), &c);
+    expect(&c, RL_ERR_READ, 0);
+    assert_string_equal(c.err, "remoteledger: read: failed to read frame payload: unexpected EOF");
+    ss_stop(ss);
+}
+
+/* Other close codes are read errors, in coder/websocket's words. */
+static void test_other_close_codes(void **state)
+{
+    (void)state;
+    ss_server *ss = ss_start();
+    ss_ledger(ss, 1, 32);
+    ss_send_close(ss, 1011, "source failed");
+    collected c = {0};
+    drain(ss, NULL, rl_unbounded_range(1), &c);
+    expect(&c, RL_ERR_READ, 1);
+    assert_string_equal(c.err, "remoteledger: read: failed to get reader: received close frame: status = "
+                               "StatusInternalError and reason = \"source failed\"");
+    ss_stop(ss);
+    collected_free(&c);
+
+    ss = ss_start();
+    ss_send_close_empty(ss);
+    memset(&c, 0, sizeof c);
+    drain(ss, NULL, rl_unbounded_range(1), &c);
+    expect(&c, RL_ERR_READ, 0);
+    assert_string_equal(c.err, "remoteledger: read: failed to get reader: received close frame: status = "
+                               "StatusNoStatusRcvd and reason = \"\"");
+    ss_stop(ss);
+
+    ss = ss_start();
+    ss_send_close(ss, 4002, "odd \"one\"");
+    memset(&c, 0, sizeof c);
+    drain(ss, NULL, rl_unbounded_range(1), &c);
+    expect(&c, RL_ERR_READ, 0);
+    assert_string_equal(c.err, "remoteledger: read: failed to get reader: received close frame: status = "
+                               "StatusCode(4002) and reason = \"odd \\\"one\\\"\"");
+    ss_stop(ss);
+}
+
+/* 132 */
+static void test_too_far_behind(void **state)
+{
+    (void)state;
+    ss_server *ss = ss_start();
+    char reason[64];
+    cs_wire_format_too_far_behind(reason, sizeof reason, 500, 900);
+    ss_send_close(ss, 4001, reason);
+    collected c = {0};
+    drain_url(ss_url(ss), NULL, rl_unbounded_range(100), &c);
+    expect(&c, RL_ERR_TOO_FAR_BEHIND, 0);
+    assert_string_equal(c.err, "remoteledger: requested ledger is behind the server's retention: requested 100, "
+                               "server retains [500,900]");
+    uint32_t req = 0, oldest = 0, latest = 0;
+    assert_true(rl_stream_too_far_behind(c.s, &req, &oldest, &latest));
+    assert_int_equal(req, 100);
+    assert_int_equal(oldest, 500);
+    assert_int_equal(latest, 900);
+    rl_stream_free(c.s);
+    assert_true(ss_wait(ss, SERVER_WAIT_MS));
+    ss_stop(ss);
+
+    /* Requested is the NEXT ledger expected, not the original start */
+    ss = ss_start();
+    ss_ledger(ss, 100, 8);
+    ss_ledger(ss, 101, 8);
+    ss_send_close(ss, 4001, reason);
+    memset(&c, 0, sizeof c);
+    drain_url(ss_url(ss), NULL, rl_unbounded_range(100), &c);
+    expect(&c, RL_ERR_TOO_FAR_BEHIND, 2);
+    assert_true(rl_stream_too_far_behind(c.s, &req, NULL, NULL));
+    assert_int_equal(req, 102);
+    rl_stream_free(c.s);
+    assert_true(ss_wait(ss, SERVER_WAIT_MS));
+    ss_stop(ss);
+    collected_free(&c);
+}
+
+/* 133 */
+static void test_too_far_behind_without_bounds(void **state)
+{
+    (void)state;
+    ss_server *ss = ss_start();
+    ss_send_close(ss, 4001, "nope");
+    collected c = {0};
+    drain_url(ss_url(ss), NULL, rl_unbounded_range(100), &c);
+    expect(&c, RL_ERR_TOO_FAR_BEHIND, 0);
+    assert_string_equal(c.err, "remoteledger: requested ledger is behind the server's retention: requested 100");
+    uint32_t req = 1, oldest = 1, latest = 1;
+    assert_true(rl_stream_too_far_behind(c.s, &req, &oldest, &latest));
+    assert_int_equal(req, 100);
+    assert_int_equal(oldest, 0);
+    assert_int_equal(latest, 0);
+    rl_stream_free(c.s);
+    assert_true(ss_wait(ss, SERVER_WAIT_MS));
+    ss_stop(ss);
+}
+
+/* 134 */
+static void test_discards_partial_on_ring_redelivery(void **state)
+{
+    (void)state;
+    ss_server *ss = ss_start();
+    ss_begin(ss, 9, wall_ns());
+    ss_chunk(ss, 9, 0, CS_CODEC_RAW, "partial that must v", 19);
+    ss_chunk(ss, 9, 1, CS_CODEC_RAW, "anish", 5);
+    const void *p[] = {"the complete", " ledger"};
+    size_t l[] = {12, 7};
+    ss_flow(ss, 9, 0, 0, 2, p, l);
+    collected c = {0};
+    drain(ss, NULL, rl_single_ledger_range(9), &c);
+    expect(&c, RL_OK, 1);
+    assert_int_equal(c.sizes[0], 19);
+    assert_memory_equal(c.copies[0], "the complete ledger", 19);
+    assert_int_equal(c.observed, 1);
+    assert_int_equal(c.observed_infos[0].discarded_partials, 1);
+    int64_t d;
+    assert_false(rl_info_delivery(&c.observed_infos[0], &d));
+    ss_stop(ss);
+    collected_free(&c);
+}
+
+/* 135 */
+static void test_protocol_violations(void **state)
+{
+    (void)state;
+    uint64_t hx = XXH64("x", 1, 0);
+    for (int k = 0; k < 9; k++) {
+        ss_server *ss = ss_start();
+        const char *want = NULL;
+        switch (k) {
+        case 0:
+            ss_begin(ss, 1, 0);
+            ss_chunk(ss, 1, 1, CS_CODEC_RAW, "x", 1);
+            want = "expected chunk 0";
+            break;
+        case 1:
+            ss_chunk(ss, 1, 0, CS_CODEC_RAW, "x", 1);
+            want = "outside its flow";
+            break;
+        case 2:
+            ss_begin(ss, 1, 0);
+            ss_chunk(ss, 2, 0, CS_CODEC_RAW, "x", 1);
+            want = "outside its flow";
+            break;
+        case 3:
+            ss_end(ss, 1, 0, 0, 0, 0);
+            want = "outside its flow";
+            break;
+        case 4:
+            ss_begin(ss, 1, 0);
+            ss_chunk(ss, 1, 0, CS_CODEC_RAW, "x", 1);
+            ss_end(ss, 1, 2, 1, 0, hx);
+            want = "declares 2 chunks";
+            break;
+        case 5:
+            ss_begin(ss, 1, 0);
+            ss_chunk(ss, 1, 0, CS_CODEC_RAW, "x", 1);
+            ss_end(ss, 1, 1, 2, 0, hx);
+            want = "declares 2 bytes";
+            break;
+        case 6:
+            ss_begin(ss, 1, 0);
+            ss_chunk(ss, 1, 0, CS_CODEC_RAW, "x", 1);
+            ss_end(ss, 1, 1, 1, 0, 0xbad);
+            want = "checksum mismatch";
+            break;
+        case 7: {
+            uint8_t two[2] = {CS_WIRE_VERSION, CS_WIRE_TYPE_BEGIN};
+            ss_send_binary(ss, two, 2);
+            want = "shorter than header";
+            break;
+        }
+        default: {
+            uint8_t b[CS_WIRE_BEGIN_LEN];
+            cs_wire_put_begin(b, 1, 0);
+            b[0] = 0x01;
+            ss_send_binary(ss, b, sizeof b);
+            want = "version";
+            break;
+        }
+        }
+        collected c = {0};
+        drain(ss, NULL, rl_unbounded_range(1), &c);
+        expect(&c, RL_ERR_PROTOCOL, 0);
+        assert_contains(c.err, "remoteledger: protocol violation: ");
+        assert_contains(c.err, want);
+        ss_stop(ss);
+    }
+}
+
+/* 136 */
+static void test_rejects_text_messages(void **state)
+{
+    (void)state;
+    ss_server *ss = ss_start();
+    ss_send_text(ss, "hello");
+    collected c = {0};
+    drain(ss, NULL, rl_unbounded_range(1), &c);
+    expect(&c, RL_ERR_PROTOCOL, 0);
+    assert_string_equal(c.err, "remoteledger: protocol violation: unexpected MessageText message");
+    ss_stop(ss);
+}
+
+/* An empty binary message is a message too: shorter than any header. */
+static void test_empty_message(void **state)
+{
+    (void)state;
+    ss_server *ss = ss_start();
+    ss_send_binary(ss, "", 0);
+    collected c = {0};
+    drain(ss, NULL, rl_unbounded_range(1), &c);
+    expect(&c, RL_ERR_PROTOCOL, 0);
+    assert_string_equal(c.err,
+                        "remoteledger: protocol violation: wire: message shorter than header: got 0 bytes, want at least 6");
+    ss_stop(ss);
+}
+
+/* 137: the buffer handed to the first callback is the one the second ledger overwrote. */
+static void test_yields_borrowed_buffers(void **state)
+{
+    (void)state;
+    ss_server *ss = ss_start();
+    ss_ledger(ss, 1, 64);
+    ss_ledger(ss, 2, 64);
+    collected c = {0};
+    drain(ss, NULL, rl_bounded_range(1, 2), &c);
+    expect(&c, RL_OK, 2);
+    assert_true(c.same_buffer);
+    assert_true(c.borrowed_overwritten);
+    ss_stop(ss);
+    collected_free(&c);
+}
+
+/* 138 */
+static void test_assembly_cap(void **state)
+{
+    (void)state;
+    uint8_t a100[100], b100[100], both[150];
+    memset(a100, 1, sizeof a100);
+    memset(b100, 2, sizeof b100);
+    memcpy(both, a100, 100);
+    memcpy(both + 100, b100, 50);
+    rl_options o;
+    rl_options_init(&o);
+    o.max_message_size = 150;
+
+    ss_server *ss = ss_start();
+    ss_begin(ss, 1, 0);
+    ss_chunk(ss, 1, 0, CS_CODEC_RAW, a100, 100);
+    ss_chunk(ss, 1, 1, CS_CODEC_RAW, b100, 100);
+    collected c = {0};
+    drain(ss, &o, rl_unbounded_range(1), &c);
+    expect(&c, RL_ERR_PROTOCOL, 0);
+    assert_contains(c.err, "payload cap");
+    ss_stop(ss);
+
+    ss = ss_start();
+    const void *p[] = {a100, b100};
+    size_t l[] = {100, 50};
+    ss_flow(ss, 1, 0, 0, 2, p, l);
+    memset(&c, 0, sizeof c);
+    drain(ss, &o, rl_single_ledger_range(1), &c);
+    expect(&c, RL_OK, 1);
+    assert_int_equal(c.sizes[0], 150);
+    assert_memory_equal(c.copies[0], both, 150);
+    ss_stop(ss);
+    collected_free(&c);
+}
+
+/* 139 */
+static void test_chunk_over_the_read_limit_is_rejected(void **state)
+{
+    (void)state;
+    rl_options o;
+    rl_options_init(&o);
+    o.max_chunk_size = 4096;
+    static uint8_t big[8192];
+    ss_server *ss = ss_start();
+    ss_begin(ss, 1, 0);
+    ss_chunk(ss, 1, 0, CS_CODEC_RAW, big, sizeof big);
+    collected c = {0};
+    drain(ss, &o, rl_unbounded_range(1), &c);
+    expect(&c, RL_ERR_READ, 0);
+    assert_string_equal(c.err, "remoteledger: read: read limited at 4108 bytes");
+    char reason[128];
+    assert_int_equal(ss_client_close(ss, 0, reason, sizeof reason), 1009);
+    assert_string_equal(reason, "read limited at 4108 bytes");
+    ss_stop(ss);
+
+    /* a chunk exactly at the limit passes */
+    ss = ss_start();
+    const void *p[] = {big};
+    size_t l[] = {4096};
+    ss_flow(ss, 1, 0, 0, 1, p, l);
+    memset(&c, 0, sizeof c);
+    drain(ss, &o, rl_single_ledger_range(1), &c);
+    expect(&c, RL_OK, 1);
+    ss_stop(ss);
+    collected_free(&c);
+
+    /* no limit at all */
+    o.max_chunk_size = -1;
+    ss = ss_start();
+    const void *p2[] = {big};
+    size_t l2[] = {sizeof big};
+    ss_flow(ss, 1, 0, 0, 1, p2, l2);
+    memset(&c, 0, sizeof c);
+    drain(ss, &o, rl_single_ledger_range(1), &c);
+    expect(&c, RL_OK, 1);
+    ss_stop(ss);
+    collected_free(&c);
+}
+
+/* 140 */
+static void test_cancel_tears_down(void **state)
+{
+    (void)state;
+    ss_server *ss = ss_start();
+    ss_ledger(ss, 1, 32);
+    ss_stall(ss);
+    collected c = {0};
+    c.cancel_in_callback = true;
+    drain_url(ss_url(ss), NULL, rl_unbounded_range(1), &c);
+    expect(&c, RL_ERR_CANCELLED, 1);
+    assert_string_equal(c.err, "context canceled");
+    /* sticky: the next call returns at once, without a connection */
+    collected c2 = {0};
+    assert_int_equal(rl_stream_raw_ledgers(c.s, rl_unbounded_range(1), on_ledger, &c2), RL_ERR_CANCELLED);
+    assert_string_equal(rl_stream_error(c.s), "context canceled");
+    assert_int_equal(c2.count, 0);
+    rl_stream_free(c.s);
+    assert_true(ss_wait(ss, SERVER_WAIT_MS));
+    assert_int_equal(ss_connections(ss), 1);
+    /* the connection was dropped, not closed with a frame */
+    assert_int_equal(ss_client_close(ss, 0, NULL, 0), 0);
+    ss_stop(ss);
+    collected_free(&c);
+}
+
+/* 141 (TestRawLedgersIgnoresStreamOptions): not applicable. The Go iterator accepts the SDK's
+ * StreamOption values and ignores them; the C call has no such parameter. */
+
+/* The consumer stopping: RL_OK and a 1000 "consumer done". */
+static void test_consumer_done(void **state)
+{
+    (void)state;
+    ss_server *ss = ss_start();
+    for (uint32_t i = 1; i <= 3; i++)
+        ss_ledger(ss, i, 32);
+    collected c = {0};
+    c.stop_after = 2;
+    drain(ss, NULL, rl_unbounded_range(1), &c);
+    expect(&c, RL_OK, 2);
+    char reason[128];
+    assert_int_equal(ss_client_close(ss, 0, reason, sizeof reason), 1000);
+    assert_string_equal(reason, "consumer done");
+    ss_stop(ss);
+    collected_free(&c);
+}
+
+static void cancel_stream(void *arg) { rl_stream_cancel(arg); }
+
+/* 142 */
+static void test_dial_failures(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *url, *msg;
+    } invalid[] = {
+        {"ftp://example.invalid", "remoteledger: url \"ftp://example.invalid\" must use ws, wss, http or https"},
+        {"ws://", "remoteledger: url \"ws://\" has no host"},
+        {"ws://[::1", "remoteledger: invalid url \"ws://[::1\": parse \"ws://[::1\": missing ']' in host"},
+    };
+    rl_options o;
+    rl_options_init(&o);
+    o.dial_timeout_ns = 2000000000LL;
+    for (size_t i = 0; i < sizeof invalid / sizeof invalid[0]; i++) {
+        rl_stream *s = NULL;
+        assert_int_equal(rl_stream_new(&s, invalid[i].url, &o), RL_ERR_INVALID);
+        assert_non_null(s);
+        assert_string_equal(rl_stream_error(s), invalid[i].msg);
+        collected c = {0};
+        assert_int_equal(rl_stream_raw_ledgers(s, rl_unbounded_range(1), on_ledger, &c), RL_ERR_INVALID);
+        assert_string_equal(rl_stream_error(s), invalid[i].msg);
+        assert_string_equal(rl_stream_endpoint(s), "");
+        rl_stream_free(s);
+    }
+
+    /* nothing listening */
+    collected c = {0};
+    drain_url("ws://127.0.0.1:1", &o, rl_unbounded_range(1), &c);
+    expect(&c, RL_ERR_DIAL, 0);
+    assert_contains(c.err, "remoteledger: dial ws://127.0.0.1:1/stream?start=1: ");
+    assert_true(c.elapsed_ms < 2500);
+    rl_stream_free(c.s);
+
+    /* a server that accepts and never answers the upgrade: the dial timeout fires */
+    ss_server *ss = ss_start();
+    ss_no_handshake(ss);
+    o.dial_timeout_ns = 200000000LL;
+    memset(&c, 0, sizeof c);
+    drain(ss, &o, rl_unbounded_range(1), &c);
+    expect(&c, RL_ERR_DIAL, 0);
+    char want[256];
+    snprintf(want, sizeof want, "remoteledger: dial %s/stream?start=1: context deadline exceeded", ss_url(ss));
+    assert_string_equal(c.err, want);
+    if (c.elapsed_ms < 190 || c.elapsed_ms > 2000)
+        fail_msg("a 200 ms dial timeout took %lld ms", (long long)c.elapsed_ms);
+    ss_stop(ss);
+
+    /* the upgrade refused */
+    ss = ss_start();
+    ss_reject_handshake(ss, 400);
+    memset(&c, 0, sizeof c);
+    drain(ss, &o, rl_unbounded_range(1), &c);
+    expect(&c, RL_ERR_DIAL, 0);
+    assert_contains(c.err, "remoteledger: dial ");
+    ss_stop(ss);
+
+    /* cancelled while the handshake hangs, with no dial timeout at all */
+    ss = ss_start();
+    o.dial_timeout_ns = 0;
+    rl_stream *s;
+    assert_int_equal(rl_stream_new(&s, ss_url(ss), &o), RL_OK);
+    ss_no_handshake(ss);
+    ss_call(ss, cancel_stream, s); /* runs once the upgrade request has arrived */
+    memset(&c, 0, sizeof c);
+    int64_t t0 = mono_ms();
+    assert_int_equal(rl_stream_raw_ledgers(s, rl_unbounded_range(1), on_ledger, &c), RL_ERR_CANCELLED);
+    assert_true(mono_ms() - t0 < 5000);
+    assert_string_equal(rl_stream_error(s), "context canceled");
+    rl_stream_free(s);
+    assert_true(ss_wait(ss, SERVER_WAIT_MS));
+    ss_stop(ss);
+}
+
+/* wss:// (and https://) dial with TLS: against a server that never speaks TLS the handshake cannot
+ * finish, and the dial timeout ends it. */
+static void test_wss_dial_timeout(void **state)
+{
+    (void)state;
+    ss_server *ss = ss_start();
+    ss_no_handshake(ss);
+    rl_options o;
+    rl_options_init(&o);
+    o.dial_timeout_ns = 300000000LL;
+    char url[128];
+    snprintf(url, sizeof url, "wss://127.0.0.1:%d", ss_port(ss));
+    collected c = {0};
+    drain_url(url, &o, rl_unbounded_range(1), &c);
+    expect(&c, RL_ERR_DIAL, 0);
+    char want[256];
+    snprintf(want, sizeof want, "remoteledger: dial wss://127.0.0.1:%d/stream?start=1: ", ss_port(ss));
+    assert_contains(c.err, want);
+    assert_true(c.elapsed_ms < 3000);
+    rl_stream_free(c.s);
+    assert_true(ss_wait(ss, SERVER_WAIT_MS));
+    ss_stop(ss);
+}
+
+/* 146 */
+static void test_rejects_ceiling_range_before_dialing(void **state)
+{
+    (void)state;
+    collected c = {0};
+    drain_url("ws://127.0.0.1:1", NULL, rl_bounded_range(5, MAXU32), &c);
+    expect(&c, RL_ERR_INVALID, 0);
+    assert_null(strstr(c.err, "dial"));
+    assert_string_equal(c.err,
+                        "remoteledger: range [5,4294967295] reaches ledger 4294967295, the last representable sequence");
+    rl_stream_free(c.s);
+}
+
+/* 148 */
+static void test_expands_compressed_chunks(void **state)
+{
+    (void)state;
+    const size_t zlen = 100000, rlen = 40000;
+    uint8_t *zsrc = malloc(zlen), *rsrc = malloc(rlen), *both = malloc(zlen + rlen);
+    cs_synthetic_fill(zsrc, zlen, 3, true);
+    cs_synthetic_fill(rsrc, rlen, 4, false);
+    memcpy(both, zsrc, zlen);
+    memcpy(both + zlen, rsrc, rlen);
+    size_t cb = ZSTD_compressBound(zlen);
+    uint8_t *z = malloc(cb);
+    size_t zn = ZSTD_compress(z, cb, zsrc, zlen, 1);
+    assert_false(ZSTD_isError(zn));
+
+    ss_server *ss = ss_start();
+    ss_begin(ss, 1, 0);
+    ss_chunk(ss, 1, 0, CS_CODEC_ZSTD, z, zn);
+    ss_chunk(ss, 1, 1, CS_CODEC_RAW, rsrc, rlen);
+    ss_end(ss, 1, 2, zlen + rlen, 0, XXH64(both, zlen + rlen, 0));
+    collected c = {0};
+    drain(ss, NULL, rl_single_ledger_range(1), &c);
+    expect(&c, RL_OK, 1);
+    assert_int_equal(c.sizes[0], zlen + rlen);
+    assert_memory_equal(c.copies[0], both, zlen + rlen);
+    assert_int_equal(c.infos[0].chunks, 2);
+    ss_stop(ss);
+    collected_free(&c);
+    free(zsrc);
+    free(rsrc);
+    free(both);
+    free(z);
+}
+
+/* 149 */
+static void test_rejects_corrupt_compressed_chunk(void **state)
+{
+    (void)state;
+    ss_server *ss = ss_start();
+    ss_begin(ss, 1, 0);
+    ss_chunk(ss, 1, 0, CS_CODEC_ZSTD, "not a zstd frame", 16);
+    collected c = {0};
+    drain(ss, NULL, rl_unbounded_range(1), &c);
+    expect(&c, RL_ERR_PROTOCOL, 0);
+    assert_contains(c.err, "remoteledger: protocol violation: ledger 1 chunk 0: decompress: ");
+    ss_stop(ss);
+}
+
+/* 150: cancelled while blocked in the middle of a 2 MiB message, from another thread. */
+static void test_cancel_while_blocked_mid_message(void **state)
+{
+    (void)state;
+    const size_t half = 1u << 20;
+    uint8_t *msg = malloc(half);
+    cs_wire_put_chunk_header(msg, 1, 0, CS_CODEC_RAW);
+    memset(msg + CS_WIRE_CHUNK_HEADER_LEN, 9, half - CS_WIRE_CHUNK_HEADER_LEN);
+    ss_server *ss = ss_start();
+    rl_stream *s;
+    assert_int_equal(rl_stream_new(&s, ss_url(ss), NULL), RL_OK);
+    ss_begin(ss, 1, 0);
+    ss_send_partial(ss, msg, half, 2 * half);
+    ss_call(ss, cancel_stream, s);
+    ss_stall(ss);
+    collected c = {0};
+    int64_t t0 = mono_ms();
+    rl_result r = rl_stream_raw_ledgers(s, rl_unbounded_range(1), on_ledger, &c);
+    if (r != RL_ERR_CANCELLED)
+        fail_msg("%s: %s", rl_result_name(r), rl_stream_error(s));
+    assert_true(mono_ms() - t0 < 5000);
+    assert_string_equal(rl_stream_error(s), "context canceled");
+    assert_int_equal(c.count, 0);
+    rl_stream_free(s);
+    assert_true(ss_wait(ss, SERVER_WAIT_MS));
+    assert_int_equal(ss_client_close(ss, 0, NULL, 0), 0); /* dropped, no close frame */
+    ss_stop(ss);
+    free(msg);
+}
+
+/* Messages split into WebSocket fragments, and chunks bigger than the receive buffer, take the
+ * incremental path of the assembler; the bytes must come out the same. */
+static void test_fragmented_and_large_messages(void **state)
+{
+    (void)state;
+    const size_t big = 3u << 20; /* bigger than lws's per-connection receive buffer */
+    uint8_t *led = malloc(big + 1000);
+    cs_synthetic_fill(led, big + 1000, 77, false);
+    size_t cb = ZSTD_compressBound(big);
+    uint8_t *z = malloc(cb);
+    size_t zn = ZSTD_compress(z, cb, led, big, 1);
+    assert_false(ZSTD_isError(zn));
+    uint8_t *m = malloc(CS_WIRE_CHUNK_HEADER_LEN + (cb > big + 1000 ? cb : big + 1000));
+
+    ss_server *ss = ss_start();
+    /* ledger 1: a raw 3 MiB chunk, then a 1000-byte chunk sent as 3-byte fragments */
+    ss_begin(ss, 1, 0);
+    ss_chunk(ss, 1, 0, CS_CODEC_RAW, led, big);
+    size_t ml = cs_wire_append_chunk(m, 1, 1, CS_CODEC_RAW, led + big, 1000);
+    ss_send_fragmented(ss, m, ml, 3);
+    ss_end(ss, 1, 2, big + 1000, 0, XXH64(led, big + 1000, 0));
+    /* ledger 2: the 3 MiB as one zstd chunk in 64 KiB fragments, BEGIN and END fragmented too */
+    uint8_t b[CS_WIRE_BEGIN_LEN], e[CS_WIRE_END_LEN];
+    ss_send_fragmented(ss, b, cs_wire_put_begin(b, 2, 5), 5);
+    ml = cs_wire_append_chunk(m, 2, 0, CS_CODEC_ZSTD, z, zn);
+    ss_send_fragmented(ss, m, ml, 65536);
+    ss_send_fragmented(ss, e, cs_wire_put_end(e, 2, 1, big, 6, XXH64(led, big, 0)), 1);
+    collected c = {0};
+    drain(ss, NULL, rl_bounded_range(1, 2), &c);
+    expect(&c, RL_OK, 2);
+    assert_int_equal(c.sizes[0], big + 1000);
+    assert_memory_equal(c.copies[0], led, big + 1000);
+    assert_int_equal(c.sizes[1], big);
+    assert_memory_equal(c.copies[1], led, big);
+    assert_int_equal(c.infos[1].emit_start_unix_nano, 5);
+    assert_int_equal(c.infos[1].emit_end_unix_nano, 6);
+    ss_stop(ss);
+    collected_free(&c);
+    free(led);
+    free(z);
+    free(m);
+}
+
+/* A stream is reusable: each call dials its own connection and reports its own outcome. */
+static void test_stream_is_reusable(void **state)
+{
+    (void)state;
+    ss_server *ss = ss_start();
+    ss_send_close(ss, 4001, "too far behind: oldest=50 latest=60");
+    ss_next_connection(ss);
+    ss_ledger(ss, 50, 8);
+    ss_ledger(ss, 51, 8);
+    rl_stream *s;
+    char url[128];
+    snprintf(url, sizeof url, "%s/stream?token=abc&start=1", ss_url(ss));
+    assert_int_equal(rl_stream_new(&s, url, NULL), RL_OK);
+    assert_string_equal(rl_stream_endpoint(s), "");
+    collected c = {0};
+    assert_int_equal(rl_stream_raw_ledgers(s, rl_unbounded_range(10), on_ledger, &c), RL_ERR_TOO_FAR_BEHIND);
+    uint32_t req, oldest, latest;
+    assert_true(rl_stream_too_far_behind(s, &req, &oldest, &latest));
+    assert_int_equal(oldest, 50);
+    char want[256];
+    snprintf(want, sizeof want, "%s/stream?start=10&token=abc", ss_url(ss));
+    assert_string_equal(rl_stream_endpoint(s), want);
+    assert_int_equal(rl_stream_raw_ledgers(s, rl_bounded_range(50, 51), on_ledger, &c), RL_OK);
+    assert_string_equal(rl_stream_error(s), "");
+    assert_false(rl_stream_too_far_behind(s, &req, &oldest, &latest));
+    assert_int_equal(c.count, 2);
+    snprintf(want, sizeof want, "%s/stream?end=51&start=50&token=abc", ss_url(ss));
+    assert_string_equal(rl_stream_endpoint(s), want);
+    rl_stream_free(s);
+    assert_true(ss_wait(ss, SERVER_WAIT_MS));
+    assert_int_equal(ss_connections(ss), 2);
+    assert_string_equal(ss_target(ss, 1), "/stream?end=51&start=50&token=abc");
+    ss_stop(ss);
+    collected_free(&c);
+}
+
+static void test_names_and_defaults(void **state)
+{
+    (void)state;
+    assert_string_equal(rl_result_name(RL_OK), "RL_OK");
+    assert_string_equal(rl_result_name(RL_ERR_GAP), "RL_ERR_GAP");
+    assert_string_equal(rl_result_name(RL_ERR_NOMEM), "RL_ERR_NOMEM");
+    assert_string_equal(rl_result_name((rl_result)99), "RL_ERR_UNKNOWN");
+    rl_options o;
+    rl_options_init(&o);
+    assert_int_equal(o.max_message_size, 268435456);
+    assert_int_equal(o.max_chunk_size, 8388608);
+    assert_int_equal(o.dial_timeout_ns, 30000000000LL);
+    assert_null(o.observer);
+    rl_range r = rl_bounded_range(3, 4);
+    assert_true(r.bounded);
+    r = rl_unbounded_range(3);
+    assert_false(r.bounded);
+    r = rl_single_ledger_range(8);
+    assert_true(r.bounded && r.from == 8 && r.to == 8);
+    rl_stream_free(NULL);
+}
+
+int main(void)
+{
+    /* The library leaves lws's global log level alone; the application (this test) may set it. */
+    lws_set_log_level(LLL_ERR, NULL);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_endpoint),
+        cmocka_unit_test(test_endpoint_scrubs_stale_range_params),
+        cmocka_unit_test(test_endpoint_query_encoding),
+        cmocka_unit_test(test_endpoint_rejects),
+        cmocka_unit_test(test_url_dial_target),
+        cmocka_unit_test(test_range_format),
+        cmocka_unit_test(test_read_limit_is_chunk_sized),
+        cmocka_unit_test(test_quote),
+        cmocka_unit_test(test_asm_reassembles),
+        cmocka_unit_test(test_asm_violations),
+        cmocka_unit_test(test_asm_cap),
+        cmocka_unit_test(test_asm_redelivery),
+        cmocka_unit_test(test_asm_tip_and_ceiling),
+        cmocka_unit_test(test_asm_incremental_hash),
+        cmocka_unit_test(test_asm_mixed_codecs_and_reuse),
+        cmocka_unit_test(test_asm_decompress_errors),
+        cmocka_unit_test(test_asm_bound_is_per_chunk),
+        cmocka_unit_test(test_delivers_bounded_range),
+        cmocka_unit_test(test_reassembles_chunk_flows),
+        cmocka_unit_test(test_received_stamp_without_observer),
+        cmocka_unit_test(test_stops_at_range_end),
+        cmocka_unit_test(test_from_tip_accepts_any_first_ledger),
+        cmocka_unit_test(test_sequence_rules),
+        cmocka_unit_test(test_normal_close_ends_iteration),
+        cmocka_unit_test(test_truncated_bounded_range),
+        cmocka_unit_test(test_truncated_with_nothing_delivered),
+        cmocka_unit_test(test_truncated_mid_assembly),
+        cmocka_unit_test(test_truncated_on_going_away),
+        cmocka_unit_test(test_complete_bounded_range_has_no_error),
+        cmocka_unit_test(test_tip_bounded_close_stays_clean),
+        cmocka_unit_test(test_abrupt_close_is_an_error),
+        cmocka_unit_test(test_other_close_codes),
+        cmocka_unit_test(test_too_far_behind),
+        cmocka_unit_test(test_too_far_behind_without_bounds),
+        cmocka_unit_test(test_discards_partial_on_ring_redelivery),
+        cmocka_unit_test(test_protocol_violations),
+        cmocka_unit_test(test_rejects_text_messages),
+        cmocka_unit_test(test_empty_message),
+        cmocka_unit_test(test_yields_borrowed_buffers),
+        cmocka_unit_test(test_assembly_cap),
+        cmocka_unit_test(test_chunk_over_the_read_limit_is_rejected),
+        cmocka_unit_test(test_cancel_tears_down),
+        cmocka_unit_test(test_consumer_done),
+        cmocka_unit_test(test_dial_failures),
+        cmocka_unit_test(test_wss_dial_timeout),
+        cmocka_unit_test(test_rejects_ceiling_range_before_dialing),
+        cmocka_unit_test(test_expands_compressed_chunks),
+        cmocka_unit_test(test_rejects_corrupt_compressed_chunk),
+        cmocka_unit_test(test_cancel_while_blocked_mid_message),
+        cmocka_unit_test(test_fragmented_and_large_messages),
+        cmocka_unit_test(test_stream_is_reusable),
+        cmocka_unit_test(test_names_and_defaults),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
