@@ -1,10 +1,8 @@
 #!/usr/bin/env bash
-# The main job. The loopback measurement (benchrunner --mode loopback) lands with the
-# libremoteledger/benchrunner work; until then this reports what is built.
+# The main job: a loopback measurement at the prototype's acceptance shape. corestreamd's server
+# and a libremoteledger client run in one process over 127.0.0.1; the summary reports how long
+# after the source finished emitting each ledger it was assembled and verified.
 set -euo pipefail
 builddir=${1:-build}
-echo "corestream: built so far in $builddir:"
-for f in "$builddir"/src/*.a "$builddir"/src/*/corestreamd "$builddir"/src/*/benchrunner "$builddir"/src/*/libremoteledger*; do
-  [[ -e $f ]] && echo "  $f"
-done
-echo "corestream: the loopback demo needs benchrunner, which is not built yet."
+exec "$builddir/src/benchrunner/benchrunner" --mode loopback \
+  --count 50 --synthetic-size 15196160 --synthetic-interval 600ms --emit-window 15ms --verify
