@@ -1,0 +1,300 @@
+/* The source loop against scripted sources: PORTSPEC 2.1 and cases 68, 70, 71, 78, 79. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <ftw.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "common/log.h"
+#include "corestreamd/broadcast.h"
+#include "corestreamd/sourceloop.h"
+#include "wire/wire.h"
+
+/* A source that emits scripted ledgers, delivering the body in reads of at most `dribble` bytes. */
+typedef struct script_source {
+    cs_source base;
+    const uint32_t *seqs;
+    const size_t *sizes;    /* body bytes actually delivered */
+    const uint64_t *declared; /* NULL: declared = size */
+    size_t n, i;
+    size_t dribble;
+    uint64_t off;
+    const char *fail_next; /* error message for next() after the list, instead of exhaustion */
+} script_source;
+
+static uint8_t body_byte(uint32_t seq, uint64_t off)
+{
+    return (uint8_t)(seq * 31 + off * 7);
+}
+
+static int ss_next(cs_source *s, cs_emission *em, cs_err *err)
+{
+    script_source *ss = (script_source *)s;
+    if (ss->i >= ss->n) {
+        if (ss->fail_next) {
+            em->seq = ss->n ? ss->seqs[ss->n - 1] + 1 : 1;
+            return cs_err_set(err, 0, "%s", ss->fail_next);
+        }
+        return 0;
+    }
+    em->seq = ss->seqs[ss->i];
+    em->declared_size = ss->declared ? ss->declared[ss->i] : ss->sizes[ss->i];
+    ss->off = 0;
+    ss->i++;
+    return 1;
+}
+
+static ssize_t ss_read(cs_source *s, uint8_t *buf, size_t len, cs_err *err)
+{
+    (void)err;
+    script_source *ss = (script_source *)s;
+    size_t i = ss->i - 1;
+    uint64_t left = ss->sizes[i] - ss->off;
+    size_t n = len < left ? len : (size_t)left;
+    if (ss->dribble && n > ss->dribble)
+        n = ss->dribble;
+    for (size_t k = 0; k < n; k++)
+        buf[k] = body_byte(ss->seqs[i], ss->off + k);
+    ss->off += n;
+    return (ssize_t)n;
+}
+
+static void ss_destroy(cs_source *s)
+{
+    (void)s;
+}
+
+static const cs_source_ops ss_ops = {ss_next, ss_read, ss_destroy};
+
+typedef struct rig {
+    char dir[PATH_MAX];
+    cs_ring *ring;
+    cs_broadcaster *bc;
+    cs_chunk_pipeline *pipe;
+    cs_cancel cancel;
+    cs_source_loop loop;
+} rig;
+
+static void publish(void *ctx, cs_msg *m)
+{
+    cs_err e;
+    assert_int_equal(cs_broadcast_chunk(ctx, m, &e), 0);
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+static void rig_init(rig *r, script_source *src, size_t chunk, bool compress)
+{
+    memset(r, 0, sizeof *r);
+    const char *root = getenv("CS_TEST_TMPDIR");
+    snprintf(r->dir, sizeof r->dir, "%s/sl-XXXXXX", root ? root : "/tmp");
+    assert_non_null(mkdtemp(r->dir));
+    cs_err err;
+    assert_int_equal(cs_ring_open(&r->ring, r->dir, 100, &err), 0);
+    r->bc = cs_broadcaster_new(NULL, NULL);
+    assert_int_equal(cs_pipeline_new(&r->pipe, 2, compress, chunk, publish, r->bc, &err), 0);
+    assert_int_equal(cs_cancel_init(&r->cancel), 0);
+    src->base.ops = &ss_ops;
+    r->loop = (cs_source_loop){.src = &src->base, .range = cs_counted_range(1, 0), .chunk_size = chunk,
+                               .max_payload = CS_MAX_PAYLOAD_SIZE, .pipeline = r->pipe, .bc = r->bc,
+                               .ring = r->ring, .cancel = &r->cancel};
+}
+
+static void rig_free(rig *r)
+{
+    cs_pipeline_destroy(r->pipe);
+    cs_broadcaster_free(r->bc);
+    cs_ring_close(r->ring);
+    cs_cancel_destroy(&r->cancel);
+    nftw(r->dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+}
+
+static int run_seqs(const uint32_t *seqs, size_t n, cs_err *err)
+{
+    size_t sizes[8] = {10, 10, 10, 10, 10, 10, 10, 10};
+    script_source ss = {.seqs = seqs, .sizes = sizes, .n = n};
+    rig r;
+    rig_init(&r, &ss, 4096, false);
+    int rc = cs_source_loop_run(&r.loop, err);
+    rig_free(&r);
+    return rc;
+}
+
+/* 78 */
+static void test_refuses_broken_sequence_chains(void **state)
+{
+    (void)state;
+    static const uint32_t a[] = {1, 2, 3, 2}, b[] = {1, 2, 5}, c[] = {1, 2, 2}, ok[] = {7, 8, 9};
+    cs_err err;
+    assert_int_equal(run_seqs(a, 4, &err), -1);
+    assert_string_equal(err.msg, "source emitted ledger 2 after 3: sequences must be dense and ascending");
+    assert_int_equal(run_seqs(b, 3, &err), -1);
+    assert_non_null(strstr(err.msg, "dense and ascending"));
+    assert_int_equal(run_seqs(c, 3, &err), -1);
+    assert_non_null(strstr(err.msg, "dense and ascending"));
+    assert_int_equal(run_seqs(ok, 3, &err), 0);
+}
+
+/* 79: a source error surfaces as the run's error, naming the ledger it was producing. */
+static void test_source_failure_is_reported(void **state)
+{
+    (void)state;
+    static const uint32_t seqs[] = {1, 2};
+    size_t sizes[] = {5, 5};
+    script_source ss = {.seqs = seqs, .sizes = sizes, .n = 2, .fail_next = "disk on fire"};
+    rig r;
+    rig_init(&r, &ss, 4096, false);
+    cs_err err;
+    assert_int_equal(cs_source_loop_run(&r.loop, &err), -1);
+    assert_string_equal(err.msg, "source failed at ledger 3: disk on fire");
+    assert_int_equal(r.loop.published, 2);
+    rig_free(&r);
+}
+
+/* 68 and the chunking rule: every chunk is exactly chunk-size bytes except the last, however the
+ * source dribbles its bytes; the ring holds the exact body; END carries count, length and XXH64. */
+static void test_chunks_are_full_whatever_the_reads(void **state)
+{
+    (void)state;
+    static const size_t dribbles[] = {1, 17, 4096, 65536};
+    for (size_t d = 0; d < 4; d++) {
+        static const uint32_t seqs[] = {1};
+        size_t sizes[] = {256 * 1024 + 100};
+        script_source ss = {.seqs = seqs, .sizes = sizes, .n = 1, .dribble = dribbles[d]};
+        rig r;
+        rig_init(&r, &ss, 32 * 1024, false);
+        cs_err err;
+        assert_int_equal(cs_source_loop_run(&r.loop, &err), 0);
+        cs_snap s;
+        cs_broadcast_watch(r.bc, &s);
+        assert_int_equal(s.seq, 1);
+        assert_int_equal(s.nchunks, 9);
+        uint8_t *want = malloc(sizes[0]);
+        for (size_t k = 0; k < sizes[0]; k++)
+            want[k] = body_byte(1, k);
+        for (size_t i = 0; i < s.nchunks; i++) {
+            cs_wire_msg m;
+            cs_msg *c = cs_flow_chunk(s.flow, i);
+            assert_int_equal(cs_wire_decode(c->data, c->len, &m, NULL), 0);
+            assert_int_equal(m.chunk_idx, i);
+            assert_int_equal(m.payload_len, i < 8 ? 32 * 1024 : 100);
+            assert_memory_equal(m.payload, want + i * 32 * 1024, m.payload_len);
+        }
+        cs_wire_msg end;
+        assert_non_null(s.end);
+        assert_int_equal(cs_wire_decode(s.end->data, s.end->len, &end, NULL), 0);
+        assert_int_equal(end.chunk_count, 9);
+        assert_int_equal(end.total_len, sizes[0]);
+        assert_true(end.checksum == XXH64(want, sizes[0], 0)); /* 70: incremental = one-shot */
+        cs_ledger_ref *ref;
+        assert_int_equal(cs_ring_get(r.ring, 1, &ref, &err), 0);
+        assert_int_equal(ref->len, sizes[0]);
+        assert_memory_equal(ref->data, want, sizes[0]);
+        cs_ledger_ref_release(ref);
+        free(want);
+        cs_snap_release(&s);
+        rig_free(&r);
+    }
+}
+
+/* A 0-byte ledger is BEGIN then END with no chunks and the checksum of nothing. */
+static void test_empty_ledger(void **state)
+{
+    (void)state;
+    static const uint32_t seqs[] = {1};
+    size_t sizes[] = {0};
+    script_source ss = {.seqs = seqs, .sizes = sizes, .n = 1};
+    rig r;
+    rig_init(&r, &ss, 4096, true);
+    cs_err err;
+    assert_int_equal(cs_source_loop_run(&r.loop, &err), 0);
+    cs_snap s;
+    cs_broadcast_watch(r.bc, &s);
+    assert_int_equal(s.nchunks, 0);
+    cs_wire_msg end;
+    assert_int_equal(cs_wire_decode(s.end->data, s.end->len, &end, NULL), 0);
+    assert_int_equal(end.chunk_count, 0);
+    assert_int_equal(end.total_len, 0);
+    assert_true(end.checksum == 0xef46db3751d8e999ULL);
+    cs_snap_release(&s);
+    rig_free(&r);
+}
+
+/* A body that disagrees with its declared size never becomes a valid ledger: no END, no ring. */
+static void test_declared_size_mismatch(void **state)
+{
+    (void)state;
+    static const uint32_t seqs[] = {1};
+    size_t sizes[] = {100};
+    uint64_t declared[] = {150};
+    script_source ss = {.seqs = seqs, .sizes = sizes, .declared = declared, .n = 1};
+    rig r;
+    rig_init(&r, &ss, 4096, false);
+    cs_err err;
+    assert_int_equal(cs_source_loop_run(&r.loop, &err), -1);
+    assert_string_equal(err.msg, "ledger 1 body is 100 bytes, source declared 150");
+    cs_snap s;
+    cs_broadcast_watch(r.bc, &s);
+    assert_null(s.end);
+    cs_snap_release(&s);
+    uint32_t o, l;
+    assert_false(cs_ring_bounds(r.ring, &o, &l));
+    rig_free(&r);
+}
+
+/* The payload cap: declared too big is refused before BEGIN; an undeclared body that grows past
+ * the cap is cut off mid-emission. */
+static void test_payload_cap(void **state)
+{
+    (void)state;
+    static const uint32_t seqs[] = {1};
+    size_t sizes[] = {5000};
+    script_source ss = {.seqs = seqs, .sizes = sizes, .n = 1};
+    rig r;
+    rig_init(&r, &ss, 4096, false);
+    r.loop.max_payload = 4096;
+    cs_err err;
+    assert_int_equal(cs_source_loop_run(&r.loop, &err), -1);
+    assert_string_equal(err.msg, "ledger 1 is 5000 bytes, over the 4096-byte protocol payload cap");
+    cs_snap s;
+    cs_broadcast_watch(r.bc, &s);
+    assert_int_equal(s.seq, 0); /* nothing begun */
+    cs_snap_release(&s);
+    rig_free(&r);
+
+    uint64_t declared[] = {0};
+    script_source ss2 = {.seqs = seqs, .sizes = sizes, .declared = declared, .n = 1};
+    rig_init(&r, &ss2, 4096, false);
+    r.loop.max_payload = 4096;
+    assert_int_equal(cs_source_loop_run(&r.loop, &err), -1);
+    assert_string_equal(err.msg, "ledger 1 ran past the 4096-byte protocol payload cap mid-emission");
+    rig_free(&r);
+}
+
+int main(void)
+{
+    FILE *null = fopen("/dev/null", "w");
+    cs_log_init(null, CS_LOG_ERROR + 4);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_refuses_broken_sequence_chains),
+        cmocka_unit_test(test_source_failure_is_reported),
+        cmocka_unit_test(test_chunks_are_full_whatever_the_reads),
+        cmocka_unit_test(test_empty_ledger),
+        cmocka_unit_test(test_declared_size_mismatch),
+        cmocka_unit_test(test_payload_cap),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    fclose(null);
+    return rc;
+}
