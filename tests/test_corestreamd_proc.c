@@ -114,8 +114,9 @@ static void test_flag_errors_are_early_and_exact(void **state)
 static void test_unbuilt_sources_say_so(void **state)
 {
     (void)state;
-    const char *pipe[] = {"--source", "pipe", "--pipe-cmd", "true", "--listen", "127.0.0.1:0", NULL};
-    expect_failure(pipe, "--source pipe is not implemented yet");
+    const char *captive[] = {"--source", "captive", "--start-ledger", "5", "--core-config", "x.cfg",
+                             "--history-archive-urls", "http://127.0.0.1:1", "--listen", "127.0.0.1:0", NULL};
+    expect_failure(captive, "--source captive is not implemented yet");
     const char *nopipe[] = {"--source", "pipe", NULL};
     expect_failure(nopipe, "--pipe-cmd is required with --source pipe");
 }

@@ -11,6 +11,7 @@
 #include "corestreamd/pace.h"
 #include "corestreamd/server.h"
 #include "corestreamd/source_file.h"
+#include "corestreamd/source_pipe.h"
 #include "corestreamd/source_synthetic.h"
 
 static pthread_mutex_t g_server_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -57,6 +58,10 @@ static int build_source(const cs_daemon_config *c, cs_cancel *cancel, cs_source 
                KV_D("emit_window", c->emit_window), KV_D("cadence", c->cadence));
         *range = cs_counted_range(start, (uint32_t)c->file_count);
         *src = cs_paced_source_new(ls, *range, c->emit_window, c->cadence, cancel);
+    } else if (strcmp(c->source, "pipe") == 0) {
+        /* Core paces itself: the range only names the first ledger, for the logs. */
+        *range = cs_counted_range(start, 0);
+        return cs_pipe_source_new(src, c->pipe_cmd, c->pipe_size, cancel, err);
     } else {
         return cs_err_set(err, 0, "--source %s is not implemented yet in this build", c->source);
     }
