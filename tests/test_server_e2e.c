@@ -699,6 +699,40 @@ static void test_stop_closes_subscribers_with_1001(void **state)
     harness_stop(&h);
 }
 
+/* A subscriber whose socket takes nothing for 10 s while a message waits is dropped (no close
+ * frame can reach it); the others are not affected. */
+static void test_frozen_subscriber_is_dropped_after_the_write_timeout(void **state)
+{
+    (void)state;
+    harness h;
+    harness_opts o = {.interval_ms = 20, .size = 1 << 20, .retention = 2000};
+    harness_start(&h, &o);
+    cs_ws_opts wo = {.rcvbuf = 4096};
+    int status;
+    char body[256];
+    cs_ws *frozen = cs_ws_connect_opts("127.0.0.1", h.port, "/stream", &wo, WAIT_MS, &status, body, sizeof body);
+    assert_non_null(frozen);
+    cs_ws *healthy = connect_ws(&h, "");
+    /* The stall is the stimulus: 12 s without reading, while the healthy one keeps up. */
+    int64_t until = cs_mono_ns() + 12 * T_SEC;
+    int got = 0;
+    while (cs_mono_ns() < until) {
+        cs_ledger l;
+        assert_int_equal(cs_ws_read_ledger(healthy, &l, WAIT_MS, NULL, 0), 1);
+        cs_ledger_free(&l);
+        got++;
+    }
+    assert_true(got > 100);
+    cs_ws_msg m;
+    int kind;
+    for (int i = 0; i < 100000 && (kind = cs_ws_read(frozen, &m, WAIT_MS)) == CS_WS_BINARY; i++)
+        ;
+    assert_int_equal(kind, CS_WS_EOF);
+    cs_ws_close(frozen);
+    cs_ws_close(healthy);
+    harness_stop(&h);
+}
+
 /* 10: a bounded source ends the run (without linger) after the close frames went out. */
 static void test_run_stops_when_the_source_ends(void **state)
 {
@@ -746,6 +780,7 @@ int main(void)
         cmocka_unit_test(test_data_message_from_subscriber_closes_1008),
         cmocka_unit_test(test_stop_closes_subscribers_with_1001),
         cmocka_unit_test(test_run_stops_when_the_source_ends),
+        cmocka_unit_test(test_frozen_subscriber_is_dropped_after_the_write_timeout),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     fclose(null);

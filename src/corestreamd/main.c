@@ -142,8 +142,11 @@ int main(int argc, char **argv)
         pthread_mutex_unlock(&g_server_mu);
         rc = cs_server_listen(server, &err);
     }
-    if (rc == 0 && !cs_cancel_is_set(&cancel))
+    bool ran = false;
+    if (rc == 0 && !cs_cancel_is_set(&cancel)) {
+        ran = true;
         rc = cs_server_run(server, &err);
+    }
 
     pthread_mutex_lock(&g_server_mu);
     g_server = NULL;
@@ -153,7 +156,8 @@ int main(int argc, char **argv)
     cs_daemon_config_free(&cfg);
     cs_cancel_destroy(&cancel);
     if (rc != 0) {
-        CS_LOG(CS_LOG_ERROR, "corestreamd stopping on failure", KV_S("error", err.msg));
+        if (ran)
+            CS_LOG(CS_LOG_ERROR, "corestreamd stopping on failure", KV_S("error", err.msg));
         return fail(err.msg);
     }
     CS_LOG0(CS_LOG_INFO, "corestreamd stopped");

@@ -27,6 +27,7 @@ _Static_assert(LWS_PRE == CS_MSG_HEADROOM, "message headroom must match libwebso
 #define WRITE_TIMEOUT_SECS 10 /* bound on one message write to a subscriber */
 #define DRAIN_TIMEOUT_US (5 * LWS_US_PER_SEC) /* close frames after the source ends */
 #define SHUTDOWN_TIMEOUT_US (2 * LWS_US_PER_SEC) /* close frames on SIGINT/SIGTERM */
+#define WRITE_CHECK_US LWS_US_PER_SEC /* how often stalled writes are looked for */
 #define MAX_QUERY_ARGS 32
 
 typedef struct subscriber {
@@ -35,6 +36,7 @@ typedef struct subscriber {
     cs_stream_request req;
     char remote[64];
     bool waiting; /* asked for nothing: woken by the broadcaster or a replay */
+    int64_t write_started; /* monotonic ns since a message has been waiting to go out; 0: none */
     bool closing; /* a close frame (or drop) was decided */
     struct subscriber *prev, *next;
 } subscriber;
@@ -67,6 +69,7 @@ struct cs_server {
     bool deadline_passed;
     bool loop_done;
     lws_sorted_usec_list_t deadline;
+    lws_sorted_usec_list_t write_check;
     subscriber *subs;
 
     pthread_t source_thread;
@@ -120,6 +123,16 @@ static int respond_text(struct lws *wsi, unsigned code, const char *msg)
     char body[1100];
     snprintf(body, sizeof body, "%s\n", msg);
     return respond(wsi, code, "text/plain; charset=utf-8", body);
+}
+
+static void peer_name(struct lws *wsi, char *buf, size_t len)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    if (getpeername(lws_get_socket_fd(wsi), (struct sockaddr *)&ss, &sl) == 0)
+        cs_format_sockaddr((struct sockaddr *)&ss, buf, len);
+    else
+        snprintf(buf, len, "unknown");
 }
 
 /* The decoded query pairs of the request, copied out of lws' header storage. */
@@ -215,7 +228,9 @@ static int serve_http(cs_server *s, struct lws *wsi)
             header_has_token(wsi, WSI_TOKEN_CONNECTION, "upgrade", val, sizeof val);
             snprintf(msg, sizeof msg,
                      "WebSocket protocol violation: Connection header \"%s\" does not contain Upgrade", val);
-            CS_LOG(CS_LOG_WARN, "websocket handshake failed", KV_S("error", msg));
+            char remote[64];
+            peer_name(wsi, remote, sizeof remote);
+            CS_LOG(CS_LOG_WARN, "websocket handshake failed", KV_S("remote", remote), KV_S("error", msg));
             rc = respond_text(wsi, 426, msg);
         }
     } else {
@@ -267,7 +282,9 @@ static int confirm_upgrade(struct lws *wsi)
     }
     char msg[700];
     if (check_origin(wsi, msg, sizeof msg) != 0) {
-        CS_LOG(CS_LOG_WARN, "websocket handshake failed", KV_S("error", msg));
+        char remote[64];
+        peer_name(wsi, remote, sizeof remote);
+        CS_LOG(CS_LOG_WARN, "websocket handshake failed", KV_S("remote", remote), KV_S("error", msg));
         respond_text(wsi, 403, msg);
         return 1;
     }
@@ -286,14 +303,14 @@ static void log_subscriber(int level, const char *msg, const subscriber *sub, si
     cs_log_kvs(level, msg, k, kvs);
 }
 
-static void peer_name(struct lws *wsi, char *buf, size_t len)
+/* Asks for a writable callback and starts the write clock: the time from wanting to write the
+ * next message until the socket takes it is what WRITE_TIMEOUT_SECS bounds, as a per-message
+ * write deadline would. */
+static void want_write(subscriber *sub)
 {
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    if (getpeername(lws_get_socket_fd(wsi), (struct sockaddr *)&ss, &sl) == 0)
-        cs_format_sockaddr((struct sockaddr *)&ss, buf, len);
-    else
-        snprintf(buf, len, "unknown");
+    if (!sub->write_started)
+        sub->write_started = cs_mono_ns();
+    lws_callback_on_writable(sub->wsi);
 }
 
 static int subscriber_open(cs_server *s, struct lws *wsi, pss *ps)
@@ -321,7 +338,7 @@ static int subscriber_open(cs_server *s, struct lws *wsi, pss *ps)
     int n = atomic_fetch_add(&s->subscribers, 1) + 1;
     cs_kv extra[] = {KV_I("subscribers", n)};
     log_subscriber(CS_LOG_INFO, "subscriber connected", sub, 1, extra);
-    lws_callback_on_writable(wsi);
+    want_write(sub);
     return 0;
 }
 
@@ -360,7 +377,7 @@ static int subscriber_writable(cs_server *s, struct lws *wsi, subscriber *sub)
 {
     if (sub->closing)
         return 0; /* the close frame is on its way */
-    lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0);
+    sub->write_started = 0;
     sub->waiting = false;
     if (s->shutting_down)
         return close_subscriber(wsi, sub, CS_CLOSE_GOING_AWAY, CS_REASON_SHUTTING_DOWN);
@@ -382,11 +399,9 @@ static int subscriber_writable(cs_server *s, struct lws *wsi, subscriber *sub)
             log_subscriber(CS_LOG_INFO, "subscriber disconnected", sub, 1, extra);
             return -1;
         }
-        /* lws holds what the socket did not take and calls back only once it drained: that is
-         * the one write in flight, bounded in time. */
-        if (lws_partial_buffered(wsi))
-            lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, WRITE_TIMEOUT_SECS);
-        lws_callback_on_writable(wsi);
+        /* lws holds what the socket did not take and calls back only once it drained; either way
+         * the next message now waits for the socket, on the clock. */
+        want_write(sub);
         return 0;
     }
     case CS_STEP_WAIT:
@@ -410,6 +425,26 @@ static void deadline_cb(lws_sorted_usec_list_t *sul)
 {
     cs_server *s = lws_container_of(sul, cs_server, deadline);
     s->deadline_passed = true;
+    /* lws 4.1 runs expired timers but goes back to sleep: wake the loop so it sees the flag. */
+    lws_cancel_service(s->ctx);
+}
+
+/* A subscriber that keeps draining is never dropped, however slowly; one whose socket has taken
+ * nothing for WRITE_TIMEOUT_SECS while a message waited is. The socket is shut down rather than closed through lws,
+ * which would first wait to flush what the peer will never read. */
+static void check_stalled_writes(lws_sorted_usec_list_t *sul)
+{
+    cs_server *s = lws_container_of(sul, cs_server, write_check);
+    int64_t now = cs_mono_ns();
+    for (subscriber *sub = s->subs; sub; sub = sub->next) {
+        if (sub->closing || !sub->write_started || now - sub->write_started < WRITE_TIMEOUT_SECS * CS_SEC)
+            continue;
+        sub->closing = true;
+        cs_kv extra[] = {KV_S("error", "write timed out: the subscriber stopped reading")};
+        log_subscriber(CS_LOG_INFO, "subscriber disconnected", sub, 1, extra);
+        shutdown(lws_get_socket_fd(sub->wsi), SHUT_RDWR);
+    }
+    lws_sul_schedule(s->ctx, 0, &s->write_check, check_stalled_writes, WRITE_CHECK_US);
 }
 
 static void close_listener(cs_server *s)
@@ -431,7 +466,7 @@ static void on_wake(cs_server *s)
         close_listener(s);
         lws_sul_schedule(s->ctx, 0, &s->deadline, deadline_cb, SHUTDOWN_TIMEOUT_US);
         for (subscriber *sub = s->subs; sub; sub = sub->next)
-            lws_callback_on_writable(sub->wsi);
+            want_write(sub);
     }
     if (atomic_load(&s->source_done) && !s->draining && !s->cfg.linger) {
         s->draining = true;
@@ -442,7 +477,7 @@ static void on_wake(cs_server *s)
     for (subscriber *sub = s->subs; sub; sub = sub->next)
         if (sub->waiting) {
             sub->waiting = false;
-            lws_callback_on_writable(sub->wsi);
+            want_write(sub);
         }
 }
 
@@ -635,6 +670,7 @@ int cs_server_listen(cs_server *s, cs_err *err)
                              : NULL;
     if (!s->listen_wsi)
         return cs_err_set(err, 0, "listen on %s: cannot register the listener", s->cfg.listen);
+    lws_sul_schedule(s->ctx, 0, &s->write_check, check_stalled_writes, WRITE_CHECK_US);
     if (!s->cfg.quiet_listen) {
         CS_LOG(CS_LOG_INFO, "corestreamd listening", KV_S("addr", s->addr),
                KV_S("source", s->cfg.source_name ? s->cfg.source_name : ""),
