@@ -1,23 +1,30 @@
 /* The corestreamd binary as an operator runs it: flags and their errors, exit codes, logs,
- * signals, and the file source replaying a dump byte-exact. Each test starts the real program on
- * 127.0.0.1 with an ephemeral port. */
+ * signals, the file source replaying a dump byte-exact, and the pipe source end to end (framed
+ * metas from a stub writer, its failures, and shutdown with a writer that will not go away). Each
+ * test starts the real program on 127.0.0.1 with an ephemeral port. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/synthetic.h"
+#include "support/metabuild.h"
 #include "support/procharness.h"
 #include "support/wsclient.h"
 
@@ -25,8 +32,21 @@
 #error "CORESTREAMD_BIN must name the binary under test"
 #endif
 #define WAIT_MS 20000
+#define SHUTDOWN_MS 5000 /* SIGTERM to exit, and a swept writer to its end */
 
 static char g_dir[PATH_MAX];
+
+/* The pipe-source tests keep what they start here, so that teardown can clean up after a failed
+ * assertion: the frames, the daemon, its subscriber, the gate the stub writer waits on, and
+ * (through the pid files named below) any `sleep 60` the writer left behind. */
+static cs_mb_buf g_frames;
+static cs_proc g_proc;
+static bool g_proc_live;
+static cs_ws *g_ws;
+static int g_gate = -1;
+static const char *const k_pidfiles[] = {"escaped.pid", "ingroup.pid"};
+
+static pid_t read_pid(const char *name);
 
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
@@ -45,6 +65,20 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
+    cs_mb_free(&g_frames);
+    cs_ws_close(g_ws);
+    g_ws = NULL;
+    if (g_proc_live)
+        cs_proc_free(&g_proc);
+    g_proc_live = false;
+    if (g_gate >= 0)
+        close(g_gate); /* a writer still parked on the gate reads EOF and gives up */
+    g_gate = -1;
+    for (size_t i = 0; i < sizeof k_pidfiles / sizeof k_pidfiles[0]; i++) {
+        pid_t pid = read_pid(k_pidfiles[i]);
+        if (pid > 0 && cs_mb_pid_runs(pid, "sleep"))
+            kill(pid, SIGKILL); /* only after a failed assertion: the tests end their sleepers */
+    }
     nftw(g_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     return 0;
 }
@@ -299,6 +333,230 @@ static void test_vanished_dump_file_fails_cleanly(void **state)
     cs_proc_free(&p);
 }
 
+/* ---- the pipe source ---------------------------------------------------------------------- */
+
+static void scratch(const char *name, char *out, size_t len)
+{
+    snprintf(out, len, "%s/%s", g_dir, name);
+}
+
+/* The pid a command wrote to the scratch file name, or -1. */
+static pid_t read_pid(const char *name)
+{
+    char path[PATH_MAX + 32];
+    scratch(name, path, sizeof path);
+    return cs_mb_read_pid(path);
+}
+
+/* A pidfd for a process that is not our child, so its end can be awaited; -1 when it is already
+ * gone. Fails the test when the kernel has no pidfd_open. */
+static int pidfd_of(pid_t pid)
+{
+    int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (fd < 0 && errno != ESRCH)
+        fail_msg("pidfd_open(%d): %s", (int)pid, strerror(errno));
+    return fd;
+}
+
+/* Waits up to ms for the process behind pidfd (from pidfd_of) to end; closes the pidfd. */
+static bool ended_within(int pidfd, int ms)
+{
+    if (pidfd < 0)
+        return true;
+    struct pollfd pfd = {.fd = pidfd, .events = POLLIN};
+    int r;
+    while ((r = poll(&pfd, 1, ms)) < 0 && errno == EINTR)
+        ;
+    close(pidfd);
+    return r > 0;
+}
+
+/* Appends to g_frames the frames of n metas, seqs first.. (the Go fixture's shapes, tails[i]
+ * bytes after each prefix), and writes g_frames to the scratch file name. off[i] and len[i] say
+ * where frame i's body, the ledger as a subscriber must receive it, lies in g_frames. */
+static void write_frames(const char *name, uint32_t first, const size_t *tails, size_t n, size_t *off,
+                         size_t *len)
+{
+    for (size_t i = 0; i < n; i++) {
+        cs_mb_meta m = cs_mb_go_meta(1, first + (uint32_t)i, i % 2 == 0, (uint32_t)i, true, tails[i]);
+        off[i] = cs_mb_put_frame(&g_frames, &m);
+        len[i] = g_frames.n - off[i];
+    }
+    char path[PATH_MAX + 32];
+    scratch(name, path, sizeof path);
+    write_file(path, g_frames.p, g_frames.n);
+}
+
+/* Starts corestreamd on the pipe source running cmd, in g_proc, and waits for it to listen. */
+static void start_pipe(const char *cmd)
+{
+    const char *args[] = {"--listen", "127.0.0.1:0", "--source", "pipe", "--pipe-cmd", cmd,
+                          "--chunk-size", "65536", NULL};
+    start(&g_proc, args);
+    g_proc_live = true;
+    assert_int_equal(cs_proc_wait_listening(&g_proc, WAIT_MS), 0);
+}
+
+/* Subscribes g_ws to path and waits until the server has logged the subscriber. */
+static void subscribe(const char *path)
+{
+    char body[256] = "";
+    g_ws = cs_ws_connect("127.0.0.1", g_proc.port, path, WAIT_MS, NULL, body, sizeof body);
+    if (!g_ws)
+        fail_msg("subscribe %s: %s", path, body);
+    assert_int_equal(cs_proc_wait_line(&g_proc, "subscriber connected", WAIT_MS), 0);
+}
+
+/* Reads one ledger from g_ws and checks it is seq with exactly want's len bytes. */
+static void expect_ledger(uint32_t seq, const uint8_t *want, size_t len)
+{
+    cs_ledger l;
+    char err[256];
+    if (cs_ws_read_ledger(g_ws, &l, WAIT_MS, err, sizeof err) != 1)
+        fail_msg("ledger %u: %s\n%s", seq, err, g_proc.log);
+    assert_int_equal(l.seq, seq);
+    assert_int_equal(l.len, len);
+    assert_memory_equal(l.data, want, len);
+    assert_int_equal(l.chunks, (len + 65535) / 65536);
+    cs_ledger_free(&l);
+}
+
+/* A stub writer (`cat frames >&3`, held back by a gate until the subscriber is in) streams three
+ * metas of a few hundred KiB: each arrives byte-exact, the whole frame body, in several 64 KiB
+ * chunks; the writer's EOF and exit 0 end the source and the process exits 0. */
+static void test_pipe_source_streams_a_stub_writer(void **state)
+{
+    (void)state;
+    const size_t tails[3] = {300000, 370001, 450002};
+    size_t off[3], len[3];
+    write_frames("frames.bin", 101, tails, 3, off, len);
+    char frames[PATH_MAX + 32], gate[PATH_MAX + 32], cmd[3 * PATH_MAX];
+    scratch("frames.bin", frames, sizeof frames);
+    scratch("gate", gate, sizeof gate);
+    assert_int_equal(mkfifo(gate, 0600), 0);
+    g_gate = open(gate, O_RDWR | O_CLOEXEC); /* never blocks; closing it unparks the writer */
+    assert_true(g_gate >= 0);
+    snprintf(cmd, sizeof cmd, "read go < '%s' && cat '%s' >&3", gate, frames);
+
+    start_pipe(cmd);
+    subscribe("/stream?start=101&end=103");
+    assert_int_equal(write(g_gate, "go\n", 3), 3);
+    for (uint32_t i = 0; i < 3; i++) {
+        assert_true(len[i] > 4 * 65536);
+        expect_ledger(101 + i, g_frames.p + off[i], len[i]);
+    }
+    cs_ledger l;
+    assert_int_equal(cs_ws_read_ledger(g_ws, &l, WAIT_MS, NULL, 0), 0); /* the range is done */
+    int code;
+    assert_int_equal(cs_ws_last_close(g_ws, &code, NULL, 0), 1);
+    assert_int_equal(code, 1000);
+    if (cs_proc_wait_exit(&g_proc, WAIT_MS) != 0)
+        fail_msg("corestreamd did not exit 0 after the source ended:\n%s", g_proc.log);
+    assert_non_null(strstr(g_proc.log, "msg=\"source exhausted\" ledgers=3"));
+    assert_non_null(strstr(g_proc.log, "msg=\"corestreamd stopped\""));
+    assert_null(strstr(g_proc.log, "ERROR"));
+}
+
+/* A command that fails is the source failing: exit 1 with its exit status in the error. */
+static void test_pipe_command_failure_exits_one(void **state)
+{
+    (void)state;
+    const char *args[] = {"--listen", "127.0.0.1:0", "--source", "pipe", "--pipe-cmd", "exit 7", NULL};
+    expect_failure(args, "pipe source: \\\"exit 7\\\" exited: exit status 7");
+}
+
+/* A frame whose marker declares more than the writer writes fails the source: exit 1. */
+static void test_pipe_truncated_frame_exits_one(void **state)
+{
+    (void)state;
+    cs_mb_buf m = {0};
+    cs_mb_meta spec = cs_mb_go_meta(1, 55, false, 0, false, 8192);
+    cs_mb_put_meta(&m, &spec);
+    cs_mb_put_marker(&g_frames, (uint32_t)(m.n + 4096));
+    cs_mb_put(&g_frames, m.p, m.n);
+    cs_mb_free(&m);
+    char path[PATH_MAX + 32], cmd[PATH_MAX + 64];
+    scratch("truncated.bin", path, sizeof path);
+    write_file(path, g_frames.p, g_frames.n);
+    snprintf(cmd, sizeof cmd, "cat '%s' >&3", path);
+    const char *args[] = {"--listen", "127.0.0.1:0", "--source", "pipe", "--pipe-cmd", cmd, NULL};
+    expect_failure(args, "source failed emitting ledger 55: pipe source: frame truncated 4096 bytes short");
+}
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Runs a writer that reports its pid in a pid file, writes one frame (ledger 101) and then holds
+ * fd 3 open in `sleep 60`: escaped from the command's process group (setsid, the command itself
+ * exiting 0 at once), or inside it (the command waiting for it). Once ledger 101 has arrived (so
+ * the pid is written: it came first), SIGTERMs corestreamd with the pipe still open and expects
+ * the subscriber told 1001 and exit 0, all within SHUTDOWN_MS; then that no `sleep 60` survives.
+ * corestreamd's group teardown must end the writer inside the group; the escaped one is outside
+ * what it sweeps, by design, so the test ends that one itself. */
+static void sigterm_with_a_parked_writer(bool escaped)
+{
+    const size_t tail = 100000;
+    size_t off, len;
+    write_frames("one.bin", 101, &tail, 1, &off, &len);
+    const char *pidfile = escaped ? "escaped.pid" : "ingroup.pid";
+    char frames[PATH_MAX + 32], pidpath[PATH_MAX + 32], cmd[3 * PATH_MAX];
+    scratch("one.bin", frames, sizeof frames);
+    scratch(pidfile, pidpath, sizeof pidpath);
+    snprintf(cmd, sizeof cmd,
+             "%ssh -c 'echo $$ > \"$0\"; cat \"$1\" >&3; exec sleep 60' '%s' '%s' >/dev/null 2>&1 & %s",
+             escaped ? "setsid " : "", pidpath, frames, escaped ? "exit 0" : "wait");
+    start_pipe(cmd);
+    subscribe("/stream?start=101");
+    expect_ledger(101, g_frames.p + off, len);
+    pid_t pid = read_pid(pidfile);
+    assert_true(pid > 0);
+    assert_true(cs_mb_pid_runs(pid, "sh") || cs_mb_pid_runs(pid, "sleep"));
+    int pidfd = pidfd_of(pid);
+    assert_true(pidfd >= 0); /* alive while corestreamd runs */
+
+    int64_t deadline = mono_ms() + SHUTDOWN_MS;
+    assert_int_equal(kill(g_proc.pid, SIGTERM), 0);
+    cs_ledger l;
+    char err[256] = "";
+    if (cs_ws_read_ledger(g_ws, &l, SHUTDOWN_MS, err, sizeof err) != 0)
+        fail_msg("no close after SIGTERM: %s", err); /* reading answers the close, too */
+    int code;
+    assert_int_equal(cs_ws_last_close(g_ws, &code, NULL, 0), 1);
+    assert_int_equal(code, 1001);
+    int left = (int)(deadline - mono_ms());
+    int st = cs_proc_wait_exit(&g_proc, left > 0 ? left : 0);
+    if (st != 0)
+        fail_msg("SIGTERM: exit status %d within %d ms (-1: still running):\n%s", st, SHUTDOWN_MS,
+                 g_proc.log);
+    assert_non_null(strstr(g_proc.log, "msg=\"source loop cancelled\" ledgers=1"));
+    assert_non_null(strstr(g_proc.log, "msg=\"corestreamd stopped\""));
+
+    if (escaped)
+        kill(pid, SIGKILL);
+    if (!ended_within(pidfd, SHUTDOWN_MS))
+        fail_msg("the writer's sleep %d survived corestreamd", (int)pid);
+}
+
+/* A grandchild that escaped the command's process group keeps fd 3 open after the command exited
+ * 0, so the pipe never reaches EOF: SIGTERM still ends the process at once, with 0. */
+static void test_pipe_sigterm_with_an_escaped_writer(void **state)
+{
+    (void)state;
+    sigterm_with_a_parked_writer(true);
+}
+
+/* A writer in the command's group parked on fd 3: SIGTERM ends the process at once with 0, and
+ * the group teardown ends the writer. */
+static void test_pipe_sigterm_sweeps_a_parked_writer(void **state)
+{
+    (void)state;
+    sigterm_with_a_parked_writer(false);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -312,6 +570,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_file_source_replays_a_dump, setup, teardown),
         cmocka_unit_test_setup_teardown(test_file_source_refuses_the_ring, setup, teardown),
         cmocka_unit_test_setup_teardown(test_vanished_dump_file_fails_cleanly, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pipe_source_streams_a_stub_writer, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pipe_command_failure_exits_one, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pipe_truncated_frame_exits_one, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pipe_sigterm_with_an_escaped_writer, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pipe_sigterm_sweeps_a_parked_writer, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

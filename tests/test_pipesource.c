@@ -24,6 +24,7 @@
 #include "corestreamd/cancel.h"
 #include "corestreamd/framereader.h"
 #include "corestreamd/source_pipe.h"
+#include "support/metabuild.h"
 
 /* ---- fixture ------------------------------------------------------------------------------ */
 
@@ -77,98 +78,19 @@ static void write_file(const char *path, const void *data, size_t len)
 
 /* ---- metas and frames --------------------------------------------------------------------- */
 
-typedef struct buf {
-    uint8_t *p;
-    size_t n, cap;
-} buf;
-
-static void put(buf *b, const void *data, size_t n)
+/* The Go fixture's LedgerCloseMeta (support/metabuild.h): optional ext v1, `upgrades` upgrades of
+ * 5+i bytes, an optional signed StellarValue with a 7-byte signature, then `tail` bytes of varied
+ * filler standing in for the tx set and the rest of the meta. */
+static void meta(cs_mb_buf *b, uint32_t version, uint32_t seq, bool signed_scp, uint32_t upgrades,
+                 bool ext_v1, size_t tail)
 {
-    if (b->n + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->n + n)
-            cap *= 2;
-        b->p = realloc(b->p, cap);
-        assert_non_null(b->p);
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, data, n);
-    b->n += n;
-}
-
-static void put_u32(buf *b, uint32_t v)
-{
-    uint8_t w[4] = {(uint8_t)(v >> 24), (uint8_t)(v >> 16), (uint8_t)(v >> 8), (uint8_t)v};
-    put(b, w, 4);
-}
-
-static void put_fill(buf *b, uint8_t byte, size_t n)
-{
-    uint8_t chunk[256];
-    memset(chunk, byte, sizeof chunk);
-    while (n > 0) {
-        size_t t = n < sizeof chunk ? n : sizeof chunk;
-        put(b, chunk, t);
-        n -= t;
-    }
-}
-
-static void put_opaque(buf *b, uint32_t len)
-{
-    put_u32(b, len);
-    for (uint32_t i = 0; i < len; i++)
-        put_fill(b, (uint8_t)(0x30 + i), 1);
-    put_fill(b, 0, (4 - (len & 3)) & 3);
-}
-
-/* A LedgerCloseMeta v1 like the Go fixture: optional ext v1, `upgrades` upgrades of 5+i bytes, an
- * optional signed StellarValue with a 7-byte signature, then `tail` bytes of varied filler
- * standing in for the tx set and the rest of the meta. */
-static void meta(buf *b, uint32_t version, uint32_t seq, bool signed_scp, uint32_t upgrades, bool ext_v1,
-                 size_t tail)
-{
-    put_u32(b, version);
-    if (version != 0) {
-        put_u32(b, ext_v1 ? 1 : 0);
-        if (ext_v1) {
-            put_u32(b, 0);
-            put_u32(b, 0);
-            put_u32(b, 115);
-        }
-    }
-    put_fill(b, 1, 32);
-    put_u32(b, 23);
-    put_fill(b, 4, 32);
-    put_fill(b, 5, 32);
-    put_u32(b, 0);
-    put_u32(b, 1234567890);
-    put_u32(b, upgrades);
-    for (uint32_t i = 0; i < upgrades; i++)
-        put_opaque(b, 5 + i);
-    put_u32(b, signed_scp ? 1 : 0);
-    if (signed_scp) {
-        put_u32(b, 0);
-        put_fill(b, 9, 32);
-        put_opaque(b, 7);
-    }
-    put_fill(b, 6, 32);
-    put_fill(b, 7, 32);
-    put_u32(b, seq);
-    for (size_t i = 0; i < tail; i++) {
-        uint8_t x = (uint8_t)(i * 131 + seq);
-        put(b, &x, 1);
-    }
-}
-
-static void frame(buf *stream, const buf *m)
-{
-    put_u32(stream, 0x80000000u | (uint32_t)m->n);
-    put(stream, m->p, m->n);
+    cs_mb_meta m = cs_mb_go_meta(version, seq, signed_scp, upgrades, ext_v1, tail);
+    cs_mb_put_meta(b, &m);
 }
 
 /* Reads the body of the current emission in pieces of `piece` bytes into out. Returns the bytes
  * read, or -1 with *err set at the failure (out then holds what was read before it). */
-static ssize_t read_body(cs_source *src, buf *out, size_t piece, cs_err *err)
+static ssize_t read_body(cs_source *src, cs_mb_buf *out, size_t piece, cs_err *err)
 {
     uint8_t *tmp = malloc(piece);
     assert_non_null(tmp);
@@ -181,7 +103,7 @@ static ssize_t read_body(cs_source *src, buf *out, size_t piece, cs_err *err)
         if (k == 0)
             break;
         assert_true((size_t)k <= piece);
-        put(out, tmp, (size_t)k);
+        cs_mb_put(out, tmp, (size_t)k);
     }
     free(tmp);
     return (ssize_t)out->n;
@@ -197,7 +119,7 @@ static cs_source *start(fixture *f, const char *cmd)
 }
 
 /* Runs `cat <file> >&3` over a stream file and expects next() to fail with want. */
-static void expect_next_error(fixture *f, const buf *stream, const char *want)
+static void expect_next_error(fixture *f, const cs_mb_buf *stream, const char *want)
 {
     char path[600], cmd[700];
     path_in(f, "stream.bin", path, sizeof path);
@@ -219,12 +141,12 @@ static void expect_next_error(fixture *f, const buf *stream, const char *want)
 static void test_streams_framed_metas(void **state)
 {
     fixture *f = *state;
-    buf stream = {0};
-    buf want[3] = {{0}};
+    cs_mb_buf stream = {0};
+    cs_mb_buf want[3] = {{0}};
     size_t tails[3] = {0, 10000, 3 << 20}; /* under the prefix, past it, and past the 1 MiB buffer */
     for (uint32_t i = 0; i < 3; i++) {
         meta(&want[i], 1, 101 + i, i % 2 == 0, i, true, tails[i]);
-        frame(&stream, &want[i]);
+        cs_mb_put_record(&stream, want[i].p, want[i].n);
     }
     char path[600], cmd[700];
     path_in(f, "frames.bin", path, sizeof path);
@@ -239,7 +161,7 @@ static void test_streams_framed_metas(void **state)
         assert_int_equal(src->ops->next(src, &em, &err), 1);
         assert_int_equal(em.seq, 101 + i);
         assert_int_equal(em.declared_size, want[i].n);
-        buf got = {0};
+        cs_mb_buf got = {0};
         if (read_body(src, &got, pieces[i], &err) < 0)
             fail_msg("frame %u: %s", i, err.msg);
         assert_int_equal(got.n, want[i].n);
@@ -247,15 +169,15 @@ static void test_streams_framed_metas(void **state)
         /* The end of the body stays the end. */
         uint8_t x;
         assert_int_equal(src->ops->read(src, &x, 1, &err), 0);
-        free(got.p);
-        free(want[i].p);
+        cs_mb_free(&got);
+        cs_mb_free(&want[i]);
     }
     cs_emission em;
     cs_err err = {0};
     assert_int_equal(src->ops->next(src, &em, &err), 0);
     assert_int_equal(src->ops->next(src, &em, &err), 0);
     src->ops->destroy(src);
-    free(stream.p);
+    cs_mb_free(&stream);
 }
 
 /* 91: a command that fails before writing anything surfaces its exit status, no emission. */
@@ -287,11 +209,11 @@ static void test_child_failure_surfaces(void **state)
 static void test_truncated_frame_surfaces(void **state)
 {
     fixture *f = *state;
-    buf m = {0}, stream = {0};
+    cs_mb_buf m = {0}, stream = {0};
     meta(&m, 1, 55, false, 0, false, 0);
-    put_fill(&m, 0, 4096); /* past the prefix, so the shortfall lands in the body tail */
-    put_u32(&stream, 0x80000000u | (uint32_t)(m.n + 4096));
-    put(&stream, m.p, m.n);
+    cs_mb_put_fill(&m, 0, 4096); /* past the prefix, so the shortfall lands in the body tail */
+    cs_mb_put_marker(&stream, (uint32_t)(m.n + 4096));
+    cs_mb_put(&stream, m.p, m.n);
     char path[600], cmd[700];
     path_in(f, "truncated.bin", path, sizeof path);
     write_file(path, stream.p, stream.n);
@@ -303,16 +225,16 @@ static void test_truncated_frame_surfaces(void **state)
     assert_int_equal(src->ops->next(src, &em, &err), 1);
     assert_int_equal(em.seq, 55);
     assert_int_equal(em.declared_size, m.n + 4096);
-    buf got = {0};
+    cs_mb_buf got = {0};
     assert_int_equal(read_body(src, &got, 65536, &err), -1);
     assert_int_not_equal(err.kind, CS_ERR_CANCELLED);
     assert_string_equal(err.msg, "pipe source: frame truncated 4096 bytes short: unexpected EOF");
     assert_int_equal(got.n, m.n);
     assert_memory_equal(got.p, m.p, m.n);
     src->ops->destroy(src);
-    free(got.p);
-    free(m.p);
-    free(stream.p);
+    cs_mb_free(&got);
+    cs_mb_free(&m);
+    cs_mb_free(&stream);
 }
 
 typedef struct drain_arg {
@@ -353,32 +275,6 @@ static bool readable_within(int fd, int ms)
     while ((r = poll(&pfd, 1, ms)) < 0 && errno == EINTR)
         ;
     return r > 0;
-}
-
-static pid_t read_pid(const char *path)
-{
-    /* The command wrote it before exiting, which happened before next() could block. */
-    FILE *fp = fopen(path, "r");
-    if (!fp)
-        return -1;
-    int pid = -1;
-    if (fscanf(fp, "%d", &pid) != 1)
-        pid = -1;
-    fclose(fp);
-    return pid;
-}
-
-/* True when pid runs `name` (so a recycled pid is never signalled). */
-static bool pid_runs(pid_t pid, const char *name)
-{
-    char path[64], comm[64] = {0};
-    snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
-    FILE *fp = fopen(path, "r");
-    if (!fp)
-        return false;
-    bool ok = fgets(comm, sizeof comm, fp) != NULL;
-    fclose(fp);
-    return ok && strncmp(comm, name, strlen(name)) == 0;
 }
 
 /* Gone or a zombie awaiting its new parent. */
@@ -432,8 +328,8 @@ static void test_cancel_unblocks_an_escaped_writer(void **state)
     close(done[0]);
     close(done[1]);
 
-    pid_t sleeper = read_pid(pidfile);
-    if (sleeper > 0 && pid_runs(sleeper, "sleep"))
+    pid_t sleeper = cs_mb_read_pid(pidfile); /* written before the command exited */
+    if (sleeper > 0 && cs_mb_pid_runs(sleeper, "sleep"))
         kill(sleeper, SIGKILL); /* out of the group by design: clean up after the fixture */
 }
 
@@ -463,37 +359,37 @@ static void test_set_pipe_size(void **state)
 
 static void test_marker_without_last_fragment_bit(void **state)
 {
-    buf m = {0}, stream = {0};
+    cs_mb_buf m = {0}, stream = {0};
     meta(&m, 1, 9, false, 0, false, 0);
-    put_u32(&stream, (uint32_t)m.n); /* high bit clear */
-    put(&stream, m.p, m.n);
+    cs_mb_put_u32(&stream, (uint32_t)m.n); /* high bit clear */
+    cs_mb_put(&stream, m.p, m.n);
     expect_next_error(*state, &stream, "pipe source: read frame marker: malformed XDR frame header");
-    free(m.p);
-    free(stream.p);
+    cs_mb_free(&m);
+    cs_mb_free(&stream);
 }
 
 static void test_frame_over_the_cap(void **state)
 {
-    buf stream = {0};
-    put_u32(&stream, 0x80000000u | (CS_MAX_PAYLOAD_SIZE + 1));
-    put_fill(&stream, 0, 64);
+    cs_mb_buf stream = {0};
+    cs_mb_put_marker(&stream, CS_MAX_PAYLOAD_SIZE + 1);
+    cs_mb_put_fill(&stream, 0, 64);
     expect_next_error(*state, &stream,
                       "pipe source: read frame marker: frame is 268435457 bytes, over the 268435456-byte cap");
     stream.n = 0;
-    put_u32(&stream, 0xffffffffu);
+    cs_mb_put_u32(&stream, 0xffffffffu);
     expect_next_error(*state, &stream,
                       "pipe source: read frame marker: frame is 2147483647 bytes, over the 268435456-byte cap");
-    free(stream.p);
+    cs_mb_free(&stream);
 }
 
 /* Exactly the cap is allowed: the emission starts, and the missing body is a truncation. */
 static void test_frame_at_the_cap(void **state)
 {
     fixture *f = *state;
-    buf m = {0}, stream = {0};
+    cs_mb_buf m = {0}, stream = {0};
     meta(&m, 2, 31, true, 6, true, 5000); /* longer than the prefix */
-    put_u32(&stream, 0x80000000u | CS_MAX_PAYLOAD_SIZE);
-    put(&stream, m.p, m.n);
+    cs_mb_put_marker(&stream, CS_MAX_PAYLOAD_SIZE);
+    cs_mb_put(&stream, m.p, m.n);
     char path[600], cmd[700];
     path_in(f, "cap.bin", path, sizeof path);
     write_file(path, stream.p, stream.n);
@@ -504,55 +400,55 @@ static void test_frame_at_the_cap(void **state)
     assert_int_equal(src->ops->next(src, &em, &err), 1);
     assert_int_equal(em.seq, 31);
     assert_int_equal(em.declared_size, CS_MAX_PAYLOAD_SIZE);
-    buf got = {0};
+    cs_mb_buf got = {0};
     assert_int_equal(read_body(src, &got, 1 << 20, &err), -1);
     char want[128];
     snprintf(want, sizeof want, "pipe source: frame truncated %zu bytes short: unexpected EOF",
              (size_t)CS_MAX_PAYLOAD_SIZE - m.n);
     assert_string_equal(err.msg, want);
     src->ops->destroy(src);
-    free(got.p);
-    free(m.p);
-    free(stream.p);
+    cs_mb_free(&got);
+    cs_mb_free(&m);
+    cs_mb_free(&stream);
 }
 
 static void test_short_marker_and_prefix(void **state)
 {
-    buf stream = {0};
-    put_fill(&stream, 0x80, 2); /* two bytes of a marker, then EOF */
+    cs_mb_buf stream = {0};
+    cs_mb_put_fill(&stream, 0x80, 2); /* two bytes of a marker, then EOF */
     expect_next_error(*state, &stream, "pipe source: read frame marker: unexpected EOF");
 
     stream.n = 0;
-    put_u32(&stream, 0x80000000u | 300);
+    cs_mb_put_marker(&stream, 300);
     expect_next_error(*state, &stream, "pipe source: read frame prefix: EOF");
 
     stream.n = 0;
-    put_u32(&stream, 0x80000000u | 300);
-    put_fill(&stream, 0, 100);
+    cs_mb_put_marker(&stream, 300);
+    cs_mb_put_fill(&stream, 0, 100);
     expect_next_error(*state, &stream, "pipe source: read frame prefix: unexpected EOF");
 
     /* A whole frame shorter than the walk needs: the prefix is the frame. */
     stream.n = 0;
-    put_u32(&stream, 0x80000000u | 100);
-    put_fill(&stream, 0, 100);
+    cs_mb_put_marker(&stream, 100);
+    cs_mb_put_fill(&stream, 0, 100);
     expect_next_error(*state, &stream,
                       "pipe source: read ledger seq: xdr: prefix ends at byte 100 before ledgerSeq");
 
     stream.n = 0;
-    put_u32(&stream, 0x80000000u);
+    cs_mb_put_marker(&stream, 0);
     expect_next_error(*state, &stream, "pipe source: read ledger seq: xdr: prefix ends at byte 0 before ledgerSeq");
-    free(stream.p);
+    cs_mb_free(&stream);
 }
 
 static void test_bad_meta_in_frame(void **state)
 {
-    buf m = {0}, stream = {0};
+    cs_mb_buf m = {0}, stream = {0};
     meta(&m, 7, 9, false, 0, false, 5000);
-    frame(&stream, &m);
+    cs_mb_put_record(&stream, m.p, m.n);
     expect_next_error(*state, &stream,
                       "pipe source: read ledger seq: xdr: LedgerCloseMeta version 7 is not 0, 1 or 2");
-    free(m.p);
-    free(stream.p);
+    cs_mb_free(&m);
+    cs_mb_free(&stream);
 }
 
 /* ---- streaming, cancellation and teardown ------------------------------------------------- */
@@ -562,12 +458,12 @@ static void test_bad_meta_in_frame(void **state)
 static void test_first_piece_before_the_writer_finishes(void **state)
 {
     fixture *f = *state;
-    buf m = {0};
+    cs_mb_buf m = {0};
     meta(&m, 2, 4242, true, 2, true, (8u << 20) - 400);
     const size_t head_body = 64 << 10;
-    buf head = {0};
-    put_u32(&head, 0x80000000u | (uint32_t)m.n);
-    put(&head, m.p, head_body);
+    cs_mb_buf head = {0};
+    cs_mb_put_marker(&head, (uint32_t)m.n);
+    cs_mb_put(&head, m.p, head_body);
     char head_path[600], tail_path[600], gate[600], cmd[2200];
     path_in(f, "head.bin", head_path, sizeof head_path);
     path_in(f, "tail.bin", tail_path, sizeof tail_path);
@@ -583,14 +479,14 @@ static void test_first_piece_before_the_writer_finishes(void **state)
     assert_int_equal(src->ops->next(src, &em, &err), 1);
     assert_int_equal(em.seq, 4242);
     assert_int_equal(em.declared_size, m.n);
-    buf got = {0};
+    cs_mb_buf got = {0};
     uint8_t *tmp = malloc(1 << 20);
     assert_non_null(tmp);
     while (got.n < head_body) {
         ssize_t k = src->ops->read(src, tmp, head_body - got.n, &err);
         if (k <= 0)
             fail_msg("read %zu of the first %zu bytes: %s", got.n, head_body, k < 0 ? err.msg : "end");
-        put(&got, tmp, (size_t)k);
+        cs_mb_put(&got, tmp, (size_t)k);
     }
     assert_memory_equal(got.p, m.p, head_body);
     /* The writer cannot have finished: it is still waiting for the gate. */
@@ -607,16 +503,16 @@ static void test_first_piece_before_the_writer_finishes(void **state)
             fail_msg("body: %s", err.msg);
         if (k == 0)
             break;
-        put(&got, tmp, (size_t)k);
+        cs_mb_put(&got, tmp, (size_t)k);
     }
     assert_int_equal(got.n, m.n);
     assert_memory_equal(got.p, m.p, m.n);
     assert_int_equal(src->ops->next(src, &em, &err), 0);
     src->ops->destroy(src);
     free(tmp);
-    free(got.p);
-    free(head.p);
-    free(m.p);
+    cs_mb_free(&got);
+    cs_mb_free(&head);
+    cs_mb_free(&m);
 }
 
 typedef struct body_arg {
@@ -649,10 +545,10 @@ static void *read_body_thread(void *p)
 static void test_cancel_during_body_read(void **state)
 {
     fixture *f = *state;
-    buf m = {0}, head = {0};
+    cs_mb_buf m = {0}, head = {0};
     meta(&m, 1, 77, false, 0, false, 20000);
-    put_u32(&head, 0x80000000u | (uint32_t)(m.n + 1000000));
-    put(&head, m.p, m.n);
+    cs_mb_put_marker(&head, (uint32_t)(m.n + 1000000));
+    cs_mb_put(&head, m.p, m.n);
     char path[600], cmd[800];
     path_in(f, "head.bin", path, sizeof path);
     write_file(path, head.p, head.n);
@@ -684,8 +580,8 @@ static void test_cancel_during_body_read(void **state)
     assert_true(cs_mono_ns() - t0 < 2000000000LL);
     close(done[0]);
     close(done[1]);
-    free(m.p);
-    free(head.p);
+    cs_mb_free(&m);
+    cs_mb_free(&head);
 }
 
 /* A command that outlives EOF (it closed fd 3 but keeps running) is waited for, and the wait ends
@@ -757,9 +653,9 @@ static void test_teardown_sweeps_grandchildren(void **state)
              ready);
     cs_source *src = start(f, cmd);
     await_fifo(ready);
-    pid_t gc = read_pid(pidfile);
+    pid_t gc = cs_mb_read_pid(pidfile);
     assert_true(gc > 0);
-    assert_true(pid_runs(gc, "sh") || pid_runs(gc, "sleep"));
+    assert_true(cs_mb_pid_runs(gc, "sh") || cs_mb_pid_runs(gc, "sleep"));
     assert_int_equal(getpgid(gc), cs_pipe_source_pid(src)); /* same group as the command */
 
     int64_t t0 = cs_mono_ns();
@@ -771,7 +667,7 @@ static void test_teardown_sweeps_grandchildren(void **state)
         if (!dead)
             usleep(10000);
     }
-    if (!dead && pid_runs(gc, "sleep"))
+    if (!dead && cs_mb_pid_runs(gc, "sleep"))
         kill(gc, SIGKILL);
     assert_true(dead);
 }
@@ -905,11 +801,11 @@ static void *writer(void *p)
 static void test_frame_reader_small_buffers(void **state)
 {
     fixture *f = *state;
-    buf stream = {0}, metas[4] = {{0}};
+    cs_mb_buf stream = {0}, metas[4] = {{0}};
     size_t tails[4] = {0, 1, 5000, 70000};
     for (int i = 0; i < 4; i++) {
         meta(&metas[i], (uint32_t)(i % 3), 500 + (uint32_t)i, i & 1, (uint32_t)i, i & 2, tails[i]);
-        frame(&stream, &metas[i]);
+        cs_mb_put_record(&stream, metas[i].p, metas[i].n);
     }
     size_t bufsizes[] = {1, 3, 4, 7, 4096, 65536};
     for (size_t bi = 0; bi < sizeof bufsizes / sizeof bufsizes[0]; bi++) {
@@ -932,17 +828,17 @@ static void test_frame_reader_small_buffers(void **state)
             assert_memory_equal(pre, metas[i].p, n);
             if (i == 2)
                 continue; /* left unread: next() must skip it */
-            buf got = {0};
+            cs_mb_buf got = {0};
             size_t piece = i == 3 ? 1 : 777;
             uint8_t tmp[777];
             ssize_t k;
             while ((k = cs_frame_reader_read(r, tmp, piece, &err)) > 0)
-                put(&got, tmp, (size_t)k);
+                cs_mb_put(&got, tmp, (size_t)k);
             assert_int_equal(k, 0);
             assert_int_equal(cs_frame_reader_remaining(r), 0);
             assert_int_equal(got.n, metas[i].n);
             assert_memory_equal(got.p, metas[i].p, got.n);
-            free(got.p);
+            cs_mb_free(&got);
         }
         uint32_t len;
         assert_int_equal(cs_frame_reader_next(r, &len, &err), 0);
@@ -951,8 +847,8 @@ static void test_frame_reader_small_buffers(void **state)
         close(p[0]);
     }
     for (int i = 0; i < 4; i++)
-        free(metas[i].p);
-    free(stream.p);
+        cs_mb_free(&metas[i]);
+    cs_mb_free(&stream);
 }
 
 int main(void)

@@ -14,101 +14,28 @@
 #include <string.h>
 
 #include "corestreamd/xdrwalk.h"
+#include "support/metabuild.h"
 
-/* ---- a tiny XDR builder ------------------------------------------------------------------- */
-
-typedef struct xb {
-    uint8_t buf[16384];
-    size_t n;
-} xb;
-
-static void put_u32(xb *b, uint32_t v)
-{
-    assert_true(b->n + 4 <= sizeof b->buf);
-    b->buf[b->n++] = (uint8_t)(v >> 24);
-    b->buf[b->n++] = (uint8_t)(v >> 16);
-    b->buf[b->n++] = (uint8_t)(v >> 8);
-    b->buf[b->n++] = (uint8_t)v;
-}
-
-static void put_u64(xb *b, uint64_t v)
-{
-    put_u32(b, (uint32_t)(v >> 32));
-    put_u32(b, (uint32_t)v);
-}
-
-static void put_fill(xb *b, uint8_t byte, size_t n)
-{
-    assert_true(b->n + n <= sizeof b->buf);
-    memset(b->buf + b->n, byte, n);
-    b->n += n;
-}
-
-/* opaque<>: length, data (bytes seeded by len so each differs), zero padding (or pad_byte). */
-static void put_opaque(xb *b, uint32_t len, uint8_t pad_byte)
-{
-    put_u32(b, len);
-    for (uint32_t i = 0; i < len; i++)
-        put_fill(b, (uint8_t)(0xA0 + len + i), 1);
-    put_fill(b, pad_byte, (4 - (len & 3)) & 3);
-}
+/* ---- metas (support/metabuild.h) --------------------------------------------------------- */
 
 /* One LedgerCloseMeta shape. Field values are the raw words written, so a test can put any
- * discriminant anywhere. */
-typedef struct meta {
-    uint32_t version;   /* LedgerCloseMeta.v */
-    uint32_t ext;       /* LedgerCloseMetaExt.v (v1/v2 only) */
-    uint32_t ext_point; /* ExtensionPoint.v inside LedgerCloseMetaExtV1 */
-    uint32_t nup;       /* upgrades count as written */
-    uint32_t uplen[8];  /* lengths of the first min(nup, 8) upgrades */
-    uint32_t svt;       /* StellarValue.ext.v */
-    uint32_t key_type;  /* NodeID type (signed only) */
-    uint32_t siglen;    /* signature length (signed only) */
-    uint8_t pad_byte;   /* what padding holds (0 in a valid meta) */
-    uint32_t seq;
-    size_t tail;        /* bytes of the meta after ledgerSeq (0xEE: never looked at) */
-} meta;
+ * discriminant anywhere; `tail` bytes after ledgerSeq are never looked at. */
+typedef cs_mb_meta meta;
 
-/* Builds m into b; returns the offset of ledgerSeq. */
-static size_t build(xb *b, const meta *m)
+/* Builds m into b from its start; returns the offset of ledgerSeq. */
+static size_t build(cs_mb_buf *b, const meta *m)
 {
     b->n = 0;
-    put_u32(b, m->version);
-    if (m->version != 0) {
-        put_u32(b, m->ext);
-        if (m->ext == 1) {
-            put_u32(b, m->ext_point);
-            put_u64(b, 115); /* sorobanFeeWrite1KB */
-        }
-    }
-    put_fill(b, 0x01, 32); /* LedgerHeaderHistoryEntry.hash */
-    put_u32(b, 23);        /* ledgerVersion */
-    put_fill(b, 0x04, 32); /* previousLedgerHash */
-    put_fill(b, 0x05, 32); /* txSetHash */
-    put_u64(b, 1234567890);
-    put_u32(b, m->nup);
-    for (uint32_t i = 0; i < m->nup && i < 8; i++)
-        put_opaque(b, m->uplen[i], m->pad_byte);
-    put_u32(b, m->svt);
-    if (m->svt == 1) {
-        put_u32(b, m->key_type);
-        put_fill(b, 0x09, 32);
-        put_opaque(b, m->siglen, m->pad_byte);
-    }
-    put_fill(b, 0x06, 32); /* txSetResultHash */
-    put_fill(b, 0x07, 32); /* bucketListHash */
-    size_t at = b->n;
-    put_u32(b, m->seq);
-    put_fill(b, 0xEE, m->tail);
-    return at;
+    return cs_mb_put_meta(b, m);
 }
 
 /* Walks an exactly-sized heap copy of the first len bytes of b. */
-static int walk(const xb *b, size_t len, uint32_t *seq, cs_err *err)
+static int walk(const cs_mb_buf *b, size_t len, uint32_t *seq, cs_err *err)
 {
     uint8_t *copy = malloc(len ? len : 1);
     assert_non_null(copy);
-    memcpy(copy, b->buf, len);
+    if (len)
+        memcpy(copy, b->p, len);
     int rc = cs_xdr_ledger_seq(copy, len, seq, err);
     free(copy);
     return rc;
@@ -116,7 +43,7 @@ static int walk(const xb *b, size_t len, uint32_t *seq, cs_err *err)
 
 static void expect_seq(const meta *m, size_t want_at)
 {
-    xb b;
+    cs_mb_buf b = {0};
     size_t at = build(&b, m);
     assert_int_equal(at, want_at);
     uint32_t seq = 0;
@@ -131,23 +58,25 @@ static void expect_seq(const meta *m, size_t want_at)
     size_t n = b.n < 4096 ? b.n : 4096;
     assert_int_equal(walk(&b, n, &seq, &err), 0);
     assert_int_equal(seq, m->seq);
+    cs_mb_free(&b);
 }
 
 static void expect_error(const meta *m, const char *want)
 {
-    xb b;
+    cs_mb_buf b = {0};
     build(&b, m);
     uint32_t seq = 0xdeadbeef;
     cs_err err = {0};
     assert_int_equal(walk(&b, b.n, &seq, &err), -1);
     assert_string_equal(err.msg, want);
     assert_int_equal(seq, 0xdeadbeef);
+    cs_mb_free(&b);
 }
 
 /* Every cut short of ledgerSeq's last byte fails with the short-prefix message, never a seq. */
 static void expect_every_truncation_fails(const meta *m)
 {
-    xb b;
+    cs_mb_buf b = {0};
     size_t at = build(&b, m);
     for (size_t cut = 0; cut < at + 4; cut++) {
         uint32_t seq = 0xdeadbeef;
@@ -164,6 +93,7 @@ static void expect_every_truncation_fails(const meta *m)
     cs_err err = {0};
     assert_int_equal(walk(&b, at + 4, &seq, &err), 0);
     assert_int_equal(seq, m->seq);
+    cs_mb_free(&b);
 }
 
 /* ---- shapes ------------------------------------------------------------------------------- */
@@ -202,12 +132,13 @@ static void test_worst_case_prefix(void **state)
     meta m = {.version = 2, .ext = 1, .nup = 6, .uplen = {128, 128, 128, 128, 128, 128}, .svt = 1,
               .siglen = 64, .seq = 77, .tail = 8000};
     expect_seq(&m, CS_XDR_SEQ_PREFIX_WORST - 4);
-    xb b;
+    cs_mb_buf b = {0};
     build(&b, &m);
     uint32_t seq;
     cs_err err;
     assert_int_equal(walk(&b, CS_XDR_SEQ_PREFIX_WORST - 1, &seq, &err), -1);
     assert_string_equal(err.msg, "xdr: prefix ends at byte 1099 before ledgerSeq");
+    cs_mb_free(&b);
 }
 
 static void test_upgrades_and_padding(void **state)
@@ -258,14 +189,15 @@ static void test_schema_maxima(void **state)
     expect_error(&(meta){.version = 2, .svt = 1, .siglen = 65, .seq = 1},
                  "xdr: signature is 65 bytes, over the 64-byte maximum");
     /* A huge length must not wrap the bounds arithmetic either. */
-    xb b;
+    cs_mb_buf b = {0};
     build(&b, &(meta){.version = 2, .nup = 1, .uplen = {0}, .seq = 1});
-    assert_int_equal(b.buf[119], 1); /* v2 ext 0: the upgrades count at 116 */
-    b.buf[120] = b.buf[121] = b.buf[122] = b.buf[123] = 0xff; /* upgrade 0 length */
+    assert_int_equal(b.p[119], 1); /* v2 ext 0: the upgrades count at 116 */
+    b.p[120] = b.p[121] = b.p[122] = b.p[123] = 0xff; /* upgrade 0 length */
     uint32_t seq;
     cs_err err;
     assert_int_equal(walk(&b, b.n, &seq, &err), -1);
     assert_string_equal(err.msg, "xdr: upgrade 0 is 4294967295 bytes, over the 128-byte maximum");
+    cs_mb_free(&b);
 }
 
 static void test_nonzero_padding(void **state)
@@ -275,11 +207,11 @@ static void test_nonzero_padding(void **state)
                  "xdr: upgrade 1 padding byte 137 is 0x01, not zero");
     /* Signature padding alone. v0: upgrades count at 112; upgrade 0 (2 bytes) at 116..123; svt
      * 124; key type 128; key 132..163; signature length 164; 7 bytes at 168..174; padding 175. */
-    xb b;
+    cs_mb_buf b = {0};
     build(&b, &(meta){.version = 0, .nup = 1, .uplen = {2}, .svt = 1, .siglen = 7, .seq = 1});
-    assert_int_equal(b.buf[167], 7);
-    assert_int_equal(b.buf[175], 0);
-    b.buf[175] = 0x80;
+    assert_int_equal(b.p[167], 7);
+    assert_int_equal(b.p[175], 0);
+    b.p[175] = 0x80;
     uint32_t seq;
     cs_err err;
     assert_int_equal(walk(&b, b.n, &seq, &err), -1);
@@ -287,13 +219,14 @@ static void test_nonzero_padding(void **state)
     /* Every padding byte position counts, not just the last. */
     build(&b, &(meta){.version = 0, .nup = 1, .uplen = {1}, .seq = 1});
     for (size_t i = 121; i < 124; i++) { /* v0: upgrade 0 length at 116, its byte at 120 */
-        xb c = b;
-        c.buf[i] = 0xff;
-        assert_int_equal(walk(&c, c.n, &seq, &err), -1);
+        b.p[i] = 0xff; /* one position at a time: restored below */
+        assert_int_equal(walk(&b, b.n, &seq, &err), -1);
+        b.p[i] = 0;
         char want[80];
         snprintf(want, sizeof want, "xdr: upgrade 0 padding byte %zu is 0xff, not zero", i);
         assert_string_equal(err.msg, want);
     }
+    cs_mb_free(&b);
 }
 
 /* ---- truncation --------------------------------------------------------------------------- */
