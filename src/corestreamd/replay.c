@@ -8,33 +8,33 @@
 #include "corestreamd/compress.h"
 #include "wire/wire.h"
 
+/* One ledger being turned into a stampless flow: item 0 is BEGIN, items 1..n the chunks, item
+ * n+1 END. Items are claimed in order but produced by any free worker, so one catch-up
+ * subscriber can use the whole pool; at most CS_REPLAY_DEPTH items exist ahead of the cursor. */
 struct cs_replay {
     cs_replay_pool *pool;
-    unsigned refs; /* guarded by pool->mu: the cursor's, plus one while queued */
+    unsigned refs; /* the cursor's, one while queued, one per worker producing */
     uint32_t seq;
     bool queued;
     bool released; /* the cursor let go: stop producing */
+    bool opening;  /* a worker is mapping the ledger */
     int status;    /* CS_REPLAY_PENDING until a terminal error */
     cs_err err;
-    /* Production state, touched only by the one worker holding the job. */
-    cs_ledger_ref *ledger;
-    size_t nchunks;
-    size_t produced; /* items produced: 0 = BEGIN, 1..nchunks = chunks, nchunks+1 = END */
-    XXH64_state_t *hash;
-    /* Ready queue, guarded by pool->mu. */
-    cs_msg *ready[CS_REPLAY_DEPTH];
-    size_t ready_head, ready_count;
+    cs_ledger_ref *ledger; /* NULL until opened */
+    uint64_t checksum;
+    size_t nitems;
+    size_t claimed;
     size_t handed_out;
+    cs_msg *slot[CS_REPLAY_DEPTH]; /* item k lives in slot[k % DEPTH] until handed out */
     cs_replay *next_job;
 };
 
 struct cs_replay_pool {
-    pthread_mutex_t mu;
+    pthread_mutex_t mu; /* guards the queue and every replay's fields above but ledger data */
     pthread_cond_t cond;
     cs_replay *q_head, *q_tail;
     bool stopping;
     cs_ring *ring;
-    bool compress;
     size_t chunk_size;
     void (*wake)(void *);
     void *wake_ctx;
@@ -47,8 +47,9 @@ typedef struct worker_arg {
     ZSTD_CCtx *cctx;
 } worker_arg;
 
-/* Called with the lock held. */
-static void enqueue(cs_replay_pool *p, cs_replay *r)
+/* All helpers below named *_locked expect pool->mu held. */
+
+static void enqueue_locked(cs_replay_pool *p, cs_replay *r)
 {
     r->queued = true;
     r->refs++;
@@ -61,63 +62,90 @@ static void enqueue(cs_replay_pool *p, cs_replay *r)
     pthread_cond_signal(&p->cond);
 }
 
+static bool can_claim_locked(const cs_replay *r)
+{
+    return r->ledger && !r->released && r->status == CS_REPLAY_PENDING && r->claimed < r->nitems &&
+           r->claimed < r->handed_out + CS_REPLAY_DEPTH;
+}
+
+/* Whether a worker should look at r: to open it, or to produce its next item. */
+static bool needs_work_locked(const cs_replay *r)
+{
+    if (r->released || r->status != CS_REPLAY_PENDING)
+        return false;
+    return r->ledger ? can_claim_locked(r) : !r->opening;
+}
+
 static void replay_free(cs_replay *r)
 {
-    for (size_t i = 0; i < r->ready_count; i++)
-        cs_msg_release(r->ready[(r->ready_head + i) % CS_REPLAY_DEPTH]);
+    for (size_t k = r->handed_out; k < r->claimed; k++)
+        cs_msg_release(r->slot[k % CS_REPLAY_DEPTH]);
     if (r->ledger)
         cs_ledger_ref_release(r->ledger);
-    if (r->hash)
-        XXH64_freeState(r->hash);
     free(r);
 }
 
-/* Called with the lock held; returns true when the caller must free r after unlocking. */
-static bool unref_locked(cs_replay *r)
+/* Drops one reference; frees after unlocking when it was the last. Returns with the lock held. */
+static void unref_locked(cs_replay_pool *p, cs_replay *r)
 {
-    return --r->refs == 0;
+    if (--r->refs)
+        return;
+    pthread_mutex_unlock(&p->mu);
+    replay_free(r);
+    pthread_mutex_lock(&p->mu);
 }
 
-/* Builds item r->produced; runs on a worker without the lock. */
-static cs_msg *produce(cs_replay *r, ZSTD_CCtx *cctx, size_t chunk_size)
+/* Builds item k; runs without the lock (the ledger mapping is immutable). */
+static cs_msg *produce(const cs_replay *r, size_t k, ZSTD_CCtx *cctx, size_t chunk_size)
 {
-    size_t k = r->produced;
+    cs_msg *m;
     if (k == 0) {
-        cs_msg *m = cs_msg_new(CS_WIRE_BEGIN_LEN);
-        if (m)
+        if ((m = cs_msg_new(CS_WIRE_BEGIN_LEN)))
             m->len = cs_wire_put_begin(m->data, r->seq, 0);
         return m;
     }
-    if (k <= r->nchunks) {
+    if (k < r->nitems - 1) {
         size_t off = (k - 1) * chunk_size;
         size_t n = r->ledger->len - off < chunk_size ? r->ledger->len - off : chunk_size;
-        const uint8_t *raw = r->ledger->data + off;
-        XXH64_update(r->hash, raw, n);
-        return cs_encode_chunk(cctx, r->seq, (uint32_t)(k - 1), raw, n);
+        return cs_encode_chunk(cctx, r->seq, (uint32_t)(k - 1), r->ledger->data + off, n);
     }
-    cs_msg *m = cs_msg_new(CS_WIRE_END_LEN);
-    if (m)
-        m->len = cs_wire_put_end(m->data, r->seq, (uint32_t)r->nchunks, r->ledger->len, 0,
-                                 XXH64_digest(r->hash));
+    if ((m = cs_msg_new(CS_WIRE_END_LEN)))
+        m->len = cs_wire_put_end(m->data, r->seq, (uint32_t)(r->nitems - 2), r->ledger->len, 0, r->checksum);
     return m;
 }
 
-/* Opens the ledger for a replay's first job, into locals the caller publishes under the lock
- * (cs_replay_next reads ledger and nchunks). Returns a terminal status or PENDING. */
-static int open_ledger(cs_replay_pool *p, cs_replay *r, cs_ledger_ref **ledger, XXH64_state_t **hash)
+/* Maps the ledger and hashes it whole (XXH64 runs far faster than compression, and knowing the
+ * checksum up front lets chunks be produced in any order). Called and returns with the lock held. */
+static void open_locked(cs_replay_pool *p, cs_replay *r)
 {
+    r->opening = true;
+    pthread_mutex_unlock(&p->mu);
+    cs_ledger_ref *ledger = NULL;
     cs_err err;
-    if (cs_ring_get(p->ring, r->seq, ledger, &err) != 0) {
+    int status = CS_REPLAY_PENDING;
+    uint64_t sum = 0;
+    if (cs_ring_get(p->ring, r->seq, &ledger, &err) != 0)
+        status = err.kind == CS_RING_ERR_NOT_RETAINED ? CS_REPLAY_NOT_RETAINED : CS_REPLAY_FAILED;
+    else
+        sum = XXH64(ledger->data, ledger->len, 0);
+    pthread_mutex_lock(&p->mu);
+    r->opening = false;
+    if (status != CS_REPLAY_PENDING) {
+        r->status = status;
         r->err = err;
-        return err.kind == CS_RING_ERR_NOT_RETAINED ? CS_REPLAY_NOT_RETAINED : CS_REPLAY_FAILED;
+        return;
     }
-    *hash = XXH64_createState();
-    if (!*hash) {
-        cs_err_set(&r->err, 0, "replay ledger %u: out of memory", r->seq);
-        return CS_REPLAY_FAILED;
-    }
-    XXH64_reset(*hash, 0);
-    return CS_REPLAY_PENDING;
+    r->ledger = ledger;
+    r->checksum = sum;
+    r->nitems = (ledger->len + p->chunk_size - 1) / p->chunk_size + 2;
+}
+
+static void notify(cs_replay_pool *p)
+{
+    pthread_mutex_unlock(&p->mu);
+    if (p->wake)
+        p->wake(p->wake_ctx);
+    pthread_mutex_lock(&p->mu);
 }
 
 static void *worker_main(void *argp)
@@ -125,61 +153,38 @@ static void *worker_main(void *argp)
     worker_arg *a = argp;
     cs_replay_pool *p = a->pool;
     pthread_mutex_lock(&p->mu);
-    for (;;) {
-        while (!p->q_head && !p->stopping)
-            pthread_cond_wait(&p->cond, &p->mu);
-        if (p->stopping)
-            break;
+    while (!p->stopping) {
         cs_replay *r = p->q_head;
+        if (!r) {
+            pthread_cond_wait(&p->cond, &p->mu);
+            continue;
+        }
+        /* The queue's reference becomes this worker's. */
         p->q_head = r->next_job;
         if (!p->q_head)
             p->q_tail = NULL;
-
-        /* Produce until the ready queue is full, the flow is complete, or the cursor left. */
-        while (!r->released && r->status == CS_REPLAY_PENDING && r->ready_count < CS_REPLAY_DEPTH &&
-               (!r->ledger || r->produced <= r->nchunks + 1)) {
-            pthread_mutex_unlock(&p->mu);
-            int status = CS_REPLAY_PENDING;
-            cs_msg *m = NULL;
-            if (!r->ledger) {
-                cs_ledger_ref *ledger = NULL;
-                XXH64_state_t *hash = NULL;
-                status = open_ledger(p, r, &ledger, &hash);
-                pthread_mutex_lock(&p->mu);
-                r->ledger = ledger;
-                r->hash = hash;
-                r->nchunks = ledger ? (ledger->len + p->chunk_size - 1) / p->chunk_size : 0;
-                pthread_mutex_unlock(&p->mu);
-            }
-            if (status == CS_REPLAY_PENDING) {
-                m = produce(r, a->cctx, p->chunk_size);
-                if (!m) {
-                    cs_err_set(&r->err, 0, "replay ledger %u: out of memory", r->seq);
-                    status = CS_REPLAY_FAILED;
-                }
-            }
-            pthread_mutex_lock(&p->mu);
-            r->status = status;
-            if (m) {
-                r->ready[(r->ready_head + r->ready_count) % CS_REPLAY_DEPTH] = m;
-                r->ready_count++;
-                r->produced++;
-            }
-            if (m || status != CS_REPLAY_PENDING) {
-                pthread_mutex_unlock(&p->mu);
-                if (p->wake)
-                    p->wake(p->wake_ctx);
-                pthread_mutex_lock(&p->mu);
-            }
-            if (r->produced > r->nchunks + 1)
-                break;
-        }
         r->queued = false;
-        if (unref_locked(r)) {
-            pthread_mutex_unlock(&p->mu);
-            replay_free(r);
-            pthread_mutex_lock(&p->mu);
+        if (!r->ledger && !r->opening && !r->released && r->status == CS_REPLAY_PENDING) {
+            open_locked(p, r);
+            if (r->status != CS_REPLAY_PENDING)
+                notify(p);
         }
+        if (can_claim_locked(r)) {
+            size_t k = r->claimed++;
+            /* Let another worker take the next item of the same ledger meanwhile. */
+            if (!r->queued && can_claim_locked(r))
+                enqueue_locked(p, r);
+            pthread_mutex_unlock(&p->mu);
+            cs_msg *m = produce(r, k, a->cctx, p->chunk_size);
+            pthread_mutex_lock(&p->mu);
+            if (!m) {
+                r->status = CS_REPLAY_FAILED;
+                cs_err_set(&r->err, 0, "replay ledger %u: out of memory", r->seq);
+            }
+            r->slot[k % CS_REPLAY_DEPTH] = m;
+            notify(p);
+        }
+        unref_locked(p, r);
     }
     pthread_mutex_unlock(&p->mu);
     ZSTD_freeCCtx(a->cctx);
@@ -198,7 +203,6 @@ cs_replay_pool *cs_replay_pool_new(int workers, cs_ring *ring, bool compress, si
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cond, NULL);
     p->ring = ring;
-    p->compress = compress;
     p->chunk_size = chunk_size;
     p->wake = wake;
     p->wake_ctx = wake_ctx;
@@ -237,13 +241,15 @@ void cs_replay_pool_free(cs_replay_pool *p)
     pthread_mutex_unlock(&p->mu);
     for (int i = 0; i < p->nworkers; i++)
         pthread_join(p->threads[i], NULL);
-    /* Jobs still queued hold a reference each; drop them. */
-    for (cs_replay *r = p->q_head, *next; r; r = next) {
-        next = r->next_job;
+    /* Jobs still queued hold a reference each. */
+    pthread_mutex_lock(&p->mu);
+    while (p->q_head) {
+        cs_replay *r = p->q_head;
+        p->q_head = r->next_job;
         r->queued = false;
-        if (unref_locked(r))
-            replay_free(r);
+        unref_locked(p, r);
     }
+    pthread_mutex_unlock(&p->mu);
     free(p->threads);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cond);
@@ -261,7 +267,7 @@ cs_replay *cs_replay_start(cs_replay_pool *p, uint32_t seq)
     r->status = CS_REPLAY_PENDING;
     pthread_mutex_lock(&p->mu);
     if (!p->stopping)
-        enqueue(p, r);
+        enqueue_locked(p, r);
     pthread_mutex_unlock(&p->mu);
     return r;
 }
@@ -271,26 +277,24 @@ int cs_replay_next(cs_replay *r, cs_msg **out, cs_err *err)
     cs_replay_pool *p = r->pool;
     int rc;
     pthread_mutex_lock(&p->mu);
-    if (r->ready_count) {
-        *out = r->ready[r->ready_head];
-        r->ready_head = (r->ready_head + 1) % CS_REPLAY_DEPTH;
-        r->ready_count--;
-        r->handed_out++;
-        rc = CS_REPLAY_MSG;
-    } else if (r->status != CS_REPLAY_PENDING) {
+    size_t k = r->handed_out;
+    if (r->status != CS_REPLAY_PENDING) {
         if (err)
             *err = r->err;
         rc = r->status;
-    } else if (r->ledger && r->handed_out > r->nchunks + 1) {
+    } else if (r->ledger && k == r->nitems) {
         rc = CS_REPLAY_DONE;
+    } else if (k < r->claimed && r->slot[k % CS_REPLAY_DEPTH]) {
+        *out = r->slot[k % CS_REPLAY_DEPTH];
+        r->slot[k % CS_REPLAY_DEPTH] = NULL;
+        r->handed_out++;
+        rc = CS_REPLAY_MSG;
     } else {
         rc = CS_REPLAY_PENDING;
     }
-    /* Keep the pipeline full: a consumed slot lets the next message be prepared. */
-    bool more = !r->ledger || r->produced <= r->nchunks + 1;
-    if (!r->queued && !p->stopping && r->status == CS_REPLAY_PENDING && more &&
-        r->ready_count < CS_REPLAY_DEPTH)
-        enqueue(p, r);
+    /* A consumed slot lets the next item be prepared. */
+    if (!r->queued && !p->stopping && needs_work_locked(r))
+        enqueue_locked(p, r);
     pthread_mutex_unlock(&p->mu);
     return rc;
 }
@@ -302,8 +306,6 @@ void cs_replay_release(cs_replay *r)
     cs_replay_pool *p = r->pool;
     pthread_mutex_lock(&p->mu);
     r->released = true;
-    bool last = unref_locked(r);
+    unref_locked(p, r);
     pthread_mutex_unlock(&p->mu);
-    if (last)
-        replay_free(r);
 }
