@@ -34,6 +34,7 @@ enum step_kind {
     ST_CALL,      /* fn(arg) */
     ST_NO_HS,     /* never answer the upgrade */
     ST_REJECT_HS, /* answer with status */
+    ST_CUSTOM_HS, /* data: a response head format ("%s": the accept key) */
     ST_NEXT,      /* connection separator */
 };
 
@@ -51,6 +52,9 @@ typedef struct conn_rec {
     char request[8192];
     int close_code; /* from the client: 0 none */
     char close_reason[128];
+    char frames[512]; /* opcodes of the client's frames, space-separated */
+    int unmasked;
+    char pong[128];
 } conn_rec;
 
 struct ss_server {
@@ -160,6 +164,29 @@ void ss_send_fragmented(ss_server *s, const void *p, size_t n, size_t frag)
         off += k;
         first = false;
     } while (off < n);
+}
+
+void ss_send_frame(ss_server *s, uint8_t b0, const void *p, size_t n) { add_frame(s, ST_FRAME, b0, p, n, n); }
+void ss_send_ping(ss_server *s, const char *payload) { ss_send_frame(s, 0x89, payload, strlen(payload)); }
+
+void ss_send_bytes(ss_server *s, const void *p, size_t n)
+{
+    step st = {.kind = ST_FRAME, .len = n};
+    st.data = malloc(n ? n : 1);
+    if (!st.data)
+        abort();
+    if (n)
+        memcpy(st.data, p, n);
+    add_step(s, st);
+}
+
+void ss_handshake_with(ss_server *s, const char *fmt)
+{
+    step st = {.kind = ST_CUSTOM_HS, .len = strlen(fmt)};
+    st.data = (uint8_t *)strdup(fmt);
+    if (!st.data)
+        abort();
+    add_step(s, st);
 }
 
 void ss_drop(ss_server *s) { add_step(s, (step){.kind = ST_DROP}); }
@@ -300,6 +327,17 @@ static void parse_client_frames(rxstate *rx, conn_rec *rec)
         if (masked)
             for (uint64_t i = 0; i < plen; i++)
                 pl[i] ^= rx->buf[h + (i & 3)];
+        else
+            rec->unmasked++;
+        static const char *const names[16] = {"cont", "text", "binary", "op3", "op4", "op5", "op6", "op7",
+                                              "close", "ping", "pong", "opB", "opC", "opD", "opE", "opF"};
+        size_t fl = strlen(rec->frames);
+        snprintf(rec->frames + fl, sizeof rec->frames - fl, "%s%s", fl ? " " : "", names[op]);
+        if (op == 0xA) {
+            size_t n = plen < sizeof rec->pong - 1 ? (size_t)plen : sizeof rec->pong - 1;
+            memcpy(rec->pong, pl, n);
+            rec->pong[n] = '\0';
+        }
         if (op == 0x8 && rec->close_code == 0) {
             if (plen >= 2) {
                 rec->close_code = pl[0] << 8 | pl[1];
@@ -457,15 +495,26 @@ static void serve_conn(ss_server *s, int fd, conn_rec *rec, size_t first, size_t
         send_all(s, fd, (const uint8_t *)resp, (size_t)n, rx, rec);
         goto out;
     }
-    char key[128], acc[64], resp[512];
+    char key[128], acc[64], resp[1024];
     if (!header_value(rec->request, "Sec-WebSocket-Key", key, sizeof key))
         goto out;
     accept_key(key, acc);
-    int n = snprintf(resp, sizeof resp,
+    int n;
+    if (first < last && steps[first].kind == ST_CUSTOM_HS) {
+        const char *fmt = (const char *)steps[first].data;
+        const char *pct = strstr(fmt, "%s");
+        if (pct)
+            n = snprintf(resp, sizeof resp, "%.*s%s%s", (int)(pct - fmt), fmt, acc, pct + 2);
+        else
+            n = snprintf(resp, sizeof resp, "%s", fmt);
+        first++;
+    } else {
+        n = snprintf(resp, sizeof resp,
                      "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                      "Sec-WebSocket-Accept: %s\r\n\r\n",
                      acc);
-    if (send_all(s, fd, (const uint8_t *)resp, (size_t)n, rx, rec))
+    }
+    if (n < 0 || (size_t)n >= sizeof resp || send_all(s, fd, (const uint8_t *)resp, (size_t)n, rx, rec))
         goto out;
 
     for (size_t i = first; i < last; i++) {
@@ -473,11 +522,11 @@ static void serve_conn(ss_server *s, int fd, conn_rec *rec, size_t first, size_t
         switch (st->kind) {
         case ST_FRAME:
             if (send_all(s, fd, st->data, st->len, rx, rec))
-                goto out;
+                goto failed;
             break;
         case ST_CLOSE:
             if (send_all(s, fd, st->data, st->len, rx, rec))
-                goto out;
+                goto failed;
             linger_until_eof(s, fd, rx, rec);
             goto out;
         case ST_DROP:
@@ -494,6 +543,11 @@ static void serve_conn(ss_server *s, int fd, conn_rec *rec, size_t first, size_t
             break;
         }
     }
+    linger_until_eof(s, fd, rx, rec);
+    goto out;
+failed:
+    /* The client hung up while the script was still sending (it stopped early and reset the
+     * connection): what it sent before, its close frame included, is still queued here. */
     linger_until_eof(s, fd, rx, rec);
 out:
     free(rx);
@@ -614,6 +668,10 @@ int ss_connections(const ss_server *s)
 
 const char *ss_target(const ss_server *s, int i) { return i < MAX_CONNS ? s->conns[i].target : ""; }
 const char *ss_request(const ss_server *s, int i) { return i < MAX_CONNS ? s->conns[i].request : ""; }
+
+const char *ss_client_frames(const ss_server *s, int i) { return i < MAX_CONNS ? s->conns[i].frames : ""; }
+int ss_client_unmasked(const ss_server *s, int i) { return i < MAX_CONNS ? s->conns[i].unmasked : 0; }
+const char *ss_client_pong(const ss_server *s, int i) { return i < MAX_CONNS ? s->conns[i].pong : ""; }
 
 int ss_client_close(const ss_server *s, int i, char *reason, size_t len)
 {

@@ -42,6 +42,12 @@ void ss_send_close_empty(ss_server *s);
 void ss_send_partial(ss_server *s, const void *p, size_t n, uint64_t declared);
 /* Sends the message as a fragmented WebSocket message: frames of at most `frag` bytes. */
 void ss_send_fragmented(ss_server *s, const void *p, size_t n, size_t frag);
+/* One unmasked frame with this first byte (FIN, RSV bits, opcode) and payload. */
+void ss_send_frame(ss_server *s, uint8_t b0, const void *p, size_t n);
+/* A ping with this payload (at most 125 bytes). */
+void ss_send_ping(ss_server *s, const char *payload);
+/* Raw bytes on the wire, whatever they are (a partial header, a masked frame...). */
+void ss_send_bytes(ss_server *s, const void *p, size_t n);
 /* End of stream without a close frame: a TCP FIN. */
 void ss_drop(ss_server *s);
 /* Wait (reading what the client sends) until the client hangs up. */
@@ -53,6 +59,9 @@ void ss_call(ss_server *s, void (*fn)(void *arg), void *arg);
 void ss_no_handshake(ss_server *s);
 /* First step only: answer the upgrade with this HTTP status (not 101) and close. */
 void ss_reject_handshake(ss_server *s, int status);
+/* First step only: answer the upgrade with this response head instead of the standard 101; one
+ * "%s" in it, if any, becomes the correct Sec-WebSocket-Accept. The following steps run after it. */
+void ss_handshake_with(ss_server *s, const char *response_fmt);
 /* The following steps belong to the next accepted connection. */
 void ss_next_connection(ss_server *s);
 
@@ -81,5 +90,12 @@ const char *ss_request(const ss_server *s, int i);
 /* The close code the client sent on connection i (reason copied when reason != NULL): 0 when it
  * sent no close frame, 1005 for an empty one. */
 int ss_client_close(const ss_server *s, int i, char *reason, size_t len);
+/* The opcodes of the frames the client sent on connection i, in order, e.g. "pong close" ("" for
+ * none). */
+const char *ss_client_frames(const ss_server *s, int i);
+/* How many of them were not masked (RFC 6455 wants every client frame masked). */
+int ss_client_unmasked(const ss_server *s, int i);
+/* The payload of the last pong the client sent on connection i ("" for none). */
+const char *ss_client_pong(const ss_server *s, int i);
 
 #endif

@@ -1,0 +1,223 @@
+/* The client side of the WebSocket opening handshake: see handshake.h. */
+#include "remoteledger/handshake.h"
+
+#include <libwebsockets.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "remoteledger/wsframe.h"
+
+#define WS_GUID "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+
+void rl_hs_key_encode(const uint8_t nonce[16], char key[RL_HS_KEY_LEN + 1])
+{
+    lws_b64_encode_string((const char *)nonce, 16, key, RL_HS_KEY_LEN + 1);
+    key[RL_HS_KEY_LEN] = '\0';
+}
+
+void rl_hs_key_new(char key[RL_HS_KEY_LEN + 1])
+{
+    uint8_t nonce[16];
+    rl_random_bytes(nonce, sizeof nonce);
+    rl_hs_key_encode(nonce, key);
+}
+
+void rl_hs_accept(const char *key, char accept[RL_HS_ACCEPT_LEN + 1])
+{
+    char buf[128];
+    int n = snprintf(buf, sizeof buf, "%.64s%s", key, WS_GUID);
+    unsigned char md[20];
+    lws_SHA1((const unsigned char *)buf, (size_t)n, md);
+    lws_b64_encode_string((const char *)md, (int)sizeof md, accept, RL_HS_ACCEPT_LEN + 1);
+    accept[RL_HS_ACCEPT_LEN] = '\0';
+}
+
+size_t rl_hs_request(char *out, size_t cap, const char *target, const char *host, const char *key)
+{
+    int n = snprintf(out, cap,
+                     "GET %s HTTP/1.1\r\n"
+                     "Pragma: no-cache\r\n"
+                     "Cache-Control: no-cache\r\n"
+                     "Host: %s\r\n"
+                     "Upgrade: websocket\r\n"
+                     "Connection: Upgrade\r\n"
+                     "Sec-WebSocket-Key: %s\r\n"
+                     "Sec-WebSocket-Version: 13\r\n"
+                     "\r\n",
+                     target, host, key);
+    return n < 0 ? 0 : (size_t)n;
+}
+
+void rl_hs_reader_init(rl_hs_reader *r)
+{
+    r->len = 0;
+    r->line = 0;
+    r->buf[0] = '\0';
+}
+
+rl_hs_status rl_hs_feed(rl_hs_reader *r, const uint8_t *in, size_t len, size_t *used, const char *key,
+                        const char **err)
+{
+    size_t room = RL_HS_MAX_RESPONSE - r->len;
+    size_t take = len < room ? len : room;
+    size_t old = r->len;
+    if (take)
+        memcpy(r->buf + r->len, in, take);
+    r->len += take;
+    while (r->line < r->len) {
+        const char *nl = memchr(r->buf + r->line, '\n', r->len - r->line);
+        if (!nl)
+            break;
+        size_t end = (size_t)(nl - r->buf);
+        size_t content = end - r->line;
+        if (content && r->buf[end - 1] == '\r')
+            content--;
+        r->line = end + 1;
+        if (content == 0) { /* the blank line: the head is complete */
+            *used = r->line - old;
+            r->buf[r->line] = '\0';
+            *err = rl_hs_check(r->buf, r->line, key);
+            return *err ? RL_HS_FAILED : RL_HS_DONE;
+        }
+    }
+    *used = take;
+    if (r->len == RL_HS_MAX_RESPONSE) {
+        *err = "HS: response headers too long";
+        return RL_HS_FAILED;
+    }
+    return RL_HS_MORE;
+}
+
+/* ---- checking the head ----------------------------------------------------------------------- */
+
+typedef struct span {
+    const char *p;
+    size_t n;
+} span;
+
+static span trim(const char *p, size_t n)
+{
+    while (n && (*p == ' ' || *p == '\t')) {
+        p++;
+        n--;
+    }
+    while (n && (p[n - 1] == ' ' || p[n - 1] == '\t'))
+        n--;
+    return (span){p, n};
+}
+
+static bool span_is(span s, const char *lit)
+{
+    size_t n = strlen(lit);
+    return s.n == n && strncasecmp(s.p, lit, n) == 0;
+}
+
+/* Does the comma-separated list hold the token (case-insensitively)? */
+static bool has_token(span list, const char *tok)
+{
+    const char *p = list.p, *end = list.p + list.n;
+    while (p <= end) {
+        const char *c = memchr(p, ',', (size_t)(end - p));
+        const char *e = c ? c : end;
+        if (span_is(trim(p, (size_t)(e - p)), tok))
+            return true;
+        if (!c)
+            break;
+        p = c + 1;
+    }
+    return false;
+}
+
+/* "HTTP/1.x NNN ..." -> NNN, or -1. */
+static int status_code(span line)
+{
+    const char *p = line.p;
+    size_t n = line.n;
+    if (n < 12 || strncmp(p, "HTTP/", 5) != 0)
+        return -1;
+    const char *sp = memchr(p, ' ', n);
+    if (!sp)
+        return -1;
+    size_t i = (size_t)(sp - p);
+    while (i < n && p[i] == ' ')
+        i++;
+    if (i + 3 > n)
+        return -1;
+    int code = 0;
+    for (size_t k = 0; k < 3; k++) {
+        if (p[i + k] < '0' || p[i + k] > '9')
+            return -1;
+        code = code * 10 + (p[i + k] - '0');
+    }
+    if (i + 3 < n && p[i + 3] != ' ')
+        return -1;
+    return code;
+}
+
+const char *rl_hs_check(const char *head, size_t len, const char *key)
+{
+    span status = {NULL, 0}, upgrade = {NULL, 0}, accept = {NULL, 0}, protocol = {NULL, 0},
+         extensions = {NULL, 0};
+    bool has_upgrade = false, has_accept = false, conn_upgrade = false;
+    const char *p = head, *end = head + len;
+    bool first = true;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *le = nl ? nl : end;
+        size_t n = (size_t)(le - p);
+        if (n && p[n - 1] == '\r')
+            n--;
+        if (first) {
+            status = (span){p, n};
+            first = false;
+        } else if (n) {
+            const char *colon = memchr(p, ':', n);
+            if (colon) {
+                span name = trim(p, (size_t)(colon - p));
+                span value = trim(colon + 1, n - (size_t)(colon + 1 - p));
+                if (span_is(name, "Upgrade") && !has_upgrade) {
+                    upgrade = value;
+                    has_upgrade = true;
+                } else if (span_is(name, "Connection")) {
+                    conn_upgrade = conn_upgrade || has_token(value, "upgrade");
+                } else if (span_is(name, "Sec-WebSocket-Accept") && !has_accept) {
+                    accept = value;
+                    has_accept = true;
+                } else if (span_is(name, "Sec-WebSocket-Protocol") && !protocol.n) {
+                    protocol = value;
+                } else if (span_is(name, "Sec-WebSocket-Extensions") && !extensions.n) {
+                    extensions = value;
+                }
+            }
+        }
+        if (!nl)
+            break;
+        p = nl + 1;
+    }
+
+    int code = status_code(status);
+    if (code < 0)
+        return "HS: URI missing";
+    if (code == 401)
+        return "HS: ws upgrade unauthorized";
+    if (code != 101)
+        return "HS: ws upgrade response not 101";
+    if (!accept.n)
+        return "HS: ACCEPT missing";
+    if (!has_upgrade)
+        return "HS: UPGRADE missing";
+    if (!span_is(upgrade, "websocket"))
+        return "HS: Upgrade to something other than websocket";
+    if (!conn_upgrade)
+        return "HS: UPGRADE malformed";
+    if (protocol.n) /* none was offered */
+        return "HS: PROTOCOL malformed";
+    if (extensions.n) /* none was offered */
+        return "HS: EXT: unknown ext";
+    char want[RL_HS_ACCEPT_LEN + 1];
+    rl_hs_accept(key, want);
+    if (accept.n != RL_HS_ACCEPT_LEN || memcmp(accept.p, want, RL_HS_ACCEPT_LEN) != 0)
+        return "HS: Accept hash wrong";
+    return NULL;
+}
