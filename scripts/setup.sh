@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   gcc make cmake pkg-config
-  libwebsockets-dev libzstd-dev libxxhash-dev libssl-dev
+  libwebsockets-dev libzstd-dev libxxhash-dev libssl-dev libcurl4-openssl-dev libcjson-dev
   libcmocka-dev
 )
 

@@ -145,12 +145,12 @@ static void test_flag_errors_are_early_and_exact(void **state)
     expect_failure(retention, "store: retention must be positive, got 0");
 }
 
-static void test_unbuilt_sources_say_so(void **state)
+static void test_real_core_sources_validate(void **state)
 {
     (void)state;
-    const char *captive[] = {"--source", "captive", "--start-ledger", "5", "--core-config", "x.cfg",
+    const char *captive[] = {"--source", "captive", "--start-ledger", "5", "--core-config", "/nonexistent/x.cfg",
                              "--history-archive-urls", "http://127.0.0.1:1", "--listen", "127.0.0.1:0", NULL};
-    expect_failure(captive, "--source captive is not implemented yet");
+    expect_failure(captive, "captive: read config \\\"/nonexistent/x.cfg\\\"");
     const char *nopipe[] = {"--source", "pipe", NULL};
     expect_failure(nopipe, "--pipe-cmd is required with --source pipe");
 }
@@ -562,7 +562,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_help_exits_zero, setup, teardown),
         cmocka_unit_test_setup_teardown(test_flag_errors_are_early_and_exact, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_unbuilt_sources_say_so, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_real_core_sources_validate, setup, teardown),
         cmocka_unit_test_setup_teardown(test_listen_failure_names_the_address, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unwritable_data_dir_is_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sigterm_closes_subscribers_and_exits_zero, setup, teardown),

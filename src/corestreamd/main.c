@@ -10,6 +10,7 @@
 #include "corestreamd/config.h"
 #include "corestreamd/pace.h"
 #include "corestreamd/server.h"
+#include "corestreamd/source_captive.h"
 #include "corestreamd/source_file.h"
 #include "corestreamd/source_pipe.h"
 #include "corestreamd/source_synthetic.h"
@@ -63,7 +64,22 @@ static int build_source(const cs_daemon_config *c, cs_cancel *cancel, cs_source 
         *range = cs_counted_range(start, 0);
         return cs_pipe_source_new(src, c->pipe_cmd, c->pipe_size, cancel, err);
     } else {
-        return cs_err_set(err, 0, "--source %s is not implemented yet in this build", c->source);
+        /* Captive: core paces itself; the range is unbounded from --start-ledger. */
+        *range = cs_counted_range(start, 0);
+        char storage[PATH_MAX];
+        const char *sd = c->storage_dir;
+        if (!*sd) {
+            snprintf(storage, sizeof storage, "%s/captive-core", c->data_dir);
+            sd = storage;
+        }
+        cs_captive_config cc = {.core_binary = c->core_binary,
+                                .core_config = c->core_config,
+                                .storage_dir = sd,
+                                .network_passphrase = c->network_passphrase,
+                                .urls = c->urls,
+                                .nurls = c->nurls,
+                                .start = start};
+        return cs_captive_source_new(src, &cc, cancel, err);
     }
     if (!*src)
         return cs_err_set(err, 0, "source: out of memory");

@@ -102,19 +102,24 @@ static const char *go_signal_name(int sig, char *buf, size_t len)
 }
 
 /* os.ProcessState.String: "exit status N", "signal: killed", "signal: aborted (core dumped)". */
-static void exit_string(const pipe_source *ps, char *buf, size_t len)
+void cs_wait_status_string(int st, char *buf, size_t len)
 {
     char sig[32];
-    int st = ps->status;
-    if (ps->wait_errno)
-        snprintf(buf, len, "wait: %s", strerror(ps->wait_errno));
-    else if (WIFEXITED(st))
+    if (WIFEXITED(st))
         snprintf(buf, len, "exit status %d", WEXITSTATUS(st));
     else if (WIFSIGNALED(st))
         snprintf(buf, len, "signal: %s%s", go_signal_name(WTERMSIG(st), sig, sizeof sig),
                  WCOREDUMP(st) ? " (core dumped)" : "");
     else
         snprintf(buf, len, "wait status %#x", (unsigned)st);
+}
+
+static void exit_string(const pipe_source *ps, char *buf, size_t len)
+{
+    if (ps->wait_errno)
+        snprintf(buf, len, "wait: %s", strerror(ps->wait_errno));
+    else
+        cs_wait_status_string(ps->status, buf, len);
 }
 
 static bool exited_ok(const pipe_source *ps)
