@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "support/metabuild.h"
 #include "support/procharness.h"
 
 #ifndef BENCHRUNNER_BIN
@@ -451,6 +452,53 @@ static void remote_dial_failure(void **state)
 
 /* ---- command line: exit codes and messages ---------------------------------------------------------- */
 
+/* The local modes report their source's failure after the (empty) summary. */
+static void local_modes_report_source_failures(void **state)
+{
+    fixture *f = *state;
+    cs_proc p;
+    assert_int_equal(run_bench(f, &p, ARGS("--mode", "local", "--start", "5", "--core-config", "/nonexistent.cfg",
+                                           "--history-archive-urls", "u")), 1);
+    assert_has(&p, "=== local (captive core in this process) ===\nno ledgers received\n");
+    assert_has(&p, "benchrunner: captive: read config \"/nonexistent.cfg\": open /nonexistent.cfg: no such file or directory\n");
+    assert_tmpdir_empty(f); /* the temporary storage dir is removed */
+    cs_proc_free(&p);
+    assert_int_equal(run_bench(f, &p, ARGS("--mode", "localtap", "--pipe-cmd", "exit 3")), 1);
+    assert_has(&p, "benchrunner: pipe source: \"exit 3\" exited: exit status 3\n");
+    cs_proc_free(&p);
+}
+
+/* localtap drains the pipe tap with no network: sizes, read counts and cadence, no delivery. */
+static void localtap_drains_the_pipe(void **state)
+{
+    fixture *f = *state;
+    char frames[700], cmd[800];
+    snprintf(frames, sizeof frames, "%s/frames", f->root);
+    cs_mb_buf b = {0};
+    for (uint32_t seq = 101; seq <= 103; seq++) {
+        cs_mb_buf m = {0};
+        cs_mb_meta meta = cs_mb_go_meta(2, seq, true, 2, false, 300000);
+        cs_mb_put_meta(&m, &meta);
+        cs_mb_put_record(&b, m.p, m.n);
+        cs_mb_free(&m);
+    }
+    FILE *fp = fopen(frames, "w");
+    assert_non_null(fp);
+    assert_int_equal(fwrite(b.p, 1, b.n, fp), b.n);
+    fclose(fp);
+    cs_mb_free(&b);
+    snprintf(cmd, sizeof cmd, "cat %s >&3", frames);
+    cs_proc p;
+    assert_int_equal(run_bench(f, &p, ARGS("--mode", "localtap", "--pipe-cmd", cmd, "--chunk-size", "65536",
+                                           "--csv", f->csv)), 0);
+    assert_has(&p, "=== local tap (core's pipe, no network) ===\n");
+    assert_has(&p, "ledgers      3 (101..103)\n");
+    assert_has(&p, "delivery     no emit stamps in this mode (nothing to measure against)\n");
+    csv_row rows[8];
+    assert_int_equal(read_csv(f->csv, rows, 8), 3);
+    cs_proc_free(&p);
+}
+
 static void command_line_exits(void **state)
 {
     fixture *f = *state;
@@ -476,10 +524,6 @@ static void command_line_exits(void **state)
         {{"--mode", "remote", "extra"}, "benchrunner: unexpected argument \"extra\"\n"},
         {{"--mode", "local"}, "benchrunner: --start is required in local mode: captive core replays a known range\n"},
         {{"--mode", "localtap"}, "benchrunner: --pipe-cmd is required in localtap mode\n"},
-        {{"--mode", "local", "--start", "1", "--core-config", "c", "--history-archive-urls", "u"},
-         "benchrunner: --mode local is not implemented yet (it needs the captive-core source)\n"},
-        {{"--mode", "localtap", "--pipe-cmd", "true"},
-         "benchrunner: --mode localtap is not implemented yet (it needs the pipe source)\n"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *args[9] = {0};
@@ -504,6 +548,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(remote_unbounded_interrupt_is_clean, setup, teardown),
         cmocka_unit_test_setup_teardown(remote_bounded_interrupt_fails, setup, teardown),
         cmocka_unit_test_setup_teardown(remote_dial_failure, setup, teardown),
+        cmocka_unit_test_setup_teardown(localtap_drains_the_pipe, setup, teardown),
+        cmocka_unit_test_setup_teardown(local_modes_report_source_failures, setup, teardown),
         cmocka_unit_test_setup_teardown(command_line_exits, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "benchrunner/local.h"
 #include "benchrunner/options.h"
 #include "benchrunner/stats.h"
 #include "common/log.h"
@@ -35,6 +36,7 @@
  * signal.NotifyContext), and every shutdown path is bounded. */
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static rl_stream *g_stream; /* the stream being consumed, under g_mu */
+static cs_cancel *g_cancel; /* the local modes' run, under g_mu */
 static atomic_bool g_interrupted;
 
 static void *signal_main(void *arg)
@@ -48,6 +50,8 @@ static void *signal_main(void *arg)
         atomic_store(&g_interrupted, true);
         if (g_stream)
             rl_stream_cancel(g_stream);
+        if (g_cancel)
+            cs_cancel_fire(g_cancel);
         pthread_mutex_unlock(&g_mu);
     }
     return NULL;
@@ -73,6 +77,16 @@ static void set_current_stream(rl_stream *s)
     g_stream = s;
     if (s && atomic_load(&g_interrupted))
         rl_stream_cancel(s);
+    pthread_mutex_unlock(&g_mu);
+}
+
+/* The same for the local modes' cancellation. */
+static void set_current_cancel(cs_cancel *c)
+{
+    pthread_mutex_lock(&g_mu);
+    g_cancel = c;
+    if (c && atomic_load(&g_interrupted))
+        cs_cancel_fire(c);
     pthread_mutex_unlock(&g_mu);
 }
 
@@ -380,11 +394,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "benchrunner: %s\n", err.msg);
         return 1;
     }
-    if (strcmp(o.mode, "local") == 0 || strcmp(o.mode, "localtap") == 0) {
-        fprintf(stderr, "benchrunner: --mode %s is not implemented yet (it needs the %s)\n", o.mode,
-                strcmp(o.mode, "local") == 0 ? "captive-core source" : "pipe source");
-        return 1;
-    }
 
     /* The in-process server's narration is not the measurement. */
     FILE *devnull = fopen("/dev/null", "w");
@@ -407,8 +416,24 @@ int main(int argc, char **argv)
             rc = 0;
             cs_err_clear(&err);
         }
-    } else {
+    } else if (strcmp(o.mode, "loopback") == 0) {
         rc = run_loopback(&o, &prog, &c, &err);
+    } else {
+        /* local and localtap: no network; a signal ends an unbounded run cleanly. */
+        cs_cancel cancel;
+        if (cs_cancel_init(&cancel) != 0) {
+            rc = cs_err_set(&err, 0, "cannot create an eventfd");
+        } else {
+            set_current_cancel(&cancel);
+            rc = strcmp(o.mode, "local") == 0 ? br_run_local(&o, &cancel, &c, &err)
+                                               : br_run_localtap(&o, &cancel, &c, &err);
+            set_current_cancel(NULL);
+            cs_cancel_destroy(&cancel);
+            if (rc != 0 && err.kind == CS_ERR_CANCELLED && atomic_load(&g_interrupted) && !o.end) {
+                rc = 0;
+                cs_err_clear(&err);
+            }
+        }
     }
     progress_clear(&prog);
 
