@@ -5,6 +5,7 @@
 #include <xxhash.h>
 
 #include "common/log.h"
+#include "corestreamd/ringwriter.h"
 #include "wire/wire.h"
 
 /* The raw chunks of the ledger being emitted, kept for the ring write after END. */
@@ -54,28 +55,6 @@ static void abort_on_bug(const cs_err *e)
     /* Guard failures mean the loop itself broke the flow grammar: never continue. */
     CS_LOG(CS_LOG_ERROR, "corestreamd internal error", KV_S("error", e->msg));
     abort();
-}
-
-static int retain_ledger(cs_source_loop *l, uint32_t seq, ledger_parts *parts, cs_err *err)
-{
-    struct iovec stack_iov[64];
-    struct iovec *iov = parts->n <= 64 ? stack_iov : malloc(parts->n * sizeof *iov);
-    if (!iov)
-        return cs_err_set(err, 0, "retain ledger %u: out of memory", seq);
-    for (size_t i = 0; i < parts->n; i++) {
-        iov[i].iov_base = parts->msgs[i]->data + CS_WIRE_CHUNK_HEADER_LEN;
-        iov[i].iov_len = parts->msgs[i]->len - CS_WIRE_CHUNK_HEADER_LEN;
-    }
-    bool reset = false;
-    int rc = cs_ring_put(l->ring, seq, iov, parts->n, &reset, err);
-    if (iov != stack_iov)
-        free(iov);
-    if (rc != 0)
-        return cs_err_prefix(err, "retain ledger %u: ", seq);
-    if (reset)
-        CS_LOG(CS_LOG_WARN, "retention reset: ledger does not continue the retained range",
-               KV_U("ledger", seq));
-    return 0;
 }
 
 /* Emits one ledger. Returns 0, 1 when cancelled, -1 on failure. */
@@ -135,19 +114,14 @@ static int emit_ledger(cs_source_loop *l, const cs_emission *em, XXH64_state_t *
     end->len = cs_wire_put_end(end->data, seq, idx, total, cs_wall_ns(), XXH64_digest(hash));
     if (cs_broadcast_end(l->bc, end, &e) != 0)
         abort_on_bug(&e);
-    /* Only now the disk: live delivery never pays for the ring write, and Put(N) completes before
-     * BEGIN(N+1), so the ring never serves the current flow. */
-    return retain_ledger(l, seq, parts, err);
+    return 0;
 }
 
-static void log_streaming(cs_source_loop *l, uint32_t seq, const ledger_parts *parts)
+static void log_streaming(cs_source_loop *l, uint32_t seq, uint64_t bytes, size_t chunks)
 {
-    uint64_t bytes = 0;
-    for (size_t i = 0; i < parts->n; i++)
-        bytes += parts->msgs[i]->len - CS_WIRE_CHUNK_HEADER_LEN;
     uint32_t oldest, latest;
     cs_ring_bounds(l->ring, &oldest, &latest);
-    CS_LOG(CS_LOG_INFO, "streaming", KV_U("ledger", seq), KV_U("bytes", bytes), KV_U("chunks", parts->n),
+    CS_LOG(CS_LOG_INFO, "streaming", KV_U("ledger", seq), KV_U("bytes", bytes), KV_U("chunks", chunks),
            KV_U("retained_oldest", oldest), KV_U("retained_latest", latest),
            KV_I("subscribers", l->subscribers ? atomic_load(l->subscribers) : 0));
 }
@@ -160,8 +134,11 @@ int cs_source_loop_run(cs_source_loop *l, cs_err *err)
 
     XXH64_state_t *hash = XXH64_createState();
     ledger_parts parts = {0};
-    if (!hash)
+    cs_ring_writer *writer = NULL;
+    if (!hash || cs_ring_writer_new(&writer, l->ring, err) != 0) {
+        XXH64_freeState(hash);
         return cs_err_set(err, 0, "source loop: out of memory");
+    }
     uint32_t prev = 0;
     int rc = 0;
     bool cancelled = false;
@@ -184,6 +161,12 @@ int cs_source_loop_run(cs_source_loop *l, cs_err *err)
                             em.seq, prev);
             break;
         }
+        /* The previous ledger reaches the ring before this one begins: the ring never serves the
+         * current flow. */
+        if (cs_ring_writer_wait(writer, err) != 0) {
+            rc = -1;
+            break;
+        }
         if (em.declared_size > l->max_payload) {
             rc = cs_err_set(err, 0, "ledger %u is %llu bytes, over the %llu-byte protocol payload cap",
                             em.seq, (unsigned long long)em.declared_size,
@@ -202,11 +185,28 @@ int cs_source_loop_run(cs_source_loop *l, cs_err *err)
             break;
         }
         prev = em.seq;
+        /* Only now the disk, and off this thread: live delivery never pays for the ring write. */
+        uint64_t bytes = 0;
+        for (size_t i = 0; i < parts.n; i++)
+            bytes += parts.msgs[i]->len - CS_WIRE_CHUNK_HEADER_LEN;
+        size_t chunks = parts.n;
+        cs_ring_writer_submit(writer, em.seq, parts.msgs, parts.n);
+        parts = (ledger_parts){0};
+        if (em.seq % 100 == 0) {
+            /* The log reports the ring as it stands with this ledger in it. */
+            if (cs_ring_writer_wait(writer, err) != 0) {
+                rc = -1;
+                break;
+            }
+            log_streaming(l, em.seq, bytes, chunks);
+        }
         l->published++;
-        if (em.seq % 100 == 0)
-            log_streaming(l, em.seq, &parts);
-        parts_clear(&parts);
     }
+    /* Whatever way the loop ended, the last completed ledger is retained before the stream is
+     * declared over. */
+    if (cs_ring_writer_wait(writer, rc == 0 ? err : NULL) != 0)
+        rc = -1;
+    cs_ring_writer_free(writer);
     if (rc == 0) {
         if (cancelled)
             CS_LOG(CS_LOG_INFO, "source loop cancelled", KV_U("ledgers", l->published));
