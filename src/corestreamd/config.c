@@ -136,7 +136,7 @@ int cs_daemon_config_parse(cs_daemon_config *c, int argc, char **argv, FILE *usa
         {"storage-dir", CS_FLAG_STRING, &c->storage_dir,
          "captive core's working `directory` (default <data-dir>/captive-core)"},
         {"network-passphrase", CS_FLAG_STRING, &c->network_passphrase,
-         "overrides the NETWORK_PASSPHRASE of --core-config"},
+         "network passphrase for --source captive; must agree with --core-config when it sets one"},
         {"file-dir", CS_FLAG_STRING, &c->file_dir, "dump `directory` of ledger-<seq>.xdr files (file source)"},
         {"pipe-cmd", CS_FLAG_STRING, &c->pipe_cmd,
          "shell `command` that writes framed metas to fd 3 (pipe source)"},
