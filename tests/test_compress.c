@@ -253,7 +253,7 @@ static void test_cctx_config(void **state)
         int log;
     } cases[] = {{1, 10}, {1024, 10}, {4096, 12}, {262144, 18}, {262145, 19}, {8388608, 23}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        ZSTD_CCtx *c = cs_chunk_cctx_new(cases[i].chunk);
+        ZSTD_CCtx *c = cs_chunk_cctx_new(cases[i].chunk, CS_DEFAULT_COMPRESS_LEVEL);
         assert_non_null(c);
         assert_int_equal(cctx_param(c, ZSTD_c_windowLog), cases[i].log);
         assert_int_equal(cctx_param(c, ZSTD_c_compressionLevel), 1);
@@ -279,7 +279,7 @@ static void test_encode_chunk_round_trips(void **state)
     assert_non_null(rnd);
     fill_random(rnd, rand_n, 7);
 
-    ZSTD_CCtx *c = cs_chunk_cctx_new(CS_DEFAULT_CHUNK_SIZE);
+    ZSTD_CCtx *c = cs_chunk_cctx_new(CS_DEFAULT_CHUNK_SIZE, CS_DEFAULT_COMPRESS_LEVEL);
     assert_non_null(c);
     const struct {
         const uint8_t *raw;
@@ -332,7 +332,7 @@ static void test_compressible_ratio_is_chunk_invariant(void **state)
     cs_synthetic_fill(buf, len, 42, true);
     const size_t chunks[] = {CS_MIN_CHUNK_SIZE, 64 << 10, CS_DEFAULT_CHUNK_SIZE, 1 << 20};
     for (size_t k = 0; k < sizeof chunks / sizeof chunks[0]; k++) {
-        ZSTD_CCtx *c = cs_chunk_cctx_new(chunks[k]);
+        ZSTD_CCtx *c = cs_chunk_cctx_new(chunks[k], CS_DEFAULT_COMPRESS_LEVEL);
         assert_non_null(c);
         size_t total = 0;
         for (size_t off = 0; off < len; off += chunks[k])
@@ -345,7 +345,7 @@ static void test_compressible_ratio_is_chunk_invariant(void **state)
 
     /* The incompressible payload is the negative control and must stay one. */
     cs_synthetic_fill(buf, len, 42, false);
-    ZSTD_CCtx *c = cs_chunk_cctx_new(CS_DEFAULT_CHUNK_SIZE);
+    ZSTD_CCtx *c = cs_chunk_cctx_new(CS_DEFAULT_CHUNK_SIZE, CS_DEFAULT_COMPRESS_LEVEL);
     assert_non_null(c);
     double ratio = (double)CS_DEFAULT_CHUNK_SIZE / (double)frame_len(c, buf, CS_DEFAULT_CHUNK_SIZE);
     assert_true(ratio <= 1.1);
@@ -364,7 +364,7 @@ static void test_pipeline_publishes_in_order(void **state)
     rec_init(&r, N);
     cs_chunk_pipeline *p;
     cs_err err = {0};
-    assert_int_equal(cs_pipeline_new(&p, 4, true, CS_DEFAULT_CHUNK_SIZE, rec_publish, &r, &err), 0);
+    assert_int_equal(cs_pipeline_new(&p, 4, true, CS_DEFAULT_COMPRESS_LEVEL, CS_DEFAULT_CHUNK_SIZE, rec_publish, &r, &err), 0);
 
     /* Alternating compressibility makes workers finish out of order. */
     cs_msg *mine[N];
@@ -407,7 +407,7 @@ static void test_publish_is_serial_and_ordered_under_load(void **state)
     r.yield = true;
     cs_chunk_pipeline *p;
     cs_err err = {0};
-    assert_int_equal(cs_pipeline_new(&p, 8, true, CS_MIN_CHUNK_SIZE, rec_publish, &r, &err), 0);
+    assert_int_equal(cs_pipeline_new(&p, 8, true, CS_DEFAULT_COMPRESS_LEVEL, CS_MIN_CHUNK_SIZE, rec_publish, &r, &err), 0);
     uint8_t payload[LEN];
     for (uint32_t i = 0; i < N; i++) {
         if (i % 5 == 0)
@@ -441,7 +441,7 @@ static void test_raw_fallback_when_workers_busy(void **state)
     r.gate_at = 0; /* the only worker publishes chunk 0 and then sits at the gate */
     cs_chunk_pipeline *p;
     cs_err err = {0};
-    assert_int_equal(cs_pipeline_new(&p, 1, true, CS_DEFAULT_CHUNK_SIZE, rec_publish, &r, &err), 0);
+    assert_int_equal(cs_pipeline_new(&p, 1, true, CS_DEFAULT_COMPRESS_LEVEL, CS_DEFAULT_CHUNK_SIZE, rec_publish, &r, &err), 0);
 
     cs_msg *sent[N];
     for (uint32_t i = 0; i < N; i++) {
@@ -501,7 +501,7 @@ static void test_submit_blocks_at_1024_pending(void **state)
     r.gate_at = 0;
     cs_chunk_pipeline *p;
     cs_err err = {0};
-    assert_int_equal(cs_pipeline_new(&p, 1, true, CS_MIN_CHUNK_SIZE, rec_publish, &r, &err), 0);
+    assert_int_equal(cs_pipeline_new(&p, 1, true, CS_DEFAULT_COMPRESS_LEVEL, CS_MIN_CHUNK_SIZE, rec_publish, &r, &err), 0);
     uint8_t payload[LEN];
     cs_msg **msgs = malloc(N * sizeof *msgs);
     assert_non_null(msgs);
@@ -547,7 +547,7 @@ static void test_destroy_publishes_pending_then_nothing(void **state)
     int threads_before = thread_count();
     cs_chunk_pipeline *p;
     cs_err err = {0};
-    assert_int_equal(cs_pipeline_new(&p, 4, true, CS_DEFAULT_CHUNK_SIZE, rec_publish, &r, &err), 0);
+    assert_int_equal(cs_pipeline_new(&p, 4, true, CS_DEFAULT_COMPRESS_LEVEL, CS_DEFAULT_CHUNK_SIZE, rec_publish, &r, &err), 0);
     assert_int_equal(thread_count(), threads_before + 4);
     for (uint32_t i = 0; i < N; i++) {
         if (i % 3 == 0)
@@ -579,7 +579,7 @@ static void test_compress_off_publishes_inline(void **state)
     cs_chunk_pipeline *p;
     cs_err err = {0};
     /* workers is ignored when compression is off. */
-    assert_int_equal(cs_pipeline_new(&p, 0, false, CS_DEFAULT_CHUNK_SIZE, rec_publish, &r, &err), 0);
+    assert_int_equal(cs_pipeline_new(&p, 0, false, CS_DEFAULT_COMPRESS_LEVEL, CS_DEFAULT_CHUNK_SIZE, rec_publish, &r, &err), 0);
     assert_int_equal(thread_count(), threads_before);
     for (uint32_t i = 0; i < N; i++) {
         fill_pattern(payload, LEN, i);
@@ -603,7 +603,7 @@ static void test_new_rejects_bad_worker_count(void **state)
     rec_init(&r, 1);
     cs_chunk_pipeline *p = (cs_chunk_pipeline *)&r;
     cs_err err = {0};
-    assert_int_equal(cs_pipeline_new(&p, 65, true, CS_DEFAULT_CHUNK_SIZE, rec_publish, &r, &err), -1);
+    assert_int_equal(cs_pipeline_new(&p, 65, true, CS_DEFAULT_COMPRESS_LEVEL, CS_DEFAULT_CHUNK_SIZE, rec_publish, &r, &err), -1);
     assert_null(p);
     assert_string_equal(err.msg, "server: compress workers 65 is outside [1,64]");
     rec_free(&r);

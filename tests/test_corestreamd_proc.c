@@ -141,6 +141,8 @@ static void test_flag_errors_are_early_and_exact(void **state)
     expect_failure(ceiling, "the requested range reaches ledger 4294967295");
     const char *window[] = {"--emit-window", "2s", NULL};
     expect_failure(window, "--emit-window 2s does not fit inside --synthetic-interval 1s");
+    const char *level[] = {"--compress-level", "99", "--listen", "127.0.0.1:0", NULL};
+    expect_failure(level, "server: compress level 99 is outside [-131072,22]");
     const char *retention[] = {"--retention", "0", "--listen", "127.0.0.1:0", NULL};
     expect_failure(retention, "store: retention must be positive, got 0");
 }

@@ -103,7 +103,7 @@ static void rig_init(rig *r, script_source *src, size_t chunk, bool compress)
     cs_err err;
     assert_int_equal(cs_ring_open(&r->ring, r->dir, 100, &err), 0);
     r->bc = cs_broadcaster_new(NULL, NULL);
-    assert_int_equal(cs_pipeline_new(&r->pipe, 2, compress, chunk, publish, r->bc, &err), 0);
+    assert_int_equal(cs_pipeline_new(&r->pipe, 2, compress, CS_DEFAULT_COMPRESS_LEVEL, chunk, publish, r->bc, &err), 0);
     assert_int_equal(cs_cancel_init(&r->cancel), 0);
     src->base.ops = &ss_ops;
     r->loop = (cs_source_loop){.src = &src->base, .range = cs_counted_range(1, 0), .chunk_size = chunk,

@@ -18,6 +18,7 @@ void br_options_defaults(br_options *o)
     o->synthetic_interval = 10 * CS_MS;
     o->emit_window = 5 * CS_MS;
     o->chunk_size = CS_DEFAULT_CHUNK_SIZE;
+    o->compress_level = 1;
     o->count = 100;
     o->pipe_cmd = "";
     o->pipe_size = 1048576;
@@ -28,7 +29,7 @@ void br_options_defaults(br_options *o)
     o->network_passphrase = "";
 }
 
-#define BR_NFLAGS 20
+#define BR_NFLAGS 21
 
 static void fill_flags(cs_flag *f, br_options *o)
 {
@@ -47,6 +48,8 @@ static void fill_flags(cs_flag *f, br_options *o)
          "loopback: server chunk payload bytes; localtap: read size"},
         {"compress", CS_FLAG_BOOL, &o->compress,
          "loopback: zstd-compress chunks and make the payloads compressible"},
+        {"compress-level", CS_FLAG_INT, &o->compress_level,
+         "loopback: zstd level for chunks (1 is the prototype's; negative is faster)"},
         {"remote-compressible", CS_FLAG_BOOL, &o->remote_compressible,
          "remote --verify: the server runs --synthetic-compressible"},
         {"count", CS_FLAG_UINT, &o->count, "loopback: ledgers to stream"},

@@ -21,6 +21,7 @@ typedef struct br_options {
     cs_dur emit_window;
     int64_t chunk_size;
     bool compress;
+    int64_t compress_level;
     bool remote_compressible;
     uint64_t count;
     bool verify;

@@ -32,12 +32,20 @@ static int window_log_for(size_t chunk_size)
     return log;
 }
 
-ZSTD_CCtx *cs_chunk_cctx_new(size_t chunk_size)
+int cs_compress_level_validate(int64_t level, cs_err *err)
+{
+    if (level < ZSTD_minCLevel() || level > ZSTD_maxCLevel())
+        return cs_err_set(err, 0, "server: compress level %lld is outside [%d,%d]", (long long)level,
+                          ZSTD_minCLevel(), ZSTD_maxCLevel());
+    return 0;
+}
+
+ZSTD_CCtx *cs_chunk_cctx_new(size_t chunk_size, int level)
 {
     ZSTD_CCtx *c = ZSTD_createCCtx();
     if (!c)
         return NULL;
-    if (ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, 1)) ||
+    if (ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, level)) ||
         ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, 0)) ||
         ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_contentSizeFlag, 1)) ||
         ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_windowLog, window_log_for(chunk_size)))) {
@@ -223,7 +231,7 @@ static void free_pipeline(cs_chunk_pipeline *p)
 
 /* Every context and buffer is allocated before any thread starts, so a bad configuration fails
  * here, before the server listens. */
-static int alloc_workers(cs_chunk_pipeline *p, int n, size_t chunk_size, cs_err *err)
+static int alloc_workers(cs_chunk_pipeline *p, int n, int level, size_t chunk_size, cs_err *err)
 {
     p->workers = calloc((size_t)n, sizeof *p->workers);
     if (!p->workers)
@@ -233,7 +241,7 @@ static int alloc_workers(cs_chunk_pipeline *p, int n, size_t chunk_size, cs_err 
     for (int i = 0; i < n; i++) {
         worker *w = &p->workers[i];
         w->p = p;
-        w->cctx = cs_chunk_cctx_new(chunk_size);
+        w->cctx = cs_chunk_cctx_new(chunk_size, level);
         w->scratch = malloc(cap);
         w->scratch_cap = cap;
         if (!w->cctx || !w->scratch)
@@ -242,7 +250,7 @@ static int alloc_workers(cs_chunk_pipeline *p, int n, size_t chunk_size, cs_err 
     return 0;
 }
 
-int cs_pipeline_new(cs_chunk_pipeline **out, int workers, bool compress, size_t chunk_size,
+int cs_pipeline_new(cs_chunk_pipeline **out, int workers, bool compress, int level, size_t chunk_size,
                     cs_publish_fn publish, void *ctx, cs_err *err)
 {
     *out = NULL;
@@ -263,7 +271,7 @@ int cs_pipeline_new(cs_chunk_pipeline **out, int workers, bool compress, size_t 
         *out = p;
         return 0;
     }
-    if (alloc_workers(p, workers, chunk_size, err) < 0) {
+    if (alloc_workers(p, workers, level, chunk_size, err) < 0) {
         free_pipeline(p);
         return -1;
     }

@@ -20,9 +20,15 @@
 /* --compress-workers: 0 → 4; valid 1..64, else `server: compress workers N is outside [1,64]`. */
 int cs_compress_workers_resolve(int64_t n, int *out, cs_err *err);
 
-/* A zstd context configured for chunks (level 1, no checksum, content size on, window at least the
- * chunk size). NULL on allocation failure. */
-ZSTD_CCtx *cs_chunk_cctx_new(size_t chunk_size);
+/* zstd level for chunks unless --compress-level says otherwise: the prototype's fastest setting. */
+#define CS_DEFAULT_COMPRESS_LEVEL 1
+
+/* --compress-level: within zstd's own range, `server: compress level N is outside [min,max]`. */
+int cs_compress_level_validate(int64_t level, cs_err *err);
+
+/* A zstd context configured for chunks (the given level, no checksum, content size on, window at
+ * least the chunk size). NULL on allocation failure. */
+ZSTD_CCtx *cs_chunk_cctx_new(size_t chunk_size, int level);
 
 /* Frames one chunk: a new message holding CHUNK(seq, idx) with the zstd frame when cctx is non-NULL
  * and the frame is strictly smaller than n, else the raw bytes. NULL on allocation failure. */
@@ -36,7 +42,7 @@ typedef struct cs_chunk_pipeline cs_chunk_pipeline;
 
 /* workers is already resolved (1..64). compress false: every chunk is framed raw and published
  * inline by submit. */
-int cs_pipeline_new(cs_chunk_pipeline **out, int workers, bool compress, size_t chunk_size,
+int cs_pipeline_new(cs_chunk_pipeline **out, int workers, bool compress, int level, size_t chunk_size,
                     cs_publish_fn publish, void *ctx, cs_err *err);
 
 /* raw is a message laid out as a raw CHUNK: data[0..11) reserved for the header, the payload at

@@ -19,6 +19,7 @@ static void set_defaults(cs_daemon_config *c)
     c->log_level = "info";
     c->chunk_size = CS_DEFAULT_CHUNK_SIZE;
     c->compress = true;
+    c->compress_level = 1;
     c->emit_window = 15 * CS_MS;
     c->cadence = 600 * CS_MS;
     c->core_binary = "";
@@ -125,6 +126,8 @@ int cs_daemon_config_parse(cs_daemon_config *c, int argc, char **argv, FILE *usa
         {"compress", CS_FLAG_BOOL, &c->compress, "zstd-compress each chunk that shrinks"},
         {"compress-workers", CS_FLAG_INT, &c->compress_workers,
          "live zstd encoder threads, 1..64 (0 means 4)"},
+        {"compress-level", CS_FLAG_INT, &c->compress_level,
+         "zstd level for chunks: 1 is the prototype's; negative levels (-1..-7) trade ratio for speed"},
         {"emit-window", CS_FLAG_DURATION, &c->emit_window,
          "window each ledger's bytes are paced over (file and synthetic sources)"},
         {"cadence", CS_FLAG_DURATION, &c->cadence, "interval between ledger starts (file source)"},

@@ -22,6 +22,7 @@ typedef struct cs_daemon_config {
     int64_t chunk_size;
     bool compress;
     int64_t compress_workers;
+    int64_t compress_level;
     cs_dur emit_window;
     cs_dur cadence;
     const char *core_binary;

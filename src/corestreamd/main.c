@@ -148,6 +148,7 @@ int main(int argc, char **argv)
             .chunk_size = cfg.chunk_size,
             .compress = cfg.compress,
             .compress_workers = cfg.compress_workers,
+            .compress_level = cfg.compress_level,
             .retention = cfg.retention,
         };
         rc = cs_server_new(&server, &sc, &err);

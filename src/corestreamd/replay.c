@@ -192,7 +192,7 @@ static void *worker_main(void *argp)
     return NULL;
 }
 
-cs_replay_pool *cs_replay_pool_new(int workers, cs_ring *ring, bool compress, size_t chunk_size,
+cs_replay_pool *cs_replay_pool_new(int workers, cs_ring *ring, bool compress, int level, size_t chunk_size,
                                    void (*wake)(void *), void *wake_ctx, cs_err *err)
 {
     cs_replay_pool *p = calloc(1, sizeof *p);
@@ -216,7 +216,7 @@ cs_replay_pool *cs_replay_pool_new(int workers, cs_ring *ring, bool compress, si
         worker_arg *a = calloc(1, sizeof *a);
         if (a) {
             a->pool = p;
-            a->cctx = compress ? cs_chunk_cctx_new(chunk_size) : NULL;
+            a->cctx = compress ? cs_chunk_cctx_new(chunk_size, level) : NULL;
         }
         if (!a || (compress && !a->cctx) || pthread_create(&p->threads[i], NULL, worker_main, a) != 0) {
             if (a)

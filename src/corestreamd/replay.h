@@ -22,7 +22,7 @@ typedef struct cs_replay_pool cs_replay_pool;
 typedef struct cs_replay cs_replay;
 
 /* wake runs on a worker thread each time a message becomes ready or a replay fails. */
-cs_replay_pool *cs_replay_pool_new(int workers, cs_ring *ring, bool compress, size_t chunk_size,
+cs_replay_pool *cs_replay_pool_new(int workers, cs_ring *ring, bool compress, int level, size_t chunk_size,
                                    void (*wake)(void *), void *wake_ctx, cs_err *err);
 /* Stops the workers; replays still held by cursors stay valid but produce nothing more. */
 void cs_replay_pool_free(cs_replay_pool *p);

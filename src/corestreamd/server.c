@@ -617,11 +617,14 @@ int cs_server_new(cs_server **out, const cs_server_config *cfg, cs_err *err)
     }
     if (rc == 0)
         rc = cs_compress_workers_resolve(cfg->compress_workers, &s->workers, err);
+    int64_t level = cfg->compress_level ? cfg->compress_level : CS_DEFAULT_COMPRESS_LEVEL;
+    if (rc == 0)
+        rc = cs_compress_level_validate(level, err);
     if (rc == 0 && !(s->bc = cs_broadcaster_new(server_wake, s)))
         rc = cs_err_set(err, 0, "server: out of memory");
     if (rc == 0)
-        rc = cs_pipeline_new(&s->pipeline, s->workers, cfg->compress, s->chunk_size, publish_chunk, s, err);
-    if (rc == 0 && !(s->replays = cs_replay_pool_new(CS_REPLAY_WORKERS, cfg->ring, cfg->compress,
+        rc = cs_pipeline_new(&s->pipeline, s->workers, cfg->compress, (int)level, s->chunk_size, publish_chunk, s, err);
+    if (rc == 0 && !(s->replays = cs_replay_pool_new(CS_REPLAY_WORKERS, cfg->ring, cfg->compress, (int)level,
                                                      s->chunk_size, server_wake, s, err)))
         rc = -1;
     if (rc != 0) {
