@@ -16,7 +16,7 @@
 
 #define CS_REPLAY_WORKERS 2
 /* Messages prepared ahead of the subscriber: bounds a slow subscriber's replay memory. */
-#define CS_REPLAY_DEPTH 4
+#define CS_REPLAY_DEPTH 2
 
 typedef struct cs_replay_pool cs_replay_pool;
 typedef struct cs_replay cs_replay;
