@@ -1,11 +1,11 @@
 # The two commands a new user types (see README.md):
 #   make run    set up, build, and run the loopback demo that streams and measures
-#   make test   set up, then build and run the whole suite: plain, ASan+UBSan, and TSan for the
-#               concurrency tests
+#   make test   set up, then build and run the whole suite: plain, ASan+UBSan, TSan for the
+#               concurrency tests, and a bounded libFuzzer run of the pipe tap's parsers
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all setup build run test test-plain test-asan test-tsan clean
+.PHONY: all setup build run test test-plain test-asan test-tsan test-fuzz clean
 
 all: build
 
@@ -20,7 +20,7 @@ run: build
 	@scripts/run-demo.sh build
 
 test: setup
-	$(MAKE) test-plain test-asan test-tsan
+	$(MAKE) test-plain test-asan test-tsan test-fuzz
 
 test-plain:
 	cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCS_ASAN=OFF -DCS_TSAN=OFF $(CMAKE_FLAGS) >/dev/null
@@ -37,5 +37,11 @@ test-tsan:
 	cmake --build build-tsan -j $(JOBS)
 	cd build-tsan && ctest --output-on-failure -j $(JOBS) -L concurrency
 
+# libFuzzer needs clang; only the fuzz target is built here, and it runs for a bounded time.
+test-fuzz:
+	CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DCS_ASAN=OFF -DCS_TSAN=OFF -DCS_FUZZ=ON $(CMAKE_FLAGS) >/dev/null
+	cmake --build build-fuzz -j $(JOBS) --target fuzz_xdrwalk
+	cd build-fuzz && ctest --output-on-failure -L fuzz
+
 clean:
-	rm -rf build build-asan build-tsan
+	rm -rf build build-asan build-tsan build-fuzz
