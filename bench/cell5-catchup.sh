@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# Cell 5: catch-up. A ring of RING (200) x 15196160-byte (14.5 MiB) compressible ledgers is
+# replayed by 1 subscriber, then by 8 at once, while corestreamd keeps publishing the live tip at
+# the gate shape (compressible, zstd on, every 600 ms over 7500 us) to one tip subscriber.
+#   1. fill:  corestreamd --synthetic-count RING, unpaced, writes ledgers 1..RING to a scratch
+#             ring and exits (the ring stores raw ledgers, so the fill does not compress).
+#   2. live:  corestreamd on the same --data-dir with --start-ledger RING+1 continues that ring and
+#             publishes the live tip; one `benchrunner --mode remote` follows the tip.
+#   3. 1 subscriber, then 8 at once: `benchrunner --mode remote --start 1 --end RING`; the ring
+#             replay is compressed per chunk by the server's ring encoders.
+#   4. the tip subscriber is stopped with SIGINT (it prints its summary and CSV).
+# Reported: MiB/s (and MB/s) of raw ledger per catch-up subscriber (bytes over the process's wall
+# time, connect included; benchrunner's own first-to-last-arrival figure beside it), server CPU
+# seconds and CPU per GB replayed during each phase, and the tip's abandons, discarded partials,
+# stampless rows and delivery while the catch-up ran.
+# Targets: one subscriber >= 1 GB/s (1e9 B/s) of raw ledger; the live tip keeps zero abandons.
+# The ring's files are in the page cache (this machine has the RAM), so this is not a cold-disk
+# replay.
+# Wall time: about 45 s here (fill ~14 s, one replay ~4 s, eight at once ~24 s); the replays run
+# at whatever rate they reach, and each phase is capped at CATCHUP_LIMIT seconds.
+# Disk: RING x 14.5 MiB (2.9 GB) plus 24 MB/s of live ledgers while it runs, in a mktemp -d
+# scratch dir removed at exit.
+# Environment: BUILD_DIR (default build), RING (200), SUBS (8), CATCHUP_LIMIT (600 s),
+# CATCHUP_VERIFY (0; 1 adds --verify --remote-compressible to the catch-up subscribers).
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+RING=${RING:-200}
+SUBS=${SUBS:-8}
+CATCHUP_LIMIT=${CATCHUP_LIMIT:-600}
+CATCHUP_VERIFY=${CATCHUP_VERIFY:-0}
+SIZE=15196160
+RETENTION=${RETENTION:-1000}
+
+bench_init cell5-catchup "catch-up: $RING x 15196160 B compressible ledgers replayed by 1 and by $SUBS subscribers, live tip meanwhile"
+need_tools curl
+
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
+wait_latest() {
+  local addr=$1 want=$2 max=$3 i hz lat=0
+  for ((i = 0; i < max; i++)); do
+    hz=$(healthz "$addr")
+    lat=$(json_num "$hz" latest)
+    lat=${lat:-0}
+    ((lat >= want)) && break
+    sleep 0.05
+  done
+  echo "$lat"
+}
+
+# 1. Fill the ring.
+SERVER_DATA_DIR=$SCRATCH/ring
+mkdir -p "$SERVER_DATA_DIR"
+note "1. filling a ring of $RING ledgers (unpaced, about $((RING * SIZE / 1000000)) MB)"
+tf0=$(now)
+server_start fill 900 --retention "$RETENTION" --source synthetic --synthetic-compressible \
+  --synthetic-size "$SIZE" --synthetic-interval=-1ns --emit-window 0 --chunk-size 262144 \
+  --compress=false --synthetic-count "$RING"
+wait_rc "$SERVER_PID"
+fill_rc=$RC
+tf1=$(now)
+nfiles=$(find "$SERVER_DATA_DIR/ledgers" -name 'ledger-*.xdr' | wc -l)
+note "   fill exit status $fill_rc, $nfiles ledger files, $(elapsed "$tf0" "$tf1") s"
+((fill_rc == 0 && nfiles == RING)) || die "the ring fill failed (see $CELL_DIR/fill.server.log)"
+
+# 2. The live server continues the ring.
+server_start live $((3 * CATCHUP_LIMIT + 300)) --retention "$RETENTION" --start-ledger $((RING + 1)) \
+  --source synthetic --synthetic-compressible --synthetic-size "$SIZE" --synthetic-interval 600ms \
+  --emit-window 7500us --chunk-size 262144 --compress=true
+unset SERVER_DATA_DIR
+LIVE_PID=$SERVER_PID LIVE_ADDR=$SERVER_ADDR LIVE_CSD=$SERVER_CSD_PID
+hz=$(healthz "$LIVE_ADDR")
+note "2. live server on $LIVE_ADDR, ring at start: $hz"
+[[ $(json_num "$hz" oldest) == 1 ]] || die "the live server does not serve the filled ring from ledger 1: $hz"
+lat=$(wait_latest "$LIVE_ADDR" $((RING + 1)) 200)
+tip_max=$(((3 * CATCHUP_LIMIT + 60) * 10 / 6))
+bg_benchrunner TIP_PID tip $((3 * CATCHUP_LIMIT + 120)) --mode remote --url "ws://$LIVE_ADDR" --end $((lat + tip_max))
+lat=$(wait_latest "$LIVE_ADDR" $((lat + 2)) 200)
+hz_tip0=$(healthz "$LIVE_ADDR")
+note "   tip subscriber following from ledger $((lat - 1)) or so; /healthz $hz_tip0"
+
+vflags=()
+((CATCHUP_VERIFY)) && vflags=(--verify --remote-compressible)
+raw_mb=$(awk -v n="$RING" -v s="$SIZE" 'BEGIN { printf "%.1f", n * s / 1e6 }')
+
+# phase NAME K: K catch-up subscribers at once; fills PH_* results.
+phase() {
+  local name=$1 k=$2 i pids=() rc
+  local c0 c1 t0 t1 hz0 hz1
+  hz0=$(healthz "$LIVE_ADDR")
+  c0=$(proc_cpu_s "$LIVE_CSD")
+  t0=$(now)
+  for ((i = 1; i <= k; i++)); do
+    bg_benchrunner "p_$i" "$name-sub-$i" "$CATCHUP_LIMIT" --mode remote --url "ws://$LIVE_ADDR" --start 1 --end "$RING" "${vflags[@]}"
+    eval "pids+=(\"\$p_$i\")"
+  done
+  PH_FAIL=0
+  for ((i = 1; i <= k; i++)); do
+    wait_rc "${pids[i - 1]}"
+    rc=$RC
+    ((rc == 0)) || PH_FAIL=$((PH_FAIL + 1))
+  done
+  t1=$(now)
+  c1=$(proc_cpu_s "$LIVE_CSD")
+  hz1=$(healthz "$LIVE_ADDR")
+  PH_WALL=$(elapsed "$t0" "$t1")
+  PH_CPU=$(awk -v a="$c0" -v b="$c1" 'BEGIN { printf "%.2f", b - a }')
+  PH_ABANDONS=$(($(json_num "$hz1" live_abandons) - $(json_num "$hz0" live_abandons)))
+  echo | say
+  note "3. $name: $k subscriber(s) replaying 1..$RING at once ($raw_mb MB raw each)"
+  table_header
+  local per=() f n wall mbps mibps own
+  for ((i = 1; i <= k; i++)); do
+    f=$CELL_DIR/$name-sub-$i
+    n=$(sum_ledgers "$f.out")
+    wall=$(timev_wall_s "$f.time")
+    mbps=$(awk -v n="${n:-0}" -v s="$SIZE" -v w="$wall" 'BEGIN { if (w > 0) printf "%.0f", n * s / 1e6 / w; else print 0 }')
+    mibps=$(awk -v n="${n:-0}" -v s="$SIZE" -v w="$wall" 'BEGIN { if (w > 0) printf "%.0f", n * s / 1048576 / w; else print 0 }')
+    own=$(sum_mibps "$f.out")
+    per+=("$mbps")
+    if ((k == 1)); then
+      row "subscriber $i: raw ledger rate" "$mbps MB/s ($mibps MiB/s)" ">= 1000 MB/s" "$(verdict_ge "$mbps" 1000)"
+    else
+      row "subscriber $i: raw ledger rate" "$mbps MB/s ($mibps MiB/s)" "(information)"
+    fi
+    row "  ledgers, wall, benchrunner's own MiB/s" "${n:-0} in $wall s, ${own:-?} MiB/s" "$RING" "$(verdict_eq "${n:-0}" "$RING")"
+    metric "${name}_sub${i}_mbps" "$mbps"
+  done
+  local agg
+  agg=$(awk -v k="$k" -v n="$RING" -v s="$SIZE" -v w="$PH_WALL" 'BEGIN { printf "%.0f", k * n * s / 1e6 / w }')
+  row "all $k together: raw ledger rate" "$agg MB/s over $PH_WALL s" "(information)"
+  row "failed catch-up subscribers" "$PH_FAIL" "0" "$(verdict_eq "$PH_FAIL" 0)"
+  row "server CPU during the phase" "$PH_CPU s ($(div "$(awk -v c="$PH_CPU" 'BEGIN { print c * 100 }')" "$PH_WALL" %.0f)% of one CPU)" "(information)"
+  row "server CPU per GB replayed" "$(div "$PH_CPU" "$(awk -v k="$k" -v n="$RING" -v s="$SIZE" 'BEGIN { print k * n * s / 1e9 }')" %.2f) s/GB" "(information)"
+  row "live_abandons during the phase" "$PH_ABANDONS" "0" "$(verdict_eq "$PH_ABANDONS" 0)"
+  metric "${name}_wall_s" "$PH_WALL"
+  metric "${name}_server_cpu_s" "$PH_CPU"
+  metric "${name}_agg_mbps" "$agg"
+  metric "${name}_live_abandons" "$PH_ABANDONS"
+  metric "${name}_failed" "$PH_FAIL"
+}
+
+phase catchup1 1
+phase catchup$SUBS "$SUBS"
+
+# 4. Two more live ledgers, then stop the tip subscriber.
+hz=$(healthz "$LIVE_ADDR")
+lat=$(wait_latest "$LIVE_ADDR" $(($(json_num "$hz" latest) + 2)) 200)
+bg_interrupt "$TIP_PID" benchrunner
+hz_end=$(healthz "$LIVE_ADDR")
+tip_ab=$(($(json_num "$hz_end" live_abandons) - $(json_num "$hz_tip0" live_abandons)))
+tip_n=$(sum_ledgers "$CELL_DIR/tip.out")
+tip_fb=$(sum_fallbacks "$CELL_DIR/tip.out")
+tip_sl=$(csv_count_empty 7 "$CELL_DIR/tip.csv")
+echo | say
+note "4. the live tip while the catch-up ran (gate shape, one tip subscriber; stopped with SIGINT)"
+sed 's/^/    /' "$CELL_DIR/tip.out" | grep -v '^    $' | say
+table_header
+row "tip ledgers received" "${tip_n:-0} ($(sum_range "$CELL_DIR/tip.out"))" "(information)"
+row "live_abandons while the tip was followed" "$tip_ab" "0" "$(verdict_eq "$tip_ab" 0)"
+row "tip discarded partials" "${tip_fb:-?}" "0" "$(verdict_eq "${tip_fb:-?}" 0)"
+row "tip stampless rows (ring redeliveries)" "$tip_sl" "0" "$(verdict_eq "$tip_sl" 0)"
+P99_TARGET_MS='' MAX_TARGET_MS='' delivery_rows "tip" "$CELL_DIR/tip.csv"
+read -r _ ia50 _ ia99 iamax _ < <(csv_stats 5 1 "$CELL_DIR/tip.csv")
+row "tip inter-arrival p50/p99/max (cadence 600 ms)" "$(ns2ms "$ia50")/$(ns2ms "$ia99")/$(ns2ms "$iamax") ms" "(information)"
+note "  (an inter-arrival well above 600 ms is a ledger the source published late: the live source was short of CPU)"
+row "server raw_fallbacks (whole run)" "$(json_num "$hz_end" raw_fallbacks)" "(information)"
+row "server VmHWM (peak RSS)" "$(kb2mb "$(proc_kb "$LIVE_CSD" VmHWM)") MB" "(information)"
+metric tip_live_abandons "$tip_ab"
+metric tip_discarded "${tip_fb:-}"
+metric tip_stampless "$tip_sl"
+metric tip_delivery_p99_ns "$D_P99"
+bg_interrupt "$LIVE_PID" corestreamd
+cell_done
