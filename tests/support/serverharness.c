@@ -1,0 +1,92 @@
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "corestreamd/pace.h"
+#include "corestreamd/source_synthetic.h"
+#include "support/serverharness.h"
+
+static void *run_server(void *arg)
+{
+    harness *h = arg;
+    h->run_rc = cs_server_run(h->srv, &h->run_err);
+    return NULL;
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+/* Prepares the scratch directory and the run's cancellation, which sources are built against. */
+void harness_begin(harness *h)
+{
+    memset(h, 0, sizeof *h);
+    const char *root = getenv("CS_TEST_TMPDIR");
+    snprintf(h->dir, sizeof h->dir, "%s/e2e-XXXXXX", root ? root : "/tmp");
+    assert_non_null(mkdtemp(h->dir));
+    assert_int_equal(cs_cancel_init(&h->cancel), 0);
+}
+
+void harness_launch(harness *h, const harness_opts *o, cs_source *src, cs_range range)
+{
+    cs_ring *ring;
+    cs_err err;
+    char ringdir[PATH_MAX + 16];
+    snprintf(ringdir, sizeof ringdir, "%s/ledgers", h->dir);
+    assert_int_equal(cs_ring_open(&ring, ringdir, o->retention ? o->retention : 1000, &err), 0);
+    cs_server_config sc = {
+        .listen = "127.0.0.1:0",
+        .source_name = "synthetic",
+        .source = src,
+        .range = range,
+        .ring = ring,
+        .cancel = &h->cancel,
+        .chunk_size = o->chunk,
+        .compress = o->compress,
+        .max_payload = o->max_payload,
+        .linger = !o->no_linger,
+        .quiet_listen = true,
+    };
+    assert_int_equal(cs_server_new(&h->srv, &sc, &err), 0);
+    assert_int_equal(cs_server_listen(h->srv, &err), 0);
+    const char *colon = strrchr(cs_server_addr(h->srv), ':');
+    h->port = atoi(colon + 1);
+    assert_int_equal(pthread_create(&h->th, NULL, run_server, h), 0);
+}
+
+void harness_start(harness *h, const harness_opts *o)
+{
+    harness_begin(h);
+    cs_range range = cs_counted_range(o->start ? o->start : 1, o->count);
+    cs_ledger_stream *ls = cs_synthetic_stream_new(o->size ? o->size : 256, o->compressible, &h->cancel);
+    cs_source *src = cs_paced_source_new(ls, range, o->window_ms * T_MS, o->interval_ms * T_MS, &h->cancel);
+    harness_launch(h, o, src, range);
+}
+
+int harness_join(harness *h)
+{
+    if (!h->joined) {
+        pthread_join(h->th, NULL);
+        h->joined = true;
+    }
+    return h->run_rc;
+}
+
+void harness_stop(harness *h)
+{
+    cs_server_stop(h->srv);
+    harness_join(h);
+    cs_server_free(h->srv);
+    cs_cancel_destroy(&h->cancel);
+    nftw(h->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+

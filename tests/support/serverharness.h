@@ -1,0 +1,54 @@
+/* Test support: a real corestreamd server run in process on 127.0.0.1 (an ephemeral port), fed by
+ * a paced synthetic source or one the test builds, on a thread of its own. Failures are cmocka
+ * assertions. Include after <cmocka.h>. */
+#ifndef CS_TESTS_SUPPORT_SERVERHARNESS_H
+#define CS_TESTS_SUPPORT_SERVERHARNESS_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "corestreamd/server.h"
+
+#define T_MS 1000000LL
+#define T_SEC 1000000000LL
+
+typedef struct harness_opts {
+    uint32_t start;
+    uint32_t count; /* 0 = endless */
+    int64_t size;
+    int64_t interval_ms; /* cadence grid */
+    int64_t window_ms;
+    int64_t chunk;
+    bool compress;
+    bool compressible;
+    int64_t retention;
+    uint64_t max_payload;
+    bool no_linger;
+} harness_opts;
+
+typedef struct harness {
+    cs_server *srv;
+    cs_cancel cancel;
+    pthread_t th;
+    char dir[PATH_MAX];
+    int port;
+    int run_rc;
+    cs_err run_err;
+    bool joined;
+} harness;
+
+/* Prepares the scratch directory (under CS_TEST_TMPDIR) and the run's cancellation, which sources
+ * are built against. */
+void harness_begin(harness *h);
+/* Opens the ring, builds and binds the server around src, and starts it on a thread. */
+void harness_launch(harness *h, const harness_opts *o, cs_source *src, cs_range range);
+/* begin + a paced synthetic source from o + launch. */
+void harness_start(harness *h, const harness_opts *o);
+/* Waits for the server thread; returns cs_server_run's result. Idempotent. */
+int harness_join(harness *h);
+/* Stops, joins, frees, and removes the scratch directory. */
+void harness_stop(harness *h);
+
+#endif
