@@ -25,6 +25,7 @@
 #include "common/log.h"
 #include "corestream/wire.h"
 #include "corestreamd/archive.h"
+#include "corestreamd/child.h"
 #include "corestreamd/coretoml.h"
 #include "corestreamd/framereader.h"
 #include "corestreamd/source_pipe.h"
@@ -230,32 +231,28 @@ static void core_log_finish(core_log *l, int64_t deadline)
 /* ---- processes ------------------------------------------------------------------------------ */
 
 typedef struct proc {
-    pid_t pid; /* -1: none */
-    int pidfd; /* -1 when the kernel has no pidfd_open: waits then poll waitpid */
-    bool reaped;
-    int status;
-    int wait_errno; /* waitpid failed instead (the child was reaped elsewhere) */
+    cs_child c;
     core_log *log;
 } proc;
 
 static void proc_init(proc *p)
 {
     memset(p, 0, sizeof *p);
-    p->pid = -1;
-    p->pidfd = -1;
+    p->c.pid = -1;
+    p->c.pidfd = -1;
 }
 
 static bool proc_ok(const proc *p)
 {
-    return p->reaped && !p->wait_errno && WIFEXITED(p->status) && WEXITSTATUS(p->status) == 0;
+    return p->c.reaped && !p->c.wait_errno && WIFEXITED(p->c.status) && WEXITSTATUS(p->c.status) == 0;
 }
 
 static void proc_status_string(const proc *p, char *buf, size_t len)
 {
-    if (p->wait_errno)
-        snprintf(buf, len, "wait: %s", strerror(p->wait_errno));
+    if (p->c.wait_errno)
+        snprintf(buf, len, "wait: %s", strerror(p->c.wait_errno));
     else
-        cs_wait_status_string(p->status, buf, len);
+        cs_wait_status_string(p->c.status, buf, len);
 }
 
 typedef enum out_mode { OUT_NULL, OUT_LOG, OUT_CAPTURE } out_mode;
@@ -388,7 +385,7 @@ static int proc_start(captive_source *cs, proc *p, char *const argv[], const cha
     if (rc == 0)
         rc = posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
     if (rc == 0)
-        rc = posix_spawnp(&p->pid, argv[0], &fa, &at, argv, environ);
+        rc = posix_spawnp(&p->c.pid, argv[0], &fa, &at, argv, environ);
     if (at_ok)
         posix_spawnattr_destroy(&at);
     if (fa_ok)
@@ -398,7 +395,7 @@ static int proc_start(captive_source *cs, proc *p, char *const argv[], const cha
     if (capp[1] >= 0)
         close(capp[1]);
     if (rc != 0) {
-        p->pid = -1;
+        p->c.pid = -1;
         if (logp[0] >= 0)
             close(logp[0]);
         if (capp[0] >= 0)
@@ -412,7 +409,7 @@ static int proc_start(captive_source *cs, proc *p, char *const argv[], const cha
         return cs_err_set(err, 0, "fork/exec %s: %s", argv[0], e);
     }
 #ifdef SYS_pidfd_open
-    p->pidfd = (int)syscall(SYS_pidfd_open, p->pid, 0);
+    p->c.pidfd = (int)syscall(SYS_pidfd_open, p->c.pid, 0);
 #endif
     if (capture_rfd)
         *capture_rfd = capp[0];
@@ -422,82 +419,29 @@ static int proc_start(captive_source *cs, proc *p, char *const argv[], const cha
     return 0;
 }
 
-/* Waits for the process until the monotonic deadline (< 0: none), also ending early on the cancel
- * when cancellable. While waiting it reads and drops whatever arrives on drain_fd (>= 0), so a
- * core blocked writing its meta pipe can reach its signal handler. Returns 1 once reaped, 0 at
- * the deadline, -1 on the cancel. */
-static int proc_wait(captive_source *cs, proc *p, int64_t deadline, bool cancellable, int drain_fd)
-{
-    char scratch[16384];
-    for (;;) {
-        if (p->reaped)
-            return 1;
-        int st;
-        pid_t w = waitpid(p->pid, &st, WNOHANG);
-        if (w == p->pid) {
-            p->reaped = true;
-            p->status = st;
-            return 1;
-        }
-        if (w < 0 && errno != EINTR) {
-            p->reaped = true;
-            p->wait_errno = errno;
-            return 1;
-        }
-        if (cancellable && cs_cancel_is_set(cs->cancel))
-            return -1;
-        int timeout_ms = -1;
-        if (deadline >= 0) {
-            int64_t left = deadline - cs_mono_ns();
-            if (left <= 0)
-                return 0;
-            int64_t ms = (left + 999999) / 1000000;
-            timeout_ms = ms > INT_MAX ? INT_MAX : (int)ms;
-        }
-        struct pollfd pfd[3];
-        nfds_t n = 0;
-        if (p->pidfd >= 0)
-            pfd[n++] = (struct pollfd){.fd = p->pidfd, .events = POLLIN};
-        else if (timeout_ms < 0 || timeout_ms > 10)
-            timeout_ms = 10;
-        if (cancellable)
-            pfd[n++] = (struct pollfd){.fd = cs->cancel->efd, .events = POLLIN};
-        nfds_t drain_at = n;
-        if (drain_fd >= 0)
-            pfd[n++] = (struct pollfd){.fd = drain_fd, .events = POLLIN};
-        if (poll(pfd, n, timeout_ms) < 0 && errno != EINTR)
-            return 0;
-        if (drain_fd >= 0 && pfd[drain_at].revents) {
-            ssize_t k = read(drain_fd, scratch, sizeof scratch);
-            if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR))
-                drain_fd = -1; /* EOF: nothing more to drain */
-        }
-    }
-}
-
 /* After the process was reaped (or given up on): the log reader gets the grace to see EOF. */
 static void proc_release(captive_source *cs, proc *p)
 {
     core_log_finish(p->log, cs_mono_ns() + cs->grace);
     p->log = NULL;
-    if (p->pidfd >= 0)
-        close(p->pidfd);
-    p->pidfd = -1;
+    if (p->c.pidfd >= 0)
+        close(p->c.pidfd);
+    p->c.pidfd = -1;
 }
 
 /* SIGINT, the grace, SIGKILL; reaps; releases. Idempotent. */
 static void proc_stop(captive_source *cs, proc *p, int drain_fd)
 {
-    if (p->pid <= 0)
+    if (p->c.pid <= 0)
         return;
-    if (!p->reaped) {
-        kill(p->pid, SIGINT);
-        if (proc_wait(cs, p, cs_mono_ns() + cs->grace, false, drain_fd) == 0) {
-            CS_LOG(CS_LOG_WARN, "captive: stellar-core did not stop after SIGINT; killing it", KV_I("pid", p->pid),
+    if (!p->c.reaped) {
+        kill(p->c.pid, SIGINT);
+        if (cs_child_wait(&p->c, cs_mono_ns() + cs->grace, NULL, drain_fd) == 0) {
+            CS_LOG(CS_LOG_WARN, "captive: stellar-core did not stop after SIGINT; killing it", KV_I("pid", p->c.pid),
                    KV_D("grace", cs->grace), SUBSERVICE);
-            kill(p->pid, SIGKILL);
-            if (proc_wait(cs, p, cs_mono_ns() + cs->grace, false, drain_fd) == 0)
-                CS_LOG(CS_LOG_WARN, "captive: stellar-core survived SIGKILL; not reaped", KV_I("pid", p->pid),
+            kill(p->c.pid, SIGKILL);
+            if (cs_child_wait(&p->c, cs_mono_ns() + cs->grace, NULL, drain_fd) == 0)
+                CS_LOG(CS_LOG_WARN, "captive: stellar-core survived SIGKILL; not reaped", KV_I("pid", p->c.pid),
                        SUBSERVICE);
         }
     }
@@ -511,7 +455,7 @@ static int run_cmd(captive_source *cs, char *const argv[], cs_err *err)
     proc p;
     if (proc_start(cs, &p, argv, cs->workdir, OUT_LOG, OUT_LOG, -1, NULL, err) != 0)
         return -1;
-    if (proc_wait(cs, &p, -1, true, -1) < 0) {
+    if (cs_child_wait(&p.c, -1, cs->cancel, -1) < 0) {
         proc_stop(cs, &p, -1);
         return cancelled(err);
     }
@@ -574,7 +518,7 @@ static int capture_cmd(captive_source *cs, char *const argv[], const char *cwd, 
     }
     close(rfd);
     if (rc == 0) {
-        int w = proc_wait(cs, &p, deadline, true, -1);
+        int w = cs_child_wait(&p.c, deadline, cs->cancel, -1);
         if (w < 0)
             rc = cancelled(err);
         else if (w == 0)
@@ -918,7 +862,7 @@ static int start_core(captive_source *cs, cs_err *err)
         close(p[1]);
     if (rc == 0) {
         cs->meta_rfd = p[0];
-        CS_LOG(CS_LOG_INFO, "captive: stellar-core running", KV_I("pid", cs->run.pid), KV_B("new_db", new_db),
+        CS_LOG(CS_LOG_INFO, "captive: stellar-core running", KV_I("pid", cs->run.c.pid), KV_B("new_db", new_db),
                SUBSERVICE);
         return 0;
     }
@@ -938,7 +882,7 @@ static int start_core(captive_source *cs, cs_err *err)
  * wipes it otherwise. */
 static void stop_core(captive_source *cs)
 {
-    if (cs->run.pid <= 0)
+    if (cs->run.c.pid <= 0)
         return;
     proc_stop(cs, &cs->run, cs->meta_rfd);
     if (cs->dir_settled)
@@ -981,7 +925,7 @@ static int stream_broken(captive_source *cs, const cs_err *reader_err, const cha
         return cancelled(err);
     /* EOF comes with core's exit; give the exit the grace to become visible. */
     int64_t deadline = expect_exit ? cs_mono_ns() + cs->grace : cs_mono_ns();
-    int w = proc_wait(cs, &cs->run, deadline, true, -1);
+    int w = cs_child_wait(&cs->run.c, deadline, cs->cancel, -1);
     if (w < 0 || cs_cancel_is_set(cs->cancel))
         return cancelled(err); /* e.g. a terminal's Ctrl-C reached core before our cancel */
     if (w == 1 && !proc_ok(&cs->run)) {
@@ -1133,7 +1077,7 @@ const char *cs_captive_source_workdir(const cs_source *s)
 int cs_captive_source_core_pid(const cs_source *s)
 {
     const captive_source *cs = (const captive_source *)s;
-    return cs->run.pid > 0 && !cs->run.reaped ? (int)cs->run.pid : -1;
+    return cs->run.c.pid > 0 && !cs->run.c.reaped ? (int)cs->run.c.pid : -1;
 }
 
 /* ---- construction --------------------------------------------------------------------------- */

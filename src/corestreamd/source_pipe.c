@@ -17,6 +17,7 @@
 #include "common/goquote.h"
 #include "common/log.h"
 #include "corestream/wire.h"
+#include "corestreamd/child.h"
 #include "corestreamd/framereader.h"
 #include "corestreamd/xdrwalk.h"
 
@@ -27,11 +28,7 @@ typedef struct pipe_source {
     char *quoted_cmd; /* Go's %q of the command, for messages */
     cs_cancel *cancel;
     int rfd;
-    pid_t pid; /* also the process group id */
-    int pidfd; /* -1 when the kernel has no pidfd_open: waits then poll waitpid */
-    bool reaped;
-    int status;     /* wait status, once reaped */
-    int wait_errno; /* non-zero when waitpid failed instead (the child was reaped elsewhere) */
+    cs_child child; /* its pid is also the process group id */
     bool termed;    /* the group was sent SIGTERM */
     int64_t termed_at;
     bool done; /* the stream ended: exhausted or failed */
@@ -116,69 +113,25 @@ void cs_wait_status_string(int st, char *buf, size_t len)
 
 static void exit_string(const pipe_source *ps, char *buf, size_t len)
 {
-    if (ps->wait_errno)
-        snprintf(buf, len, "wait: %s", strerror(ps->wait_errno));
+    if (ps->child.wait_errno)
+        snprintf(buf, len, "wait: %s", strerror(ps->child.wait_errno));
     else
-        cs_wait_status_string(ps->status, buf, len);
+        cs_wait_status_string(ps->child.status, buf, len);
 }
 
 static bool exited_ok(const pipe_source *ps)
 {
-    return !ps->wait_errno && WIFEXITED(ps->status) && WEXITSTATUS(ps->status) == 0;
-}
-
-/* Waits for the direct child until the monotonic deadline (< 0: none), also ending early on the
- * cancel when cancellable. Returns 1 once reaped (exactly one waitpid ever succeeds), 0 at the
- * deadline, -1 on the cancel. */
-static int wait_child(pipe_source *ps, int64_t deadline, bool cancellable)
-{
-    for (;;) {
-        if (ps->reaped)
-            return 1;
-        int st;
-        pid_t w = waitpid(ps->pid, &st, WNOHANG);
-        if (w == ps->pid) {
-            ps->reaped = true;
-            ps->status = st;
-            return 1;
-        }
-        if (w < 0 && errno != EINTR) {
-            /* ECHILD: reaped behind our back (SIGCHLD ignored). Nothing left to wait for. */
-            ps->reaped = true;
-            ps->wait_errno = errno;
-            return 1;
-        }
-        if (cancellable && cs_cancel_is_set(ps->cancel))
-            return -1;
-        int timeout_ms = -1;
-        if (deadline >= 0) {
-            int64_t left = deadline - cs_mono_ns();
-            if (left <= 0)
-                return 0;
-            int64_t ms = (left + 999999) / 1000000;
-            timeout_ms = ms > INT_MAX ? INT_MAX : (int)ms;
-        }
-        struct pollfd pfd[2];
-        nfds_t n = 0;
-        if (ps->pidfd >= 0)
-            pfd[n++] = (struct pollfd){.fd = ps->pidfd, .events = POLLIN};
-        else if (timeout_ms < 0 || timeout_ms > 10)
-            timeout_ms = 10; /* no pidfd: poll waitpid every 10 ms */
-        if (cancellable)
-            pfd[n++] = (struct pollfd){.fd = ps->cancel->efd, .events = POLLIN};
-        if (poll(pfd, n, timeout_ms) < 0 && errno != EINTR)
-            return 0;
-    }
+    return !ps->child.wait_errno && WIFEXITED(ps->child.status) && WEXITSTATUS(ps->child.status) == 0;
 }
 
 /* SIGTERM the group once, as Go's CommandContext does on cancel. */
 static void terminate_group(pipe_source *ps)
 {
-    if (ps->termed || ps->pid <= 0)
+    if (ps->termed || ps->child.pid <= 0)
         return;
     ps->termed = true;
     ps->termed_at = cs_mono_ns();
-    kill(-ps->pid, SIGTERM);
+    kill(-ps->child.pid, SIGTERM);
 }
 
 static int spawn(pipe_source *ps, const char *cmd, int wfd, cs_err *err)
@@ -221,7 +174,7 @@ static int spawn(pipe_source *ps, const char *cmd, int wfd, cs_err *err)
     if (rc == 0) {
         char sh[] = "sh", dash_c[] = "-c";
         char *argv[] = {sh, dash_c, (char *)cmd, NULL};
-        rc = posix_spawnp(&ps->pid, "sh", &fa, &at, argv, environ);
+        rc = posix_spawnp(&ps->child.pid, "sh", &fa, &at, argv, environ);
     }
     posix_spawnattr_destroy(&at);
     posix_spawn_file_actions_destroy(&fa);
@@ -265,7 +218,7 @@ static int pipe_next(cs_source *s, cs_emission *em, cs_err *err)
     int r = cs_frame_reader_next(ps->fr, &len, &e);
     if (r == 0) {
         /* EOF at a frame boundary: the command has finished its range, or died. */
-        if (wait_child(ps, -1, true) < 0 || cs_cancel_is_set(ps->cancel))
+        if (cs_child_wait(&ps->child, -1, ps->cancel, -1) < 0 || cs_cancel_is_set(ps->cancel))
             return cancelled(ps, err);
         ps->done = true;
         if (exited_ok(ps))
@@ -317,18 +270,18 @@ static void pipe_destroy(cs_source *s)
     if (ps->rfd >= 0)
         close(ps->rfd);
     ps->rfd = -1;
-    if (ps->pid > 0) {
+    if (ps->child.pid > 0) {
         terminate_group(ps);
-        if (!ps->reaped && wait_child(ps, ps->termed_at + CS_PIPE_KILL_GRACE_NS, false) == 0) {
-            kill(ps->pid, SIGKILL);
-            if (wait_child(ps, cs_mono_ns() + CS_PIPE_KILL_GRACE_NS, false) == 0)
+        if (!ps->child.reaped && cs_child_wait(&ps->child, ps->termed_at + CS_PIPE_KILL_GRACE_NS, NULL, -1) == 0) {
+            kill(ps->child.pid, SIGKILL);
+            if (cs_child_wait(&ps->child, cs_mono_ns() + CS_PIPE_KILL_GRACE_NS, NULL, -1) == 0)
                 CS_LOG(CS_LOG_WARN, "pipe source: command survived SIGKILL; not reaped",
-                       KV_I("pid", ps->pid));
+                       KV_I("pid", ps->child.pid));
         }
-        kill(-ps->pid, SIGKILL);
+        kill(-ps->child.pid, SIGKILL);
     }
-    if (ps->pidfd >= 0)
-        close(ps->pidfd);
+    if (ps->child.pidfd >= 0)
+        close(ps->child.pidfd);
     cs_frame_reader_free(ps->fr);
     free(ps->quoted_cmd);
     free(ps);
@@ -337,7 +290,7 @@ static void pipe_destroy(cs_source *s)
 int cs_pipe_source_pid(const cs_source *s)
 {
     const pipe_source *ps = (const pipe_source *)s;
-    return ps->reaped ? -1 : (int)ps->pid;
+    return ps->child.reaped ? -1 : (int)ps->child.pid;
 }
 
 static const cs_source_ops pipe_ops = {
@@ -373,8 +326,8 @@ int cs_pipe_source_new(cs_source **out, const char *cmd, int64_t pipe_size, cs_c
     ps->base.ops = &pipe_ops;
     ps->quoted_cmd = quoted;
     ps->cancel = cancel;
-    ps->rfd = ps->pidfd = -1;
-    ps->pid = -1;
+    ps->rfd = ps->child.pidfd = -1;
+    ps->child.pid = -1;
 
     int p[2];
     if (pipe2(p, O_CLOEXEC) != 0) {
@@ -410,12 +363,12 @@ int cs_pipe_source_new(cs_source **out, const char *cmd, int64_t pipe_size, cs_c
     /* The parent must not hold the write end, or EOF never arrives. */
     close(wfd);
     if (rc != 0) {
-        ps->pid = -1;
+        ps->child.pid = -1;
         pipe_destroy(&ps->base);
         return -1;
     }
 #ifdef SYS_pidfd_open
-    ps->pidfd = (int)syscall(SYS_pidfd_open, ps->pid, 0);
+    ps->child.pidfd = (int)syscall(SYS_pidfd_open, ps->child.pid, 0);
 #endif
     *out = &ps->base;
     return 0;
