@@ -40,8 +40,8 @@ test-tsan:
 # libFuzzer needs clang; only the fuzz target is built here, and it runs for a bounded time.
 test-fuzz:
 	CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DCS_ASAN=OFF -DCS_TSAN=OFF -DCS_FUZZ=ON $(CMAKE_FLAGS) >/dev/null
-	cmake --build build-fuzz -j $(JOBS) --target fuzz_xdrwalk
-	cd build-fuzz && ctest --output-on-failure -L fuzz
+	cmake --build build-fuzz -j $(JOBS) --target fuzz_targets
+	cd build-fuzz && ctest --output-on-failure -j $(JOBS) -L fuzz
 
 clean:
 	rm -rf build build-asan build-tsan build-fuzz

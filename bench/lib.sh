@@ -55,7 +55,7 @@ bench_resolve_build_dir() {
   fi
   [[ -d $d ]] || die "build dir '$d' not found: run 'make build' (or cmake -S . -B build && cmake --build build) first, or set BUILD_DIR"
   BUILD_DIR=$(cd "$d" && pwd)
-  CORESTREAMD=$BUILD_DIR/src/corestreamd
+  CORESTREAMD=$BUILD_DIR/src/corestreamd/corestreamd
   BENCHRUNNER=$BUILD_DIR/src/benchrunner/benchrunner
   [[ -f $CORESTREAMD && -x $CORESTREAMD ]] || die "$CORESTREAMD is missing: build first (BUILD_DIR=$BUILD_DIR)"
   [[ -f $BENCHRUNNER && -x $BENCHRUNNER ]] || die "$BENCHRUNNER is missing: build first (BUILD_DIR=$BUILD_DIR)"

@@ -9,7 +9,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 D=$(mktemp -d)
 PIDS=()
 cleanup() { kill -INT "${PIDS[@]}" 2>/dev/null || true; kill -TERM "$SP" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$D"; }
-"$B/src/corestreamd" --listen 127.0.0.1:0 --data-dir "$D" --synthetic-size 1048576 \
+"$B/src/corestreamd/corestreamd" --listen 127.0.0.1:0 --data-dir "$D" --synthetic-size 1048576 \
   --synthetic-interval 100ms --emit-window 15ms > "$D/log" 2>&1 &
 SP=$!
 trap cleanup EXIT

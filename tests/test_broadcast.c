@@ -18,8 +18,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "corestreamd/broadcast.h"
-#include "corestreamd/message.h"
+#include "corestreamd/server/broadcast.h"
+#include "corestreamd/server/message.h"
 #include "wire/wire.h"
 
 #define HDR CS_WIRE_CHUNK_HEADER_LEN

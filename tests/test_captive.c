@@ -27,9 +27,9 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "corestreamd/archive.h"
-#include "corestreamd/cancel.h"
-#include "corestreamd/source_captive.h"
+#include "corestreamd/sources/captive/archive.h"
+#include "common/cancel.h"
+#include "corestreamd/sources/captive/captive.h"
 #include "support/metabuild.h"
 
 #define TESTNET "Test SDF Network ; September 2015"

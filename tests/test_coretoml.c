@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "corestreamd/coretoml.h"
+#include "corestreamd/sources/captive/coretoml.h"
 
 #define TESTNET "Test SDF Network ; September 2015"
 #define PUBNET "Public Global Stellar Network ; September 2015"

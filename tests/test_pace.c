@@ -12,8 +12,8 @@
 #include <time.h>
 
 #include "common/synthetic.h"
-#include "corestreamd/pace.h"
-#include "corestreamd/source_synthetic.h"
+#include "corestreamd/sources/pace.h"
+#include "corestreamd/sources/synthetic.h"
 
 #define MAX_BODY (64 * 1024)
 

@@ -21,9 +21,9 @@
 #include <unistd.h>
 
 #include "corestream/wire.h"
-#include "corestreamd/cancel.h"
-#include "corestreamd/framereader.h"
-#include "corestreamd/source_pipe.h"
+#include "common/cancel.h"
+#include "corestreamd/sources/pipe/framereader.h"
+#include "corestreamd/sources/pipe/pipe.h"
 #include "support/metabuild.h"
 
 /* ---- fixture ------------------------------------------------------------------------------ */

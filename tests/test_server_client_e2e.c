@@ -23,9 +23,9 @@
 #include "common/log.h"
 #include "common/synthetic.h"
 #include "corestream/remoteledger.h"
-#include "corestreamd/pace.h"
-#include "corestreamd/server.h"
-#include "corestreamd/source_synthetic.h"
+#include "corestreamd/sources/pace.h"
+#include "corestreamd/server/server.h"
+#include "corestreamd/sources/synthetic.h"
 #include "support/serverharness.h"
 
 #define GATE_WAIT (30 * T_SEC) /* bound on any callback that blocks */

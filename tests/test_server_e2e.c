@@ -17,9 +17,9 @@
 
 #include "common/log.h"
 #include "common/synthetic.h"
-#include "corestreamd/pace.h"
-#include "corestreamd/server.h"
-#include "corestreamd/source_synthetic.h"
+#include "corestreamd/sources/pace.h"
+#include "corestreamd/server/server.h"
+#include "corestreamd/sources/synthetic.h"
 #include "support/serverharness.h"
 #include "support/wsclient.h"
 

@@ -13,8 +13,8 @@
 #include <xxhash.h>
 
 #include "common/log.h"
-#include "corestreamd/broadcast.h"
-#include "corestreamd/sourceloop.h"
+#include "corestreamd/server/broadcast.h"
+#include "corestreamd/server/sourceloop.h"
 #include "wire/wire.h"
 
 /* A source that emits scripted ledgers, delivering the body in reads of at most `dribble` bytes. */

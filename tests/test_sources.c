@@ -15,9 +15,9 @@
 #include <unistd.h>
 
 #include "common/synthetic.h"
-#include "corestreamd/pace.h"
-#include "corestreamd/source_file.h"
-#include "corestreamd/source_synthetic.h"
+#include "corestreamd/sources/pace.h"
+#include "corestreamd/sources/file.h"
+#include "corestreamd/sources/synthetic.h"
 #include "store/ledgerdir.h"
 
 /* Per-test state: a cancel and a scratch directory. */

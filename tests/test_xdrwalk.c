@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "corestreamd/xdrwalk.h"
+#include "corestreamd/sources/pipe/xdrwalk.h"
 #include "support/metabuild.h"
 
 /* ---- metas (support/metabuild.h) --------------------------------------------------------- */

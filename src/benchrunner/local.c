@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "corestreamd/config.h"
-#include "corestreamd/source_captive.h"
-#include "corestreamd/source_pipe.h"
+#include "corestreamd/sources/captive/captive.h"
+#include "corestreamd/sources/pipe/pipe.h"
 
 /* Drains src. With per_read_timing (localtap) each body is read in plain chunk-size reads and
  * timed from the first to the last; otherwise (local, whole metas) only arrivals are recorded. */

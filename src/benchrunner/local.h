@@ -7,7 +7,7 @@
 #include "benchrunner/options.h"
 #include "benchrunner/stats.h"
 #include "common/err.h"
-#include "corestreamd/cancel.h"
+#include "common/cancel.h"
 
 /* Each fills a new collector (*out, NULL only on allocation failure) and returns 0 at the end of
  * the range or of the source, or -1 with err. cancel ends the run (CS_ERR_CANCELLED in err). */

@@ -23,10 +23,10 @@
 #include "common/log.h"
 #include "common/synthetic.h"
 #include "corestream/remoteledger.h"
-#include "corestreamd/cancel.h"
-#include "corestreamd/pace.h"
-#include "corestreamd/server.h"
-#include "corestreamd/source_synthetic.h"
+#include "common/cancel.h"
+#include "corestreamd/sources/pace.h"
+#include "corestreamd/server/server.h"
+#include "corestreamd/sources/synthetic.h"
 #include "store/ring.h"
 
 /* ---- interruption ---------------------------------------------------------------------------- */

@@ -8,12 +8,12 @@
 
 #include "common/log.h"
 #include "corestreamd/config.h"
-#include "corestreamd/pace.h"
-#include "corestreamd/server.h"
-#include "corestreamd/source_captive.h"
-#include "corestreamd/source_file.h"
-#include "corestreamd/source_pipe.h"
-#include "corestreamd/source_synthetic.h"
+#include "corestreamd/sources/pace.h"
+#include "corestreamd/server/server.h"
+#include "corestreamd/sources/captive/captive.h"
+#include "corestreamd/sources/file.h"
+#include "corestreamd/sources/pipe/pipe.h"
+#include "corestreamd/sources/synthetic.h"
 
 static pthread_mutex_t g_server_mu = PTHREAD_MUTEX_INITIALIZER;
 static cs_server *g_server;

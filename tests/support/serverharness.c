@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "corestreamd/pace.h"
-#include "corestreamd/source_synthetic.h"
+#include "corestreamd/sources/pace.h"
+#include "corestreamd/sources/synthetic.h"
 #include "support/serverharness.h"
 
 static void *run_server(void *arg)

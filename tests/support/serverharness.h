@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "corestreamd/server.h"
+#include "corestreamd/server/server.h"
 
 #define T_MS 1000000LL
 #define T_SEC 1000000000LL

@@ -1,0 +1,35 @@
+/* Run-wide cancellation: one flag that every blocking wait in the source path can watch. It owns
+ * an eventfd so a wait can be a poll() on it (with a deadline or alongside a pipe fd), which makes
+ * a cancel wake sleepers and blocked reads at once. */
+#ifndef CS_COMMON_CANCEL_H
+#define CS_COMMON_CANCEL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+typedef struct cs_cancel {
+    atomic_bool cancelled;
+    int efd; /* readable once cancelled */
+} cs_cancel;
+
+int cs_cancel_init(cs_cancel *c);
+void cs_cancel_destroy(cs_cancel *c);
+/* Idempotent and async-signal-safe. */
+void cs_cancel_fire(cs_cancel *c);
+bool cs_cancel_is_set(const cs_cancel *c);
+
+/* Monotonic clock in nanoseconds. */
+int64_t cs_mono_ns(void);
+/* Wall clock in Unix nanoseconds (what the wire stamps carry). */
+int64_t cs_wall_ns(void);
+
+/* Sleeps until the monotonic deadline. Returns 0 when the deadline passed, -1 when cancelled
+ * first (also when already cancelled). */
+int cs_cancel_sleep_until(cs_cancel *c, int64_t deadline_mono_ns);
+
+/* Waits until fd is readable (0) or the run is cancelled (-1). */
+int cs_cancel_wait_readable(cs_cancel *c, int fd);
+
+#endif

@@ -1,0 +1,66 @@
+/* One subscriber's cursor (PORTSPEC 2.6): a small state machine the I/O thread drives, one
+ * message per writable callback. Anchor (tip or start), ring catch-up (stampless, prepared by the
+ * replay encoders), live following of the current flow, and the close decision. There is no
+ * per-subscriber queue: the cursor's whole state is where it is. */
+#ifndef CS_CORESTREAMD_CURSOR_H
+#define CS_CORESTREAMD_CURSOR_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "corestreamd/server/broadcast.h"
+#include "corestreamd/server/replay.h"
+#include "store/ring.h"
+
+typedef struct cs_cursor_env {
+    cs_broadcaster *bc;
+    cs_ring *ring;
+    cs_replay_pool *replays;
+    atomic_uint_fast64_t *live_abandons;
+} cs_cursor_env;
+
+typedef enum cs_cursor_mode {
+    CS_CUR_IDLE,      /* deciding */
+    CS_CUR_LIVE,      /* following the pinned flow with its stamps */
+    CS_CUR_STAMPLESS, /* writing a completed flow reached late, stamps zeroed */
+    CS_CUR_REPLAY,    /* writing a ring replay */
+} cs_cursor_mode;
+
+typedef struct cs_cursor {
+    cs_cursor_env env;
+    uint64_t next; /* 64-bit: serving 4294967295 leaves 2^32, never wraps to 0 */
+    bool bounded;
+    uint64_t end;
+    cs_cursor_mode mode;
+    cs_flow *pinned; /* LIVE and STAMPLESS */
+    size_t sent;     /* LIVE: chunks written; STAMPLESS: items written (BEGIN, chunks, END) */
+    cs_replay *replay;
+    uint64_t abandoned; /* this subscriber's abandons, for the logs */
+    uint32_t abandoned_seq;
+} cs_cursor;
+
+typedef enum cs_step_kind {
+    CS_STEP_WRITE, /* write msg, then step again when writable */
+    CS_STEP_WAIT,  /* nothing to send until the broadcaster or a replay wakes us */
+    CS_STEP_CLOSE, /* send a close frame with code and reason */
+    CS_STEP_DROP,  /* drop the connection without a close frame (err says why) */
+} cs_step_kind;
+
+typedef struct cs_step {
+    cs_step_kind kind;
+    cs_msg *msg; /* WRITE: the caller owns this reference */
+    int code;
+    char reason[124];
+    bool abandoned; /* a live flow was abandoned during this step (ledger in abandoned_seq) */
+    cs_err err;
+} cs_step;
+
+/* start 0 anchors at the tip: the in-progress flow from chunk 0 with its stamped BEGIN, or the
+ * ledger after a completed one, or (before any publish) whatever comes first. */
+void cs_cursor_init(cs_cursor *c, const cs_cursor_env *env, uint32_t start, bool bounded, uint32_t end);
+void cs_cursor_destroy(cs_cursor *c);
+
+void cs_cursor_step(cs_cursor *c, cs_step *out);
+
+#endif

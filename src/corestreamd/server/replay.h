@@ -1,0 +1,45 @@
+/* Ring replay encoders: a small pool, separate from the live encoders so catch-up subscribers
+ * cannot starve the live path, that turns a retained ledger into a stampless flow
+ * (BEGIN(seq,0), CHUNK*, END(seq,count,len,0,xxh64)) a few messages ahead of the subscriber
+ * writing it. The I/O thread never reads a ledger, compresses or hashes: it only pops ready
+ * messages. */
+#ifndef CS_CORESTREAMD_REPLAY_H
+#define CS_CORESTREAMD_REPLAY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "corestreamd/server/message.h"
+#include "store/ring.h"
+
+#define CS_REPLAY_WORKERS 2
+/* Messages prepared ahead of the subscriber: bounds a slow subscriber's replay memory. */
+#define CS_REPLAY_DEPTH 2
+
+typedef struct cs_replay_pool cs_replay_pool;
+typedef struct cs_replay cs_replay;
+
+/* wake runs on a worker thread each time a message becomes ready or a replay fails. */
+cs_replay_pool *cs_replay_pool_new(int workers, cs_ring *ring, bool compress, int level, size_t chunk_size,
+                                   void (*wake)(void *), void *wake_ctx, cs_err *err);
+/* Stops the workers; replays still held by cursors stay valid but produce nothing more. */
+void cs_replay_pool_free(cs_replay_pool *p);
+
+/* Starts preparing ledger seq. NULL on allocation failure. */
+cs_replay *cs_replay_start(cs_replay_pool *p, uint32_t seq);
+
+enum {
+    CS_REPLAY_MSG = 0,          /* *out holds the next message (caller owns the reference) */
+    CS_REPLAY_PENDING = 1,      /* nothing ready yet; a wake follows when something is */
+    CS_REPLAY_DONE = 2,         /* END was already handed out */
+    CS_REPLAY_NOT_RETAINED = 3, /* the ledger left the ring before it could be read */
+    CS_REPLAY_FAILED = 4,       /* another read error; err says which */
+};
+int cs_replay_next(cs_replay *r, cs_msg **out, cs_err *err);
+
+/* The cursor is done with r (finished, or its connection went away). */
+void cs_replay_release(cs_replay *r);
+
+#endif

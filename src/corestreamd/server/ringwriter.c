@@ -1,0 +1,134 @@
+#include "corestreamd/server/ringwriter.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "wire/wire.h"
+
+struct cs_ring_writer {
+    cs_ring *ring;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool stop;
+    bool pending; /* a ledger is handed over and not yet written */
+    uint32_t seq;
+    cs_msg **msgs;
+    size_t n;
+    int rc;
+    cs_err err;
+};
+
+static int write_ledger(cs_ring *ring, uint32_t seq, cs_msg **msgs, size_t n, cs_err *err)
+{
+    struct iovec stack_iov[64];
+    struct iovec *iov = n <= 64 ? stack_iov : malloc(n * sizeof *iov);
+    if (!iov)
+        return cs_err_set(err, 0, "retain ledger %u: out of memory", seq);
+    for (size_t i = 0; i < n; i++) {
+        iov[i].iov_base = msgs[i]->data + CS_WIRE_CHUNK_HEADER_LEN;
+        iov[i].iov_len = msgs[i]->len - CS_WIRE_CHUNK_HEADER_LEN;
+    }
+    bool reset = false;
+    int rc = cs_ring_put(ring, seq, iov, n, &reset, err);
+    if (iov != stack_iov)
+        free(iov);
+    if (rc != 0)
+        return cs_err_prefix(err, "retain ledger %u: ", seq);
+    if (reset)
+        CS_LOG(CS_LOG_WARN, "retention reset: ledger does not continue the retained range", KV_U("ledger", seq));
+    return 0;
+}
+
+static void *writer_main(void *arg)
+{
+    cs_ring_writer *w = arg;
+    /* Lowest priority: when the cores are busy, delivery runs first; when they are not, this runs
+     * at once. Lowering one's own nice value needs no privilege. */
+    setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        while (!w->pending && !w->stop)
+            pthread_cond_wait(&w->cv, &w->mu);
+        if (!w->pending)
+            break;
+        uint32_t seq = w->seq;
+        cs_msg **msgs = w->msgs;
+        size_t n = w->n;
+        pthread_mutex_unlock(&w->mu);
+        cs_err err;
+        int rc = write_ledger(w->ring, seq, msgs, n, &err);
+        for (size_t i = 0; i < n; i++)
+            cs_msg_release(msgs[i]);
+        free(msgs);
+        pthread_mutex_lock(&w->mu);
+        w->rc = rc;
+        w->err = err;
+        w->pending = false;
+        pthread_cond_broadcast(&w->cv);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+int cs_ring_writer_new(cs_ring_writer **out, cs_ring *ring, cs_err *err)
+{
+    cs_ring_writer *w = calloc(1, sizeof *w);
+    if (!w)
+        return cs_err_set(err, 0, "source loop: out of memory");
+    w->ring = ring;
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    if (pthread_create(&w->thread, NULL, writer_main, w) != 0) {
+        pthread_mutex_destroy(&w->mu);
+        pthread_cond_destroy(&w->cv);
+        free(w);
+        return cs_err_set(err, 0, "source loop: cannot start the ring writer");
+    }
+    *out = w;
+    return 0;
+}
+
+void cs_ring_writer_submit(cs_ring_writer *w, uint32_t seq, cs_msg **msgs, size_t n)
+{
+    pthread_mutex_lock(&w->mu);
+    w->seq = seq;
+    w->msgs = msgs;
+    w->n = n;
+    w->rc = 0;
+    w->pending = true;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+int cs_ring_writer_wait(cs_ring_writer *w, cs_err *err)
+{
+    pthread_mutex_lock(&w->mu);
+    while (w->pending)
+        pthread_cond_wait(&w->cv, &w->mu);
+    int rc = w->rc;
+    if (rc != 0 && err)
+        *err = w->err;
+    w->rc = 0;
+    pthread_mutex_unlock(&w->mu);
+    return rc;
+}
+
+void cs_ring_writer_free(cs_ring_writer *w)
+{
+    if (!w)
+        return;
+    pthread_mutex_lock(&w->mu);
+    w->stop = true;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->thread, NULL);
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+    free(w);
+}

@@ -1,0 +1,29 @@
+/* The ring write of a completed ledger, on a thread of its own at low CPU priority. The source
+ * loop hands the ledger over right after END and waits for the write only before the next BEGIN,
+ * so Put(N) still completes before BEGIN(N+1) while the disk copy never competes for a core with
+ * the delivery of the ledger that just ended. */
+#ifndef CS_CORESTREAMD_RINGWRITER_H
+#define CS_CORESTREAMD_RINGWRITER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "corestreamd/server/message.h"
+#include "store/ring.h"
+
+typedef struct cs_ring_writer cs_ring_writer;
+
+int cs_ring_writer_new(cs_ring_writer **out, cs_ring *ring, cs_err *err);
+
+/* Takes over the n raw chunk messages (payload after the 11-byte header) and the msgs array
+ * (malloc'd); returns at once. At most one write is outstanding: call cs_ring_writer_wait first. */
+void cs_ring_writer_submit(cs_ring_writer *w, uint32_t seq, cs_msg **msgs, size_t n);
+
+/* Waits for the outstanding write, if any. Returns 0, or -1 with `retain ledger S: …`. */
+int cs_ring_writer_wait(cs_ring_writer *w, cs_err *err);
+
+/* Waits, stops the thread and frees. NULL is a no-op. */
+void cs_ring_writer_free(cs_ring_writer *w);
+
+#endif

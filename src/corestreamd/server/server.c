@@ -1,0 +1,773 @@
+#include "corestreamd/server/server.h"
+
+#include <libwebsockets.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "corestreamd/server/broadcast.h"
+#include "corestreamd/server/compress.h"
+#include "corestreamd/server/cursor.h"
+#include "corestreamd/server/listener.h"
+#include "corestreamd/server/replay.h"
+#include "corestreamd/server/request.h"
+#include "corestreamd/server/sourceloop.h"
+#include "wire/wire.h"
+
+_Static_assert(LWS_PRE == CS_MSG_HEADROOM, "message headroom must match libwebsockets' LWS_PRE");
+
+#define WRITE_TIMEOUT_SECS 10 /* bound on one message write to a subscriber */
+#define DRAIN_TIMEOUT_US (5 * LWS_US_PER_SEC) /* close frames after the source ends */
+#define SHUTDOWN_TIMEOUT_US (2 * LWS_US_PER_SEC) /* close frames on SIGINT/SIGTERM */
+#define WRITE_CHECK_US LWS_US_PER_SEC /* how often stalled writes are looked for */
+#define MAX_QUERY_ARGS 32
+
+typedef struct subscriber {
+    struct lws *wsi;
+    cs_cursor cursor;
+    cs_stream_request req;
+    char remote[64];
+    bool waiting; /* asked for nothing: woken by the broadcaster or a replay */
+    int64_t write_started; /* monotonic ns since a message has been waiting to go out; 0: none */
+    bool closing; /* a close frame (or drop) was decided */
+    struct subscriber *prev, *next;
+} subscriber;
+
+typedef struct pss {
+    subscriber *sub;
+} pss;
+
+struct cs_server {
+    cs_server_config cfg;
+    size_t chunk_size;
+    int workers;
+    char addr[80];
+    int listen_fd;
+    struct lws *listen_wsi;
+
+    cs_broadcaster *bc;
+    cs_chunk_pipeline *pipeline;
+    cs_replay_pool *replays;
+    atomic_uint_fast64_t live_abandons;
+    atomic_int subscribers;
+
+    struct lws_context *ctx;
+    struct lws_vhost *vhost;
+    atomic_bool wake_pending;
+    atomic_bool stop_requested;
+    atomic_bool source_done;
+    bool shutting_down; /* I/O thread only, from here down */
+    bool draining;
+    bool deadline_passed;
+    bool loop_done;
+    lws_sorted_usec_list_t deadline;
+    lws_sorted_usec_list_t write_check;
+    subscriber *subs;
+
+    pthread_t source_thread;
+    bool source_started;
+    int source_rc;
+    cs_err source_err;
+};
+
+/* ---- waking the I/O thread ------------------------------------------------------------------ */
+
+/* Any thread: one lws_cancel_service per burst of publishes, not one per chunk. */
+static void server_wake(void *arg)
+{
+    cs_server *s = arg;
+    if (s->ctx && !atomic_exchange(&s->wake_pending, true))
+        lws_cancel_service(s->ctx);
+}
+
+static void publish_chunk(void *ctx, cs_msg *chunk)
+{
+    cs_server *s = ctx;
+    cs_err e;
+    if (cs_broadcast_chunk(s->bc, chunk, &e) != 0) {
+        CS_LOG(CS_LOG_ERROR, "corestreamd internal error", KV_S("error", e.msg));
+        abort();
+    }
+}
+
+/* ---- HTTP answers --------------------------------------------------------------------------- */
+
+/* One write of status line, headers and a short body; the request's transaction then completes. */
+static int respond(struct lws *wsi, unsigned code, const char *ctype, const char *body)
+{
+    unsigned char buf[LWS_PRE + 2048];
+    unsigned char *start = buf + LWS_PRE, *p = start, *end = buf + sizeof buf - 1;
+    size_t blen = strlen(body);
+    if (lws_add_http_common_headers(wsi, code, ctype, blen, &p, end) ||
+        lws_add_http_header_by_name(wsi, (const unsigned char *)"x-content-type-options:",
+                                    (const unsigned char *)"nosniff", 7, &p, end) ||
+        lws_finalize_http_header(wsi, &p, end) || (size_t)(end - p) < blen)
+        return -1;
+    memcpy(p, body, blen);
+    p += blen;
+    if (lws_write(wsi, start, (size_t)(p - start), LWS_WRITE_HTTP_HEADERS) < 0)
+        return -1;
+    return 0;
+}
+
+static int respond_text(struct lws *wsi, unsigned code, const char *msg)
+{
+    char body[1100];
+    snprintf(body, sizeof body, "%s\n", msg);
+    return respond(wsi, code, "text/plain; charset=utf-8", body);
+}
+
+static void peer_name(struct lws *wsi, char *buf, size_t len)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    if (getpeername(lws_get_socket_fd(wsi), (struct sockaddr *)&ss, &sl) == 0)
+        cs_format_sockaddr((struct sockaddr *)&ss, buf, len);
+    else
+        snprintf(buf, len, "unknown");
+}
+
+/* The decoded query pairs of the request, copied out of lws' header storage. */
+typedef struct query {
+    char storage[4096];
+    const char *args[MAX_QUERY_ARGS];
+    size_t n;
+} query;
+
+static void read_query(struct lws *wsi, query *q)
+{
+    size_t used = 0;
+    q->n = 0;
+    for (int i = 0; q->n < MAX_QUERY_ARGS; i++) {
+        int len = lws_hdr_fragment_length(wsi, WSI_TOKEN_HTTP_URI_ARGS, i);
+        if (len <= 0 || used + (size_t)len + 1 > sizeof q->storage)
+            break;
+        if (lws_hdr_copy_fragment(wsi, q->storage + used, len + 1, WSI_TOKEN_HTTP_URI_ARGS, i) < 0)
+            break;
+        q->args[q->n++] = q->storage + used;
+        used += (size_t)len + 1;
+    }
+}
+
+static int uri_path(struct lws *wsi, char *buf, int len)
+{
+    if (lws_hdr_copy(wsi, buf, len, WSI_TOKEN_GET_URI) > 0)
+        return 0;
+    /* Non-GET methods keep the path under their own token. */
+    static const enum lws_token_indexes others[] = {WSI_TOKEN_POST_URI, WSI_TOKEN_PUT_URI,
+                                                    WSI_TOKEN_PATCH_URI, WSI_TOKEN_DELETE_URI,
+                                                    WSI_TOKEN_OPTIONS_URI, WSI_TOKEN_HEAD_URI};
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++)
+        if (lws_hdr_copy(wsi, buf, len, others[i]) > 0)
+            return 0;
+    buf[0] = '\0';
+    return -1;
+}
+
+static int serve_healthz(cs_server *s, struct lws *wsi)
+{
+    uint32_t oldest, latest;
+    cs_ring_bounds(s->cfg.ring, &oldest, &latest);
+    char body[256];
+    snprintf(body, sizeof body,
+             "{\"oldest\":%u,\"latest\":%u,\"subscribers\":%d,\"live_abandons\":%llu,\"raw_fallbacks\":%llu}\n",
+             oldest, latest, atomic_load(&s->subscribers),
+             (unsigned long long)atomic_load(&s->live_abandons),
+             (unsigned long long)cs_server_raw_fallbacks(s));
+    return respond(wsi, 200, "application/json", body);
+}
+
+static bool header_has_token(struct lws *wsi, enum lws_token_indexes h, const char *token, char *val,
+                             int vlen)
+{
+    if (lws_hdr_copy(wsi, val, vlen, h) < 0)
+        val[0] = '\0';
+    size_t tl = strlen(token);
+    for (const char *p = val; *p;) {
+        while (*p == ' ' || *p == ',')
+            p++;
+        const char *e = p;
+        while (*e && *e != ',')
+            e++;
+        const char *t = e;
+        while (t > p && t[-1] == ' ')
+            t--;
+        if ((size_t)(t - p) == tl && strncasecmp(p, token, tl) == 0)
+            return true;
+        p = e;
+    }
+    return false;
+}
+
+/* A plain (non-upgrade) request: /healthz, the /stream query and upgrade checks, or 404. Returns
+ * the value for the lws callback. */
+static int serve_http(cs_server *s, struct lws *wsi)
+{
+    char path[512];
+    uri_path(wsi, path, sizeof path);
+    int rc;
+    if (strcmp(path, "/healthz") == 0) {
+        rc = serve_healthz(s, wsi);
+    } else if (strcmp(path, CS_WIRE_STREAM_PATH) == 0) {
+        query q;
+        cs_stream_request req;
+        cs_err err;
+        read_query(wsi, &q);
+        if (cs_stream_request_parse(q.args, q.n, &req, &err) != 0) {
+            rc = respond_text(wsi, 400, err.msg);
+        } else {
+            char val[256], msg[400];
+            header_has_token(wsi, WSI_TOKEN_CONNECTION, "upgrade", val, sizeof val);
+            snprintf(msg, sizeof msg,
+                     "WebSocket protocol violation: Connection header \"%s\" does not contain Upgrade", val);
+            char remote[64];
+            peer_name(wsi, remote, sizeof remote);
+            CS_LOG(CS_LOG_WARN, "websocket handshake failed", KV_S("remote", remote), KV_S("error", msg));
+            rc = respond_text(wsi, 426, msg);
+        }
+    } else {
+        rc = respond(wsi, 404, "text/plain; charset=utf-8", "404 page not found\n");
+    }
+    if (rc != 0 || lws_http_transaction_completed(wsi))
+        return -1;
+    return 0;
+}
+
+/* Origin must match Host, as the prototype's WebSocket library insists (403 otherwise). */
+static int check_origin(struct lws *wsi, char *msg, size_t mlen)
+{
+    char origin[256], host[256];
+    if (lws_hdr_copy(wsi, origin, sizeof origin, WSI_TOKEN_ORIGIN) <= 0)
+        return 0;
+    if (lws_hdr_copy(wsi, host, sizeof host, WSI_TOKEN_HOST) < 0)
+        host[0] = '\0';
+    const char *o = strstr(origin, "://");
+    if (!o) {
+        snprintf(msg, mlen, "request Origin \"%s\" is not a valid URL with a host", origin);
+        return -1;
+    }
+    o += 3;
+    size_t olen = strcspn(o, "/");
+    if (olen != strlen(host) || strncasecmp(o, host, olen) != 0) {
+        snprintf(msg, mlen, "request Origin \"%s\" is not authorized for Host \"%s\"", origin, host);
+        return -1;
+    }
+    return 0;
+}
+
+/* Before the upgrade: path, query and origin. Returns 0 to allow, 1 when answered. */
+static int confirm_upgrade(struct lws *wsi)
+{
+    char path[512];
+    uri_path(wsi, path, sizeof path);
+    if (strcmp(path, CS_WIRE_STREAM_PATH) != 0) {
+        respond(wsi, 404, "text/plain; charset=utf-8", "404 page not found\n");
+        return 1;
+    }
+    query q;
+    cs_stream_request req;
+    cs_err err;
+    read_query(wsi, &q);
+    if (cs_stream_request_parse(q.args, q.n, &req, &err) != 0) {
+        respond_text(wsi, 400, err.msg);
+        return 1;
+    }
+    char msg[700];
+    if (check_origin(wsi, msg, sizeof msg) != 0) {
+        char remote[64];
+        peer_name(wsi, remote, sizeof remote);
+        CS_LOG(CS_LOG_WARN, "websocket handshake failed", KV_S("remote", remote), KV_S("error", msg));
+        respond_text(wsi, 403, msg);
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- subscribers ---------------------------------------------------------------------------- */
+
+static void log_subscriber(int level, const char *msg, const subscriber *sub, size_t n, const cs_kv *extra)
+{
+    cs_kv kvs[8] = {KV_S("remote", sub->remote), KV_U("start", sub->req.start), KV_U("end", sub->req.end),
+                    KV_B("bounded", sub->req.bounded)};
+    size_t k = 4;
+    for (size_t i = 0; i < n && k < 8; i++)
+        kvs[k++] = extra[i];
+    cs_log_kvs(level, msg, k, kvs);
+}
+
+/* Asks for a writable callback and starts the write clock: the time from wanting to write the
+ * next message until the socket takes it is what WRITE_TIMEOUT_SECS bounds, as a per-message
+ * write deadline would. */
+static void want_write(subscriber *sub)
+{
+    if (!sub->write_started)
+        sub->write_started = cs_mono_ns();
+    lws_callback_on_writable(sub->wsi);
+}
+
+static int subscriber_open(cs_server *s, struct lws *wsi, pss *ps)
+{
+    subscriber *sub = calloc(1, sizeof *sub);
+    if (!sub)
+        return -1;
+    query q;
+    cs_err err;
+    read_query(wsi, &q);
+    if (cs_stream_request_parse(q.args, q.n, &sub->req, &err) != 0) {
+        free(sub);
+        return -1;
+    }
+    sub->wsi = wsi;
+    peer_name(wsi, sub->remote, sizeof sub->remote);
+    cs_cursor_env env = {.bc = s->bc, .ring = s->cfg.ring, .replays = s->replays,
+                         .live_abandons = &s->live_abandons};
+    cs_cursor_init(&sub->cursor, &env, sub->req.start, sub->req.bounded, sub->req.end);
+    sub->next = s->subs;
+    if (s->subs)
+        s->subs->prev = sub;
+    s->subs = sub;
+    ps->sub = sub;
+    int n = atomic_fetch_add(&s->subscribers, 1) + 1;
+    cs_kv extra[] = {KV_I("subscribers", n)};
+    log_subscriber(CS_LOG_INFO, "subscriber connected", sub, 1, extra);
+    want_write(sub);
+    return 0;
+}
+
+static void subscriber_gone(cs_server *s, pss *ps)
+{
+    subscriber *sub = ps->sub;
+    if (!sub)
+        return;
+    ps->sub = NULL;
+    if (!sub->closing) {
+        cs_kv extra[] = {KV_S("error", "connection closed")};
+        log_subscriber(CS_LOG_INFO, "subscriber disconnected", sub, 1, extra);
+    }
+    if (sub->prev)
+        sub->prev->next = sub->next;
+    else
+        s->subs = sub->next;
+    if (sub->next)
+        sub->next->prev = sub->prev;
+    cs_cursor_destroy(&sub->cursor);
+    free(sub);
+    atomic_fetch_sub(&s->subscribers, 1);
+}
+
+static int close_subscriber(struct lws *wsi, subscriber *sub, int code, const char *reason)
+{
+    cs_kv extra[] = {KV_I("code", code), KV_S("reason", reason)};
+    log_subscriber(CS_LOG_INFO, "closing subscriber", sub, 2, extra);
+    sub->closing = true;
+    lws_close_reason(wsi, (enum lws_close_status)code, (unsigned char *)reason, strlen(reason));
+    return -1;
+}
+
+/* One message per writable callback, as libwebsockets requires. */
+static int subscriber_writable(cs_server *s, struct lws *wsi, subscriber *sub)
+{
+    if (sub->closing)
+        return 0; /* the close frame is on its way */
+    sub->write_started = 0;
+    sub->waiting = false;
+    if (s->shutting_down)
+        return close_subscriber(wsi, sub, CS_CLOSE_GOING_AWAY, CS_REASON_SHUTTING_DOWN);
+
+    cs_step st;
+    cs_cursor_step(&sub->cursor, &st);
+    if (st.abandoned && cs_log_enabled(CS_LOG_DEBUG)) {
+        cs_kv extra[] = {KV_U("ledger", sub->cursor.abandoned_seq)};
+        log_subscriber(CS_LOG_DEBUG, "live chunk flow abandoned; redelivering from the ring", sub, 1, extra);
+    }
+    switch (st.kind) {
+    case CS_STEP_WRITE: {
+        int n = lws_write(wsi, st.msg->data, st.msg->len, LWS_WRITE_BINARY);
+        size_t len = st.msg->len;
+        cs_msg_release(st.msg);
+        if (n < 0 || (size_t)n < len) {
+            sub->closing = true;
+            cs_kv extra[] = {KV_S("error", "write failed")};
+            log_subscriber(CS_LOG_INFO, "subscriber disconnected", sub, 1, extra);
+            return -1;
+        }
+        /* lws holds what the socket did not take and calls back only once it drained; either way
+         * the next message now waits for the socket, on the clock. */
+        want_write(sub);
+        return 0;
+    }
+    case CS_STEP_WAIT:
+        sub->waiting = true;
+        return 0;
+    case CS_STEP_CLOSE:
+        return close_subscriber(wsi, sub, st.code, st.reason);
+    case CS_STEP_DROP:
+    default: {
+        sub->closing = true;
+        cs_kv extra[] = {KV_S("error", st.err.msg)};
+        log_subscriber(CS_LOG_INFO, "subscriber disconnected", sub, 1, extra);
+        return -1;
+    }
+    }
+}
+
+/* ---- lifecycle on the I/O thread ------------------------------------------------------------ */
+
+static void deadline_cb(lws_sorted_usec_list_t *sul)
+{
+    cs_server *s = lws_container_of(sul, cs_server, deadline);
+    s->deadline_passed = true;
+    /* lws 4.1 runs expired timers but goes back to sleep: wake the loop so it sees the flag. */
+    lws_cancel_service(s->ctx);
+}
+
+/* A subscriber that keeps draining is never dropped, however slowly; one whose socket has taken
+ * nothing for WRITE_TIMEOUT_SECS while a message waited is. The socket is shut down rather than closed through lws,
+ * which would first wait to flush what the peer will never read. */
+static void check_stalled_writes(lws_sorted_usec_list_t *sul)
+{
+    cs_server *s = lws_container_of(sul, cs_server, write_check);
+    int64_t now = cs_mono_ns();
+    for (subscriber *sub = s->subs; sub; sub = sub->next) {
+        if (sub->closing || !sub->write_started || now - sub->write_started < WRITE_TIMEOUT_SECS * CS_SEC)
+            continue;
+        sub->closing = true;
+        cs_kv extra[] = {KV_S("error", "write timed out: the subscriber stopped reading")};
+        log_subscriber(CS_LOG_INFO, "subscriber disconnected", sub, 1, extra);
+        shutdown(lws_get_socket_fd(sub->wsi), SHUT_RDWR);
+    }
+    lws_sul_schedule(s->ctx, 0, &s->write_check, check_stalled_writes, WRITE_CHECK_US);
+}
+
+static void close_listener(cs_server *s)
+{
+    if (s->listen_wsi) {
+        lws_set_timeout(s->listen_wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+        s->listen_wsi = NULL;
+    }
+}
+
+/* Reacts to a wake: subscribers waiting for data get a writable callback; stop and source end
+ * start the bounded wind-down. */
+static void on_wake(cs_server *s)
+{
+    atomic_store(&s->wake_pending, false);
+    if (atomic_load(&s->stop_requested) && !s->shutting_down) {
+        s->shutting_down = true;
+        cs_cancel_fire(s->cfg.cancel);
+        close_listener(s);
+        lws_sul_schedule(s->ctx, 0, &s->deadline, deadline_cb, SHUTDOWN_TIMEOUT_US);
+        for (subscriber *sub = s->subs; sub; sub = sub->next)
+            want_write(sub);
+    }
+    if (atomic_load(&s->source_done) && !s->draining && !s->cfg.linger) {
+        s->draining = true;
+        close_listener(s);
+        if (!s->shutting_down)
+            lws_sul_schedule(s->ctx, 0, &s->deadline, deadline_cb, DRAIN_TIMEOUT_US);
+    }
+    for (subscriber *sub = s->subs; sub; sub = sub->next)
+        if (sub->waiting) {
+            sub->waiting = false;
+            want_write(sub);
+        }
+}
+
+static int accept_ready(cs_server *s)
+{
+    /* Bounded per wake-up so a connection storm cannot monopolise the loop. */
+    for (int i = 0; i < 64; i++) {
+        int fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0)
+            return 0;
+        /* No Nagle: a chunk goes out the moment it is written. Keepalive finds dead peers, as Go's
+         * listener defaults do (15 s idle, 15 s interval). */
+        int one = 1, idle = 15, intvl = 15, cnt = 9;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+        if (s->shutting_down || s->draining || !lws_adopt_socket_vhost(s->vhost, fd))
+            close(fd);
+    }
+    return 0;
+}
+
+static int callback_stream(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+                           size_t len)
+{
+    struct lws_context *ctx = lws_get_context(wsi);
+    cs_server *s = ctx ? lws_context_user(ctx) : NULL;
+    pss *ps = user;
+    (void)in;
+    (void)len;
+    if (!s)
+        return lws_callback_http_dummy(wsi, reason, user, in, len);
+
+    switch (reason) {
+    case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
+        on_wake(s);
+        return 0;
+    case LWS_CALLBACK_HTTP:
+        return serve_http(s, wsi);
+    case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
+        return confirm_upgrade(wsi);
+    case LWS_CALLBACK_ESTABLISHED:
+        return subscriber_open(s, wsi, ps) == 0 ? 0 : -1;
+    case LWS_CALLBACK_SERVER_WRITEABLE:
+        return ps && ps->sub ? subscriber_writable(s, wsi, ps->sub) : 0;
+    case LWS_CALLBACK_RECEIVE:
+        /* Subscribers only ever send control frames. */
+        if (ps && ps->sub)
+            return close_subscriber(wsi, ps->sub, CS_CLOSE_POLICY, "unexpected data message");
+        return -1;
+    case LWS_CALLBACK_CLOSED:
+        if (ps)
+            subscriber_gone(s, ps);
+        return 0;
+    default:
+        return lws_callback_http_dummy(wsi, reason, user, in, len);
+    }
+}
+
+static int callback_listen(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+                           size_t len)
+{
+    struct lws_context *ctx = lws_get_context(wsi);
+    cs_server *s = ctx ? lws_context_user(ctx) : NULL;
+    if (s && reason == LWS_CALLBACK_RAW_RX_FILE)
+        return accept_ready(s);
+    if (s && reason == LWS_CALLBACK_RAW_CLOSE_FILE) {
+        close(s->listen_fd);
+        s->listen_fd = -1;
+        return 0;
+    }
+    return lws_callback_http_dummy(wsi, reason, user, in, len);
+}
+
+/* ---- the source thread ---------------------------------------------------------------------- */
+
+static void *source_main(void *arg)
+{
+    cs_server *s = arg;
+    /* Loopback benchmarks hold the source until the subscriber is connected, so every ledger is
+     * delivered live. */
+    while (s->cfg.hold_until_subscriber && atomic_load(&s->subscribers) < 1 &&
+           cs_cancel_sleep_until(s->cfg.cancel, cs_mono_ns() + 200 * CS_US) == 0)
+        ;
+    cs_source_loop loop = {
+        .src = s->cfg.source,
+        .range = s->cfg.range,
+        .chunk_size = s->chunk_size,
+        .max_payload = s->cfg.max_payload,
+        .pipeline = s->pipeline,
+        .bc = s->bc,
+        .ring = s->cfg.ring,
+        .cancel = s->cfg.cancel,
+        .subscribers = &s->subscribers,
+    };
+    s->source_rc = cs_source_loop_run(&loop, &s->source_err);
+    /* Pending chunks still go into the open flow before the stream is declared over. */
+    cs_pipeline_flush(s->pipeline);
+    atomic_store(&s->source_done, true);
+    cs_broadcast_finish(s->bc, s->source_rc != 0);
+    server_wake(s);
+    return NULL;
+}
+
+/* ---- public API ----------------------------------------------------------------------------- */
+
+int cs_server_new(cs_server **out, const cs_server_config *cfg, cs_err *err)
+{
+    *out = NULL;
+    cs_server *s = calloc(1, sizeof *s);
+    if (!s) {
+        if (cfg->source)
+            cfg->source->ops->destroy(cfg->source);
+        cs_ring_close(cfg->ring);
+        return cs_err_set(err, 0, "server: out of memory");
+    }
+    s->cfg = *cfg;
+    s->listen_fd = -1;
+    if (!s->cfg.max_payload)
+        s->cfg.max_payload = CS_MAX_PAYLOAD_SIZE;
+    int rc = 0;
+    if (!cfg->source)
+        rc = cs_err_set(err, 0, "server: a source is required");
+    else if (!cfg->ring)
+        rc = cs_err_set(err, 0, "server: a store is required");
+    else if (cfg->range.from == 0)
+        rc = cs_err_set(err, 0, "server: source range must start at a concrete ledger, not 0");
+    else if (cfg->range.bounded && cfg->range.to < cfg->range.from)
+        rc = cs_err_set(err, 0, "server: source range [%u,%u] ends before it starts", cfg->range.from,
+                        cfg->range.to);
+    if (rc == 0) {
+        s->chunk_size = cfg->chunk_size ? (size_t)cfg->chunk_size : CS_DEFAULT_CHUNK_SIZE;
+        if (cfg->chunk_size && cs_wire_validate_chunk_size(cfg->chunk_size, err) != 0)
+            rc = cs_err_prefix(err, "server: ");
+    }
+    if (rc == 0)
+        rc = cs_compress_workers_resolve(cfg->compress_workers, &s->workers, err);
+    int64_t level = cfg->compress_level ? cfg->compress_level : CS_DEFAULT_COMPRESS_LEVEL;
+    if (rc == 0)
+        rc = cs_compress_level_validate(level, err);
+    if (rc == 0 && !(s->bc = cs_broadcaster_new(server_wake, s)))
+        rc = cs_err_set(err, 0, "server: out of memory");
+    if (rc == 0)
+        rc = cs_pipeline_new(&s->pipeline, s->workers, cfg->compress, (int)level, s->chunk_size, publish_chunk, s, err);
+    if (rc == 0 && !(s->replays = cs_replay_pool_new(CS_REPLAY_WORKERS, cfg->ring, cfg->compress, (int)level,
+                                                     s->chunk_size, server_wake, s, err)))
+        rc = -1;
+    if (rc != 0) {
+        cs_server_free(s);
+        return -1;
+    }
+    *out = s;
+    return 0;
+}
+
+static const struct lws_protocols protocols_template[] = {
+    {"corestream", callback_stream, sizeof(pss), 1024, 0, NULL, 0},
+    {"cs-listen", callback_listen, 0, 0, 0, NULL, 0},
+    {NULL, NULL, 0, 0, 0, NULL, 0},
+};
+
+int cs_server_listen(cs_server *s, cs_err *err)
+{
+    if (cs_listen_tcp(s->cfg.listen, &s->listen_fd, s->addr, sizeof s->addr, err) != 0)
+        return -1;
+
+    static struct lws_protocols protocols[3];
+    memcpy(protocols, protocols_template, sizeof protocols);
+    /* One chunk message per send(): otherwise lws cuts a 256 KiB write into 4 KiB pieces through a
+     * heap copy per subscriber. */
+    protocols[0].tx_packet_size = s->chunk_size + CS_WIRE_CHUNK_HEADER_LEN + 1024;
+
+    struct lws_context_creation_info info;
+    memset(&info, 0, sizeof info);
+    info.port = CONTEXT_PORT_NO_LISTEN_SERVER;
+    info.protocols = protocols;
+    info.user = s;
+    info.pt_serv_buf_size = 64 * 1024;
+    /* Dead peers are found by TCP keepalive, set on each accepted socket: the server never pings
+     * (a stalled subscriber could not answer). */
+    info.timeout_secs = 10;
+    info.options = LWS_SERVER_OPTION_DISABLE_OS_CA_CERTS;
+    lws_set_log_level(LLL_ERR, NULL);
+    s->ctx = lws_create_context(&info);
+    if (!s->ctx)
+        return cs_err_set(err, 0, "listen on %s: libwebsockets context creation failed", s->cfg.listen);
+    s->vhost = lws_get_vhost_by_name(s->ctx, "default");
+    lws_sock_file_fd_type fd = {.filefd = s->listen_fd};
+    s->listen_wsi = s->vhost ? lws_adopt_descriptor_vhost(s->vhost, LWS_ADOPT_RAW_FILE_DESC, fd,
+                                                          "cs-listen", NULL)
+                             : NULL;
+    if (!s->listen_wsi)
+        return cs_err_set(err, 0, "listen on %s: cannot register the listener", s->cfg.listen);
+    lws_sul_schedule(s->ctx, 0, &s->write_check, check_stalled_writes, WRITE_CHECK_US);
+    if (!s->cfg.quiet_listen) {
+        CS_LOG(CS_LOG_INFO, "corestreamd listening", KV_S("addr", s->addr),
+               KV_S("source", s->cfg.source_name ? s->cfg.source_name : ""),
+               KV_U("start_ledger", s->cfg.range.from), KV_I("retention", s->cfg.retention));
+    }
+    return 0;
+}
+
+const char *cs_server_addr(const cs_server *s)
+{
+    return s->addr;
+}
+
+int cs_server_run(cs_server *s, cs_err *err)
+{
+    if (pthread_create(&s->source_thread, NULL, source_main, s) != 0)
+        return cs_err_set(err, 0, "server: cannot start the source thread");
+    s->source_started = true;
+    while (!s->loop_done) {
+        if (lws_service(s->ctx, 0) < 0)
+            break;
+        bool winding_down = s->shutting_down || s->draining;
+        if (winding_down && (!s->subs || s->deadline_passed))
+            s->loop_done = true;
+    }
+    cs_cancel_fire(s->cfg.cancel);
+    pthread_join(s->source_thread, NULL);
+    s->source_started = false;
+    if (s->source_rc != 0) {
+        if (err)
+            *err = s->source_err;
+        return -1;
+    }
+    return 0;
+}
+
+void cs_server_stop(cs_server *s)
+{
+    atomic_store(&s->stop_requested, true);
+    cs_cancel_fire(s->cfg.cancel);
+    server_wake(s);
+}
+
+bool cs_server_wait_retained(cs_server *s, uint32_t seq, int64_t timeout_ns)
+{
+    int64_t deadline = cs_mono_ns() + timeout_ns;
+    for (;;) {
+        cs_snap snap;
+        cs_broadcast_watch(s->bc, &snap);
+        cs_snap_release(&snap);
+        uint32_t oldest, latest;
+        /* Put(N) completes before BEGIN(N+1) and before the stream is finished, so either event
+         * is the moment to look at the ring again. */
+        if (cs_ring_bounds(s->cfg.ring, &oldest, &latest) && latest >= seq && oldest <= seq)
+            return true;
+        int64_t left = deadline - cs_mono_ns();
+        if (snap.ended || left <= 0)
+            return false;
+        cs_broadcast_wait(s->bc, snap.gen, left);
+    }
+}
+
+int cs_server_subscribers(const cs_server *s)
+{
+    return atomic_load(&((cs_server *)s)->subscribers);
+}
+
+uint64_t cs_server_live_abandons(const cs_server *s)
+{
+    return atomic_load(&((cs_server *)s)->live_abandons);
+}
+
+uint64_t cs_server_raw_fallbacks(const cs_server *s)
+{
+    return s->pipeline ? cs_pipeline_raw_fallbacks(s->pipeline) : 0;
+}
+
+void cs_server_free(cs_server *s)
+{
+    if (!s)
+        return;
+    if (s->source_started) {
+        cs_cancel_fire(s->cfg.cancel);
+        pthread_join(s->source_thread, NULL);
+    }
+    if (s->ctx)
+        lws_context_destroy(s->ctx); /* closes every connection: cursors release their flows */
+    if (s->listen_fd >= 0)
+        close(s->listen_fd);
+    cs_replay_pool_free(s->replays);
+    cs_pipeline_destroy(s->pipeline);
+    cs_broadcaster_free(s->bc);
+    if (s->cfg.source)
+        s->cfg.source->ops->destroy(s->cfg.source);
+    cs_ring_close(s->cfg.ring);
+    free(s);
+}

@@ -1,0 +1,68 @@
+/* corestreamd's server: the HTTP surface on one port (/stream upgrades to a WebSocket subscriber,
+ * /healthz, 404 otherwise), served by one libwebsockets I/O thread, plus the source thread and the
+ * encoder pools around it. The I/O thread never compresses, hashes or reads a ledger: it writes
+ * messages other threads built. */
+#ifndef CS_CORESTREAMD_SERVER_H
+#define CS_CORESTREAMD_SERVER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "common/cancel.h"
+#include "corestreamd/sources/source.h"
+#include "store/ring.h"
+
+typedef struct cs_server_config {
+    const char *listen;      /* Go net.Listen syntax: ":8462", "127.0.0.1:0", "[::1]:9000" */
+    const char *source_name; /* for the listening log line */
+    cs_source *source;       /* taken over by cs_server_new, even on failure */
+    cs_range range;
+    cs_ring *ring;           /* taken over by cs_server_new, even on failure */
+    cs_cancel *cancel;       /* the run's cancellation, shared with the source; not owned */
+    int64_t chunk_size;      /* 0 → 262144 */
+    bool compress;
+    int64_t compress_workers; /* 0 → 4 */
+    int64_t compress_level;   /* 0 → CS_DEFAULT_COMPRESS_LEVEL (zstd's own 0 is not offered) */
+    uint64_t max_payload;     /* 0 → 268435456; smaller only in tests */
+    bool hold_until_subscriber; /* benchrunner loopback: every ledger is delivered live */
+    int64_t retention;          /* for the listening log line */
+    bool linger;                /* keep serving the ring after the source ends, until stopped
+                                   (embedding and tests; the daemon exits instead) */
+    bool quiet_listen;          /* do not log `corestreamd listening` (benchrunner) */
+} cs_server_config;
+
+typedef struct cs_server cs_server;
+
+/* Validates and builds everything that can fail before the port is bound (both zstd encoder pools
+ * included): `server: source range must start at a concrete ledger, not 0`,
+ * `server: source range [a,b] ends before it starts`, `server: chunk size …`,
+ * `server: compress workers N is outside [1,64]`. */
+int cs_server_new(cs_server **out, const cs_server_config *cfg, cs_err *err);
+
+/* Binds the listener: `listen on <addr>: <reason>`. Logs `corestreamd listening`. */
+int cs_server_listen(cs_server *s, cs_err *err);
+
+/* The bound address as logged, e.g. "127.0.0.1:41234" or "[::]:8462". */
+const char *cs_server_addr(const cs_server *s);
+
+/* Runs the source thread and the I/O loop on the calling thread until the source ends (subscribers
+ * get their close frames first, waited for up to 5 s), the run is stopped (every subscriber gets
+ * 1001 `server shutting down`), or the source fails (subscribers get 1011; returns -1 with the
+ * source's error). */
+int cs_server_run(cs_server *s, cs_err *err);
+
+/* Asks a running server to shut down. Safe from any thread. */
+void cs_server_stop(cs_server *s);
+
+/* Waits until ledger seq is in the ring (true) or the source ended without it or timeout_ns
+ * passed (false). For embedders and tests that must not poll. */
+bool cs_server_wait_retained(cs_server *s, uint32_t seq, int64_t timeout_ns);
+
+int cs_server_subscribers(const cs_server *s);
+uint64_t cs_server_live_abandons(const cs_server *s);
+uint64_t cs_server_raw_fallbacks(const cs_server *s);
+
+void cs_server_free(cs_server *s);
+
+#endif

@@ -1,0 +1,54 @@
+/* The one thing the captive source reads from a history archive itself (CAPTIVE.md 1.6): the root
+ * HistoryArchiveState, `<url>/.well-known/stellar-history.json`, for `currentLedger` (the latest
+ * checkpoint) and, when the archive publishes it, `networkPassphrase`. Core fetches everything
+ * else through the toml's HISTORY `get` commands.
+ *
+ * Like the Go SDK's archive pool: the URLs are tried round-robin from a random start, 4 tries in
+ * all (3 retries) with a constant 250 ms pause between them, and the last error is returned. Each
+ * GET sends the User-Agent, follows redirects, accepts any final status in 200..399, and reads at
+ * most 10 MB of body (plus the one byte Go's LimitedReader lets through: a HAS that ends within
+ * 10 MB + 1 byte parses). The run's cancel aborts a transfer or a pause at once. http, https and file
+ * URLs are accepted. */
+#ifndef CS_CORESTREAMD_ARCHIVE_H
+#define CS_CORESTREAMD_ARCHIVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "common/cancel.h"
+
+#define CS_ARCHIVE_HAS_PATH ".well-known/stellar-history.json"
+#define CS_ARCHIVE_MAX_HAS (10 * 1024 * 1024) /* maxHASSize */
+#define CS_ARCHIVE_TRIES 4
+#define CS_ARCHIVE_BACKOFF_NS (250 * 1000000LL)
+#define CS_ARCHIVE_USER_AGENT "corestream"
+
+typedef struct cs_archive_opts {
+    const char *const *urls;
+    size_t nurls;
+    const char *user_agent;         /* NULL → CS_ARCHIVE_USER_AGENT */
+    const char *network_passphrase; /* NULL or "" → not checked */
+    cs_cancel *cancel;              /* required */
+    long connect_timeout_ms;        /* 0 → 15 s */
+    long timeout_ms;                /* whole transfer; 0 → 60 s */
+    int tries;                      /* 0 → CS_ARCHIVE_TRIES (tests use 1) */
+    int64_t backoff_ns;             /* 0 → CS_ARCHIVE_BACKOFF_NS */
+} cs_archive_opts;
+
+typedef struct cs_archive_has {
+    uint32_t current_ledger;
+    char network_passphrase[512]; /* "" when the archive does not publish it */
+} cs_archive_has;
+
+/* GETs the root HAS from the pool. Returns 0, or -1 with the last try's error:
+ *   `Get "<url>": <transport error>`,
+ *   `Bad HTTP response '<code> <reason>' for GET '<url>'`,
+ *   `history archive state response exceeds 10485760 bytes limit`,
+ *   `history archive state: …` (not JSON, or a field of the wrong type),
+ *   `Network passphrase does not match! expected=<ours> actual=<archive's>`,
+ * or kind CS_ERR_CANCELLED ("context canceled") once the cancel fires. Failed tries are logged at
+ * WARN with subservice=stellar-core. Thread-safe (libcurl's global init runs once). */
+int cs_archive_root_has(const cs_archive_opts *o, cs_archive_has *has, cs_err *err);
+
+#endif

@@ -1,0 +1,21 @@
+/* The file dump replay stream (PORTSPEC 1.4b): a directory of ledger-<seq>.xdr files replayed in
+ * order, renumbered by the caller, cycling after the last record. */
+#ifndef CS_CORESTREAMD_SOURCE_FILE_H
+#define CS_CORESTREAMD_SOURCE_FILE_H
+
+#include <stddef.h>
+
+#include "common/err.h"
+#include "common/cancel.h"
+#include "corestreamd/sources/source.h"
+
+/* Refuses a --file-dir that is this server's own ring (<data-dir>/ledgers), by absolute path or
+ * by inode, with the spec's message. */
+int cs_file_dir_validate(const char *file_dir, const char *data_dir, cs_err *err);
+
+/* Scans dir: `file source: "<dir>" holds no ledger-<seq>.xdr files`, the gap error, or
+ * `file source: scan "<dir>": …`. *records receives the record count. */
+int cs_file_stream_new(cs_ledger_stream **out, const char *dir, cs_cancel *cancel, size_t *records,
+                       cs_err *err);
+
+#endif
