@@ -7,7 +7,6 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +15,7 @@
 
 #include "benchrunner/stats.h"
 #include "common/godur.h"
+#include "support/tmpdir.h"
 
 #define BASE ((int64_t)5000 * CS_SEC) /* an arbitrary monotonic reading */
 
@@ -295,20 +295,14 @@ static void write_csv_empty_is_header_only(void **state)
 
 /* ---- case 18: TestWriteCSVFile, and its errors ----------------------------------------------- */
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
-
 static void write_csv_file(void **state)
 {
     (void)state;
-    const char *base = getenv("CS_TEST_TMPDIR");
-    char dir[512], path[600], missing[700];
-    snprintf(dir, sizeof dir, "%s/benchstats-XXXXXX", base && *base ? base : "/tmp");
-    assert_non_null(mkdtemp(dir));
-    snprintf(path, sizeof path, "%s/out.csv", dir);
+    cs_tmpdir tmp;
+    assert_int_equal(cs_tmpdir_make(&tmp, "benchstats"), 0);
+    const char *dir = tmp.path;
+    char path[PATH_MAX + 16], missing[PATH_MAX + 32];
+    cs_tmpdir_join(&tmp, "out.csv", path, sizeof path);
 
     br_collector *c = new_collector("file");
     add(c, 0, (br_sample){.seq = 1, .bytes = 10, .delivery = CS_MS, .has_delivery = true});
@@ -335,7 +329,7 @@ static void write_csv_file(void **state)
     /* Go's os.Create error wording. */
     snprintf(missing, sizeof missing, "%s/no-such-dir/out.csv", dir);
     assert_int_equal(br_write_csv_file(missing, c, &err), -1);
-    char want[800];
+    char want[PATH_MAX + 64];
     snprintf(want, sizeof want, "open %s: no such file or directory", missing);
     assert_string_equal(err.msg, want);
     assert_int_equal(br_write_csv_file(dir, c, &err), -1);
@@ -343,7 +337,7 @@ static void write_csv_file(void **state)
     assert_string_equal(err.msg, want);
 
     br_collector_free(c);
-    nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+    assert_int_equal(cs_tmpdir_remove(&tmp), 0);
 }
 
 /* ---- case 27: TestFmtDur, and the edges of each unit ------------------------------------------ */

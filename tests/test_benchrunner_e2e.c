@@ -10,7 +10,6 @@
 #include <cmocka.h>
 
 #include <dirent.h>
-#include <ftw.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -21,6 +20,7 @@
 
 #include "support/metabuild.h"
 #include "support/procharness.h"
+#include "support/tmpdir.h"
 
 #ifndef BENCHRUNNER_BIN
 #error "BENCHRUNNER_BIN must name the benchrunner binary"
@@ -35,7 +35,8 @@
 extern char **environ;
 
 typedef struct fixture {
-    char root[512];   /* this test's scratch directory */
+    cs_tmpdir dir;    /* this test's scratch directory */
+    const char *root; /* dir.path */
     char tmpdir[600]; /* TMPDIR given to benchrunner */
     char csv[600];
     char env_tmpdir[640];
@@ -47,12 +48,11 @@ static int setup(void **state)
     fixture *f = calloc(1, sizeof *f);
     if (!f)
         return -1;
-    const char *base = getenv("CS_TEST_TMPDIR");
-    snprintf(f->root, sizeof f->root, "%s/benche2e-XXXXXX", base && *base ? base : "/tmp");
-    if (!mkdtemp(f->root)) {
+    if (cs_tmpdir_make(&f->dir, "benche2e") != 0) {
         free(f);
         return -1;
     }
+    f->root = f->dir.path;
     snprintf(f->tmpdir, sizeof f->tmpdir, "%s/tmp", f->root);
     snprintf(f->csv, sizeof f->csv, "%s/run.csv", f->root);
     mkdir(f->tmpdir, 0700);
@@ -73,16 +73,10 @@ static int setup(void **state)
     return 0;
 }
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
-
 static int teardown(void **state)
 {
     fixture *f = *state;
-    nftw(f->root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    cs_tmpdir_remove(&f->dir);
     free(f->envp);
     free(f);
     return 0;

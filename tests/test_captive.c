@@ -11,7 +11,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -31,6 +30,7 @@
 #include "common/cancel.h"
 #include "corestreamd/sources/captive/captive.h"
 #include "support/metabuild.h"
+#include "support/tmpdir.h"
 
 #define TESTNET "Test SDF Network ; September 2015"
 #define PUBNET "Public Global Stellar Network ; September 2015"
@@ -246,7 +246,8 @@ static int server_requests(has_server *s)
 
 typedef struct fx {
     cs_cancel cancel;
-    char root[512];
+    cs_tmpdir dir;
+    const char *root; /* dir.path */
     char bin_dir[600], bin[700], storage[600], cfg[600], logpath[600];
     char url[128];
     const char *urls[2];
@@ -313,11 +314,9 @@ static int setup(void **state)
     fx *f = calloc(1, sizeof *f);
     if (!f)
         return -1;
-    const char *base = getenv("CS_TEST_TMPDIR");
-    char tmpl[512];
-    snprintf(tmpl, sizeof tmpl, "%s/captive-XXXXXX", base && *base ? base : "/tmp");
-    if (cs_cancel_init(&f->cancel) != 0 || !mkdtemp(tmpl) || !realpath(tmpl, f->root))
+    if (cs_cancel_init(&f->cancel) != 0 || cs_tmpdir_make(&f->dir, "captive") != 0)
         return -1;
+    f->root = f->dir.path; /* canonical: the source resolves the paths it is given */
     snprintf(f->bin_dir, sizeof f->bin_dir, "%s/bin", f->root);
     snprintf(f->bin, sizeof f->bin, "%s/stellar-core", f->bin_dir);
     snprintf(f->storage, sizeof f->storage, "%s/storage", f->root);
@@ -341,12 +340,6 @@ static int setup(void **state)
     return 0;
 }
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
-
 static int teardown(void **state)
 {
     fx *f = *state;
@@ -356,7 +349,7 @@ static int teardown(void **state)
     cs_log_init(stdout, CS_LOG_INFO);
     fclose(f->log);
     cs_cancel_destroy(&f->cancel);
-    int rc = nftw(f->root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    int rc = cs_tmpdir_remove(&f->dir);
     free(f);
     return rc;
 }

@@ -10,7 +10,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -27,6 +26,7 @@
 #include "support/metabuild.h"
 #include "support/procharness.h"
 #include "support/wsclient.h"
+#include "support/tmpdir.h"
 
 #ifndef CORESTREAMD_BIN
 #error "CORESTREAMD_BIN must name the binary under test"
@@ -34,7 +34,7 @@
 #define WAIT_MS 20000
 #define SHUTDOWN_MS 5000 /* SIGTERM to exit, and a swept writer to its end */
 
-static char g_dir[PATH_MAX];
+static cs_tmpdir g_tmp; /* this test's scratch directory */
 
 /* The pipe-source tests keep what they start here, so that teardown can clean up after a failed
  * assertion: the frames, the daemon, its subscriber, the gate the stub writer waits on, and
@@ -48,18 +48,10 @@ static const char *const k_pidfiles[] = {"escaped.pid", "ingroup.pid"};
 
 static pid_t read_pid(const char *name);
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    return remove(path);
-}
-
 static int setup(void **state)
 {
     (void)state;
-    const char *root = getenv("CS_TEST_TMPDIR");
-    snprintf(g_dir, sizeof g_dir, "%s/proc-XXXXXX", root ? root : "/tmp");
-    return mkdtemp(g_dir) ? 0 : -1;
+    return cs_tmpdir_make(&g_tmp, "proc");
 }
 
 static int teardown(void **state)
@@ -79,7 +71,7 @@ static int teardown(void **state)
         if (pid > 0 && cs_mb_pid_runs(pid, "sleep"))
             kill(pid, SIGKILL); /* only after a failed assertion: the tests end their sleepers */
     }
-    nftw(g_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    cs_tmpdir_remove(&g_tmp);
     return 0;
 }
 
@@ -88,7 +80,7 @@ static void start(cs_proc *p, const char *const *args)
 {
     char *argv[40];
     char datadir[PATH_MAX + 32];
-    snprintf(datadir, sizeof datadir, "--data-dir=%s/data", g_dir);
+    snprintf(datadir, sizeof datadir, "--data-dir=%s/data", g_tmp.path);
     int n = 0;
     argv[n++] = CORESTREAMD_BIN;
     argv[n++] = datadir;
@@ -166,7 +158,7 @@ static void test_listen_failure_names_the_address(void **state)
     assert_int_equal(cs_proc_wait_listening(&a, WAIT_MS), 0);
     char addr[64], datadir2[PATH_MAX + 32];
     snprintf(addr, sizeof addr, "127.0.0.1:%d", a.port);
-    snprintf(datadir2, sizeof datadir2, "--data-dir=%s/other", g_dir);
+    snprintf(datadir2, sizeof datadir2, "--data-dir=%s/other", g_tmp.path);
     const char *busy[] = {datadir2, "--listen", addr, NULL};
     char want[128];
     snprintf(want, sizeof want, "listen on %s: bind: Address already in use", addr);
@@ -179,7 +171,7 @@ static void test_unwritable_data_dir_is_refused(void **state)
 {
     (void)state;
     char file[PATH_MAX + 16], datadir[PATH_MAX + 32];
-    snprintf(file, sizeof file, "%s/plainfile", g_dir);
+    snprintf(file, sizeof file, "%s/plainfile", g_tmp.path);
     int fd = open(file, O_CREAT | O_WRONLY, 0644);
     assert_true(fd >= 0);
     close(fd);
@@ -263,7 +255,7 @@ static void test_file_source_replays_a_dump(void **state)
 {
     (void)state;
     char dump[PATH_MAX + 16], path[PATH_MAX + 64], filedir[PATH_MAX + 32];
-    snprintf(dump, sizeof dump, "%s/dump", g_dir);
+    snprintf(dump, sizeof dump, "%s/dump", g_tmp.path);
     assert_int_equal(mkdir(dump, 0755), 0);
     uint8_t rec[3][5000];
     for (int i = 0; i < 3; i++) {
@@ -303,8 +295,8 @@ static void test_file_source_refuses_the_ring(void **state)
 {
     (void)state;
     char datadir[PATH_MAX + 32], filedir[PATH_MAX + 48];
-    snprintf(datadir, sizeof datadir, "--data-dir=%s/d", g_dir);
-    snprintf(filedir, sizeof filedir, "--file-dir=%s/d/ledgers", g_dir);
+    snprintf(datadir, sizeof datadir, "--data-dir=%s/d", g_tmp.path);
+    snprintf(filedir, sizeof filedir, "--file-dir=%s/d/ledgers", g_tmp.path);
     const char *args[] = {datadir, "--source", "file", filedir, NULL};
     expect_failure(args, "is this server's own retention ring");
 }
@@ -314,7 +306,7 @@ static void test_vanished_dump_file_fails_cleanly(void **state)
 {
     (void)state;
     char dump[PATH_MAX + 16], path[PATH_MAX + 64], filedir[PATH_MAX + 32];
-    snprintf(dump, sizeof dump, "%s/dump2", g_dir);
+    snprintf(dump, sizeof dump, "%s/dump2", g_tmp.path);
     assert_int_equal(mkdir(dump, 0755), 0);
     uint8_t rec[100] = {1, 2, 3};
     for (int i = 1; i <= 2; i++) {
@@ -339,7 +331,7 @@ static void test_vanished_dump_file_fails_cleanly(void **state)
 
 static void scratch(const char *name, char *out, size_t len)
 {
-    snprintf(out, len, "%s/%s", g_dir, name);
+    snprintf(out, len, "%s/%s", g_tmp.path, name);
 }
 
 /* The pid a command wrote to the scratch file name, or -1. */

@@ -9,7 +9,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -25,12 +24,14 @@
 #include "corestreamd/sources/pipe/framereader.h"
 #include "corestreamd/sources/pipe/pipe.h"
 #include "support/metabuild.h"
+#include "support/tmpdir.h"
 
 /* ---- fixture ------------------------------------------------------------------------------ */
 
 typedef struct fixture {
     cs_cancel cancel;
-    char root[512];
+    cs_tmpdir dir;
+    const char *root; /* dir.path */
 } fixture;
 
 static int setup(void **state)
@@ -38,26 +39,19 @@ static int setup(void **state)
     fixture *f = calloc(1, sizeof *f);
     if (!f)
         return -1;
-    const char *base = getenv("CS_TEST_TMPDIR");
-    snprintf(f->root, sizeof f->root, "%s/pipesource-XXXXXX", base && *base ? base : "/tmp");
-    if (cs_cancel_init(&f->cancel) != 0 || !mkdtemp(f->root)) {
+    if (cs_cancel_init(&f->cancel) != 0 || cs_tmpdir_make(&f->dir, "pipesource") != 0) {
         free(f);
         return -1;
     }
+    f->root = f->dir.path;
     *state = f;
     return 0;
-}
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
 }
 
 static int teardown(void **state)
 {
     fixture *f = *state;
-    int rc = nftw(f->root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    int rc = cs_tmpdir_remove(&f->dir);
     cs_cancel_destroy(&f->cancel);
     free(f);
     return rc;

@@ -10,7 +10,6 @@
 #include <cmocka.h>
 
 #include <errno.h>
-#include <ftw.h>
 #include <libwebsockets.h>
 #include <limits.h>
 #include <pthread.h>

@@ -7,7 +7,6 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include <ftw.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>

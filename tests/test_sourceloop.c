@@ -5,7 +5,6 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include <ftw.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +15,7 @@
 #include "corestreamd/server/broadcast.h"
 #include "corestreamd/server/sourceloop.h"
 #include "wire/wire.h"
+#include "support/tmpdir.h"
 
 /* A source that emits scripted ledgers, delivering the body in reads of at most `dribble` bytes. */
 typedef struct script_source {
@@ -74,7 +74,7 @@ static void ss_destroy(cs_source *s)
 static const cs_source_ops ss_ops = {ss_next, ss_read, ss_destroy};
 
 typedef struct rig {
-    char dir[PATH_MAX];
+    cs_tmpdir dir;
     cs_ring *ring;
     cs_broadcaster *bc;
     cs_chunk_pipeline *pipe;
@@ -88,20 +88,12 @@ static void publish(void *ctx, cs_msg *m)
     assert_int_equal(cs_broadcast_chunk(ctx, m, &e), 0);
 }
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    return remove(path);
-}
-
 static void rig_init(rig *r, script_source *src, size_t chunk, bool compress)
 {
     memset(r, 0, sizeof *r);
-    const char *root = getenv("CS_TEST_TMPDIR");
-    snprintf(r->dir, sizeof r->dir, "%s/sl-XXXXXX", root ? root : "/tmp");
-    assert_non_null(mkdtemp(r->dir));
+    assert_int_equal(cs_tmpdir_make(&r->dir, "sl"), 0);
     cs_err err;
-    assert_int_equal(cs_ring_open(&r->ring, r->dir, 100, &err), 0);
+    assert_int_equal(cs_ring_open(&r->ring, r->dir.path, 100, &err), 0);
     r->bc = cs_broadcaster_new(NULL, NULL);
     assert_int_equal(cs_pipeline_new(&r->pipe, 2, compress, CS_DEFAULT_COMPRESS_LEVEL, chunk, publish, r->bc, &err), 0);
     assert_int_equal(cs_cancel_init(&r->cancel), 0);
@@ -117,7 +109,7 @@ static void rig_free(rig *r)
     cs_broadcaster_free(r->bc);
     cs_ring_close(r->ring);
     cs_cancel_destroy(&r->cancel);
-    nftw(r->dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+    cs_tmpdir_remove(&r->dir);
 }
 
 static int run_seqs(const uint32_t *seqs, size_t n, cs_err *err)

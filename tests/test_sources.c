@@ -7,7 +7,6 @@
 #include <cmocka.h>
 
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,11 +18,13 @@
 #include "corestreamd/sources/file.h"
 #include "corestreamd/sources/synthetic.h"
 #include "store/ledgerdir.h"
+#include "support/tmpdir.h"
 
 /* Per-test state: a cancel and a scratch directory. */
 typedef struct fixture {
     cs_cancel cancel;
-    char root[512];
+    cs_tmpdir dir;
+    const char *root; /* dir.path */
 } fixture;
 
 static int setup(void **state)
@@ -31,26 +32,19 @@ static int setup(void **state)
     fixture *f = calloc(1, sizeof *f);
     if (!f)
         return -1;
-    const char *base = getenv("CS_TEST_TMPDIR");
-    snprintf(f->root, sizeof f->root, "%s/sources-XXXXXX", base && *base ? base : "/tmp");
-    if (cs_cancel_init(&f->cancel) != 0 || !mkdtemp(f->root)) {
+    if (cs_cancel_init(&f->cancel) != 0 || cs_tmpdir_make(&f->dir, "sources") != 0) {
         free(f);
         return -1;
     }
+    f->root = f->dir.path;
     *state = f;
     return 0;
-}
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
 }
 
 static int teardown(void **state)
 {
     fixture *f = *state;
-    int rc = nftw(f->root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    int rc = cs_tmpdir_remove(&f->dir);
     cs_cancel_destroy(&f->cancel);
     free(f);
     return rc;

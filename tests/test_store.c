@@ -8,7 +8,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,39 +17,34 @@
 
 #include "store/ledgerdir.h"
 #include "store/ring.h"
+#include "support/tmpdir.h"
 
-/* Per-test scratch: state holds the test's own mkdtemp directory. */
+/* Per-test scratch: state holds the test's own directory. */
 typedef struct fixture {
-    char root[512];
+    cs_tmpdir dir;
+    const char *root; /* dir.path */
     char ring[600]; /* root/ledgers, created by cs_ring_open */
 } fixture;
 
 static int setup(void **state)
 {
-    const char *base = getenv("CS_TEST_TMPDIR");
     fixture *f = calloc(1, sizeof *f);
     if (!f)
         return -1;
-    snprintf(f->root, sizeof f->root, "%s/store-XXXXXX", base && *base ? base : "/tmp");
-    if (!mkdtemp(f->root)) {
+    if (cs_tmpdir_make(&f->dir, "store") != 0) {
         free(f);
         return -1;
     }
+    f->root = f->dir.path;
     snprintf(f->ring, sizeof f->ring, "%s/ledgers", f->root);
     *state = f;
     return 0;
 }
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
-
 static int teardown(void **state)
 {
     fixture *f = *state;
-    int rc = nftw(f->root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    int rc = cs_tmpdir_remove(&f->dir);
     free(f);
     return rc;
 }

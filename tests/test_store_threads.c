@@ -7,7 +7,6 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include <ftw.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -17,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "store/ring.h"
+#include "support/tmpdir.h"
 
 #define RETENTION 16
 #define READERS 4
@@ -174,20 +174,13 @@ static void *reader(void *arg)
     return NULL;
 }
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
-
 static void test_concurrent_put_and_get(void **state)
 {
     (void)state;
-    const char *base = getenv("CS_TEST_TMPDIR");
-    char root[512], dir[600];
-    snprintf(root, sizeof root, "%s/store-threads-XXXXXX", base && *base ? base : "/tmp");
-    assert_non_null(mkdtemp(root));
-    snprintf(dir, sizeof dir, "%s/ledgers", root);
+    cs_tmpdir root;
+    char dir[PATH_MAX + 16];
+    assert_int_equal(cs_tmpdir_make(&root, "store-threads"), 0);
+    cs_tmpdir_join(&root, "ledgers", dir, sizeof dir);
 
     shared s = {0};
     pthread_mutex_init(&s.mu, NULL);
@@ -224,7 +217,7 @@ static void test_concurrent_put_and_get(void **state)
     }
     cs_ring_close(s.ring);
     pthread_mutex_destroy(&s.mu);
-    assert_int_equal(nftw(root, rm_entry, 16, FTW_DEPTH | FTW_PHYS), 0);
+    assert_int_equal(cs_tmpdir_remove(&root), 0);
 }
 
 int main(void)

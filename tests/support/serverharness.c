@@ -4,7 +4,6 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,19 +19,12 @@ static void *run_server(void *arg)
     return NULL;
 }
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    return remove(path);
-}
-
 /* Prepares the scratch directory and the run's cancellation, which sources are built against. */
 void harness_begin(harness *h)
 {
     memset(h, 0, sizeof *h);
-    const char *root = getenv("CS_TEST_TMPDIR");
-    snprintf(h->dir, sizeof h->dir, "%s/e2e-XXXXXX", root ? root : "/tmp");
-    assert_non_null(mkdtemp(h->dir));
+    assert_int_equal(cs_tmpdir_make(&h->tmp, "e2e"), 0);
+    h->dir = h->tmp.path;
     assert_int_equal(cs_cancel_init(&h->cancel), 0);
 }
 
@@ -87,6 +79,6 @@ void harness_stop(harness *h)
     harness_join(h);
     cs_server_free(h->srv);
     cs_cancel_destroy(&h->cancel);
-    nftw(h->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    cs_tmpdir_remove(&h->tmp);
 }
 

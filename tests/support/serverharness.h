@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "corestreamd/server/server.h"
+#include "support/tmpdir.h"
 
 #define T_MS 1000000LL
 #define T_SEC 1000000000LL
@@ -32,7 +33,8 @@ typedef struct harness {
     cs_server *srv;
     cs_cancel cancel;
     pthread_t th;
-    char dir[PATH_MAX];
+    cs_tmpdir tmp;
+    const char *dir; /* tmp.path: the scratch directory */
     int port;
     int run_rc;
     cs_err run_err;
