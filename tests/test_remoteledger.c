@@ -22,11 +22,11 @@
 #include "remoteledger/endpoint.h"
 #include "remoteledger/handshake.h"
 #include "remoteledger/wsframe.h"
-#include "scriptserver.h"
+#include "support/rlclient.h"
+#include "support/scriptserver.h"
 #include "wire/wire.h"
 
 #define MAXU32 4294967295u
-#define SERVER_WAIT_MS 10000
 
 static void assert_contains(const char *haystack, const char *needle)
 {
@@ -928,113 +928,6 @@ static void test_asm_bound_is_per_chunk(void **state)
 }
 
 /* ==== the client against a scripted server (cases 118-150) =================================== */
-
-#define MAX_LEDGERS 64
-
-typedef struct collected {
-    rl_stream *s;
-    rl_result r;
-    char err[1024];
-    int count;
-    int first; /* first payload byte, -1 when none */
-    size_t sizes[MAX_LEDGERS];
-    rl_ledger_info infos[MAX_LEDGERS];
-    uint8_t *copies[MAX_LEDGERS];
-    int observed;
-    rl_ledger_info observed_infos[MAX_LEDGERS];
-    int observed_before_callback; /* observer calls seen when each callback ran */
-    int stop_after;               /* return non-zero from the callback after this many (0: never) */
-    bool cancel_in_callback;
-    const uint8_t *first_ptr; /* 137 */
-    bool borrowed_overwritten;
-    bool same_buffer;
-    uint8_t first_copy[256];
-    size_t first_len;
-    int64_t elapsed_ms;
-} collected;
-
-static void observer(const rl_ledger_info *info, void *ctx)
-{
-    collected *c = ctx;
-    if (c->observed < MAX_LEDGERS)
-        c->observed_infos[c->observed] = *info;
-    c->observed++;
-}
-
-static int on_ledger(const uint8_t *p, size_t n, const rl_ledger_info *info, void *ctx)
-{
-    collected *c = ctx;
-    if (c->count == 0) {
-        c->first = n ? p[0] : -1;
-        c->first_ptr = p;
-        c->first_len = n < sizeof c->first_copy ? n : sizeof c->first_copy;
-        memcpy(c->first_copy, p, c->first_len);
-    } else if (c->count == 1) {
-        c->same_buffer = p == c->first_ptr;
-        if (c->same_buffer)
-            c->borrowed_overwritten = memcmp(c->first_ptr, c->first_copy, c->first_len) != 0;
-    }
-    if (c->count < MAX_LEDGERS) {
-        c->sizes[c->count] = n;
-        c->infos[c->count] = *info;
-        c->copies[c->count] = malloc(n ? n : 1);
-        memcpy(c->copies[c->count], p, n);
-    }
-    c->observed_before_callback = c->observed;
-    c->count++;
-    if (c->cancel_in_callback)
-        rl_stream_cancel(c->s);
-    return c->stop_after && c->count >= c->stop_after;
-}
-
-static void collected_free(collected *c)
-{
-    for (int i = 0; i < c->count && i < MAX_LEDGERS; i++)
-        free(c->copies[i]);
-}
-
-/* Streams range from url with the options (NULL: defaults plus the observer) and records it all. */
-static void drain_url(const char *url, rl_options *opts, rl_range range, collected *c)
-{
-    rl_options o;
-    if (opts)
-        o = *opts;
-    else
-        rl_options_init(&o);
-    if (!o.observer) {
-        o.observer = observer;
-        o.observer_ctx = c;
-    }
-    c->first = -1;
-    rl_result nr = rl_stream_new(&c->s, url, &o);
-    assert_non_null(c->s);
-    int64_t t0 = mono_ms();
-    c->r = nr != RL_OK ? nr : rl_stream_raw_ledgers(c->s, range, on_ledger, c);
-    c->elapsed_ms = mono_ms() - t0;
-    snprintf(c->err, sizeof c->err, "%s", rl_stream_error(c->s));
-    if (c->r == RL_OK)
-        assert_string_equal(c->err, "");
-    else
-        assert_string_not_equal(c->err, "");
-}
-
-static void drain(ss_server *ss, rl_options *opts, rl_range range, collected *c)
-{
-    drain_url(ss_url(ss), opts, range, c);
-    rl_stream_free(c->s);
-    c->s = NULL;
-    if (!ss_wait(ss, SERVER_WAIT_MS))
-        fail_msg("the scripted server did not finish (client: %s \"%s\", %d ledgers)", rl_result_name(c->r),
-                 c->err, c->count);
-}
-
-static void expect(const collected *c, rl_result r, int count)
-{
-    if (c->r != r)
-        fail_msg("result %s \"%s\", want %s", rl_result_name(c->r), c->err, rl_result_name(r));
-    if (c->count != count)
-        fail_msg("%d ledgers, want %d (%s)", c->count, count, c->err);
-}
 
 /* 118 */
 static void test_delivers_bounded_range(void **state)

@@ -1,5 +1,5 @@
 /* The scripted WebSocket server of the libremoteledger tests; see scriptserver.h. */
-#include "scriptserver.h"
+#include "support/scriptserver.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

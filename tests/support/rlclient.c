@@ -1,0 +1,129 @@
+/* Test support: client runs against the scripted server. See rlclient.h. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "support/rlclient.h"
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+void observer(const rl_ledger_info *info, void *ctx)
+{
+    collected *c = ctx;
+    if (c->observed < MAX_LEDGERS)
+        c->observed_infos[c->observed] = *info;
+    c->observed++;
+}
+
+int on_ledger(const uint8_t *p, size_t n, const rl_ledger_info *info, void *ctx)
+{
+    collected *c = ctx;
+    if (c->count == 0) {
+        c->first = n ? p[0] : -1;
+        c->first_ptr = p;
+        c->first_len = n < sizeof c->first_copy ? n : sizeof c->first_copy;
+        memcpy(c->first_copy, p, c->first_len);
+    } else if (c->count == 1) {
+        c->same_buffer = p == c->first_ptr;
+        if (c->same_buffer)
+            c->borrowed_overwritten = memcmp(c->first_ptr, c->first_copy, c->first_len) != 0;
+    }
+    if (c->count < MAX_LEDGERS) {
+        c->sizes[c->count] = n;
+        c->infos[c->count] = *info;
+        c->copies[c->count] = malloc(n ? n : 1);
+        memcpy(c->copies[c->count], p, n);
+    }
+    c->observed_before_callback = c->observed;
+    c->count++;
+    if (c->cancel_in_callback)
+        rl_stream_cancel(c->s);
+    return c->stop_after && c->count >= c->stop_after;
+}
+
+void collected_free(collected *c)
+{
+    for (int i = 0; i < c->count && i < MAX_LEDGERS; i++)
+        free(c->copies[i]);
+}
+
+void collected_reset(collected *c)
+{
+    collected_free(c);
+    memset(c, 0, sizeof *c);
+}
+
+void drain_url(const char *url, rl_options *opts, rl_range range, collected *c)
+{
+    rl_options o;
+    if (opts)
+        o = *opts;
+    else
+        rl_options_init(&o);
+    if (!o.observer) {
+        o.observer = observer;
+        o.observer_ctx = c;
+    }
+    c->first = -1;
+    rl_result nr = rl_stream_new(&c->s, url, &o);
+    assert_non_null(c->s);
+    int64_t t0 = now_ms();
+    c->r = nr != RL_OK ? nr : rl_stream_raw_ledgers(c->s, range, on_ledger, c);
+    c->elapsed_ms = now_ms() - t0;
+    snprintf(c->err, sizeof c->err, "%s", rl_stream_error(c->s));
+    if (c->r == RL_OK)
+        assert_string_equal(c->err, "");
+    else
+        assert_string_not_equal(c->err, "");
+}
+
+void drain_done(ss_server *ss, collected *c)
+{
+    rl_stream_free(c->s);
+    c->s = NULL;
+    if (!ss_wait(ss, SERVER_WAIT_MS))
+        fail_msg("the scripted server did not finish (client: %s \"%s\", %d ledgers)", rl_result_name(c->r),
+                 c->err, c->count);
+}
+
+void drain(ss_server *ss, rl_options *opts, rl_range range, collected *c)
+{
+    drain_url(ss_url(ss), opts, range, c);
+    drain_done(ss, c);
+}
+
+void expect(const collected *c, rl_result r, int count)
+{
+    if (c->r != r)
+        fail_msg("result %s \"%s\", want %s", rl_result_name(c->r), c->err, rl_result_name(r));
+    if (c->count != count)
+        fail_msg("%d ledgers, want %d (%s)", c->count, count, c->err);
+}
+
+void drain_expect(ss_server *ss, rl_options *opts, rl_range range, collected *c, rl_result r, int count,
+                  const char *err)
+{
+    drain(ss, opts, range, c);
+    expect(c, r, count);
+    if (err)
+        assert_string_equal(c->err, err);
+}
+
+void expect_client_close(const ss_server *ss, int i, int code, const char *reason)
+{
+    char got[128];
+    assert_int_equal(ss_client_close(ss, i, got, sizeof got), code);
+    if (reason)
+        assert_string_equal(got, reason);
+}
