@@ -938,17 +938,14 @@ static void test_delivers_bounded_range(void **state)
     ss_ledger(ss, 6, 64);
     ss_ledger(ss, 7, 64);
     collected c = {0};
-    drain(ss, NULL, rl_bounded_range(5, 7), &c);
-    expect(&c, RL_OK, 3);
+    drain_expect(ss, NULL, rl_bounded_range(5, 7), &c, RL_OK, 3, NULL);
     assert_int_equal(c.first, 5);
     assert_string_equal(ss_target(ss, 0), "/stream?end=7&start=5");
     /* no permessage-deflate offered */
     assert_null(strcasestr(ss_request(ss, 0), "permessage-deflate"));
     assert_null(strcasestr(ss_request(ss, 0), "Sec-WebSocket-Extensions"));
     /* after the range's last ledger the client says so, without waiting for the server */
-    char reason[128];
-    assert_int_equal(ss_client_close(ss, 0, reason, sizeof reason), 1000);
-    assert_string_equal(reason, "range complete");
+    expect_client_close(ss, 0, 1000, "range complete");
     ss_stop(ss);
     collected_free(&c);
 }
@@ -967,8 +964,7 @@ static void test_reassembles_chunk_flows(void **state)
     ss_flow(ss, 6, 0, 0, 1, p2, l2);
     collected c = {0};
     int64_t before = wall_ns();
-    drain(ss, NULL, rl_bounded_range(5, 6), &c);
-    expect(&c, RL_OK, 2);
+    drain_expect(ss, NULL, rl_bounded_range(5, 6), &c, RL_OK, 2, NULL);
     assert_int_equal(c.sizes[0], 12);
     assert_memory_equal(c.copies[0], "hello, world", 12);
     assert_memory_equal(c.copies[1], "ring-replayed", 13);
@@ -1032,8 +1028,7 @@ static void test_stops_at_range_end(void **state)
     for (uint32_t i = 1; i <= 5; i++)
         ss_ledger(ss, i, 32);
     collected c = {0};
-    drain(ss, NULL, rl_bounded_range(1, 3), &c);
-    expect(&c, RL_OK, 3);
+    drain_expect(ss, NULL, rl_bounded_range(1, 3), &c, RL_OK, 3, NULL);
     ss_stop(ss);
     collected_free(&c);
 }
@@ -1047,8 +1042,7 @@ static void test_from_tip_accepts_any_first_ledger(void **state)
     ss_ledger(ss, 901, 32);
     ss_send_close(ss, 1000, "");
     collected c = {0};
-    drain(ss, NULL, rl_unbounded_range(0), &c);
-    expect(&c, RL_OK, 2);
+    drain_expect(ss, NULL, rl_unbounded_range(0), &c, RL_OK, 2, NULL);
     assert_string_equal(ss_target(ss, 0), "/stream?start=0");
     ss_stop(ss);
     collected_free(&c);
@@ -1058,43 +1052,37 @@ static void test_from_tip_accepts_any_first_ledger(void **state)
 static void test_sequence_rules(void **state)
 {
     (void)state;
-    collected c;
+    collected c = {0};
     ss_server *ss = ss_start();
     ss_ledger(ss, 5, 32);
     ss_ledger(ss, 6, 32);
     ss_ledger(ss, 8, 32);
-    memset(&c, 0, sizeof c);
-    drain(ss, NULL, rl_unbounded_range(5), &c);
-    expect(&c, RL_ERR_GAP, 2);
-    assert_string_equal(c.err, "remoteledger: ledger sequence gap: got ledger 8, expected 7");
+    drain_expect(ss, NULL, rl_unbounded_range(5), &c, RL_ERR_GAP, 2,
+                 "remoteledger: ledger sequence gap: got ledger 8, expected 7");
     ss_stop(ss);
     collected_free(&c);
 
     ss = ss_start();
     ss_ledger(ss, 11, 32);
-    memset(&c, 0, sizeof c);
-    drain(ss, NULL, rl_unbounded_range(10), &c);
-    expect(&c, RL_ERR_GAP, 0);
-    assert_string_equal(c.err, "remoteledger: ledger sequence gap: got ledger 11, expected 10");
+    collected_reset(&c);
+    drain_expect(ss, NULL, rl_unbounded_range(10), &c, RL_ERR_GAP, 0,
+                 "remoteledger: ledger sequence gap: got ledger 11, expected 10");
     ss_stop(ss);
 
     ss = ss_start();
     ss_begin(ss, 1, 0);
     ss_begin(ss, 2, 0);
-    memset(&c, 0, sizeof c);
-    drain(ss, NULL, rl_unbounded_range(1), &c);
-    expect(&c, RL_ERR_PROTOCOL, 0);
-    assert_string_equal(c.err, "remoteledger: protocol violation: BEGIN for ledger 2 while assembling 1");
+    collected_reset(&c);
+    drain_expect(ss, NULL, rl_unbounded_range(1), &c, RL_ERR_PROTOCOL, 0,
+                 "remoteledger: protocol violation: BEGIN for ledger 2 while assembling 1");
     ss_stop(ss);
 
     ss = ss_start();
     ss_ledger(ss, MAXU32, 32);
     ss_ledger(ss, 1, 32);
-    memset(&c, 0, sizeof c);
-    drain(ss, NULL, rl_unbounded_range(0), &c);
-    expect(&c, RL_ERR_GAP, 1);
-    assert_string_equal(c.err,
-                        "remoteledger: ledger sequence gap: ledger 1 cannot follow 4294967295, the last representable sequence");
+    collected_reset(&c);
+    drain_expect(ss, NULL, rl_unbounded_range(0), &c, RL_ERR_GAP, 1,
+                 "remoteledger: ledger sequence gap: ledger 1 cannot follow 4294967295, the last representable sequence");
     ss_stop(ss);
     collected_free(&c);
 }
@@ -1108,11 +1096,9 @@ static void test_normal_close_ends_iteration(void **state)
     ss_ledger(ss, 2, 16);
     ss_send_close(ss, 1000, "source ended");
     collected c = {0};
-    drain(ss, NULL, rl_unbounded_range(1), &c);
-    expect(&c, RL_OK, 2);
+    drain_expect(ss, NULL, rl_unbounded_range(1), &c, RL_OK, 2, NULL);
     /* the client answered the close handshake */
-    char reason[128];
-    assert_int_equal(ss_client_close(ss, 0, reason, sizeof reason), 1000);
+    expect_client_close(ss, 0, 1000, NULL);
     ss_stop(ss);
     collected_free(&c);
 }
@@ -1126,10 +1112,9 @@ static void test_truncated_bounded_range(void **state)
     ss_ledger(ss, 2, 32);
     ss_send_close(ss, 1000, "source ended");
     collected c = {0};
-    drain(ss, NULL, rl_bounded_range(1, 5), &c);
-    expect(&c, RL_ERR_TRUNCATED, 2);
-    assert_string_equal(c.err, "remoteledger: stream ended before the requested range was delivered: got through "
-                               "ledger 2, requested through 5");
+    drain_expect(ss, NULL, rl_bounded_range(1, 5), &c, RL_ERR_TRUNCATED, 2,
+                 "remoteledger: stream ended before the requested range was delivered: got through "
+                 "ledger 2, requested through 5");
     ss_stop(ss);
     collected_free(&c);
 }
@@ -1141,10 +1126,9 @@ static void test_truncated_with_nothing_delivered(void **state)
     ss_server *ss = ss_start();
     ss_send_close(ss, 1000, "source ended");
     collected c = {0};
-    drain(ss, NULL, rl_bounded_range(7, 9), &c);
-    expect(&c, RL_ERR_TRUNCATED, 0);
-    assert_string_equal(c.err, "remoteledger: stream ended before the requested range was delivered: received no "
-                               "ledgers, requested [7,9]");
+    drain_expect(ss, NULL, rl_bounded_range(7, 9), &c, RL_ERR_TRUNCATED, 0,
+                 "remoteledger: stream ended before the requested range was delivered: received no "
+                 "ledgers, requested [7,9]");
     ss_stop(ss);
 }
 
@@ -1161,10 +1145,9 @@ static void test_truncated_mid_assembly(void **state)
         ss_chunk(ss, 2, 0, CS_CODEC_RAW, "partial", 7);
         ss_send_close(ss, 1000, "source ended");
         collected c = {0};
-        drain(ss, NULL, bounded ? rl_bounded_range(1, 3) : rl_unbounded_range(1), &c);
-        expect(&c, RL_ERR_TRUNCATED, 1);
-        assert_string_equal(c.err, "remoteledger: stream ended before the requested range was delivered: stream "
-                                   "closed mid-assembly of ledger 2");
+        drain_expect(ss, NULL, bounded ? rl_bounded_range(1, 3) : rl_unbounded_range(1), &c, RL_ERR_TRUNCATED, 1,
+                     "remoteledger: stream ended before the requested range was delivered: stream "
+                     "closed mid-assembly of ledger 2");
         ss_stop(ss);
         collected_free(&c);
     }
@@ -1178,8 +1161,7 @@ static void test_truncated_on_going_away(void **state)
     ss_ledger(ss, 4, 32);
     ss_send_close(ss, 1001, "source ended before range complete");
     collected c = {0};
-    drain(ss, NULL, rl_bounded_range(4, 6), &c);
-    expect(&c, RL_ERR_TRUNCATED, 1);
+    drain_expect(ss, NULL, rl_bounded_range(4, 6), &c, RL_ERR_TRUNCATED, 1, NULL);
     assert_contains(c.err, "got through ledger 4");
     ss_stop(ss);
     collected_free(&c);
@@ -1194,8 +1176,7 @@ static void test_complete_bounded_range_has_no_error(void **state)
         ss_ledger(ss, i, 32);
     ss_send_close(ss, 1000, "range complete");
     collected c = {0};
-    drain(ss, NULL, rl_bounded_range(1, 3), &c);
-    expect(&c, RL_OK, 3);
+    drain_expect(ss, NULL, rl_bounded_range(1, 3), &c, RL_OK, 3, NULL);
     ss_stop(ss);
     collected_free(&c);
 }
@@ -1207,8 +1188,7 @@ static void test_tip_bounded_close_stays_clean(void **state)
     ss_server *ss = ss_start();
     ss_send_close(ss, 1000, "source ended");
     collected c = {0};
-    drain(ss, NULL, rl_bounded_range(0, 5), &c);
-    expect(&c, RL_OK, 0);
+    drain_expect(ss, NULL, rl_bounded_range(0, 5), &c, RL_OK, 0, NULL);
     ss_stop(ss);
 }
 
@@ -1220,9 +1200,8 @@ static void test_abrupt_close_is_an_error(void **state)
     ss_ledger(ss, 1, 32);
     ss_drop(ss);
     collected c = {0};
-    drain(ss, NULL, rl_bounded_range(1, 4), &c);
-    expect(&c, RL_ERR_READ, 1);
-    assert_string_equal(c.err, "remoteledger: read: failed to get reader: failed to read frame header: EOF");
+    drain_expect(ss, NULL, rl_bounded_range(1, 4), &c, RL_ERR_READ, 1,
+                 "remoteledger: read: failed to get reader: failed to read frame header: EOF");
     ss_stop(ss);
     collected_free(&c);
 
@@ -1237,10 +1216,9 @@ static void test_abrupt_close_is_an_error(void **state)
     ss_send_partial(ss, part, half, 2 * half);
     free(part);
     ss_drop(ss);
-    memset(&c, 0, sizeof c);
-    drain(ss, NULL, rl_bounded_range(1, 4), &c);
-    expect(&c, RL_ERR_READ, 0);
-    assert_string_equal(c.err, "remoteledger: read: failed to read frame payload: unexpected EOF");
+    collected_reset(&c);
+    drain_expect(ss, NULL, rl_bounded_range(1, 4), &c, RL_ERR_READ, 0,
+                 "remoteledger: read: failed to read frame payload: unexpected EOF");
     ss_stop(ss);
 }
 
@@ -1252,29 +1230,26 @@ static void test_other_close_codes(void **state)
     ss_ledger(ss, 1, 32);
     ss_send_close(ss, 1011, "source failed");
     collected c = {0};
-    drain(ss, NULL, rl_unbounded_range(1), &c);
-    expect(&c, RL_ERR_READ, 1);
-    assert_string_equal(c.err, "remoteledger: read: failed to get reader: received close frame: status = "
-                               "StatusInternalError and reason = \"source failed\"");
+    drain_expect(ss, NULL, rl_unbounded_range(1), &c, RL_ERR_READ, 1,
+                 "remoteledger: read: failed to get reader: received close frame: status = "
+                 "StatusInternalError and reason = \"source failed\"");
     ss_stop(ss);
     collected_free(&c);
 
     ss = ss_start();
     ss_send_close_empty(ss);
-    memset(&c, 0, sizeof c);
-    drain(ss, NULL, rl_unbounded_range(1), &c);
-    expect(&c, RL_ERR_READ, 0);
-    assert_string_equal(c.err, "remoteledger: read: failed to get reader: received close frame: status = "
-                               "StatusNoStatusRcvd and reason = \"\"");
+    collected_reset(&c);
+    drain_expect(ss, NULL, rl_unbounded_range(1), &c, RL_ERR_READ, 0,
+                 "remoteledger: read: failed to get reader: received close frame: status = "
+                 "StatusNoStatusRcvd and reason = \"\"");
     ss_stop(ss);
 
     ss = ss_start();
     ss_send_close(ss, 4002, "odd \"one\"");
-    memset(&c, 0, sizeof c);
-    drain(ss, NULL, rl_unbounded_range(1), &c);
-    expect(&c, RL_ERR_READ, 0);
-    assert_string_equal(c.err, "remoteledger: read: failed to get reader: received close frame: status = "
-                               "StatusCode(4002) and reason = \"odd \\\"one\\\"\"");
+    collected_reset(&c);
+    drain_expect(ss, NULL, rl_unbounded_range(1), &c, RL_ERR_READ, 0,
+                 "remoteledger: read: failed to get reader: received close frame: status = "
+                 "StatusCode(4002) and reason = \"odd \\\"one\\\"\"");
     ss_stop(ss);
 }
 
@@ -1296,8 +1271,7 @@ static void test_too_far_behind(void **state)
     assert_int_equal(req, 100);
     assert_int_equal(oldest, 500);
     assert_int_equal(latest, 900);
-    rl_stream_free(c.s);
-    assert_true(ss_wait(ss, SERVER_WAIT_MS));
+    drain_done(ss, &c);
     ss_stop(ss);
 
     /* Requested is the NEXT ledger expected, not the original start */
@@ -1305,13 +1279,12 @@ static void test_too_far_behind(void **state)
     ss_ledger(ss, 100, 8);
     ss_ledger(ss, 101, 8);
     ss_send_close(ss, 4001, reason);
-    memset(&c, 0, sizeof c);
+    collected_reset(&c);
     drain_url(ss_url(ss), NULL, rl_unbounded_range(100), &c);
     expect(&c, RL_ERR_TOO_FAR_BEHIND, 2);
     assert_true(rl_stream_too_far_behind(c.s, &req, NULL, NULL));
     assert_int_equal(req, 102);
-    rl_stream_free(c.s);
-    assert_true(ss_wait(ss, SERVER_WAIT_MS));
+    drain_done(ss, &c);
     ss_stop(ss);
     collected_free(&c);
 }
@@ -1331,8 +1304,7 @@ static void test_too_far_behind_without_bounds(void **state)
     assert_int_equal(req, 100);
     assert_int_equal(oldest, 0);
     assert_int_equal(latest, 0);
-    rl_stream_free(c.s);
-    assert_true(ss_wait(ss, SERVER_WAIT_MS));
+    drain_done(ss, &c);
     ss_stop(ss);
 }
 
@@ -1348,8 +1320,7 @@ static void test_discards_partial_on_ring_redelivery(void **state)
     size_t l[] = {12, 7};
     ss_flow(ss, 9, 0, 0, 2, p, l);
     collected c = {0};
-    drain(ss, NULL, rl_single_ledger_range(9), &c);
-    expect(&c, RL_OK, 1);
+    drain_expect(ss, NULL, rl_single_ledger_range(9), &c, RL_OK, 1, NULL);
     assert_int_equal(c.sizes[0], 19);
     assert_memory_equal(c.copies[0], "the complete ledger", 19);
     assert_int_equal(c.observed, 1);
@@ -1421,8 +1392,7 @@ static void test_protocol_violations(void **state)
         }
         }
         collected c = {0};
-        drain(ss, NULL, rl_unbounded_range(1), &c);
-        expect(&c, RL_ERR_PROTOCOL, 0);
+        drain_expect(ss, NULL, rl_unbounded_range(1), &c, RL_ERR_PROTOCOL, 0, NULL);
         assert_contains(c.err, "remoteledger: protocol violation: ");
         assert_contains(c.err, want);
         ss_stop(ss);
@@ -1436,9 +1406,8 @@ static void test_rejects_text_messages(void **state)
     ss_server *ss = ss_start();
     ss_send_text(ss, "hello");
     collected c = {0};
-    drain(ss, NULL, rl_unbounded_range(1), &c);
-    expect(&c, RL_ERR_PROTOCOL, 0);
-    assert_string_equal(c.err, "remoteledger: protocol violation: unexpected MessageText message");
+    drain_expect(ss, NULL, rl_unbounded_range(1), &c, RL_ERR_PROTOCOL, 0,
+                 "remoteledger: protocol violation: unexpected MessageText message");
     ss_stop(ss);
 }
 
@@ -1449,10 +1418,8 @@ static void test_empty_message(void **state)
     ss_server *ss = ss_start();
     ss_send_binary(ss, "", 0);
     collected c = {0};
-    drain(ss, NULL, rl_unbounded_range(1), &c);
-    expect(&c, RL_ERR_PROTOCOL, 0);
-    assert_string_equal(c.err,
-                        "remoteledger: protocol violation: wire: message shorter than header: got 0 bytes, want at least 6");
+    drain_expect(ss, NULL, rl_unbounded_range(1), &c, RL_ERR_PROTOCOL, 0,
+                 "remoteledger: protocol violation: wire: message shorter than header: got 0 bytes, want at least 6");
     ss_stop(ss);
 }
 
@@ -1464,8 +1431,7 @@ static void test_yields_borrowed_buffers(void **state)
     ss_ledger(ss, 1, 64);
     ss_ledger(ss, 2, 64);
     collected c = {0};
-    drain(ss, NULL, rl_bounded_range(1, 2), &c);
-    expect(&c, RL_OK, 2);
+    drain_expect(ss, NULL, rl_bounded_range(1, 2), &c, RL_OK, 2, NULL);
     assert_true(c.same_buffer);
     assert_true(c.borrowed_overwritten);
     ss_stop(ss);
@@ -1490,8 +1456,7 @@ static void test_assembly_cap(void **state)
     ss_chunk(ss, 1, 0, CS_CODEC_RAW, a100, 100);
     ss_chunk(ss, 1, 1, CS_CODEC_RAW, b100, 100);
     collected c = {0};
-    drain(ss, &o, rl_unbounded_range(1), &c);
-    expect(&c, RL_ERR_PROTOCOL, 0);
+    drain_expect(ss, &o, rl_unbounded_range(1), &c, RL_ERR_PROTOCOL, 0, NULL);
     assert_contains(c.err, "payload cap");
     ss_stop(ss);
 
@@ -1499,9 +1464,8 @@ static void test_assembly_cap(void **state)
     const void *p[] = {a100, b100};
     size_t l[] = {100, 50};
     ss_flow(ss, 1, 0, 0, 2, p, l);
-    memset(&c, 0, sizeof c);
-    drain(ss, &o, rl_single_ledger_range(1), &c);
-    expect(&c, RL_OK, 1);
+    collected_reset(&c);
+    drain_expect(ss, &o, rl_single_ledger_range(1), &c, RL_OK, 1, NULL);
     assert_int_equal(c.sizes[0], 150);
     assert_memory_equal(c.copies[0], both, 150);
     ss_stop(ss);
@@ -1520,12 +1484,8 @@ static void test_chunk_over_the_read_limit_is_rejected(void **state)
     ss_begin(ss, 1, 0);
     ss_chunk(ss, 1, 0, CS_CODEC_RAW, big, sizeof big);
     collected c = {0};
-    drain(ss, &o, rl_unbounded_range(1), &c);
-    expect(&c, RL_ERR_READ, 0);
-    assert_string_equal(c.err, "remoteledger: read: read limited at 4108 bytes");
-    char reason[128];
-    assert_int_equal(ss_client_close(ss, 0, reason, sizeof reason), 1009);
-    assert_string_equal(reason, "read limited at 4108 bytes");
+    drain_expect(ss, &o, rl_unbounded_range(1), &c, RL_ERR_READ, 0, "remoteledger: read: read limited at 4108 bytes");
+    expect_client_close(ss, 0, 1009, "read limited at 4108 bytes");
     ss_stop(ss);
 
     /* a chunk exactly at the limit passes */
@@ -1533,9 +1493,8 @@ static void test_chunk_over_the_read_limit_is_rejected(void **state)
     const void *p[] = {big};
     size_t l[] = {4096};
     ss_flow(ss, 1, 0, 0, 1, p, l);
-    memset(&c, 0, sizeof c);
-    drain(ss, &o, rl_single_ledger_range(1), &c);
-    expect(&c, RL_OK, 1);
+    collected_reset(&c);
+    drain_expect(ss, &o, rl_single_ledger_range(1), &c, RL_OK, 1, NULL);
     ss_stop(ss);
     collected_free(&c);
 
@@ -1545,9 +1504,8 @@ static void test_chunk_over_the_read_limit_is_rejected(void **state)
     const void *p2[] = {big};
     size_t l2[] = {sizeof big};
     ss_flow(ss, 1, 0, 0, 1, p2, l2);
-    memset(&c, 0, sizeof c);
-    drain(ss, &o, rl_single_ledger_range(1), &c);
-    expect(&c, RL_OK, 1);
+    collected_reset(&c);
+    drain_expect(ss, &o, rl_single_ledger_range(1), &c, RL_OK, 1, NULL);
     ss_stop(ss);
     collected_free(&c);
 }
@@ -1569,8 +1527,7 @@ static void test_cancel_tears_down(void **state)
     assert_int_equal(rl_stream_raw_ledgers(c.s, rl_unbounded_range(1), on_ledger, &c2), RL_ERR_CANCELLED);
     assert_string_equal(rl_stream_error(c.s), "context canceled");
     assert_int_equal(c2.count, 0);
-    rl_stream_free(c.s);
-    assert_true(ss_wait(ss, SERVER_WAIT_MS));
+    drain_done(ss, &c);
     assert_int_equal(ss_connections(ss), 1);
     /* the connection was dropped, not closed with a frame */
     assert_int_equal(ss_client_close(ss, 0, NULL, 0), 0);
@@ -1590,11 +1547,8 @@ static void test_consumer_done(void **state)
         ss_ledger(ss, i, 32);
     collected c = {0};
     c.stop_after = 2;
-    drain(ss, NULL, rl_unbounded_range(1), &c);
-    expect(&c, RL_OK, 2);
-    char reason[128];
-    assert_int_equal(ss_client_close(ss, 0, reason, sizeof reason), 1000);
-    assert_string_equal(reason, "consumer done");
+    drain_expect(ss, NULL, rl_unbounded_range(1), &c, RL_OK, 2, NULL);
+    expect_client_close(ss, 0, 1000, "consumer done");
     ss_stop(ss);
     collected_free(&c);
 }
@@ -1639,9 +1593,8 @@ static void test_dial_failures(void **state)
     ss_server *ss = ss_start();
     ss_no_handshake(ss);
     o.dial_timeout_ns = 200000000LL;
-    memset(&c, 0, sizeof c);
-    drain(ss, &o, rl_unbounded_range(1), &c);
-    expect(&c, RL_ERR_DIAL, 0);
+    collected_reset(&c);
+    drain_expect(ss, &o, rl_unbounded_range(1), &c, RL_ERR_DIAL, 0, NULL);
     char want[256];
     snprintf(want, sizeof want, "remoteledger: dial %s/stream?start=1: context deadline exceeded", ss_url(ss));
     assert_string_equal(c.err, want);
@@ -1652,9 +1605,8 @@ static void test_dial_failures(void **state)
     /* the upgrade refused */
     ss = ss_start();
     ss_reject_handshake(ss, 400);
-    memset(&c, 0, sizeof c);
-    drain(ss, &o, rl_unbounded_range(1), &c);
-    expect(&c, RL_ERR_DIAL, 0);
+    collected_reset(&c);
+    drain_expect(ss, &o, rl_unbounded_range(1), &c, RL_ERR_DIAL, 0, NULL);
     assert_contains(c.err, "remoteledger: dial ");
     ss_stop(ss);
 
@@ -1665,7 +1617,7 @@ static void test_dial_failures(void **state)
     assert_int_equal(rl_stream_new(&s, ss_url(ss), &o), RL_OK);
     ss_no_handshake(ss);
     ss_call(ss, cancel_stream, s); /* runs once the upgrade request has arrived */
-    memset(&c, 0, sizeof c);
+    collected_reset(&c);
     int64_t t0 = mono_ms();
     assert_int_equal(rl_stream_raw_ledgers(s, rl_unbounded_range(1), on_ledger, &c), RL_ERR_CANCELLED);
     assert_true(mono_ms() - t0 < 5000);
@@ -1694,8 +1646,7 @@ static void test_wss_dial_timeout(void **state)
     snprintf(want, sizeof want, "remoteledger: dial wss://127.0.0.1:%d/stream?start=1: ", ss_port(ss));
     assert_contains(c.err, want);
     assert_true(c.elapsed_ms < 3000);
-    rl_stream_free(c.s);
-    assert_true(ss_wait(ss, SERVER_WAIT_MS));
+    drain_done(ss, &c);
     ss_stop(ss);
 }
 
@@ -1733,8 +1684,7 @@ static void test_expands_compressed_chunks(void **state)
     ss_chunk(ss, 1, 1, CS_CODEC_RAW, rsrc, rlen);
     ss_end(ss, 1, 2, zlen + rlen, 0, XXH64(both, zlen + rlen, 0));
     collected c = {0};
-    drain(ss, NULL, rl_single_ledger_range(1), &c);
-    expect(&c, RL_OK, 1);
+    drain_expect(ss, NULL, rl_single_ledger_range(1), &c, RL_OK, 1, NULL);
     assert_int_equal(c.sizes[0], zlen + rlen);
     assert_memory_equal(c.copies[0], both, zlen + rlen);
     assert_int_equal(c.infos[0].chunks, 2);
@@ -1754,8 +1704,7 @@ static void test_rejects_corrupt_compressed_chunk(void **state)
     ss_begin(ss, 1, 0);
     ss_chunk(ss, 1, 0, CS_CODEC_ZSTD, "not a zstd frame", 16);
     collected c = {0};
-    drain(ss, NULL, rl_unbounded_range(1), &c);
-    expect(&c, RL_ERR_PROTOCOL, 0);
+    drain_expect(ss, NULL, rl_unbounded_range(1), &c, RL_ERR_PROTOCOL, 0, NULL);
     assert_contains(c.err, "remoteledger: protocol violation: ledger 1 chunk 0: decompress: ");
     ss_stop(ss);
 }
@@ -1818,8 +1767,7 @@ static void test_fragmented_and_large_messages(void **state)
     ss_send_fragmented(ss, m, ml, 65536);
     ss_send_fragmented(ss, e, cs_wire_put_end(e, 2, 1, big, 6, XXH64(led, big, 0)), 1);
     collected c = {0};
-    drain(ss, NULL, rl_bounded_range(1, 2), &c);
-    expect(&c, RL_OK, 2);
+    drain_expect(ss, NULL, rl_bounded_range(1, 2), &c, RL_OK, 2, NULL);
     assert_int_equal(c.sizes[0], big + 1000);
     assert_memory_equal(c.copies[0], led, big + 1000);
     assert_int_equal(c.sizes[1], big);
@@ -2499,15 +2447,12 @@ static void test_pings_are_answered(void **state)
         }
         ss_end(ss, 1, 1, sizeof piece, 0, XXH64(piece, sizeof piece, 0));
         collected c = {0};
-        drain(ss, NULL, rl_single_ledger_range(1), &c);
-        expect(&c, RL_OK, 1);
+        drain_expect(ss, NULL, rl_single_ledger_range(1), &c, RL_OK, 1, NULL);
         assert_memory_equal(c.copies[0], piece, sizeof piece);
         assert_string_equal(ss_client_frames(ss, 0), "pong close");
         assert_string_equal(ss_client_pong(ss, 0), mid ? "mid-message" : "are you there?");
         assert_int_equal(ss_client_unmasked(ss, 0), 0);
-        char reason[128];
-        assert_int_equal(ss_client_close(ss, 0, reason, sizeof reason), 1000);
-        assert_string_equal(reason, "range complete");
+        expect_client_close(ss, 0, 1000, "range complete");
         ss_stop(ss);
         collected_free(&c);
     }
@@ -2565,16 +2510,12 @@ static void test_framing_violations(void **state)
             break;
         }
         collected c = {0};
-        drain(ss, NULL, rl_unbounded_range(1), &c);
-        expect(&c, RL_ERR_READ, 1);
         char full[512];
         snprintf(full, sizeof full, "remoteledger: read: %s%s", mid ? "" : "failed to get reader: ", want);
-        assert_string_equal(c.err, full);
-        char reason[128];
-        assert_int_equal(ss_client_close(ss, 0, reason, sizeof reason), 1002);
+        drain_expect(ss, NULL, rl_unbounded_range(1), &c, RL_ERR_READ, 1, full);
         char trunc[124];
         snprintf(trunc, sizeof trunc, "%s", want); /* a close reason holds 123 bytes */
-        assert_string_equal(reason, trunc);
+        expect_client_close(ss, 0, 1002, trunc);
         assert_int_equal(ss_client_unmasked(ss, 0), 0);
         ss_stop(ss);
         collected_free(&c);
@@ -2591,9 +2532,8 @@ static void test_eof_inside_frames(void **state)
     ss_send_bytes(ss, "\x82", 1);
     ss_drop(ss);
     collected c = {0};
-    drain(ss, NULL, rl_unbounded_range(1), &c);
-    expect(&c, RL_ERR_READ, 1);
-    assert_string_equal(c.err, "remoteledger: read: failed to get reader: failed to read frame header: EOF");
+    drain_expect(ss, NULL, rl_unbounded_range(1), &c, RL_ERR_READ, 1,
+                 "remoteledger: read: failed to get reader: failed to read frame header: EOF");
     ss_stop(ss);
     collected_free(&c);
 
@@ -2601,10 +2541,9 @@ static void test_eof_inside_frames(void **state)
     ss_begin(ss, 1, 0);
     ss_send_frame(ss, 0x02, "ab", 2);
     ss_drop(ss);
-    memset(&c, 0, sizeof c);
-    drain(ss, NULL, rl_unbounded_range(1), &c);
-    expect(&c, RL_ERR_READ, 0);
-    assert_string_equal(c.err, "remoteledger: read: failed to read frame payload: unexpected EOF");
+    collected_reset(&c);
+    drain_expect(ss, NULL, rl_unbounded_range(1), &c, RL_ERR_READ, 0,
+                 "remoteledger: read: failed to read frame payload: unexpected EOF");
     ss_stop(ss);
 }
 
@@ -2649,11 +2588,8 @@ static void test_close_is_echoed(void **state)
     ss_ledger(ss, 1, 16);
     ss_send_close(ss, 4002, "odd one");
     collected c = {0};
-    drain(ss, NULL, rl_unbounded_range(1), &c);
-    expect(&c, RL_ERR_READ, 1);
-    char reason[128];
-    assert_int_equal(ss_client_close(ss, 0, reason, sizeof reason), 4002);
-    assert_string_equal(reason, "odd one");
+    drain_expect(ss, NULL, rl_unbounded_range(1), &c, RL_ERR_READ, 1, NULL);
+    expect_client_close(ss, 0, 4002, "odd one");
     assert_string_equal(ss_client_frames(ss, 0), "close");
     assert_int_equal(ss_client_unmasked(ss, 0), 0);
     ss_stop(ss);
@@ -2661,9 +2597,8 @@ static void test_close_is_echoed(void **state)
 
     ss = ss_start();
     ss_send_close_empty(ss);
-    memset(&c, 0, sizeof c);
-    drain(ss, NULL, rl_unbounded_range(1), &c);
-    expect(&c, RL_ERR_READ, 0);
+    collected_reset(&c);
+    drain_expect(ss, NULL, rl_unbounded_range(1), &c, RL_ERR_READ, 0, NULL);
     assert_int_equal(ss_client_close(ss, 0, NULL, 0), 1005); /* an empty close, echoed empty */
     ss_stop(ss);
 }
@@ -2688,8 +2623,7 @@ static void test_handshake_failures(void **state)
         ss_server *ss = ss_start();
         ss_handshake_with(ss, cases[i].resp);
         collected c = {0};
-        drain(ss, NULL, rl_unbounded_range(1), &c);
-        expect(&c, RL_ERR_DIAL, 0);
+        drain_expect(ss, NULL, rl_unbounded_range(1), &c, RL_ERR_DIAL, 0, NULL);
         char want[256];
         snprintf(want, sizeof want, "remoteledger: dial %s/stream?start=1: %s", ss_url(ss), cases[i].want);
         assert_string_equal(c.err, want);
@@ -2701,8 +2635,7 @@ static void test_handshake_failures(void **state)
                           "sec-websocket-accept: %s\r\nServer: scripted\r\n\r\n");
     ss_ledger(ss, 3, 64);
     collected c = {0};
-    drain(ss, NULL, rl_single_ledger_range(3), &c);
-    expect(&c, RL_OK, 1);
+    drain_expect(ss, NULL, rl_single_ledger_range(3), &c, RL_OK, 1, NULL);
     ss_stop(ss);
     collected_free(&c);
 }

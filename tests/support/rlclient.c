@@ -54,8 +54,10 @@ int on_ledger(const uint8_t *p, size_t n, const rl_ledger_info *info, void *ctx)
 
 void collected_free(collected *c)
 {
-    for (int i = 0; i < c->count && i < MAX_LEDGERS; i++)
+    for (int i = 0; i < c->count && i < MAX_LEDGERS; i++) {
         free(c->copies[i]);
+        c->copies[i] = NULL; /* so a collected_reset after it frees nothing twice */
+    }
 }
 
 void collected_reset(collected *c)

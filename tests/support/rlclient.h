@@ -41,7 +41,7 @@ typedef struct collected {
 /* The observer and the ledger callback that fill a collected (ctx). */
 void observer(const rl_ledger_info *info, void *ctx);
 int on_ledger(const uint8_t *p, size_t n, const rl_ledger_info *info, void *ctx);
-/* Frees the copies of the payloads. */
+/* Frees the copies of the payloads (again: a no-op). */
 void collected_free(collected *c);
 /* collected_free, then zeroes c for the next run. */
 void collected_reset(collected *c);
