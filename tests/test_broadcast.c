@@ -20,6 +20,7 @@
 
 #include "corestreamd/server/broadcast.h"
 #include "corestreamd/server/message.h"
+#include "support/event.h"
 #include "wire/wire.h"
 
 #define HDR CS_WIRE_CHUNK_HEADER_LEN
@@ -34,12 +35,6 @@ static int64_t now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * SEC + ts.tv_nsec;
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
 }
 
 /* Thread-safe message builders (no cmocka asserts: the watchers call nothing here, but keep them
@@ -158,14 +153,14 @@ static bool fired(cs_broadcaster *b, uint64_t gen)
 typedef struct watch_job {
     cs_broadcaster *b;
     cs_snap snap;
-    atomic_bool done;
+    event done;
 } watch_job;
 
 static void *watch_thread(void *p)
 {
     watch_job *j = p;
     cs_broadcast_watch(j->b, &j->snap);
-    atomic_store(&j->done, true);
+    event_set(&j->done);
     return NULL;
 }
 
@@ -175,20 +170,20 @@ static bool watch_within(cs_broadcaster *b, cs_snap *out, int ms)
     if (!j)
         return false;
     j->b = b;
-    atomic_init(&j->done, false);
+    event_init(&j->done);
     pthread_t t;
     if (pthread_create(&t, NULL, watch_thread, j) != 0) {
+        event_destroy(&j->done);
         free(j);
         return false;
     }
-    for (int waited = 0; !atomic_load(&j->done) && waited < ms; waited++)
-        sleep_ms(1);
-    if (!atomic_load(&j->done)) {
+    if (!event_wait(&j->done, (int64_t)ms * 1000000)) {
         pthread_detach(t);
         return false;
     }
     pthread_join(t, NULL);
     *out = j->snap;
+    event_destroy(&j->done);
     free(j);
     return true;
 }
@@ -365,14 +360,21 @@ static void test_wake_runs_after_the_change_outside_the_lock(void **state)
  * and a publish during the wait ends it. */
 typedef struct delayed_pub {
     cs_broadcaster *b;
-    int delay_ms;
     int rc;
 } delayed_pub;
 
+/* Publishes once the main thread is parked in cs_broadcast_wait (the waiters hook says so), so the
+ * publish lands inside the wait by construction. Looks every 1 ms, for at most WAIT_NS. */
 static void *publish_later(void *p)
 {
     delayed_pub *d = p;
-    sleep_ms(d->delay_ms);
+    const struct timespec nap = {0, 1000000L};
+    for (int64_t i = 0; i < WAIT_NS / 1000000 && cs_broadcast_waiters(d->b) == 0; i++)
+        nanosleep(&nap, NULL);
+    if (cs_broadcast_waiters(d->b) == 0) {
+        d->rc = -4; /* the waiter never arrived */
+        return NULL;
+    }
     cs_msg *m = msg_of("late-begin", 10);
     d->rc = m ? cs_broadcast_begin(d->b, 9, m, NULL) : -2;
     return NULL;
@@ -396,7 +398,7 @@ static void test_wait_sees_publishes_after_watch(void **state)
 
     /* Published from another thread while the waiter sleeps. */
     cs_broadcast_watch(b, &s);
-    delayed_pub d = {.b = b, .delay_ms = 30, .rc = -3};
+    delayed_pub d = {.b = b, .rc = -3};
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, publish_later, &d), 0);
     t0 = now_ns();

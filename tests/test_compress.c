@@ -112,10 +112,17 @@ static struct timespec deadline(void)
     return ts;
 }
 
-static void sleep_ms(long ms)
+/* Polls cond(arg) until it holds (true) or WAIT_SECONDS pass (false), napping 1 ms between looks:
+ * for state the code exposes only through a getter, with no event to block on. */
+static bool wait_until(bool (*cond)(void *), void *arg)
 {
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
+    const struct timespec nap = {0, 1000000L};
+    for (int i = 0; i < WAIT_SECONDS * 1000; i++) {
+        if (cond(arg))
+            return true;
+        nanosleep(&nap, NULL);
+    }
+    return cond(arg);
 }
 
 /* ---- the publish side: records every message and can hold one publish() call at a gate ---- */
@@ -492,6 +499,14 @@ static void *submit_all(void *arg)
     return NULL;
 }
 
+/* 1025 submits have returned and one is blocked: read in this order, the blocked one is the
+ * 1026th (the submitter is a single thread), not an earlier one about to be let through. */
+static bool submit_1026_blocked(void *arg)
+{
+    submitter *s = arg;
+    return atomic_load(&s->returned) == 1025 && cs_pipeline_blocked_submits(s->p) == 1;
+}
+
 static void test_submit_blocks_at_1024_pending(void **state)
 {
     (void)state;
@@ -514,11 +529,10 @@ static void test_submit_blocks_at_1024_pending(void **state)
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, submit_all, &s), 0);
     assert_true(rec_wait_gate(&r));
-    /* Chunk 0 has left the ring but is held in publish(), so 1024 more fit and the next blocks. */
-    for (int i = 0; i < WAIT_SECONDS * 1000 && atomic_load(&s.returned) < 1025; i++)
-        sleep_ms(1);
-    assert_int_equal(atomic_load(&s.returned), 1025);
-    sleep_ms(20);
+    /* Chunk 0 has left the ring but is held in publish(), so 1024 more fit and the next blocks:
+     * wait until that submit is parked waiting for a slot. */
+    assert_true(wait_until(submit_1026_blocked, &s));
+    /* It cannot return before the gate opens, so the count is final, not a snapshot. */
     assert_int_equal(atomic_load(&s.returned), 1025);
     rec_open_gate(&r);
     struct timespec until = deadline();
@@ -558,9 +572,8 @@ static void test_destroy_publishes_pending_then_nothing(void **state)
     }
     cs_pipeline_destroy(p); /* no flush first */
     rec_check_clean(&r, N);
+    /* The workers are joined: no thread is left that could publish, so the count is final. */
     assert_int_equal(thread_count(), threads_before);
-    sleep_ms(20);
-    assert_int_equal(atomic_load(&r.count), N);
     for (uint32_t i = 0; i < N; i++)
         check_chunk(r.msgs[i], 8, i, raws[i], LEN);
     rec_free(&r);

@@ -24,6 +24,7 @@
 #include "corestreamd/sources/pipe/framereader.h"
 #include "corestreamd/sources/pipe/pipe.h"
 #include "support/metabuild.h"
+#include "support/procharness.h"
 #include "support/tmpdir.h"
 
 /* ---- fixture ------------------------------------------------------------------------------ */
@@ -269,23 +270,6 @@ static bool readable_within(int fd, int ms)
     while ((r = poll(&pfd, 1, ms)) < 0 && errno == EINTR)
         ;
     return r > 0;
-}
-
-/* Gone or a zombie awaiting its new parent. */
-static bool pid_dead(pid_t pid)
-{
-    char path[64], line[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *fp = fopen(path, "r");
-    if (!fp)
-        return true;
-    bool zombie = false;
-    if (fgets(line, sizeof line, fp)) {
-        char *rp = strrchr(line, ')');
-        zombie = rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
-    }
-    fclose(fp);
-    return zombie;
 }
 
 /* 93: a grandchild that escaped the group (setsid) holds fd 3 open, so the pipe never EOFs; the
@@ -655,12 +639,7 @@ static void test_teardown_sweeps_grandchildren(void **state)
     int64_t t0 = cs_mono_ns();
     src->ops->destroy(src);
     assert_true(cs_mono_ns() - t0 < 2000000000LL);
-    bool dead = false;
-    for (int i = 0; i < 200 && !dead; i++) {
-        dead = pid_dead(gc);
-        if (!dead)
-            usleep(10000);
-    }
+    bool dead = cs_pid_wait_gone(gc, 2000) == 0; /* the exit is an event: a pidfd says so */
     if (!dead && cs_mb_pid_runs(gc, "sleep"))
         kill(gc, SIGKILL);
     assert_true(dead);

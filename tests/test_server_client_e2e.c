@@ -25,59 +25,10 @@
 #include "corestreamd/sources/pace.h"
 #include "corestreamd/server/server.h"
 #include "corestreamd/sources/synthetic.h"
+#include "support/event.h"
 #include "support/serverharness.h"
 
 #define GATE_WAIT (30 * T_SEC) /* bound on any callback that blocks */
-
-/* ---- events: a one-shot flag with a bounded wait ---- */
-
-typedef struct event {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    bool set;
-} event;
-
-static void event_init(event *e)
-{
-    pthread_condattr_t a;
-    pthread_condattr_init(&a);
-    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    pthread_mutex_init(&e->mu, NULL);
-    pthread_cond_init(&e->cv, &a);
-    pthread_condattr_destroy(&a);
-    e->set = false;
-}
-
-static void event_destroy(event *e)
-{
-    pthread_cond_destroy(&e->cv);
-    pthread_mutex_destroy(&e->mu);
-}
-
-static void event_set(event *e)
-{
-    pthread_mutex_lock(&e->mu);
-    e->set = true;
-    pthread_cond_broadcast(&e->cv);
-    pthread_mutex_unlock(&e->mu);
-}
-
-/* True once set; false when timeout_ns passed first. */
-static bool event_wait(event *e, int64_t timeout_ns)
-{
-    struct timespec dl;
-    clock_gettime(CLOCK_MONOTONIC, &dl);
-    int64_t ns = (int64_t)dl.tv_nsec + timeout_ns % T_SEC;
-    dl.tv_sec += (time_t)(timeout_ns / T_SEC + ns / T_SEC);
-    dl.tv_nsec = (long)(ns % T_SEC);
-    pthread_mutex_lock(&e->mu);
-    int rc = 0;
-    while (!e->set && rc != ETIMEDOUT)
-        rc = pthread_cond_timedwait(&e->cv, &e->mu, &dl);
-    bool set = e->set;
-    pthread_mutex_unlock(&e->mu);
-    return set;
-}
 
 /* ---- a subscriber's record of what the library handed it ---- */
 

@@ -376,3 +376,42 @@ void cs_proc_free(cs_proc *p)
     p->loglen = p->logcap = 0;
     p->pid = -1;
 }
+
+int cs_pid_wait_gone(pid_t pid, int timeout_ms)
+{
+    int64_t deadline = mono_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+#ifdef SYS_pidfd_open
+    int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (fd < 0 && errno == ESRCH)
+        return 0;
+    if (fd >= 0) {
+        int r;
+        do {
+            struct pollfd pfd = {.fd = fd, .events = POLLIN};
+            r = poll(&pfd, 1, remaining_ms(deadline));
+        } while (r < 0 && errno == EINTR);
+        close(fd);
+        return r > 0 ? 0 : -1; /* readable once the process has exited */
+    }
+#endif
+    for (;;) {
+        if (kill(pid, 0) < 0 && errno == ESRCH)
+            return 0;
+        char path[64], line[512];
+        snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+        FILE *fp = fopen(path, "r");
+        bool zombie = false;
+        if (fp && fgets(line, sizeof line, fp)) {
+            char *rp = strrchr(line, ')');
+            zombie = rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
+        }
+        if (fp)
+            fclose(fp);
+        if (zombie)
+            return 0;
+        int left = remaining_ms(deadline);
+        if (left == 0)
+            return -1;
+        poll(NULL, 0, left < FALLBACK_SLICE_MS ? left : FALLBACK_SLICE_MS);
+    }
+}

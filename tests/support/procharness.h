@@ -58,6 +58,10 @@ int cs_proc_stop(cs_proc *p, int sig, int timeout_ms);
 /* Waits up to timeout_ms for the child to exit on its own: its status, or -1 on timeout (the
  * child is left running). */
 int cs_proc_wait_exit(cs_proc *p, int timeout_ms);
+/* Waits up to timeout_ms for a process that need not be our child (a grandchild a test spawned
+ * through a shell) to exit: 0 once it has (a zombie counts), -1 on timeout. Blocks on a pidfd;
+ * without pidfd_open it looks every FALLBACK_SLICE_MS. */
+int cs_pid_wait_gone(pid_t pid, int timeout_ms);
 /* Kills (SIGKILL) and reaps a child still running, closes fds, frees the log. Idempotent. */
 void cs_proc_free(cs_proc *p);
 

@@ -13,6 +13,7 @@ struct cs_broadcaster {
     bool failed;
     void (*wake)(void *);
     void *wake_ctx;
+    int waiters; /* test hook: threads inside cs_broadcast_wait, under mu */
 };
 
 cs_flow *cs_flow_retain(cs_flow *f)
@@ -190,11 +191,21 @@ bool cs_broadcast_wait(cs_broadcaster *b, uint64_t gen, int64_t timeout_ns)
     ts.tv_sec += timeout_ns / 1000000000 + ns / 1000000000;
     ts.tv_nsec = ns % 1000000000;
     pthread_mutex_lock(&b->mu);
+    b->waiters++;
     while (b->gen == gen) {
         if (pthread_cond_timedwait(&b->cond, &b->mu, &ts) != 0)
             break;
     }
+    b->waiters--;
     bool changed = b->gen != gen;
     pthread_mutex_unlock(&b->mu);
     return changed;
+}
+
+int cs_broadcast_waiters(cs_broadcaster *b)
+{
+    pthread_mutex_lock(&b->mu);
+    int n = b->waiters;
+    pthread_mutex_unlock(&b->mu);
+    return n;
 }

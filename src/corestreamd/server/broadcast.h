@@ -75,4 +75,8 @@ void cs_broadcast_flow_state(cs_broadcaster *b, const cs_flow *f, size_t *nchunk
  * For threads that are not the I/O loop (tests, benchrunner's loopback hold). */
 bool cs_broadcast_wait(cs_broadcaster *b, uint64_t gen, int64_t timeout_ns);
 
+/* Test hook: how many threads are blocked in cs_broadcast_wait now. Read under the lock the
+ * waiters release only inside the condition wait, so a non-zero answer means one is parked there. */
+int cs_broadcast_waiters(cs_broadcaster *b);
+
 #endif

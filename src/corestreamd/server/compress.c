@@ -126,6 +126,7 @@ struct cs_chunk_pipeline {
     bool stop;
 
     _Atomic uint64_t raw_fallbacks;
+    int blocked_submits; /* test hook: submits waiting on space_cv, under mu */
 };
 
 /* Frames the raw message in place: only the reserved header bytes are written. */
@@ -290,8 +291,10 @@ int cs_pipeline_new(cs_chunk_pipeline **out, int workers, bool compress, int lev
 void cs_pipeline_submit(cs_chunk_pipeline *p, cs_msg *raw, uint32_t seq, uint32_t idx)
 {
     pthread_mutex_lock(&p->mu);
+    p->blocked_submits++;
     while (p->tail - p->head == ORDERED_SLOTS)
         pthread_cond_wait(&p->space_cv, &p->mu);
+    p->blocked_submits--;
     job *j = &p->ring[p->tail % ORDERED_SLOTS];
     *j = (job){.raw = raw, .seq = seq, .idx = idx};
     p->tail++;
@@ -322,6 +325,14 @@ void cs_pipeline_flush(cs_chunk_pipeline *p)
 uint64_t cs_pipeline_raw_fallbacks(const cs_chunk_pipeline *p)
 {
     return atomic_load_explicit(&p->raw_fallbacks, memory_order_relaxed);
+}
+
+int cs_pipeline_blocked_submits(cs_chunk_pipeline *p)
+{
+    pthread_mutex_lock(&p->mu);
+    int n = p->blocked_submits;
+    pthread_mutex_unlock(&p->mu);
+    return n;
 }
 
 void cs_pipeline_destroy(cs_chunk_pipeline *p)

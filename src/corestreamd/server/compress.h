@@ -55,6 +55,10 @@ void cs_pipeline_flush(cs_chunk_pipeline *p);
 
 uint64_t cs_pipeline_raw_fallbacks(const cs_chunk_pipeline *p);
 
+/* Test hook: how many submit calls are blocked now waiting for a free slot. Read under the lock a
+ * blocked submit releases only inside its wait, so a test sees back-pressure without timing it. */
+int cs_pipeline_blocked_submits(cs_chunk_pipeline *p);
+
 /* Publishes whatever is pending, stops the workers and frees. NULL is a no-op. */
 void cs_pipeline_destroy(cs_chunk_pipeline *p);
 
