@@ -29,34 +29,10 @@
 
 /* ---- fixture ------------------------------------------------------------------------------ */
 
-typedef struct fixture {
-    cs_cancel cancel;
-    cs_tmpdir dir;
-    const char *root; /* dir.path */
-} fixture;
+typedef cs_dir_fixture fixture;
 
-static int setup(void **state)
-{
-    fixture *f = calloc(1, sizeof *f);
-    if (!f)
-        return -1;
-    if (cs_cancel_init(&f->cancel) != 0 || cs_tmpdir_make(&f->dir, "pipesource") != 0) {
-        free(f);
-        return -1;
-    }
-    f->root = f->dir.path;
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    int rc = cs_tmpdir_remove(&f->dir);
-    cs_cancel_destroy(&f->cancel);
-    free(f);
-    return rc;
-}
+static int setup(void **state) { return cs_dir_fixture_setup(state, "pipesource"); }
+static int teardown(void **state) { return cs_dir_fixture_teardown(state); }
 
 static void path_in(const fixture *f, const char *name, char *out, size_t len)
 {

@@ -21,34 +21,10 @@
 #include "support/tmpdir.h"
 
 /* Per-test state: a cancel and a scratch directory. */
-typedef struct fixture {
-    cs_cancel cancel;
-    cs_tmpdir dir;
-    const char *root; /* dir.path */
-} fixture;
+typedef cs_dir_fixture fixture;
 
-static int setup(void **state)
-{
-    fixture *f = calloc(1, sizeof *f);
-    if (!f)
-        return -1;
-    if (cs_cancel_init(&f->cancel) != 0 || cs_tmpdir_make(&f->dir, "sources") != 0) {
-        free(f);
-        return -1;
-    }
-    f->root = f->dir.path;
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    int rc = cs_tmpdir_remove(&f->dir);
-    cs_cancel_destroy(&f->cancel);
-    free(f);
-    return rc;
-}
+static int setup(void **state) { return cs_dir_fixture_setup(state, "sources"); }
+static int teardown(void **state) { return cs_dir_fixture_teardown(state); }
 
 static void write_file(const char *dir, const char *name, const void *data, size_t len)
 {

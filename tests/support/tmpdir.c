@@ -64,3 +64,31 @@ int cs_tmpdir_remove(cs_tmpdir *d)
         d->path[0] = '\0';
     return rc == 0 ? 0 : -1;
 }
+
+int cs_dir_fixture_setup(void **state, const char *prefix)
+{
+    cs_dir_fixture *f = calloc(1, sizeof *f);
+    if (!f)
+        return -1;
+    if (cs_cancel_init(&f->cancel) != 0) {
+        free(f);
+        return -1;
+    }
+    if (cs_tmpdir_make(&f->dir, prefix) != 0) {
+        cs_cancel_destroy(&f->cancel);
+        free(f);
+        return -1;
+    }
+    f->root = f->dir.path;
+    *state = f;
+    return 0;
+}
+
+int cs_dir_fixture_teardown(void **state)
+{
+    cs_dir_fixture *f = *state;
+    int rc = cs_tmpdir_remove(&f->dir);
+    cs_cancel_destroy(&f->cancel);
+    free(f);
+    return rc;
+}

@@ -24,4 +24,17 @@ int cs_tmpdir_remove(cs_tmpdir *d);
 
 #define CS_TMPDIR_MAX_ENTRIES 100000
 
+#include "common/cancel.h"
+
+/* The per-test state of the source tests: a cancellation and a scratch directory. The
+ * setup/teardown pair fits cmocka's group or per-test hooks (0 ok, -1 failed). */
+typedef struct cs_dir_fixture {
+    cs_cancel cancel;
+    cs_tmpdir dir;
+    const char *root; /* dir.path */
+} cs_dir_fixture;
+
+int cs_dir_fixture_setup(void **state, const char *prefix);
+int cs_dir_fixture_teardown(void **state);
+
 #endif
