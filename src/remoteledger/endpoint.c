@@ -443,7 +443,7 @@ static char *dup_n(const char *s, size_t n)
     return p;
 }
 
-void rl_url_free(rl_url *u)
+void rli_url_free(rli_url *u)
 {
     if (!u)
         return;
@@ -462,7 +462,7 @@ static int oom(cs_err *err)
     return cs_err_set(err, RL_ERR_NOMEM, "remoteledger: out of memory");
 }
 
-int rl_url_parse(rl_url *u, const char *raw, cs_err *err)
+int rli_url_parse(rli_url *u, const char *raw, cs_err *err)
 {
     memset(u, 0, sizeof *u);
     size_t rawlen = strlen(raw);
@@ -673,7 +673,7 @@ int rl_url_parse(rl_url *u, const char *raw, cs_err *err)
     }
     if (!u->scheme || !u->host || !u->hostname || !u->path || (has_user && !u->userinfo) ||
         (query && !u->raw_query) || (hash && !u->fragment)) {
-        rl_url_free(u);
+        rli_url_free(u);
         oom(err);
         goto out;
     }
@@ -695,7 +695,7 @@ out:
 
 /* ---- the endpoint for a range ----------------------------------------------------------------- */
 
-void rl_range_format(rl_range r, char *buf, size_t len)
+void rli_range_format(rl_range r, char *buf, size_t len)
 {
     if (r.bounded)
         snprintf(buf, len, "[%" PRIu32 ",%" PRIu32 "]", r.from, r.to);
@@ -806,12 +806,12 @@ static int add_pair(qpair **v, size_t *n, const char *k, const char *val)
     return p->k && p->v ? 0 : -1;
 }
 
-int rl_endpoint_build(const rl_url *u, rl_range r, char **endpoint, char **target, cs_err *err)
+int rli_endpoint_build(const rli_url *u, rl_range r, char **endpoint, char **target, cs_err *err)
 {
     *endpoint = *target = NULL;
     char rs[64];
     if (r.from == CS_LAST_SEQUENCE || (r.bounded && r.to == CS_LAST_SEQUENCE)) {
-        rl_range_format(r, rs, sizeof rs);
+        rli_range_format(r, rs, sizeof rs);
         return cs_err_set(err, RL_ERR_INVALID,
                           "remoteledger: range %s reaches ledger %" PRIu32
                           ", the last representable sequence",
@@ -842,7 +842,7 @@ int rl_endpoint_build(const rl_url *u, rl_range r, char **endpoint, char **targe
     if (r.bounded) {
         if (r.to < r.from) {
             free_pairs(pairs, n);
-            rl_range_format(r, rs, sizeof rs);
+            rli_range_format(r, rs, sizeof rs);
             return cs_err_set(err, RL_ERR_INVALID, "remoteledger: range %s ends before it starts", rs);
         }
         snprintf(num, sizeof num, "%" PRIu32, r.to);
@@ -896,7 +896,7 @@ int rl_endpoint_build(const rl_url *u, rl_range r, char **endpoint, char **targe
 
 /* ---- limits ------------------------------------------------------------------------------------ */
 
-int64_t rl_read_limit(int64_t max_chunk_size)
+int64_t rli_read_limit(int64_t max_chunk_size)
 {
     int64_t n = max_chunk_size;
     if (n < 0)
@@ -909,7 +909,7 @@ int64_t rl_read_limit(int64_t max_chunk_size)
     return n < CS_WIRE_END_LEN ? CS_WIRE_END_LEN : n;
 }
 
-size_t rl_expand_bound(int64_t max_chunk_size)
+size_t rli_expand_bound(int64_t max_chunk_size)
 {
     if (max_chunk_size <= 0 || max_chunk_size > CS_MAX_CHUNK_SIZE)
         return CS_MAX_CHUNK_SIZE;
