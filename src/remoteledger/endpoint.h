@@ -54,8 +54,4 @@ int64_t rli_read_limit(int64_t max_chunk_size);
 /* The zstd expansion bound for one chunk: min(n, 8 MiB), and 8 MiB when n <= 0. */
 size_t rli_expand_bound(int64_t max_chunk_size);
 
-/* Go's strconv.Quote for the ASCII range (\a \b \f \n \r \t \v, \\, \", other controls and DEL as
- * \xNN); valid UTF-8 above ASCII is kept as is and invalid bytes become \xNN. snprintf rules. */
-size_t rl_quote(char *buf, size_t len, const char *s, size_t n);
-
 #endif

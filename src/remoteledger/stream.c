@@ -19,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/goquote.h"
 #include "corestream/remoteledger.h"
 #include "corestream/wire.h"
 #include "remoteledger/assemble.h"
@@ -414,7 +415,7 @@ static void on_peer_close(rli_conn *c, const uint8_t *in, size_t len)
     }
     char name[40], quoted[512];
     status_name(code, name, sizeof name);
-    rl_quote(quoted, sizeof quoted, reason, rlen);
+    cs_go_quote_n(quoted, sizeof quoted, reason, rlen);
     conn_fail(c, RL_ERR_READ, "remoteledger: read: failed to get reader: received close frame: status = %s and reason = %s",
               name, quoted);
 }
