@@ -60,6 +60,17 @@ static void check_url(const rli_url *u)
     check(u->path && u->path[0] == '/', "the path starts with '/'");
 }
 
+/* Go's own limit: an IPv6 zone holding bytes past ASCII prints them as %XX, which its parser
+ * refuses inside a zone (url.Parse(u.String()) fails alike), so such a url cannot round-trip. */
+static bool zone_past_ascii(const rli_url *u)
+{
+    const char *zone = u->host[0] == '[' ? strchr(u->hostname, '%') : NULL;
+    for (const unsigned char *p = (const unsigned char *)zone; p && *p; p++)
+        if (*p >= 0x80)
+            return true;
+    return false;
+}
+
 static void check_endpoint(const rli_url *u, rl_range r)
 {
     char *endpoint, *target;
@@ -83,6 +94,11 @@ static void check_endpoint(const rli_url *u, rl_range r)
                      u->fragment && u->fragment[0] ? u->fragment : "");
     check(n >= 0 && (size_t)n + 1 == cap && strcmp(want, endpoint) == 0, "endpoint = scheme://host + target");
     free(want);
+    if (zone_past_ascii(u)) {
+        free(endpoint);
+        free(target);
+        return;
+    }
 
     rli_url back;
     check(rli_url_parse(&back, endpoint, &err) == 0, "the endpoint parses");
