@@ -35,6 +35,21 @@ static void test_quote_ascii(void **state)
     check_quote("~ !'`", "\"~ !'`\"");
 }
 
+/* The counted form: NULs inside are bytes like any other, and nothing past n is read. */
+static void test_quote_n(void **state)
+{
+    (void)state;
+    char buf[64];
+    const char in[] = {'a', '\0', 'b', '\xc3', '\xa9', 'Z'};
+    size_t n = cs_go_quote_n(buf, sizeof buf, in, 5);
+    assert_string_equal(buf, "\"a\\x00b\xc3\xa9\"");
+    assert_int_equal(n, strlen(buf));
+    /* A rune cut by n is invalid bytes, as Go sees a string ending there. */
+    cs_go_quote_n(buf, sizeof buf, in, 4);
+    assert_string_equal(buf, "\"a\\x00b\\xc3\"");
+    assert_int_equal(cs_go_quote_n(NULL, 0, in, 0), 2);
+}
+
 static void test_quote_utf8(void **state)
 {
     (void)state;
@@ -157,6 +172,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_quote_ascii),     cmocka_unit_test(test_quote_utf8),
+        cmocka_unit_test(test_quote_n),
         cmocka_unit_test(test_quote_invalid),   cmocka_unit_test(test_quote_truncation),
         cmocka_unit_test(test_utf8_decode),     cmocka_unit_test(test_rune_is_print),
     };

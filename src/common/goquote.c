@@ -101,11 +101,12 @@ static void put_escape(qbuf *b, char kind, uint32_t v, int digits)
     put(b, e, 2 + (size_t)digits);
 }
 
-size_t cs_go_quote(char *buf, size_t len, const char *str)
+size_t cs_go_quote(char *buf, size_t len, const char *s) { return cs_go_quote_n(buf, len, s, strlen(s)); }
+
+size_t cs_go_quote_n(char *buf, size_t len, const char *str, size_t n)
 {
     qbuf b = {.p = buf, .cap = len ? len - 1 : 0, .n = 0};
     const unsigned char *s = (const unsigned char *)str;
-    size_t n = strlen(str);
     put(&b, "\"", 1);
     while (n > 0) {
         uint32_t r;

@@ -31,4 +31,8 @@ bool cs_rune_is_print(uint32_t r);
  * NUL-terminates when len > 0; buf may be NULL when len == 0. */
 size_t cs_go_quote(char *buf, size_t len, const char *s);
 
+/* cs_go_quote of the n bytes at s, which may hold NULs (quoted as \x00) and need no terminator:
+ * a piece of a URL, a close reason from the network. */
+size_t cs_go_quote_n(char *buf, size_t len, const char *s, size_t n);
+
 #endif

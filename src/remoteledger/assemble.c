@@ -25,7 +25,7 @@ enum {
     M_SKIP, /* the rest is not needed: an error is pending, or the message is already too long */
 };
 
-struct rl_asm {
+struct rli_asm {
     int64_t cap;
     size_t expand_bound;
 
@@ -47,7 +47,7 @@ struct rl_asm {
     /* the message being fed */
     int mode;
     bool chunk_open; /* the header was a well-formed CHUNK header */
-    bool whole;      /* fed by rl_asm_message: the payload may be referenced in place */
+    bool whole;      /* fed by rli_asm_message: the payload may be referenced in place */
     uint8_t hdr[CS_WIRE_END_LEN];
     size_t hdr_len;
     uint64_t msg_len;
@@ -68,9 +68,9 @@ static uint32_t get_u32(const uint8_t *p)
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
 }
 
-rl_asm *rl_asm_new(int64_t max_payload, size_t expand_bound)
+rli_asm *rli_asm_new(int64_t max_payload, size_t expand_bound)
 {
-    rl_asm *a = calloc(1, sizeof *a);
+    rli_asm *a = calloc(1, sizeof *a);
     if (!a)
         return NULL;
     a->cap = max_payload;
@@ -78,7 +78,7 @@ rl_asm *rl_asm_new(int64_t max_payload, size_t expand_bound)
     a->hash = XXH64_createState();
     a->dctx = ZSTD_createDCtx();
     if (!a->hash || !a->dctx) {
-        rl_asm_free(a);
+        rli_asm_free(a);
         return NULL;
     }
     ZSTD_DCtx_setParameter(a->dctx, ZSTD_d_windowLogMax, ZSTD_WINDOW_LOG_MAX);
@@ -86,7 +86,7 @@ rl_asm *rl_asm_new(int64_t max_payload, size_t expand_bound)
     return a;
 }
 
-void rl_asm_free(rl_asm *a)
+void rli_asm_free(rli_asm *a)
 {
     if (!a)
         return;
@@ -98,7 +98,7 @@ void rl_asm_free(rl_asm *a)
     free(a);
 }
 
-void rl_asm_reset(rl_asm *a, uint32_t from)
+void rli_asm_reset(rli_asm *a, uint32_t from)
 {
     a->expected = from;
     a->exhausted = false;
@@ -116,18 +116,18 @@ void rl_asm_reset(rl_asm *a, uint32_t from)
     memset(&a->info, 0, sizeof a->info);
 }
 
-uint32_t rl_asm_expected(const rl_asm *a) { return a->expected; }
+uint32_t rli_asm_expected(const rli_asm *a) { return a->expected; }
 
-bool rl_asm_active(const rl_asm *a, uint32_t *seq)
+bool rli_asm_active(const rli_asm *a, uint32_t *seq)
 {
     if (a->active && seq)
         *seq = a->seq;
     return a->active;
 }
 
-size_t rl_asm_capacity(const rl_asm *a) { return a->bufcap; }
+size_t rli_asm_capacity(const rli_asm *a) { return a->bufcap; }
 
-const uint8_t *rl_asm_ledger(const rl_asm *a, size_t *len, rl_ledger_info *info)
+const uint8_t *rli_asm_ledger(const rli_asm *a, size_t *len, rl_ledger_info *info)
 {
     if (len)
         *len = a->len;
@@ -140,7 +140,7 @@ const uint8_t *rl_asm_ledger(const rl_asm *a, size_t *len, rl_ledger_info *info)
 /* ---- buffers ---------------------------------------------------------------------------------- */
 
 /* Geometric growth of the assembly buffer; never shrinks. */
-static bool reserve(rl_asm *a, size_t need)
+static bool reserve(rli_asm *a, size_t need)
 {
     if (need <= a->bufcap)
         return true;
@@ -155,7 +155,7 @@ static bool reserve(rl_asm *a, size_t need)
     return true;
 }
 
-static bool scratch_append(rl_asm *a, const uint8_t *p, size_t n)
+static bool scratch_append(rli_asm *a, const uint8_t *p, size_t n)
 {
     if (a->scratch_len + n > a->scratch_cap) {
         size_t cap = a->scratch_cap ? a->scratch_cap : MIN_BUFFER;
@@ -175,9 +175,9 @@ static bool scratch_append(rl_asm *a, const uint8_t *p, size_t n)
 /* ---- errors ----------------------------------------------------------------------------------- */
 
 /* Keeps the first error of the message; it is reported when the message is complete. */
-static void pend(rl_asm *a, int kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void pend(rli_asm *a, int kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-static void pend(rl_asm *a, int kind, const char *fmt, ...)
+static void pend(rli_asm *a, int kind, const char *fmt, ...)
 {
     if (!a->pending) {
         va_list ap;
@@ -189,28 +189,28 @@ static void pend(rl_asm *a, int kind, const char *fmt, ...)
     a->mode = M_SKIP;
 }
 
-static rl_asm_status fail_pending(rl_asm *a, cs_err *err)
+static rli_asm_status fail_pending(rli_asm *a, cs_err *err)
 {
     if (err)
         *err = a->perr;
     a->mode = M_HDR;
-    return RL_ASM_ERROR;
+    return RLI_ASM_ERROR;
 }
 
-static rl_asm_status fail(cs_err *err, int kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static rli_asm_status fail(cs_err *err, int kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-static rl_asm_status fail(cs_err *err, int kind, const char *fmt, ...)
+static rli_asm_status fail(cs_err *err, int kind, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     cs_err_vset(err, kind, fmt, ap);
     va_end(ap);
-    return RL_ASM_ERROR;
+    return RLI_ASM_ERROR;
 }
 
 /* ---- feeding ---------------------------------------------------------------------------------- */
 
-void rl_asm_msg_begin(rl_asm *a, uint64_t size_hint)
+void rli_asm_msg_begin(rli_asm *a, uint64_t size_hint)
 {
     a->mode = M_HDR;
     a->chunk_open = false;
@@ -226,7 +226,7 @@ void rl_asm_msg_begin(rl_asm *a, uint64_t size_hint)
 
 /* The header of a well-formed CHUNK has arrived: check the flow and the index now, so the payload
  * can go straight where it belongs (or nowhere). */
-static void open_chunk(rl_asm *a)
+static void open_chunk(rli_asm *a)
 {
     uint32_t seq = get_u32(a->hdr + 2);
     uint32_t idx = get_u32(a->hdr + 6);
@@ -255,7 +255,7 @@ static void open_chunk(rl_asm *a)
     }
 }
 
-static void append_raw(rl_asm *a, const uint8_t *p, size_t n)
+static void append_raw(rli_asm *a, const uint8_t *p, size_t n)
 {
     if (a->cap >= 0 && (uint64_t)a->len + n > (uint64_t)a->cap) {
         pend(a, RL_ERR_PROTOCOL, PROTOCOL_PREFIX "ledger %" PRIu32 " exceeds the %" PRId64 "-byte payload cap",
@@ -277,7 +277,7 @@ static bool is_chunk_header(const uint8_t *h)
            (h[10] == CS_CODEC_RAW || h[10] == CS_CODEC_ZSTD);
 }
 
-void rl_asm_msg_data(rl_asm *a, const uint8_t *p, size_t n)
+void rli_asm_msg_data(rli_asm *a, const uint8_t *p, size_t n)
 {
     a->msg_len += n;
     while (n) {
@@ -327,12 +327,12 @@ void rl_asm_msg_data(rl_asm *a, const uint8_t *p, size_t n)
 }
 
 /* Expands the current zstd chunk into the assembly buffer, bounded by expand_bound. */
-static rl_asm_status expand(rl_asm *a, cs_err *err)
+static rli_asm_status expand(rli_asm *a, cs_err *err)
 {
     const uint8_t *src = a->direct ? a->direct : a->scratch;
     size_t n = a->direct ? a->direct_len : a->scratch_len;
     if (n == 0)
-        return RL_ASM_MORE;
+        return RLI_ASM_MORE;
     const size_t bound = a->expand_bound;
     const char *why = NULL;
     size_t start = a->len;
@@ -393,27 +393,27 @@ static rl_asm_status expand(rl_asm *a, cs_err *err)
                     PROTOCOL_PREFIX "ledger %" PRIu32 " exceeds the %" PRId64 "-byte payload cap", a->seq,
                     a->cap);
     XXH64_update(a->hash, a->buf + start, a->len - start);
-    return RL_ASM_MORE;
+    return RLI_ASM_MORE;
 }
 
-static rl_asm_status finish_chunk(rl_asm *a, cs_err *err)
+static rli_asm_status finish_chunk(rli_asm *a, cs_err *err)
 {
     if (a->pending)
         return fail_pending(a, err);
     if (a->mode == M_ZSTD) {
-        rl_asm_status st = expand(a, err);
+        rli_asm_status st = expand(a, err);
         a->direct = NULL;
         a->scratch_len = 0;
-        if (st != RL_ASM_MORE)
+        if (st != RLI_ASM_MORE)
             return st;
     }
     a->chunks++;
-    return RL_ASM_MORE;
+    return RLI_ASM_MORE;
 }
 
 /* The decode error of a BEGIN, END or unknown message longer than any fixed-size message, worded
  * as cs_wire_decode words it (the bytes past the header were not kept). */
-static rl_asm_status long_message_error(rl_asm *a, cs_err *err)
+static rli_asm_status long_message_error(rli_asm *a, cs_err *err)
 {
     const uint8_t *h = a->hdr;
     unsigned long long n = (unsigned long long)a->msg_len;
@@ -437,7 +437,7 @@ static rl_asm_status long_message_error(rl_asm *a, cs_err *err)
     }
 }
 
-static rl_asm_status on_begin(rl_asm *a, const cs_wire_msg *m, cs_err *err)
+static rli_asm_status on_begin(rli_asm *a, const cs_wire_msg *m, cs_err *err)
 {
     if (a->active) {
         if (m->seq != a->seq)
@@ -461,10 +461,10 @@ static rl_asm_status on_begin(rl_asm *a, const cs_wire_msg *m, cs_err *err)
     a->len = 0;
     a->chunks = 0;
     XXH64_reset(a->hash, 0);
-    return RL_ASM_MORE;
+    return RLI_ASM_MORE;
 }
 
-static rl_asm_status on_end(rl_asm *a, const cs_wire_msg *m, cs_err *err)
+static rli_asm_status on_end(rli_asm *a, const cs_wire_msg *m, cs_err *err)
 {
     if (!a->active || m->seq != a->seq)
         return fail(err, RL_ERR_PROTOCOL, PROTOCOL_PREFIX "END for ledger %" PRIu32 " outside its flow",
@@ -495,12 +495,12 @@ static rl_asm_status on_end(rl_asm *a, const cs_wire_msg *m, cs_err *err)
     };
     a->active = false;
     a->discarded = 0;
-    return RL_ASM_LEDGER;
+    return RLI_ASM_LEDGER;
 }
 
-rl_asm_status rl_asm_msg_end(rl_asm *a, cs_err *err)
+rli_asm_status rli_asm_msg_end(rli_asm *a, cs_err *err)
 {
-    rl_asm_status st;
+    rli_asm_status st;
     if (a->chunk_open) {
         st = finish_chunk(a, err);
     } else if (a->pending) {
@@ -529,10 +529,10 @@ rl_asm_status rl_asm_msg_end(rl_asm *a, cs_err *err)
     return st;
 }
 
-rl_asm_status rl_asm_message(rl_asm *a, const uint8_t *msg, size_t len, cs_err *err)
+rli_asm_status rli_asm_message(rli_asm *a, const uint8_t *msg, size_t len, cs_err *err)
 {
-    rl_asm_msg_begin(a, len);
+    rli_asm_msg_begin(a, len);
     a->whole = true;
-    rl_asm_msg_data(a, msg, len);
-    return rl_asm_msg_end(a, err);
+    rli_asm_msg_data(a, msg, len);
+    return rli_asm_msg_end(a, err);
 }

@@ -1,8 +1,8 @@
 /* libremoteledger internals: the reassembly state machine and sequence tracker of PORTSPEC 3.3,
  * independent of the transport.
  *
- * Messages are fed either whole (rl_asm_message) or as a run of fragments (rl_asm_msg_begin,
- * rl_asm_msg_data..., rl_asm_msg_end). Raw chunk bytes are appended to the assembly buffer as they
+ * Messages are fed either whole (rli_asm_message) or as a run of fragments (rli_asm_msg_begin,
+ * rli_asm_msg_data..., rli_asm_msg_end). Raw chunk bytes are appended to the assembly buffer as they
  * arrive; a zstd chunk is decoded straight into the assembly buffer when it is complete (from the
  * caller's buffer when it came whole, from a reused scratch copy of the compressed bytes when it
  * came in fragments). XXH64 runs incrementally over the appended raw bytes, so END verification
@@ -12,8 +12,8 @@
  * checks them (decode, flow, index, expansion, cap), so a transport error that cuts a message
  * short still wins over a violation inside it. After an error the assembler must be reset before
  * it is fed again. */
-#ifndef RL_ASSEMBLE_H
-#define RL_ASSEMBLE_H
+#ifndef RLI_ASSEMBLE_H
+#define RLI_ASSEMBLE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -22,44 +22,44 @@
 #include "common/err.h"
 #include "corestream/remoteledger.h"
 
-typedef struct rl_asm rl_asm;
+typedef struct rli_asm rli_asm;
 
 /* The result of feeding a message. */
-typedef enum rl_asm_status {
-    RL_ASM_ERROR = -1, /* err is set; kind RL_ERR_PROTOCOL, RL_ERR_GAP or RL_ERR_NOMEM */
-    RL_ASM_MORE = 0,   /* accepted; no ledger completed */
-    RL_ASM_LEDGER = 1, /* an END verified: see rl_asm_ledger */
-} rl_asm_status;
+typedef enum rli_asm_status {
+    RLI_ASM_ERROR = -1, /* err is set; kind RL_ERR_PROTOCOL, RL_ERR_GAP or RL_ERR_NOMEM */
+    RLI_ASM_MORE = 0,   /* accepted; no ledger completed */
+    RLI_ASM_LEDGER = 1, /* an END verified: see rli_asm_ledger */
+} rli_asm_status;
 
 /* max_payload: the assembled-ledger cap, negative for none (a ledger of exactly the cap passes).
- * expand_bound: the most one zstd chunk may expand to (rl_expand_bound). */
-rl_asm *rl_asm_new(int64_t max_payload, size_t expand_bound);
-void rl_asm_free(rl_asm *a);
+ * expand_bound: the most one zstd chunk may expand to (rli_expand_bound). */
+rli_asm *rli_asm_new(int64_t max_payload, size_t expand_bound);
+void rli_asm_free(rli_asm *a);
 
 /* Starts a stream: no assembly in progress, the tracker expecting `from` (0 accepts any first
  * ledger). The buffer, the decoder and the scratch space are kept. */
-void rl_asm_reset(rl_asm *a, uint32_t from);
+void rli_asm_reset(rli_asm *a, uint32_t from);
 
 /* Whole-message form: msg[0..len) is one complete binary message. */
-rl_asm_status rl_asm_message(rl_asm *a, const uint8_t *msg, size_t len, cs_err *err);
+rli_asm_status rli_asm_message(rli_asm *a, const uint8_t *msg, size_t len, cs_err *err);
 
 /* Fragment form. size_hint is the message's expected total length when known (0 when not); it
  * only pre-sizes buffers. */
-void rl_asm_msg_begin(rl_asm *a, uint64_t size_hint);
-void rl_asm_msg_data(rl_asm *a, const uint8_t *p, size_t n);
-rl_asm_status rl_asm_msg_end(rl_asm *a, cs_err *err);
+void rli_asm_msg_begin(rli_asm *a, uint64_t size_hint);
+void rli_asm_msg_data(rli_asm *a, const uint8_t *p, size_t n);
+rli_asm_status rli_asm_msg_end(rli_asm *a, cs_err *err);
 
-/* After RL_ASM_LEDGER: the verified ledger (borrowed until the next feed or reset) and its info;
+/* After RLI_ASM_LEDGER: the verified ledger (borrowed until the next feed or reset) and its info;
  * received_unix_nano is left 0 for the caller to stamp. */
-const uint8_t *rl_asm_ledger(const rl_asm *a, size_t *len, rl_ledger_info *info);
+const uint8_t *rli_asm_ledger(const rli_asm *a, size_t *len, rl_ledger_info *info);
 
 /* The sequence the tracker expects next (0: any, or wrapped after the last representable one). */
-uint32_t rl_asm_expected(const rl_asm *a);
+uint32_t rli_asm_expected(const rli_asm *a);
 
 /* Whether a BEGIN has opened a flow that has not ended; *seq is its ledger. */
-bool rl_asm_active(const rl_asm *a, uint32_t *seq);
+bool rli_asm_active(const rli_asm *a, uint32_t *seq);
 
 /* Current assembly-buffer capacity, for tests. */
-size_t rl_asm_capacity(const rl_asm *a);
+size_t rli_asm_capacity(const rli_asm *a);
 
 #endif

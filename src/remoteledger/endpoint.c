@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/goquote.h"
 #include "corestream/wire.h"
 
 /* ---- a growable byte string ------------------------------------------------------------------ */
@@ -66,96 +67,20 @@ static void sb_free(sb *b)
     b->len = b->cap = 0;
 }
 
-/* ---- Go's strconv.Quote (ASCII-exact) ------------------------------------------------------- */
-
-/* Width of the valid UTF-8 sequence at s (n bytes available), or 0 when it is invalid. */
-static size_t utf8_width(const unsigned char *s, size_t n)
-{
-    unsigned char c = s[0];
-    if (c < 0x80)
-        return 1;
-    size_t w;
-    uint32_t r, min;
-    if (c >= 0xC2 && c <= 0xDF) {
-        w = 2;
-        r = c & 0x1F;
-        min = 0x80;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        w = 3;
-        r = c & 0x0F;
-        min = 0x800;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        w = 4;
-        r = c & 0x07;
-        min = 0x10000;
-    } else {
-        return 0;
-    }
-    if (n < w)
-        return 0;
-    for (size_t i = 1; i < w; i++) {
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-        r = r << 6 | (s[i] & 0x3F);
-    }
-    if (r < min || r > 0x10FFFF || (r >= 0xD800 && r <= 0xDFFF))
-        return 0;
-    return w;
-}
-
+/* Appends strconv.Quote of s[0..n) (net/url and the prototype's messages quote with %q). */
 static void quote_into(sb *b, const char *s, size_t n)
 {
-    static const char hex[] = "0123456789abcdef";
-    const unsigned char *u = (const unsigned char *)s;
-    sb_putc(b, '"');
-    for (size_t i = 0; i < n;) {
-        unsigned char c = u[i];
-        if (c >= 0x80) {
-            size_t w = utf8_width(u + i, n - i);
-            if (w) {
-                sb_putn(b, s + i, w);
-                i += w;
-                continue;
-            }
-        }
-        i++;
-        switch (c) {
-        case '"': sb_puts(b, "\\\""); continue;
-        case '\\': sb_puts(b, "\\\\"); continue;
-        case '\a': sb_puts(b, "\\a"); continue;
-        case '\b': sb_puts(b, "\\b"); continue;
-        case '\f': sb_puts(b, "\\f"); continue;
-        case '\n': sb_puts(b, "\\n"); continue;
-        case '\r': sb_puts(b, "\\r"); continue;
-        case '\t': sb_puts(b, "\\t"); continue;
-        case '\v': sb_puts(b, "\\v"); continue;
-        default: break;
-        }
-        if (c >= 0x20 && c < 0x7F) {
-            sb_putc(b, (char)c);
-        } else {
-            char e[4] = {'\\', 'x', hex[c >> 4], hex[c & 15]};
-            sb_putn(b, e, 4);
-        }
+    if (b->oom)
+        return;
+    size_t q = cs_go_quote_n(NULL, 0, s, n);
+    char *tmp = malloc(q + 1);
+    if (!tmp) {
+        b->oom = true;
+        return;
     }
-    sb_putc(b, '"');
-}
-
-size_t rl_quote(char *buf, size_t len, const char *s, size_t n)
-{
-    sb b = {0};
-    quote_into(&b, s, n);
-    size_t full = b.len;
-    if (b.oom)
-        full = 0;
-    if (len > 0) {
-        size_t k = full < len - 1 ? full : len - 1;
-        if (k)
-            memcpy(buf, b.p, k);
-        buf[k] = '\0';
-    }
-    sb_free(&b);
-    return full;
+    cs_go_quote_n(tmp, q + 1, s, n);
+    sb_putn(b, tmp, q);
+    free(tmp);
 }
 
 /* ---- net/url: escaping ------------------------------------------------------------------------ */
@@ -443,7 +368,7 @@ static char *dup_n(const char *s, size_t n)
     return p;
 }
 
-void rl_url_free(rl_url *u)
+void rli_url_free(rli_url *u)
 {
     if (!u)
         return;
@@ -462,7 +387,7 @@ static int oom(cs_err *err)
     return cs_err_set(err, RL_ERR_NOMEM, "remoteledger: out of memory");
 }
 
-int rl_url_parse(rl_url *u, const char *raw, cs_err *err)
+int rli_url_parse(rli_url *u, const char *raw, cs_err *err)
 {
     memset(u, 0, sizeof *u);
     size_t rawlen = strlen(raw);
@@ -673,7 +598,7 @@ int rl_url_parse(rl_url *u, const char *raw, cs_err *err)
     }
     if (!u->scheme || !u->host || !u->hostname || !u->path || (has_user && !u->userinfo) ||
         (query && !u->raw_query) || (hash && !u->fragment)) {
-        rl_url_free(u);
+        rli_url_free(u);
         oom(err);
         goto out;
     }
@@ -695,7 +620,7 @@ out:
 
 /* ---- the endpoint for a range ----------------------------------------------------------------- */
 
-void rl_range_format(rl_range r, char *buf, size_t len)
+void rli_range_format(rl_range r, char *buf, size_t len)
 {
     if (r.bounded)
         snprintf(buf, len, "[%" PRIu32 ",%" PRIu32 "]", r.from, r.to);
@@ -806,12 +731,12 @@ static int add_pair(qpair **v, size_t *n, const char *k, const char *val)
     return p->k && p->v ? 0 : -1;
 }
 
-int rl_endpoint_build(const rl_url *u, rl_range r, char **endpoint, char **target, cs_err *err)
+int rli_endpoint_build(const rli_url *u, rl_range r, char **endpoint, char **target, cs_err *err)
 {
     *endpoint = *target = NULL;
     char rs[64];
     if (r.from == CS_LAST_SEQUENCE || (r.bounded && r.to == CS_LAST_SEQUENCE)) {
-        rl_range_format(r, rs, sizeof rs);
+        rli_range_format(r, rs, sizeof rs);
         return cs_err_set(err, RL_ERR_INVALID,
                           "remoteledger: range %s reaches ledger %" PRIu32
                           ", the last representable sequence",
@@ -842,7 +767,7 @@ int rl_endpoint_build(const rl_url *u, rl_range r, char **endpoint, char **targe
     if (r.bounded) {
         if (r.to < r.from) {
             free_pairs(pairs, n);
-            rl_range_format(r, rs, sizeof rs);
+            rli_range_format(r, rs, sizeof rs);
             return cs_err_set(err, RL_ERR_INVALID, "remoteledger: range %s ends before it starts", rs);
         }
         snprintf(num, sizeof num, "%" PRIu32, r.to);
@@ -896,7 +821,7 @@ int rl_endpoint_build(const rl_url *u, rl_range r, char **endpoint, char **targe
 
 /* ---- limits ------------------------------------------------------------------------------------ */
 
-int64_t rl_read_limit(int64_t max_chunk_size)
+int64_t rli_read_limit(int64_t max_chunk_size)
 {
     int64_t n = max_chunk_size;
     if (n < 0)
@@ -909,7 +834,7 @@ int64_t rl_read_limit(int64_t max_chunk_size)
     return n < CS_WIRE_END_LEN ? CS_WIRE_END_LEN : n;
 }
 
-size_t rl_expand_bound(int64_t max_chunk_size)
+size_t rli_expand_bound(int64_t max_chunk_size)
 {
     if (max_chunk_size <= 0 || max_chunk_size > CS_MAX_CHUNK_SIZE)
         return CS_MAX_CHUNK_SIZE;

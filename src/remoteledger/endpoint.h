@@ -4,8 +4,8 @@
  * messages quote its errors), and turned into an endpoint per call: the range owns the start and
  * end query parameters, every other parameter survives, and the query is re-encoded with its keys
  * sorted the way url.Values.Encode does it. */
-#ifndef RL_ENDPOINT_H
-#define RL_ENDPOINT_H
+#ifndef RLI_ENDPOINT_H
+#define RLI_ENDPOINT_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -15,7 +15,7 @@
 #include "corestream/remoteledger.h"
 
 /* A parsed, validated stream URL (steps 1-4 of PORTSPEC 3.2). All strings are heap copies. */
-typedef struct rl_url {
+typedef struct rli_url {
     bool tls;         /* wss (or https) */
     char *scheme;     /* "ws" or "wss" after the http/https mapping */
     char *userinfo;   /* re-escaped "user[:password]", or NULL when the URL had none */
@@ -25,15 +25,15 @@ typedef struct rl_url {
     char *path;       /* escaped path; "/stream" when the URL's was empty or "/" */
     char *raw_query;  /* the query as written (no '?'); NULL when there was none */
     char *fragment;   /* escaped fragment (no '#'); NULL when there was none. Never sent. */
-} rl_url;
+} rli_url;
 
 /* Parses raw. On failure (kind RL_ERR_INVALID) the message is one of
  *   remoteledger: invalid url "<u>": parse "<u>": <net/url error>
  *   remoteledger: url "<u>" must use ws, wss, http or https
  *   remoteledger: url "<u>" has no host
- * and *u is left empty (rl_url_free is still safe). */
-int rl_url_parse(rl_url *u, const char *raw, cs_err *err);
-void rl_url_free(rl_url *u);
+ * and *u is left empty (rli_url_free is still safe). */
+int rli_url_parse(rli_url *u, const char *raw, cs_err *err);
+void rli_url_free(rli_url *u);
 
 /* Steps 5-7 for one range: the ceiling check, then start/end scrubbed and re-set, the query
  * re-encoded with sorted keys. On success *endpoint is the full URL to report (malloc'd) and
@@ -41,21 +41,17 @@ void rl_url_free(rl_url *u);
  * RL_ERR_INVALID:
  *   remoteledger: range <r> reaches ledger 4294967295, the last representable sequence
  *   remoteledger: range [a,b] ends before it starts */
-int rl_endpoint_build(const rl_url *u, rl_range r, char **endpoint, char **target, cs_err *err);
+int rli_endpoint_build(const rli_url *u, rl_range r, char **endpoint, char **target, cs_err *err);
 
 /* "[a,b]" when bounded, "[a,latest)" otherwise (Go's ledgerbackend.Range.String). */
-void rl_range_format(rl_range r, char *buf, size_t len);
+void rli_range_format(rl_range r, char *buf, size_t len);
 
 /* The WebSocket read limit for a max_chunk_size option: -1 (no limit) when negative; the 8 MiB
  * default plus the 11-byte chunk header when 0; max(n+11, 34) otherwise, saturating at
  * INT64_MAX-1 so it can never wrap into "no limit". */
-int64_t rl_read_limit(int64_t max_chunk_size);
+int64_t rli_read_limit(int64_t max_chunk_size);
 
 /* The zstd expansion bound for one chunk: min(n, 8 MiB), and 8 MiB when n <= 0. */
-size_t rl_expand_bound(int64_t max_chunk_size);
-
-/* Go's strconv.Quote for the ASCII range (\a \b \f \n \r \t \v, \\, \", other controls and DEL as
- * \xNN); valid UTF-8 above ASCII is kept as is and invalid bytes become \xNN. snprintf rules. */
-size_t rl_quote(char *buf, size_t len, const char *s, size_t n);
+size_t rli_expand_bound(int64_t max_chunk_size);
 
 #endif

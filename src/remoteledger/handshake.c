@@ -10,30 +10,30 @@
 
 #define WS_GUID "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
-void rl_hs_key_encode(const uint8_t nonce[16], char key[RL_HS_KEY_LEN + 1])
+void rli_hs_key_encode(const uint8_t nonce[16], char key[RLI_HS_KEY_LEN + 1])
 {
-    lws_b64_encode_string((const char *)nonce, 16, key, RL_HS_KEY_LEN + 1);
-    key[RL_HS_KEY_LEN] = '\0';
+    lws_b64_encode_string((const char *)nonce, 16, key, RLI_HS_KEY_LEN + 1);
+    key[RLI_HS_KEY_LEN] = '\0';
 }
 
-void rl_hs_key_new(char key[RL_HS_KEY_LEN + 1])
+void rli_hs_key_new(char key[RLI_HS_KEY_LEN + 1])
 {
     uint8_t nonce[16];
-    rl_random_bytes(nonce, sizeof nonce);
-    rl_hs_key_encode(nonce, key);
+    rli_random_bytes(nonce, sizeof nonce);
+    rli_hs_key_encode(nonce, key);
 }
 
-void rl_hs_accept(const char *key, char accept[RL_HS_ACCEPT_LEN + 1])
+void rli_hs_accept(const char *key, char accept[RLI_HS_ACCEPT_LEN + 1])
 {
     char buf[128];
     int n = snprintf(buf, sizeof buf, "%.64s%s", key, WS_GUID);
     unsigned char md[20];
     lws_SHA1((const unsigned char *)buf, (size_t)n, md);
-    lws_b64_encode_string((const char *)md, (int)sizeof md, accept, RL_HS_ACCEPT_LEN + 1);
-    accept[RL_HS_ACCEPT_LEN] = '\0';
+    lws_b64_encode_string((const char *)md, (int)sizeof md, accept, RLI_HS_ACCEPT_LEN + 1);
+    accept[RLI_HS_ACCEPT_LEN] = '\0';
 }
 
-size_t rl_hs_request(char *out, size_t cap, const char *target, const char *host, const char *key)
+size_t rli_hs_request(char *out, size_t cap, const char *target, const char *host, const char *key)
 {
     int n = snprintf(out, cap,
                      "GET %s HTTP/1.1\r\n"
@@ -49,17 +49,17 @@ size_t rl_hs_request(char *out, size_t cap, const char *target, const char *host
     return n < 0 ? 0 : (size_t)n;
 }
 
-void rl_hs_reader_init(rl_hs_reader *r)
+void rli_hs_reader_init(rli_hs_reader *r)
 {
     r->len = 0;
     r->line = 0;
     r->buf[0] = '\0';
 }
 
-rl_hs_status rl_hs_feed(rl_hs_reader *r, const uint8_t *in, size_t len, size_t *used, const char *key,
+rli_hs_status rli_hs_feed(rli_hs_reader *r, const uint8_t *in, size_t len, size_t *used, const char *key,
                         const char **err)
 {
-    size_t room = RL_HS_MAX_RESPONSE - r->len;
+    size_t room = RLI_HS_MAX_RESPONSE - r->len;
     size_t take = len < room ? len : room;
     size_t old = r->len;
     if (take)
@@ -77,16 +77,16 @@ rl_hs_status rl_hs_feed(rl_hs_reader *r, const uint8_t *in, size_t len, size_t *
         if (content == 0) { /* the blank line: the head is complete */
             *used = r->line - old;
             r->buf[r->line] = '\0';
-            *err = rl_hs_check(r->buf, r->line, key);
-            return *err ? RL_HS_FAILED : RL_HS_DONE;
+            *err = rli_hs_check(r->buf, r->line, key);
+            return *err ? RLI_HS_FAILED : RLI_HS_DONE;
         }
     }
     *used = take;
-    if (r->len == RL_HS_MAX_RESPONSE) {
+    if (r->len == RLI_HS_MAX_RESPONSE) {
         *err = "HS: response headers too long";
-        return RL_HS_FAILED;
+        return RLI_HS_FAILED;
     }
-    return RL_HS_MORE;
+    return RLI_HS_MORE;
 }
 
 /* ---- checking the head ----------------------------------------------------------------------- */
@@ -155,7 +155,7 @@ static int status_code(span line)
     return code;
 }
 
-const char *rl_hs_check(const char *head, size_t len, const char *key)
+const char *rli_hs_check(const char *head, size_t len, const char *key)
 {
     span status = {NULL, 0}, upgrade = {NULL, 0}, accept = {NULL, 0}, protocol = {NULL, 0},
          extensions = {NULL, 0};
@@ -215,9 +215,9 @@ const char *rl_hs_check(const char *head, size_t len, const char *key)
         return "HS: PROTOCOL malformed";
     if (extensions.n) /* none was offered */
         return "HS: EXT: unknown ext";
-    char want[RL_HS_ACCEPT_LEN + 1];
-    rl_hs_accept(key, want);
-    if (accept.n != RL_HS_ACCEPT_LEN || memcmp(accept.p, want, RL_HS_ACCEPT_LEN) != 0)
+    char want[RLI_HS_ACCEPT_LEN + 1];
+    rli_hs_accept(key, want);
+    if (accept.n != RLI_HS_ACCEPT_LEN || memcmp(accept.p, want, RLI_HS_ACCEPT_LEN) != 0)
         return "HS: Accept hash wrong";
     return NULL;
 }

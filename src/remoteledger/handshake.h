@@ -5,51 +5,51 @@
  * order, no Sec-WebSocket-Protocol, no Sec-WebSocket-Extensions: permessage-deflate stays off).
  * The response is checked in lws's order and a failure is worded as lws words it ("HS: ..."), so
  * dial errors read as they did. */
-#ifndef RL_HANDSHAKE_H
-#define RL_HANDSHAKE_H
+#ifndef RLI_HANDSHAKE_H
+#define RLI_HANDSHAKE_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#define RL_HS_KEY_LEN 24       /* base64 of 16 bytes */
-#define RL_HS_ACCEPT_LEN 28    /* base64 of a SHA-1 */
-#define RL_HS_MAX_RESPONSE 16384 /* bound on the response head, status line to blank line */
+#define RLI_HS_KEY_LEN 24       /* base64 of 16 bytes */
+#define RLI_HS_ACCEPT_LEN 28    /* base64 of a SHA-1 */
+#define RLI_HS_MAX_RESPONSE 16384 /* bound on the response head, status line to blank line */
 
 /* Sec-WebSocket-Key for a 16-byte nonce. */
-void rl_hs_key_encode(const uint8_t nonce[16], char key[RL_HS_KEY_LEN + 1]);
+void rli_hs_key_encode(const uint8_t nonce[16], char key[RLI_HS_KEY_LEN + 1]);
 
 /* A fresh key from 16 random bytes. */
-void rl_hs_key_new(char key[RL_HS_KEY_LEN + 1]);
+void rli_hs_key_new(char key[RLI_HS_KEY_LEN + 1]);
 
 /* Sec-WebSocket-Accept for a key: base64(SHA-1(key + the RFC 6455 GUID)). */
-void rl_hs_accept(const char *key, char accept[RL_HS_ACCEPT_LEN + 1]);
+void rli_hs_accept(const char *key, char accept[RLI_HS_ACCEPT_LEN + 1]);
 
 /* Writes the upgrade request for target (path and query) on host (the Host header) into
  * out[0..cap), snprintf style: returns the full length whatever cap is. */
-size_t rl_hs_request(char *out, size_t cap, const char *target, const char *host, const char *key);
+size_t rli_hs_request(char *out, size_t cap, const char *target, const char *host, const char *key);
 
 /* Collects the response head from the stream. */
-typedef struct rl_hs_reader {
+typedef struct rli_hs_reader {
     size_t len;  /* bytes collected */
     size_t line; /* where the line being scanned starts */
-    char buf[RL_HS_MAX_RESPONSE + 1];
-} rl_hs_reader;
+    char buf[RLI_HS_MAX_RESPONSE + 1];
+} rli_hs_reader;
 
-void rl_hs_reader_init(rl_hs_reader *r);
+void rli_hs_reader_init(rli_hs_reader *r);
 
-typedef enum rl_hs_status {
-    RL_HS_MORE = 0,   /* the head is not complete yet: all of the input was taken */
-    RL_HS_DONE = 1,   /* the head is complete; *used bytes of this input belonged to it */
-    RL_HS_FAILED = -1 /* *err says why (a bad response, or a head over the bound) */
-} rl_hs_status;
+typedef enum rli_hs_status {
+    RLI_HS_MORE = 0,   /* the head is not complete yet: all of the input was taken */
+    RLI_HS_DONE = 1,   /* the head is complete; *used bytes of this input belonged to it */
+    RLI_HS_FAILED = -1 /* *err says why (a bad response, or a head over the bound) */
+} rli_hs_status;
 
-/* Feeds response bytes. On RL_HS_DONE the bytes after *used are the first WebSocket frames. */
-rl_hs_status rl_hs_feed(rl_hs_reader *r, const uint8_t *in, size_t len, size_t *used, const char *key,
+/* Feeds response bytes. On RLI_HS_DONE the bytes after *used are the first WebSocket frames. */
+rli_hs_status rli_hs_feed(rli_hs_reader *r, const uint8_t *in, size_t len, size_t *used, const char *key,
                         const char **err);
 
 /* Checks a complete response head (status line and headers, blank line included) against the
  * key: NULL when it is a valid 101 for it, otherwise lws's description of the failure. */
-const char *rl_hs_check(const char *head, size_t len, const char *key);
+const char *rli_hs_check(const char *head, size_t len, const char *key);
 
 #endif

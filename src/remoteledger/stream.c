@@ -19,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/goquote.h"
 #include "corestream/remoteledger.h"
 #include "corestream/wire.h"
 #include "remoteledger/assemble.h"
@@ -52,14 +53,14 @@
 
 struct rl_stream {
     rl_options opts;
-    rl_url url;
+    rli_url url;
     bool url_ok;
     cs_err url_err;
     char *endpoint;
     cs_err err;
     bool tfb;
     uint32_t tfb_requested, tfb_oldest, tfb_latest;
-    rl_asm *asm_;
+    rli_asm *asm_;
     atomic_bool cancelled;
     pthread_mutex_t mu; /* guards live: cancel never races context creation or destruction */
     struct lws_context *live;
@@ -137,7 +138,7 @@ rl_result rl_stream_new(rl_stream **out, const char *url, const rl_options *opts
     atomic_init(&s->cancelled, false);
     pthread_mutex_init(&s->mu, NULL);
     *out = s;
-    if (rl_url_parse(&s->url, url ? url : "", &s->url_err)) {
+    if (rli_url_parse(&s->url, url ? url : "", &s->url_err)) {
         s->err = s->url_err;
         return (rl_result)s->url_err.kind;
     }
@@ -149,9 +150,9 @@ void rl_stream_free(rl_stream *s)
 {
     if (!s)
         return;
-    rl_url_free(&s->url);
+    rli_url_free(&s->url);
     free(s->endpoint);
-    rl_asm_free(s->asm_);
+    rli_asm_free(s->asm_);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }
@@ -184,9 +185,9 @@ const char *rl_stream_endpoint(const rl_stream *s) { return s->endpoint ? s->end
 
 /* ---- one connection --------------------------------------------------------------------------- */
 
-typedef struct rl_conn {
+typedef struct rli_conn {
     rl_stream *s;
-    rl_asm *a;
+    rli_asm *a;
     rl_range range;
     rl_ledger_fn fn;
     void *fn_ctx;
@@ -203,7 +204,7 @@ typedef struct rl_conn {
     bool done;    /* the outcome is decided */
     bool linger;  /* ...but finish the close handshake first (bounded by linger_sul) */
     bool closing; /* a close frame of ours (or the echo of the server's) is queued for WRITEABLE */
-    uint8_t close_payload[RL_WS_MAX_CONTROL];
+    uint8_t close_payload[RLI_WS_MAX_CONTROL];
     size_t close_len;
     rl_result result;
 
@@ -212,19 +213,19 @@ typedef struct rl_conn {
 
     /* ws:// only */
     const char *target;
-    char key[RL_HS_KEY_LEN + 1];
+    char key[RLI_HS_KEY_LEN + 1];
     bool request_sent;
     uint64_t msg_hint; /* the message's length when its first frame is its last, else 0 */
-    rl_ws_parser wp;
+    rli_ws_parser wp;
     bool pong_pending;
-    uint8_t pong[RL_WS_MAX_CONTROL];
+    uint8_t pong[RLI_WS_MAX_CONTROL];
     size_t pong_len;
-    rl_hs_reader hs;
-} rl_conn;
+    rli_hs_reader hs;
+} rli_conn;
 
-static rl_result conn_fail(rl_conn *c, rl_result r, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static rl_result conn_fail(rli_conn *c, rl_result r, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-static rl_result conn_fail(rl_conn *c, rl_result r, const char *fmt, ...)
+static rl_result conn_fail(rli_conn *c, rl_result r, const char *fmt, ...)
 {
     if (c->done)
         return c->result;
@@ -237,7 +238,7 @@ static rl_result conn_fail(rl_conn *c, rl_result r, const char *fmt, ...)
     return r;
 }
 
-static void conn_ok(rl_conn *c)
+static void conn_ok(rli_conn *c)
 {
     if (c->done)
         return;
@@ -246,7 +247,7 @@ static void conn_ok(rl_conn *c)
     c->done = true;
 }
 
-static void conn_cancelled(rl_conn *c)
+static void conn_cancelled(rli_conn *c)
 {
     conn_fail(c, RL_ERR_CANCELLED, CANCELED_MSG);
     c->linger = false;
@@ -256,7 +257,7 @@ static void linger_cb(lws_sorted_usec_list_t *sul);
 
 /* Queues a close frame with this payload: it is written from WRITEABLE, and the connection is
  * then dropped without waiting for an answer. Nothing more is read meanwhile. */
-static void queue_close_payload(rl_conn *c, struct lws *wsi, const uint8_t *p, size_t n)
+static void queue_close_payload(rli_conn *c, struct lws *wsi, const uint8_t *p, size_t n)
 {
     if (n > sizeof c->close_payload)
         n = sizeof c->close_payload;
@@ -269,9 +270,9 @@ static void queue_close_payload(rl_conn *c, struct lws *wsi, const uint8_t *p, s
     lws_sul_schedule(lws_get_context(wsi), 0, &c->linger_sul, linger_cb, LINGER_US);
 }
 
-static void queue_close(rl_conn *c, struct lws *wsi, uint16_t code, const char *reason)
+static void queue_close(rli_conn *c, struct lws *wsi, uint16_t code, const char *reason)
 {
-    uint8_t p[RL_WS_MAX_CONTROL];
+    uint8_t p[RLI_WS_MAX_CONTROL];
     size_t rlen = strlen(reason);
     if (rlen > sizeof p - 2)
         rlen = sizeof p - 2;
@@ -307,11 +308,11 @@ static void status_name(uint16_t code, char *buf, size_t len)
 
 /* A complete ledger: stamp, observe, hand over, then decide whether to go on. Returns -1 when the
  * connection must be dropped at once (a close frame of ours, when one is due, is queued instead). */
-static int deliver(rl_conn *c, struct lws *wsi)
+static int deliver(rli_conn *c, struct lws *wsi)
 {
     size_t len;
     rl_ledger_info info;
-    const uint8_t *data = rl_asm_ledger(c->a, &len, &info);
+    const uint8_t *data = rli_asm_ledger(c->a, &len, &info);
     info.received_unix_nano = now_unix_nano();
     if (c->s->opts.observer)
         c->s->opts.observer(&info, c->s->opts.observer_ctx);
@@ -332,26 +333,26 @@ static int deliver(rl_conn *c, struct lws *wsi)
     return 0;
 }
 
-static int after_message(rl_conn *c, struct lws *wsi, rl_asm_status st, cs_err *err)
+static int after_message(rli_conn *c, struct lws *wsi, rli_asm_status st, cs_err *err)
 {
     c->in_msg = false;
-    if (st == RL_ASM_ERROR) {
+    if (st == RLI_ASM_ERROR) {
         conn_fail(c, (rl_result)err->kind, "%s", err->msg);
         return -1;
     }
-    if (st == RL_ASM_LEDGER)
+    if (st == RLI_ASM_LEDGER)
         return deliver(c, wsi);
     return 0;
 }
 
-static int text_message(rl_conn *c)
+static int text_message(rli_conn *c)
 {
     conn_fail(c, RL_ERR_PROTOCOL, "remoteledger: protocol violation: unexpected MessageText message");
     return -1;
 }
 
 /* A message over the read limit: a read error, and a close 1009 in coder/websocket's words. */
-static void read_limited(rl_conn *c, struct lws *wsi)
+static void read_limited(rli_conn *c, struct lws *wsi)
 {
     char reason[64];
     snprintf(reason, sizeof reason, "read limited at %" PRId64 " bytes", c->read_limit + 1);
@@ -360,7 +361,7 @@ static void read_limited(rl_conn *c, struct lws *wsi)
 }
 
 /* The server closed with a close frame: PORTSPEC 3.3's classification. */
-static void on_peer_close(rl_conn *c, const uint8_t *in, size_t len)
+static void on_peer_close(rli_conn *c, const uint8_t *in, size_t len)
 {
     uint16_t code = 1005; /* no status received */
     const char *reason = "";
@@ -371,9 +372,9 @@ static void on_peer_close(rl_conn *c, const uint8_t *in, size_t len)
         rlen = len - 2;
     }
     uint32_t active_seq;
-    uint32_t expected = rl_asm_expected(c->a);
+    uint32_t expected = rli_asm_expected(c->a);
     if (code == CS_CLOSE_NORMAL || code == CS_CLOSE_GOING_AWAY) {
-        if (rl_asm_active(c->a, &active_seq)) {
+        if (rli_asm_active(c->a, &active_seq)) {
             conn_fail(c, RL_ERR_TRUNCATED, TRUNC_PREFIX "stream closed mid-assembly of ledger %" PRIu32,
                       active_seq);
             return;
@@ -383,7 +384,7 @@ static void on_peer_close(rl_conn *c, const uint8_t *in, size_t len)
             conn_ok(c);
         } else if (expected == r.from) {
             char rs[64];
-            rl_range_format(r, rs, sizeof rs);
+            rli_range_format(r, rs, sizeof rs);
             conn_fail(c, RL_ERR_TRUNCATED, TRUNC_PREFIX "received no ledgers, requested %s", rs);
         } else {
             conn_fail(c, RL_ERR_TRUNCATED,
@@ -414,13 +415,13 @@ static void on_peer_close(rl_conn *c, const uint8_t *in, size_t len)
     }
     char name[40], quoted[512];
     status_name(code, name, sizeof name);
-    rl_quote(quoted, sizeof quoted, reason, rlen);
+    cs_go_quote_n(quoted, sizeof quoted, reason, rlen);
     conn_fail(c, RL_ERR_READ, "remoteledger: read: failed to get reader: received close frame: status = %s and reason = %s",
               name, quoted);
 }
 
 /* The connection is gone (closed by the server, a reset, or our own drop after a decision). */
-static void on_closed(rl_conn *c)
+static void on_closed(rli_conn *c)
 {
     if (!c->done) {
         if (atomic_load(&c->s->cancelled))
@@ -436,7 +437,7 @@ static void on_closed(rl_conn *c)
     c->linger = false;
 }
 
-static void established(rl_conn *c)
+static void established(rli_conn *c)
 {
     c->established = true;
     lws_sul_cancel(&c->dial_sul);
@@ -444,7 +445,7 @@ static void established(rl_conn *c)
 
 static void dial_timeout_cb(lws_sorted_usec_list_t *sul)
 {
-    rl_conn *c = lws_container_of(sul, rl_conn, dial_sul);
+    rli_conn *c = lws_container_of(sul, rli_conn, dial_sul);
     if (!c->established) {
         conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: context deadline exceeded", c->s->endpoint);
         c->linger = false;
@@ -455,14 +456,14 @@ static void dial_timeout_cb(lws_sorted_usec_list_t *sul)
 
 static void linger_cb(lws_sorted_usec_list_t *sul)
 {
-    rl_conn *c = lws_container_of(sul, rl_conn, linger_sul);
+    rli_conn *c = lws_container_of(sul, rli_conn, linger_sul);
     c->linger = false;
     lws_cancel_service(c->ctx);
 }
 
 /* ---- wss://: lws's WebSocket client ------------------------------------------------------------ */
 
-static int ws_receive(rl_conn *c, struct lws *wsi, const uint8_t *in, size_t len)
+static int ws_receive(rli_conn *c, struct lws *wsi, const uint8_t *in, size_t len)
 {
     if (c->done)
         return c->closing ? 0 : -1; /* bytes after our decision are not wanted */
@@ -481,21 +482,21 @@ static int ws_receive(rl_conn *c, struct lws *wsi, const uint8_t *in, size_t len
         c->in_msg = true;
         c->msg_len = 0;
         if (complete && (c->read_limit < 0 || (uint64_t)len <= (uint64_t)c->read_limit))
-            return after_message(c, wsi, rl_asm_message(c->a, in, len, &err), &err);
-        rl_asm_msg_begin(c->a, fin ? (uint64_t)len + remaining : 0);
+            return after_message(c, wsi, rli_asm_message(c->a, in, len, &err), &err);
+        rli_asm_msg_begin(c->a, fin ? (uint64_t)len + remaining : 0);
     }
     c->msg_len += len;
     if (c->read_limit >= 0 && c->msg_len + remaining > (uint64_t)c->read_limit) {
         read_limited(c, wsi);
         return 0;
     }
-    rl_asm_msg_data(c->a, in, len);
+    rli_asm_msg_data(c->a, in, len);
     if (!complete)
         return 0;
-    return after_message(c, wsi, rl_asm_msg_end(c->a, &err), &err);
+    return after_message(c, wsi, rli_asm_msg_end(c->a, &err), &err);
 }
 
-static int ws_write_close(rl_conn *c, struct lws *wsi)
+static int ws_write_close(rli_conn *c, struct lws *wsi)
 {
     uint8_t buf[LWS_PRE + sizeof c->close_payload];
     uint8_t *p = buf + LWS_PRE;
@@ -511,16 +512,16 @@ static int ws_write_close(rl_conn *c, struct lws *wsi)
 
 /* ---- ws://: a RAW socket with our own upgrade and framing --------------------------------------- */
 
-static int raw_send_request(rl_conn *c, struct lws *wsi)
+static int raw_send_request(rli_conn *c, struct lws *wsi)
 {
-    const rl_url *u = &c->s->url;
-    size_t n = rl_hs_request(NULL, 0, c->target, u->host, c->key);
+    const rli_url *u = &c->s->url;
+    size_t n = rli_hs_request(NULL, 0, c->target, u->host, c->key);
     uint8_t *buf = malloc(LWS_PRE + n + 1);
     if (!buf) {
         conn_fail(c, RL_ERR_NOMEM, "remoteledger: out of memory");
         return -1;
     }
-    rl_hs_request((char *)buf + LWS_PRE, n + 1, c->target, u->host, c->key);
+    rli_hs_request((char *)buf + LWS_PRE, n + 1, c->target, u->host, c->key);
     int w = lws_write(wsi, buf + LWS_PRE, n, LWS_WRITE_RAW);
     free(buf);
     c->request_sent = true;
@@ -535,25 +536,25 @@ static int raw_send_request(rl_conn *c, struct lws *wsi)
 static size_t put_frame(uint8_t *out, uint8_t opcode, const uint8_t *p, size_t n)
 {
     uint8_t mask[4];
-    rl_random_bytes(mask, sizeof mask);
-    return rl_ws_build_frame(out, opcode, p, n, mask);
+    rli_random_bytes(mask, sizeof mask);
+    return rli_ws_build_frame(out, opcode, p, n, mask);
 }
 
-static int raw_writeable(rl_conn *c, struct lws *wsi)
+static int raw_writeable(rli_conn *c, struct lws *wsi)
 {
     if (!c->request_sent)
         return c->done ? -1 : raw_send_request(c, wsi);
     /* A pong that is due goes first, in the same write as a close queued after its ping. */
-    uint8_t buf[LWS_PRE + 2 * (RL_WS_MAX_HEADER + RL_WS_MAX_CONTROL)];
+    uint8_t buf[LWS_PRE + 2 * (RLI_WS_MAX_HEADER + RLI_WS_MAX_CONTROL)];
     uint8_t *p = buf + LWS_PRE;
     size_t n = 0;
     if (c->pong_pending) {
-        n += put_frame(p + n, RL_WS_OP_PONG, c->pong, c->pong_len);
+        n += put_frame(p + n, RLI_WS_OP_PONG, c->pong, c->pong_len);
         c->pong_pending = false;
     }
     bool drop = c->closing;
     if (c->closing) {
-        n += put_frame(p + n, RL_WS_OP_CLOSE, c->close_payload, c->close_len);
+        n += put_frame(p + n, RLI_WS_OP_CLOSE, c->close_payload, c->close_len);
         c->closing = false;
         c->linger = false;
     }
@@ -566,19 +567,19 @@ static int raw_writeable(rl_conn *c, struct lws *wsi)
 
 /* Frames, after the handshake: payload slices go to the assembler as they are, straight from
  * lws's receive buffer. */
-static int raw_frames(rl_conn *c, struct lws *wsi, const uint8_t *in, size_t len)
+static int raw_frames(rli_conn *c, struct lws *wsi, const uint8_t *in, size_t len)
 {
     static const uint8_t empty[1];
     size_t off = 0;
     for (;;) {
-        rl_ws_event ev;
-        off += rl_ws_parse(&c->wp, in + off, len - off, &ev);
+        rli_ws_event ev;
+        off += rli_ws_parse(&c->wp, in + off, len - off, &ev);
         switch (ev.kind) {
-        case RL_WS_EV_NONE:
+        case RLI_WS_EV_NONE:
             return 0;
-        case RL_WS_EV_FRAME:
+        case RLI_WS_EV_FRAME:
             if (ev.first) {
-                if (ev.opcode != RL_WS_OP_BINARY)
+                if (ev.opcode != RLI_WS_OP_BINARY)
                     return text_message(c);
                 c->in_msg = true;
                 c->msg_len = 0;
@@ -592,20 +593,20 @@ static int raw_frames(rl_conn *c, struct lws *wsi, const uint8_t *in, size_t len
             }
             c->msg_len += ev.frame_len;
             continue;
-        case RL_WS_EV_DATA: {
+        case RLI_WS_EV_DATA: {
             cs_err err;
-            rl_asm_status st;
+            rli_asm_status st;
             if (ev.msg_start && ev.msg_end) {
                 /* the whole message is in this buffer: decoded in place */
-                st = rl_asm_message(c->a, ev.len ? ev.data : empty, ev.len, &err);
+                st = rli_asm_message(c->a, ev.len ? ev.data : empty, ev.len, &err);
             } else {
                 if (ev.msg_start)
-                    rl_asm_msg_begin(c->a, c->msg_hint);
+                    rli_asm_msg_begin(c->a, c->msg_hint);
                 if (ev.len)
-                    rl_asm_msg_data(c->a, ev.data, ev.len);
+                    rli_asm_msg_data(c->a, ev.data, ev.len);
                 if (!ev.msg_end)
                     continue;
-                st = rl_asm_msg_end(c->a, &err);
+                st = rli_asm_msg_end(c->a, &err);
             }
             if (after_message(c, wsi, st, &err) < 0)
                 return -1;
@@ -613,19 +614,19 @@ static int raw_frames(rl_conn *c, struct lws *wsi, const uint8_t *in, size_t len
                 return 0; /* a close of ours is queued: the rest is not wanted */
             continue;
         }
-        case RL_WS_EV_CONTROL:
-            if (ev.opcode == RL_WS_OP_PING) {
+        case RLI_WS_EV_CONTROL:
+            if (ev.opcode == RLI_WS_OP_PING) {
                 memcpy(c->pong, ev.data, ev.len);
                 c->pong_len = ev.len;
                 c->pong_pending = true; /* a later ping before it is sent replaces it */
                 lws_callback_on_writable(wsi);
-            } else if (ev.opcode == RL_WS_OP_CLOSE) {
+            } else if (ev.opcode == RLI_WS_OP_CLOSE) {
                 on_peer_close(c, ev.data, ev.len);
                 queue_close_payload(c, wsi, ev.data, ev.len); /* echo it, as lws did */
                 return 0;
             }
             continue;
-        case RL_WS_EV_ERROR:
+        case RLI_WS_EV_ERROR:
         default:
             conn_fail(c, RL_ERR_READ, "remoteledger: read: %s%s", ev.at_boundary ? "failed to get reader: " : "",
                       ev.err);
@@ -635,7 +636,7 @@ static int raw_frames(rl_conn *c, struct lws *wsi, const uint8_t *in, size_t len
     }
 }
 
-static int raw_rx(rl_conn *c, struct lws *wsi, const uint8_t *in, size_t len)
+static int raw_rx(rli_conn *c, struct lws *wsi, const uint8_t *in, size_t len)
 {
     if (c->done)
         return c->closing ? 0 : -1; /* bytes after our decision are not wanted */
@@ -646,10 +647,10 @@ static int raw_rx(rl_conn *c, struct lws *wsi, const uint8_t *in, size_t len)
     if (!c->established) {
         size_t used = 0;
         const char *why = NULL;
-        rl_hs_status st = rl_hs_feed(&c->hs, in, len, &used, c->key, &why);
-        if (st == RL_HS_MORE)
+        rli_hs_status st = rli_hs_feed(&c->hs, in, len, &used, c->key, &why);
+        if (st == RLI_HS_MORE)
             return 0;
-        if (st == RL_HS_FAILED) {
+        if (st == RLI_HS_FAILED) {
             conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: %s", c->s->endpoint, why);
             return -1;
         }
@@ -662,10 +663,10 @@ static int raw_rx(rl_conn *c, struct lws *wsi, const uint8_t *in, size_t len)
 
 /* ---- the protocol callback ---------------------------------------------------------------------- */
 
-static int rl_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in, size_t len)
+static int rli_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in, size_t len)
 {
     struct lws_context *ctx = lws_get_context(wsi);
-    rl_conn *c = ctx ? lws_context_user(ctx) : NULL;
+    rli_conn *c = ctx ? lws_context_user(ctx) : NULL;
     if (!c)
         return lws_callback_http_dummy(wsi, reason, user, in, len);
 
@@ -740,9 +741,9 @@ static void publish(rl_stream *s, struct lws_context *ctx)
     pthread_mutex_unlock(&s->mu);
 }
 
-static rl_result run(rl_stream *s, rl_conn *c, const char *target)
+static rl_result run(rl_stream *s, rli_conn *c, const char *target)
 {
-    const rl_url *u = &s->url;
+    const rli_url *u = &s->url;
     int64_t dial_ns = s->opts.dial_timeout_ns;
     unsigned lws_timeout = UNBOUNDED_LWS_TIMEOUT_S;
     if (dial_ns > 0) {
@@ -754,9 +755,9 @@ static rl_result run(rl_stream *s, rl_conn *c, const char *target)
     c->raw = !u->tls;
     c->target = target;
     if (c->raw) {
-        rl_hs_key_new(c->key);
-        rl_hs_reader_init(&c->hs);
-        rl_ws_parser_init(&c->wp);
+        rli_hs_key_new(c->key);
+        rli_hs_reader_init(&c->hs);
+        rli_ws_parser_init(&c->wp);
     }
 
     size_t rx = RX_BUFFER_DEFAULT;
@@ -764,7 +765,7 @@ static rl_result run(rl_stream *s, rl_conn *c, const char *target)
         rx = (size_t)c->read_limit;
     c->protocols[0] = (struct lws_protocols){
         .name = "corestream-remoteledger",
-        .callback = rl_callback,
+        .callback = rli_callback,
         .per_session_data_size = 0,
         .rx_buffer_size = c->raw ? 0 : rx, /* the RAW role reads into the context's buffer */
     };
@@ -858,7 +859,7 @@ rl_result rl_stream_raw_ledgers(rl_stream *s, rl_range range, rl_ledger_fn fn, v
         return (rl_result)s->url_err.kind;
     }
     char *endpoint = NULL, *target = NULL;
-    if (rl_endpoint_build(&s->url, range, &endpoint, &target, &s->err))
+    if (rli_endpoint_build(&s->url, range, &endpoint, &target, &s->err))
         return (rl_result)s->err.kind;
     free(s->endpoint);
     s->endpoint = endpoint;
@@ -869,16 +870,16 @@ rl_result rl_stream_raw_ledgers(rl_stream *s, rl_range range, rl_ledger_fn fn, v
         return RL_ERR_CANCELLED;
     }
     if (!s->asm_) {
-        s->asm_ = rl_asm_new(s->opts.max_message_size, rl_expand_bound(s->opts.max_chunk_size));
+        s->asm_ = rli_asm_new(s->opts.max_message_size, rli_expand_bound(s->opts.max_chunk_size));
         if (!s->asm_) {
             free(target);
             cs_err_set(&s->err, RL_ERR_NOMEM, "remoteledger: out of memory");
             return RL_ERR_NOMEM;
         }
     }
-    rl_asm_reset(s->asm_, range.from);
+    rli_asm_reset(s->asm_, range.from);
 
-    rl_conn *c = calloc(1, sizeof *c);
+    rli_conn *c = calloc(1, sizeof *c);
     if (!c) {
         free(target);
         cs_err_set(&s->err, RL_ERR_NOMEM, "remoteledger: out of memory");
@@ -889,7 +890,7 @@ rl_result rl_stream_raw_ledgers(rl_stream *s, rl_range range, rl_ledger_fn fn, v
     c->range = range;
     c->fn = fn;
     c->fn_ctx = ctx;
-    c->read_limit = rl_read_limit(s->opts.max_chunk_size);
+    c->read_limit = rli_read_limit(s->opts.max_chunk_size);
     rl_result r = run(s, c, target);
     free(c);
     free(target);

@@ -16,34 +16,34 @@ enum {
     S_ERROR,   /* failed, for good */
 };
 
-void rl_ws_parser_init(rl_ws_parser *p)
+void rli_ws_parser_init(rli_ws_parser *p)
 {
     memset(p, 0, sizeof *p);
     p->state = S_HDR;
     p->hdr_need = 2;
 }
 
-bool rl_ws_parser_in_message(const rl_ws_parser *p) { return p->in_msg; }
+bool rli_ws_parser_in_message(const rli_ws_parser *p) { return p->in_msg; }
 
 static const char *op_name(uint8_t op, char *buf, size_t len)
 {
     switch (op) {
-    case RL_WS_OP_CONT: return "opContinuation";
-    case RL_WS_OP_TEXT: return "opText";
-    case RL_WS_OP_BINARY: return "opBinary";
-    case RL_WS_OP_CLOSE: return "opClose";
-    case RL_WS_OP_PING: return "opPing";
-    case RL_WS_OP_PONG: return "opPong";
+    case RLI_WS_OP_CONT: return "opContinuation";
+    case RLI_WS_OP_TEXT: return "opText";
+    case RLI_WS_OP_BINARY: return "opBinary";
+    case RLI_WS_OP_CLOSE: return "opClose";
+    case RLI_WS_OP_PING: return "opPing";
+    case RLI_WS_OP_PONG: return "opPong";
     default: snprintf(buf, len, "opcode(%u)", op); return buf;
     }
 }
 
-static void fail(rl_ws_parser *p, rl_ws_event *ev, bool at_boundary, const char *fmt, ...)
+static void fail(rli_ws_parser *p, rli_ws_event *ev, bool at_boundary, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
 /* Fails the parser for good; in_msg is left as it was, so the caller can still tell where the
  * stream stopped. */
-static void fail(rl_ws_parser *p, rl_ws_event *ev, bool at_boundary, const char *fmt, ...)
+static void fail(rli_ws_parser *p, rli_ws_event *ev, bool at_boundary, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -51,7 +51,7 @@ static void fail(rl_ws_parser *p, rl_ws_event *ev, bool at_boundary, const char 
     va_end(ap);
     p->state = S_ERROR;
     p->err_boundary = at_boundary;
-    ev->kind = RL_WS_EV_ERROR;
+    ev->kind = RLI_WS_EV_ERROR;
     ev->err = p->err;
     ev->at_boundary = at_boundary;
 }
@@ -59,7 +59,7 @@ static void fail(rl_ws_parser *p, rl_ws_event *ev, bool at_boundary, const char 
 /* The header in p->hdr is complete: validate it in coder/websocket's order and set up the frame.
  * Returns true when an event was produced, false when the parser should go on (a control frame
  * with payload to collect). */
-static bool header_done(rl_ws_parser *p, rl_ws_event *ev)
+static bool header_done(rli_ws_parser *p, rli_ws_event *ev)
 {
     const uint8_t *h = p->hdr;
     bool fin = h[0] & 0x80;
@@ -92,10 +92,10 @@ static bool header_done(rl_ws_parser *p, rl_ws_event *ev)
         return true;
     }
     switch (op) {
-    case RL_WS_OP_CLOSE:
-    case RL_WS_OP_PING:
-    case RL_WS_OP_PONG:
-        if (len > RL_WS_MAX_CONTROL) {
+    case RLI_WS_OP_CLOSE:
+    case RLI_WS_OP_PING:
+    case RLI_WS_OP_PONG:
+        if (len > RLI_WS_MAX_CONTROL) {
             fail(p, ev, boundary,
                  "failed to handle control frame %s: received control frame payload with invalid length: %" PRIu64,
                  op_name(op, nb, sizeof nb), len);
@@ -114,28 +114,28 @@ static bool header_done(rl_ws_parser *p, rl_ws_event *ev)
             p->state = S_CTL;
             return false;
         }
-        ev->kind = RL_WS_EV_CONTROL;
+        ev->kind = RLI_WS_EV_CONTROL;
         ev->opcode = op;
         ev->data = p->ctl;
         ev->len = 0;
         return true;
-    case RL_WS_OP_CONT:
-    case RL_WS_OP_TEXT:
-    case RL_WS_OP_BINARY:
+    case RLI_WS_OP_CONT:
+    case RLI_WS_OP_TEXT:
+    case RLI_WS_OP_BINARY:
         break;
     default:
         fail(p, ev, boundary, "received unknown opcode %s", op_name(op, nb, sizeof nb));
         return true;
     }
-    if (op == RL_WS_OP_CONT && !p->in_msg) {
+    if (op == RLI_WS_OP_CONT && !p->in_msg) {
         fail(p, ev, true, "received continuation frame without text or binary frame");
         return true;
     }
-    if (op != RL_WS_OP_CONT && p->in_msg) {
+    if (op != RLI_WS_OP_CONT && p->in_msg) {
         fail(p, ev, false, "received new data message without finishing the previous message");
         return true;
     }
-    bool first = op != RL_WS_OP_CONT;
+    bool first = op != RLI_WS_OP_CONT;
     if (first) {
         p->in_msg = true;
         p->msg_fresh = true;
@@ -145,7 +145,7 @@ static bool header_done(rl_ws_parser *p, rl_ws_event *ev)
     p->fin = fin;
     p->remaining = len;
     p->state = S_PAYLOAD;
-    ev->kind = RL_WS_EV_FRAME;
+    ev->kind = RLI_WS_EV_FRAME;
     ev->opcode = p->msg_opcode;
     ev->first = first;
     ev->fin = fin;
@@ -153,10 +153,10 @@ static bool header_done(rl_ws_parser *p, rl_ws_event *ev)
     return true;
 }
 
-size_t rl_ws_parse(rl_ws_parser *p, const uint8_t *in, size_t len, rl_ws_event *ev)
+size_t rli_ws_parse(rli_ws_parser *p, const uint8_t *in, size_t len, rli_ws_event *ev)
 {
     size_t used = 0;
-    ev->kind = RL_WS_EV_NONE;
+    ev->kind = RLI_WS_EV_NONE;
     for (;;) {
         size_t avail = len - used;
         switch (p->state) {
@@ -169,7 +169,7 @@ size_t rl_ws_parse(rl_ws_parser *p, const uint8_t *in, size_t len, rl_ws_event *
                 used += take;
             }
             if (p->hdr_len < p->hdr_need)
-                return used; /* RL_WS_EV_NONE */
+                return used; /* RLI_WS_EV_NONE */
             if (p->hdr_need == 2) {
                 uint8_t len7 = p->hdr[1] & 0x7F;
                 size_t need = 2 + (len7 == 126 ? 2 : len7 == 127 ? 8 : 0) + (p->hdr[1] & 0x80 ? 4 : 0);
@@ -184,10 +184,10 @@ size_t rl_ws_parse(rl_ws_parser *p, const uint8_t *in, size_t len, rl_ws_event *
         }
         case S_PAYLOAD: {
             if (p->remaining && !avail)
-                return used; /* RL_WS_EV_NONE */
+                return used; /* RLI_WS_EV_NONE */
             size_t n = p->remaining < (uint64_t)avail ? (size_t)p->remaining : avail;
             p->remaining -= n;
-            ev->kind = RL_WS_EV_DATA;
+            ev->kind = RLI_WS_EV_DATA;
             ev->data = n ? in + used : NULL;
             ev->len = n;
             ev->msg_start = p->msg_fresh;
@@ -210,16 +210,16 @@ size_t rl_ws_parse(rl_ws_parser *p, const uint8_t *in, size_t len, rl_ws_event *
                 used += n;
             }
             if (p->remaining)
-                return used; /* RL_WS_EV_NONE */
+                return used; /* RLI_WS_EV_NONE */
             p->state = S_HDR;
-            ev->kind = RL_WS_EV_CONTROL;
+            ev->kind = RLI_WS_EV_CONTROL;
             ev->opcode = p->opcode;
             ev->data = p->ctl;
             ev->len = p->ctl_len;
             return used;
         }
         default:
-            ev->kind = RL_WS_EV_ERROR;
+            ev->kind = RLI_WS_EV_ERROR;
             ev->err = p->err;
             ev->at_boundary = p->err_boundary;
             return 0;
@@ -227,7 +227,7 @@ size_t rl_ws_parse(rl_ws_parser *p, const uint8_t *in, size_t len, rl_ws_event *
     }
 }
 
-size_t rl_ws_build_frame(uint8_t *out, uint8_t opcode, const uint8_t *p, size_t n, const uint8_t mask[4])
+size_t rli_ws_build_frame(uint8_t *out, uint8_t opcode, const uint8_t *p, size_t n, const uint8_t mask[4])
 {
     size_t h = 0;
     out[h++] = (uint8_t)(0x80 | (opcode & 0x0F));
@@ -249,7 +249,7 @@ size_t rl_ws_build_frame(uint8_t *out, uint8_t opcode, const uint8_t *p, size_t 
     return h + n;
 }
 
-void rl_random_bytes(uint8_t *out, size_t n)
+void rli_random_bytes(uint8_t *out, size_t n)
 {
     size_t got = 0;
     while (got < n) {

@@ -14,33 +14,33 @@
  * parser stays failed.
  *
  * The builder writes client frames, which are always masked. */
-#ifndef RL_WSFRAME_H
-#define RL_WSFRAME_H
+#ifndef RLI_WSFRAME_H
+#define RLI_WSFRAME_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#define RL_WS_OP_CONT 0x0
-#define RL_WS_OP_TEXT 0x1
-#define RL_WS_OP_BINARY 0x2
-#define RL_WS_OP_CLOSE 0x8
-#define RL_WS_OP_PING 0x9
-#define RL_WS_OP_PONG 0xA
+#define RLI_WS_OP_CONT 0x0
+#define RLI_WS_OP_TEXT 0x1
+#define RLI_WS_OP_BINARY 0x2
+#define RLI_WS_OP_CLOSE 0x8
+#define RLI_WS_OP_PING 0x9
+#define RLI_WS_OP_PONG 0xA
 
-#define RL_WS_MAX_CONTROL 125 /* control payload bound */
-#define RL_WS_MAX_HEADER 14   /* 2 + 8 (length) + 4 (mask) */
+#define RLI_WS_MAX_CONTROL 125 /* control payload bound */
+#define RLI_WS_MAX_HEADER 14   /* 2 + 8 (length) + 4 (mask) */
 
-typedef enum rl_ws_ev_kind {
-    RL_WS_EV_NONE = 0, /* the input is used up: feed more */
-    RL_WS_EV_FRAME,    /* a data frame's header is complete */
-    RL_WS_EV_DATA,     /* payload bytes of the current data frame */
-    RL_WS_EV_CONTROL,  /* a complete close, ping or pong frame */
-    RL_WS_EV_ERROR,    /* a protocol violation: see err */
-} rl_ws_ev_kind;
+typedef enum rli_ws_ev_kind {
+    RLI_WS_EV_NONE = 0, /* the input is used up: feed more */
+    RLI_WS_EV_FRAME,    /* a data frame's header is complete */
+    RLI_WS_EV_DATA,     /* payload bytes of the current data frame */
+    RLI_WS_EV_CONTROL,  /* a complete close, ping or pong frame */
+    RLI_WS_EV_ERROR,    /* a protocol violation: see err */
+} rli_ws_ev_kind;
 
-typedef struct rl_ws_event {
-    rl_ws_ev_kind kind;
+typedef struct rli_ws_event {
+    rli_ws_ev_kind kind;
     /* FRAME: the message's opcode (text or binary, also on its continuation frames).
      * CONTROL: close, ping or pong. */
     uint8_t opcode;
@@ -58,11 +58,11 @@ typedef struct rl_ws_event {
      * "failed to get reader: ...") rather than inside one. */
     bool at_boundary;
     const char *err; /* ERROR: the description, in the parser */
-} rl_ws_event;
+} rli_ws_event;
 
-typedef struct rl_ws_parser {
+typedef struct rli_ws_parser {
     int state;
-    uint8_t hdr[RL_WS_MAX_HEADER];
+    uint8_t hdr[RLI_WS_MAX_HEADER];
     size_t hdr_len, hdr_need;
     uint8_t opcode; /* of the current frame */
     bool fin;
@@ -70,27 +70,27 @@ typedef struct rl_ws_parser {
     bool in_msg;        /* a data message has started and not ended */
     bool msg_fresh;     /* no payload event yet for the current message */
     uint8_t msg_opcode;
-    uint8_t ctl[RL_WS_MAX_CONTROL];
+    uint8_t ctl[RLI_WS_MAX_CONTROL];
     size_t ctl_len;
     bool err_boundary;
     char err[160];
-} rl_ws_parser;
+} rli_ws_parser;
 
-void rl_ws_parser_init(rl_ws_parser *p);
+void rli_ws_parser_init(rli_ws_parser *p);
 
 /* Parses the next event from in[0..len) and returns how many bytes of it were used. Call it
- * again with the rest of the input until it reports RL_WS_EV_NONE (all of the input used). An
- * empty data frame still gives a (zero-length) RL_WS_EV_DATA, even with no input left. */
-size_t rl_ws_parse(rl_ws_parser *p, const uint8_t *in, size_t len, rl_ws_event *ev);
+ * again with the rest of the input until it reports RLI_WS_EV_NONE (all of the input used). An
+ * empty data frame still gives a (zero-length) RLI_WS_EV_DATA, even with no input left. */
+size_t rli_ws_parse(rli_ws_parser *p, const uint8_t *in, size_t len, rli_ws_event *ev);
 
 /* A data message has started (its first frame header is complete) and has not ended. */
-bool rl_ws_parser_in_message(const rl_ws_parser *p);
+bool rli_ws_parser_in_message(const rli_ws_parser *p);
 
 /* Writes a masked client frame (FIN set) with payload p[0..n) into out, which needs
- * RL_WS_MAX_HEADER + n bytes; returns its length. The payload is masked with `mask`. */
-size_t rl_ws_build_frame(uint8_t *out, uint8_t opcode, const uint8_t *p, size_t n, const uint8_t mask[4]);
+ * RLI_WS_MAX_HEADER + n bytes; returns its length. The payload is masked with `mask`. */
+size_t rli_ws_build_frame(uint8_t *out, uint8_t opcode, const uint8_t *p, size_t n, const uint8_t mask[4]);
 
 /* n random bytes (getrandom; frame masks and the handshake key). */
-void rl_random_bytes(uint8_t *out, size_t n);
+void rli_random_bytes(uint8_t *out, size_t n);
 
 #endif
