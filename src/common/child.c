@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/clock.h"
+
 int cs_child_wait(cs_child *c, int64_t deadline, cs_cancel *cancel, int drain_fd)
 {
     char scratch[16384];

@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/goquote.h"
 #include "common/log.h"
 #include "corestream/wire.h"
