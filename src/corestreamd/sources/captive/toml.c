@@ -226,8 +226,12 @@ static int parse_key_part(parser *ps, cs_strbuf *name)
     size_t start = ps->p;
     while (ps->p < ps->n && (isalnum((unsigned char)ps->s[ps->p]) || ps->s[ps->p] == '_' || ps->s[ps->p] == '-'))
         ps->p++;
-    if (ps->p == start)
-        return perr(ps, at_eol(ps) ? "expected a key" : "unexpected character '%c'", ps->s[ps->p]);
+    if (ps->p == start) {
+        /* At the end of the input there is no character to name (the text need not end in NUL). */
+        if (at_eol(ps))
+            return perr(ps, "expected a key");
+        return perr(ps, "unexpected character '%c'", ps->s[ps->p]);
+    }
     cs_strbuf_put(name, ps->s + start, ps->p - start);
     return 0;
 }
