@@ -121,19 +121,6 @@ int cs_child_wait(cs_child *c, int64_t deadline, cs_cancel *cancel, int drain_fd
 }
 
 
-bool cs_child_exited_ok(const cs_child *c)
-{
-    return c->reaped && !c->wait_errno && WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0;
-}
-
-void cs_child_status_string(const cs_child *c, char *buf, size_t len)
-{
-    if (c->wait_errno)
-        snprintf(buf, len, "wait: %s", strerror(c->wait_errno));
-    else
-        cs_wait_status_string(c->status, buf, len);
-}
-
 /* Go's names for signals (syscall's table on Linux), as ProcessState.String prints them. */
 static const char *go_signal_name(int sig, char *buf, size_t len)
 {
@@ -177,7 +164,7 @@ static const char *go_signal_name(int sig, char *buf, size_t len)
 }
 
 /* os.ProcessState.String: "exit status N", "signal: killed", "signal: aborted (core dumped)". */
-void cs_wait_status_string(int st, char *buf, size_t len)
+static void wait_status_string(int st, char *buf, size_t len)
 {
     char sig[32];
     if (WIFEXITED(st))
@@ -187,4 +174,17 @@ void cs_wait_status_string(int st, char *buf, size_t len)
                  WCOREDUMP(st) ? " (core dumped)" : "");
     else
         snprintf(buf, len, "wait status %#x", (unsigned)st);
+}
+
+bool cs_child_exited_ok(const cs_child *c)
+{
+    return c->reaped && !c->wait_errno && WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0;
+}
+
+void cs_child_status_string(const cs_child *c, char *buf, size_t len)
+{
+    if (c->wait_errno)
+        snprintf(buf, len, "wait: %s", strerror(c->wait_errno));
+    else
+        wait_status_string(c->status, buf, len);
 }

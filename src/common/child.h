@@ -45,12 +45,9 @@ int cs_child_wait(cs_child *c, int64_t deadline, cs_cancel *cancel, int drain_fd
 /* Reaped with exit status 0. */
 bool cs_child_exited_ok(const cs_child *c);
 
-/* How a reaped child ended, os.ProcessState.String style ("exit status 1", "signal: killed"), or
- * "wait: <strerror>" when the wait itself failed. */
+/* How a reaped child ended, as os.ProcessState.String says it with Go's signal names ("exit status
+ * N", "signal: killed", "signal: aborted (core dumped)"), or "wait: <strerror>" when the wait
+ * itself failed. */
 void cs_child_status_string(const cs_child *c, char *buf, size_t len);
-
-/* os.ProcessState.String of a waitpid status, with Go's signal names: "exit status N",
- * "signal: killed", "signal: aborted (core dumped)". */
-void cs_wait_status_string(int status, char *buf, size_t len);
 
 #endif
