@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "corestreamd/sources/captive/archive.h"
 #include "common/cancel.h"

@@ -1,5 +1,6 @@
 /* The captive-core toml reader (coretoml.h): PORTSPEC 88's passphrase peek, the SDK's Strict
- * refusals and checks, the generated stellar-core.conf, and the `stellar-core version` parsing. */
+ * refusals and checks, the generated stellar-core.conf, and the `stellar-core version` parsing;
+ * and the TOML subset reader under it (toml.h) on buffers with no NUL after them. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -11,6 +12,7 @@
 #include <string.h>
 
 #include "corestreamd/sources/captive/coretoml.h"
+#include "corestreamd/sources/captive/toml.h"
 
 #define TESTNET "Test SDF Network ; September 2015"
 #define PUBNET "Public Global Stellar Network ; September 2015"
@@ -576,6 +578,45 @@ static void test_protocol_version(void **state)
     assert_int_equal(cs_coretoml_protocol_version("the ledger protocol version: 23\n", &proto, &err), -1);
 }
 
+/* fuzz_toml: a key cut off at the end of the input ("d.") named the byte past the buffer in its
+ * message. The reader takes any buffer, so it must not look past len. */
+static void test_toml_key_at_end_of_input(void **state)
+{
+    (void)state;
+    static const char *const texts[] = {"d.", "[a.", "x = {k.", "[[", "a.b. "};
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+        size_t n = strlen(texts[i]);
+        char *exact = malloc(n); /* no NUL after it: ASan flags any read past n */
+        assert_non_null(exact);
+        memcpy(exact, texts[i], n);
+        cs_toml doc;
+        cs_err err = {0};
+        assert_int_equal(cs_toml_read(&doc, exact, n, &err), -1);
+        assert_int_equal(err.kind, CS_TOML_ERR_SYNTAX);
+        assert_string_equal(err.msg, "line 1: expected a key");
+        assert_int_equal(doc.n, 0);
+        free(exact);
+    }
+}
+
+/* An empty quoted key ("" = 1) is a key named "", although its name buffer never grew (an empty
+ * cs_strbuf holds no allocation; taking it must still give ""). */
+static void test_toml_empty_quoted_key(void **state)
+{
+    (void)state;
+    static const char text[] = "\"\" = 1\n'' . \"\" = 2\n";
+    cs_toml doc;
+    cs_err err = {0};
+    assert_int_equal(cs_toml_read(&doc, text, sizeof text - 1, &err), 0);
+    assert_int_equal(doc.n, 2);
+    assert_string_equal(doc.items[0].name, "");
+    assert_string_equal(doc.items[1].name, ".");
+    assert_int_equal(doc.items[1].v.i, 2);
+    cs_toml_free(&doc);
+    expect_refusal("\"\" = 1\n", TESTNET,
+                   "could not unmarshal captive core toml: these fields are not supported by captive core: [\"\"]");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -597,6 +638,8 @@ int main(void)
         cmocka_unit_test(test_generate_escapes_the_passphrase),
         cmocka_unit_test(test_build_version),
         cmocka_unit_test(test_protocol_version),
+        cmocka_unit_test(test_toml_key_at_end_of_input),
+        cmocka_unit_test(test_toml_empty_quoted_key),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "common/synthetic.h"
 #include "corestreamd/sources/pace.h"
 #include "corestreamd/sources/synthetic.h"

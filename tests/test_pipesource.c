@@ -21,6 +21,7 @@
 
 #include "corestream/wire.h"
 #include "common/cancel.h"
+#include "common/clock.h"
 #include "corestreamd/sources/pipe/framereader.h"
 #include "corestreamd/sources/pipe/pipe.h"
 #include "support/metabuild.h"

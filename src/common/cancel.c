@@ -4,7 +4,10 @@
 #include <poll.h>
 #include <stdint.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
+
+#include "common/clock.h"
 
 int cs_cancel_init(cs_cancel *c)
 {
@@ -34,20 +37,6 @@ void cs_cancel_fire(cs_cancel *c)
 bool cs_cancel_is_set(const cs_cancel *c)
 {
     return atomic_load(&c->cancelled);
-}
-
-int64_t cs_mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-int64_t cs_wall_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 int cs_cancel_sleep_until(cs_cancel *c, int64_t deadline)

@@ -7,7 +7,6 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <time.h>
 
 typedef struct cs_cancel {
     atomic_bool cancelled;
@@ -20,12 +19,7 @@ void cs_cancel_destroy(cs_cancel *c);
 void cs_cancel_fire(cs_cancel *c);
 bool cs_cancel_is_set(const cs_cancel *c);
 
-/* Monotonic clock in nanoseconds. */
-int64_t cs_mono_ns(void);
-/* Wall clock in Unix nanoseconds (what the wire stamps carry). */
-int64_t cs_wall_ns(void);
-
-/* Sleeps until the monotonic deadline. Returns 0 when the deadline passed, -1 when cancelled
+/* Sleeps until the monotonic deadline (common/clock.h). Returns 0 when the deadline passed, -1 when cancelled
  * first (also when already cancelled). */
 int cs_cancel_sleep_until(cs_cancel *c, int64_t deadline_mono_ns);
 

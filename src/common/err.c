@@ -1,5 +1,6 @@
 #include "common/err.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -44,4 +45,13 @@ void cs_err_clear(cs_err *e)
         e->kind = 0;
         e->msg[0] = '\0';
     }
+}
+
+const char *cs_go_errno(int e, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s", strerror(e));
+    /* "No such file…" becomes "no such file…"; a leading acronym ("RPC …") is kept. */
+    if (buf[0] && isupper((unsigned char)buf[0]) && !(buf[1] && isupper((unsigned char)buf[1])))
+        buf[0] = (char)tolower((unsigned char)buf[0]);
+    return buf;
 }

@@ -4,6 +4,7 @@
 #define CS_COMMON_ERR_H
 
 #include <stdarg.h>
+#include <stddef.h>
 
 #define CS_ERR_MSG_MAX 1024
 
@@ -21,5 +22,9 @@ int cs_err_vset(cs_err *e, int kind, const char *fmt, va_list ap);
 int cs_err_prefix(cs_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 void cs_err_clear(cs_err *e);
+
+/* errno's text as Go's syscall.Errno.Error() gives it (strerror starting lower case), in
+ * buf[len]; returns buf. */
+const char *cs_go_errno(int e, char *buf, size_t len);
 
 #endif

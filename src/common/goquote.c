@@ -75,68 +75,63 @@ bool cs_rune_is_print(uint32_t r)
     return true;
 }
 
-/* ---- bounded appender with the snprintf rule: n counts every byte, only cap bytes land ---- */
-
-typedef struct qbuf {
-    char *p;
-    size_t cap; /* usable bytes, excluding the NUL */
-    size_t n;
-} qbuf;
-
-static void put(qbuf *b, const char *s, size_t k)
-{
-    if (b->n < b->cap) {
-        size_t room = b->cap - b->n;
-        memcpy(b->p + b->n, s, k < room ? k : room);
-    }
-    b->n += k;
-}
-
-static void put_escape(qbuf *b, char kind, uint32_t v, int digits)
+static void put_escape(cs_strbuf *b, char kind, uint32_t v, int digits)
 {
     static const char lowerhex[] = "0123456789abcdef";
     char e[10] = {'\\', kind};
     for (int i = 0; i < digits; i++)
         e[2 + i] = lowerhex[(v >> (4 * (digits - 1 - i))) & 0xF];
-    put(b, e, 2 + (size_t)digits);
+    cs_strbuf_put(b, e, 2 + (size_t)digits);
 }
 
-size_t cs_go_quote(char *buf, size_t len, const char *s) { return cs_go_quote_n(buf, len, s, strlen(s)); }
-
-size_t cs_go_quote_n(char *buf, size_t len, const char *str, size_t n)
+void cs_go_quote_put_n(cs_strbuf *b, const char *str, size_t n)
 {
-    qbuf b = {.p = buf, .cap = len ? len - 1 : 0, .n = 0};
     const unsigned char *s = (const unsigned char *)str;
-    put(&b, "\"", 1);
+    cs_strbuf_put(b, "\"", 1);
     while (n > 0) {
         uint32_t r;
         size_t w = cs_utf8_decode(s, n, &r);
         if (w == 1 && r == CS_RUNE_ERROR) { /* invalid UTF-8: the raw byte */
-            put_escape(&b, 'x', s[0], 2);
+            put_escape(b, 'x', s[0], 2);
         } else if (r == '"' || r == '\\') {
             char e[2] = {'\\', (char)r};
-            put(&b, e, 2);
+            cs_strbuf_put(b, e, 2);
         } else if (cs_rune_is_print(r)) {
-            put(&b, (const char *)s, w);
+            cs_strbuf_put(b, (const char *)s, w);
         } else {
             static const char esc[] = "\a\b\f\n\r\t\v", code[] = "abfnrtv";
             const char *e = r != 0 && r < 0x80 ? strchr(esc, (int)r) : NULL;
             if (e) {
                 char b2[2] = {'\\', code[e - esc]};
-                put(&b, b2, 2);
+                cs_strbuf_put(b, b2, 2);
             } else if (r < 0x20 || r == 0x7F) {
-                put_escape(&b, 'x', r, 2);
+                put_escape(b, 'x', r, 2);
             } else if (r < 0x10000) {
-                put_escape(&b, 'u', r, 4);
+                put_escape(b, 'u', r, 4);
             } else {
-                put_escape(&b, 'U', r, 8);
+                put_escape(b, 'U', r, 8);
             }
         }
         s += w;
         n -= w;
     }
-    put(&b, "\"", 1);
-    if (len > 0)
-        buf[b.n < b.cap ? b.n : b.cap] = '\0';
+    cs_strbuf_put(b, "\"", 1);
+}
+
+void cs_go_quote_put(cs_strbuf *b, const char *s)
+{
+    cs_go_quote_put_n(b, s, strlen(s));
+}
+
+size_t cs_go_quote_n(char *buf, size_t len, const char *s, size_t n)
+{
+    cs_strbuf b;
+    cs_strbuf_fixed(&b, buf, len);
+    cs_go_quote_put_n(&b, s, n);
     return b.n;
+}
+
+size_t cs_go_quote(char *buf, size_t len, const char *s)
+{
+    return cs_go_quote_n(buf, len, s, strlen(s));
 }

@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/strbuf.h"
+
 /* utf8.RuneError, U+FFFD. */
 #define CS_RUNE_ERROR 0xFFFDu
 
@@ -30,9 +32,12 @@ bool cs_rune_is_print(uint32_t r);
  * of the full quoted string, writes at most len - 1 bytes of it (cut at any byte) and always
  * NUL-terminates when len > 0; buf may be NULL when len == 0. */
 size_t cs_go_quote(char *buf, size_t len, const char *s);
-
 /* cs_go_quote of the n bytes at s, which may hold NULs (quoted as \x00) and need no terminator:
  * a piece of a URL, a close reason from the network. */
 size_t cs_go_quote_n(char *buf, size_t len, const char *s, size_t n);
+
+/* The same quotings appended to b (growable or bounded). */
+void cs_go_quote_put(cs_strbuf *b, const char *s);
+void cs_go_quote_put_n(cs_strbuf *b, const char *s, size_t n);
 
 #endif

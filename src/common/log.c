@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "common/goquote.h"
+#include "common/strbuf.h"
 
 /* Most lines fit on the stack; longer ones are formatted again into a heap buffer. */
 #define LINE_STACK 4096
@@ -18,45 +19,6 @@
 
 static _Atomic int g_min_level = CS_LOG_INFO;
 static _Atomic(FILE *) g_out; /* NULL: stdout */
-
-/* ---- bounded appender with the snprintf rule: n counts every byte, only cap bytes land ---- */
-
-typedef struct sbuf {
-    char *p;
-    size_t cap; /* usable bytes, excluding the NUL */
-    size_t n;
-} sbuf;
-
-static sbuf sbuf_make(char *buf, size_t len)
-{
-    return (sbuf){.p = buf, .cap = len ? len - 1 : 0, .n = 0};
-}
-
-static void put(sbuf *b, const char *s, size_t k)
-{
-    if (b->n < b->cap) {
-        size_t room = b->cap - b->n;
-        memcpy(b->p + b->n, s, k < room ? k : room);
-    }
-    b->n += k;
-}
-
-static void put_str(sbuf *b, const char *s)
-{
-    put(b, s, strlen(s));
-}
-
-static void put_ch(sbuf *b, char c)
-{
-    put(b, &c, 1);
-}
-
-static size_t sbuf_finish(sbuf *b)
-{
-    if (b->p)
-        b->p[b->n < b->cap ? b->n : b->cap] = '\0';
-    return b->n;
-}
 
 /* slog's needsQuoting. In ASCII it quotes what JSON would escape (controls, '"', but not '\\'),
  * plus space and '='; DEL is JSON-safe, so DEL alone does not force quotes (as in Go). Above
@@ -86,29 +48,23 @@ static bool needs_quoting(const char *s)
     return false;
 }
 
-/* strconv.Quote, appended under the snprintf rule. */
-static void put_quoted(sbuf *b, const char *s)
-{
-    size_t room = b->n < b->cap ? b->cap - b->n + 1 : 0; /* the NUL slot included */
-    b->n += cs_go_quote(room ? b->p + b->n : NULL, room, s);
-}
-
 /* slog's appendString. NULL is logged as the empty string rather than crashing a log call. */
-static void put_value(sbuf *b, const char *s)
+static void put_value(cs_strbuf *b, const char *s)
 {
     if (!s)
         s = "";
     if (needs_quoting(s))
-        put_quoted(b, s);
+        cs_go_quote_put(b, s);
     else
-        put_str(b, s);
+        cs_strbuf_puts(b, s);
 }
 
 size_t cs_log_quote(char *buf, size_t len, const char *s)
 {
-    sbuf b = sbuf_make(buf, len);
+    cs_strbuf b;
+    cs_strbuf_fixed(&b, buf, len);
     put_value(&b, s);
-    return sbuf_finish(&b);
+    return b.n;
 }
 
 /* ---- levels ---- */
@@ -198,7 +154,7 @@ static void floor_split(int64_t unix_nano, time_t *sec, int *nsec)
 
 /* Go's "2006-01-02T15:04:05.000Z07:00" in the local zone, truncated (not rounded) to the
  * millisecond like slog's appendRFC3339Millis. */
-static void put_time(sbuf *b, int64_t unix_nano)
+static void put_time(cs_strbuf *b, int64_t unix_nano)
 {
     time_t sec;
     int nsec;
@@ -208,9 +164,9 @@ static void put_time(sbuf *b, int64_t unix_nano)
     char t[64];
     int n = snprintf(t, sizeof t, "%04d-%02d-%02dT%02d:%02d:%02d.%03d", tm.tm_year + 1900,
                      tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, nsec / 1000000);
-    put(b, t, (size_t)n);
+    cs_strbuf_put(b, t, (size_t)n);
     if (tm.tm_gmtoff == 0) {
-        put_ch(b, 'Z');
+        cs_strbuf_putc(b, 'Z');
         return;
     }
     /* Go drops the seconds of an offset, truncating toward zero. */
@@ -219,33 +175,33 @@ static void put_time(sbuf *b, int64_t unix_nano)
     if (zone < 0)
         zone = -zone;
     n = snprintf(t, sizeof t, "%c%02ld:%02ld", sign, zone / 60, zone % 60);
-    put(b, t, (size_t)n);
+    cs_strbuf_put(b, t, (size_t)n);
 }
 
-static void put_kv(sbuf *b, const cs_kv *kv)
+static void put_kv(cs_strbuf *b, const cs_kv *kv)
 {
     char num[32]; /* an int64 in decimal, or a Go duration */
     _Static_assert(CS_DUR_STR_MAX <= sizeof num, "duration text must fit");
-    put_ch(b, ' ');
+    cs_strbuf_putc(b, ' ');
     put_value(b, kv->key);
-    put_ch(b, '=');
+    cs_strbuf_putc(b, '=');
     switch (kv->type) {
     case CS_KV_STR:
         put_value(b, kv->v.s);
         break;
     case CS_KV_I64:
         snprintf(num, sizeof num, "%" PRId64, kv->v.i);
-        put_str(b, num);
+        cs_strbuf_puts(b, num);
         break;
     case CS_KV_U64:
         snprintf(num, sizeof num, "%" PRIu64, kv->v.u);
-        put_str(b, num);
+        cs_strbuf_puts(b, num);
         break;
     case CS_KV_DUR:
-        put_str(b, cs_dur_format(kv->v.d, num, sizeof num));
+        cs_strbuf_puts(b, cs_dur_format(kv->v.d, num, sizeof num));
         break;
     case CS_KV_BOOL:
-        put_str(b, kv->v.b ? "true" : "false");
+        cs_strbuf_puts(b, kv->v.b ? "true" : "false");
         break;
     }
 }
@@ -253,17 +209,18 @@ static void put_kv(sbuf *b, const cs_kv *kv)
 size_t cs_log_format(char *buf, size_t len, int64_t unix_nano, int level, const char *msg, size_t n,
                      const cs_kv *kvs)
 {
-    sbuf b = sbuf_make(buf, len);
+    cs_strbuf b;
+    cs_strbuf_fixed(&b, buf, len);
     char name[LEVEL_NAME_MAX];
-    put_str(&b, "time=");
+    cs_strbuf_puts(&b, "time=");
     put_time(&b, unix_nano);
-    put_str(&b, " level=");
+    cs_strbuf_puts(&b, " level=");
     put_value(&b, cs_log_level_name(level, name, sizeof name));
-    put_str(&b, " msg=");
+    cs_strbuf_puts(&b, " msg=");
     put_value(&b, msg);
     for (size_t i = 0; i < n; i++)
         put_kv(&b, &kvs[i]);
-    return sbuf_finish(&b);
+    return b.n;
 }
 
 /* ---- output ---- */
@@ -350,19 +307,20 @@ typedef struct early {
 static size_t early_line(char *buf, size_t len, const void *arg)
 {
     const early *e = arg;
-    sbuf b = sbuf_make(buf, len);
+    cs_strbuf b;
+    cs_strbuf_fixed(&b, buf, len);
     struct tm tm;
     localtime_r(&e->now, &tm);
     char t[64];
     int n = snprintf(t, sizeof t, "%04d/%02d/%02d %02d:%02d:%02d ERROR ", tm.tm_year + 1900,
                      tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
-    put(&b, t, (size_t)n);
-    put_str(&b, e->msg ? e->msg : "");
+    cs_strbuf_put(&b, t, (size_t)n);
+    cs_strbuf_puts(&b, e->msg ? e->msg : "");
     if (e->error) {
-        put_str(&b, " error=");
+        cs_strbuf_puts(&b, " error=");
         put_value(&b, e->error);
     }
-    return sbuf_finish(&b);
+    return b.n;
 }
 
 void cs_log_early_error(const char *msg, const char *error)

@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "corestreamd/server/broadcast.h"
 #include "corestreamd/server/compress.h"

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "corestreamd/server/ringwriter.h"
 #include "wire/wire.h"

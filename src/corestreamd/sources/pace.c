@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
+
 typedef struct paced {
     cs_source base;
     cs_ledger_stream *ls;

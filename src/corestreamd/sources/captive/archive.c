@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "corestreamd/sources/source.h"
 
@@ -94,6 +95,43 @@ static int cancelled(cs_err *err)
     return cs_err_set(err, CS_ERR_CANCELLED, "context canceled");
 }
 
+int cs_archive_parse_has(const char *body, size_t len, const char *url, const char *network_passphrase,
+                         cs_archive_has *has, cs_err *err)
+{
+    memset(has, 0, sizeof *has);
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, 0);
+    if (!root)
+        return cs_err_set(err, CS_ARCHIVE_ERR_NOT_JSON, "history archive state: %s is not valid JSON", url);
+    int rc = -1;
+    /* encoding/json matches field names case-insensitively; so does cJSON_GetObjectItem. */
+    const cJSON *cl = cJSON_IsObject(root) ? cJSON_GetObjectItem(root, "currentLedger") : NULL;
+    const cJSON *np = cJSON_IsObject(root) ? cJSON_GetObjectItem(root, "networkPassphrase") : NULL;
+    if (!cJSON_IsObject(root)) {
+        cs_err_set(err, 0, "history archive state: %s does not hold a JSON object", url);
+    } else if (cl && !cJSON_IsNull(cl) &&
+               (!cJSON_IsNumber(cl) || !(cl->valuedouble >= 0 && cl->valuedouble <= 4294967295.0) ||
+                (double)(uint32_t)cl->valuedouble != cl->valuedouble)) {
+        cs_err_set(err, 0, "history archive state: currentLedger is not a uint32");
+    } else if (np && !cJSON_IsNull(np) && !cJSON_IsString(np)) {
+        cs_err_set(err, 0, "history archive state: networkPassphrase is not a string");
+    } else {
+        if (cl && cJSON_IsNumber(cl))
+            has->current_ledger = (uint32_t)cl->valuedouble;
+        if (np && cJSON_IsString(np))
+            snprintf(has->network_passphrase, sizeof has->network_passphrase, "%s", np->valuestring);
+        /* Compared only when both are known (the field arrived with stellar-core 14.1.0). */
+        if (has->network_passphrase[0] && network_passphrase && network_passphrase[0] &&
+            strcmp(has->network_passphrase, network_passphrase) != 0)
+            cs_err_set(err, 0, "Network passphrase does not match! expected=%s actual=%s", network_passphrase,
+                       has->network_passphrase);
+        else
+            rc = 0;
+    }
+    cJSON_Delete(root);
+    return rc;
+}
+
 /* One GET of one archive's root HAS. */
 static int fetch_has(const char *base, const cs_archive_opts *o, cs_archive_has *has, cs_err *err)
 {
@@ -176,41 +214,12 @@ static int fetch_has(const char *base, const cs_archive_opts *o, cs_archive_has 
         goto out;
     }
 
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(f.body ? f.body : "", f.n, &end, 0);
-    if (!root) {
-        if (f.over)
-            cs_err_set(err, 0, "history archive state response exceeds %d bytes limit", CS_ARCHIVE_MAX_HAS);
-        else
-            cs_err_set(err, 0, "history archive state: %s is not valid JSON", url);
-        goto out;
-    }
-    memset(has, 0, sizeof *has);
-    /* encoding/json matches field names case-insensitively; so does cJSON_GetObjectItem. */
-    const cJSON *cl = cJSON_IsObject(root) ? cJSON_GetObjectItem(root, "currentLedger") : NULL;
-    const cJSON *np = cJSON_IsObject(root) ? cJSON_GetObjectItem(root, "networkPassphrase") : NULL;
-    if (!cJSON_IsObject(root)) {
-        cs_err_set(err, 0, "history archive state: %s does not hold a JSON object", url);
-    } else if (cl && !cJSON_IsNull(cl) &&
-               (!cJSON_IsNumber(cl) || !(cl->valuedouble >= 0 && cl->valuedouble <= 4294967295.0) ||
-                (double)(uint32_t)cl->valuedouble != cl->valuedouble)) {
-        cs_err_set(err, 0, "history archive state: currentLedger is not a uint32");
-    } else if (np && !cJSON_IsNull(np) && !cJSON_IsString(np)) {
-        cs_err_set(err, 0, "history archive state: networkPassphrase is not a string");
-    } else {
-        if (cl && cJSON_IsNumber(cl))
-            has->current_ledger = (uint32_t)cl->valuedouble;
-        if (np && cJSON_IsString(np))
-            snprintf(has->network_passphrase, sizeof has->network_passphrase, "%s", np->valuestring);
-        /* Compared only when both are known (the field arrived with stellar-core 14.1.0). */
-        if (has->network_passphrase[0] && o->network_passphrase && o->network_passphrase[0] &&
-            strcmp(has->network_passphrase, o->network_passphrase) != 0)
-            cs_err_set(err, 0, "Network passphrase does not match! expected=%s actual=%s", o->network_passphrase,
-                       has->network_passphrase);
-        else
-            rc = 0;
-    }
-    cJSON_Delete(root);
+    if (cs_archive_parse_has(f.body ? f.body : "", f.n, url, o->network_passphrase, has, err) == 0)
+        rc = 0;
+    else if (err->kind == CS_ARCHIVE_ERR_NOT_JSON && f.over)
+        cs_err_set(err, 0, "history archive state response exceeds %d bytes limit", CS_ARCHIVE_MAX_HAS);
+    else
+        err->kind = 0; /* callers only tell CS_ERR_CANCELLED apart */
 out:
     if (m) {
         curl_multi_remove_handle(m, h);

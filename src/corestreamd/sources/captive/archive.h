@@ -41,6 +41,22 @@ typedef struct cs_archive_has {
     char network_passphrase[512]; /* "" when the archive does not publish it */
 } cs_archive_has;
 
+/* cs_err.kind of a body that is not JSON at all. */
+#define CS_ARCHIVE_ERR_NOT_JSON 1
+
+/* Reads a root HAS from body[0, len) (any bytes; no NUL needed), as each GET does: a JSON
+ * object whose currentLedger (absent or null → 0) is a uint32 and whose networkPassphrase (absent
+ * or null → "") is a string, cut to fit has->network_passphrase. When network_passphrase is set
+ * (not NULL or "") and the archive publishes one, they must match. url only names the archive in
+ * messages. Returns 0 with *has, or -1 with *has partly filled and
+ *   `history archive state: <url> is not valid JSON` (kind CS_ARCHIVE_ERR_NOT_JSON),
+ *   `history archive state: <url> does not hold a JSON object`,
+ *   `history archive state: currentLedger is not a uint32`,
+ *   `history archive state: networkPassphrase is not a string`,
+ *   `Network passphrase does not match! expected=<ours> actual=<archive's>`. Thread-safe. */
+int cs_archive_parse_has(const char *body, size_t len, const char *url, const char *network_passphrase,
+                         cs_archive_has *has, cs_err *err);
+
 /* GETs the root HAS from the pool. Returns 0, or -1 with the last try's error:
  *   `Get "<url>": <transport error>`,
  *   `Bad HTTP response '<code> <reason>' for GET '<url>'`,

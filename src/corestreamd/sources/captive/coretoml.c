@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "common/goquote.h"
+#include "common/strbuf.h"
+#include "corestreamd/sources/captive/toml.h"
 
 /* ---- the peek (PORTSPEC 1.4d) -------------------------------------------------------------- */
 
@@ -62,736 +64,19 @@ int cs_coretoml_peek_passphrase(const char *data, size_t len, char **out, cs_err
     return cs_err_set(err, 0, "%s is not defined; define it or pass --network-passphrase", key);
 }
 
-/* ---- a growable string ---------------------------------------------------------------------- */
-
-typedef struct sbuf {
-    char *p;
-    size_t n, cap;
-    bool oom;
-} sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t n)
-{
-    if (b->oom)
-        return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
-
-static void sb_puts(sbuf *b, const char *s)
-{
-    sb_put(b, s, strlen(s));
-}
-
-static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf *b, const char *fmt, ...)
-{
-    char tmp[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
-    if ((size_t)n < sizeof tmp) {
-        sb_put(b, tmp, (size_t)n);
-        return;
-    }
-    char *big = malloc((size_t)n + 1);
-    if (!big) {
-        b->oom = true;
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(big, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    sb_put(b, big, (size_t)n);
-    free(big);
-}
-
-/* A TOML basic string: quotes, with '"', '\\' and control characters escaped. */
-static void sb_toml_string(sbuf *b, const char *s)
-{
-    sb_put(b, "\"", 1);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') {
-            char e[2] = {'\\', (char)c};
-            sb_put(b, e, 2);
-        } else if (c < 0x20 || c == 0x7f) {
-            sb_printf(b, "\\u%04x", c);
-        } else {
-            sb_put(b, (const char *)&c, 1);
-        }
-    }
-    sb_put(b, "\"", 1);
-}
-
-/* ---- the reader ----------------------------------------------------------------------------- */
-
-typedef enum vkind { V_STRING, V_INT, V_FLOAT, V_BOOL, V_DATETIME, V_ARRAY, V_TABLE } vkind;
-
-typedef struct value {
-    vkind kind;
-    char *str;          /* V_STRING: decoded */
-    int64_t i;          /* V_INT */
-    bool b;             /* V_BOOL */
-    bool strings_only;  /* V_ARRAY: every element is a string */
-} value;
-
-typedef enum item_kind { IT_KEY, IT_TABLE, IT_ARRAY_TABLE } item_kind;
-
-typedef struct item {
-    item_kind kind;
-    char *name;  /* key (dotted parts joined by '.') or table name */
-    int table;   /* keys: index of the header they belong to, -1 at top level */
-    size_t line; /* 1-based */
-    size_t end;  /* offset just past the item's text and its newline */
-    value v;     /* keys */
-} item;
-
 struct cs_coretoml {
-    char *data;
+    char *data; /* the operator's text, passed through into the generated file */
     size_t len;
-    size_t body; /* past a UTF-8 BOM */
-    item *items;
-    size_t n, cap;
-    size_t insert_at; /* where the defaults go: past the last top-level key */
+    cs_toml doc;
 };
-
-typedef struct parser {
-    const char *s;
-    size_t n, p, line;
-    cs_err *err;
-} parser;
-
-#define MAX_DEPTH 32
-
-static int perr(parser *ps, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int perr(parser *ps, const char *fmt, ...)
-{
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return cs_err_set(ps->err, 0, "could not unmarshal captive core toml: line %zu: %s", ps->line, msg);
-}
-
-static int peek(const parser *ps, size_t ahead)
-{
-    return ps->p + ahead < ps->n ? (unsigned char)ps->s[ps->p + ahead] : -1;
-}
-
-static void skip_ws(parser *ps)
-{
-    while (ps->p < ps->n && (ps->s[ps->p] == ' ' || ps->s[ps->p] == '\t'))
-        ps->p++;
-}
-
-static bool at_eol(const parser *ps)
-{
-    return ps->p >= ps->n || ps->s[ps->p] == '\n' || (ps->s[ps->p] == '\r' && peek(ps, 1) == '\n');
-}
-
-static void skip_comment(parser *ps)
-{
-    if (peek(ps, 0) != '#')
-        return;
-    while (ps->p < ps->n && ps->s[ps->p] != '\n' && !(ps->s[ps->p] == '\r' && peek(ps, 1) == '\n'))
-        ps->p++;
-}
-
-/* Consumes a newline (at EOF: nothing). */
-static void eat_eol(parser *ps)
-{
-    if (ps->p >= ps->n)
-        return;
-    if (ps->s[ps->p] == '\r')
-        ps->p++;
-    if (ps->p < ps->n && ps->s[ps->p] == '\n') {
-        ps->p++;
-        ps->line++;
-    }
-}
-
-/* Whitespace, newlines and comments, as allowed between array elements. */
-static void skip_ws_nl(parser *ps)
-{
-    for (;;) {
-        skip_ws(ps);
-        if (peek(ps, 0) == '#')
-            skip_comment(ps);
-        if (ps->p < ps->n && at_eol(ps)) {
-            eat_eol(ps);
-            continue;
-        }
-        return;
-    }
-}
-
-static void put_utf8(sbuf *b, uint32_t r)
-{
-    char u[4];
-    size_t n;
-    if (r < 0x80) {
-        u[0] = (char)r;
-        n = 1;
-    } else if (r < 0x800) {
-        u[0] = (char)(0xC0 | r >> 6);
-        u[1] = (char)(0x80 | (r & 0x3F));
-        n = 2;
-    } else if (r < 0x10000) {
-        u[0] = (char)(0xE0 | r >> 12);
-        u[1] = (char)(0x80 | (r >> 6 & 0x3F));
-        u[2] = (char)(0x80 | (r & 0x3F));
-        n = 3;
-    } else {
-        u[0] = (char)(0xF0 | r >> 18);
-        u[1] = (char)(0x80 | (r >> 12 & 0x3F));
-        u[2] = (char)(0x80 | (r >> 6 & 0x3F));
-        u[3] = (char)(0x80 | (r & 0x3F));
-        n = 4;
-    }
-    sb_put(b, u, n);
-}
-
-/* A string at ps->p (on its opening quote): basic or literal, one-line or multi-line. Stores
- * the decoded text in *out (malloc'd). */
-static int parse_string(parser *ps, char **out)
-{
-    char q = ps->s[ps->p];
-    bool multi = peek(ps, 1) == q && peek(ps, 2) == q;
-    bool basic = q == '"';
-    sbuf b = {0};
-    ps->p += multi ? 3 : 1;
-    if (multi && ps->p < ps->n && at_eol(ps))
-        eat_eol(ps); /* a newline right after the opening delimiter is trimmed */
-    for (;;) {
-        if (ps->p >= ps->n) {
-            free(b.p);
-            return perr(ps, "unterminated string");
-        }
-        char c = ps->s[ps->p];
-        if (c == q) {
-            if (!multi) {
-                ps->p++;
-                break;
-            }
-            if (peek(ps, 1) == q && peek(ps, 2) == q) {
-                /* Up to two more quotes may close the string as content ("""a"""" is a"). */
-                size_t extra = 0;
-                while (extra < 2 && peek(ps, 3 + extra) == q)
-                    extra++;
-                sb_put(&b, ps->s + ps->p, extra);
-                ps->p += 3 + extra;
-                break;
-            }
-            sb_put(&b, &c, 1);
-            ps->p++;
-            continue;
-        }
-        if (c == '\n' || (c == '\r' && peek(ps, 1) == '\n')) {
-            if (!multi) {
-                free(b.p);
-                return perr(ps, "newline in a one-line string");
-            }
-            size_t w = c == '\r' ? 2 : 1;
-            sb_put(&b, ps->s + ps->p, w);
-            ps->p += w;
-            ps->line++;
-            continue;
-        }
-        if (basic && c == '\\') {
-            int e = peek(ps, 1);
-            ps->p += 2;
-            switch (e) {
-            case 'b': sb_put(&b, "\b", 1); break;
-            case 't': sb_put(&b, "\t", 1); break;
-            case 'n': sb_put(&b, "\n", 1); break;
-            case 'f': sb_put(&b, "\f", 1); break;
-            case 'r': sb_put(&b, "\r", 1); break;
-            case '"': sb_put(&b, "\"", 1); break;
-            case '\\': sb_put(&b, "\\", 1); break;
-            case 'u':
-            case 'U': {
-                size_t digits = e == 'u' ? 4 : 8;
-                uint32_t r = 0;
-                for (size_t i = 0; i < digits; i++) {
-                    int h = peek(ps, 0);
-                    if (h < 0 || !isxdigit(h)) {
-                        free(b.p);
-                        return perr(ps, "invalid unicode escape");
-                    }
-                    r = r * 16 + (uint32_t)(isdigit(h) ? h - '0' : (tolower(h) - 'a' + 10));
-                    ps->p++;
-                }
-                if (r > 0x10FFFF || (r >= 0xD800 && r <= 0xDFFF)) {
-                    free(b.p);
-                    return perr(ps, "invalid unicode escape");
-                }
-                put_utf8(&b, r);
-                break;
-            }
-            default:
-                if (multi && (e == ' ' || e == '\t' || e == '\n' || e == '\r')) {
-                    /* Line-ending backslash: drop the whitespace and newlines that follow. */
-                    ps->p--;
-                    for (;;) {
-                        skip_ws(ps);
-                        if (ps->p < ps->n && at_eol(ps)) {
-                            eat_eol(ps);
-                            continue;
-                        }
-                        break;
-                    }
-                    break;
-                }
-                free(b.p);
-                return perr(ps, "invalid escape sequence");
-            }
-            continue;
-        }
-        sb_put(&b, &c, 1);
-        ps->p++;
-    }
-    if (b.oom) {
-        free(b.p);
-        return cs_err_set(ps->err, 0, "out of memory");
-    }
-    *out = b.p ? b.p : strdup("");
-    if (!*out)
-        return cs_err_set(ps->err, 0, "out of memory");
-    return 0;
-}
-
-/* One key part, bare or quoted. */
-static int parse_key_part(parser *ps, sbuf *name)
-{
-    int c = peek(ps, 0);
-    if (c == '"' || c == '\'') {
-        if (peek(ps, 1) == c && peek(ps, 2) == c)
-            return perr(ps, "multi-line strings cannot be keys");
-        char *s;
-        if (parse_string(ps, &s) != 0)
-            return -1;
-        sb_puts(name, s);
-        free(s);
-        return 0;
-    }
-    size_t start = ps->p;
-    while (ps->p < ps->n && (isalnum((unsigned char)ps->s[ps->p]) || ps->s[ps->p] == '_' || ps->s[ps->p] == '-'))
-        ps->p++;
-    if (ps->p == start)
-        return perr(ps, at_eol(ps) ? "expected a key" : "unexpected character '%c'", ps->s[ps->p]);
-    sb_put(name, ps->s + start, ps->p - start);
-    return 0;
-}
-
-/* A key, dotted parts joined by '.'. */
-static int parse_key(parser *ps, char **out)
-{
-    sbuf name = {0};
-    for (;;) {
-        if (parse_key_part(ps, &name) != 0) {
-            free(name.p);
-            return -1;
-        }
-        skip_ws(ps);
-        if (peek(ps, 0) != '.')
-            break;
-        ps->p++;
-        skip_ws(ps);
-        sb_put(&name, ".", 1);
-    }
-    if (name.oom || !name.p) {
-        free(name.p);
-        return cs_err_set(ps->err, 0, "out of memory");
-    }
-    *out = name.p;
-    return 0;
-}
-
-static bool digits_ok(const char *s, size_t n, int base)
-{
-    /* Digits of the base, underscores only between digits. */
-    if (n == 0)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (c == '_') {
-            if (i == 0 || i + 1 == n || s[i + 1] == '_')
-                return false;
-            continue;
-        }
-        int d = isdigit((unsigned char)c) ? c - '0' : isalpha((unsigned char)c) ? tolower(c) - 'a' + 10 : 99;
-        if (d >= base)
-            return false;
-    }
-    return true;
-}
-
-static bool parse_int(const char *tok, size_t n, int64_t *out)
-{
-    char buf[80];
-    size_t k = 0;
-    int base = 10;
-    size_t i = 0;
-    bool neg = false;
-    if (n >= 2 && tok[0] == '0' && (tok[1] == 'x' || tok[1] == 'o' || tok[1] == 'b')) {
-        base = tok[1] == 'x' ? 16 : tok[1] == 'o' ? 8 : 2;
-        i = 2;
-    } else {
-        if (tok[0] == '+' || tok[0] == '-') {
-            neg = tok[0] == '-';
-            i = 1;
-        }
-        /* No leading zeros in decimal. */
-        if (n - i > 1 && tok[i] == '0')
-            return false;
-    }
-    if (!digits_ok(tok + i, n - i, base))
-        return false;
-    for (; i < n && k + 1 < sizeof buf; i++)
-        if (tok[i] != '_')
-            buf[k++] = tok[i];
-    buf[k] = 0;
-    errno = 0;
-    char *end;
-    unsigned long long u = strtoull(buf, &end, base);
-    if (errno || *end)
-        return false;
-    if (neg) {
-        if (u > (unsigned long long)INT64_MAX + 1)
-            return false;
-        *out = u == (unsigned long long)INT64_MAX + 1 ? INT64_MIN : -(int64_t)u;
-    } else {
-        if (u > (unsigned long long)INT64_MAX)
-            return false;
-        *out = (int64_t)u;
-    }
-    return true;
-}
-
-static bool is_float(const char *tok, size_t n)
-{
-    size_t i = (tok[0] == '+' || tok[0] == '-') ? 1 : 0;
-    if (n - i == 3 && (memcmp(tok + i, "inf", 3) == 0 || memcmp(tok + i, "nan", 3) == 0))
-        return true;
-    /* int part, then '.' digits and/or exponent */
-    size_t a = i;
-    while (i < n && (isdigit((unsigned char)tok[i]) || tok[i] == '_'))
-        i++;
-    if (!digits_ok(tok + a, i - a, 10) || (i - a > 1 && tok[a] == '0'))
-        return false;
-    bool frac = false, exp = false;
-    if (i < n && tok[i] == '.') {
-        size_t f = ++i;
-        while (i < n && (isdigit((unsigned char)tok[i]) || tok[i] == '_'))
-            i++;
-        if (!digits_ok(tok + f, i - f, 10))
-            return false;
-        frac = true;
-    }
-    if (i < n && (tok[i] == 'e' || tok[i] == 'E')) {
-        i++;
-        if (i < n && (tok[i] == '+' || tok[i] == '-'))
-            i++;
-        size_t e = i;
-        while (i < n && (isdigit((unsigned char)tok[i]) || tok[i] == '_'))
-            i++;
-        if (!digits_ok(tok + e, i - e, 10))
-            return false;
-        exp = true;
-    }
-    return i == n && (frac || exp);
-}
-
-static bool is_datetime(const char *tok, size_t n)
-{
-    /* 1979-05-27, 1979-05-27T07:32:00Z, 07:32:00, with offsets and fractions. */
-    bool date = n >= 10 && isdigit((unsigned char)tok[0]) && isdigit((unsigned char)tok[3]) && tok[4] == '-' &&
-                tok[7] == '-';
-    bool time = n >= 8 && isdigit((unsigned char)tok[0]) && tok[2] == ':' && tok[5] == ':';
-    if (!date && !time)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        char c = tok[i];
-        if (!(isdigit((unsigned char)c) || c == '-' || c == ':' || c == '.' || c == '+' || c == 'T' || c == 't' ||
-              c == 'Z' || c == 'z' || c == ' '))
-            return false;
-    }
-    return true;
-}
-
-static void value_free(value *v)
-{
-    if (v->kind == V_STRING)
-        free(v->str);
-    v->str = NULL;
-}
-
-static int parse_value(parser *ps, value *v, int depth);
-
-static int parse_array(parser *ps, value *v, int depth)
-{
-    ps->p++; /* '[' */
-    v->kind = V_ARRAY;
-    v->strings_only = true;
-    for (;;) {
-        skip_ws_nl(ps);
-        if (ps->p >= ps->n)
-            return perr(ps, "unterminated array");
-        if (ps->s[ps->p] == ']') {
-            ps->p++;
-            return 0;
-        }
-        value e = {0};
-        if (parse_value(ps, &e, depth + 1) != 0)
-            return -1;
-        if (e.kind != V_STRING)
-            v->strings_only = false;
-        value_free(&e);
-        skip_ws_nl(ps);
-        if (peek(ps, 0) == ',') {
-            ps->p++;
-            continue;
-        }
-        if (peek(ps, 0) == ']') {
-            ps->p++;
-            return 0;
-        }
-        return perr(ps, ps->p >= ps->n ? "unterminated array" : "expected ',' or ']' in an array");
-    }
-}
-
-static int parse_inline_table(parser *ps, value *v, int depth)
-{
-    ps->p++; /* '{' */
-    v->kind = V_TABLE;
-    skip_ws(ps);
-    if (peek(ps, 0) == '}') {
-        ps->p++;
-        return 0;
-    }
-    for (;;) {
-        skip_ws(ps);
-        char *k;
-        if (parse_key(ps, &k) != 0)
-            return -1;
-        free(k);
-        skip_ws(ps);
-        if (peek(ps, 0) != '=')
-            return perr(ps, "expected '=' after a key");
-        ps->p++;
-        skip_ws(ps);
-        value e = {0};
-        if (parse_value(ps, &e, depth + 1) != 0)
-            return -1;
-        value_free(&e);
-        skip_ws(ps);
-        if (peek(ps, 0) == ',') {
-            ps->p++;
-            continue;
-        }
-        if (peek(ps, 0) == '}') {
-            ps->p++;
-            return 0;
-        }
-        return perr(ps, "expected ',' or '}' in an inline table");
-    }
-}
-
-static int parse_value(parser *ps, value *v, int depth)
-{
-    if (depth > MAX_DEPTH)
-        return perr(ps, "values nested too deeply");
-    int c = peek(ps, 0);
-    if (c < 0 || at_eol(ps))
-        return perr(ps, "expected a value");
-    if (c == '"' || c == '\'') {
-        v->kind = V_STRING;
-        return parse_string(ps, &v->str);
-    }
-    if (c == '[')
-        return parse_array(ps, v, depth);
-    if (c == '{')
-        return parse_inline_table(ps, v, depth);
-    size_t start = ps->p;
-    while (ps->p < ps->n) {
-        char ch = ps->s[ps->p];
-        if (ch == ' ' || ch == '\t' || ch == ',' || ch == ']' || ch == '}' || ch == '#' || ch == '\n' || ch == '\r') {
-            /* A date and a time may be separated by one space. */
-            if (ch == ' ' && ps->p - start == 10 && is_datetime(ps->s + start, 10) && peek(ps, 1) >= 0 &&
-                isdigit(peek(ps, 1))) {
-                ps->p++;
-                continue;
-            }
-            break;
-        }
-        ps->p++;
-    }
-    const char *tok = ps->s + start;
-    size_t n = ps->p - start;
-    if (n == 4 && memcmp(tok, "true", 4) == 0) {
-        v->kind = V_BOOL;
-        v->b = true;
-        return 0;
-    }
-    if (n == 5 && memcmp(tok, "false", 5) == 0) {
-        v->kind = V_BOOL;
-        v->b = false;
-        return 0;
-    }
-    if (n > 0 && parse_int(tok, n, &v->i)) {
-        v->kind = V_INT;
-        return 0;
-    }
-    if (n > 0 && is_float(tok, n)) {
-        v->kind = V_FLOAT;
-        return 0;
-    }
-    if (is_datetime(tok, n)) {
-        v->kind = V_DATETIME;
-        return 0;
-    }
-    if (n == 0)
-        return perr(ps, "unexpected character '%c'", ps->s[ps->p]);
-    return perr(ps, "invalid value %.*s", (int)(n > 64 ? 64 : n), tok);
-}
-
-static item *add_item(cs_coretoml *t)
-{
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 32;
-        item *p = realloc(t->items, cap * sizeof *p);
-        if (!p)
-            return NULL;
-        t->items = p;
-        t->cap = cap;
-    }
-    item *it = &t->items[t->n++];
-    memset(it, 0, sizeof *it);
-    return it;
-}
 
 void cs_coretoml_free(cs_coretoml *t)
 {
     if (!t)
         return;
-    for (size_t i = 0; i < t->n; i++) {
-        free(t->items[i].name);
-        value_free(&t->items[i].v);
-    }
-    free(t->items);
+    cs_toml_free(&t->doc);
     free(t->data);
     free(t);
-}
-
-/* The structural pass: every line becomes nothing (blank, comment) or one item. */
-static int read_items(cs_coretoml *t, cs_err *err)
-{
-    parser ps = {.s = t->data, .n = t->len, .p = t->body, .line = 1, .err = err};
-    int table = -1;
-    while (ps.p < ps.n) {
-        skip_ws(&ps);
-        if (at_eol(&ps)) {
-            eat_eol(&ps);
-            continue;
-        }
-        if (peek(&ps, 0) == '#') {
-            skip_comment(&ps);
-            eat_eol(&ps);
-            continue;
-        }
-        size_t line = ps.line;
-        item it = {.line = line, .table = -1};
-        if (peek(&ps, 0) == '[') {
-            bool array = peek(&ps, 1) == '[';
-            ps.p += array ? 2 : 1;
-            skip_ws(&ps);
-            if (parse_key(&ps, &it.name) != 0)
-                return -1;
-            skip_ws(&ps);
-            if (peek(&ps, 0) != ']' || (array && peek(&ps, 1) != ']')) {
-                free(it.name);
-                return perr(&ps, array ? "expected ']]' to close a table header" : "expected ']' to close a table header");
-            }
-            ps.p += array ? 2 : 1;
-            it.kind = array ? IT_ARRAY_TABLE : IT_TABLE;
-        } else {
-            if (parse_key(&ps, &it.name) != 0)
-                return -1;
-            skip_ws(&ps);
-            if (peek(&ps, 0) != '=') {
-                perr(&ps, "expected '=' after the key %s", it.name);
-                free(it.name);
-                return -1;
-            }
-            ps.p++;
-            skip_ws(&ps);
-            if (parse_value(&ps, &it.v, 0) != 0) {
-                free(it.name);
-                value_free(&it.v);
-                return -1;
-            }
-            it.kind = IT_KEY;
-            it.table = table;
-        }
-        skip_ws(&ps);
-        skip_comment(&ps);
-        if (!at_eol(&ps)) {
-            free(it.name);
-            value_free(&it.v);
-            return perr(&ps, "expected the end of the line after %s", it.kind == IT_KEY ? "a value" : "a table header");
-        }
-        eat_eol(&ps);
-        it.end = ps.p;
-
-        /* Duplicates: a key twice in one table, a table defined twice, a table named like a key. */
-        for (size_t i = 0; i < t->n; i++) {
-            const item *o = &t->items[i];
-            bool clash = false;
-            if (it.kind == IT_KEY)
-                clash = o->kind == IT_KEY && o->table == it.table && strcmp(o->name, it.name) == 0;
-            else if (it.kind == IT_TABLE)
-                clash = (o->kind != IT_KEY || o->table == -1) && strcmp(o->name, it.name) == 0;
-            else
-                clash = (o->kind == IT_TABLE || (o->kind == IT_KEY && o->table == -1)) && strcmp(o->name, it.name) == 0;
-            if (clash) {
-                cs_err_set(err, 0, "could not unmarshal captive core toml: line %zu: %s %s is already defined (line %zu)",
-                           line, it.kind == IT_KEY ? "key" : "table", it.name, o->line);
-                free(it.name);
-                value_free(&it.v);
-                return -1;
-            }
-        }
-        item *slot = add_item(t);
-        if (!slot) {
-            free(it.name);
-            value_free(&it.v);
-            return cs_err_set(err, 0, "out of memory");
-        }
-        *slot = it;
-        if (it.kind != IT_KEY)
-            table = (int)(t->n - 1);
-        else if (it.table == -1)
-            t->insert_at = it.end;
-    }
-    return 0;
 }
 
 /* ---- the SDK's rules ------------------------------------------------------------------------ */
@@ -867,14 +152,14 @@ static bool table_under(const char *name, const char *root)
     return strncmp(name, root, n) == 0 && (name[n] == 0 || name[n] == '.');
 }
 
-static bool is_history_table(const item *it)
+static bool is_history_table(const cs_toml_item *it)
 {
-    return it->kind == IT_TABLE && table_under(it->name, "HISTORY");
+    return it->kind == CS_TOML_HEADER && table_under(it->name, "HISTORY");
 }
 
-static bool is_quorum_table(const item *it)
+static bool is_quorum_table(const cs_toml_item *it)
 {
-    return it->kind == IT_TABLE && table_under(it->name, "QUORUM_SET");
+    return it->kind == CS_TOML_HEADER && table_under(it->name, "QUORUM_SET");
 }
 
 static const char *type_name(ftype t)
@@ -889,20 +174,20 @@ static const char *type_name(ftype t)
     return "?";
 }
 
-static bool type_ok(const value *v, ftype t)
+static bool type_ok(const cs_toml_value *v, ftype t)
 {
     switch (t) {
-    case T_STR: return v->kind == V_STRING;
-    case T_UINT: return v->kind == V_INT && v->i >= 0;
-    case T_INT: return v->kind == V_INT;
-    case T_BOOL: return v->kind == V_BOOL;
-    case T_STRS: return v->kind == V_ARRAY && v->strings_only;
+    case T_STR: return v->kind == CS_TOML_STRING;
+    case T_UINT: return v->kind == CS_TOML_INT && v->i >= 0;
+    case T_INT: return v->kind == CS_TOML_INT;
+    case T_BOOL: return v->kind == CS_TOML_BOOL;
+    case T_STRS: return v->kind == CS_TOML_ARRAY && v->strings_only;
     }
     return false;
 }
 
 /* Collects an unsupported name once, in file order, Go-quoted. */
-static void note_unsupported(sbuf *list, const char *name)
+static void note_unsupported(cs_strbuf *list, const char *name)
 {
     char q[300];
     cs_go_quote(q, sizeof q, name);
@@ -914,31 +199,31 @@ static void note_unsupported(sbuf *list, const char *name)
                 return;
     }
     if (list->n)
-        sb_put(list, " ", 1);
-    sb_puts(list, q);
+        cs_strbuf_put(list, " ", 1);
+    cs_strbuf_puts(list, q);
 }
 
-static const item *table_key(const cs_coretoml *t, size_t table, const char *name)
+static const cs_toml_item *table_key(const cs_coretoml *t, size_t table, const char *name)
 {
-    for (size_t i = table + 1; i < t->n && t->items[i].kind == IT_KEY; i++)
-        if (strcmp(t->items[i].name, name) == 0)
-            return &t->items[i];
+    for (size_t i = table + 1; i < t->doc.n && t->doc.items[i].kind == CS_TOML_KEY; i++)
+        if (strcmp(t->doc.items[i].name, name) == 0)
+            return &t->doc.items[i];
     return NULL;
 }
 
 static const char *table_string(const cs_coretoml *t, size_t table, const char *name)
 {
-    const item *it = table_key(t, table, name);
-    return it && it->v.kind == V_STRING ? it->v.str : "";
+    const cs_toml_item *it = table_key(t, table, name);
+    return it && it->v.kind == CS_TOML_STRING ? it->v.str : "";
 }
 
 static int check_fields(const cs_coretoml *t, cs_err *err)
 {
-    sbuf unsupported = {0};
+    cs_strbuf unsupported = CS_STRBUF_INIT;
     int rc = 0;
-    for (size_t i = 0; i < t->n && rc == 0; i++) {
-        const item *it = &t->items[i];
-        if (it->kind == IT_KEY && it->table == -1) {
+    for (size_t i = 0; i < t->doc.n && rc == 0; i++) {
+        const cs_toml_item *it = &t->doc.items[i];
+        if (it->kind == CS_TOML_KEY && it->table == -1) {
             const field *f = top_field(it->name);
             if (!f) {
                 if (strcmp(it->name, "VALIDATORS") == 0 || strcmp(it->name, "HOME_DOMAINS") == 0)
@@ -950,14 +235,14 @@ static int check_fields(const cs_coretoml *t, cs_err *err)
                 rc = cs_err_set(err, 0, "could not unmarshal captive core toml: line %zu: %s must be %s", it->line,
                                 it->name, type_name(f->type));
             }
-        } else if (it->kind == IT_KEY) {
-            const item *tab = &t->items[it->table];
+        } else if (it->kind == CS_TOML_KEY) {
+            const cs_toml_item *tab = &t->doc.items[it->table];
             const char *const *list = NULL;
             size_t nlist = 0;
-            if (tab->kind == IT_ARRAY_TABLE && strcmp(tab->name, "VALIDATORS") == 0) {
+            if (tab->kind == CS_TOML_ARRAY_HEADER && strcmp(tab->name, "VALIDATORS") == 0) {
                 list = validator_fields;
                 nlist = sizeof validator_fields / sizeof validator_fields[0];
-            } else if (tab->kind == IT_ARRAY_TABLE && strcmp(tab->name, "HOME_DOMAINS") == 0) {
+            } else if (tab->kind == CS_TOML_ARRAY_HEADER && strcmp(tab->name, "HOME_DOMAINS") == 0) {
                 list = home_domain_fields;
                 nlist = sizeof home_domain_fields / sizeof home_domain_fields[0];
             } else {
@@ -967,24 +252,24 @@ static int check_fields(const cs_coretoml *t, cs_err *err)
                 char full[300];
                 snprintf(full, sizeof full, "%s.%s", tab->name, it->name);
                 note_unsupported(&unsupported, full);
-            } else if (it->v.kind != V_STRING) {
+            } else if (it->v.kind != CS_TOML_STRING) {
                 rc = cs_err_set(err, 0, "could not unmarshal captive core toml: line %zu: %s.%s must be a string",
                                 it->line, tab->name, it->name);
             }
         } else {
-            bool known = (it->kind == IT_ARRAY_TABLE &&
+            bool known = (it->kind == CS_TOML_ARRAY_HEADER &&
                           (strcmp(it->name, "VALIDATORS") == 0 || strcmp(it->name, "HOME_DOMAINS") == 0)) ||
                          is_history_table(it) || is_quorum_table(it);
             if (!known)
                 note_unsupported(&unsupported, it->name);
         }
     }
-    if (rc == 0 && unsupported.oom)
+    if (rc == 0 && unsupported.failed)
         rc = cs_err_set(err, 0, "out of memory");
     if (rc == 0 && unsupported.n)
         rc = cs_err_set(err, 0, "could not unmarshal captive core toml: these fields are not supported by captive core: [%s]",
                         unsupported.p);
-    free(unsupported.p);
+    cs_strbuf_free(&unsupported);
     return rc;
 }
 
@@ -1048,13 +333,13 @@ static int validate(const cs_coretoml *t, const char *passphrase, cs_err *err)
         return invalid(err, "NETWORK_PASSPHRASE in captive core config file: %s does not match passed configuration (%s)",
                        file_pass, passphrase);
 
-    for (size_t i = 0; i < t->n; i++) {
-        const item *it = &t->items[i];
-        if (it->kind != IT_ARRAY_TABLE || strcmp(it->name, "HOME_DOMAINS") != 0)
+    for (size_t i = 0; i < t->doc.n; i++) {
+        const cs_toml_item *it = &t->doc.items[i];
+        if (it->kind != CS_TOML_ARRAY_HEADER || strcmp(it->name, "HOME_DOMAINS") != 0)
             continue;
         const char *hd = table_string(t, i, "HOME_DOMAIN");
         for (size_t j = 0; j < i; j++)
-            if (t->items[j].kind == IT_ARRAY_TABLE && strcmp(t->items[j].name, "HOME_DOMAINS") == 0 &&
+            if (t->doc.items[j].kind == CS_TOML_ARRAY_HEADER && strcmp(t->doc.items[j].name, "HOME_DOMAINS") == 0 &&
                 strcmp(table_string(t, j, "HOME_DOMAIN"), hd) == 0)
                 return invalid(err, "found duplicate home domain in captive core configuration: %s", hd);
         if (!*hd)
@@ -1066,13 +351,13 @@ static int validate(const cs_coretoml *t, const char *passphrase, cs_err *err)
             return invalid(err, "found invalid home domain entry which has an invalid QUALITY value: %s", hd);
     }
 
-    for (size_t i = 0; i < t->n; i++) {
-        const item *it = &t->items[i];
-        if (it->kind != IT_ARRAY_TABLE || strcmp(it->name, "VALIDATORS") != 0)
+    for (size_t i = 0; i < t->doc.n; i++) {
+        const cs_toml_item *it = &t->doc.items[i];
+        if (it->kind != CS_TOML_ARRAY_HEADER || strcmp(it->name, "VALIDATORS") != 0)
             continue;
         const char *name = table_string(t, i, "NAME");
         for (size_t j = 0; j < i; j++)
-            if (t->items[j].kind == IT_ARRAY_TABLE && strcmp(t->items[j].name, "VALIDATORS") == 0 &&
+            if (t->doc.items[j].kind == CS_TOML_ARRAY_HEADER && strcmp(t->doc.items[j].name, "VALIDATORS") == 0 &&
                 strcmp(table_string(t, j, "NAME"), name) == 0)
                 return invalid(err, "found duplicate validator in captive core configuration: %s", name);
         if (!*name)
@@ -1088,8 +373,8 @@ static int validate(const cs_coretoml *t, const char *passphrase, cs_err *err)
         const char *q = table_string(t, i, "QUALITY");
         if (!*q) {
             bool have = false;
-            for (size_t j = 0; j < t->n && !have; j++)
-                have = t->items[j].kind == IT_ARRAY_TABLE && strcmp(t->items[j].name, "HOME_DOMAINS") == 0 &&
+            for (size_t j = 0; j < t->doc.n && !have; j++)
+                have = t->doc.items[j].kind == CS_TOML_ARRAY_HEADER && strcmp(t->doc.items[j].name, "HOME_DOMAINS") == 0 &&
                        strcmp(table_string(t, j, "HOME_DOMAIN"), hd) == 0;
             if (!have)
                 return invalid(err, "found invalid validator entry which is missing a QUALITY value: %s", name);
@@ -1115,14 +400,15 @@ int cs_coretoml_parse(cs_coretoml **out, const char *data, size_t len, const cha
     memcpy(t->data, data, len);
     t->data[len] = 0;
     t->len = len;
-    if (len >= 3 && memcmp(data, "\xEF\xBB\xBF", 3) == 0)
-        t->body = 3;
-    t->insert_at = t->body;
-    if (memchr(data, 0, len)) {
+    if (cs_toml_read(&t->doc, data, len, err) != 0) {
+        if (err && err->kind == CS_TOML_ERR_SYNTAX)
+            cs_err_prefix(err, "could not unmarshal captive core toml: ");
+        if (err)
+            err->kind = 0;
         cs_coretoml_free(t);
-        return cs_err_set(err, 0, "could not unmarshal captive core toml: the file contains a NUL byte");
+        return -1;
     }
-    if (read_items(t, err) != 0 || check_fields(t, err) != 0) {
+    if (check_fields(t, err) != 0) {
         cs_coretoml_free(t);
         return -1;
     }
@@ -1145,11 +431,11 @@ int cs_coretoml_parse(cs_coretoml **out, const char *data, size_t len, const cha
     return 0;
 }
 
-static const item *top_key(const cs_coretoml *t, const char *key)
+static const cs_toml_item *top_key(const cs_coretoml *t, const char *key)
 {
-    for (size_t i = 0; i < t->n; i++)
-        if (t->items[i].kind == IT_KEY && t->items[i].table == -1 && strcmp(t->items[i].name, key) == 0)
-            return &t->items[i];
+    for (size_t i = 0; i < t->doc.n; i++)
+        if (t->doc.items[i].kind == CS_TOML_KEY && t->doc.items[i].table == -1 && strcmp(t->doc.items[i].name, key) == 0)
+            return &t->doc.items[i];
     return NULL;
 }
 
@@ -1160,17 +446,17 @@ bool cs_coretoml_has(const cs_coretoml *t, const char *key)
 
 const char *cs_coretoml_string(const cs_coretoml *t, const char *key)
 {
-    const item *it = top_key(t, key);
-    return it && it->v.kind == V_STRING ? it->v.str : NULL;
+    const cs_toml_item *it = top_key(t, key);
+    return it && it->v.kind == CS_TOML_STRING ? it->v.str : NULL;
 }
 
 bool cs_coretoml_history_configured(const cs_coretoml *t)
 {
-    for (size_t i = 0; i < t->n; i++) {
-        const item *it = &t->items[i];
+    for (size_t i = 0; i < t->doc.n; i++) {
+        const cs_toml_item *it = &t->doc.items[i];
         if (is_history_table(it))
             return true;
-        if (it->kind == IT_ARRAY_TABLE && strcmp(it->name, "VALIDATORS") == 0 && *table_string(t, i, "HISTORY"))
+        if (it->kind == CS_TOML_ARRAY_HEADER && strcmp(it->name, "VALIDATORS") == 0 && *table_string(t, i, "HISTORY"))
             return true;
     }
     return false;
@@ -1178,15 +464,33 @@ bool cs_coretoml_history_configured(const cs_coretoml *t)
 
 bool cs_coretoml_quorum_configured(const cs_coretoml *t)
 {
-    for (size_t i = 0; i < t->n; i++) {
-        const item *it = &t->items[i];
-        if (is_quorum_table(it) || (it->kind == IT_ARRAY_TABLE && strcmp(it->name, "VALIDATORS") == 0))
+    for (size_t i = 0; i < t->doc.n; i++) {
+        const cs_toml_item *it = &t->doc.items[i];
+        if (is_quorum_table(it) || (it->kind == CS_TOML_ARRAY_HEADER && strcmp(it->name, "VALIDATORS") == 0))
             return true;
     }
     return false;
 }
 
 /* ---- generation ----------------------------------------------------------------------------- */
+
+/* A TOML basic string: quotes, with '"', '\\' and control characters escaped. */
+static void toml_string(cs_strbuf *b, const char *s)
+{
+    cs_strbuf_put(b, "\"", 1);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') {
+            char e[2] = {'\\', (char)c};
+            cs_strbuf_put(b, e, 2);
+        } else if (c < 0x20 || c == 0x7f) {
+            cs_strbuf_printf(b, "\\u%04x", c);
+        } else {
+            cs_strbuf_put(b, (const char *)&c, 1);
+        }
+    }
+    cs_strbuf_put(b, "\"", 1);
+}
 
 static bool version_at_least(int major, int minor, int want_major, int want_minor)
 {
@@ -1197,59 +501,59 @@ static bool version_at_least(int major, int minor, int want_major, int want_mino
 
 char *cs_coretoml_generate(const cs_coretoml *t, const cs_coretoml_params *p, size_t *len)
 {
-    sbuf b = {0};
-    sb_puts(&b, "# Generated file, do not edit\n");
-    const char *body = t->data + t->body;
-    size_t head = t->insert_at - t->body;
-    sb_put(&b, body, head);
+    cs_strbuf b = CS_STRBUF_INIT;
+    cs_strbuf_puts(&b, "# Generated file, do not edit\n");
+    const char *body = t->data + t->doc.body;
+    size_t head = t->doc.top_end - t->doc.body;
+    cs_strbuf_put(&b, body, head);
     if (head && body[head - 1] != '\n')
-        sb_put(&b, "\n", 1);
+        cs_strbuf_put(&b, "\n", 1);
 
-    sbuf d = {0};
+    cs_strbuf d = CS_STRBUF_INIT;
 #define ABSENT(k) (!cs_coretoml_has(t, (k)))
     if (ABSENT("NETWORK_PASSPHRASE")) {
-        sb_puts(&d, "NETWORK_PASSPHRASE = ");
-        sb_toml_string(&d, p->network_passphrase ? p->network_passphrase : "");
-        sb_puts(&d, "\n");
+        cs_strbuf_puts(&d, "NETWORK_PASSPHRASE = ");
+        toml_string(&d, p->network_passphrase ? p->network_passphrase : "");
+        cs_strbuf_puts(&d, "\n");
     }
     if (ABSENT("DATABASE"))
-        sb_puts(&d, "DATABASE = \"sqlite3://stellar.db\"\n");
+        cs_strbuf_puts(&d, "DATABASE = \"sqlite3://stellar.db\"\n");
     if (ABSENT("HTTP_PORT"))
-        sb_puts(&d, "HTTP_PORT = 11626\n");
+        cs_strbuf_puts(&d, "HTTP_PORT = 11626\n");
     if (ABSENT("LOG_FILE_PATH"))
-        sb_puts(&d, "LOG_FILE_PATH = \"\"\n");
+        cs_strbuf_puts(&d, "LOG_FILE_PATH = \"\"\n");
     if (ABSENT("FAILURE_SAFETY"))
-        sb_puts(&d, "FAILURE_SAFETY = -1\n");
+        cs_strbuf_puts(&d, "FAILURE_SAFETY = -1\n");
     if (ABSENT("BUCKETLIST_DB_INDEX_PAGE_SIZE_EXPONENT"))
-        sb_puts(&d, "BUCKETLIST_DB_INDEX_PAGE_SIZE_EXPONENT = 12\n");
+        cs_strbuf_puts(&d, "BUCKETLIST_DB_INDEX_PAGE_SIZE_EXPONENT = 12\n");
     if (ABSENT("BUCKETLIST_DB_MEMORY_FOR_CACHING") && version_at_least(p->core_major, p->core_minor, 22, 2))
-        sb_puts(&d, "BUCKETLIST_DB_MEMORY_FOR_CACHING = 0\n");
+        cs_strbuf_puts(&d, "BUCKETLIST_DB_MEMORY_FOR_CACHING = 0\n");
     if (ABSENT("BACKFILL_RESTORE_META") && p->core_protocol >= 23)
-        sb_puts(&d, "BACKFILL_RESTORE_META = true\n");
+        cs_strbuf_puts(&d, "BACKFILL_RESTORE_META = true\n");
     if (ABSENT("ENABLE_SOROBAN_DIAGNOSTIC_EVENTS"))
-        sb_puts(&d, "ENABLE_SOROBAN_DIAGNOSTIC_EVENTS = true\n");
+        cs_strbuf_puts(&d, "ENABLE_SOROBAN_DIAGNOSTIC_EVENTS = true\n");
     if (ABSENT("ENABLE_DIAGNOSTICS_FOR_TX_SUBMISSION"))
-        sb_puts(&d, "ENABLE_DIAGNOSTICS_FOR_TX_SUBMISSION = true\n");
+        cs_strbuf_puts(&d, "ENABLE_DIAGNOSTICS_FOR_TX_SUBMISSION = true\n");
     if (ABSENT("EMIT_SOROBAN_TRANSACTION_META_EXT_V1"))
-        sb_puts(&d, "EMIT_SOROBAN_TRANSACTION_META_EXT_V1 = true\n");
+        cs_strbuf_puts(&d, "EMIT_SOROBAN_TRANSACTION_META_EXT_V1 = true\n");
     if (ABSENT("EMIT_CLASSIC_EVENTS") && p->core_protocol >= 23)
-        sb_puts(&d, "EMIT_CLASSIC_EVENTS = true\n");
+        cs_strbuf_puts(&d, "EMIT_CLASSIC_EVENTS = true\n");
     if (ABSENT("CATCHUP_COMPLETE") && p->catchup_complete)
-        sb_puts(&d, "CATCHUP_COMPLETE = true\n");
+        cs_strbuf_puts(&d, "CATCHUP_COMPLETE = true\n");
 #undef ABSENT
     if (d.n) {
-        sb_puts(&b, "# Defaults added by corestreamd for the keys this file does not set\n");
-        sb_put(&b, d.p, d.n);
+        cs_strbuf_puts(&b, "# Defaults added by corestreamd for the keys this file does not set\n");
+        cs_strbuf_put(&b, d.p, d.n);
     }
-    if (d.oom)
-        b.oom = true;
-    free(d.p);
+    if (d.failed)
+        b.failed = true; /* a default went missing: the file would be wrong */
+    cs_strbuf_free(&d);
 
-    size_t tail = t->len - t->insert_at;
+    size_t tail = t->len - t->doc.top_end;
     if (tail) {
-        sb_put(&b, t->data + t->insert_at, tail);
+        cs_strbuf_put(&b, t->data + t->doc.top_end, tail);
         if (t->data[t->len - 1] != '\n')
-            sb_put(&b, "\n", 1);
+            cs_strbuf_put(&b, "\n", 1);
     }
     if (!cs_coretoml_history_configured(t)) {
         for (size_t i = 0; i < p->nurls; i++) {
@@ -1259,22 +563,16 @@ char *cs_coretoml_generate(const cs_coretoml *t, const cs_coretoml_params *p, si
                 un--; /* strings.TrimSuffix(url, "/") */
             char *get = NULL;
             if (asprintf(&get, "curl -sf %.*s/{0} -o {1}", (int)un, u) < 0) {
-                b.oom = true;
+                b.failed = true;
                 break;
             }
-            sb_printf(&b, "\n[HISTORY.h%zu]\nget = ", i);
-            sb_toml_string(&b, get);
-            sb_puts(&b, "\n");
+            cs_strbuf_printf(&b, "\n[HISTORY.h%zu]\nget = ", i);
+            toml_string(&b, get);
+            cs_strbuf_puts(&b, "\n");
             free(get);
         }
     }
-    if (b.oom) {
-        free(b.p);
-        return NULL;
-    }
-    if (len)
-        *len = b.n;
-    return b.p;
+    return cs_strbuf_take(&b, len);
 }
 
 /* ---- `stellar-core version` ----------------------------------------------------------------- */

@@ -1,10 +1,9 @@
-/* The operator's captive-core toml, read line by line (CAPTIVE.md 2, PORTSPEC 1.4d).
+/* The operator's captive-core toml (CAPTIVE.md 2, PORTSPEC 1.4d): the Go SDK's rules for it and
+ * the stellar-core.conf generated from it.
  *
- * This is not a general TOML library. It reads what captive-core configs contain — top-level
- * `KEY = value` lines (basic and literal strings, including the multi-line forms, integers,
- * floats, booleans, dates, arrays that may span lines and hold comments, inline tables), comments,
- * and table headers ([HISTORY.x], [QUORUM_SET…], [[VALIDATORS]], [[HOME_DOMAINS]]) — well enough
- * to apply the Go SDK's rules for a Strict captive-core toml:
+ * The text is read by toml.h (top-level `KEY = value` lines, comments, and table headers such as
+ * [HISTORY.x], [QUORUM_SET…], [[VALIDATORS]], [[HOME_DOMAINS]]); this file applies the Go SDK's
+ * rules for a Strict captive-core toml on the items it returns:
  *   - syntax errors, duplicate keys and duplicate tables are refused;
  *   - a top-level key outside the SDK's whitelist, a [[VALIDATORS]] / [[HOME_DOMAINS]] key outside
  *     theirs, or any other table is refused, naming it (METADATA_OUTPUT_STREAM, NODE_SEED,

@@ -10,18 +10,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/child.h"
+#include "common/clock.h"
 #include "common/goquote.h"
 #include "common/log.h"
 #include "corestream/wire.h"
-#include "common/child.h"
 #include "corestreamd/sources/pipe/framereader.h"
 #include "corestreamd/sources/pipe/xdrwalk.h"
-
-extern char **environ;
 
 typedef struct pipe_source {
     cs_source base;
@@ -56,74 +53,6 @@ int cs_pipe_set_size(int fd, int want, int *got)
     return rc;
 }
 
-/* Go's names for signals (syscall's table on Linux), as ProcessState.String prints them. */
-static const char *go_signal_name(int sig, char *buf, size_t len)
-{
-    static const char *const names[] = {
-        [SIGHUP] = "hangup",
-        [SIGINT] = "interrupt",
-        [SIGQUIT] = "quit",
-        [SIGILL] = "illegal instruction",
-        [SIGTRAP] = "trace/breakpoint trap",
-        [SIGABRT] = "aborted",
-        [SIGBUS] = "bus error",
-        [SIGFPE] = "floating point exception",
-        [SIGKILL] = "killed",
-        [SIGUSR1] = "user defined signal 1",
-        [SIGSEGV] = "segmentation fault",
-        [SIGUSR2] = "user defined signal 2",
-        [SIGPIPE] = "broken pipe",
-        [SIGALRM] = "alarm clock",
-        [SIGTERM] = "terminated",
-        [SIGSTKFLT] = "stack fault",
-        [SIGCHLD] = "child exited",
-        [SIGCONT] = "continued",
-        [SIGSTOP] = "stopped (signal)",
-        [SIGTSTP] = "stopped",
-        [SIGTTIN] = "stopped (tty input)",
-        [SIGTTOU] = "stopped (tty output)",
-        [SIGURG] = "urgent I/O condition",
-        [SIGXCPU] = "CPU time limit exceeded",
-        [SIGXFSZ] = "file size limit exceeded",
-        [SIGVTALRM] = "virtual timer expired",
-        [SIGPROF] = "profiling timer expired",
-        [SIGWINCH] = "window changed",
-        [SIGIO] = "I/O possible",
-        [SIGPWR] = "power failure",
-        [SIGSYS] = "bad system call",
-    };
-    if (sig > 0 && (size_t)sig < sizeof names / sizeof names[0] && names[sig])
-        return names[sig];
-    snprintf(buf, len, "signal %d", sig);
-    return buf;
-}
-
-/* os.ProcessState.String: "exit status N", "signal: killed", "signal: aborted (core dumped)". */
-void cs_wait_status_string(int st, char *buf, size_t len)
-{
-    char sig[32];
-    if (WIFEXITED(st))
-        snprintf(buf, len, "exit status %d", WEXITSTATUS(st));
-    else if (WIFSIGNALED(st))
-        snprintf(buf, len, "signal: %s%s", go_signal_name(WTERMSIG(st), sig, sizeof sig),
-                 WCOREDUMP(st) ? " (core dumped)" : "");
-    else
-        snprintf(buf, len, "wait status %#x", (unsigned)st);
-}
-
-static void exit_string(const pipe_source *ps, char *buf, size_t len)
-{
-    if (ps->child.wait_errno)
-        snprintf(buf, len, "wait: %s", strerror(ps->child.wait_errno));
-    else
-        cs_wait_status_string(ps->child.status, buf, len);
-}
-
-static bool exited_ok(const pipe_source *ps)
-{
-    return !ps->child.wait_errno && WIFEXITED(ps->child.status) && WEXITSTATUS(ps->child.status) == 0;
-}
-
 /* SIGTERM the group once, as Go's CommandContext does on cancel. */
 static void terminate_group(pipe_source *ps)
 {
@@ -137,48 +66,18 @@ static void terminate_group(pipe_source *ps)
 static int spawn(pipe_source *ps, const char *cmd, int wfd, cs_err *err)
 {
     posix_spawn_file_actions_t fa;
-    posix_spawnattr_t at;
     int rc = posix_spawn_file_actions_init(&fa);
-    if (rc != 0)
-        goto out;
-    rc = posix_spawnattr_init(&at);
-    if (rc != 0) {
-        posix_spawn_file_actions_destroy(&fa);
-        goto out;
-    }
-    /* wfd is never 3 itself (the caller moved it), so dup2 always clears O_CLOEXEC on fd 3. */
-    rc = posix_spawn_file_actions_adddup2(&fa, wfd, 3);
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
-    /* Like Go's exec: the child gets fds 0-3 and nothing else. */
-    if (rc == 0)
-        rc = posix_spawn_file_actions_addclosefrom_np(&fa, 4);
-#endif
-    sigset_t none, dfl;
-    sigemptyset(&none);
-    sigemptyset(&dfl);
-    /* The daemon blocks SIGINT/SIGTERM in every thread and ignores SIGPIPE; the command must get
-     * them back, or the group SIGTERM does nothing and a writer whose reader went away spins on
-     * EPIPE instead of dying. */
-    int defaults[] = {SIGHUP, SIGINT, SIGQUIT, SIGPIPE, SIGTERM};
-    for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++)
-        sigaddset(&dfl, defaults[i]);
-    if (rc == 0)
-        rc = posix_spawnattr_setsigmask(&at, &none);
-    if (rc == 0)
-        rc = posix_spawnattr_setsigdefault(&at, &dfl);
-    if (rc == 0)
-        rc = posix_spawnattr_setpgroup(&at, 0);
-    if (rc == 0)
-        rc = posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
-                                               POSIX_SPAWN_SETPGROUP);
     if (rc == 0) {
+        /* wfd is never 3 itself (the caller moved it), so dup2 always clears O_CLOEXEC on fd 3. */
+        rc = posix_spawn_file_actions_adddup2(&fa, wfd, 3);
         char sh[] = "sh", dash_c[] = "-c";
         char *argv[] = {sh, dash_c, (char *)cmd, NULL};
-        rc = posix_spawnp(&ps->child.pid, "sh", &fa, &at, argv, environ);
+        /* Fds 0-3 only, and a group of its own so that teardown's signals reach the whole
+         * pipeline. */
+        if (rc == 0)
+            rc = cs_child_spawn(&ps->child, "sh", argv, &fa, 4, true);
+        posix_spawn_file_actions_destroy(&fa);
     }
-    posix_spawnattr_destroy(&at);
-    posix_spawn_file_actions_destroy(&fa);
-out:
     if (rc == ENOENT)
         return cs_err_set(err, 0, "pipe source: start %s: exec: \"sh\": executable file not found in $PATH",
                           ps->quoted_cmd);
@@ -221,10 +120,10 @@ static int pipe_next(cs_source *s, cs_emission *em, cs_err *err)
         if (cs_child_wait(&ps->child, -1, ps->cancel, -1) < 0 || cs_cancel_is_set(ps->cancel))
             return cancelled(ps, err);
         ps->done = true;
-        if (exited_ok(ps))
+        if (cs_child_exited_ok(&ps->child))
             return 0;
         char why[128];
-        exit_string(ps, why, sizeof why);
+        cs_child_status_string(&ps->child, why, sizeof why);
         return cs_err_set(err, 0, "pipe source: %s exited: %s", ps->quoted_cmd, why);
     }
     if (r < 0)
@@ -299,18 +198,6 @@ static const cs_source_ops pipe_ops = {
     .destroy = pipe_destroy,
 };
 
-/* Moves fd to a number above 3 (close-on-exec), so the child's dup2 onto 3 is a real dup. */
-static int fd_above_3(int fd)
-{
-    if (fd > 3)
-        return fd;
-    int moved = fcntl(fd, F_DUPFD_CLOEXEC, 4);
-    int e = errno;
-    close(fd);
-    errno = e;
-    return moved;
-}
-
 int cs_pipe_source_new(cs_source **out, const char *cmd, int64_t pipe_size, cs_cancel *cancel,
                        cs_err *err)
 {
@@ -336,7 +223,7 @@ int cs_pipe_source_new(cs_source **out, const char *cmd, int64_t pipe_size, cs_c
         return -1;
     }
     ps->rfd = p[0];
-    int wfd = fd_above_3(p[1]);
+    int wfd = cs_child_fd_above_3(p[1]);
     if (wfd < 0) {
         cs_err_set(err, 0, "pipe source: %s", strerror(errno));
         pipe_destroy(&ps->base);
@@ -363,13 +250,9 @@ int cs_pipe_source_new(cs_source **out, const char *cmd, int64_t pipe_size, cs_c
     /* The parent must not hold the write end, or EOF never arrives. */
     close(wfd);
     if (rc != 0) {
-        ps->child.pid = -1;
         pipe_destroy(&ps->base);
         return -1;
     }
-#ifdef SYS_pidfd_open
-    ps->child.pidfd = (int)syscall(SYS_pidfd_open, ps->child.pid, 0);
-#endif
     *out = &ps->base;
     return 0;
 }

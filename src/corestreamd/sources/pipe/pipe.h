@@ -37,10 +37,6 @@ int cs_pipe_source_new(cs_source **out, const char *cmd, int64_t pipe_size, cs_c
 /* Child PID and process group (the same number) of a live source, for tests; -1 once reaped. */
 int cs_pipe_source_pid(const cs_source *s);
 
-/* os.ProcessState.String of a waitpid status, with Go's signal names: "exit status N",
- * "signal: killed", "signal: aborted (core dumped)". Shared with the captive source. */
-void cs_wait_status_string(int status, char *buf, size_t len);
-
 /* Sets the kernel buffer of the pipe fd belongs to (want > 0) and reports the size it has
  * afterwards in *got. Returns 0, or -1 with errno set when the resize (or the query) failed —
  * for an unprivileged process asking past /proc/sys/fs/pipe-max-size that is EPERM. */
