@@ -9,79 +9,9 @@
 #include <string.h>
 
 #include "common/goquote.h"
+#include "common/strbuf.h"
 #include "corestream/wire.h"
 
-/* ---- a growable byte string ------------------------------------------------------------------ */
-
-typedef struct sb {
-    char *p;
-    size_t len, cap;
-    bool oom;
-} sb;
-
-static void sb_putn(sb *b, const char *s, size_t n)
-{
-    if (b->oom)
-        return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    if (n)
-        memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-static void sb_puts(sb *b, const char *s) { sb_putn(b, s, strlen(s)); }
-static void sb_putc(sb *b, char c) { sb_putn(b, &c, 1); }
-
-/* Hands the string over (NUL-terminated, "" for an empty one); NULL when memory ran out. */
-static char *sb_take(sb *b)
-{
-    if (!b->oom && !b->p)
-        sb_putn(b, "", 0);
-    if (b->oom) {
-        free(b->p);
-        b->p = NULL;
-        return NULL;
-    }
-    char *p = b->p;
-    b->p = NULL;
-    b->len = b->cap = 0;
-    return p;
-}
-
-static void sb_free(sb *b)
-{
-    free(b->p);
-    b->p = NULL;
-    b->len = b->cap = 0;
-}
-
-/* Appends strconv.Quote of s[0..n) (net/url and the prototype's messages quote with %q). */
-static void quote_into(sb *b, const char *s, size_t n)
-{
-    if (b->oom)
-        return;
-    size_t q = cs_go_quote_n(NULL, 0, s, n);
-    char *tmp = malloc(q + 1);
-    if (!tmp) {
-        b->oom = true;
-        return;
-    }
-    cs_go_quote_n(tmp, q + 1, s, n);
-    sb_putn(b, tmp, q);
-    free(tmp);
-}
 
 /* ---- net/url: escaping ------------------------------------------------------------------------ */
 
@@ -155,7 +85,7 @@ static unsigned unhex(unsigned char c)
 
 /* net/url's unescape: appends the decoded s to out, or describes the error in detail (the text
  * url.Error wraps: `invalid URL escape "%zz"`, `invalid character " " in host name`). */
-static int unescape(const char *s, size_t n, enc_mode mode, sb *out, sb *detail)
+static int unescape(const char *s, size_t n, enc_mode mode, cs_strbuf *out, cs_strbuf *detail)
 {
     const unsigned char *u = (const unsigned char *)s;
     for (size_t i = 0; i < n;) {
@@ -163,31 +93,31 @@ static int unescape(const char *s, size_t n, enc_mode mode, sb *out, sb *detail)
         if (c == '%') {
             if (i + 2 >= n || !is_hex(u[i + 1]) || !is_hex(u[i + 2])) {
                 size_t k = n - i < 3 ? n - i : 3;
-                sb_puts(detail, "invalid URL escape ");
-                quote_into(detail, s + i, k);
+                cs_strbuf_puts(detail, "invalid URL escape ");
+                cs_go_quote_put_n(detail, s + i, k);
                 return -1;
             }
             unsigned v = unhex(u[i + 1]) << 4 | unhex(u[i + 2]);
             bool pct25 = u[i + 1] == '2' && u[i + 2] == '5';
             if ((mode == ENC_HOST && unhex(u[i + 1]) < 8 && !pct25) ||
                 (mode == ENC_ZONE && !pct25 && v != ' ' && should_escape((unsigned char)v, ENC_HOST))) {
-                sb_puts(detail, "invalid URL escape ");
-                quote_into(detail, s + i, 3);
+                cs_strbuf_puts(detail, "invalid URL escape ");
+                cs_go_quote_put_n(detail, s + i, 3);
                 return -1;
             }
-            sb_putc(out, (char)v);
+            cs_strbuf_putc(out, (char)v);
             i += 3;
         } else if (c == '+') {
-            sb_putc(out, mode == ENC_QUERY ? ' ' : '+');
+            cs_strbuf_putc(out, mode == ENC_QUERY ? ' ' : '+');
             i++;
         } else {
             if ((mode == ENC_HOST || mode == ENC_ZONE) && c < 0x80 && should_escape(c, mode)) {
-                sb_puts(detail, "invalid character ");
-                quote_into(detail, s + i, 1);
-                sb_puts(detail, " in host name");
+                cs_strbuf_puts(detail, "invalid character ");
+                cs_go_quote_put_n(detail, s + i, 1);
+                cs_strbuf_puts(detail, " in host name");
                 return -1;
             }
-            sb_putc(out, (char)c);
+            cs_strbuf_putc(out, (char)c);
             i++;
         }
     }
@@ -195,18 +125,18 @@ static int unescape(const char *s, size_t n, enc_mode mode, sb *out, sb *detail)
 }
 
 /* net/url's escape. */
-static void escape_into(sb *out, const char *s, size_t n, enc_mode mode)
+static void escape_into(cs_strbuf *out, const char *s, size_t n, enc_mode mode)
 {
     static const char hex[] = "0123456789ABCDEF";
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         if (!should_escape(c, mode)) {
-            sb_putc(out, (char)c);
+            cs_strbuf_putc(out, (char)c);
         } else if (c == ' ' && mode == ENC_QUERY) {
-            sb_putc(out, '+');
+            cs_strbuf_putc(out, '+');
         } else {
             char e[3] = {'%', hex[c >> 4], hex[c & 15]};
-            sb_putn(out, e, 3);
+            cs_strbuf_put(out, e, 3);
         }
     }
 }
@@ -231,12 +161,12 @@ static bool valid_encoded(const char *s, size_t n, enc_mode mode)
 /* The printed form of a path or fragment written as raw (already unescaped successfully): the raw
  * text when it is a valid encoding (RawPath / RawFragment), otherwise the canonical escape of the
  * decoded text. */
-static void escaped_form(sb *out, const char *raw, size_t n, const sb *decoded, enc_mode mode)
+static void escaped_form(cs_strbuf *out, const char *raw, size_t n, const cs_strbuf *decoded, enc_mode mode)
 {
     if (valid_encoded(raw, n, mode))
-        sb_putn(out, raw, n);
+        cs_strbuf_put(out, raw, n);
     else
-        escape_into(out, decoded->p ? decoded->p : "", decoded->len, mode);
+        escape_into(out, decoded->p ? decoded->p : "", decoded->n, mode);
 }
 
 /* ---- net/url: parsing ------------------------------------------------------------------------- */
@@ -279,19 +209,19 @@ static const char *find_last(const char *s, size_t n, char c)
 }
 
 /* parseHost: decodes the host (brackets and port included, as Go keeps them in u.Host). */
-static int parse_host(const char *h, size_t n, sb *host, sb *detail)
+static int parse_host(const char *h, size_t n, cs_strbuf *host, cs_strbuf *detail)
 {
     if (n > 0 && h[0] == '[') {
         const char *rb = find_last(h, n, ']');
         if (!rb) {
-            sb_puts(detail, "missing ']' in host");
+            cs_strbuf_puts(detail, "missing ']' in host");
             return -1;
         }
         size_t i = (size_t)(rb - h);
         if (!valid_optional_port(rb + 1, n - i - 1)) {
-            sb_puts(detail, "invalid port ");
-            quote_into(detail, rb + 1, n - i - 1);
-            sb_puts(detail, " after host");
+            cs_strbuf_puts(detail, "invalid port ");
+            cs_go_quote_put_n(detail, rb + 1, n - i - 1);
+            cs_strbuf_puts(detail, " after host");
             return -1;
         }
         const char *zone = NULL;
@@ -310,19 +240,19 @@ static int parse_host(const char *h, size_t n, sb *host, sb *detail)
     } else {
         const char *colon = find_last(h, n, ':');
         if (colon && !valid_optional_port(colon, n - (size_t)(colon - h))) {
-            sb_puts(detail, "invalid port ");
-            quote_into(detail, colon, n - (size_t)(colon - h));
-            sb_puts(detail, " after host");
+            cs_strbuf_puts(detail, "invalid port ");
+            cs_go_quote_put_n(detail, colon, n - (size_t)(colon - h));
+            cs_strbuf_puts(detail, " after host");
             return -1;
         }
     }
     return unescape(h, n, ENC_HOST, host, detail);
 }
 
-static void set_err(cs_err *err, sb *msg)
+static void set_err(cs_err *err, cs_strbuf *msg)
 {
-    cs_err_set(err, RL_ERR_INVALID, "%s", msg->oom ? "remoteledger: out of memory" : msg->p);
-    sb_free(msg);
+    cs_err_set(err, RL_ERR_INVALID, "%s", msg->failed ? "remoteledger: out of memory" : msg->p);
+    cs_strbuf_free(msg);
 }
 
 static int url_error(cs_err *err, const char *raw, const char *rest_fmt, ...)
@@ -330,30 +260,30 @@ static int url_error(cs_err *err, const char *raw, const char *rest_fmt, ...)
 
 static int url_error(cs_err *err, const char *raw, const char *rest_fmt, ...)
 {
-    sb m = {0};
-    sb_puts(&m, "remoteledger: url ");
-    quote_into(&m, raw, strlen(raw));
+    cs_strbuf m = {0};
+    cs_strbuf_puts(&m, "remoteledger: url ");
+    cs_go_quote_put_n(&m, raw, strlen(raw));
     char tail[256];
     va_list ap;
     va_start(ap, rest_fmt);
     vsnprintf(tail, sizeof tail, rest_fmt, ap);
     va_end(ap);
-    sb_puts(&m, tail);
+    cs_strbuf_puts(&m, tail);
     set_err(err, &m);
     return -1;
 }
 
 /* `remoteledger: invalid url "<raw>": parse "<which>": <detail>` */
-static int parse_error(cs_err *err, const char *raw, const char *which, size_t which_len, sb *detail)
+static int parse_error(cs_err *err, const char *raw, const char *which, size_t which_len, cs_strbuf *detail)
 {
-    sb m = {0};
-    sb_puts(&m, "remoteledger: invalid url ");
-    quote_into(&m, raw, strlen(raw));
-    sb_puts(&m, ": parse ");
-    quote_into(&m, which, which_len);
-    sb_puts(&m, ": ");
-    sb_putn(&m, detail->p ? detail->p : "", detail->len);
-    sb_free(detail);
+    cs_strbuf m = {0};
+    cs_strbuf_puts(&m, "remoteledger: invalid url ");
+    cs_go_quote_put_n(&m, raw, strlen(raw));
+    cs_strbuf_puts(&m, ": parse ");
+    cs_go_quote_put_n(&m, which, which_len);
+    cs_strbuf_puts(&m, ": ");
+    cs_strbuf_put(&m, detail->p ? detail->p : "", detail->n);
+    cs_strbuf_free(detail);
     set_err(err, &m);
     return -1;
 }
@@ -391,7 +321,7 @@ int rli_url_parse(rli_url *u, const char *raw, cs_err *err)
 {
     memset(u, 0, sizeof *u);
     size_t rawlen = strlen(raw);
-    sb detail = {0}, scratch = {0};
+    cs_strbuf detail = {0}, scratch = {0};
     int rc = -1;
 
     /* url.Parse: the fragment is cut off first; errors before it quote the URL without it. */
@@ -401,7 +331,7 @@ int rli_url_parse(rli_url *u, const char *raw, cs_err *err)
     for (size_t i = 0; i < ulen; i++) {
         unsigned char c = (unsigned char)raw[i];
         if (c < 0x20 || c == 0x7f) {
-            sb_puts(&detail, "net/url: invalid control character in URL");
+            cs_strbuf_puts(&detail, "net/url: invalid control character in URL");
             return parse_error(err, raw, raw, ulen, &detail);
         }
     }
@@ -420,7 +350,7 @@ int rli_url_parse(rli_url *u, const char *raw, cs_err *err)
         }
         if (c == ':') {
             if (i == 0) {
-                sb_puts(&detail, "missing protocol scheme");
+                cs_strbuf_puts(&detail, "missing protocol scheme");
                 return parse_error(err, raw, raw, ulen, &detail);
             }
             scheme_len = i;
@@ -462,7 +392,7 @@ int rli_url_parse(rli_url *u, const char *raw, cs_err *err)
             const char *colon = memchr(rest, ':', restlen);
             const char *slash = memchr(rest, '/', restlen);
             if (colon && (!slash || colon < slash)) {
-                sb_puts(&detail, "first path segment in URL cannot contain colon");
+                cs_strbuf_puts(&detail, "first path segment in URL cannot contain colon");
                 return parse_error(err, raw, raw, ulen, &detail);
             }
         }
@@ -476,7 +406,7 @@ int rli_url_parse(rli_url *u, const char *raw, cs_err *err)
         pathlen = restlen - 2 - authlen;
     }
 
-    sb host = {0}, user = {0}, pass = {0}, dpath = {0}, dfrag = {0};
+    cs_strbuf host = {0}, user = {0}, pass = {0}, dpath = {0}, dfrag = {0};
     bool has_user = false, has_pass = false;
     if (auth) {
         const char *at = find_last(auth, authlen, '@');
@@ -487,7 +417,7 @@ int rli_url_parse(rli_url *u, const char *raw, cs_err *err)
         if (at) {
             size_t ul = (size_t)(at - auth);
             if (!valid_userinfo(auth, ul)) {
-                sb_puts(&detail, "net/url: invalid userinfo");
+                cs_strbuf_puts(&detail, "net/url: invalid userinfo");
                 goto parse_fail;
             }
             const char *colon = memchr(auth, ':', ul);
@@ -506,11 +436,11 @@ int rli_url_parse(rli_url *u, const char *raw, cs_err *err)
         goto parse_fail;
     if (hash && unescape(hash + 1, rawlen - ulen - 1, ENC_FRAGMENT, &dfrag, &detail)) {
         /* setFragment errors quote the whole URL */
-        sb_free(&host);
-        sb_free(&user);
-        sb_free(&pass);
-        sb_free(&dpath);
-        sb_free(&dfrag);
+        cs_strbuf_free(&host);
+        cs_strbuf_free(&user);
+        cs_strbuf_free(&pass);
+        cs_strbuf_free(&dpath);
+        cs_strbuf_free(&dfrag);
         return parse_error(err, raw, raw, rawlen, &detail);
     }
 
@@ -528,7 +458,7 @@ int rli_url_parse(rli_url *u, const char *raw, cs_err *err)
         goto out;
     }
     /* Step 3: a host. */
-    if (host.len == 0) {
+    if (host.n == 0) {
         url_error(err, raw, " has no host");
         goto out;
     }
@@ -537,13 +467,13 @@ int rli_url_parse(rli_url *u, const char *raw, cs_err *err)
     u->scheme = dup_n(ws_scheme, strlen(ws_scheme));
 
     /* Printed host: escape(u.Host, encodeHost). */
-    escape_into(&scratch, host.p, host.len, ENC_HOST);
-    u->host = sb_take(&scratch);
+    escape_into(&scratch, host.p, host.n, ENC_HOST);
+    u->host = cs_strbuf_take(&scratch, NULL);
 
     /* Dial target: Hostname() and Port(). */
     {
         const char *hp = host.p;
-        size_t hn = host.len;
+        size_t hn = host.n;
         const char *portp = NULL;
         size_t portn = 0;
         const char *name = hp;
@@ -575,26 +505,26 @@ int rli_url_parse(rli_url *u, const char *raw, cs_err *err)
     }
 
     if (has_user) {
-        escape_into(&scratch, user.p ? user.p : "", user.len, ENC_USERPASS);
+        escape_into(&scratch, user.p ? user.p : "", user.n, ENC_USERPASS);
         if (has_pass) {
-            sb_putc(&scratch, ':');
-            escape_into(&scratch, pass.p ? pass.p : "", pass.len, ENC_USERPASS);
+            cs_strbuf_putc(&scratch, ':');
+            escape_into(&scratch, pass.p ? pass.p : "", pass.n, ENC_USERPASS);
         }
-        u->userinfo = sb_take(&scratch);
+        u->userinfo = cs_strbuf_take(&scratch, NULL);
     }
 
     /* Step 4: the path. */
-    if (dpath.len == 0 || (dpath.len == 1 && dpath.p[0] == '/'))
-        sb_puts(&scratch, CS_WIRE_STREAM_PATH);
+    if (dpath.n == 0 || (dpath.n == 1 && dpath.p[0] == '/'))
+        cs_strbuf_puts(&scratch, CS_WIRE_STREAM_PATH);
     else
         escaped_form(&scratch, path, pathlen, &dpath, ENC_PATH);
-    u->path = sb_take(&scratch);
+    u->path = cs_strbuf_take(&scratch, NULL);
 
     if (query)
         u->raw_query = dup_n(query, querylen);
     if (hash) {
         escaped_form(&scratch, hash + 1, rawlen - ulen - 1, &dfrag, ENC_FRAGMENT);
-        u->fragment = sb_take(&scratch);
+        u->fragment = cs_strbuf_take(&scratch, NULL);
     }
     if (!u->scheme || !u->host || !u->hostname || !u->path || (has_user && !u->userinfo) ||
         (query && !u->raw_query) || (hash && !u->fragment)) {
@@ -608,13 +538,13 @@ int rli_url_parse(rli_url *u, const char *raw, cs_err *err)
 parse_fail:
     parse_error(err, raw, raw, ulen, &detail);
 out:
-    sb_free(&host);
-    sb_free(&user);
-    sb_free(&pass);
-    sb_free(&dpath);
-    sb_free(&dfrag);
-    sb_free(&scratch);
-    sb_free(&detail);
+    cs_strbuf_free(&host);
+    cs_strbuf_free(&user);
+    cs_strbuf_free(&pass);
+    cs_strbuf_free(&dpath);
+    cs_strbuf_free(&dfrag);
+    cs_strbuf_free(&scratch);
+    cs_strbuf_free(&detail);
     return rc;
 }
 
@@ -676,22 +606,22 @@ static int parse_query(const char *q, size_t n, qpair **out, size_t *count)
             continue;
         const char *eq = memchr(seg, '=', sl);
         size_t kl = eq ? (size_t)(eq - seg) : sl;
-        sb k = {0}, val = {0}, detail = {0};
+        cs_strbuf k = {0}, val = {0}, detail = {0};
         int bad = unescape(seg, kl, ENC_QUERY, &k, &detail);
         if (!bad && eq)
             bad = unescape(eq + 1, sl - kl - 1, ENC_QUERY, &val, &detail);
-        sb_free(&detail);
+        cs_strbuf_free(&detail);
         if (bad) {
-            sb_free(&k);
-            sb_free(&val);
+            cs_strbuf_free(&k);
+            cs_strbuf_free(&val);
             continue;
         }
         if (len == cap) {
             size_t nc = cap ? cap * 2 : 8;
             qpair *nv = realloc(v, nc * sizeof *nv);
             if (!nv) {
-                sb_free(&k);
-                sb_free(&val);
+                cs_strbuf_free(&k);
+                cs_strbuf_free(&val);
                 free_pairs(v, len);
                 return -1;
             }
@@ -699,10 +629,10 @@ static int parse_query(const char *q, size_t n, qpair **out, size_t *count)
             cap = nc;
         }
         qpair *p = &v[len];
-        p->kl = k.len;
-        p->vl = val.len;
-        p->k = sb_take(&k);
-        p->v = sb_take(&val);
+        p->kl = k.n;
+        p->vl = val.n;
+        p->k = cs_strbuf_take(&k, NULL);
+        p->v = cs_strbuf_take(&val, NULL);
         p->order = len;
         len++;
         if (!p->k || !p->v) {
@@ -780,36 +710,36 @@ int rli_endpoint_build(const rli_url *u, rl_range r, char **endpoint, char **tar
         pairs[i].order = i;
     qsort(pairs, n, sizeof *pairs, qpair_cmp);
 
-    sb q = {0};
+    cs_strbuf q = {0};
     for (size_t i = 0; i < n; i++) {
         if (i)
-            sb_putc(&q, '&');
+            cs_strbuf_putc(&q, '&');
         escape_into(&q, pairs[i].k, pairs[i].kl, ENC_QUERY);
-        sb_putc(&q, '=');
+        cs_strbuf_putc(&q, '=');
         escape_into(&q, pairs[i].v, pairs[i].vl, ENC_QUERY);
     }
     free_pairs(pairs, n);
 
-    sb t = {0}, e = {0};
-    sb_puts(&t, u->path);
-    sb_putc(&t, '?');
-    sb_putn(&t, q.p ? q.p : "", q.len);
+    cs_strbuf t = {0}, e = {0};
+    cs_strbuf_puts(&t, u->path);
+    cs_strbuf_putc(&t, '?');
+    cs_strbuf_put(&t, q.p ? q.p : "", q.n);
 
-    sb_puts(&e, u->scheme);
-    sb_puts(&e, "://");
+    cs_strbuf_puts(&e, u->scheme);
+    cs_strbuf_puts(&e, "://");
     if (u->userinfo) {
-        sb_puts(&e, u->userinfo);
-        sb_putc(&e, '@');
+        cs_strbuf_puts(&e, u->userinfo);
+        cs_strbuf_putc(&e, '@');
     }
-    sb_puts(&e, u->host);
-    sb_putn(&e, t.p ? t.p : "", t.len);
+    cs_strbuf_puts(&e, u->host);
+    cs_strbuf_put(&e, t.p ? t.p : "", t.n);
     if (u->fragment && u->fragment[0]) {
-        sb_putc(&e, '#');
-        sb_puts(&e, u->fragment);
+        cs_strbuf_putc(&e, '#');
+        cs_strbuf_puts(&e, u->fragment);
     }
-    sb_free(&q);
-    *target = sb_take(&t);
-    *endpoint = sb_take(&e);
+    cs_strbuf_free(&q);
+    *target = cs_strbuf_take(&t, NULL);
+    *endpoint = cs_strbuf_take(&e, NULL);
     if (!*target || !*endpoint) {
         free(*target);
         free(*endpoint);
