@@ -263,15 +263,6 @@ static void *server_main(void *arg)
     return NULL;
 }
 
-static int go_errno(cs_err *err, const char *op, const char *path, int e)
-{
-    char why[256];
-    snprintf(why, sizeof why, "%s", strerror(e));
-    if (why[0] >= 'A' && why[0] <= 'Z' && !(why[1] >= 'A' && why[1] <= 'Z'))
-        why[0] = (char)(why[0] - 'A' + 'a');
-    return cs_err_set(err, 0, "%s %s: %s", op, path, why);
-}
-
 /* A synthetic corestreamd in this process over 127.0.0.1, its source held until the client is
  * subscribed so every ledger is delivered live. */
 static int run_loopback(const br_options *o, progress *prog, br_collector **out, cs_err *err)
@@ -283,8 +274,10 @@ static int run_loopback(const br_options *o, progress *prog, br_collector **out,
     char dir[PATH_MAX], ring_dir[PATH_MAX + 16];
     snprintf(dir, sizeof dir, "%s/benchrunner-loopback-XXXXXX", tmp);
     if (!mkdtemp(dir)) {
+        int e = errno;
+        char why[128];
         snprintf(dir, sizeof dir, "%s/benchrunner-loopback-*", tmp);
-        return go_errno(err, "mkdirtemp", dir, errno);
+        return cs_err_set(err, 0, "mkdirtemp %s: %s", dir, cs_go_errno(e, why, sizeof why));
     }
     snprintf(ring_dir, sizeof ring_dir, "%s/ledgers", dir);
 
