@@ -1,7 +1,7 @@
 # The two commands a new user types (see README.md):
 #   make run    set up, build, and run the loopback demo that streams and measures
 #   make test   set up, then build and run the whole suite: plain, ASan+UBSan, TSan for the
-#               concurrency tests, and a bounded libFuzzer run of the pipe tap's parsers
+#               concurrency tests, and a bounded libFuzzer run of each parser of untrusted input
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
@@ -13,7 +13,7 @@ setup:
 	@scripts/setup.sh
 
 build: setup
-	cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCS_ASAN=OFF -DCS_TSAN=OFF $(CMAKE_FLAGS) >/dev/null
+	cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCS_ASAN=OFF -DCS_TSAN=OFF -DCS_WERROR=ON $(CMAKE_FLAGS) >/dev/null
 	cmake --build build -j $(JOBS)
 
 run: build
@@ -23,23 +23,23 @@ test: setup
 	$(MAKE) test-plain test-asan test-tsan test-fuzz
 
 test-plain:
-	cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCS_ASAN=OFF -DCS_TSAN=OFF $(CMAKE_FLAGS) >/dev/null
+	cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCS_ASAN=OFF -DCS_TSAN=OFF -DCS_WERROR=ON $(CMAKE_FLAGS) >/dev/null
 	cmake --build build -j $(JOBS)
 	cd build && ctest --output-on-failure -j $(JOBS)
 
 test-asan:
-	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCS_ASAN=ON -DCS_TSAN=OFF $(CMAKE_FLAGS) >/dev/null
+	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCS_ASAN=ON -DCS_TSAN=OFF -DCS_WERROR=ON $(CMAKE_FLAGS) >/dev/null
 	cmake --build build-asan -j $(JOBS)
 	cd build-asan && ctest --output-on-failure -j $(JOBS)
 
 test-tsan:
-	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DCS_ASAN=OFF -DCS_TSAN=ON $(CMAKE_FLAGS) >/dev/null
+	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DCS_ASAN=OFF -DCS_TSAN=ON -DCS_WERROR=ON $(CMAKE_FLAGS) >/dev/null
 	cmake --build build-tsan -j $(JOBS)
 	cd build-tsan && ctest --output-on-failure -j $(JOBS) -L concurrency
 
-# libFuzzer needs clang; only the fuzz target is built here, and it runs for a bounded time.
+# libFuzzer needs clang; only the fuzz targets are built here, each run for a bounded time.
 test-fuzz:
-	CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DCS_ASAN=OFF -DCS_TSAN=OFF -DCS_FUZZ=ON $(CMAKE_FLAGS) >/dev/null
+	CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DCS_ASAN=OFF -DCS_TSAN=OFF -DCS_FUZZ=ON -DCS_WERROR=ON $(CMAKE_FLAGS) >/dev/null
 	cmake --build build-fuzz -j $(JOBS) --target fuzz_targets
 	cd build-fuzz && ctest --output-on-failure -j $(JOBS) -L fuzz
 

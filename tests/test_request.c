@@ -21,10 +21,10 @@ static void expect_ok(const char *const *args, size_t n, uint32_t start, uint32_
 {
     cs_stream_request r;
     memset(&r, 0xa5, sizeof r);
-    cs_err err = {0};
+    cs_stream_error err = {{0}};
     int rc = cs_stream_request_parse(args, n, &r, &err);
     if (rc != 0)
-        fail_msg("parse of %zu pair(s) starting %s failed: %s", n, n ? args[0] : "(none)", err.msg);
+        fail_msg("parse of %zu pair(s) starting %s failed: %s", n, n ? args[0] : "(none)", err.body);
     if (r.start != start || r.end != end || r.bounded != bounded)
         fail_msg("parse of %zu pair(s) starting %s = {%u,%u,%d}, want {%u,%u,%d}", n,
                  n ? args[0] : "(none)", r.start, r.end, r.bounded, start, end, bounded);
@@ -34,12 +34,12 @@ static void expect_ok(const char *const *args, size_t n, uint32_t start, uint32_
 static void expect_err(const char *const *args, size_t n, const char *want)
 {
     cs_stream_request r;
-    cs_err err = {0};
+    cs_stream_error err = {{0}};
     int rc = cs_stream_request_parse(args, n, &r, &err);
     if (rc != -1)
         fail_msg("parse of %zu pair(s) starting %s returned %d, want -1 with %s", n, args[0], rc, want);
-    if (strcmp(err.msg, want) != 0)
-        fail_msg("parse of %zu pair(s) starting %s: error\n  %s\nwant\n  %s", n, args[0], err.msg, want);
+    if (strcmp(err.body, want) != 0)
+        fail_msg("parse of %zu pair(s) starting %s: error\n  %s\nwant\n  %s", n, args[0], err.body, want);
     /* A NULL err is allowed and still fails. */
     assert_int_equal(cs_stream_request_parse(args, n, &r, NULL), -1);
 }
@@ -216,6 +216,56 @@ static void test_long_values_are_quoted_whole(void **state)
     expect_err(a, 1, want);
 }
 
+/* Regression (fuzz_request): past 1 KiB of quoted value the body used to be cut, mid-escape, at
+ * cs_err's message size. A whole query of control bytes quotes to four times its length. */
+static void test_values_past_the_error_cap_are_quoted_whole(void **state)
+{
+    (void)state;
+    enum { N = CS_QUERY_MAX - 7 }; /* "start=" and the NUL fill the rest of the query */
+    static char pair[CS_QUERY_MAX], want[CS_STREAM_BODY_MAX];
+    memcpy(pair, "start=", 6);
+    memset(pair + 6, 0x01, N);
+    pair[6 + N] = '\0';
+    int k = snprintf(want, sizeof want, "invalid start parameter \"");
+    for (int i = 0; i < N; i++)
+        k += snprintf(want + k, sizeof want - (size_t)k, "\\x01");
+    snprintf(want + k, sizeof want - (size_t)k, "\"");
+    const char *a[] = {pair};
+    expect_err(a, 1, want);
+}
+
+/* ---- Origin against Host (403) ---- */
+
+static void expect_origin(const char *origin, const char *host, const char *want)
+{
+    char msg[1024];
+    int rc = cs_check_origin(origin, host, msg, sizeof msg);
+    if (!want) {
+        assert_int_equal(rc, 0);
+        return;
+    }
+    assert_int_equal(rc, -1);
+    assert_string_equal(msg, want);
+}
+
+static void test_origin_must_match_host(void **state)
+{
+    (void)state;
+    expect_origin("", "localhost:8462", NULL); /* no Origin: not a browser */
+    expect_origin("http://localhost:8462", "localhost:8462", NULL);
+    expect_origin("https://LocalHost:8462/some/page", "localhost:8462", NULL);
+    expect_origin("http://evil.example", "localhost:8462",
+                  "request Origin \"http://evil.example\" is not authorized for Host \"localhost:8462\"");
+    expect_origin("http://localhost:8462.evil", "localhost:8462",
+                  "request Origin \"http://localhost:8462.evil\" is not authorized for Host \"localhost:8462\"");
+    expect_origin("evil.example", "localhost",
+                  "request Origin \"evil.example\" is not a valid URL with a host");
+    /* Cut like snprintf when msg is short. */
+    char small[9];
+    assert_int_equal(cs_check_origin("null", "h", small, sizeof small), -1);
+    assert_string_equal(small, "request ");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -227,6 +277,8 @@ int main(void)
         cmocka_unit_test(test_other_parameters_are_ignored),
         cmocka_unit_test(test_value_syntax),
         cmocka_unit_test(test_long_values_are_quoted_whole),
+        cmocka_unit_test(test_values_past_the_error_cap_are_quoted_whole),
+        cmocka_unit_test(test_origin_must_match_host),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

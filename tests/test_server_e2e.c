@@ -494,6 +494,20 @@ static void test_stream_rejects_bad_queries(void **state)
         assert_int_equal(status, 400);
         assert_string_equal(body, cases[i].body);
     }
+    /* Regression: a value quoting to over 1 KiB used to come back cut, mid-escape. */
+    {
+        enum { N = 1000 };
+        static char path[16 + 3 * N], want[32 + 4 * N], got[32 + 4 * N];
+        int k = snprintf(path, sizeof path, "/stream?start=");
+        int w = snprintf(want, sizeof want, "invalid start parameter \"");
+        for (int i = 0; i < N; i++) {
+            k += snprintf(path + k, sizeof path - (size_t)k, "%%01");
+            w += snprintf(want + w, sizeof want - (size_t)w, "\\x01");
+        }
+        snprintf(want + w, sizeof want - (size_t)w, "\"\n");
+        assert_int_equal(cs_http_get("127.0.0.1", h.port, path, WAIT_MS, got, sizeof got, NULL, 0), 400);
+        assert_string_equal(got, want);
+    }
     char body[512];
     assert_int_equal(cs_http_get("127.0.0.1", h.port, "/nope", WAIT_MS, body, sizeof body, NULL, 0), 404);
     assert_string_equal(body, "404 page not found\n");
@@ -502,6 +516,12 @@ static void test_stream_rejects_bad_queries(void **state)
     assert_null(cs_ws_connect("127.0.0.1", h.port, "/elsewhere", WAIT_MS, &status, body, sizeof body));
     assert_int_equal(status, 404);
     cs_ws_opts wo = {.extra_headers = "Origin: http://evil.example\r\n"};
+    assert_null(cs_ws_connect_opts("127.0.0.1", h.port, "/stream", &wo, WAIT_MS, &status, body, sizeof body));
+    assert_int_equal(status, 403);
+    /* Regression: an Origin too long for a fixed copy buffer used to pass as no Origin at all. */
+    char longorigin[600];
+    snprintf(longorigin, sizeof longorigin, "Origin: http://evil.example/%0500d\r\n", 0);
+    wo.extra_headers = longorigin;
     assert_null(cs_ws_connect_opts("127.0.0.1", h.port, "/stream", &wo, WAIT_MS, &status, body, sizeof body));
     assert_int_equal(status, 403);
     harness_stop(&h);

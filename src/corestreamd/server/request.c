@@ -1,6 +1,9 @@
 #include "corestreamd/server/request.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "common/goquote.h"
 #include "corestream/wire.h"
@@ -38,14 +41,30 @@ static bool parse_u32(const char *v, uint32_t *out)
     return true;
 }
 
-static int invalid(cs_err *err, const char *which, const char *v)
+/* Formats a 400 body; returns -1 for the caller to return. */
+static int fail(cs_stream_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(cs_stream_error *err, const char *fmt, ...)
 {
-    char q[CS_ERR_MSG_MAX];
-    cs_go_quote(q, sizeof q, v);
-    return cs_err_set(err, 0, "invalid %s parameter %s", which, q);
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->body, sizeof err->body, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
 }
 
-int cs_stream_request_parse(const char *const *args, size_t nargs, cs_stream_request *out, cs_err *err)
+static int invalid(cs_stream_error *err, const char *which, const char *v)
+{
+    if (err) {
+        int k = snprintf(err->body, sizeof err->body, "invalid %s parameter ", which);
+        cs_go_quote(err->body + k, sizeof err->body - (size_t)k, v);
+    }
+    return -1;
+}
+
+int cs_stream_request_parse(const char *const *args, size_t nargs, cs_stream_request *out,
+                            cs_stream_error *err)
 {
     memset(out, 0, sizeof *out);
     const char *sv = first_value(args, nargs, "start");
@@ -56,13 +75,31 @@ int cs_stream_request_parse(const char *const *args, size_t nargs, cs_stream_req
         if (!parse_u32(ev, &out->end))
             return invalid(err, "end", ev);
         if (out->end == 0)
-            return cs_err_set(err, 0, "invalid end parameter: 0");
+            return fail(err, "invalid end parameter: 0");
         out->bounded = true;
     }
     if (out->start == CS_LAST_SEQUENCE || (out->bounded && out->end == CS_LAST_SEQUENCE))
-        return cs_err_set(err, 0, "ledger %u is the last representable sequence and is not streamable",
-                          CS_LAST_SEQUENCE);
+        return fail(err, "ledger %u is the last representable sequence and is not streamable",
+                    CS_LAST_SEQUENCE);
     if (out->bounded && out->start != 0 && out->end < out->start)
-        return cs_err_set(err, 0, "end %u is before start %u", out->end, out->start);
+        return fail(err, "end %u is before start %u", out->end, out->start);
+    return 0;
+}
+
+int cs_check_origin(const char *origin, const char *host, char *msg, size_t mlen)
+{
+    if (!*origin)
+        return 0;
+    const char *o = strstr(origin, "://");
+    if (!o) {
+        snprintf(msg, mlen, "request Origin \"%s\" is not a valid URL with a host", origin);
+        return -1;
+    }
+    o += 3;
+    size_t olen = strcspn(o, "/");
+    if (olen != strlen(host) || strncasecmp(o, host, olen) != 0) {
+        snprintf(msg, mlen, "request Origin \"%s\" is not authorized for Host \"%s\"", origin, host);
+        return -1;
+    }
     return 0;
 }

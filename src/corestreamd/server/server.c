@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -101,29 +100,43 @@ static void publish_chunk(void *ctx, cs_msg *chunk)
 
 /* ---- HTTP answers --------------------------------------------------------------------------- */
 
-/* One write of status line, headers and a short body; the request's transaction then completes. */
+/* Room for the status line and headers in front of a body. */
+#define HEADERS_MAX 1024
+
+/* One write of status line, headers and body; the request's transaction then completes. The body
+ * may be long: a 400 quotes the offending query value whole. */
 static int respond(struct lws *wsi, unsigned code, const char *ctype, const char *body)
 {
-    unsigned char buf[LWS_PRE + 2048];
-    unsigned char *start = buf + LWS_PRE, *p = start, *end = buf + sizeof buf - 1;
-    size_t blen = strlen(body);
-    if (lws_add_http_common_headers(wsi, code, ctype, blen, &p, end) ||
-        lws_add_http_header_by_name(wsi, (const unsigned char *)"x-content-type-options:",
-                                    (const unsigned char *)"nosniff", 7, &p, end) ||
-        lws_finalize_http_header(wsi, &p, end) || (size_t)(end - p) < blen)
+    size_t blen = strlen(body), total = LWS_PRE + HEADERS_MAX + blen + 1;
+    unsigned char *buf = malloc(total);
+    if (!buf)
         return -1;
-    memcpy(p, body, blen);
-    p += blen;
-    if (lws_write(wsi, start, (size_t)(p - start), LWS_WRITE_HTTP_HEADERS) < 0)
-        return -1;
-    return 0;
+    unsigned char *start = buf + LWS_PRE, *p = start, *end = buf + total - 1;
+    int rc = -1;
+    if (!lws_add_http_common_headers(wsi, code, ctype, blen, &p, end) &&
+        !lws_add_http_header_by_name(wsi, (const unsigned char *)"x-content-type-options:",
+                                     (const unsigned char *)"nosniff", 7, &p, end) &&
+        !lws_finalize_http_header(wsi, &p, end) && (size_t)(end - p) >= blen) {
+        memcpy(p, body, blen);
+        p += blen;
+        if (lws_write(wsi, start, (size_t)(p - start), LWS_WRITE_HTTP_HEADERS) >= 0)
+            rc = 0;
+    }
+    free(buf);
+    return rc;
 }
 
 static int respond_text(struct lws *wsi, unsigned code, const char *msg)
 {
-    char body[1100];
-    snprintf(body, sizeof body, "%s\n", msg);
-    return respond(wsi, code, "text/plain; charset=utf-8", body);
+    size_t n = strlen(msg);
+    char *body = malloc(n + 2);
+    if (!body)
+        return -1;
+    memcpy(body, msg, n);
+    memcpy(body + n, "\n", 2);
+    int rc = respond(wsi, code, "text/plain; charset=utf-8", body);
+    free(body);
+    return rc;
 }
 
 static void peer_name(struct lws *wsi, char *buf, size_t len)
@@ -138,7 +151,7 @@ static void peer_name(struct lws *wsi, char *buf, size_t len)
 
 /* The decoded query pairs of the request, copied out of lws' header storage. */
 typedef struct query {
-    char storage[4096];
+    char storage[CS_QUERY_MAX];
     const char *args[MAX_QUERY_ARGS];
     size_t n;
 } query;
@@ -186,26 +199,11 @@ static int serve_healthz(cs_server *s, struct lws *wsi)
     return respond(wsi, 200, "application/json", body);
 }
 
-static bool header_has_token(struct lws *wsi, enum lws_token_indexes h, const char *token, char *val,
-                             int vlen)
+/* The header's value, or "" when absent or longer than len - 1. */
+static void header_value(struct lws *wsi, enum lws_token_indexes h, char *val, int len)
 {
-    if (lws_hdr_copy(wsi, val, vlen, h) < 0)
+    if (lws_hdr_copy(wsi, val, len, h) < 0)
         val[0] = '\0';
-    size_t tl = strlen(token);
-    for (const char *p = val; *p;) {
-        while (*p == ' ' || *p == ',')
-            p++;
-        const char *e = p;
-        while (*e && *e != ',')
-            e++;
-        const char *t = e;
-        while (t > p && t[-1] == ' ')
-            t--;
-        if ((size_t)(t - p) == tl && strncasecmp(p, token, tl) == 0)
-            return true;
-        p = e;
-    }
-    return false;
 }
 
 /* A plain (non-upgrade) request: /healthz, the /stream query and upgrade checks, or 404. Returns
@@ -220,13 +218,13 @@ static int serve_http(cs_server *s, struct lws *wsi)
     } else if (strcmp(path, CS_WIRE_STREAM_PATH) == 0) {
         query q;
         cs_stream_request req;
-        cs_err err;
+        cs_stream_error err;
         read_query(wsi, &q);
         if (cs_stream_request_parse(q.args, q.n, &req, &err) != 0) {
-            rc = respond_text(wsi, 400, err.msg);
+            rc = respond_text(wsi, 400, err.body);
         } else {
             char val[256], msg[400];
-            header_has_token(wsi, WSI_TOKEN_CONNECTION, "upgrade", val, sizeof val);
+            header_value(wsi, WSI_TOKEN_CONNECTION, val, sizeof val);
             snprintf(msg, sizeof msg,
                      "WebSocket protocol violation: Connection header \"%s\" does not contain Upgrade", val);
             char remote[64];
@@ -242,26 +240,26 @@ static int serve_http(cs_server *s, struct lws *wsi)
     return 0;
 }
 
-/* Origin must match Host, as the prototype's WebSocket library insists (403 otherwise). */
+/* Origin must match Host, as the prototype's WebSocket library insists (403 otherwise). Both are
+ * copied whole, sized by lws' own count: a fixed buffer made lws_hdr_copy fail on a long Origin,
+ * which then passed as no Origin at all. */
 static int check_origin(struct lws *wsi, char *msg, size_t mlen)
 {
-    char origin[256], host[256];
-    if (lws_hdr_copy(wsi, origin, sizeof origin, WSI_TOKEN_ORIGIN) <= 0)
+    int olen = lws_hdr_total_length(wsi, WSI_TOKEN_ORIGIN), hlen = lws_hdr_total_length(wsi, WSI_TOKEN_HOST);
+    if (olen <= 0)
         return 0;
-    if (lws_hdr_copy(wsi, host, sizeof host, WSI_TOKEN_HOST) < 0)
-        host[0] = '\0';
-    const char *o = strstr(origin, "://");
-    if (!o) {
-        snprintf(msg, mlen, "request Origin \"%s\" is not a valid URL with a host", origin);
-        return -1;
+    char *origin = malloc((size_t)olen + 1), *host = malloc((size_t)hlen + 1);
+    int rc = -1;
+    if (!origin || !host || lws_hdr_copy(wsi, origin, olen + 1, WSI_TOKEN_ORIGIN) <= 0) {
+        /* An Origin that cannot be read must not pass as none. */
+        snprintf(msg, mlen, "request Origin could not be read");
+    } else {
+        header_value(wsi, WSI_TOKEN_HOST, host, hlen + 1);
+        rc = cs_check_origin(origin, host, msg, mlen);
     }
-    o += 3;
-    size_t olen = strcspn(o, "/");
-    if (olen != strlen(host) || strncasecmp(o, host, olen) != 0) {
-        snprintf(msg, mlen, "request Origin \"%s\" is not authorized for Host \"%s\"", origin, host);
-        return -1;
-    }
-    return 0;
+    free(origin);
+    free(host);
+    return rc;
 }
 
 /* Before the upgrade: path, query and origin. Returns 0 to allow, 1 when answered. */
@@ -275,10 +273,10 @@ static int confirm_upgrade(struct lws *wsi)
     }
     query q;
     cs_stream_request req;
-    cs_err err;
+    cs_stream_error err;
     read_query(wsi, &q);
     if (cs_stream_request_parse(q.args, q.n, &req, &err) != 0) {
-        respond_text(wsi, 400, err.msg);
+        respond_text(wsi, 400, err.body);
         return 1;
     }
     char msg[700];
@@ -320,9 +318,9 @@ static int subscriber_open(cs_server *s, struct lws *wsi, pss *ps)
     if (!sub)
         return -1;
     query q;
-    cs_err err;
     read_query(wsi, &q);
-    if (cs_stream_request_parse(q.args, q.n, &sub->req, &err) != 0) {
+    /* confirm_upgrade has answered a bad query already. */
+    if (cs_stream_request_parse(q.args, q.n, &sub->req, NULL) != 0) {
         free(sub);
         return -1;
     }
