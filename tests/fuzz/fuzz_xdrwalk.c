@@ -9,8 +9,9 @@
  *  - the reader returns each frame's bytes exactly, in order, prefix included, never more than
  *    the marker declared and never a short body without an error.
  *
- * Build and run: tests/fuzz/CMakeLists.txt (clang, -DCS_FUZZ=ON).
- * -DCS_FUZZ_ONLY=1 builds a walk-only target, -DCS_FUZZ_ONLY=2 a reader-only one. */
+ * Build and run: tests/fuzz/CMakeLists.txt (clang, -DCS_FUZZ=ON), which builds this file twice:
+ * fuzz_xdrwalk with -DCS_FUZZ_ONLY=1 (the walk alone) and fuzz_framereader with -DCS_FUZZ_ONLY=2
+ * (the reader, each frame's prefix walked too). Without the define one target does both. */
 #include <fcntl.h>
 #include <stdbool.h>
 #include <stdint.h>
