@@ -164,6 +164,8 @@ static void test_defaults(void **state)
     assert_false(c->synthetic_compressible);
     assert_int_equal(c->synthetic_count, 0);
     assert_int_equal(c->nurls, 0);
+    assert_int_equal(c->max_connections, 4096);
+    assert_int_equal(c->max_connections_per_ip, 256);
     parsed_free(&p);
 }
 
@@ -419,6 +421,22 @@ static void test_oversized_synthetic_ledgers(void **state)
         "--synthetic-size", "9223372036854775807");
 }
 
+/* Admission caps (issue 10): negative means no cap, 0 would refuse everyone. */
+static void test_connection_caps(void **state)
+{
+    (void)state;
+    parsed p;
+    const char *a[] = {"--max-connections", "100", "--max-connections-per-ip=-1"};
+    expect_ok_into(&p, a, NARGS(a));
+    assert_int_equal(p.cfg.max_connections, 100);
+    assert_int_equal(p.cfg.max_connections_per_ip, -1);
+    parsed_free(&p);
+    ERR("--max-connections 0 would refuse every connection; use a negative value for no cap",
+        "--max-connections", "0");
+    ERR("--max-connections-per-ip 0 would refuse every connection; use a negative value for no cap",
+        "--max-connections-per-ip", "0");
+}
+
 /* ---- 9: splitURLs ---- */
 
 static void test_split_urls(void **state)
@@ -597,6 +615,7 @@ int main(void)
         cmocka_unit_test(test_oversized_sequences),
         cmocka_unit_test(test_ranges_reaching_the_ceiling),
         cmocka_unit_test(test_oversized_synthetic_ledgers),
+        cmocka_unit_test(test_connection_caps),
         cmocka_unit_test(test_split_urls),
         cmocka_unit_test(test_help),
         cmocka_unit_test(test_flag_syntax_errors),

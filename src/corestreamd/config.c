@@ -6,6 +6,7 @@
 #include "common/flags.h"
 #include "common/goquote.h"
 #include "corestream/wire.h"
+#include "corestreamd/server/server.h"
 #include "wire/wire.h"
 
 static void set_defaults(cs_daemon_config *c)
@@ -31,6 +32,8 @@ static void set_defaults(cs_daemon_config *c)
     c->pipe_cmd = "";
     c->synthetic_size = 204800;
     c->synthetic_interval = CS_SEC;
+    c->max_connections = CS_DEFAULT_MAX_CONNECTIONS;
+    c->max_connections_per_ip = CS_DEFAULT_MAX_CONNECTIONS_PER_IP;
 }
 
 size_t cs_split_urls(char *list, const char **out, size_t max)
@@ -106,6 +109,11 @@ static int validate(cs_daemon_config *c, cs_err *err)
         return cs_err_set(err, 0, "--file-dir is required with --source file");
     if (pipe && !*c->pipe_cmd)
         return cs_err_set(err, 0, "--pipe-cmd is required with --source pipe");
+    if (c->max_connections == 0)
+        return cs_err_set(err, 0, "--max-connections 0 would refuse every connection; use a negative value for no cap");
+    if (c->max_connections_per_ip == 0)
+        return cs_err_set(err, 0,
+                          "--max-connections-per-ip 0 would refuse every connection; use a negative value for no cap");
     return 0;
 }
 
@@ -150,6 +158,11 @@ int cs_daemon_config_parse(cs_daemon_config *c, int argc, char **argv, FILE *usa
         {"synthetic-interval", CS_FLAG_DURATION, &c->synthetic_interval,
          "interval between synthetic ledger starts (negative means unpaced)"},
         {"synthetic-count", CS_FLAG_UINT, &c->synthetic_count, "synthetic ledgers to emit (0 means endless)"},
+        {"max-connections", CS_FLAG_INT, &c->max_connections,
+         "connections held at once, subscribers included; more are closed at accept (negative: "
+         "no cap but the descriptor limit, which always applies)"},
+        {"max-connections-per-ip", CS_FLAG_INT, &c->max_connections_per_ip,
+         "connections held at once per IPv4 address or IPv6 /64 (negative: no cap)"},
     };
     cs_flagset fs = {.prog = "corestreamd",
                      .synopsis = "Streams ledgers from one source to WebSocket subscribers on /stream.",

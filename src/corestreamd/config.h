@@ -37,6 +37,8 @@ typedef struct cs_daemon_config {
     bool synthetic_compressible;
     cs_dur synthetic_interval;
     uint64_t synthetic_count;
+    int64_t max_connections;
+    int64_t max_connections_per_ip;
     /* Derived: the archive URLs split, trimmed, empties dropped (points into urls_buf). */
     char *urls_buf;
     const char *urls[32];

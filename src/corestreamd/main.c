@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "common/log.h"
 #include "corestreamd/config.h"
@@ -86,6 +87,19 @@ static int build_source(const cs_daemon_config *c, cs_cancel *cancel, cs_source 
     return 0;
 }
 
+/* The soft descriptor limit up to the hard one (systemd's default soft limit is 1024): the
+ * server keeps its connection cap under whatever this leaves. */
+static void raise_nofile(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == rl.rlim_max)
+        return;
+    rlim_t was = rl.rlim_cur;
+    rl.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) == 0)
+        CS_LOG(CS_LOG_DEBUG, "descriptor limit raised", KV_U("from", (uint64_t)was), KV_U("to", (uint64_t)rl.rlim_max));
+}
+
 static int fail(const char *msg)
 {
     CS_LOG(CS_LOG_ERROR, "corestreamd failed", KV_S("error", msg));
@@ -108,6 +122,7 @@ int main(int argc, char **argv)
     if (cs_log_parse_level(cfg.log_level, &level) != 0)
         level = CS_LOG_INFO;
     cs_log_init(stdout, level);
+    raise_nofile();
 
     sigset_t set;
     sigemptyset(&set);
@@ -150,6 +165,8 @@ int main(int argc, char **argv)
             .compress_workers = cfg.compress_workers,
             .compress_level = cfg.compress_level,
             .retention = cfg.retention,
+            .max_connections = cfg.max_connections,
+            .max_connections_per_ip = cfg.max_connections_per_ip,
         };
         rc = cs_server_new(&server, &sc, &err);
     }

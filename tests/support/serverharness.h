@@ -27,6 +27,9 @@ typedef struct harness_opts {
     int64_t retention;
     uint64_t max_payload;
     bool no_linger;
+    int64_t max_connections;        /* 0: the server's defaults */
+    int64_t max_connections_per_ip;
+    int64_t header_timeout_s;
 } harness_opts;
 
 typedef struct harness {

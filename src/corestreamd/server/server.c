@@ -2,17 +2,21 @@
 
 #include <libwebsockets.h>
 #include <netinet/in.h>
+#include <dirent.h>
+#include <errno.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "corestreamd/server/admission.h"
 #include "corestreamd/server/broadcast.h"
 #include "corestreamd/server/compress.h"
 #include "corestreamd/server/cursor.h"
@@ -28,6 +32,8 @@ _Static_assert(LWS_PRE == CS_MSG_HEADROOM, "message headroom must match libwebso
 #define DRAIN_TIMEOUT_US (5 * LWS_US_PER_SEC) /* close frames after the source ends */
 #define SHUTDOWN_TIMEOUT_US (2 * LWS_US_PER_SEC) /* close frames on SIGINT/SIGTERM */
 #define WRITE_CHECK_US LWS_US_PER_SEC /* how often stalled writes are looked for */
+#define ACCEPT_PAUSE_US (100 * LWS_US_PER_MS) /* accept rests this long when out of descriptors */
+#define REFUSAL_WARN_NS (10 * CS_SEC) /* at most one WARN line per this about refusals */
 #define MAX_QUERY_ARGS 32
 
 typedef struct subscriber {
@@ -45,6 +51,12 @@ typedef struct pss {
     subscriber *sub;
 } pss;
 
+/* What admission counted for one accepted socket: lws's opaque user data on its wsi, released
+ * when lws destroys the wsi, whatever became of the connection. */
+typedef struct conn_tag {
+    cs_addr_key key;
+} conn_tag;
+
 struct cs_server {
     cs_server_config cfg;
     size_t chunk_size;
@@ -58,6 +70,17 @@ struct cs_server {
     cs_replay_pool *replays;
     atomic_uint_fast64_t live_abandons;
     atomic_int subscribers;
+
+    /* Admission at accept (I/O thread, but for the atomic counters read by getters). */
+    cs_admission *conns;
+    uint32_t max_conns;
+    atomic_int connections;
+    atomic_uint_fast64_t refused_total, refused_per_ip, accept_pauses;
+    uint64_t refused_unwarned; /* refusals since the last WARN line */
+    int64_t refusal_warned_at; /* monotonic ns of that line; 0: never */
+    int64_t pause_warned_at;   /* likewise for accept pauses */
+    bool accept_paused;
+    lws_sorted_usec_list_t accept_resume;
 
     struct lws_context *ctx;
     struct lws_vhost *vhost;
@@ -480,13 +503,87 @@ static void on_wake(cs_server *s)
         }
 }
 
+/* One WARN line per REFUSAL_WARN_NS at most, so a connection flood cannot flood the log too; each
+ * refusal is at DEBUG. */
+static void note_refusal(cs_server *s, const cs_addr_key *k, const char *remote, cs_admit why)
+{
+    if (why == CS_ADMIT_PER_ADDR)
+        atomic_fetch_add(&s->refused_per_ip, 1);
+    else
+        atomic_fetch_add(&s->refused_total, 1);
+    char addr[64];
+    cs_addr_key_format(k, addr, sizeof addr);
+    const char *reason = why == CS_ADMIT_PER_ADDR ? "per-address connection cap" : "connection cap";
+    CS_LOG(CS_LOG_DEBUG, "connection refused", KV_S("remote", remote), KV_S("address", addr),
+           KV_S("reason", reason));
+    s->refused_unwarned++;
+    int64_t now = cs_mono_ns();
+    if (s->refusal_warned_at && now - s->refusal_warned_at < REFUSAL_WARN_NS)
+        return;
+    s->refusal_warned_at = now;
+    CS_LOG(CS_LOG_WARN, "connections refused at accept", KV_U("refused", s->refused_unwarned),
+           KV_S("last_address", addr), KV_S("last_reason", reason),
+           KV_I("connections", atomic_load(&s->connections)), KV_U("max_connections", s->max_conns));
+    s->refused_unwarned = 0;
+}
+
+static void accept_resume_cb(lws_sorted_usec_list_t *sul)
+{
+    cs_server *s = lws_container_of(sul, cs_server, accept_resume);
+    s->accept_paused = false;
+    if (s->listen_wsi)
+        lws_rx_flow_control(s->listen_wsi, 1);
+}
+
+/* Out of descriptors (or kernel memory): the listener stays readable, so retrying at once would
+ * spin. Accept rests briefly instead; one WARN line per episode. */
+static void pause_accept(cs_server *s, int e)
+{
+    atomic_fetch_add(&s->accept_pauses, 1);
+    s->accept_paused = true;
+    lws_rx_flow_control(s->listen_wsi, 0);
+    lws_sul_schedule(s->ctx, 0, &s->accept_resume, accept_resume_cb, ACCEPT_PAUSE_US);
+    int64_t now = cs_mono_ns();
+    if (!s->pause_warned_at || now - s->pause_warned_at >= REFUSAL_WARN_NS) {
+        s->pause_warned_at = now;
+        char why[128];
+        CS_LOG(CS_LOG_WARN, "accept paused", KV_S("error", cs_go_errno(e, why, sizeof why)),
+               KV_I("connections", atomic_load(&s->connections)),
+               KV_U("pauses", (uint64_t)atomic_load(&s->accept_pauses)));
+    }
+}
+
 static int accept_ready(cs_server *s)
 {
     /* Bounded per wake-up so a connection storm cannot monopolise the loop. */
-    for (int i = 0; i < 64; i++) {
-        int fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0)
+    for (int i = 0; i < 64 && !s->accept_paused; i++) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        int fd = accept4(s->listen_fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO || errno == EPERM)
+                continue; /* that connection is gone; the next may be fine */
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                pause_accept(s, errno);
             return 0;
+        }
+        if (s->shutting_down || s->draining) {
+            close(fd);
+            continue;
+        }
+        cs_addr_key key = cs_addr_key_of((struct sockaddr *)&ss);
+        cs_admit why = cs_admission_enter(s->conns, &key);
+        conn_tag *tag = why == CS_ADMIT_OK ? malloc(sizeof *tag) : NULL;
+        if (!tag) {
+            char remote[64];
+            cs_format_sockaddr((struct sockaddr *)&ss, remote, sizeof remote);
+            if (why == CS_ADMIT_OK)
+                cs_admission_leave(s->conns, &key); /* out of memory: refused like the cap */
+            note_refusal(s, &key, remote, why == CS_ADMIT_OK ? CS_ADMIT_TOTAL : why);
+            close(fd); /* after counting: the peer sees the close once the refusal is counted */
+            continue;
+        }
+        tag->key = key;
         /* No Nagle: a chunk goes out the moment it is written. Keepalive finds dead peers, as Go's
          * listener defaults do (15 s idle, 15 s interval). */
         int one = 1, idle = 15, intvl = 15, cnt = 9;
@@ -495,10 +592,29 @@ static int accept_ready(cs_server *s)
         setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
         setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
         setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
-        if (s->shutting_down || s->draining || !lws_adopt_socket_vhost(s->vhost, fd))
-            close(fd);
+        /* lws closes fd itself when adoption fails. */
+        struct lws *wsi = lws_adopt_socket_vhost(s->vhost, fd);
+        if (!wsi) {
+            cs_admission_leave(s->conns, &key);
+            free(tag);
+            continue;
+        }
+        lws_set_opaque_user_data(wsi, tag);
+        atomic_fetch_add(&s->connections, 1);
     }
     return 0;
+}
+
+/* Every wsi ends here, accepted sockets and the listener alike. */
+static void connection_gone(cs_server *s, struct lws *wsi)
+{
+    conn_tag *tag = lws_get_opaque_user_data(wsi);
+    if (!tag)
+        return;
+    lws_set_opaque_user_data(wsi, NULL);
+    cs_admission_leave(s->conns, &tag->key);
+    atomic_fetch_sub(&s->connections, 1);
+    free(tag);
 }
 
 static int callback_stream(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
@@ -532,6 +648,9 @@ static int callback_stream(struct lws *wsi, enum lws_callback_reasons reason, vo
     case LWS_CALLBACK_CLOSED:
         if (ps)
             subscriber_gone(s, ps);
+        return 0;
+    case LWS_CALLBACK_WSI_DESTROY:
+        connection_gone(s, wsi);
         return 0;
     default:
         return lws_callback_http_dummy(wsi, reason, user, in, len);
@@ -640,9 +759,57 @@ static const struct lws_protocols protocols_template[] = {
     {NULL, NULL, 0, 0, 0, NULL, 0},
 };
 
+/* Descriptors open in this process now. */
+static long open_fds(void)
+{
+    long n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return 0;
+    while (readdir(d))
+        n++;
+    closedir(d);
+    return n > 3 ? n - 3 : 0; /* ".", ".." and the directory's own descriptor */
+}
+
+/* The caps in force: the configured ones, with the total held under the descriptor limit less
+ * what is open already and CS_FD_RESERVE, so the ring, the source and the loop never run out. */
+static int admission_setup(cs_server *s, cs_err *err)
+{
+    int64_t want = s->cfg.max_connections ? s->cfg.max_connections : CS_DEFAULT_MAX_CONNECTIONS;
+    int64_t per = s->cfg.max_connections_per_ip ? s->cfg.max_connections_per_ip
+                                                : CS_DEFAULT_MAX_CONNECTIONS_PER_IP;
+    if (want < 0)
+        want = 0;
+    if (per < 0)
+        per = 0;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+        int64_t room = (int64_t)rl.rlim_cur - open_fds() - CS_FD_RESERVE;
+        if (room < 1)
+            return cs_err_set(err, 0,
+                              "listen on %s: the descriptor limit (%llu) leaves no room for connections "
+                              "beyond the %d held in reserve; raise LimitNOFILE or ulimit -n",
+                              s->cfg.listen, (unsigned long long)rl.rlim_cur, CS_FD_RESERVE);
+        if (want == 0 || want > room)
+            want = room;
+    }
+    if (want > UINT32_MAX)
+        want = UINT32_MAX;
+    if (per > UINT32_MAX)
+        per = UINT32_MAX;
+    s->max_conns = (uint32_t)want;
+    s->conns = cs_admission_new(s->max_conns, (uint32_t)per);
+    if (!s->conns)
+        return cs_err_set(err, 0, "listen on %s: out of memory", s->cfg.listen);
+    return 0;
+}
+
 int cs_server_listen(cs_server *s, cs_err *err)
 {
     if (cs_listen_tcp(s->cfg.listen, &s->listen_fd, s->addr, sizeof s->addr, err) != 0)
+        return -1;
+    if (admission_setup(s, err) != 0)
         return -1;
 
     static struct lws_protocols protocols[3];
@@ -659,7 +826,10 @@ int cs_server_listen(cs_server *s, cs_err *err)
     info.pt_serv_buf_size = 64 * 1024;
     /* Dead peers are found by TCP keepalive, set on each accepted socket: the server never pings
      * (a stalled subscriber could not answer). */
-    info.timeout_secs = 10;
+    /* Also the header deadline: a connection whose request is not complete by then is closed. */
+    info.timeout_secs = s->cfg.header_timeout_s > 0 ? (unsigned)s->cfg.header_timeout_s
+                                                    : CS_DEFAULT_HEADER_TIMEOUT_S;
+    info.timeout_secs_ah_idle = info.timeout_secs; /* a request whose headers never finish */
     info.options = LWS_SERVER_OPTION_DISABLE_OS_CA_CERTS;
     lws_set_log_level(LLL_ERR, NULL);
     s->ctx = lws_create_context(&info);
@@ -676,7 +846,8 @@ int cs_server_listen(cs_server *s, cs_err *err)
     if (!s->cfg.quiet_listen) {
         CS_LOG(CS_LOG_INFO, "corestreamd listening", KV_S("addr", s->addr),
                KV_S("source", s->cfg.source_name ? s->cfg.source_name : ""),
-               KV_U("start_ledger", s->cfg.range.from), KV_I("retention", s->cfg.retention));
+               KV_U("start_ledger", s->cfg.range.from), KV_I("retention", s->cfg.retention),
+               KV_U("max_connections", s->max_conns));
     }
     return 0;
 }
@@ -740,6 +911,31 @@ int cs_server_subscribers(const cs_server *s)
     return atomic_load(&((cs_server *)s)->subscribers);
 }
 
+int cs_server_connections(const cs_server *s)
+{
+    return atomic_load(&((cs_server *)s)->connections);
+}
+
+uint32_t cs_server_max_connections(const cs_server *s)
+{
+    return s->max_conns;
+}
+
+uint64_t cs_server_refused_total(const cs_server *s)
+{
+    return atomic_load(&((cs_server *)s)->refused_total);
+}
+
+uint64_t cs_server_refused_per_ip(const cs_server *s)
+{
+    return atomic_load(&((cs_server *)s)->refused_per_ip);
+}
+
+uint64_t cs_server_accept_pauses(const cs_server *s)
+{
+    return atomic_load(&((cs_server *)s)->accept_pauses);
+}
+
 uint64_t cs_server_live_abandons(const cs_server *s)
 {
     return atomic_load(&((cs_server *)s)->live_abandons);
@@ -762,6 +958,7 @@ void cs_server_free(cs_server *s)
         lws_context_destroy(s->ctx); /* closes every connection: cursors release their flows */
     if (s->listen_fd >= 0)
         close(s->listen_fd);
+    cs_admission_free(s->conns); /* after the context: its teardown releases every connection */
     cs_replay_pool_free(s->replays);
     cs_pipeline_destroy(s->pipeline);
     cs_broadcaster_free(s->bc);

@@ -30,7 +30,19 @@ typedef struct cs_server_config {
     bool linger;                /* keep serving the ring after the source ends, until stopped
                                    (embedding and tests; the daemon exits instead) */
     bool quiet_listen;          /* do not log `corestreamd listening` (benchrunner) */
+    /* Admission at accept. Connections beyond a cap are closed at once, before any HTTP state.
+     * The total is also held under the process's descriptor limit, less a reserve for the
+     * source, the ring and the loop itself. 0 means the default; negative means no cap. */
+    int64_t max_connections;        /* 0 → CS_DEFAULT_MAX_CONNECTIONS */
+    int64_t max_connections_per_ip; /* per IPv4 address or IPv6 /64; 0 → CS_DEFAULT_MAX_CONNECTIONS_PER_IP */
+    int64_t header_timeout_s;       /* a connection's request must be complete by then; 0 → 10 */
 } cs_server_config;
+
+#define CS_DEFAULT_MAX_CONNECTIONS 4096
+#define CS_DEFAULT_MAX_CONNECTIONS_PER_IP 256
+#define CS_DEFAULT_HEADER_TIMEOUT_S 10
+/* Descriptors kept free under RLIMIT_NOFILE for everything that is not a connection. */
+#define CS_FD_RESERVE 64
 
 typedef struct cs_server cs_server;
 
@@ -60,6 +72,15 @@ void cs_server_stop(cs_server *s);
 bool cs_server_wait_retained(cs_server *s, uint32_t seq, int64_t timeout_ns);
 
 int cs_server_subscribers(const cs_server *s);
+/* Connections held now (subscribers, HTTP requests in progress, idle keep-alives). */
+int cs_server_connections(const cs_server *s);
+/* The total cap in force once listening (after the descriptor limit); 0 means none. */
+uint32_t cs_server_max_connections(const cs_server *s);
+/* Connections closed at accept since start: over the total cap, over the per-address cap. */
+uint64_t cs_server_refused_total(const cs_server *s);
+uint64_t cs_server_refused_per_ip(const cs_server *s);
+/* How many times accept ran out of descriptors (EMFILE/ENFILE) and paused. */
+uint64_t cs_server_accept_pauses(const cs_server *s);
 uint64_t cs_server_live_abandons(const cs_server *s);
 uint64_t cs_server_raw_fallbacks(const cs_server *s);
 
