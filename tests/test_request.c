@@ -266,6 +266,63 @@ static void test_origin_must_match_host(void **state)
     assert_string_equal(small, "request ");
 }
 
+/* The handshake rules (issue 10), first failure wins, in coder/websocket's order. */
+static void expect_refusal(const char *method, const char *version, const char *conn, const char *upg,
+                           const char *wsv, const char *const *keys, size_t nkeys, unsigned status,
+                           const char *body)
+{
+    cs_upgrade_request r = {method, version, conn, upg, wsv, keys, nkeys};
+    cs_upgrade_refusal out;
+    if (cs_upgrade_check(&r, &out) != -1)
+        fail_msg("accepted; want %u %s", status, body);
+    assert_int_equal(out.status, status);
+    assert_string_equal(out.body, body);
+}
+
+static void test_upgrade_rules(void **state)
+{
+    (void)state;
+    const char *good[] = {"dGhlIHNhbXBsZSBub25jZQ=="}, *two[] = {good[0], good[0]}, *bad[] = {" abc\t"};
+    cs_upgrade_request ok = {"GET", "HTTP/1.1", "keep-alive, Upgrade", "WebSocket", "13", good, 1};
+    cs_upgrade_refusal out;
+    assert_int_equal(cs_upgrade_check(&ok, &out), 0);
+    expect_refusal("POST", "HTTP/1.0", "", "", "", NULL, 0, 426,
+                   "WebSocket protocol violation: handshake request must be at least HTTP/1.1: \"HTTP/1.0\"");
+    expect_refusal("POST", "HTTP/1.1", "close", "", "", NULL, 0, 426,
+                   "WebSocket protocol violation: Connection header \"close\" does not contain Upgrade");
+    expect_refusal("POST", "HTTP/1.1", "upgrade", "h2c", "", NULL, 0, 426,
+                   "WebSocket protocol violation: Upgrade header \"h2c\" does not contain websocket");
+    expect_refusal("POST", "HTTP/1.1", "upgrade", "websocket", "", NULL, 0, 405,
+                   "WebSocket protocol violation: handshake request method is not GET but \"POST\"");
+    expect_refusal("GET", "HTTP/1.1", "upgrade", "websocket", "8", NULL, 0, 400,
+                   "unsupported WebSocket protocol version (only 13 is supported): \"8\"");
+    expect_refusal("GET", "HTTP/1.1", "upgrade", "websocket", "13", NULL, 0, 400,
+                   "WebSocket protocol violation: missing Sec-WebSocket-Key");
+    expect_refusal("GET", "HTTP/1.1", "upgrade", "websocket", "13", two, 2, 400,
+                   "WebSocket protocol violation: multiple Sec-WebSocket-Key headers");
+    expect_refusal("GET", "HTTP/1.1", "upgrade", "websocket", "13", bad, 1, 400,
+                   "WebSocket protocol violation: invalid Sec-WebSocket-Key \"abc\", must be a 16 byte base64 "
+                   "encoded string");
+    /* Offered headers: Connection/Upgrade with the 426s for a missing token, 13 with the version. */
+    cs_upgrade_request v8 = {"GET", "HTTP/1.1", "Upgrade", "websocket", "8", good, 1};
+    assert_int_equal(cs_upgrade_check(&v8, &out), -1);
+    assert_true(out.offer_version && !out.offer_upgrade);
+    cs_upgrade_request noconn = {"GET", "HTTP/1.1", "", "websocket", "13", good, 1};
+    assert_int_equal(cs_upgrade_check(&noconn, &out), -1);
+    assert_true(out.offer_upgrade && !out.offer_version);
+}
+
+static void test_header_tokens(void **state)
+{
+    (void)state;
+    assert_true(cs_header_has_token("Upgrade", "upgrade"));
+    assert_true(cs_header_has_token("keep-alive,  UPGRADE ", "upgrade"));
+    assert_true(cs_header_has_token(",,upgrade", "upgrade"));
+    assert_false(cs_header_has_token("upgraded", "upgrade"));
+    assert_false(cs_header_has_token("", "upgrade"));
+    assert_false(cs_header_has_token("up grade", "upgrade"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -279,6 +336,8 @@ int main(void)
         cmocka_unit_test(test_long_values_are_quoted_whole),
         cmocka_unit_test(test_values_past_the_error_cap_are_quoted_whole),
         cmocka_unit_test(test_origin_must_match_host),
+        cmocka_unit_test(test_upgrade_rules),
+        cmocka_unit_test(test_header_tokens),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,7 +2,7 @@
  * /stream query rules (cs_stream_request_parse), the Origin/Host check (cs_check_origin) and the
  * peer address formatting (cs_format_sockaddr) that names a subscriber in logs.
  *
- * Input: byte 0 picks the parser (mod 3), the rest feeds it.
+ * Input: byte 0 picks the parser (mod 4), the rest feeds it.
  *  0  query pairs, split on '&' and NUL (at most 32, as the server reads them), each an exact-size
  *     heap string. The answer must be the one PORTSPEC 1.5 gives (request.h): the documented 400
  *     body for the first failing rule, byte for byte with the value quoted whole, or a
@@ -12,6 +12,11 @@
  *     regard to ASCII case; otherwise the documented 403 body, cut like snprintf to any length.
  *  2  family, port and address bytes: the formatted "ip:port" / "[ip6]:port" parses back to the
  *     same address and port, and a short buffer gets a NUL-terminated prefix of it.
+ *  3  "method\nversion\nconnection\nupgrade\nws-version\nkey..." for the handshake rules
+ *     (cs_upgrade_check): a refusal has one of the documented statuses and sentences; an accepted
+ *     handshake really is a GET over HTTP/1.1 or later with an Upgrade token in Connection, a
+ *     websocket token in Upgrade, version 13 and exactly one 24-character key; the same answer
+ *     twice.
  *
  * Build and run: tests/fuzz/CMakeLists.txt (clang, -DCS_FUZZ=ON). */
 #include <arpa/inet.h>
@@ -263,19 +268,91 @@ static void fuzz_sockaddr(const uint8_t *data, size_t size)
           "a short buffer gets a NUL-terminated prefix");
 }
 
+/* Whether token appears as a comma-separated item of v, by lower-casing a copy. */
+static bool has_token_slow(const char *v, const char *token)
+{
+    size_t n = strlen(v), tl = strlen(token);
+    char *low = malloc(n + 1);
+    check(low != NULL, "malloc");
+    for (size_t i = 0; i <= n; i++)
+        low[i] = (char)tolower((unsigned char)v[i]);
+    bool found = false;
+    for (char *item = strtok(low, ","); item && !found; item = strtok(NULL, ",")) {
+        while (*item == ' ' || *item == '\t')
+            item++;
+        size_t il = strlen(item);
+        while (il && (item[il - 1] == ' ' || item[il - 1] == '\t'))
+            il--;
+        found = il == tl && memcmp(item, token, tl) == 0;
+    }
+    free(low);
+    return found;
+}
+
+static void fuzz_upgrade(const uint8_t *data, size_t size)
+{
+    char *text = malloc(size + 1);
+    check(text != NULL, "malloc");
+    memcpy(text, data, size);
+    text[size] = '\0';
+    enum { FIELDS = 5, MAX_KEYS = 8 };
+    const char *f[FIELDS] = {"", "", "", "", ""}, *keys[MAX_KEYS];
+    size_t nf = 0, nkeys = 0;
+    for (char *line = text, *next; line && nkeys < MAX_KEYS; line = next) {
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = '\0';
+        if (nf < FIELDS)
+            f[nf++] = line;
+        else
+            keys[nkeys++] = line;
+    }
+    cs_upgrade_request r = {f[0], f[1], f[2], f[3], f[4], keys, nkeys};
+    static cs_upgrade_refusal a, b;
+    int rc = cs_upgrade_check(&r, &a);
+    check(rc == cs_upgrade_check(&r, &b), "the same verdict twice");
+    if (rc != 0) {
+        check(rc == -1, "refusals are -1");
+        check(a.status == b.status && strcmp(a.body, b.body) == 0, "the same refusal twice");
+        check(a.status == 426 || a.status == 405 || a.status == 400, "a documented status");
+        check(strncmp(a.body, "WebSocket protocol violation: ", 30) == 0 ||
+                  strncmp(a.body, "unsupported WebSocket protocol version (only 13 is supported): ", 63) == 0,
+              "a documented sentence");
+        check(!a.offer_version || (a.status == 400 && strstr(a.body, "version")), "13 offered with the version");
+        check(!a.offer_upgrade || a.status == 426, "Upgrade offered with a 426");
+    } else {
+        check(strcmp(f[0], "GET") == 0, "accepted only for GET");
+        check(strcmp(f[1], "HTTP/1.1") == 0 || strncmp(f[1], "HTTP/2", 6) == 0 || strncmp(f[1], "HTTP/3", 6) == 0,
+              "accepted only for HTTP/1.1 or later");
+        check(has_token_slow(f[2], "upgrade") && has_token_slow(f[3], "websocket"), "accepted only with the tokens");
+        check(strcmp(f[4], "13") == 0 && nkeys == 1, "accepted only for version 13 and one key");
+        const char *k = keys[0];
+        while (*k == ' ' || *k == '\t')
+            k++;
+        size_t kl = strlen(k);
+        while (kl && (k[kl - 1] == ' ' || k[kl - 1] == '\t'))
+            kl--;
+        check(kl == 24 && k[22] == '=' && k[23] == '=', "accepted only a 16-byte base64 key");
+    }
+    free(text);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size == 0)
         return 0;
-    switch (data[0] % 3) {
+    switch (data[0] % 4) {
     case 0:
         fuzz_query(data + 1, size - 1);
         break;
     case 1:
         fuzz_origin(data + 1, size - 1);
         break;
-    default:
+    case 2:
         fuzz_sockaddr(data + 1, size - 1);
+        break;
+    default:
+        fuzz_upgrade(data + 1, size - 1);
         break;
     }
     return 0;

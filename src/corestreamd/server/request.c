@@ -103,3 +103,95 @@ int cs_check_origin(const char *origin, const char *host, char *msg, size_t mlen
     }
     return 0;
 }
+
+bool cs_header_has_token(const char *value, const char *token)
+{
+    size_t tl = strlen(token);
+    for (const char *p = value; *p;) {
+        while (*p == ' ' || *p == '\t' || *p == ',')
+            p++;
+        const char *e = p;
+        while (*e && *e != ',')
+            e++;
+        const char *t = e;
+        while (t > p && (t[-1] == ' ' || t[-1] == '\t'))
+            t--;
+        if ((size_t)(t - p) == tl && strncasecmp(p, token, tl) == 0)
+            return true;
+        p = e;
+    }
+    return false;
+}
+
+/* Go's base64.StdEncoding.DecodeString(s) yields exactly 16 bytes: 22 symbols and "==". */
+static bool key_is_16_bytes(const char *s, size_t n)
+{
+    if (n != 24 || s[22] != '=' || s[23] != '=')
+        return false;
+    static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for (size_t i = 0; i < 22; i++)
+        if (!s[i] || !strchr(alphabet, s[i]))
+            return false;
+    /* The last symbol carries 2 bits of data; Go rejects non-zero padding bits. */
+    return (strchr(alphabet, s[21]) - alphabet) % 16 == 0;
+}
+
+static int refuse(cs_upgrade_refusal *out, unsigned status, const char *fmt, const char *value)
+{
+    memset(out, 0, sizeof *out);
+    out->status = status;
+    if (value) {
+        char q[CS_STREAM_BODY_MAX - 128];
+        cs_go_quote(q, sizeof q, value);
+        snprintf(out->body, sizeof out->body, fmt, q);
+    } else {
+        snprintf(out->body, sizeof out->body, "%s", fmt);
+    }
+    return -1;
+}
+
+int cs_upgrade_check(const cs_upgrade_request *r, cs_upgrade_refusal *out)
+{
+    if (strcmp(r->version, "HTTP/1.1") != 0 && strncmp(r->version, "HTTP/2", 6) != 0 &&
+        strncmp(r->version, "HTTP/3", 6) != 0)
+        return refuse(out, 426, "WebSocket protocol violation: handshake request must be at least HTTP/1.1: %s",
+                      r->version);
+    if (!cs_header_has_token(r->connection, "upgrade")) {
+        refuse(out, 426, "WebSocket protocol violation: Connection header %s does not contain Upgrade",
+               r->connection);
+        out->offer_upgrade = true;
+        return -1;
+    }
+    if (!cs_header_has_token(r->upgrade, "websocket")) {
+        refuse(out, 426, "WebSocket protocol violation: Upgrade header %s does not contain websocket", r->upgrade);
+        out->offer_upgrade = true;
+        return -1;
+    }
+    if (strcmp(r->method, "GET") != 0)
+        return refuse(out, 405, "WebSocket protocol violation: handshake request method is not GET but %s",
+                      r->method);
+    if (strcmp(r->ws_version, "13") != 0) {
+        refuse(out, 400, "unsupported WebSocket protocol version (only 13 is supported): %s", r->ws_version);
+        out->offer_version = true;
+        return -1;
+    }
+    if (r->nkeys == 0)
+        return refuse(out, 400, "WebSocket protocol violation: missing Sec-WebSocket-Key", NULL);
+    if (r->nkeys > 1)
+        return refuse(out, 400, "WebSocket protocol violation: multiple Sec-WebSocket-Key headers", NULL);
+    const char *k = r->keys[0];
+    size_t n = strlen(k);
+    while (n && (k[n - 1] == ' ' || k[n - 1] == '\t'))
+        n--;
+    while (n && (*k == ' ' || *k == '\t'))
+        k++, n--;
+    if (!key_is_16_bytes(k, n)) {
+        char trimmed[CS_STREAM_BODY_MAX / 4];
+        snprintf(trimmed, sizeof trimmed, "%.*s", (int)n, k);
+        return refuse(out, 400,
+                      "WebSocket protocol violation: invalid Sec-WebSocket-Key %s, must be a 16 byte base64 "
+                      "encoded string",
+                      trimmed);
+    }
+    return 0;
+}

@@ -43,4 +43,42 @@ int cs_stream_request_parse(const char *const *args, size_t nargs, cs_stream_req
  * `request Origin "<origin>" is not authorized for Host "<host>"`. */
 int cs_check_origin(const char *origin, const char *host, char *msg, size_t mlen);
 
+/* The WebSocket handshake rules of the prototype's library (coder/websocket's
+ * verifyClientRequest), checked after the query and before the Origin. Header values are as
+ * received, "" when the header is absent; keys holds every Sec-WebSocket-Key header. */
+typedef struct cs_upgrade_request {
+    const char *method;     /* "GET", "POST", ... */
+    const char *version;    /* the request line's "HTTP/1.1" */
+    const char *connection; /* every Connection header, joined by ',' */
+    const char *upgrade;    /* every Upgrade header, joined by ',' */
+    const char *ws_version; /* the first Sec-WebSocket-Version */
+    const char *const *keys;
+    size_t nkeys;
+} cs_upgrade_request;
+
+/* What a refused handshake answers. */
+typedef struct cs_upgrade_refusal {
+    unsigned status; /* 426, 405 or 400 */
+    /* Response headers to add: Connection/Upgrade with 426 for a missing token, and
+     * `Sec-WebSocket-Version: 13` with 400 for another version. */
+    bool offer_upgrade;
+    bool offer_version;
+    char body[CS_STREAM_BODY_MAX]; /* the message, without the trailing newline */
+} cs_upgrade_refusal;
+
+/* Returns 0 when the handshake may proceed, or -1 with the refusal, first failure wins:
+ *   426 `WebSocket protocol violation: handshake request must be at least HTTP/1.1: "<v>"`
+ *   426 `WebSocket protocol violation: Connection header "<c>" does not contain Upgrade`
+ *   426 `WebSocket protocol violation: Upgrade header "<u>" does not contain websocket`
+ *   405 `WebSocket protocol violation: handshake request method is not GET but "<m>"`
+ *   400 `unsupported WebSocket protocol version (only 13 is supported): "<v>"`
+ *   400 `WebSocket protocol violation: missing Sec-WebSocket-Key`
+ *   400 `WebSocket protocol violation: multiple Sec-WebSocket-Key headers`
+ *   400 `WebSocket protocol violation: invalid Sec-WebSocket-Key "<k>", must be a 16 byte base64
+ *       encoded string` (the key trimmed of spaces and tabs, as the RFC says). */
+int cs_upgrade_check(const cs_upgrade_request *r, cs_upgrade_refusal *out);
+
+/* Whether a comma-separated header value holds token, without regard to ASCII case. */
+bool cs_header_has_token(const char *value, const char *token);
+
 #endif
