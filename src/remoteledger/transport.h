@@ -43,6 +43,8 @@ typedef struct rli_tp {
     int wake_fd; /* borrowed */
     SSL_CTX *ctx;
     SSL *ssl;
+    uint8_t *cbuf;     /* TLS: ciphertext read from the socket, not yet taken by OpenSSL */
+    size_t cb_off, cb_len;
     bool tls_up;       /* handshake complete and no fatal error since: close_notify may be sent */
     bool rd_want_write;/* the last TLS read needs the socket writable to go on */
     bool wr_want_read; /* the last TLS write needs it readable */

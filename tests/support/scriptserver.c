@@ -40,6 +40,7 @@ enum step_kind {
     ST_REJECT_HS, /* answer with status */
     ST_CUSTOM_HS, /* data: a response head format ("%s": the accept key) */
     ST_ANSWER_RAW,/* data: sent as soon as the client sends anything, before TLS or HTTP */
+    ST_BULK,      /* data: one ledger's frames, sent `count` times with the sequence patched */
     ST_NEXT,      /* connection separator */
 };
 
@@ -50,6 +51,9 @@ typedef struct step {
     int status;
     void (*fn)(void *);
     void *arg;
+    uint32_t from, count; /* ST_BULK */
+    size_t *patch;        /* ST_BULK: where each message's sequence sits in data */
+    size_t npatch;
 } step;
 
 typedef struct conn_rec {
@@ -219,6 +223,51 @@ void ss_call(ss_server *s, void (*fn)(void *), void *arg) { add_step(s, (step){.
 void ss_no_handshake(ss_server *s) { add_step(s, (step){.kind = ST_NO_HS}); }
 void ss_reject_handshake(ss_server *s, int status) { add_step(s, (step){.kind = ST_REJECT_HS, .status = status}); }
 void ss_next_connection(ss_server *s) { add_step(s, (step){.kind = ST_NEXT}); }
+
+/* Appends one unmasked binary frame holding msg to *buf, noting where its sequence sits. */
+static void bulk_put(uint8_t **buf, size_t *len, size_t *cap, size_t **patch, size_t *npatch, const uint8_t *msg,
+                     size_t n)
+{
+    size_t fl;
+    uint8_t *f = make_frame(0x82, msg, n, n, &fl);
+    if (*len + fl > *cap) {
+        *cap = (*len + fl) * 2;
+        *buf = realloc(*buf, *cap);
+        if (!*buf)
+            abort();
+    }
+    memcpy(*buf + *len, f, fl);
+    *patch = realloc(*patch, (*npatch + 1) * sizeof **patch);
+    if (!*patch)
+        abort();
+    (*patch)[(*npatch)++] = *len + (fl - n) + 2; /* version, type, then seq */
+    *len += fl;
+    free(f);
+}
+
+void ss_bulk_ledgers(ss_server *s, uint32_t from, uint32_t count, const void *payload, size_t size, size_t chunk)
+{
+    step st = {.kind = ST_BULK, .from = from, .count = count};
+    size_t cap = 0;
+    uint8_t m[CS_WIRE_END_LEN];
+    cs_wire_put_begin(m, 0, 0);
+    bulk_put(&st.data, &st.len, &cap, &st.patch, &st.npatch, m, CS_WIRE_BEGIN_LEN);
+    uint8_t *cm = malloc(CS_WIRE_CHUNK_HEADER_LEN + chunk);
+    if (!cm)
+        abort();
+    uint32_t idx = 0;
+    for (size_t off = 0; off < size || (size == 0 && idx == 0); off += chunk, idx++) {
+        size_t k = size - off < chunk ? size - off : chunk;
+        size_t n = cs_wire_append_chunk(cm, 0, idx, CS_CODEC_RAW, (const uint8_t *)payload + off, k);
+        bulk_put(&st.data, &st.len, &cap, &st.patch, &st.npatch, cm, n);
+        if (size == 0)
+            break;
+    }
+    free(cm);
+    cs_wire_put_end(m, 0, idx ? idx : 1, size, 0, XXH64(payload, size, 0));
+    bulk_put(&st.data, &st.len, &cap, &st.patch, &st.npatch, m, CS_WIRE_END_LEN);
+    add_step(s, st);
+}
 
 void ss_begin(ss_server *s, uint32_t seq, int64_t emit_start)
 {
@@ -671,6 +720,20 @@ static void serve_conn(ss_server *s, sconn *c, conn_rec *rec, size_t first, size
         case ST_CALL:
             st->fn(st->arg);
             break;
+        case ST_BULK:
+            for (uint32_t k = 0; k < st->count; k++) {
+                uint32_t seq = st->from + k;
+                for (size_t p = 0; p < st->npatch; p++) {
+                    uint8_t *q = st->data + st->patch[p];
+                    q[0] = (uint8_t)(seq >> 24);
+                    q[1] = (uint8_t)(seq >> 16);
+                    q[2] = (uint8_t)(seq >> 8);
+                    q[3] = (uint8_t)seq;
+                }
+                if (send_all(s, c, st->data, st->len, rx, rec))
+                    goto failed;
+            }
+            break;
         default:
             break;
         }
@@ -797,8 +860,10 @@ void ss_stop(ss_server *s)
     close(s->lfd);
     close(s->wake[0]);
     close(s->wake[1]);
-    for (size_t i = 0; i < s->nsteps; i++)
+    for (size_t i = 0; i < s->nsteps; i++) {
         free(s->steps[i].data);
+        free(s->steps[i].patch);
+    }
     free(s->steps);
     free(s->token);
     SSL_CTX_free(s->tls);

@@ -97,6 +97,11 @@ void ss_flow(ss_server *s, uint32_t seq, int64_t emit_start, int64_t emit_end, s
 /* A single-chunk flow whose payload is `size` bytes of the sequence's low byte, stamped now. */
 void ss_ledger(ss_server *s, uint32_t seq, size_t size);
 
+/* count raw-chunked flows of the same payload (size bytes, chunks of at most chunk bytes, no
+ * stamps), ledgers from, from+1, ...: built once, sent with each sequence patched in, for
+ * throughput runs. */
+void ss_bulk_ledgers(ss_server *s, uint32_t from, uint32_t count, const void *payload, size_t size, size_t chunk);
+
 /* ---- results (after ss_wait) ---- */
 
 /* Waits until every scripted connection has finished. */
