@@ -191,7 +191,7 @@ rli_tp_status rli_tp_connect(rli_tp *t, const char *host, int port, int64_t dead
 {
     char ports[16];
     snprintf(ports, sizeof ports, "%d", port);
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_ADDRCONFIG};
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
     struct addrinfo *res = NULL;
     int g = getaddrinfo(host, ports, &hints, &res);
     if (g != 0) {
@@ -201,7 +201,7 @@ rli_tp_status rli_tp_connect(rli_tp *t, const char *host, int port, int64_t dead
                                             : gai_strerror(g);
         return fail(t, false, "dial tcp: lookup %s: %s", host, why);
     }
-    rli_tp_status st = RLI_TP_ERROR;
+    rli_tp_status st = fail(t, false, "dial tcp: lookup %s: no suitable address", host);
     for (const struct addrinfo *ai = res; ai; ai = ai->ai_next) {
         if (ai->ai_family != AF_INET && ai->ai_family != AF_INET6)
             continue;
