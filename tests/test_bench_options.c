@@ -371,6 +371,52 @@ static void validate_directly(void **state)
     assert_string_equal(err.msg, "--pipe-cmd is required in localtap mode");
 }
 
+/* ---- remote over wss:// and tokens ------------------------------------------------------------ */
+
+static void tls_and_token_flags(void **state)
+{
+    (void)state;
+    br_options o;
+    cs_err err;
+    assert_int_equal(parse(ARGV("--mode", "remote"), &o, &err, NULL), 0);
+    assert_string_equal(o.tls_ca, "");
+    assert_string_equal(o.tls_server_name, "");
+    assert_string_equal(o.tls_cert, "");
+    assert_string_equal(o.tls_key, "");
+    assert_string_equal(o.token, "");
+    assert_string_equal(o.token_file, "");
+
+    assert_int_equal(parse(ARGV("--mode", "remote", "--url", "wss://box:8462", "-tls-ca", "/etc/ca.pem",
+                                "-tls-server-name=core.example", "--tls-cert", "c.pem", "-tls-key", "k.pem",
+                                "-token", "s3cret"),
+                           &o, &err, NULL),
+                     0);
+    assert_string_equal(o.tls_ca, "/etc/ca.pem");
+    assert_string_equal(o.tls_server_name, "core.example");
+    assert_string_equal(o.tls_cert, "c.pem");
+    assert_string_equal(o.tls_key, "k.pem");
+    assert_string_equal(o.token, "s3cret");
+    EXPECT_OK("--mode", "remote", "-token-file", "/run/token");
+    EXPECT_OK("--mode", "remote", "-tls-cert", "both.pem"); /* the key may live in the same file */
+
+    EXPECT_ERROR("--tls-key needs --tls-cert", "--mode", "remote", "-tls-key", "k.pem");
+    EXPECT_ERROR("--token and --token-file cannot both be given", "--mode", "remote", "-token", "a", "-token-file",
+                 "f");
+    /* the mode's own checks come first */
+    EXPECT_ERROR("--mode must be loopback, remote, local or localtap, got \"x\"", "--mode", "x", "-tls-key", "k");
+
+    char *usage = NULL;
+    assert_int_equal(parse(ARGV("-h"), &o, &err, &usage), 1);
+    static const char *const want[] = {"\n  -tls-ca string\n", "\n  -tls-cert string\n", "\n  -tls-key string\n",
+                                       "\n  -tls-server-name string\n", "\n  -token string\n",
+                                       "\n  -token-file string\n"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (!strstr(usage, want[i]))
+            fail_msg("usage is missing \"%s\":\n%s", want[i], usage);
+    assert_true(strstr(usage, "-tls-server-name") < strstr(usage, "-token "));
+    free(usage);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -386,6 +432,7 @@ int main(void)
         cmocka_unit_test(usage_lists_every_flag_with_its_default),
         cmocka_unit_test(flag_error_prints_error_then_usage_with_defaults),
         cmocka_unit_test(validate_directly),
+        cmocka_unit_test(tls_and_token_flags),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -18,8 +18,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "support/certs.h"
 #include "support/metabuild.h"
 #include "support/procharness.h"
+#include "support/scriptserver.h"
 #include "support/tmpdir.h"
 
 #ifndef BENCHRUNNER_BIN
@@ -444,6 +446,74 @@ static void remote_dial_failure(void **state)
     cs_proc_free(&p);
 }
 
+/* Over wss:// with a client certificate and a token from a file, against the tests' scripted TLS
+ * server: the flags reach the library; without the CA or the token the run fails in words. */
+static void remote_wss_with_tls_flags(void **state)
+{
+    fixture *f = *state;
+    cs_certs certs;
+    assert_int_equal(cs_certs_make(&certs), 0);
+    char token_file[700];
+    snprintf(token_file, sizeof token_file, "%s/token", f->root);
+    FILE *tf = fopen(token_file, "w");
+    assert_non_null(tf);
+    fputs("s3cret\n", tf);
+    fclose(tf);
+    ss_tls tls = {.cert_file = certs.server_cert, .key_file = certs.server_key, .client_ca_file = certs.ca,
+                  .require_client_cert = true};
+
+    ss_server *ss = ss_start_tls(&tls);
+    assert_non_null(ss);
+    char url[64];
+    snprintf(url, sizeof url, "%s", ss_url(ss)); /* ARGS wants char * */
+    ss_require_token(ss, "s3cret");
+    for (uint32_t i = 1; i <= 3; i++)
+        ss_ledger(ss, i, 1000);
+    cs_proc p;
+    int st = run_bench(f, &p, ARGS("--mode", "remote", "--url", url, "--start", "1", "--end", "3", "-tls-ca",
+                                   certs.ca, "-tls-server-name", "localhost", "-tls-cert", certs.client_cert,
+                                   "-tls-key", certs.client_key, "-token-file", token_file));
+    if (st != 0)
+        fail_msg("exit %d:\n%s", st, p.log);
+    assert_has(&p, "\nledgers      3 (1..3)\n");
+    cs_proc_free(&p);
+    assert_true(ss_wait(ss, 10000));
+    assert_string_equal(ss_client_cert(ss, 0), "client");
+    ss_stop(ss);
+
+    /* the system's CAs do not know the test CA (which this server sends along: it trusts it for
+     * client certificates, and OpenSSL completes the chain from that store) */
+    ss = ss_start_tls(&tls);
+    assert_non_null(ss);
+    snprintf(url, sizeof url, "%s", ss_url(ss));
+    st = run_bench(f, &p, ARGS("--mode", "remote", "--url", url, "--end", "3"));
+    assert_int_equal(st, 1);
+    assert_has(&p, "certificate verify failed: self-signed certificate in certificate chain\n");
+    cs_proc_free(&p);
+    ss_stop(ss);
+
+    /* no token */
+    ss = ss_start_tls(&tls);
+    assert_non_null(ss);
+    ss_require_token(ss, "s3cret");
+    snprintf(url, sizeof url, "%s", ss_url(ss));
+    st = run_bench(f, &p, ARGS("--mode", "remote", "--url", url, "--end", "3", "-tls-ca", certs.ca,
+                               "-tls-cert", certs.client_cert, "-tls-key", certs.client_key));
+    assert_int_equal(st, 1);
+    assert_has(&p, ": server requires a token (401)\n");
+    cs_proc_free(&p);
+    ss_stop(ss);
+
+    /* a token file that is not there */
+    st = run_bench(f, &p, ARGS("--mode", "remote", "--url", "wss://127.0.0.1:1", "--end", "3", "-token-file",
+                               "/nonexistent/token"));
+    assert_int_equal(st, 1);
+    assert_has(&p, "benchrunner: read token file \"/nonexistent/token\": open /nonexistent/token: no such file or "
+                   "directory\n");
+    cs_proc_free(&p);
+    cs_certs_remove(&certs);
+}
+
 /* ---- command line: exit codes and messages ---------------------------------------------------------- */
 
 /* The local modes report their source's failure after the (empty) summary. */
@@ -542,6 +612,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(remote_unbounded_interrupt_is_clean, setup, teardown),
         cmocka_unit_test_setup_teardown(remote_bounded_interrupt_fails, setup, teardown),
         cmocka_unit_test_setup_teardown(remote_dial_failure, setup, teardown),
+        cmocka_unit_test_setup_teardown(remote_wss_with_tls_flags, setup, teardown),
         cmocka_unit_test_setup_teardown(localtap_drains_the_pipe, setup, teardown),
         cmocka_unit_test_setup_teardown(local_modes_report_source_failures, setup, teardown),
         cmocka_unit_test_setup_teardown(command_line_exits, setup, teardown),

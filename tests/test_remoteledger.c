@@ -2244,7 +2244,7 @@ static void test_handshake_request(void **state)
 {
     (void)state;
     char buf[512];
-    size_t n = rli_hs_request(buf, sizeof buf, "/stream?end=7&start=5", "box:8462", "dGhlIHNhbXBsZSBub25jZQ==");
+    size_t n = rli_hs_request(buf, sizeof buf, "/stream?end=7&start=5", "box:8462", "dGhlIHNhbXBsZSBub25jZQ==", NULL);
     const char *want = "GET /stream?end=7&start=5 HTTP/1.1\r\n"
                        "Pragma: no-cache\r\n"
                        "Cache-Control: no-cache\r\n"
@@ -2256,7 +2256,7 @@ static void test_handshake_request(void **state)
                        "\r\n";
     assert_string_equal(buf, want);
     assert_int_equal(n, strlen(want));
-    assert_int_equal(rli_hs_request(NULL, 0, "/stream?end=7&start=5", "box:8462", "dGhlIHNhbXBsZSBub25jZQ=="),
+    assert_int_equal(rli_hs_request(NULL, 0, "/stream?end=7&start=5", "box:8462", "dGhlIHNhbXBsZSBub25jZQ==", NULL),
                      strlen(want));
 }
 
@@ -2281,7 +2281,7 @@ static void test_handshake_check(void **state)
         {"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n", "HS: ws upgrade response not 101"},
         {"HTTP/1.1 200 OK\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: " HS_ACC
          "\r\n\r\n", "HS: ws upgrade response not 101"},
-        {"HTTP/1.1 401 Unauthorized\r\n\r\n", "HS: ws upgrade unauthorized"},
+        {"HTTP/1.1 401 Unauthorized\r\n\r\n", "server requires a token (401)"},
         {"SSH-2.0-OpenSSH_9.2\r\n\r\n", "HS: URI missing"},
         {"HTTP/1.1 1O1 Switching\r\n\r\n", "HS: URI missing"},
         {"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
@@ -2608,7 +2608,7 @@ static void test_handshake_failures(void **state)
         {"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
          "Sec-WebSocket-Extensions: permessage-deflate\r\nSec-WebSocket-Accept: %s\r\n\r\n",
          "HS: EXT: unknown ext"},
-        {"HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n", "HS: ws upgrade unauthorized"},
+        {"HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n", "server requires a token (401)"},
         {"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nSec-WebSocket-Accept: %s\r\n\r\n",
          "HS: UPGRADE malformed"},
     };

@@ -15,13 +15,13 @@
  *     else if (r != RL_OK) fprintf(stderr, "%s\n", rl_stream_error(s));
  *     rl_stream_free(s);
  *
- * libwebsockets is process-global in two respects the application should know about. The library
- * never calls lws_set_log_level(): lws's default level prints two NOTICE lines on stderr for each
- * call (each call creates its own lws context), so an application that wants quiet calls, once,
- * lws_set_log_level(LLL_ERR | LLL_WARN, NULL) itself. And creating an lws context sets SIGPIPE to
- * SIG_IGN for the whole process. Host names are resolved with a blocking getaddrinfo() (Debian's
- * lws 4.1 has no asynchronous DNS), which neither the dial timeout nor rl_stream_cancel can cut
- * short.
+ * ws:// and wss:// share one transport: a socket the library owns, with OpenSSL (libssl) driven
+ * directly on it for wss://. The library prints nothing, installs no signal handlers and never
+ * raises SIGPIPE (writes use MSG_NOSIGNAL, under TLS too). TLS is TLS 1.2 or later, and the server's
+ * certificate is verified by default against the system's CA paths (or the CA file or directory
+ * given) for the URL's host (or tls_server_name): a DNS name is matched against the certificate's
+ * names and sent as SNI, an IP literal is matched against its IP addresses. Host names are resolved
+ * with a blocking getaddrinfo(), which neither the dial timeout nor rl_stream_cancel can cut short.
  */
 #ifndef CORESTREAM_REMOTELEDGER_H
 #define CORESTREAM_REMOTELEDGER_H
@@ -49,11 +49,19 @@ typedef enum rl_result {
     RL_ERR_TRUNCATED = 3,      /* the stream closed before the bounded range was delivered, or
                                   mid-ledger */
     RL_ERR_PROTOCOL = 4,       /* malformed message, bad count, length or checksum, payload cap */
-    RL_ERR_DIAL = 5,           /* could not connect or complete the WebSocket handshake */
+    RL_ERR_DIAL = 5,           /* could not connect (or not within dial_timeout_ns), or the
+                                  WebSocket handshake failed: a status other than 101, e.g.
+                                  "server requires a token (401)" when no bearer_token was set,
+                                  "server rejected the token (401)" when one was */
     RL_ERR_READ = 6,           /* transport error, or a close code other than 1000/1001/4001 */
     RL_ERR_CANCELLED = 7,      /* rl_stream_cancel was called */
     RL_ERR_INVALID = 8,        /* bad URL, range or options; nothing was dialled */
     RL_ERR_NOMEM = 9,
+    RL_ERR_TLS = 10,           /* TLS could not be set up: the server's certificate failed
+                                  verification, the server refused ours or sent another alert, the
+                                  two ends disagree on TLS itself (a plain server on wss://, a TLS
+                                  server on ws://), or a CA, certificate or key file cannot be
+                                  loaded. The message names the cause in words. */
 } rl_result;
 
 /* Stable name of a result, e.g. "RL_ERR_GAP". */
@@ -103,16 +111,42 @@ typedef struct rl_options {
     /* Called on the iterating thread just before each ledger is handed over. May be NULL. */
     void (*observer)(const rl_ledger_info *info, void *ctx);
     void *observer_ctx;
+
+    /* TLS, for wss:// (and https://) URLs; ignored for ws://. Every string is copied by
+     * rl_stream_new (the caller's may go away afterwards); NULL or "" means unset, and all default
+     * to NULL. Files are read at each call, so a renewed file is picked up by the next one; one
+     * that cannot be read fails that call with RL_ERR_TLS. */
+    /* PEM file of CA certificates to trust instead of the system's CA paths. */
+    const char *tls_ca_file;
+    /* Directory of hashed CA certificates (c_rehash layout) to trust instead of the system's;
+     * together with tls_ca_file, both are trusted. */
+    const char *tls_ca_dir;
+    /* The name to send (SNI) and to verify the server's certificate against, when it differs
+     * from the URL's host (dialling an address, say). */
+    const char *tls_server_name;
+    /* A client certificate (PEM chain, leaf first) for servers that require one, and its private
+     * key (PEM). The key defaults to tls_cert_file itself; a key without a certificate is
+     * RL_ERR_INVALID at rl_stream_new. */
+    const char *tls_cert_file;
+    const char *tls_key_file;
+    /* Skips verifying the server's certificate and name. For tests only: anyone on the path can
+     * then read and alter the stream. Default false. */
+    bool tls_insecure_skip_verify;
+
+    /* Sent as "Authorization: Bearer <token>" with the upgrade request (in the clear on ws://).
+     * Copied by rl_stream_new; NULL or "" sends none (the default). A token with a control
+     * character is RL_ERR_INVALID at rl_stream_new. */
+    const char *bearer_token;
 } rl_options;
 
-/* Fills the defaults above. */
+/* Fills the defaults above (every field not mentioned is 0, false or NULL). */
 RL_API void rl_options_init(rl_options *o);
 
 typedef struct rl_stream rl_stream;
 
 /* url: ws://, wss://, http:// (→ ws) or https:// (→ wss) with a host; an empty or "/" path means
  * /stream; other query parameters (a token, say) are kept. opts may be NULL for the defaults; they
- * are copied. Returns RL_ERR_INVALID for a URL that can never work (the message says why, in the
+ * are copied, strings included. Returns RL_ERR_INVALID for a URL or options that can never work (the message says why, in the
  * prototype's words; *out is still set so rl_stream_error can be read, every later
  * rl_stream_raw_ledgers returns the same error, and the stream must be freed). Returns
  * RL_ERR_NOMEM with *out NULL when the stream cannot be allocated. */
@@ -144,7 +178,20 @@ RL_API rl_result rl_stream_raw_ledgers(rl_stream *s, rl_range range, rl_ledger_f
 RL_API void rl_stream_cancel(rl_stream *s);
 
 /* The message of the last failure, in the prototype's wording, e.g.
- * "remoteledger: ledger sequence gap: got ledger 8, expected 7". "" after success. */
+ * "remoteledger: ledger sequence gap: got ledger 8, expected 7". "" after success. Failures of the
+ * dial name the endpoint and the cause, e.g.
+ *   remoteledger: dial wss://box:8462/stream?start=1: dial tcp 10.0.0.5:8462: connect: connection refused
+ *   remoteledger: dial wss://...: context deadline exceeded
+ *   remoteledger: dial wss://...: certificate verify failed: hostname mismatch for box
+ *   remoteledger: dial wss://...: certificate verify failed: certificate has expired
+ *   remoteledger: dial wss://...: certificate verify failed: unable to get local issuer certificate
+ *   remoteledger: dial wss://...: tls handshake failed: tlsv13 alert certificate required
+ *   remoteledger: dial wss://...: tls handshake failed: the server did not answer TLS (is it plain ws://?)
+ *   remoteledger: dial ws://...: the server answered in TLS (is it wss://?)
+ *   remoteledger: dial ws://...: server requires a token (401)
+ *   remoteledger: dial ws://...: HS: ws upgrade response not 101   (any other status)
+ * (the verifier's reason is OpenSSL's X509_verify_cert_error_string; an IP literal mismatches as
+ * "IP address mismatch for 10.0.0.5"). */
 RL_API const char *rl_stream_error(const rl_stream *s);
 
 /* After RL_ERR_TOO_FAR_BEHIND: the ledger that was next expected and the retained bounds the

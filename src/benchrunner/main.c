@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "benchrunner/local.h"
@@ -191,10 +192,42 @@ static int on_ledger(const uint8_t *ledger, size_t len, const rl_ledger_info *in
     return 0;
 }
 
+/* The remote flags' TLS and token settings, into opts. The token file's first line (without its
+ * line ending) is the token, read into token[len]. Returns 0, or -1 with err. */
+static int remote_options(const br_options *o, rl_options *opts, char *token, size_t len, cs_err *err)
+{
+    if (*o->tls_ca) {
+        struct stat st;
+        if (stat(o->tls_ca, &st) == 0 && S_ISDIR(st.st_mode))
+            opts->tls_ca_dir = o->tls_ca;
+        else
+            opts->tls_ca_file = o->tls_ca; /* a missing file is the library's error to word */
+    }
+    opts->tls_server_name = o->tls_server_name;
+    opts->tls_cert_file = o->tls_cert;
+    opts->tls_key_file = o->tls_key;
+    opts->bearer_token = o->token;
+    if (!*o->token_file)
+        return 0;
+    FILE *f = fopen(o->token_file, "r");
+    char e[128];
+    if (!f)
+        return cs_err_set(err, 0, "read token file \"%s\": open %s: %s", o->token_file, o->token_file,
+                          cs_go_errno(errno, e, sizeof e));
+    bool ok = fgets(token, (int)len, f) != NULL;
+    fclose(f);
+    token[ok ? strcspn(token, "\r\n") : 0] = '\0';
+    if (!*token)
+        return cs_err_set(err, 0, "read token file \"%s\": no token in it", o->token_file);
+    opts->bearer_token = token;
+    return 0;
+}
+
 /* Streams range from url into a new collector (*out; NULL only when it could not be allocated).
- * Returns 0, or -1 with err; *res is the stream's result. */
-static int consume(const char *label, const char *url, rl_range range, bool verify, bool compressible,
-                   progress *prog, br_collector **out, rl_result *res, cs_err *err)
+ * remote: the flags' TLS and token settings, or NULL for none (loopback). Returns 0, or -1 with
+ * err; *res is the stream's result. */
+static int consume(const char *label, const char *url, const br_options *remote, rl_range range, bool verify,
+                   bool compressible, progress *prog, br_collector **out, rl_result *res, cs_err *err)
 {
     *res = RL_OK;
     *out = br_collector_new(label);
@@ -203,6 +236,11 @@ static int consume(const char *label, const char *url, rl_range range, bool veri
     consumer k = {.c = *out, .prog = prog, .verify = verify, .compressible = compressible, .err = err};
     rl_options opts;
     rl_options_init(&opts);
+    char token[4096];
+    if (remote && remote_options(remote, &opts, token, sizeof token, err) != 0) {
+        *res = RL_ERR_INVALID;
+        return -1;
+    }
     opts.observer = on_info;
     opts.observer_ctx = &k;
     rl_stream *s = NULL;
@@ -347,7 +385,7 @@ static int run_loopback(const br_options *o, progress *prog, br_collector **out,
         /* No overflow check, as in the prototype: a range past the ceiling wraps and is refused. */
         uint32_t last = start + count - 1;
         rl_result res;
-        rc = consume("loopback (remoteledger over 127.0.0.1)", url, rl_bounded_range(start, last), o->verify,
+        rc = consume("loopback (remoteledger over 127.0.0.1)", url, NULL, rl_bounded_range(start, last), o->verify,
                      o->compress, prog, out, &res, err);
         uint64_t raw = cs_server_raw_fallbacks(server);
         if (raw > 0) {
@@ -403,7 +441,7 @@ int main(int argc, char **argv)
         rl_range range = o.end ? rl_bounded_range((uint32_t)o.start, (uint32_t)o.end)
                                : rl_unbounded_range((uint32_t)o.start);
         rl_result res;
-        rc = consume("remote (corestreamd over the network)", o.url, range, o.verify, o.remote_compressible, &prog,
+        rc = consume("remote (corestreamd over the network)", o.url, &o, range, o.verify, o.remote_compressible, &prog,
                      &c, &res, &err);
         /* Ctrl-C is how an unbounded run ends: a clean stop, not a failure. */
         if (rc != 0 && res == RL_ERR_CANCELLED && atomic_load(&g_interrupted) && !range.bounded) {

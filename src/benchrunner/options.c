@@ -27,9 +27,15 @@ void br_options_defaults(br_options *o)
     o->history_archive_urls = "";
     o->storage_dir = "";
     o->network_passphrase = "";
+    o->tls_ca = "";
+    o->tls_server_name = "";
+    o->tls_cert = "";
+    o->tls_key = "";
+    o->token = "";
+    o->token_file = "";
 }
 
-#define BR_NFLAGS 21
+#define BR_NFLAGS 27
 
 static void fill_flags(cs_flag *f, br_options *o)
 {
@@ -64,6 +70,14 @@ static void fill_flags(cs_flag *f, br_options *o)
         {"storage-dir", CS_FLAG_STRING, &o->storage_dir, "local: captive core storage path"},
         {"network-passphrase", CS_FLAG_STRING, &o->network_passphrase,
          "local: override the toml's NETWORK_PASSPHRASE"},
+        {"tls-ca", CS_FLAG_STRING, &o->tls_ca,
+         "remote, wss://: CA certificate file or directory to trust instead of the system's"},
+        {"tls-server-name", CS_FLAG_STRING, &o->tls_server_name,
+         "remote, wss://: name to verify the server's certificate against (default: the URL's host)"},
+        {"tls-cert", CS_FLAG_STRING, &o->tls_cert, "remote, wss://: client certificate (PEM)"},
+        {"tls-key", CS_FLAG_STRING, &o->tls_key, "remote, wss://: client key (PEM; default: in -tls-cert)"},
+        {"token", CS_FLAG_STRING, &o->token, "remote: bearer token for the server"},
+        {"token-file", CS_FLAG_STRING, &o->token_file, "remote: file holding the bearer token (its first line)"},
     };
     memcpy(f, table, sizeof table);
 }
@@ -121,6 +135,10 @@ int br_options_validate(const br_options *o, cs_err *err)
     } else {
         return set_quoted(err, "--mode must be loopback, remote, local or localtap, got ", o->mode);
     }
+    if (*o->tls_key && !*o->tls_cert)
+        return cs_err_set(err, 0, "--tls-key needs --tls-cert");
+    if (*o->token && *o->token_file)
+        return cs_err_set(err, 0, "--token and --token-file cannot both be given");
     return 0;
 }
 

@@ -32,6 +32,13 @@ typedef struct br_options {
     const char *history_archive_urls;
     const char *storage_dir;
     const char *network_passphrase;
+    /* remote mode over wss:// (and the token over either scheme); "" means unset */
+    const char *tls_ca;          /* CA certificate file, or a directory of them, to trust */
+    const char *tls_server_name; /* name to verify the server's certificate against (and SNI) */
+    const char *tls_cert;        /* client certificate (PEM) */
+    const char *tls_key;         /* its key (PEM; default: in tls_cert) */
+    const char *token;           /* bearer token */
+    const char *token_file;      /* file whose first line is the bearer token */
 } br_options;
 
 /* The defaults of PORTSPEC 4.1 (mode loopback, url ws://127.0.0.1:8462, count 100, ...). */

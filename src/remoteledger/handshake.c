@@ -1,7 +1,8 @@
 /* The client side of the WebSocket opening handshake: see handshake.h. */
 #include "remoteledger/handshake.h"
 
-#include <libwebsockets.h>
+#include <openssl/evp.h>
+#include <openssl/sha.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -12,8 +13,7 @@
 
 void rli_hs_key_encode(const uint8_t nonce[16], char key[RLI_HS_KEY_LEN + 1])
 {
-    lws_b64_encode_string((const char *)nonce, 16, key, RLI_HS_KEY_LEN + 1);
-    key[RLI_HS_KEY_LEN] = '\0';
+    EVP_EncodeBlock((unsigned char *)key, nonce, 16); /* 24 characters and a NUL */
 }
 
 void rli_hs_key_new(char key[RLI_HS_KEY_LEN + 1])
@@ -27,25 +27,28 @@ void rli_hs_accept(const char *key, char accept[RLI_HS_ACCEPT_LEN + 1])
 {
     char buf[128];
     int n = snprintf(buf, sizeof buf, "%.64s%s", key, WS_GUID);
-    unsigned char md[20];
-    lws_SHA1((const unsigned char *)buf, (size_t)n, md);
-    lws_b64_encode_string((const char *)md, (int)sizeof md, accept, RLI_HS_ACCEPT_LEN + 1);
-    accept[RLI_HS_ACCEPT_LEN] = '\0';
+    unsigned char md[SHA_DIGEST_LENGTH];
+    SHA1((const unsigned char *)buf, (size_t)n, md);
+    EVP_EncodeBlock((unsigned char *)accept, md, (int)sizeof md); /* 28 characters and a NUL */
 }
 
-size_t rli_hs_request(char *out, size_t cap, const char *target, const char *host, const char *key)
+size_t rli_hs_request(char *out, size_t cap, const char *target, const char *host, const char *key,
+                      const char *token)
 {
+    bool auth = token && *token;
     int n = snprintf(out, cap,
                      "GET %s HTTP/1.1\r\n"
                      "Pragma: no-cache\r\n"
                      "Cache-Control: no-cache\r\n"
                      "Host: %s\r\n"
+                     "%s%s%s"
                      "Upgrade: websocket\r\n"
                      "Connection: Upgrade\r\n"
                      "Sec-WebSocket-Key: %s\r\n"
                      "Sec-WebSocket-Version: 13\r\n"
                      "\r\n",
-                     target, host, key);
+                     target, host, auth ? "Authorization: Bearer " : "", auth ? token : "", auth ? "\r\n" : "",
+                     key);
     return n < 0 ? 0 : (size_t)n;
 }
 
@@ -53,7 +56,16 @@ void rli_hs_reader_init(rli_hs_reader *r)
 {
     r->len = 0;
     r->line = 0;
+    r->status = 0;
+    r->tls = false;
     r->buf[0] = '\0';
+}
+
+/* The first bytes of a TLS record (handshake or alert, versions SSL 3.0 to TLS 1.3): what a TLS
+ * server answers an HTTP request with, if anything. */
+static bool looks_like_tls(const char *b)
+{
+    return (b[0] == 0x15 || b[0] == 0x16) && b[1] == 0x03 && (unsigned char)b[2] <= 0x04;
 }
 
 rli_hs_status rli_hs_feed(rli_hs_reader *r, const uint8_t *in, size_t len, size_t *used, const char *key,
@@ -65,6 +77,12 @@ rli_hs_status rli_hs_feed(rli_hs_reader *r, const uint8_t *in, size_t len, size_
     if (take)
         memcpy(r->buf + r->len, in, take);
     r->len += take;
+    if (r->len >= 3 && looks_like_tls(r->buf)) {
+        r->tls = true;
+        *used = take;
+        *err = "the server answered in TLS (is it wss://?)";
+        return RLI_HS_FAILED;
+    }
     while (r->line < r->len) {
         const char *nl = memchr(r->buf + r->line, '\n', r->len - r->line);
         if (!nl)
@@ -78,6 +96,7 @@ rli_hs_status rli_hs_feed(rli_hs_reader *r, const uint8_t *in, size_t len, size_
             *used = r->line - old;
             r->buf[r->line] = '\0';
             *err = rli_hs_check(r->buf, r->line, key);
+            r->status = rli_hs_status_code(r->buf, r->line);
             return *err ? RLI_HS_FAILED : RLI_HS_DONE;
         }
     }
@@ -155,6 +174,15 @@ static int status_code(span line)
     return code;
 }
 
+int rli_hs_status_code(const char *head, size_t len)
+{
+    const char *nl = memchr(head, '\n', len);
+    size_t n = nl ? (size_t)(nl - head) : len;
+    if (n && head[n - 1] == '\r')
+        n--;
+    return status_code((span){head, n});
+}
+
 const char *rli_hs_check(const char *head, size_t len, const char *key)
 {
     span status = {NULL, 0}, upgrade = {NULL, 0}, accept = {NULL, 0}, protocol = {NULL, 0},
@@ -200,7 +228,7 @@ const char *rli_hs_check(const char *head, size_t len, const char *key)
     if (code < 0)
         return "HS: URI missing";
     if (code == 401)
-        return "HS: ws upgrade unauthorized";
+        return "server requires a token (401)";
     if (code != 101)
         return "HS: ws upgrade response not 101";
     if (!accept.n)

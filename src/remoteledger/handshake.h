@@ -1,10 +1,12 @@
 /* libremoteledger internals: the client side of the WebSocket opening handshake (RFC 6455 4.1),
- * for connections whose framing the library does itself (ws:// over an lws RAW socket).
+ * over the library's own transport (transport.h), for ws:// and wss:// alike.
  *
  * The request is the one libwebsockets 4.1 sent for the library before (same headers, same
- * order, no Sec-WebSocket-Protocol, no Sec-WebSocket-Extensions: permessage-deflate stays off).
- * The response is checked in lws's order and a failure is worded as lws words it ("HS: ..."), so
- * dial errors read as they did. */
+ * order, no Sec-WebSocket-Protocol, no Sec-WebSocket-Extensions: permessage-deflate stays off),
+ * plus an Authorization: Bearer header when there is a token. The response is checked in lws's
+ * order and a failure is worded as lws words it ("HS: ..."), so dial errors read as they did;
+ * two answers get plain words instead: a 401 ("server requires a token (401)") and a TLS record
+ * where HTTP was expected ("the server answered in TLS (is it wss://?)"). */
 #ifndef RLI_HANDSHAKE_H
 #define RLI_HANDSHAKE_H
 
@@ -26,13 +28,17 @@ void rli_hs_key_new(char key[RLI_HS_KEY_LEN + 1]);
 void rli_hs_accept(const char *key, char accept[RLI_HS_ACCEPT_LEN + 1]);
 
 /* Writes the upgrade request for target (path and query) on host (the Host header) into
- * out[0..cap), snprintf style: returns the full length whatever cap is. */
-size_t rli_hs_request(char *out, size_t cap, const char *target, const char *host, const char *key);
+ * out[0..cap), snprintf style: returns the full length whatever cap is. token: sent as
+ * "Authorization: Bearer <token>" when not NULL or "". */
+size_t rli_hs_request(char *out, size_t cap, const char *target, const char *host, const char *key,
+                      const char *token);
 
 /* Collects the response head from the stream. */
 typedef struct rli_hs_reader {
     size_t len;  /* bytes collected */
     size_t line; /* where the line being scanned starts */
+    int status;  /* the response's HTTP status once the head is complete (-1: unreadable), else 0 */
+    bool tls;    /* the failure was a TLS record where the status line should be */
     char buf[RLI_HS_MAX_RESPONSE + 1];
 } rli_hs_reader;
 
@@ -47,6 +53,9 @@ typedef enum rli_hs_status {
 /* Feeds response bytes. On RLI_HS_DONE the bytes after *used are the first WebSocket frames. */
 rli_hs_status rli_hs_feed(rli_hs_reader *r, const uint8_t *in, size_t len, size_t *used, const char *key,
                         const char **err);
+
+/* The status code of a head's status line ("HTTP/1.1 401 ..." -> 401), -1 when unreadable. */
+int rli_hs_status_code(const char *head, size_t len);
 
 /* Checks a complete response head (status line and headers, blank line included) against the
  * key: NULL when it is a valid 101 for it, otherwise lws's description of the failure. */

@@ -1,16 +1,9 @@
-/* libremoteledger: the public API and the connection (PORTSPEC 3). One lws_context per
- * rl_stream_raw_ledgers call, serviced on the calling thread; the assembler (assemble.c) does the
- * protocol; this file maps WebSocket events onto it and the prototype's error classification.
- *
- * Two transports share everything above the WebSocket framing:
- *   ws://   an lws RAW client socket: the upgrade (handshake.c) and the RFC 6455 framing
- *           (wsframe.c) are ours, and payload goes to the assembler in slices straight from lws's
- *           receive buffer. lws 4.1's WebSocket client parses every payload byte on its own
- *           (about 170 MB/s per core); this path runs at memcpy-plus-XXH64 speed.
- *   wss://  lws's WebSocket client role, as before: lws 4.1.6 cannot do TLS on a RAW client
- *           connection (lws_client_connect_via_info creates the TLS session before the socket
- *           exists and fails with "tls start fail"). */
-#include <libwebsockets.h>
+/* libremoteledger: the public API and the connection (PORTSPEC 3). Each rl_stream_raw_ledgers call
+ * owns one connection, serviced on the calling thread: the transport (transport.c: a socket of our
+ * own, wrapped in TLS for wss://), the upgrade (handshake.c), the RFC 6455 framing (wsframe.c) and
+ * the assembler (assemble.c), which does the protocol. This file drives them and maps what happens
+ * onto the prototype's error classification. ws:// and wss:// differ only in the transport: payload
+ * goes to the assembler in slices straight from one large receive buffer either way. */
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -18,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/goquote.h"
 #include "corestream/remoteledger.h"
@@ -25,28 +19,19 @@
 #include "remoteledger/assemble.h"
 #include "remoteledger/endpoint.h"
 #include "remoteledger/handshake.h"
+#include "remoteledger/transport.h"
 #include "remoteledger/wsframe.h"
 #include "wire/wire.h"
 
 #define DEFAULT_DIAL_TIMEOUT_NS (30LL * 1000000000LL)
-/* Socket reads go into this per-context buffer, and a RAW_RX callback hands over what one read
- * got: up to this much per recv(). Measured on loopback (2 vCPUs): throughput is flat from 64 KiB
- * to 4 MiB (memory-bound, about 3 GB/s per client core for raw chunks), but 64 KiB and 256 KiB
- * wake the client more often and lengthen the delivery tail of 200 KiB ledgers; 1 MiB gave the
- * best tail and 4 MiB nothing more. */
-#define SERV_BUF_SIZE (1024u << 10)
-/* wss:// only: the per-connection frame buffer lws delivers RECEIVE from: one default-size chunk
- * message whole, so the common case is decoded in place; bigger messages arrive in pieces of this
- * size. */
-#define RX_BUFFER_DEFAULT (CS_DEFAULT_CHUNK_SIZE + CS_WIRE_CHUNK_HEADER_LEN + 1024)
-/* TCP keepalive, as Go's default dialer sets it (KeepAlive 30 s, 9 probes). */
-#define KA_TIME_S 30
-#define KA_INTERVAL_S 30
-#define KA_PROBES 9
-/* lws's own handshake timeouts when the dial is unbounded (rl_stream_cancel still applies). */
-#define UNBOUNDED_LWS_TIMEOUT_S (7u * 24 * 3600)
-/* How long to let lws finish a close handshake the server started (its echo), at most. */
-#define LINGER_US (1000 * 1000)
+/* Socket reads go into this per-call buffer, and the framing parser consumes it in place. Measured
+ * on loopback (2 vCPUs) with lws's RAW socket before: throughput is flat from 64 KiB to 4 MiB
+ * (memory-bound, about 3 GB/s per client core for raw chunks), but 64 KiB and 256 KiB wake the
+ * client more often and lengthen the delivery tail of 200 KiB ledgers; 1 MiB gave the best tail
+ * and 4 MiB nothing more. */
+#define RBUF_SIZE (1024u << 10)
+/* How long to let a close frame of ours (or the echo of the server's) get written, at most. */
+#define LINGER_MS 1000
 #define CLOSE_PROTOCOL_ERROR 1002 /* what coder/websocket closes with on a framing violation */
 #define CANCELED_MSG "context canceled"
 #define TRUNC_PREFIX "remoteledger: stream ended before the requested range was delivered: "
@@ -62,8 +47,10 @@ struct rl_stream {
     uint32_t tfb_requested, tfb_oldest, tfb_latest;
     rli_asm *asm_;
     atomic_bool cancelled;
-    pthread_mutex_t mu; /* guards live: cancel never races context creation or destruction */
-    struct lws_context *live;
+    pthread_mutex_t mu; /* guards live_wake: cancel never writes to a descriptor being closed */
+    int live_wake;      /* the running call's wake eventfd, -1 when none */
+    /* The copies the string options point at. */
+    char *tls_ca_file, *tls_ca_dir, *tls_server_name, *tls_cert_file, *tls_key_file, *bearer_token;
 };
 
 /* ---- small public helpers ------------------------------------------------------------------ */
@@ -81,6 +68,7 @@ const char *rl_result_name(rl_result r)
         [RL_ERR_CANCELLED] = "RL_ERR_CANCELLED",
         [RL_ERR_INVALID] = "RL_ERR_INVALID",
         [RL_ERR_NOMEM] = "RL_ERR_NOMEM",
+        [RL_ERR_TLS] = "RL_ERR_TLS",
     };
     if ((unsigned)r < sizeof names / sizeof names[0] && names[r])
         return names[r];
@@ -125,20 +113,51 @@ void rl_options_init(rl_options *o)
 
 /* ---- the stream ----------------------------------------------------------------------------- */
 
+/* Copies *field into *copy and points the field at it; NULL stays NULL. */
+static bool own_string(const char **field, char **copy)
+{
+    if (!*field)
+        return true;
+    *copy = strdup(*field);
+    *field = *copy;
+    return *copy != NULL;
+}
+
+/* Options that can never work: 0, or -1 with the message in err. */
+static int check_options(const rl_options *o, cs_err *err)
+{
+    if (o->tls_key_file && *o->tls_key_file && !(o->tls_cert_file && *o->tls_cert_file))
+        return cs_err_set(err, RL_ERR_INVALID, "remoteledger: tls_key_file is set without tls_cert_file");
+    if (o->bearer_token)
+        for (const unsigned char *p = (const unsigned char *)o->bearer_token; *p; p++)
+            if (*p < 0x20 || *p == 0x7F)
+                return cs_err_set(err, RL_ERR_INVALID, "remoteledger: bearer_token holds a control character");
+    return 0;
+}
+
 rl_result rl_stream_new(rl_stream **out, const char *url, const rl_options *opts)
 {
     *out = NULL;
     rl_stream *s = calloc(1, sizeof *s);
     if (!s)
         return RL_ERR_NOMEM;
+    atomic_init(&s->cancelled, false);
+    pthread_mutex_init(&s->mu, NULL);
+    s->live_wake = -1;
     if (opts)
         s->opts = *opts;
     else
         rl_options_init(&s->opts);
-    atomic_init(&s->cancelled, false);
-    pthread_mutex_init(&s->mu, NULL);
+    rl_options *o = &s->opts;
+    if (!own_string(&o->tls_ca_file, &s->tls_ca_file) || !own_string(&o->tls_ca_dir, &s->tls_ca_dir) ||
+        !own_string(&o->tls_server_name, &s->tls_server_name) ||
+        !own_string(&o->tls_cert_file, &s->tls_cert_file) || !own_string(&o->tls_key_file, &s->tls_key_file) ||
+        !own_string(&o->bearer_token, &s->bearer_token)) {
+        rl_stream_free(s);
+        return RL_ERR_NOMEM;
+    }
     *out = s;
-    if (rli_url_parse(&s->url, url ? url : "", &s->url_err)) {
+    if (check_options(o, &s->url_err) || rli_url_parse(&s->url, url ? url : "", &s->url_err)) {
         s->err = s->url_err;
         return (rl_result)s->url_err.kind;
     }
@@ -154,6 +173,12 @@ void rl_stream_free(rl_stream *s)
     free(s->endpoint);
     rli_asm_free(s->asm_);
     pthread_mutex_destroy(&s->mu);
+    free(s->tls_ca_file);
+    free(s->tls_ca_dir);
+    free(s->tls_server_name);
+    free(s->tls_cert_file);
+    free(s->tls_key_file);
+    free(s->bearer_token);
     free(s);
 }
 
@@ -161,8 +186,8 @@ void rl_stream_cancel(rl_stream *s)
 {
     atomic_store(&s->cancelled, true);
     pthread_mutex_lock(&s->mu);
-    if (s->live)
-        lws_cancel_service(s->live);
+    if (s->live_wake >= 0)
+        rli_tp_wake(s->live_wake);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -193,28 +218,27 @@ typedef struct rli_conn {
     void *fn_ctx;
     int64_t read_limit;
 
-    struct lws_context *ctx;
-    struct lws *wsi;
-    lws_sorted_usec_list_t dial_sul;
-    lws_sorted_usec_list_t linger_sul;
-    struct lws_protocols protocols[2];
-    bool raw; /* ws:// over a RAW socket with our framing; wss:// uses lws's WebSocket client */
+    rli_tp tp;
+    int64_t dial_deadline_ms;   /* until established; -1: none */
+    int64_t linger_deadline_ms; /* while linger */
+    uint8_t *rbuf;              /* RBUF_SIZE */
+    uint8_t *out;               /* what is still to be written: the request, then control frames */
+    size_t out_len, out_off, out_cap;
 
     bool established;
-    bool done;    /* the outcome is decided */
-    bool linger;  /* ...but finish the close handshake first (bounded by linger_sul) */
-    bool closing; /* a close frame of ours (or the echo of the server's) is queued for WRITEABLE */
+    bool done;       /* the outcome is decided */
+    bool linger;     /* ...but write the close frame first (bounded by linger_deadline_ms) */
+    bool closing;    /* a close frame of ours (or the echo of the server's) is due */
+    bool rx_off;     /* nothing more is read: a close is on its way out */
+    bool drop_after; /* the bytes in out end with that close frame: drop once they are written */
     uint8_t close_payload[RLI_WS_MAX_CONTROL];
     size_t close_len;
     rl_result result;
 
     bool in_msg;      /* a data message has started and not ended */
-    uint64_t msg_len; /* its length so far (wss: received; ws: declared by its frames) */
+    uint64_t msg_len; /* its length so far, as declared by its frames */
 
-    /* ws:// only */
-    const char *target;
     char key[RLI_HS_KEY_LEN + 1];
-    bool request_sent;
     uint64_t msg_hint; /* the message's length when its first frame is its last, else 0 */
     rli_ws_parser wp;
     bool pong_pending;
@@ -253,24 +277,21 @@ static void conn_cancelled(rli_conn *c)
     c->linger = false;
 }
 
-static void linger_cb(lws_sorted_usec_list_t *sul);
-
-/* Queues a close frame with this payload: it is written from WRITEABLE, and the connection is
- * then dropped without waiting for an answer. Nothing more is read meanwhile. */
-static void queue_close_payload(rli_conn *c, struct lws *wsi, const uint8_t *p, size_t n)
+/* Queues a close frame with this payload: it is written next, and the connection is then dropped
+ * without waiting for an answer. Nothing more is read meanwhile. */
+static void queue_close_payload(rli_conn *c, const uint8_t *p, size_t n)
 {
     if (n > sizeof c->close_payload)
         n = sizeof c->close_payload;
     c->closing = true;
     c->linger = true;
+    c->rx_off = true;
     memcpy(c->close_payload, p, n);
     c->close_len = n;
-    lws_rx_flow_control(wsi, 0);
-    lws_callback_on_writable(wsi);
-    lws_sul_schedule(lws_get_context(wsi), 0, &c->linger_sul, linger_cb, LINGER_US);
+    c->linger_deadline_ms = rli_mono_ms() + LINGER_MS;
 }
 
-static void queue_close(rli_conn *c, struct lws *wsi, uint16_t code, const char *reason)
+static void queue_close(rli_conn *c, uint16_t code, const char *reason)
 {
     uint8_t p[RLI_WS_MAX_CONTROL];
     size_t rlen = strlen(reason);
@@ -279,7 +300,7 @@ static void queue_close(rli_conn *c, struct lws *wsi, uint16_t code, const char 
     p[0] = (uint8_t)(code >> 8);
     p[1] = (uint8_t)code;
     memcpy(p + 2, reason, rlen);
-    queue_close_payload(c, wsi, p, 2 + rlen);
+    queue_close_payload(c, p, 2 + rlen);
 }
 
 static int64_t now_unix_nano(void)
@@ -308,7 +329,7 @@ static void status_name(uint16_t code, char *buf, size_t len)
 
 /* A complete ledger: stamp, observe, hand over, then decide whether to go on. Returns -1 when the
  * connection must be dropped at once (a close frame of ours, when one is due, is queued instead). */
-static int deliver(rli_conn *c, struct lws *wsi)
+static int deliver(rli_conn *c)
 {
     size_t len;
     rl_ledger_info info;
@@ -318,12 +339,12 @@ static int deliver(rli_conn *c, struct lws *wsi)
         c->s->opts.observer(&info, c->s->opts.observer_ctx);
     if (c->fn && c->fn(data, len, &info, c->fn_ctx) != 0) {
         conn_ok(c);
-        queue_close(c, wsi, CS_CLOSE_NORMAL, "consumer done");
+        queue_close(c, CS_CLOSE_NORMAL, "consumer done");
         return 0;
     }
     if (c->range.bounded && info.sequence >= c->range.to) {
         conn_ok(c);
-        queue_close(c, wsi, CS_CLOSE_NORMAL, "range complete");
+        queue_close(c, CS_CLOSE_NORMAL, "range complete");
         return 0;
     }
     if (atomic_load(&c->s->cancelled)) {
@@ -333,7 +354,7 @@ static int deliver(rli_conn *c, struct lws *wsi)
     return 0;
 }
 
-static int after_message(rli_conn *c, struct lws *wsi, rli_asm_status st, cs_err *err)
+static int after_message(rli_conn *c, rli_asm_status st, cs_err *err)
 {
     c->in_msg = false;
     if (st == RLI_ASM_ERROR) {
@@ -341,7 +362,7 @@ static int after_message(rli_conn *c, struct lws *wsi, rli_asm_status st, cs_err
         return -1;
     }
     if (st == RLI_ASM_LEDGER)
-        return deliver(c, wsi);
+        return deliver(c);
     return 0;
 }
 
@@ -352,12 +373,12 @@ static int text_message(rli_conn *c)
 }
 
 /* A message over the read limit: a read error, and a close 1009 in coder/websocket's words. */
-static void read_limited(rli_conn *c, struct lws *wsi)
+static void read_limited(rli_conn *c)
 {
     char reason[64];
     snprintf(reason, sizeof reason, "read limited at %" PRId64 " bytes", c->read_limit + 1);
     conn_fail(c, RL_ERR_READ, "remoteledger: read: %s", reason);
-    queue_close(c, wsi, CS_CLOSE_TOO_BIG, reason);
+    queue_close(c, CS_CLOSE_TOO_BIG, reason);
 }
 
 /* The server closed with a close frame: PORTSPEC 3.3's classification. */
@@ -420,154 +441,98 @@ static void on_peer_close(rli_conn *c, const uint8_t *in, size_t len)
               name, quoted);
 }
 
-/* The connection is gone (closed by the server, a reset, or our own drop after a decision). */
+/* The connection is gone (closed by the server, or reset). */
 static void on_closed(rli_conn *c)
 {
-    if (!c->done) {
-        if (atomic_load(&c->s->cancelled))
-            conn_cancelled(c);
-        else if (c->raw && !c->established) /* lws reports wss:// handshake failures itself */
-            conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: read failed", c->s->endpoint);
-        else if (c->in_msg)
-            conn_fail(c, RL_ERR_READ, "remoteledger: read: failed to read frame payload: unexpected EOF");
-        else
-            conn_fail(c, RL_ERR_READ, "remoteledger: read: failed to get reader: failed to read frame header: EOF");
-    }
-    c->wsi = NULL;
-    c->linger = false;
+    if (c->done)
+        return;
+    if (atomic_load(&c->s->cancelled))
+        conn_cancelled(c);
+    else if (!c->established)
+        conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: read failed", c->s->endpoint);
+    else if (c->in_msg)
+        conn_fail(c, RL_ERR_READ, "remoteledger: read: failed to read frame payload: unexpected EOF");
+    else
+        conn_fail(c, RL_ERR_READ, "remoteledger: read: failed to get reader: failed to read frame header: EOF");
 }
 
-static void established(rli_conn *c)
-{
-    c->established = true;
-    lws_sul_cancel(&c->dial_sul);
-}
-
-static void dial_timeout_cb(lws_sorted_usec_list_t *sul)
-{
-    rli_conn *c = lws_container_of(sul, rli_conn, dial_sul);
-    if (!c->established) {
-        conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: context deadline exceeded", c->s->endpoint);
-        c->linger = false;
-        /* lws runs ripe timers at the top of its next wait, which then sleeps on: wake it. */
-        lws_cancel_service(c->ctx);
-    }
-}
-
-static void linger_cb(lws_sorted_usec_list_t *sul)
-{
-    rli_conn *c = lws_container_of(sul, rli_conn, linger_sul);
-    c->linger = false;
-    lws_cancel_service(c->ctx);
-}
-
-/* ---- wss://: lws's WebSocket client ------------------------------------------------------------ */
-
-static int ws_receive(rli_conn *c, struct lws *wsi, const uint8_t *in, size_t len)
+/* The transport failed. A TLS failure is reported in its words; a plain socket error (a reset,
+ * say) reads as the connection closing, as it did over lws. */
+static void on_transport_error(rli_conn *c)
 {
     if (c->done)
-        return c->closing ? 0 : -1; /* bytes after our decision are not wanted */
-    if (atomic_load(&c->s->cancelled)) {
+        return;
+    if (atomic_load(&c->s->cancelled))
         conn_cancelled(c);
-        return -1;
-    }
-    size_t remaining = lws_remaining_packet_payload(wsi);
-    bool fin = lws_is_final_fragment(wsi);
-    bool complete = fin && remaining == 0;
-    cs_err err;
-
-    if (!c->in_msg) {
-        if (!lws_frame_is_binary(wsi))
-            return text_message(c);
-        c->in_msg = true;
-        c->msg_len = 0;
-        if (complete && (c->read_limit < 0 || (uint64_t)len <= (uint64_t)c->read_limit))
-            return after_message(c, wsi, rli_asm_message(c->a, in, len, &err), &err);
-        rli_asm_msg_begin(c->a, fin ? (uint64_t)len + remaining : 0);
-    }
-    c->msg_len += len;
-    if (c->read_limit >= 0 && c->msg_len + remaining > (uint64_t)c->read_limit) {
-        read_limited(c, wsi);
-        return 0;
-    }
-    rli_asm_msg_data(c->a, in, len);
-    if (!complete)
-        return 0;
-    return after_message(c, wsi, rli_asm_msg_end(c->a, &err), &err);
+    else if (!c->tp.err_tls)
+        on_closed(c);
+    else if (!c->established)
+        conn_fail(c, RL_ERR_TLS, "remoteledger: dial %s: %s", c->s->endpoint, c->tp.err);
+    else
+        conn_fail(c, RL_ERR_READ, "remoteledger: read: %s", c->tp.err);
 }
 
-static int ws_write_close(rli_conn *c, struct lws *wsi)
+/* ---- output ------------------------------------------------------------------------------------ */
+
+static bool out_reserve(rli_conn *c, size_t n)
 {
-    uint8_t buf[LWS_PRE + sizeof c->close_payload];
-    uint8_t *p = buf + LWS_PRE;
-    memcpy(p, c->close_payload, c->close_len);
-    /* 4 is the close opcode's write protocol (LWS_WRITE_CLOSE, which lws's public enum leaves
-     * out in favour of lws_close_reason; that route waits for the peer's acknowledgement, and
-     * the prototype returns without waiting). */
-    (void)lws_write(wsi, p, c->close_len, (enum lws_write_protocol)4);
-    c->closing = false;
-    c->linger = false;
-    return -1; /* close the socket now: no close reason set, so lws sends nothing more */
+    if (c->out_cap - c->out_len >= n)
+        return true;
+    size_t cap = c->out_len + n;
+    uint8_t *p = realloc(c->out, cap);
+    if (!p)
+        return false;
+    c->out = p;
+    c->out_cap = cap;
+    return true;
 }
 
-/* ---- ws://: a RAW socket with our own upgrade and framing --------------------------------------- */
-
-static int raw_send_request(rli_conn *c, struct lws *wsi)
-{
-    const rli_url *u = &c->s->url;
-    size_t n = rli_hs_request(NULL, 0, c->target, u->host, c->key);
-    uint8_t *buf = malloc(LWS_PRE + n + 1);
-    if (!buf) {
-        conn_fail(c, RL_ERR_NOMEM, "remoteledger: out of memory");
-        return -1;
-    }
-    rli_hs_request((char *)buf + LWS_PRE, n + 1, c->target, u->host, c->key);
-    int w = lws_write(wsi, buf + LWS_PRE, n, LWS_WRITE_RAW);
-    free(buf);
-    c->request_sent = true;
-    if (w < (int)n) {
-        conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: write failed", c->s->endpoint);
-        return -1;
-    }
-    return 0;
-}
-
-/* Appends a masked client frame to out; returns its length. */
-static size_t put_frame(uint8_t *out, uint8_t opcode, const uint8_t *p, size_t n)
+/* Appends a masked client frame to the output. */
+static void put_frame(rli_conn *c, uint8_t opcode, const uint8_t *p, size_t n)
 {
     uint8_t mask[4];
     rli_random_bytes(mask, sizeof mask);
-    return rli_ws_build_frame(out, opcode, p, n, mask);
+    c->out_len += rli_ws_build_frame(c->out + c->out_len, opcode, p, n, mask);
 }
 
-static int raw_writeable(rli_conn *c, struct lws *wsi)
+/* Once the output is drained: the frames that are due. A pong that is due goes first, in the same
+ * write as a close queued after its ping. Returns false when memory ran out. */
+static bool compose_control(rli_conn *c)
 {
-    if (!c->request_sent)
-        return c->done ? -1 : raw_send_request(c, wsi);
-    /* A pong that is due goes first, in the same write as a close queued after its ping. */
-    uint8_t buf[LWS_PRE + 2 * (RLI_WS_MAX_HEADER + RLI_WS_MAX_CONTROL)];
-    uint8_t *p = buf + LWS_PRE;
-    size_t n = 0;
+    if (!c->pong_pending && !c->closing)
+        return true;
+    c->out_len = c->out_off = 0;
+    if (!out_reserve(c, 2 * (RLI_WS_MAX_HEADER + RLI_WS_MAX_CONTROL)))
+        return false;
     if (c->pong_pending) {
-        n += put_frame(p + n, RLI_WS_OP_PONG, c->pong, c->pong_len);
+        put_frame(c, RLI_WS_OP_PONG, c->pong, c->pong_len);
         c->pong_pending = false;
     }
-    bool drop = c->closing;
     if (c->closing) {
-        n += put_frame(p + n, RLI_WS_OP_CLOSE, c->close_payload, c->close_len);
+        put_frame(c, RLI_WS_OP_CLOSE, c->close_payload, c->close_len);
         c->closing = false;
-        c->linger = false;
+        c->drop_after = true; /* after a close, drop at once, as coder/websocket's client does */
     }
-    if (n && lws_write(wsi, p, n, LWS_WRITE_RAW) < (int)n && !drop) {
-        on_closed(c);
-        return -1;
-    }
-    return drop ? -1 : 0; /* after a close, drop now, as coder/websocket's client does */
+    return true;
 }
 
-/* Frames, after the handshake: payload slices go to the assembler as they are, straight from
- * lws's receive buffer. */
-static int raw_frames(rli_conn *c, struct lws *wsi, const uint8_t *in, size_t len)
+static bool queue_request(rli_conn *c, const char *target)
+{
+    const rli_url *u = &c->s->url;
+    const char *token = c->s->opts.bearer_token;
+    size_t n = rli_hs_request(NULL, 0, target, u->host, c->key, token);
+    if (!out_reserve(c, n + 1))
+        return false;
+    rli_hs_request((char *)c->out, n + 1, target, u->host, c->key, token);
+    c->out_len = n;
+    return true;
+}
+
+/* ---- input ------------------------------------------------------------------------------------- */
+
+/* Frames, after the handshake: payload slices go to the assembler as they are, straight from the
+ * receive buffer. */
+static int on_frames(rli_conn *c, const uint8_t *in, size_t len)
 {
     static const uint8_t empty[1];
     size_t off = 0;
@@ -588,7 +553,7 @@ static int raw_frames(rli_conn *c, struct lws *wsi, const uint8_t *in, size_t le
             /* The whole frame counts as soon as its header says how long it is. */
             if (c->read_limit >= 0 && (ev.frame_len > (uint64_t)c->read_limit ||
                                        c->msg_len > (uint64_t)c->read_limit - ev.frame_len)) {
-                read_limited(c, wsi);
+                read_limited(c);
                 return 0;
             }
             c->msg_len += ev.frame_len;
@@ -608,7 +573,7 @@ static int raw_frames(rli_conn *c, struct lws *wsi, const uint8_t *in, size_t le
                     continue;
                 st = rli_asm_msg_end(c->a, &err);
             }
-            if (after_message(c, wsi, st, &err) < 0)
+            if (after_message(c, st, &err) < 0)
                 return -1;
             if (c->done)
                 return 0; /* a close of ours is queued: the rest is not wanted */
@@ -619,10 +584,9 @@ static int raw_frames(rli_conn *c, struct lws *wsi, const uint8_t *in, size_t le
                 memcpy(c->pong, ev.data, ev.len);
                 c->pong_len = ev.len;
                 c->pong_pending = true; /* a later ping before it is sent replaces it */
-                lws_callback_on_writable(wsi);
             } else if (ev.opcode == RLI_WS_OP_CLOSE) {
                 on_peer_close(c, ev.data, ev.len);
-                queue_close_payload(c, wsi, ev.data, ev.len); /* echo it, as lws did */
+                queue_close_payload(c, ev.data, ev.len); /* echo it, as lws did */
                 return 0;
             }
             continue;
@@ -630,16 +594,15 @@ static int raw_frames(rli_conn *c, struct lws *wsi, const uint8_t *in, size_t le
         default:
             conn_fail(c, RL_ERR_READ, "remoteledger: read: %s%s", ev.at_boundary ? "failed to get reader: " : "",
                       ev.err);
-            queue_close(c, wsi, CLOSE_PROTOCOL_ERROR, ev.err);
+            queue_close(c, CLOSE_PROTOCOL_ERROR, ev.err);
             return 0;
         }
     }
 }
 
-static int raw_rx(rli_conn *c, struct lws *wsi, const uint8_t *in, size_t len)
+/* What one read got. Returns -1 when the connection must be dropped now. */
+static int on_bytes(rli_conn *c, const uint8_t *in, size_t len)
 {
-    if (c->done)
-        return c->closing ? 0 : -1; /* bytes after our decision are not wanted */
     if (atomic_load(&c->s->cancelled)) {
         conn_cancelled(c);
         return -1;
@@ -651,93 +614,108 @@ static int raw_rx(rli_conn *c, struct lws *wsi, const uint8_t *in, size_t len)
         if (st == RLI_HS_MORE)
             return 0;
         if (st == RLI_HS_FAILED) {
-            conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: %s", c->s->endpoint, why);
+            const char *token = c->s->opts.bearer_token;
+            if (c->hs.status == 401 && token && *token)
+                why = "server rejected the token (401)";
+            /* A TLS answer on ws:// is the transport's mismatch, like plain HTTP on wss://. */
+            conn_fail(c, c->hs.tls ? RL_ERR_TLS : RL_ERR_DIAL, "remoteledger: dial %s: %s", c->s->endpoint, why);
             return -1;
         }
-        established(c);
+        c->established = true;
         in += used;
         len -= used;
     }
-    return raw_frames(c, wsi, in, len);
+    return on_frames(c, in, len);
 }
 
-/* ---- the protocol callback ---------------------------------------------------------------------- */
+/* ---- the connection's loop ---------------------------------------------------------------------- */
 
-static int rli_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in, size_t len)
+/* Until the outcome is decided and any close frame of ours is out. */
+static void serve(rli_conn *c)
 {
-    struct lws_context *ctx = lws_get_context(wsi);
-    rli_conn *c = ctx ? lws_context_user(ctx) : NULL;
-    if (!c)
-        return lws_callback_http_dummy(wsi, reason, user, in, len);
-
-    switch (reason) {
-    case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
-        if (atomic_load(&c->s->cancelled))
+    for (;;) {
+        if (c->done && !c->linger)
+            return;
+        if (!c->done && atomic_load(&c->s->cancelled)) {
             conn_cancelled(c);
-        else
-            conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: %.*s", c->s->endpoint,
-                      in && len ? (int)strnlen(in, len) : (int)strlen("connection failed"),
-                      in && len ? (const char *)in : "connection failed");
-        c->wsi = NULL;
-        c->linger = false;
-        return 0;
-
-    /* wss:// */
-    case LWS_CALLBACK_CLIENT_ESTABLISHED:
-        established(c);
-        return 0;
-    case LWS_CALLBACK_CLIENT_RECEIVE:
-        return ws_receive(c, wsi, in, len);
-    case LWS_CALLBACK_CLIENT_WRITEABLE:
-        if (c->closing)
-            return ws_write_close(c, wsi);
-        return 0;
-    case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
-        if (!c->done) {
-            on_peer_close(c, in, len);
-            c->linger = true; /* let lws echo the close, then drop */
-            lws_sul_schedule(ctx, 0, &c->linger_sul, linger_cb, LINGER_US);
+            return;
         }
-        return 0;
-    case LWS_CALLBACK_CLIENT_CLOSED:
-        on_closed(c);
-        return 0;
-
-    /* ws:// */
-    case LWS_CALLBACK_RAW_CONNECTED:
-        if (c->raw)
-            lws_callback_on_writable(wsi); /* the upgrade request */
-        return 0;
-    case LWS_CALLBACK_RAW_RX:
-        return c->raw ? raw_rx(c, wsi, in, len) : 0;
-    case LWS_CALLBACK_RAW_WRITEABLE:
-        return c->raw ? raw_writeable(c, wsi) : 0;
-    case LWS_CALLBACK_RAW_CLOSE:
-        if (c->raw && c->wsi == wsi)
-            on_closed(c);
-        return 0;
-
-    case LWS_CALLBACK_WSI_DESTROY:
-        if (c->wsi == wsi) {
-            c->wsi = NULL;
-            c->linger = false;
-            if (c->done)
-                return 0;
+        bool progress = false;
+        if (c->out_off == c->out_len && c->established && !compose_control(c)) {
+            conn_fail(c, RL_ERR_NOMEM, "remoteledger: out of memory");
+            return;
+        }
+        if (c->out_off < c->out_len) {
+            size_t n = 0;
+            rli_tp_status st = rli_tp_write(&c->tp, c->out + c->out_off, c->out_len - c->out_off, &n);
+            if (st == RLI_TP_OK) {
+                progress = true;
+                c->out_off += n;
+                if (c->out_off == c->out_len) {
+                    c->out_off = c->out_len = 0;
+                    if (c->drop_after)
+                        return;
+                }
+            } else if (st != RLI_TP_AGAIN) {
+                if (!c->drop_after)
+                    on_transport_error(c);
+                return;
+            }
+        }
+        if (!c->rx_off && !c->done) {
+            size_t n = 0;
+            rli_tp_status st = rli_tp_read(&c->tp, c->rbuf, RBUF_SIZE, &n);
+            if (st == RLI_TP_OK) {
+                progress = true;
+                if (on_bytes(c, c->rbuf, n) < 0)
+                    return;
+            } else if (st == RLI_TP_EOF) {
+                on_closed(c);
+                return;
+            } else if (st != RLI_TP_AGAIN) {
+                on_transport_error(c);
+                return;
+            }
+        }
+        if (progress)
+            continue;
+        int64_t deadline = c->established ? -1 : c->dial_deadline_ms;
+        if (c->linger && (deadline < 0 || c->linger_deadline_ms < deadline))
+            deadline = c->linger_deadline_ms;
+        rli_tp_status st = rli_tp_wait(&c->tp, !c->rx_off && !c->done, c->out_off < c->out_len, deadline);
+        if (st == RLI_TP_TIMEOUT) {
+            if (!c->done)
+                conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: context deadline exceeded", c->s->endpoint);
+            return; /* or the close frame could not be written in time: drop */
+        }
+        if (st == RLI_TP_WOKEN && c->done)
+            return; /* cancelled while a close was on its way out: drop now */
+        if (st == RLI_TP_ERROR) {
             if (c->established)
-                conn_fail(c, RL_ERR_READ, "remoteledger: read: connection closed");
+                conn_fail(c, RL_ERR_READ, "remoteledger: read: %s", c->tp.err);
             else
-                conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: connection closed", c->s->endpoint);
+                conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: %s", c->s->endpoint, c->tp.err);
+            return;
         }
-        return 0;
-    default:
-        return lws_callback_http_dummy(wsi, reason, user, in, len);
     }
 }
 
-static void publish(rl_stream *s, struct lws_context *ctx)
+/* A dial step that did not succeed. */
+static void dial_failed(rli_conn *c, rli_tp_status st)
+{
+    if (st == RLI_TP_WOKEN || atomic_load(&c->s->cancelled))
+        conn_cancelled(c);
+    else if (st == RLI_TP_TIMEOUT)
+        conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: context deadline exceeded", c->s->endpoint);
+    else
+        conn_fail(c, c->tp.err_tls ? RL_ERR_TLS : RL_ERR_DIAL, "remoteledger: dial %s: %s", c->s->endpoint,
+                  c->tp.err);
+}
+
+static void publish(rl_stream *s, int wake)
 {
     pthread_mutex_lock(&s->mu);
-    s->live = ctx;
+    s->live_wake = wake;
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -745,107 +723,48 @@ static rl_result run(rl_stream *s, rli_conn *c, const char *target)
 {
     const rli_url *u = &s->url;
     int64_t dial_ns = s->opts.dial_timeout_ns;
-    unsigned lws_timeout = UNBOUNDED_LWS_TIMEOUT_S;
-    if (dial_ns > 0) {
-        int64_t secs = dial_ns / 1000000000LL + 2;
-        if (secs < (int64_t)UNBOUNDED_LWS_TIMEOUT_S)
-            lws_timeout = (unsigned)secs;
-    }
+    c->dial_deadline_ms = dial_ns > 0 ? rli_mono_ms() + (dial_ns + 999999) / 1000000 : -1;
+    rli_hs_key_new(c->key);
+    rli_hs_reader_init(&c->hs);
+    rli_ws_parser_init(&c->wp);
 
-    c->raw = !u->tls;
-    c->target = target;
-    if (c->raw) {
-        rli_hs_key_new(c->key);
-        rli_hs_reader_init(&c->hs);
-        rli_ws_parser_init(&c->wp);
-    }
+    int wake = rli_tp_wake_new();
+    if (wake < 0)
+        return conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: cannot create an eventfd", s->endpoint);
+    rli_tp_init(&c->tp, wake);
+    publish(s, wake);
 
-    size_t rx = RX_BUFFER_DEFAULT;
-    if (c->read_limit >= 0 && (uint64_t)c->read_limit < rx)
-        rx = (size_t)c->read_limit;
-    c->protocols[0] = (struct lws_protocols){
-        .name = "corestream-remoteledger",
-        .callback = rli_callback,
-        .per_session_data_size = 0,
-        .rx_buffer_size = c->raw ? 0 : rx, /* the RAW role reads into the context's buffer */
-    };
-    memset(&c->protocols[1], 0, sizeof c->protocols[1]);
-
-    struct lws_context_creation_info info;
-    memset(&info, 0, sizeof info);
-    info.port = CONTEXT_PORT_NO_LISTEN;
-    info.protocols = c->protocols;
-    info.extensions = NULL; /* no permessage-deflate */
-    info.gid = -1;
-    info.uid = -1;
-    info.user = c;
-    info.pt_serv_buf_size = SERV_BUF_SIZE;
-    info.ka_time = KA_TIME_S;
-    info.ka_interval = KA_INTERVAL_S;
-    info.ka_probes = KA_PROBES;
-    info.timeout_secs = lws_timeout;
-    info.connect_timeout_secs = lws_timeout;
-    info.fd_limit_per_thread = 16;
-    if (u->tls)
-        info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
-
-    struct lws_context *ctx = lws_create_context(&info);
-    if (!ctx)
-        return conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: cannot create the websocket context",
-                         s->endpoint);
-    c->ctx = ctx;
-    publish(s, ctx);
-
-    if (atomic_load(&s->cancelled)) {
+    rli_tp_status st;
+    c->rbuf = malloc(RBUF_SIZE);
+    if (!c->rbuf || !queue_request(c, target))
+        conn_fail(c, RL_ERR_NOMEM, "remoteledger: out of memory");
+    else if (atomic_load(&s->cancelled))
         conn_cancelled(c);
-    } else {
-        if (dial_ns > 0)
-            lws_sul_schedule(ctx, 0, &c->dial_sul, dial_timeout_cb, (lws_usec_t)((dial_ns + 999) / 1000));
-        if (u->port < 0) {
-            conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: invalid port", s->endpoint);
-        } else {
-            struct lws_client_connect_info ci;
-            memset(&ci, 0, sizeof ci);
-            ci.context = ctx;
-            ci.address = u->hostname;
-            ci.port = u->port;
-            ci.path = target;
-            ci.host = u->host;
-            ci.protocol = NULL;
-            ci.ietf_version_or_minus_one = -1;
-            ci.pwsi = &c->wsi;
-            if (c->raw) {
-                ci.method = "RAW";
-                ci.local_protocol_name = c->protocols[0].name;
-            } else {
-                ci.ssl_connection = LCCSCF_USE_SSL;
-                ci.alpn = "http/1.1";
-            }
-            if (!lws_client_connect_via_info(&ci)) {
-                c->wsi = NULL;
-                if (!c->done)
-                    conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: connection failed", s->endpoint);
-            }
-        }
+    else if (u->port < 0)
+        conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: invalid port", s->endpoint);
+    else if ((st = rli_tp_connect(&c->tp, u->hostname, u->port, c->dial_deadline_ms)) != RLI_TP_OK)
+        dial_failed(c, st);
+    else if (u->tls) {
+        const rl_options *o = &s->opts;
+        rli_tls_config cfg = {
+            .ca_file = o->tls_ca_file,
+            .ca_dir = o->tls_ca_dir,
+            .server_name = o->tls_server_name,
+            .cert_file = o->tls_cert_file,
+            .key_file = o->tls_key_file,
+            .insecure_skip_verify = o->tls_insecure_skip_verify,
+        };
+        if ((st = rli_tp_tls_start(&c->tp, &cfg, u->hostname, c->dial_deadline_ms)) != RLI_TP_OK)
+            dial_failed(c, st);
     }
+    if (!c->done)
+        serve(c);
 
-    while (!c->done || (c->linger && c->wsi)) {
-        if (!c->done && atomic_load(&s->cancelled)) {
-            conn_cancelled(c);
-            break;
-        }
-        if (lws_service(ctx, 0) < 0) {
-            if (c->established)
-                conn_fail(c, RL_ERR_READ, "remoteledger: read: service loop failed");
-            else
-                conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: service loop failed", s->endpoint);
-            break;
-        }
-    }
-
-    publish(s, NULL);
-    lws_context_destroy(ctx);
-    c->ctx = NULL;
+    publish(s, -1);
+    rli_tp_close(&c->tp);
+    close(wake);
+    free(c->rbuf);
+    free(c->out);
     return c->result;
 }
 

@@ -6,9 +6,13 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +39,8 @@ enum step_kind {
     ST_NO_HS,     /* never answer the upgrade */
     ST_REJECT_HS, /* answer with status */
     ST_CUSTOM_HS, /* data: a response head format ("%s": the accept key) */
+    ST_ANSWER_RAW,/* data: sent as soon as the client sends anything, before TLS or HTTP */
+    ST_BULK,      /* data: one ledger's frames, sent `count` times with the sequence patched */
     ST_NEXT,      /* connection separator */
 };
 
@@ -45,6 +51,9 @@ typedef struct step {
     int status;
     void (*fn)(void *);
     void *arg;
+    uint32_t from, count; /* ST_BULK */
+    size_t *patch;        /* ST_BULK: where each message's sequence sits in data */
+    size_t npatch;
 } step;
 
 typedef struct conn_rec {
@@ -55,7 +64,15 @@ typedef struct conn_rec {
     char frames[512]; /* opcodes of the client's frames, space-separated */
     int unmasked;
     char pong[128];
+    char client_cert[128]; /* CN of the client's certificate */
+    char tls_error[256];   /* why the TLS handshake failed */
 } conn_rec;
+
+/* One accepted connection: the socket, and its TLS session in TLS mode. */
+typedef struct sconn {
+    int fd;
+    SSL *ssl;
+} sconn;
 
 struct ss_server {
     int lfd;
@@ -64,6 +81,8 @@ struct ss_server {
     char url[64];
     pthread_t thread;
     atomic_bool stop;
+    SSL_CTX *tls; /* TLS mode */
+    char *token;  /* ss_require_token */
 
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -189,12 +208,66 @@ void ss_handshake_with(ss_server *s, const char *fmt)
     add_step(s, st);
 }
 
+void ss_answer_raw(ss_server *s, const char *bytes)
+{
+    step st = {.kind = ST_ANSWER_RAW, .len = strlen(bytes)};
+    st.data = (uint8_t *)strdup(bytes);
+    if (!st.data)
+        abort();
+    add_step(s, st);
+}
+
 void ss_drop(ss_server *s) { add_step(s, (step){.kind = ST_DROP}); }
 void ss_stall(ss_server *s) { add_step(s, (step){.kind = ST_STALL}); }
 void ss_call(ss_server *s, void (*fn)(void *), void *arg) { add_step(s, (step){.kind = ST_CALL, .fn = fn, .arg = arg}); }
 void ss_no_handshake(ss_server *s) { add_step(s, (step){.kind = ST_NO_HS}); }
 void ss_reject_handshake(ss_server *s, int status) { add_step(s, (step){.kind = ST_REJECT_HS, .status = status}); }
 void ss_next_connection(ss_server *s) { add_step(s, (step){.kind = ST_NEXT}); }
+
+/* Appends one unmasked binary frame holding msg to *buf, noting where its sequence sits. */
+static void bulk_put(uint8_t **buf, size_t *len, size_t *cap, size_t **patch, size_t *npatch, const uint8_t *msg,
+                     size_t n)
+{
+    size_t fl;
+    uint8_t *f = make_frame(0x82, msg, n, n, &fl);
+    if (*len + fl > *cap) {
+        *cap = (*len + fl) * 2;
+        *buf = realloc(*buf, *cap);
+        if (!*buf)
+            abort();
+    }
+    memcpy(*buf + *len, f, fl);
+    *patch = realloc(*patch, (*npatch + 1) * sizeof **patch);
+    if (!*patch)
+        abort();
+    (*patch)[(*npatch)++] = *len + (fl - n) + 2; /* version, type, then seq */
+    *len += fl;
+    free(f);
+}
+
+void ss_bulk_ledgers(ss_server *s, uint32_t from, uint32_t count, const void *payload, size_t size, size_t chunk)
+{
+    step st = {.kind = ST_BULK, .from = from, .count = count};
+    size_t cap = 0;
+    uint8_t m[CS_WIRE_END_LEN];
+    cs_wire_put_begin(m, 0, 0);
+    bulk_put(&st.data, &st.len, &cap, &st.patch, &st.npatch, m, CS_WIRE_BEGIN_LEN);
+    uint8_t *cm = malloc(CS_WIRE_CHUNK_HEADER_LEN + chunk);
+    if (!cm)
+        abort();
+    uint32_t idx = 0;
+    for (size_t off = 0; off < size || (size == 0 && idx == 0); off += chunk, idx++) {
+        size_t k = size - off < chunk ? size - off : chunk;
+        size_t n = cs_wire_append_chunk(cm, 0, idx, CS_CODEC_RAW, (const uint8_t *)payload + off, k);
+        bulk_put(&st.data, &st.len, &cap, &st.patch, &st.npatch, cm, n);
+        if (size == 0)
+            break;
+    }
+    free(cm);
+    cs_wire_put_end(m, 0, idx ? idx : 1, size, 0, XXH64(payload, size, 0));
+    bulk_put(&st.data, &st.len, &cap, &st.patch, &st.npatch, m, CS_WIRE_END_LEN);
+    add_step(s, st);
+}
 
 void ss_begin(ss_server *s, uint32_t seq, int64_t emit_start)
 {
@@ -287,6 +360,40 @@ static int wait_fd(ss_server *s, int fd, short events, int64_t deadline)
     }
 }
 
+/* Non-blocking reads and writes on a connection, plain or TLS: -1 with errno EAGAIN when they
+ * would block; reads return 0 at the end of the stream. */
+static ssize_t io_recv(sconn *c, void *buf, size_t n)
+{
+    if (!c->ssl)
+        return recv(c->fd, buf, n, MSG_DONTWAIT);
+    size_t k = 0;
+    ERR_clear_error();
+    if (SSL_read_ex(c->ssl, buf, n, &k) == 1)
+        return (ssize_t)k;
+    int e = SSL_get_error(c->ssl, 0);
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+        errno = EAGAIN;
+        return -1;
+    }
+    if (e == SSL_ERROR_ZERO_RETURN)
+        return 0;
+    errno = ECONNRESET;
+    return -1;
+}
+
+static ssize_t io_send(sconn *c, const void *p, size_t n)
+{
+    if (!c->ssl)
+        return send(c->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    size_t k = 0;
+    ERR_clear_error();
+    if (SSL_write_ex(c->ssl, p, n, &k) == 1)
+        return (ssize_t)k;
+    int e = SSL_get_error(c->ssl, 0);
+    errno = e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE ? EAGAIN : EPIPE;
+    return -1;
+}
+
 /* Client frames, parsed as they arrive so the close frame can be recorded. */
 typedef struct rxstate {
     uint8_t buf[65536];
@@ -355,12 +462,12 @@ static void parse_client_frames(rxstate *rx, conn_rec *rec)
 }
 
 /* Reads whatever is there without blocking. */
-static void drain(int fd, rxstate *rx, conn_rec *rec)
+static void drain(sconn *c, rxstate *rx, conn_rec *rec)
 {
     while (!rx->eof) {
         if (rx->len == sizeof rx->buf)
             rx->len = 0;
-        ssize_t n = recv(fd, rx->buf + rx->len, sizeof rx->buf - rx->len, MSG_DONTWAIT);
+        ssize_t n = io_recv(c, rx->buf + rx->len, sizeof rx->buf - rx->len);
         if (n > 0) {
             rx->len += (size_t)n;
             parse_client_frames(rx, rec);
@@ -373,22 +480,23 @@ static void drain(int fd, rxstate *rx, conn_rec *rec)
 }
 
 /* Waits for the client to hang up, reading (and parsing) what it sends meanwhile. */
-static void linger_until_eof(ss_server *s, int fd, rxstate *rx, conn_rec *rec)
+static void linger_until_eof(ss_server *s, sconn *c, rxstate *rx, conn_rec *rec)
 {
     int64_t deadline = mono_ms() + WAIT_MS;
+    drain(c, rx, rec); /* TLS may hold decrypted bytes poll() cannot see */
     while (!rx->eof) {
-        int r = wait_fd(s, fd, POLLIN, deadline);
+        int r = wait_fd(s, c->fd, POLLIN, deadline);
         if (r <= 0)
             return;
-        drain(fd, rx, rec);
+        drain(c, rx, rec);
     }
 }
 
-static int send_all(ss_server *s, int fd, const uint8_t *p, size_t n, rxstate *rx, conn_rec *rec)
+static int send_all(ss_server *s, sconn *c, const uint8_t *p, size_t n, rxstate *rx, conn_rec *rec)
 {
     int64_t deadline = mono_ms() + WAIT_MS;
     while (n) {
-        ssize_t k = send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t k = io_send(c, p, n);
         if (k > 0) {
             p += k;
             n -= (size_t)k;
@@ -396,22 +504,25 @@ static int send_all(ss_server *s, int fd, const uint8_t *p, size_t n, rxstate *r
         }
         if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
             return -1;
-        drain(fd, rx, rec);
-        if (wait_fd(s, fd, POLLOUT, deadline) <= 0)
+        drain(c, rx, rec);
+        if (wait_fd(s, c->fd, POLLOUT, deadline) <= 0)
             return -1;
     }
     return 0;
 }
 
 /* Reads the upgrade request; returns the header length or -1. */
-static int read_request(ss_server *s, int fd, conn_rec *rec)
+static int read_request(ss_server *s, sconn *c, conn_rec *rec)
 {
     size_t len = 0;
     int64_t deadline = mono_ms() + WAIT_MS;
     for (;;) {
-        if (wait_fd(s, fd, POLLIN, deadline) <= 0)
-            return -1;
-        ssize_t n = recv(fd, rec->request + len, sizeof rec->request - 1 - len, 0);
+        ssize_t n = io_recv(c, rec->request + len, sizeof rec->request - 1 - len);
+        if (n < 0 && errno == EAGAIN) {
+            if (wait_fd(s, c->fd, POLLIN, deadline) <= 0)
+                return -1;
+            continue;
+        }
         if (n <= 0)
             return -1;
         len += (size_t)n;
@@ -468,23 +579,91 @@ static void accept_key(const char *key, char out[64])
 
 /* ---- the server thread --------------------------------------------------------------------------- */
 
-static void serve_conn(ss_server *s, int fd, conn_rec *rec, size_t first, size_t last)
+/* Reads (and drops) raw bytes until the client hangs up, bounded. */
+static void linger_raw(ss_server *s, int fd)
+{
+    int64_t deadline = mono_ms() + WAIT_MS;
+    char buf[4096];
+    while (wait_fd(s, fd, POLLIN, deadline) > 0) {
+        ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+            return;
+    }
+}
+
+/* The server side of the TLS handshake, bounded. On failure the reason is recorded, and the
+ * server reads on until the client hangs up, so the client gets the alert rather than a reset. */
+static int tls_accept(ss_server *s, sconn *c, conn_rec *rec)
+{
+    fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK);
+    c->ssl = SSL_new(s->tls);
+    if (!c->ssl)
+        abort();
+    SSL_set_fd(c->ssl, c->fd);
+    int64_t deadline = mono_ms() + WAIT_MS;
+    for (;;) {
+        ERR_clear_error();
+        int r = SSL_accept(c->ssl);
+        if (r == 1)
+            break;
+        int e = SSL_get_error(c->ssl, r);
+        if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+            if (wait_fd(s, c->fd, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline) <= 0)
+                return -1;
+            continue;
+        }
+        unsigned long err = ERR_peek_last_error();
+        const char *why = err ? ERR_reason_error_string(err) : NULL;
+        snprintf(rec->tls_error, sizeof rec->tls_error, "%s", why ? why : "handshake failed");
+        SSL_free(c->ssl);
+        c->ssl = NULL;
+        linger_raw(s, c->fd);
+        return -1;
+    }
+    X509 *peer = SSL_get1_peer_certificate(c->ssl);
+    if (peer) {
+        X509_NAME_get_text_by_NID(X509_get_subject_name(peer), NID_commonName, rec->client_cert,
+                                  sizeof rec->client_cert);
+        X509_free(peer);
+    }
+    return 0;
+}
+
+static void serve_conn(ss_server *s, sconn *c, conn_rec *rec, size_t first, size_t last)
 {
     rxstate *rx = calloc(1, sizeof *rx);
     if (!rx)
         abort();
-    if (read_request(s, fd, rec) < 0)
-        goto out;
     step *steps;
     pthread_mutex_lock(&s->mu);
     steps = s->steps;
     pthread_mutex_unlock(&s->mu);
+    if (first < last && steps[first].kind == ST_ANSWER_RAW) {
+        if (wait_fd(s, c->fd, POLLIN, mono_ms() + WAIT_MS) > 0)
+            send_all(s, c, steps[first].data, steps[first].len, rx, rec);
+        shutdown(c->fd, SHUT_WR);
+        linger_raw(s, c->fd);
+        goto out;
+    }
+    if (s->tls && tls_accept(s, c, rec) < 0)
+        goto out;
+    if (read_request(s, c, rec) < 0)
+        goto out;
+    if (s->token) {
+        char auth[512], want[512];
+        snprintf(want, sizeof want, "Bearer %s", s->token);
+        if (!header_value(rec->request, "Authorization", auth, sizeof auth) || strcmp(auth, want) != 0) {
+            static const char resp[] = "HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+            send_all(s, c, (const uint8_t *)resp, sizeof resp - 1, rx, rec);
+            goto out;
+        }
+    }
 
     if (first < last && steps[first].kind == ST_NO_HS) {
         for (size_t i = first + 1; i < last; i++)
             if (steps[i].kind == ST_CALL)
                 steps[i].fn(steps[i].arg);
-        linger_until_eof(s, fd, rx, rec);
+        linger_until_eof(s, c, rx, rec);
         goto out;
     }
     if (first < last && steps[first].kind == ST_REJECT_HS) {
@@ -492,7 +671,7 @@ static void serve_conn(ss_server *s, int fd, conn_rec *rec, size_t first, size_t
         int n = snprintf(resp, sizeof resp,
                          "HTTP/1.1 %d Rejected\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
                          steps[first].status);
-        send_all(s, fd, (const uint8_t *)resp, (size_t)n, rx, rec);
+        send_all(s, c, (const uint8_t *)resp, (size_t)n, rx, rec);
         goto out;
     }
     char key[128], acc[64], resp[1024];
@@ -514,42 +693,62 @@ static void serve_conn(ss_server *s, int fd, conn_rec *rec, size_t first, size_t
                      "Sec-WebSocket-Accept: %s\r\n\r\n",
                      acc);
     }
-    if (n < 0 || (size_t)n >= sizeof resp || send_all(s, fd, (const uint8_t *)resp, (size_t)n, rx, rec))
+    if (n < 0 || (size_t)n >= sizeof resp || send_all(s, c, (const uint8_t *)resp, (size_t)n, rx, rec))
         goto out;
 
     for (size_t i = first; i < last; i++) {
         step *st = &steps[i];
         switch (st->kind) {
         case ST_FRAME:
-            if (send_all(s, fd, st->data, st->len, rx, rec))
+            if (send_all(s, c, st->data, st->len, rx, rec))
                 goto failed;
             break;
         case ST_CLOSE:
-            if (send_all(s, fd, st->data, st->len, rx, rec))
+            if (send_all(s, c, st->data, st->len, rx, rec))
                 goto failed;
-            linger_until_eof(s, fd, rx, rec);
+            linger_until_eof(s, c, rx, rec);
             goto out;
         case ST_DROP:
-            shutdown(fd, SHUT_WR);
-            linger_until_eof(s, fd, rx, rec);
+            if (c->ssl)
+                SSL_shutdown(c->ssl); /* close_notify: the client reads it as the end of the stream */
+            shutdown(c->fd, SHUT_WR);
+            linger_until_eof(s, c, rx, rec);
             goto out;
         case ST_STALL:
-            linger_until_eof(s, fd, rx, rec);
+            linger_until_eof(s, c, rx, rec);
             goto out;
         case ST_CALL:
             st->fn(st->arg);
+            break;
+        case ST_BULK:
+            for (uint32_t k = 0; k < st->count; k++) {
+                uint32_t seq = st->from + k;
+                for (size_t p = 0; p < st->npatch; p++) {
+                    uint8_t *q = st->data + st->patch[p];
+                    q[0] = (uint8_t)(seq >> 24);
+                    q[1] = (uint8_t)(seq >> 16);
+                    q[2] = (uint8_t)(seq >> 8);
+                    q[3] = (uint8_t)seq;
+                }
+                if (send_all(s, c, st->data, st->len, rx, rec))
+                    goto failed;
+            }
             break;
         default:
             break;
         }
     }
-    linger_until_eof(s, fd, rx, rec);
+    linger_until_eof(s, c, rx, rec);
     goto out;
 failed:
     /* The client hung up while the script was still sending (it stopped early and reset the
      * connection): what it sent before, its close frame included, is still queued here. */
-    linger_until_eof(s, fd, rx, rec);
+    linger_until_eof(s, c, rx, rec);
 out:
+    if (c->ssl) {
+        SSL_free(c->ssl);
+        c->ssl = NULL;
+    }
     free(rx);
 }
 
@@ -575,7 +774,8 @@ static void *server_main(void *arg)
         s->accepted++;
         pthread_mutex_unlock(&s->mu);
 
-        serve_conn(s, fd, &s->conns[c], first, last);
+        sconn sc = {.fd = fd};
+        serve_conn(s, &sc, &s->conns[c], first, last);
         close(fd);
 
         pthread_mutex_lock(&s->mu);
@@ -586,11 +786,12 @@ static void *server_main(void *arg)
     return NULL;
 }
 
-ss_server *ss_start(void)
+static ss_server *start(SSL_CTX *tls)
 {
     ss_server *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
+    s->tls = tls;
     s->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK), .sin_port = 0};
     socklen_t al = sizeof a;
@@ -602,7 +803,7 @@ ss_server *ss_start(void)
         return NULL;
     }
     s->port = ntohs(a.sin_port);
-    snprintf(s->url, sizeof s->url, "ws://127.0.0.1:%d", s->port);
+    snprintf(s->url, sizeof s->url, "%s://127.0.0.1:%d", tls ? "wss" : "ws", s->port);
     s->scripted = 1;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
@@ -613,6 +814,39 @@ ss_server *ss_start(void)
         return NULL;
     }
     return s;
+}
+
+ss_server *ss_start(void) { return start(NULL); }
+
+ss_server *ss_start_tls(const ss_tls *t)
+{
+    /* OpenSSL writes with write(2): a client that resets would raise SIGPIPE in the test. */
+    signal(SIGPIPE, SIG_IGN);
+    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+    if (!ctx)
+        return NULL;
+    SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    if (SSL_CTX_use_certificate_chain_file(ctx, t->cert_file) != 1 ||
+        SSL_CTX_use_PrivateKey_file(ctx, t->key_file, SSL_FILETYPE_PEM) != 1 ||
+        (t->client_ca_file && SSL_CTX_load_verify_locations(ctx, t->client_ca_file, NULL) != 1)) {
+        SSL_CTX_free(ctx);
+        return NULL;
+    }
+    if (t->client_ca_file)
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | (t->require_client_cert ? SSL_VERIFY_FAIL_IF_NO_PEER_CERT : 0),
+                           NULL);
+    ss_server *s = start(ctx);
+    if (!s)
+        SSL_CTX_free(ctx);
+    return s;
+}
+
+void ss_require_token(ss_server *s, const char *token)
+{
+    free(s->token);
+    s->token = strdup(token);
+    if (!s->token)
+        abort();
 }
 
 void ss_stop(ss_server *s)
@@ -626,9 +860,13 @@ void ss_stop(ss_server *s)
     close(s->lfd);
     close(s->wake[0]);
     close(s->wake[1]);
-    for (size_t i = 0; i < s->nsteps; i++)
+    for (size_t i = 0; i < s->nsteps; i++) {
         free(s->steps[i].data);
+        free(s->steps[i].patch);
+    }
     free(s->steps);
+    free(s->token);
+    SSL_CTX_free(s->tls);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s);
@@ -672,6 +910,8 @@ const char *ss_request(const ss_server *s, int i) { return i < MAX_CONNS ? s->co
 const char *ss_client_frames(const ss_server *s, int i) { return i < MAX_CONNS ? s->conns[i].frames : ""; }
 int ss_client_unmasked(const ss_server *s, int i) { return i < MAX_CONNS ? s->conns[i].unmasked : 0; }
 const char *ss_client_pong(const ss_server *s, int i) { return i < MAX_CONNS ? s->conns[i].pong : ""; }
+const char *ss_client_cert(const ss_server *s, int i) { return i < MAX_CONNS ? s->conns[i].client_cert : ""; }
+const char *ss_tls_error(const ss_server *s, int i) { return i < MAX_CONNS ? s->conns[i].tls_error : ""; }
 
 int ss_client_close(const ss_server *s, int i, char *reason, size_t len)
 {

@@ -10,7 +10,10 @@
  * nothing sleeps.
  *
  * After the last step of a connection the server waits for the client to hang up (or for the
- * bound), then closes its end. */
+ * bound), then closes its end.
+ *
+ * In TLS mode (ss_start_tls) every connection is a TLS session first, optionally requiring a
+ * client certificate; the scripts are the same. */
 #ifndef CS_TESTS_SCRIPTSERVER_H
 #define CS_TESTS_SCRIPTSERVER_H
 
@@ -22,6 +25,20 @@ typedef struct ss_server ss_server;
 
 /* Starts listening. Returns NULL on failure. */
 ss_server *ss_start(void);
+
+/* TLS mode: the server's certificate and key; when client_ca_file is set, a client certificate
+ * is asked for and verified against it, and with require_client_cert a client without one is
+ * refused (TLS 1.3: with a "certificate required" alert). Sets SIGPIPE to SIG_IGN for the process
+ * (OpenSSL's socket writes would raise it). ss_url is then "wss://127.0.0.1:<port>". */
+typedef struct ss_tls {
+    const char *cert_file, *key_file;
+    const char *client_ca_file;
+    bool require_client_cert;
+} ss_tls;
+ss_server *ss_start_tls(const ss_tls *tls);
+
+/* Every connection must carry "Authorization: Bearer <token>"; others get a 401 and are closed. */
+void ss_require_token(ss_server *s, const char *token);
 /* Stops the server (any connection is cut) and frees it. */
 void ss_stop(ss_server *s);
 
@@ -62,6 +79,9 @@ void ss_reject_handshake(ss_server *s, int status);
 /* First step only: answer the upgrade with this response head instead of the standard 101; one
  * "%s" in it, if any, becomes the correct Sec-WebSocket-Accept. The following steps run after it. */
 void ss_handshake_with(ss_server *s, const char *response_fmt);
+/* First step only: as soon as the client sends anything, answer these bytes, before any TLS or
+ * HTTP (a plain server answering a TLS client, say), then end the stream. */
+void ss_answer_raw(ss_server *s, const char *bytes);
 /* The following steps belong to the next accepted connection. */
 void ss_next_connection(ss_server *s);
 
@@ -76,6 +96,11 @@ void ss_flow(ss_server *s, uint32_t seq, int64_t emit_start, int64_t emit_end, s
              const void *const *pieces, const size_t *lens);
 /* A single-chunk flow whose payload is `size` bytes of the sequence's low byte, stamped now. */
 void ss_ledger(ss_server *s, uint32_t seq, size_t size);
+
+/* count raw-chunked flows of the same payload (size bytes, chunks of at most chunk bytes, no
+ * stamps), ledgers from, from+1, ...: built once, sent with each sequence patched in, for
+ * throughput runs. */
+void ss_bulk_ledgers(ss_server *s, uint32_t from, uint32_t count, const void *payload, size_t size, size_t chunk);
 
 /* ---- results (after ss_wait) ---- */
 
@@ -97,5 +122,9 @@ const char *ss_client_frames(const ss_server *s, int i);
 int ss_client_unmasked(const ss_server *s, int i);
 /* The payload of the last pong the client sent on connection i ("" for none). */
 const char *ss_client_pong(const ss_server *s, int i);
+/* TLS mode: the common name of the certificate the client presented on connection i ("" for
+ * none), and why the server's handshake failed ("" when it did not). */
+const char *ss_client_cert(const ss_server *s, int i);
+const char *ss_tls_error(const ss_server *s, int i);
 
 #endif
