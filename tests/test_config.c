@@ -435,6 +435,8 @@ static void test_connection_caps(void **state)
         "--max-connections", "0");
     ERR("--max-connections-per-ip 0 would refuse every connection; use a negative value for no cap",
         "--max-connections-per-ip", "0");
+    ERR("--auth-healthz needs --auth-tokens", "--auth-healthz");
+    OK("--auth-tokens", "/etc/corestream/tokens", "--auth-healthz");
 }
 
 /* ---- 9: splitURLs ---- */

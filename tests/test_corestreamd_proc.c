@@ -212,6 +212,60 @@ static void test_sigterm_closes_subscribers_and_exits_zero(void **state)
     cs_proc_free(&p);
 }
 
+/* SIGHUP reloads and never stops the daemon (issue 10): without --auth-tokens there is nothing to
+ * reload; with them, a token dropped from the file closes its subscriber with 1008 while the
+ * daemon keeps serving. */
+static void test_sighup_reloads_tokens_and_never_stops(void **state)
+{
+    (void)state;
+    static const char tok[] = "op-token-0123456789abcdefghijklmnopqrstuv";
+    char tokens[PATH_MAX + 16], flag[PATH_MAX + 32];
+    cs_tmpdir_join(&g_tmp, "tokens", tokens, sizeof tokens);
+    FILE *f = fopen(tokens, "w");
+    assert_non_null(f);
+    fprintf(f, "rpc-a %s\n", tok);
+    fclose(f);
+    snprintf(flag, sizeof flag, "--auth-tokens=%s", tokens);
+    cs_proc p;
+    const char *args[] = {"--listen", "127.0.0.1:0", "--synthetic-interval", "50ms", flag, NULL};
+    start(&p, args);
+    assert_int_equal(cs_proc_wait_listening(&p, WAIT_MS), 0);
+    cs_ws_opts wo = {.extra_headers = "Authorization: Bearer op-token-0123456789abcdefghijklmnopqrstuv\r\n"};
+    cs_ws *ws = cs_ws_connect_opts("127.0.0.1", p.port, "/stream", &wo, WAIT_MS, NULL, NULL, 0);
+    assert_non_null(ws);
+    assert_int_equal(cs_proc_wait_line(&p, "token=rpc-a", WAIT_MS), 0);
+    f = fopen(tokens, "w");
+    fprintf(f, "rpc-b other-token-0123456789abcdefghijklmnopqrstuv\n");
+    fclose(f);
+    kill(p.pid, SIGHUP);
+    cs_ledger l;
+    int r;
+    do
+        r = cs_ws_read_ledger(ws, &l, WAIT_MS, NULL, 0);
+    while (r == 1 && (cs_ledger_free(&l), 1));
+    int code;
+    char why[128];
+    assert_int_equal(cs_ws_last_close(ws, &code, why, sizeof why), 1);
+    assert_int_equal(code, 1008);
+    assert_string_equal(why, "token revoked");
+    cs_ws_close(ws);
+    assert_int_equal(cs_proc_wait_line(&p, "msg=\"reload: auth tokens reloaded\"", WAIT_MS), 0);
+    char body[512];
+    assert_int_equal(cs_http_get("127.0.0.1", p.port, "/healthz", WAIT_MS, body, sizeof body, NULL, 0), 200);
+    assert_int_equal(cs_proc_stop(&p, SIGTERM, WAIT_MS), 0);
+    assert_int_equal(cs_proc_log_count(&p, tok), 0); /* the token itself is never logged */
+    cs_proc_free(&p);
+
+    const char *plain[] = {"--listen", "127.0.0.1:0", "--synthetic-interval", "50ms", NULL};
+    start(&p, plain);
+    assert_int_equal(cs_proc_wait_listening(&p, WAIT_MS), 0);
+    kill(p.pid, SIGHUP);
+    assert_int_equal(cs_proc_wait_line(&p, "msg=\"reload: nothing to reload\"", WAIT_MS), 0);
+    assert_int_equal(cs_http_get("127.0.0.1", p.port, "/healthz", WAIT_MS, body, sizeof body, NULL, 0), 200);
+    assert_int_equal(cs_proc_stop(&p, SIGTERM, WAIT_MS), 0);
+    cs_proc_free(&p);
+}
+
 /* A bounded source ends the process with 0 after the subscribers' close frames went out. */
 static void test_bounded_source_flushes_close_frames_then_exits(void **state)
 {
@@ -560,6 +614,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_listen_failure_names_the_address, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unwritable_data_dir_is_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sigterm_closes_subscribers_and_exits_zero, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sighup_reloads_tokens_and_never_stops, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bounded_source_flushes_close_frames_then_exits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_file_source_replays_a_dump, setup, teardown),
         cmocka_unit_test_setup_teardown(test_file_source_refuses_the_ring, setup, teardown),

@@ -34,6 +34,7 @@ static void set_defaults(cs_daemon_config *c)
     c->synthetic_interval = CS_SEC;
     c->max_connections = CS_DEFAULT_MAX_CONNECTIONS;
     c->max_connections_per_ip = CS_DEFAULT_MAX_CONNECTIONS_PER_IP;
+    c->auth_tokens = "";
 }
 
 size_t cs_split_urls(char *list, const char **out, size_t max)
@@ -109,6 +110,8 @@ static int validate(cs_daemon_config *c, cs_err *err)
         return cs_err_set(err, 0, "--file-dir is required with --source file");
     if (pipe && !*c->pipe_cmd)
         return cs_err_set(err, 0, "--pipe-cmd is required with --source pipe");
+    if (c->auth_healthz && !*c->auth_tokens)
+        return cs_err_set(err, 0, "--auth-healthz needs --auth-tokens");
     if (c->max_connections == 0)
         return cs_err_set(err, 0, "--max-connections 0 would refuse every connection; use a negative value for no cap");
     if (c->max_connections_per_ip == 0)
@@ -163,6 +166,10 @@ int cs_daemon_config_parse(cs_daemon_config *c, int argc, char **argv, FILE *usa
          "no cap but the descriptor limit, which always applies)"},
         {"max-connections-per-ip", CS_FLAG_INT, &c->max_connections_per_ip,
          "connections held at once per IPv4 address or IPv6 /64 (negative: no cap)"},
+        {"auth-tokens", CS_FLAG_STRING, &c->auth_tokens,
+         "`file` of \"name token\" lines: /stream then needs Authorization: Bearer <token> (SIGHUP "
+         "reloads it)"},
+        {"auth-healthz", CS_FLAG_BOOL, &c->auth_healthz, "with --auth-tokens, /healthz needs a token too"},
     };
     cs_flagset fs = {.prog = "corestreamd",
                      .synopsis = "Streams ledgers from one source to WebSocket subscribers on /stream.",

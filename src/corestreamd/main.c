@@ -20,15 +20,27 @@ static pthread_mutex_t g_server_mu = PTHREAD_MUTEX_INITIALIZER;
 static cs_server *g_server;
 static cs_cancel *g_cancel;
 
-/* SIGINT/SIGTERM arrive here, not as asynchronous handlers: the first asks the server to shut
- * down; later ones are swallowed so a second Ctrl-C cannot cut the close frames short. */
+/* SIGINT/SIGTERM/SIGHUP arrive here, not as asynchronous handlers. SIGHUP reloads what can be
+ * reloaded and never stops the daemon. The first SIGINT/SIGTERM asks the server to shut down;
+ * later ones are swallowed so a second Ctrl-C cannot cut the close frames short. */
 static void *signal_main(void *arg)
 {
     sigset_t *set = arg;
     bool seen = false;
     for (;;) {
         int sig;
-        if (sigwait(set, &sig) != 0 || seen)
+        if (sigwait(set, &sig) != 0)
+            continue;
+        if (sig == SIGHUP) {
+            pthread_mutex_lock(&g_server_mu);
+            if (g_server)
+                cs_server_reload(g_server);
+            else
+                CS_LOG0(CS_LOG_INFO, "reload: not serving yet; nothing reloaded");
+            pthread_mutex_unlock(&g_server_mu);
+            continue;
+        }
+        if (seen)
             continue;
         seen = true;
         pthread_mutex_lock(&g_server_mu);
@@ -128,6 +140,7 @@ int main(int argc, char **argv)
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
     pthread_t sig_thread;
@@ -167,6 +180,8 @@ int main(int argc, char **argv)
             .retention = cfg.retention,
             .max_connections = cfg.max_connections,
             .max_connections_per_ip = cfg.max_connections_per_ip,
+            .auth_tokens = cfg.auth_tokens,
+            .auth_healthz = cfg.auth_healthz,
         };
         rc = cs_server_new(&server, &sc, &err);
     }

@@ -50,6 +50,8 @@ void harness_launch(harness *h, const harness_opts *o, cs_source *src, cs_range 
         .max_connections = o->max_connections,
         .max_connections_per_ip = o->max_connections_per_ip,
         .header_timeout_s = o->header_timeout_s,
+        .auth_tokens = o->auth_tokens,
+        .auth_healthz = o->auth_healthz,
     };
     assert_int_equal(cs_server_new(&h->srv, &sc, &err), 0);
     assert_int_equal(cs_server_listen(h->srv, &err), 0);

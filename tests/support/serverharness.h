@@ -30,6 +30,8 @@ typedef struct harness_opts {
     int64_t max_connections;        /* 0: the server's defaults */
     int64_t max_connections_per_ip;
     int64_t header_timeout_s;
+    const char *auth_tokens; /* a token file's path, or NULL */
+    bool auth_healthz;
 } harness_opts;
 
 typedef struct harness {

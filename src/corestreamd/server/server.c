@@ -1,6 +1,7 @@
 #include "corestreamd/server/server.h"
 
 #include <libwebsockets.h>
+#include <openssl/crypto.h>
 #include <netinet/in.h>
 #include <dirent.h>
 #include <errno.h>
@@ -24,6 +25,7 @@
 #include "corestreamd/server/replay.h"
 #include "corestreamd/server/request.h"
 #include "corestreamd/server/sourceloop.h"
+#include "corestreamd/server/tokens.h"
 #include "wire/wire.h"
 
 _Static_assert(LWS_PRE == CS_MSG_HEADROOM, "message headroom must match libwebsockets' LWS_PRE");
@@ -49,6 +51,9 @@ typedef struct subscriber {
     bool waiting; /* asked for nothing: woken by the broadcaster or a replay */
     int64_t write_started; /* monotonic ns since a message has been waiting to go out; 0: none */
     bool closing; /* a close frame (or drop) was decided */
+    bool revoked; /* its token was withdrawn by a reload: close 1008 at the next write */
+    char token_name[CS_TOKEN_NAME_MAX + 1]; /* "" without --auth-tokens */
+    uint8_t token_digest[CS_TOKEN_DIGEST_LEN];
     struct subscriber *prev, *next;
 } subscriber;
 
@@ -86,6 +91,11 @@ struct cs_server {
     int64_t pause_warned_at;   /* likewise for accept pauses */
     bool accept_paused;
     lws_sorted_usec_list_t accept_resume;
+
+    /* Bearer tokens: the I/O thread's table, and one a reload hands over (under reload_mu). */
+    cs_tokens *tokens;
+    pthread_mutex_t reload_mu;
+    cs_tokens *tokens_pending;
 
     struct lws_context *ctx;
     struct lws_vhost *vhost;
@@ -134,6 +144,7 @@ static void publish_chunk(void *ctx, cs_msg *chunk)
 /* Extra response headers of a refusal. */
 #define OFFER_UPGRADE 1u /* Connection: Upgrade, Upgrade: websocket (426) */
 #define OFFER_VERSION 2u /* Sec-WebSocket-Version: 13 (400 for another version) */
+#define OFFER_BEARER 4u  /* WWW-Authenticate: Bearer (401) */
 
 static int add_header(struct lws *wsi, const char *name, const char *value, unsigned char **p,
                       unsigned char *end)
@@ -181,6 +192,7 @@ static int respond_with(struct lws *wsi, unsigned code, const char *ctype, const
         !((extra & OFFER_UPGRADE) && (add_header(wsi, "connection:", "Upgrade", &p, end) ||
                                       add_header(wsi, "upgrade:", "websocket", &p, end))) &&
         !((extra & OFFER_VERSION) && add_header(wsi, "sec-websocket-version:", "13", &p, end)) &&
+        !((extra & OFFER_BEARER) && add_header(wsi, "www-authenticate:", "Bearer realm=\"corestream\"", &p, end)) &&
         !lws_finalize_http_header(wsi, &p, end) && (size_t)(end - p) >= blen) {
         memcpy(p, body, blen);
         p += blen;
@@ -398,10 +410,33 @@ static int refuse_over_limits(struct lws *wsi)
     return 1;
 }
 
-/* /stream before an upgrade, in the prototype's order: the query (400), the handshake (426, 405,
- * 400), the Origin (403). Returns 0 to allow, 1 when answered. */
-static int check_stream(struct lws *wsi)
+/* With --auth-tokens: the name of the request's token, or NULL (the 401 then sent). Compared in
+ * constant time; the token itself is never logged. */
+static const char *authenticate(cs_server *s, struct lws *wsi, uint8_t digest[CS_TOKEN_DIGEST_LEN])
 {
+    char *auth = header_dup(wsi, WSI_TOKEN_HTTP_AUTHORIZATION);
+    const char *tok, *name = NULL;
+    size_t len;
+    bool given = auth && cs_bearer_token(auth, &tok, &len);
+    if (given)
+        name = cs_tokens_match(s->tokens, tok, len, digest);
+    if (auth)
+        OPENSSL_cleanse(auth, strlen(auth));
+    free(auth);
+    if (!name)
+        refuse(wsi, 401, "request refused", given ? "unknown bearer token" : "a bearer token is required",
+               OFFER_BEARER);
+    return name;
+}
+
+/* /stream before an upgrade, in the prototype's order: the query (400), the handshake (426, 405,
+ * 400), the Origin (403); a token (401) before all of them when tokens are set. Returns 0 to
+ * allow, 1 when answered. */
+static int check_stream(cs_server *s, struct lws *wsi)
+{
+    uint8_t digest[CS_TOKEN_DIGEST_LEN];
+    if (s->tokens && !authenticate(s, wsi, digest))
+        return 1;
     query q;
     cs_stream_request req;
     cs_stream_error err;
@@ -437,10 +472,12 @@ static int serve_http(cs_server *s, struct lws *wsi)
     if (!refuse_over_limits(wsi)) {
         char path[512];
         uri_path(wsi, path, sizeof path);
-        if (strcmp(path, "/healthz") == 0)
-            rc = serve_healthz(s, wsi);
-        else if (strcmp(path, CS_WIRE_STREAM_PATH) == 0) {
-            if (check_stream(wsi) == 0) /* an upgrade lws did not route as one */
+        uint8_t digest[CS_TOKEN_DIGEST_LEN];
+        if (strcmp(path, "/healthz") == 0) {
+            if (!s->tokens || !s->cfg.auth_healthz || authenticate(s, wsi, digest))
+                rc = serve_healthz(s, wsi);
+        } else if (strcmp(path, CS_WIRE_STREAM_PATH) == 0) {
+            if (check_stream(s, wsi) == 0) /* an upgrade lws did not route as one */
                 refuse(wsi, 426, "websocket handshake failed",
                        "WebSocket protocol violation: Upgrade header \"\" does not contain websocket",
                        OFFER_UPGRADE);
@@ -454,7 +491,7 @@ static int serve_http(cs_server *s, struct lws *wsi)
 
 /* Before the upgrade: limits, path, query, handshake and origin. Returns 0 to allow, 1 when
  * answered. */
-static int confirm_upgrade(struct lws *wsi)
+static int confirm_upgrade(cs_server *s, struct lws *wsi)
 {
     if (refuse_over_limits(wsi))
         return 1;
@@ -464,7 +501,7 @@ static int confirm_upgrade(struct lws *wsi)
         respond(wsi, 404, "text/plain; charset=utf-8", "404 page not found\n");
         return 1;
     }
-    return check_stream(wsi);
+    return check_stream(s, wsi);
 }
 
 /* ---- what libwebsockets reports ----------------------------------------------------------- */
@@ -488,10 +525,12 @@ static void lws_log_line(int level, const char *line)
 
 static void log_subscriber(int level, const char *msg, const subscriber *sub, size_t n, const cs_kv *extra)
 {
-    cs_kv kvs[8] = {KV_S("remote", sub->remote), KV_U("start", sub->req.start), KV_U("end", sub->req.end),
+    cs_kv kvs[9] = {KV_S("remote", sub->remote), KV_U("start", sub->req.start), KV_U("end", sub->req.end),
                     KV_B("bounded", sub->req.bounded)};
     size_t k = 4;
-    for (size_t i = 0; i < n && k < 8; i++)
+    if (sub->token_name[0])
+        kvs[k++] = KV_S("token", sub->token_name);
+    for (size_t i = 0; i < n && k < 9; i++)
         kvs[k++] = extra[i];
     cs_log_kvs(level, msg, k, kvs);
 }
@@ -516,6 +555,22 @@ static int subscriber_open(cs_server *s, struct lws *wsi, pss *ps)
     if (read_query(wsi, &q) != 0 || cs_stream_request_parse(q.args, q.n, &sub->req, NULL) != 0) {
         free(sub);
         return -1;
+    }
+    if (s->tokens) {
+        /* confirm_upgrade checked the token; this names it for the logs and a later reload. */
+        char *auth = header_dup(wsi, WSI_TOKEN_HTTP_AUTHORIZATION);
+        const char *tok, *name = NULL;
+        size_t len;
+        if (auth && cs_bearer_token(auth, &tok, &len))
+            name = cs_tokens_match(s->tokens, tok, len, sub->token_digest);
+        if (auth)
+            OPENSSL_cleanse(auth, strlen(auth));
+        free(auth);
+        if (!name) {
+            free(sub);
+            return -1;
+        }
+        snprintf(sub->token_name, sizeof sub->token_name, "%s", name);
     }
     sub->wsi = wsi;
     peer_name(wsi, sub->remote, sizeof sub->remote);
@@ -573,6 +628,8 @@ static int subscriber_writable(cs_server *s, struct lws *wsi, subscriber *sub)
     sub->waiting = false;
     if (s->shutting_down)
         return close_subscriber(wsi, sub, CS_CLOSE_GOING_AWAY, CS_REASON_SHUTTING_DOWN);
+    if (sub->revoked)
+        return close_subscriber(wsi, sub, CS_CLOSE_POLICY, "token revoked");
 
     cs_step st;
     cs_cursor_step(&sub->cursor, &st);
@@ -649,9 +706,29 @@ static void close_listener(cs_server *s)
 
 /* Reacts to a wake: subscribers waiting for data get a writable callback; stop and source end
  * start the bounded wind-down. */
+/* A reload's tokens replace the table in force; subscribers whose token is gone are closed. */
+static void take_reloaded_tokens(cs_server *s)
+{
+    pthread_mutex_lock(&s->reload_mu);
+    cs_tokens *fresh = s->tokens_pending;
+    s->tokens_pending = NULL;
+    pthread_mutex_unlock(&s->reload_mu);
+    if (!fresh)
+        return;
+    cs_tokens_free(s->tokens);
+    s->tokens = fresh;
+    for (subscriber *sub = s->subs; sub; sub = sub->next)
+        if (sub->token_name[0] && !sub->closing && !cs_tokens_has(fresh, sub->token_digest)) {
+            sub->revoked = true;
+            want_write(sub);
+        }
+}
+
 static void on_wake(cs_server *s)
 {
     atomic_store(&s->wake_pending, false);
+    if (s->tokens)
+        take_reloaded_tokens(s);
     if (atomic_load(&s->stop_requested) && !s->shutting_down) {
         s->shutting_down = true;
         cs_cancel_fire(s->cfg.cancel);
@@ -805,7 +882,7 @@ static int callback_stream(struct lws *wsi, enum lws_callback_reasons reason, vo
     case LWS_CALLBACK_HTTP:
         return serve_http(s, wsi);
     case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
-        return confirm_upgrade(wsi);
+        return confirm_upgrade(s, wsi);
     case LWS_CALLBACK_ESTABLISHED:
         return subscriber_open(s, wsi, ps) == 0 ? 0 : -1;
     case LWS_CALLBACK_SERVER_WRITEABLE:
@@ -886,6 +963,7 @@ int cs_server_new(cs_server **out, const cs_server_config *cfg, cs_err *err)
     }
     s->cfg = *cfg;
     s->listen_fd = -1;
+    pthread_mutex_init(&s->reload_mu, NULL);
     if (!s->cfg.max_payload)
         s->cfg.max_payload = CS_MAX_PAYLOAD_SIZE;
     int rc = 0;
@@ -905,6 +983,8 @@ int cs_server_new(cs_server **out, const cs_server_config *cfg, cs_err *err)
     }
     if (rc == 0)
         rc = cs_compress_workers_resolve(cfg->compress_workers, &s->workers, err);
+    if (rc == 0 && cfg->auth_tokens && *cfg->auth_tokens)
+        rc = cs_tokens_load(&s->tokens, cfg->auth_tokens, err);
     int64_t level = cfg->compress_level ? cfg->compress_level : CS_DEFAULT_COMPRESS_LEVEL;
     if (rc == 0)
         rc = cs_compress_level_validate(level, err);
@@ -1052,6 +1132,27 @@ int cs_server_run(cs_server *s, cs_err *err)
     return 0;
 }
 
+void cs_server_reload(cs_server *s)
+{
+    if (!s->cfg.auth_tokens || !*s->cfg.auth_tokens) { /* s->tokens is the I/O thread's */
+        CS_LOG0(CS_LOG_INFO, "reload: nothing to reload");
+        return;
+    }
+    cs_tokens *fresh;
+    cs_err err;
+    if (cs_tokens_load(&fresh, s->cfg.auth_tokens, &err) != 0) {
+        CS_LOG(CS_LOG_ERROR, "reload: auth tokens kept", KV_S("error", err.msg));
+        return;
+    }
+    size_t n = cs_tokens_count(fresh);
+    pthread_mutex_lock(&s->reload_mu);
+    cs_tokens_free(s->tokens_pending);
+    s->tokens_pending = fresh;
+    pthread_mutex_unlock(&s->reload_mu);
+    CS_LOG(CS_LOG_INFO, "reload: auth tokens reloaded", KV_S("file", s->cfg.auth_tokens), KV_U("tokens", n));
+    server_wake(s);
+}
+
 void cs_server_stop(cs_server *s)
 {
     atomic_store(&s->stop_requested, true);
@@ -1131,6 +1232,9 @@ void cs_server_free(cs_server *s)
     if (s->listen_fd >= 0)
         close(s->listen_fd);
     cs_admission_free(s->conns); /* after the context: its teardown releases every connection */
+    cs_tokens_free(s->tokens);
+    cs_tokens_free(s->tokens_pending);
+    pthread_mutex_destroy(&s->reload_mu);
     cs_replay_pool_free(s->replays);
     cs_pipeline_destroy(s->pipeline);
     cs_broadcaster_free(s->bc);

@@ -36,6 +36,10 @@ typedef struct cs_server_config {
     int64_t max_connections;        /* 0 → CS_DEFAULT_MAX_CONNECTIONS */
     int64_t max_connections_per_ip; /* per IPv4 address or IPv6 /64; 0 → CS_DEFAULT_MAX_CONNECTIONS_PER_IP */
     int64_t header_timeout_s;       /* a connection's request must be complete by then; 0 → 10 */
+    /* --auth-tokens: when set, /stream (and /healthz with auth_healthz) needs `Authorization:
+     * Bearer <token>` naming a token of this file (tokens.h); cs_server_reload re-reads it. */
+    const char *auth_tokens;
+    bool auth_healthz;
 } cs_server_config;
 
 #define CS_DEFAULT_MAX_CONNECTIONS 4096
@@ -47,7 +51,7 @@ typedef struct cs_server_config {
 typedef struct cs_server cs_server;
 
 /* Validates and builds everything that can fail before the port is bound (both zstd encoder pools
- * included): `server: source range must start at a concrete ledger, not 0`,
+ * and the token file included): `server: source range must start at a concrete ledger, not 0`,
  * `server: source range [a,b] ends before it starts`, `server: chunk size …`,
  * `server: compress workers N is outside [1,64]`. */
 int cs_server_new(cs_server **out, const cs_server_config *cfg, cs_err *err);
@@ -66,6 +70,12 @@ int cs_server_run(cs_server *s, cs_err *err);
 
 /* Asks a running server to shut down. Safe from any thread. */
 void cs_server_stop(cs_server *s);
+
+/* SIGHUP: re-reads what can be reloaded (the --auth-tokens file) and logs what it did. A file that
+ * fails to load is logged at ERROR and the tables in force are kept. Once the I/O thread takes
+ * the new tokens, every subscriber whose token is gone is closed with 1008 `token revoked`. Safe
+ * from any thread but the I/O thread (it reads the file); never concurrently with itself. */
+void cs_server_reload(cs_server *s);
 
 /* Waits until ledger seq is in the ring (true) or the source ended without it or timeout_ns
  * passed (false). For embedders and tests that must not poll. */
