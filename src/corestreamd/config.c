@@ -35,6 +35,9 @@ static void set_defaults(cs_daemon_config *c)
     c->max_connections = CS_DEFAULT_MAX_CONNECTIONS;
     c->max_connections_per_ip = CS_DEFAULT_MAX_CONNECTIONS_PER_IP;
     c->auth_tokens = "";
+    c->tls_cert = "";
+    c->tls_key = "";
+    c->tls_client_ca = "";
 }
 
 size_t cs_split_urls(char *list, const char **out, size_t max)
@@ -110,6 +113,12 @@ static int validate(cs_daemon_config *c, cs_err *err)
         return cs_err_set(err, 0, "--file-dir is required with --source file");
     if (pipe && !*c->pipe_cmd)
         return cs_err_set(err, 0, "--pipe-cmd is required with --source pipe");
+    if (*c->tls_cert && !*c->tls_key)
+        return cs_err_set(err, 0, "--tls-key is required with --tls-cert");
+    if (*c->tls_key && !*c->tls_cert)
+        return cs_err_set(err, 0, "--tls-cert is required with --tls-key");
+    if (*c->tls_client_ca && !*c->tls_cert)
+        return cs_err_set(err, 0, "--tls-client-ca needs --tls-cert");
     if (c->auth_healthz && !*c->auth_tokens)
         return cs_err_set(err, 0, "--auth-healthz needs --auth-tokens");
     if (c->max_connections == 0)
@@ -170,6 +179,11 @@ int cs_daemon_config_parse(cs_daemon_config *c, int argc, char **argv, FILE *usa
          "`file` of \"name token\" lines: /stream then needs Authorization: Bearer <token> (SIGHUP "
          "reloads it)"},
         {"auth-healthz", CS_FLAG_BOOL, &c->auth_healthz, "with --auth-tokens, /healthz needs a token too"},
+        {"tls-cert", CS_FLAG_STRING, &c->tls_cert,
+         "PEM certificate `file` (chain allowed): serve https:// and wss:// on --listen (SIGHUP reloads it)"},
+        {"tls-key", CS_FLAG_STRING, &c->tls_key, "PEM private key `file` for --tls-cert"},
+        {"tls-client-ca", CS_FLAG_STRING, &c->tls_client_ca,
+         "PEM CA `file`: clients must present a certificate it signed (mutual TLS)"},
     };
     cs_flagset fs = {.prog = "corestreamd",
                      .synopsis = "Streams ledgers from one source to WebSocket subscribers on /stream.",

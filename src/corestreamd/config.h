@@ -41,6 +41,9 @@ typedef struct cs_daemon_config {
     int64_t max_connections_per_ip;
     const char *auth_tokens;
     bool auth_healthz;
+    const char *tls_cert;
+    const char *tls_key;
+    const char *tls_client_ca;
     /* Derived: the archive URLs split, trimmed, empties dropped (points into urls_buf). */
     char *urls_buf;
     const char *urls[32];

@@ -182,6 +182,9 @@ int main(int argc, char **argv)
             .max_connections_per_ip = cfg.max_connections_per_ip,
             .auth_tokens = cfg.auth_tokens,
             .auth_healthz = cfg.auth_healthz,
+            .tls_cert = cfg.tls_cert,
+            .tls_key = cfg.tls_key,
+            .tls_client_ca = cfg.tls_client_ca,
         };
         rc = cs_server_new(&server, &sc, &err);
     }

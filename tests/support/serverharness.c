@@ -52,6 +52,9 @@ void harness_launch(harness *h, const harness_opts *o, cs_source *src, cs_range 
         .header_timeout_s = o->header_timeout_s,
         .auth_tokens = o->auth_tokens,
         .auth_healthz = o->auth_healthz,
+        .tls_cert = o->tls_cert,
+        .tls_key = o->tls_key,
+        .tls_client_ca = o->tls_client_ca,
     };
     assert_int_equal(cs_server_new(&h->srv, &sc, &err), 0);
     assert_int_equal(cs_server_listen(h->srv, &err), 0);

@@ -32,6 +32,7 @@ typedef struct harness_opts {
     int64_t header_timeout_s;
     const char *auth_tokens; /* a token file's path, or NULL */
     bool auth_healthz;
+    const char *tls_cert, *tls_key, *tls_client_ca;
 } harness_opts;
 
 typedef struct harness {

@@ -25,6 +25,7 @@
 #include "corestreamd/server/replay.h"
 #include "corestreamd/server/request.h"
 #include "corestreamd/server/sourceloop.h"
+#include "corestreamd/server/tls.h"
 #include "corestreamd/server/tokens.h"
 #include "wire/wire.h"
 
@@ -96,6 +97,9 @@ struct cs_server {
     cs_tokens *tokens;
     pthread_mutex_t reload_mu;
     cs_tokens *tokens_pending;
+    /* TLS: lws' server SSL_CTX (I/O thread), and a checked certificate waiting to be applied. */
+    SSL_CTX *ssl_ctx;
+    atomic_bool tls_reload_pending;
 
     struct lws_context *ctx;
     struct lws_vhost *vhost;
@@ -724,9 +728,28 @@ static void take_reloaded_tokens(cs_server *s)
         }
 }
 
+/* A reload's checked certificate goes into lws' SSL_CTX here, where SSL objects are made. */
+static void take_reloaded_certificate(cs_server *s)
+{
+    if (!atomic_exchange(&s->tls_reload_pending, false))
+        return;
+    cs_err err;
+    char subject[256];
+    if (!s->ssl_ctx)
+        CS_LOG0(CS_LOG_ERROR, "reload: TLS certificate kept: no TLS context");
+    else if (cs_tls_apply(s->ssl_ctx, s->cfg.tls_cert, s->cfg.tls_key, &err) != 0)
+        CS_LOG(CS_LOG_ERROR, "reload: TLS certificate kept", KV_S("error", err.msg));
+    else {
+        cs_tls_subject(s->cfg.tls_cert, subject, sizeof subject);
+        CS_LOG(CS_LOG_INFO, "reload: TLS certificate reloaded", KV_S("cert", s->cfg.tls_cert),
+               KV_S("subject", subject));
+    }
+}
+
 static void on_wake(cs_server *s)
 {
     atomic_store(&s->wake_pending, false);
+    take_reloaded_certificate(s);
     if (s->tokens)
         take_reloaded_tokens(s);
     if (atomic_load(&s->stop_requested) && !s->shutting_down) {
@@ -899,6 +922,11 @@ static int callback_stream(struct lws *wsi, enum lws_callback_reasons reason, vo
     case LWS_CALLBACK_WSI_DESTROY:
         connection_gone(s, wsi);
         return 0;
+    case LWS_CALLBACK_OPENSSL_LOAD_EXTRA_SERVER_VERIFY_CERTS:
+        /* lws' server context, as it is made: where TLS 1.2 is required and a reload goes. */
+        s->ssl_ctx = user;
+        SSL_CTX_set_min_proto_version(s->ssl_ctx, TLS1_2_VERSION);
+        return 0;
     default:
         return lws_callback_http_dummy(wsi, reason, user, in, len);
     }
@@ -985,6 +1013,12 @@ int cs_server_new(cs_server **out, const cs_server_config *cfg, cs_err *err)
         rc = cs_compress_workers_resolve(cfg->compress_workers, &s->workers, err);
     if (rc == 0 && cfg->auth_tokens && *cfg->auth_tokens)
         rc = cs_tokens_load(&s->tokens, cfg->auth_tokens, err);
+    if (rc == 0 && cfg->tls_cert && *cfg->tls_cert) {
+        if (!cfg->tls_key || !*cfg->tls_key)
+            rc = cs_err_set(err, 0, "server: --tls-key is required with --tls-cert");
+        else
+            rc = cs_tls_check(cfg->tls_cert, cfg->tls_key, cfg->tls_client_ca, err);
+    }
     int64_t level = cfg->compress_level ? cfg->compress_level : CS_DEFAULT_COMPRESS_LEVEL;
     if (rc == 0)
         rc = cs_compress_level_validate(level, err);
@@ -1083,6 +1117,19 @@ int cs_server_listen(cs_server *s, cs_err *err)
                                                     : CS_DEFAULT_HEADER_TIMEOUT_S;
     info.timeout_secs_ah_idle = info.timeout_secs; /* a request whose headers never finish */
     info.options = LWS_SERVER_OPTION_DISABLE_OS_CA_CERTS;
+    if (s->cfg.tls_cert && *s->cfg.tls_cert) {
+        /* A plaintext request on this port fails the TLS handshake: lws closes it at once. */
+        info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
+        /* HTTP/1.1 only: the WebSocket upgrade and our own status lines are HTTP/1.1 things, and
+         * curl or a browser would otherwise negotiate HTTP/2 by ALPN. */
+        info.alpn = "http/1.1";
+        info.ssl_cert_filepath = s->cfg.tls_cert;
+        info.ssl_private_key_filepath = s->cfg.tls_key;
+        if (s->cfg.tls_client_ca && *s->cfg.tls_client_ca) {
+            info.ssl_ca_filepath = s->cfg.tls_client_ca;
+            info.options |= LWS_SERVER_OPTION_REQUIRE_VALID_OPENSSL_CLIENT_CERT;
+        }
+    }
     lws_set_log_level(LLL_ERR, lws_log_line);
     s->ctx = lws_create_context(&info);
     if (!s->ctx)
@@ -1134,12 +1181,24 @@ int cs_server_run(cs_server *s, cs_err *err)
 
 void cs_server_reload(cs_server *s)
 {
-    if (!s->cfg.auth_tokens || !*s->cfg.auth_tokens) { /* s->tokens is the I/O thread's */
+    bool tokens = s->cfg.auth_tokens && *s->cfg.auth_tokens; /* s->tokens is the I/O thread's */
+    bool tls = s->cfg.tls_cert && *s->cfg.tls_cert;
+    if (!tokens && !tls) {
         CS_LOG0(CS_LOG_INFO, "reload: nothing to reload");
         return;
     }
-    cs_tokens *fresh;
     cs_err err;
+    if (tls) {
+        if (cs_tls_check(s->cfg.tls_cert, s->cfg.tls_key, s->cfg.tls_client_ca, &err) != 0)
+            CS_LOG(CS_LOG_ERROR, "reload: TLS certificate kept", KV_S("error", err.msg));
+        else {
+            atomic_store(&s->tls_reload_pending, true);
+            server_wake(s);
+        }
+    }
+    if (!tokens)
+        return;
+    cs_tokens *fresh;
     if (cs_tokens_load(&fresh, s->cfg.auth_tokens, &err) != 0) {
         CS_LOG(CS_LOG_ERROR, "reload: auth tokens kept", KV_S("error", err.msg));
         return;

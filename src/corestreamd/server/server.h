@@ -40,6 +40,13 @@ typedef struct cs_server_config {
      * Bearer <token>` naming a token of this file (tokens.h); cs_server_reload re-reads it. */
     const char *auth_tokens;
     bool auth_healthz;
+    /* --tls-cert/--tls-key (PEM; the cert file may hold the chain): https:// and wss:// on the
+     * same port, TLS 1.2 or later; a plaintext connection there is closed at its first bytes.
+     * --tls-client-ca: clients must present a certificate it signed. cs_server_reload swaps the
+     * certificate and key. */
+    const char *tls_cert;
+    const char *tls_key;
+    const char *tls_client_ca;
 } cs_server_config;
 
 #define CS_DEFAULT_MAX_CONNECTIONS 4096
@@ -71,8 +78,9 @@ int cs_server_run(cs_server *s, cs_err *err);
 /* Asks a running server to shut down. Safe from any thread. */
 void cs_server_stop(cs_server *s);
 
-/* SIGHUP: re-reads what can be reloaded (the --auth-tokens file) and logs what it did. A file that
- * fails to load is logged at ERROR and the tables in force are kept. Once the I/O thread takes
+/* SIGHUP: re-reads what can be reloaded (the --auth-tokens file, the TLS certificate and key) and
+ * logs what it did. A file that fails to load is logged at ERROR and what is in force is kept; a
+ * new certificate serves new connections, open ones keep theirs. Once the I/O thread takes
  * the new tokens, every subscriber whose token is gone is closed with 1008 `token revoked`. Safe
  * from any thread but the I/O thread (it reads the file); never concurrently with itself. */
 void cs_server_reload(cs_server *s);
