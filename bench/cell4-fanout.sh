@@ -15,7 +15,8 @@
 # for 128 at N=300; the whole default cell took 143 s.
 # Environment: BUILD_DIR (default build), KS (default "1 8 32 128"), N (default 300 ledgers per
 # subscriber), LEAD (default 20 + K/2 ledgers), FANOUT_COMPRESS (default false), VERIFY (default
-# 0; 1 makes every subscriber regenerate and compare the payload too).
+# 0; 1 makes every subscriber regenerate and compare the payload too), TLS (default 0; 1 serves
+# wss:// with a certificate made for the run, results in bench/results/cell4-fanout-tls/).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 KS=${KS:-1 8 32 128}
@@ -25,7 +26,17 @@ VERIFY=${VERIFY:-0}
 SIZE=1048576
 IVAL_MS=100
 
-bench_init cell4-fanout "fan-out: one corestreamd, K remote subscribers from the tip, 1 MiB every 100ms over 15ms" keep
+TLS=${TLS:-0}
+if ((TLS)); then
+  bench_init cell4-fanout-tls "fan-out over wss://: one corestreamd, K remote subscribers from the tip, 1 MiB every 100ms over 15ms" keep
+  tls_material "$SCRATCH/tls"
+  SRV_TLS=(--tls-cert "$TLS_CERT" --tls-key "$TLS_KEY")
+  CLI_TLS=(-tls-ca "$TLS_CA")
+  SCHEME=wss HEALTHZ_SCHEME=https HEALTHZ_CURL=(--cacert "$TLS_CA")
+else
+  bench_init cell4-fanout "fan-out: one corestreamd, K remote subscribers from the tip, 1 MiB every 100ms over 15ms" keep
+  SRV_TLS=() CLI_TLS=() SCHEME=ws
+fi
 need_tools curl
 note "K values this run: $KS; N=$N ledgers per subscriber; compress=$FANOUT_COMPRESS; verify=$VERIFY"
 note "open-file limit $(ulimit -n); per-K details in $CELL_DIR/K<k>/"
@@ -56,7 +67,7 @@ run_k() {
   note "--- K=$K: $K subscribers, $N ledgers each, start = latest + $lead ---"
   server_start "K$K/server" $((cap * IVAL_MS / 1000 + 120)) --retention 256 --source synthetic \
     --synthetic-size "$SIZE" --synthetic-interval ${IVAL_MS}ms --emit-window 15ms --chunk-size 262144 \
-    --compress="$FANOUT_COMPRESS" --synthetic-count "$cap"
+    --compress="$FANOUT_COMPRESS" --synthetic-count "$cap" "${SRV_TLS[@]}"
   local spid=$SERVER_PID addr=$SERVER_ADDR csd=$SERVER_CSD_PID
   local l0 start end
   l0=$(wait_latest "$addr" 1 500)
@@ -68,7 +79,7 @@ run_k() {
   local pids=() i name
   for ((i = 1; i <= K; i++)); do
     printf -v name 'K%d/sub-%03d' "$K" "$i"
-    bg_benchrunner "pid_$i" "$name" "$climit" --mode remote --url "ws://$addr" --start "$start" --end "$end" "${vflags[@]}"
+    bg_benchrunner "pid_$i" "$name" "$climit" --mode remote --url "$SCHEME://$addr" --start "$start" --end "$end" "${vflags[@]}" "${CLI_TLS[@]}"
     eval "pids+=(\"\$pid_$i\")"
   done
   # All K should be connected before ledger $start begins.

@@ -226,8 +226,21 @@ cell_done() {
 SRV_PREFIX=()
 CLI_PREFIX=()
 
+# HEALTHZ_CURL: extra curl arguments and HEALTHZ_SCHEME (default http) for a TLS server, e.g.
+# HEALTHZ_SCHEME=https HEALTHZ_CURL=(--cacert ca.pem).
+HEALTHZ_SCHEME=${HEALTHZ_SCHEME:-http}
+HEALTHZ_CURL=()
 healthz() {
-  "${SRV_PREFIX[@]}" curl -s --max-time 2 "http://$1/healthz" 2>/dev/null || true
+  "${SRV_PREFIX[@]}" curl -s --max-time 2 "${HEALTHZ_CURL[@]}" "$HEALTHZ_SCHEME://$1/healthz" 2>/dev/null || true
+}
+
+# tls_material DIR: a CA and a server certificate for 127.0.0.1 (the tests' generator), made with
+# the openssl CLI; sets TLS_CA, TLS_CERT, TLS_KEY.
+tls_material() {
+  mkdir -p "$1"
+  sh "$(dirname "${BASH_SOURCE[0]}")/../tests/support/makecerts.sh" "$1" >/dev/null 2>&1 ||
+    die "tls_material: makecerts.sh failed in $1"
+  TLS_CA=$1/ca.pem TLS_CERT=$1/server.pem TLS_KEY=$1/server.key
 }
 
 # json_num JSON FIELD: a numeric field of the flat /healthz object.

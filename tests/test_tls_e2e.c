@@ -159,10 +159,16 @@ static void test_mutual_tls(void **state)
     (void)state;
     harness h;
     start(&h, g_certs.server_cert, g_certs.server_key, g_certs.ca);
+    /* In TLS 1.3 the client's handshake is done before the server judges its (missing)
+     * certificate: the refusal arrives as an alert while the client sends its upgrade, or, when
+     * the server's close resets the connection first, as a failed read. Either way: refused. */
     client anonymous = {.scheme = "wss", .ca = g_certs.ca};
-    expect_error(&h, &anonymous, "certificate required");
+    rl_result r = run(&h, &anonymous, 3);
+    if (r == RL_OK || (!strstr(anonymous.err, "certificate required") && !strstr(anonymous.err, "read failed")))
+        fail_msg("%s: %s; want a refusal", rl_result_name(r), anonymous.err);
+    assert_int_equal(anonymous.got, 0);
     client known = {.scheme = "wss", .ca = g_certs.ca, .cert = g_certs.client_cert, .key = g_certs.client_key};
-    rl_result r = run(&h, &known, 5);
+    r = run(&h, &known, 5);
     if (r != RL_OK)
         fail_msg("%s", known.err);
     assert_int_equal(known.got, 5);
