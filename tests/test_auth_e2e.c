@@ -15,6 +15,7 @@
 
 #include "common/log.h"
 #include "corestream/remoteledger.h"
+#include "support/logcapture.h"
 #include "support/serverharness.h"
 #include "support/tmpdir.h"
 #include "support/wsclient.h"
@@ -27,7 +28,6 @@
 
 static cs_tmpdir g_dir;
 static char g_tokens[PATH_MAX + 16];
-static FILE *g_log;
 
 static void write_tokens(const char *text)
 {
@@ -43,31 +43,17 @@ static int setup(void **state)
     if (cs_tmpdir_make(&g_dir, "auth") != 0)
         return -1;
     cs_tmpdir_join(&g_dir, "tokens", g_tokens, sizeof g_tokens);
-    g_log = tmpfile();
-    cs_log_init(g_log, CS_LOG_DEBUG);
+    if (cs_logcap_start(CS_LOG_DEBUG) != 0)
+        return -1;
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    cs_log_init(stdout, CS_LOG_INFO);
-    fclose(g_log);
+    cs_logcap_stop();
     cs_tmpdir_remove(&g_dir);
     return 0;
-}
-
-static int log_count(const char *needle)
-{
-    fflush(g_log);
-    rewind(g_log);
-    char line[8192];
-    int n = 0;
-    while (fgets(line, sizeof line, g_log))
-        if (strstr(line, needle))
-            n++;
-    fseek(g_log, 0, SEEK_END);
-    return n;
 }
 
 static void start(harness *h, bool auth_healthz)
@@ -107,7 +93,7 @@ static void test_missing_or_unknown_token_gets_401(void **state)
     /* /healthz stays open without --auth-healthz. */
     char body[512];
     assert_int_equal(cs_http_get("127.0.0.1", h.port, "/healthz", WAIT_MS, body, sizeof body, NULL, 0), 200);
-    assert_int_equal(log_count(TOKEN_A), 0);
+    assert_int_equal(cs_logcap_count(TOKEN_A), 0);
     harness_stop(&h);
 }
 
@@ -158,9 +144,9 @@ static void test_library_streams_with_a_token_and_names_refusals(void **state)
     if (r != RL_OK)
         fail_msg("%s", err);
     assert_int_equal(c.n, 3);
-    assert_true(log_count("msg=\"subscriber connected\"") >= 1);
-    assert_true(log_count("token=rpc-b") >= 1);
-    assert_int_equal(log_count(TOKEN_B), 0);
+    assert_true(cs_logcap_count("msg=\"subscriber connected\"") >= 1);
+    assert_true(cs_logcap_count("token=rpc-b") >= 1);
+    assert_int_equal(cs_logcap_count(TOKEN_B), 0);
     harness_stop(&h);
 }
 
@@ -201,7 +187,7 @@ static void test_reload_revokes_open_streams(void **state)
     /* A reload that fails keeps the tokens in force. */
     write_tokens("rpc-b short\n");
     cs_server_reload(h.srv);
-    assert_int_equal(log_count("level=ERROR msg=\"reload: auth tokens kept\""), 1);
+    assert_int_equal(cs_logcap_count("level=ERROR msg=\"reload: auth tokens kept\""), 1);
     for (int i = 0; i < 3; i++) {
         assert_int_equal(cs_ws_read_ledger(b, &l, WAIT_MS, NULL, 0), 1);
         cs_ledger_free(&l);

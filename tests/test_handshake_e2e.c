@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "support/logcapture.h"
 #include "support/serverharness.h"
 #include "support/wsclient.h"
 
@@ -22,13 +23,12 @@
 #define UPGRADE "Host: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
 
 static harness g_h;
-static FILE *g_log;
 
 static int setup(void **state)
 {
     (void)state;
-    g_log = tmpfile();
-    cs_log_init(g_log, CS_LOG_DEBUG);
+    if (cs_logcap_start(CS_LOG_DEBUG) != 0)
+        return -1;
     harness_opts o = {.start = 1, .size = 1024, .interval_ms = 100, .retention = 100};
     harness_start(&g_h, &o);
     return 0;
@@ -38,8 +38,7 @@ static int teardown(void **state)
 {
     (void)state;
     harness_stop(&g_h);
-    cs_log_init(stdout, CS_LOG_INFO);
-    fclose(g_log);
+    cs_logcap_stop();
     return 0;
 }
 
@@ -66,19 +65,6 @@ static void expect_answer(const char *request, unsigned code, const char *reason
 }
 
 /* How many lines of the log so far contain needle. */
-static int log_count(const char *needle)
-{
-    fflush(g_log);
-    rewind(g_log);
-    char line[8192];
-    int n = 0;
-    while (fgets(line, sizeof line, g_log))
-        if (strstr(line, needle))
-            n++;
-    fseek(g_log, 0, SEEK_END);
-    return n;
-}
-
 static void test_other_websocket_versions_get_400_with_13(void **state)
 {
     (void)state;
@@ -88,8 +74,8 @@ static void test_other_websocket_versions_get_400_with_13(void **state)
     expect_answer("GET /stream HTTP/1.1\r\n" UPGRADE KEY "\r\n", 400, "Bad Request",
                   "sec-websocket-version: 13\r\n",
                   "unsupported WebSocket protocol version (only 13 is supported): \"\"");
-    assert_int_equal(log_count("msg=\"websocket handshake failed\""), 2);
-    assert_int_equal(log_count("level=DEBUG msg=\"websocket handshake failed\" remote=127.0.0.1:"), 2);
+    assert_int_equal(cs_logcap_count("msg=\"websocket handshake failed\""), 2);
+    assert_int_equal(cs_logcap_count("level=DEBUG msg=\"websocket handshake failed\" remote=127.0.0.1:"), 2);
 }
 
 static void test_bad_keys_get_400(void **state)
@@ -160,7 +146,7 @@ static void test_oversized_requests(void **state)
     memset(p, 'a', 5000);
     sprintf(p + 5000, " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
     expect_answer(req, 414, "Request URI Too Long", "", "request URI too long");
-    assert_int_equal(log_count("status=414 error=\"request URI too long\""), 2);
+    assert_int_equal(cs_logcap_count("status=414 error=\"request URI too long\""), 2);
     p = req + sprintf(req, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: ");
     memset(p, 'b', big);
     sprintf(p + big, "\r\n\r\n");

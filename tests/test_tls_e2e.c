@@ -19,43 +19,29 @@
 #include "common/log.h"
 #include "corestream/remoteledger.h"
 #include "support/certs.h"
+#include "support/logcapture.h"
 #include "support/serverharness.h"
 
 #define WAIT_NS (20 * T_SEC)
 
 static cs_certs g_certs;
-static FILE *g_log;
 
 static int setup(void **state)
 {
     (void)state;
     if (cs_certs_make(&g_certs) != 0)
         return -1;
-    g_log = tmpfile();
-    cs_log_init(g_log, CS_LOG_INFO);
+    if (cs_logcap_start(CS_LOG_INFO) != 0)
+        return -1;
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    cs_log_init(stdout, CS_LOG_INFO);
-    fclose(g_log);
+    cs_logcap_stop();
     cs_certs_remove(&g_certs);
     return 0;
-}
-
-static int log_count(const char *needle)
-{
-    fflush(g_log);
-    rewind(g_log);
-    char line[8192];
-    int n = 0;
-    while (fgets(line, sizeof line, g_log))
-        if (strstr(line, needle))
-            n++;
-    fseek(g_log, 0, SEEK_END);
-    return n;
 }
 
 static void start(harness *h, const char *cert, const char *key, const char *client_ca)
@@ -220,7 +206,7 @@ static void test_reload_swaps_the_certificate_for_new_connections(void **state)
     /* A bad pair is refused and the old certificate stays. */
     copy_file(g_certs.other_key, key);
     cs_server_reload(h.srv);
-    assert_int_equal(log_count("level=ERROR msg=\"reload: TLS certificate kept\""), 1);
+    assert_int_equal(cs_logcap_count("level=ERROR msg=\"reload: TLS certificate kept\""), 1);
     client still = {.scheme = "wss", .ca = g_certs.ca};
     assert_int_equal(run(&h, &still, 2), RL_OK);
 
@@ -228,11 +214,11 @@ static void test_reload_swaps_the_certificate_for_new_connections(void **state)
     copy_file(g_certs.other_cert, cert);
     cs_server_reload(h.srv);
     int64_t deadline = cs_mono_ns() + WAIT_NS;
-    while (log_count("msg=\"reload: TLS certificate reloaded\"") == 0 && cs_mono_ns() < deadline) {
+    while (cs_logcap_count("msg=\"reload: TLS certificate reloaded\"") == 0 && cs_mono_ns() < deadline) {
         struct timespec ts = {0, 2 * 1000 * 1000};
         nanosleep(&ts, NULL); /* the I/O thread applies it at its next wake; no event to await */
     }
-    assert_int_equal(log_count("msg=\"reload: TLS certificate reloaded\" cert="), 1);
+    assert_int_equal(cs_logcap_count("msg=\"reload: TLS certificate reloaded\" cert="), 1);
     client renamed = {.scheme = "wss", .ca = g_certs.ca, .server_name = "other.example"};
     rl_result r = run(&h, &renamed, 2);
     if (r != RL_OK)
