@@ -153,10 +153,9 @@ static bool take_slot(cs_cursor *c, cs_step *out)
 {
     if (c->followed_live)
         return true;
-    bool fresh = c->ticket.state == CS_TICKET_NONE;
     size_t position;
     if (!cs_replay_slots_acquire(c->env.slots, &c->ticket, &position)) {
-        out->replay_queued = fresh;
+        out->replay_queued = position != 0;
         out->queue_position = position;
         out->kind = CS_STEP_WAIT;
         c->mode = CS_CUR_QUEUED;
@@ -270,20 +269,18 @@ void cs_cursor_step(cs_cursor *c, cs_step *out)
     bool decided = false;
     /* Bounded: each pass either produces a step or advances the mode (replay done → idle). */
     for (int pass = 0; pass < 4 && !decided; pass++) {
-        if (c->mode == CS_CUR_STAMPLESS && step_stampless(c, out)) {
-            decided = true;
-            break;
-        }
-        if (c->mode == CS_CUR_REPLAY) {
+        if (c->mode == CS_CUR_STAMPLESS) {
+            decided = step_stampless(c, out);
+        } else if (c->mode == CS_CUR_REPLAY) {
             decided = step_replay(c, out);
-            continue;
+        } else {
+            if (c->mode == CS_CUR_QUEUED)
+                c->mode = CS_CUR_IDLE; /* ask again: the slot may have been granted */
+            cs_snap s;
+            cs_broadcast_watch(c->env.bc, &s);
+            decided = decide(c, &s, out);
+            cs_snap_release(&s);
         }
-        if (c->mode == CS_CUR_QUEUED)
-            c->mode = CS_CUR_IDLE; /* ask again: the slot may have been granted */
-        cs_snap s;
-        cs_broadcast_watch(c->env.bc, &s);
-        decided = decide(c, &s, out);
-        cs_snap_release(&s);
     }
     if (!decided)
         out->kind = CS_STEP_WAIT;

@@ -64,6 +64,7 @@ bool cs_replay_slots_acquire(cs_replay_slots *s, cs_replay_ticket *t, size_t *po
      * that waiter, so one left free is one no waiter fits and no one is overtaken. */
     if (t->state == CS_TICKET_NONE && take(s, t, &why))
         return true;
+    *position = 0;
     if (t->state == CS_TICKET_NONE) {
         t->state = CS_TICKET_WAITING;
         t->next = NULL;
@@ -73,12 +74,8 @@ bool cs_replay_slots_acquire(cs_replay_slots *s, cs_replay_ticket *t, size_t *po
         else
             s->head = t;
         s->tail = t;
-        atomic_fetch_add(&s->waiting, 1);
+        *position = atomic_fetch_add(&s->waiting, 1) + 1;
     }
-    size_t n = 1;
-    for (const cs_replay_ticket *q = s->head; q != t; q = q->next)
-        n++;
-    *position = n;
     return false;
 }
 

@@ -40,9 +40,10 @@ cs_replay_slots *cs_replay_slots_new(uint32_t max_total, uint32_t max_per_addr);
 /* Only once no ticket holds or waits. */
 void cs_replay_slots_free(cs_replay_slots *s);
 
-/* True when t holds a slot (already, or taken now). Otherwise t waits (it is queued if it was
- * not) and false is returned; *position is then its place in the queue, 1 for the first. Out of
- * memory for the per-address table counts as no free slot. */
+/* True when t holds a slot (already, or taken now). Otherwise t waits and false is returned:
+ * *position is its place when it joins the queue now (the queue's length, 1 when it is next),
+ * 0 when it was waiting already. Out of memory for the per-address table counts as no free
+ * slot. */
 bool cs_replay_slots_acquire(cs_replay_slots *s, cs_replay_ticket *t, size_t *position);
 
 /* Gives up what t has: a held slot is freed and handed to the first waiter that fits (whose

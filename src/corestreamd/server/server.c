@@ -50,7 +50,8 @@ typedef struct subscriber {
     cs_cursor cursor;
     cs_stream_request req;
     char remote[64];
-    bool waiting; /* asked for nothing: woken by the broadcaster or a replay */
+    bool waiting; /* asked for nothing: woken by the broadcaster or a replay (not when queued for
+                     a replay slot: its grant wakes it) */
     int64_t write_started; /* monotonic ns since a message has been waiting to go out; 0: none */
     bool closing; /* a close frame (or drop) was decided */
     bool revoked; /* its token was withdrawn by a reload: close 1008 at the next write */
@@ -688,7 +689,9 @@ static int subscriber_writable(cs_server *s, struct lws *wsi, subscriber *sub)
         return 0;
     }
     case CS_STEP_WAIT:
-        sub->waiting = true;
+        /* A cursor queued for a replay slot is woken by its grant, not by every publish: a long
+         * queue costs the live path's wake-ups nothing. */
+        sub->waiting = sub->cursor.mode != CS_CUR_QUEUED;
         return 0;
     case CS_STEP_CLOSE:
         return close_subscriber(wsi, sub, st.code, st.reason);
