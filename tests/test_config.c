@@ -166,6 +166,8 @@ static void test_defaults(void **state)
     assert_int_equal(c->nurls, 0);
     assert_int_equal(c->max_connections, 4096);
     assert_int_equal(c->max_connections_per_ip, 256);
+    assert_int_equal(c->max_replays, 8);
+    assert_int_equal(c->max_replays_per_ip, 2);
     parsed_free(&p);
 }
 
@@ -421,7 +423,8 @@ static void test_oversized_synthetic_ledgers(void **state)
         "--synthetic-size", "9223372036854775807");
 }
 
-/* Admission caps (issue 10): negative means no cap, 0 would refuse everyone. */
+/* Admission caps (issue 10): negative means no cap, 0 would refuse everyone (or, for replays, leave
+ * everyone waiting). */
 static void test_connection_caps(void **state)
 {
     (void)state;
@@ -435,6 +438,15 @@ static void test_connection_caps(void **state)
         "--max-connections", "0");
     ERR("--max-connections-per-ip 0 would refuse every connection; use a negative value for no cap",
         "--max-connections-per-ip", "0");
+    const char *r[] = {"--max-replays", "3", "--max-replays-per-ip=-1"};
+    expect_ok_into(&p, r, NARGS(r));
+    assert_int_equal(p.cfg.max_replays, 3);
+    assert_int_equal(p.cfg.max_replays_per_ip, -1);
+    parsed_free(&p);
+    ERR("--max-replays 0 would leave every replay waiting; use a negative value for no cap", "--max-replays",
+        "0");
+    ERR("--max-replays-per-ip 0 would leave every replay waiting; use a negative value for no cap",
+        "--max-replays-per-ip", "0");
     ERR("--auth-healthz needs --auth-tokens", "--auth-healthz");
     OK("--auth-tokens", "/etc/corestream/tokens", "--auth-healthz");
 }

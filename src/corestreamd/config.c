@@ -34,6 +34,8 @@ static void set_defaults(cs_daemon_config *c)
     c->synthetic_interval = CS_SEC;
     c->max_connections = CS_DEFAULT_MAX_CONNECTIONS;
     c->max_connections_per_ip = CS_DEFAULT_MAX_CONNECTIONS_PER_IP;
+    c->max_replays = CS_DEFAULT_MAX_REPLAYS;
+    c->max_replays_per_ip = CS_DEFAULT_MAX_REPLAYS_PER_IP;
     c->auth_tokens = "";
     c->tls_cert = "";
     c->tls_key = "";
@@ -126,6 +128,11 @@ static int validate(cs_daemon_config *c, cs_err *err)
     if (c->max_connections_per_ip == 0)
         return cs_err_set(err, 0,
                           "--max-connections-per-ip 0 would refuse every connection; use a negative value for no cap");
+    if (c->max_replays == 0)
+        return cs_err_set(err, 0, "--max-replays 0 would leave every replay waiting; use a negative value for no cap");
+    if (c->max_replays_per_ip == 0)
+        return cs_err_set(err, 0,
+                          "--max-replays-per-ip 0 would leave every replay waiting; use a negative value for no cap");
     return 0;
 }
 
@@ -175,6 +182,10 @@ int cs_daemon_config_parse(cs_daemon_config *c, int argc, char **argv, FILE *usa
          "no cap but the descriptor limit, which always applies)"},
         {"max-connections-per-ip", CS_FLAG_INT, &c->max_connections_per_ip,
          "connections held at once per IPv4 address or IPv6 /64 (negative: no cap)"},
+        {"max-replays", CS_FLAG_INT, &c->max_replays,
+         "subscribers catching up from the ring at once; more wait their turn, in order (negative: no cap)"},
+        {"max-replays-per-ip", CS_FLAG_INT, &c->max_replays_per_ip,
+         "subscribers catching up from the ring at once per IPv4 address or IPv6 /64 (negative: no cap)"},
         {"auth-tokens", CS_FLAG_STRING, &c->auth_tokens,
          "`file` of \"name token\" lines: /stream then needs Authorization: Bearer <token> (SIGHUP "
          "reloads it)"},

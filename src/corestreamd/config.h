@@ -39,6 +39,8 @@ typedef struct cs_daemon_config {
     uint64_t synthetic_count;
     int64_t max_connections;
     int64_t max_connections_per_ip;
+    int64_t max_replays;
+    int64_t max_replays_per_ip;
     const char *auth_tokens;
     bool auth_healthz;
     const char *tls_cert;

@@ -180,6 +180,8 @@ int main(int argc, char **argv)
             .retention = cfg.retention,
             .max_connections = cfg.max_connections,
             .max_connections_per_ip = cfg.max_connections_per_ip,
+            .max_replays = cfg.max_replays,
+            .max_replays_per_ip = cfg.max_replays_per_ip,
             .auth_tokens = cfg.auth_tokens,
             .auth_healthz = cfg.auth_healthz,
             .tls_cert = cfg.tls_cert,

@@ -50,6 +50,8 @@ void harness_launch(harness *h, const harness_opts *o, cs_source *src, cs_range 
         .max_connections = o->max_connections,
         .max_connections_per_ip = o->max_connections_per_ip,
         .header_timeout_s = o->header_timeout_s,
+        .max_replays = o->max_replays,
+        .max_replays_per_ip = o->max_replays_per_ip,
         .auth_tokens = o->auth_tokens,
         .auth_healthz = o->auth_healthz,
         .tls_cert = o->tls_cert,

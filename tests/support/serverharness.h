@@ -30,6 +30,8 @@ typedef struct harness_opts {
     int64_t max_connections;        /* 0: the server's defaults */
     int64_t max_connections_per_ip;
     int64_t header_timeout_s;
+    int64_t max_replays; /* 0: the server's defaults */
+    int64_t max_replays_per_ip;
     const char *auth_tokens; /* a token file's path, or NULL */
     bool auth_healthz;
     const char *tls_cert, *tls_key, *tls_client_ca;

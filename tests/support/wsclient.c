@@ -3,6 +3,7 @@
  * deadline, and EINTR is retried. */
 #include "support/wsclient.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -288,6 +289,26 @@ static int send_all(int fd, const void *data, size_t len, int64_t deadline)
     return 0;
 }
 
+/* Binds s to the numeric address addr of family; -1 with errno otherwise (EAFNOSUPPORT when addr
+ * is of another family). */
+static int bind_local(int s, int family, const char *addr)
+{
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    socklen_t len;
+    if (family == AF_INET && inet_pton(AF_INET, addr, &((struct sockaddr_in *)&ss)->sin_addr) == 1) {
+        ss.ss_family = AF_INET;
+        len = sizeof(struct sockaddr_in);
+    } else if (family == AF_INET6 && inet_pton(AF_INET6, addr, &((struct sockaddr_in6 *)&ss)->sin6_addr) == 1) {
+        ss.ss_family = AF_INET6;
+        len = sizeof(struct sockaddr_in6);
+    } else {
+        errno = EAFNOSUPPORT;
+        return -1;
+    }
+    return bind(s, (struct sockaddr *)&ss, len);
+}
+
 /* Connects a non-blocking TCP socket; returns the fd or -1 with err filled. */
 static int tcp_connect(const char *host, int port, const cs_ws_opts *o, int64_t deadline, char *err,
                        size_t errlen)
@@ -314,6 +335,11 @@ static int tcp_connect(const char *host, int port, const cs_ws_opts *o, int64_t 
             setsockopt(s, SOL_SOCKET, SO_RCVBUF, &o->rcvbuf, sizeof o->rcvbuf);
         if (o && o->sndbuf > 0)
             setsockopt(s, SOL_SOCKET, SO_SNDBUF, &o->sndbuf, sizeof o->sndbuf);
+        if (o && o->bind_addr && bind_local(s, ai->ai_family, o->bind_addr) != 0) {
+            last_errno = errno;
+            close(s);
+            continue;
+        }
         int one = 1;
         setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         int r;

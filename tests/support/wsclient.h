@@ -42,6 +42,9 @@ typedef struct cs_ws cs_ws;
 typedef struct cs_ws_opts {
     int rcvbuf;   /* > 0: SO_RCVBUF set before connect (so the TCP window stays small) */
     int sndbuf;   /* > 0: SO_SNDBUF set before connect */
+    /* A numeric local address to bind before connect (e.g. "127.0.0.2", so one test can be
+     * several peers); NULL lets the kernel choose. Only addresses of its family are dialled. */
+    const char *bind_addr;
     size_t max_message; /* reassembled message limit; 0 = 32 MiB. Over it: CS_WS_ERROR */
     int send_timeout_ms; /* bound for every send; 0 = 10000 */
     /* Raw header lines appended to the handshake request, each ending in "\r\n" (e.g. an Origin

@@ -12,6 +12,7 @@ void cs_cursor_init(cs_cursor *c, const cs_cursor_env *env, uint32_t start, bool
     c->bounded = bounded;
     c->end = end;
     c->next = start;
+    c->followed_live = start == 0;
     if (start == 0) {
         cs_snap s;
         cs_broadcast_watch(env->bc, &s);
@@ -29,11 +30,19 @@ static void unpin(cs_cursor *c)
     c->mode = CS_CUR_IDLE;
 }
 
+/* The cursor no longer reads the ring: its slot (or its place in the queue) goes to others. */
+static void leave_slot(cs_cursor *c)
+{
+    cs_replay_slots_release(c->env.slots, &c->ticket);
+    c->catching_up = false;
+}
+
 void cs_cursor_destroy(cs_cursor *c)
 {
     unpin(c);
     cs_replay_release(c->replay);
     c->replay = NULL;
+    leave_slot(c);
 }
 
 static void write_msg(cs_step *out, cs_msg *m)
@@ -137,6 +146,26 @@ static bool step_replay(cs_cursor *c, cs_step *out)
     }
 }
 
+/* A catch-up reads the ring under a replay slot. False when none is free: the cursor then waits,
+ * holding no flow and no replay, until a freed slot is handed over and wakes it. Retention is
+ * looked at again when it starts (4001 then, if its ledger is gone meanwhile). */
+static bool take_slot(cs_cursor *c, cs_step *out)
+{
+    if (c->followed_live)
+        return true;
+    size_t position;
+    if (!cs_replay_slots_acquire(c->env.slots, &c->ticket, &position)) {
+        out->replay_queued = position != 0;
+        out->queue_position = position;
+        out->kind = CS_STEP_WAIT;
+        c->mode = CS_CUR_QUEUED;
+        return false;
+    }
+    out->replay_started = !c->catching_up;
+    c->catching_up = true;
+    return true;
+}
+
 /* Nothing to send: either wait for the next publish, or the stream is over. */
 static void sleep_or_close(const cs_cursor *c, const cs_snap *s, cs_step *out)
 {
@@ -164,6 +193,7 @@ static bool decide(cs_cursor *c, const cs_snap *s, cs_step *out)
     }
 
     if (c->next != 0 && c->next == s->seq) {
+        c->followed_live = true;
         bool begun = c->mode == CS_CUR_LIVE;
         if (!begun && s->end) {
             /* A completed flow reached late: served without stamps, it measures nothing. */
@@ -218,6 +248,8 @@ static bool decide(cs_cursor *c, const cs_snap *s, cs_step *out)
             sleep_or_close(c, s, out);
             return true;
         }
+        if (!take_slot(c, out))
+            return true;
         c->replay = cs_replay_start(c->env.replays, (uint32_t)c->next);
         if (!c->replay) {
             oom(out);
@@ -234,21 +266,26 @@ static bool decide(cs_cursor *c, const cs_snap *s, cs_step *out)
 void cs_cursor_step(cs_cursor *c, cs_step *out)
 {
     memset(out, 0, sizeof *out);
+    bool decided = false;
     /* Bounded: each pass either produces a step or advances the mode (replay done → idle). */
-    for (int pass = 0; pass < 4; pass++) {
-        if (c->mode == CS_CUR_STAMPLESS && step_stampless(c, out))
-            return;
-        if (c->mode == CS_CUR_REPLAY) {
-            if (step_replay(c, out))
-                return;
-            continue;
+    for (int pass = 0; pass < 4 && !decided; pass++) {
+        if (c->mode == CS_CUR_STAMPLESS) {
+            decided = step_stampless(c, out);
+        } else if (c->mode == CS_CUR_REPLAY) {
+            decided = step_replay(c, out);
+        } else {
+            if (c->mode == CS_CUR_QUEUED)
+                c->mode = CS_CUR_IDLE; /* ask again: the slot may have been granted */
+            cs_snap s;
+            cs_broadcast_watch(c->env.bc, &s);
+            decided = decide(c, &s, out);
+            cs_snap_release(&s);
         }
-        cs_snap s;
-        cs_broadcast_watch(c->env.bc, &s);
-        bool done = decide(c, &s, out);
-        cs_snap_release(&s);
-        if (done)
-            return;
     }
-    out->kind = CS_STEP_WAIT;
+    if (!decided)
+        out->kind = CS_STEP_WAIT;
+    /* Following live, sleeping ahead of the ring or closing: the catch-up is over. A replay that
+     * just finished keeps the slot only if the next ledger comes from the ring too. */
+    if (c->mode != CS_CUR_REPLAY && c->mode != CS_CUR_QUEUED)
+        leave_slot(c);
 }

@@ -23,6 +23,7 @@
 #include "corestreamd/server/cursor.h"
 #include "corestreamd/server/listener.h"
 #include "corestreamd/server/replay.h"
+#include "corestreamd/server/replayslots.h"
 #include "corestreamd/server/request.h"
 #include "corestreamd/server/sourceloop.h"
 #include "corestreamd/server/tls.h"
@@ -49,7 +50,8 @@ typedef struct subscriber {
     cs_cursor cursor;
     cs_stream_request req;
     char remote[64];
-    bool waiting; /* asked for nothing: woken by the broadcaster or a replay */
+    bool waiting; /* asked for nothing: woken by the broadcaster or a replay (not when queued for
+                     a replay slot: its grant wakes it) */
     int64_t write_started; /* monotonic ns since a message has been waiting to go out; 0: none */
     bool closing; /* a close frame (or drop) was decided */
     bool revoked; /* its token was withdrawn by a reload: close 1008 at the next write */
@@ -79,6 +81,7 @@ struct cs_server {
     cs_broadcaster *bc;
     cs_chunk_pipeline *pipeline;
     cs_replay_pool *replays;
+    cs_replay_slots *replay_slots; /* I/O thread, but for its counters */
     atomic_uint_fast64_t live_abandons;
     atomic_int subscribers;
 
@@ -110,6 +113,7 @@ struct cs_server {
     bool draining;
     bool deadline_passed;
     bool loop_done;
+    bool ctx_destroying; /* lws is closing every connection: ask it for nothing more */
     lws_sorted_usec_list_t deadline;
     lws_sorted_usec_list_t write_check;
     subscriber *subs;
@@ -549,6 +553,17 @@ static void want_write(subscriber *sub)
     lws_callback_on_writable(sub->wsi);
 }
 
+/* A replay slot freed by another subscriber was handed to this waiting one. */
+static void replay_granted(void *ctx)
+{
+    subscriber *sub = ctx;
+    cs_server *s = lws_context_user(lws_get_context(sub->wsi));
+    if (s->ctx_destroying || sub->closing)
+        return;
+    sub->waiting = false;
+    want_write(sub);
+}
+
 static int subscriber_open(cs_server *s, struct lws *wsi, pss *ps)
 {
     subscriber *sub = calloc(1, sizeof *sub);
@@ -579,8 +594,14 @@ static int subscriber_open(cs_server *s, struct lws *wsi, pss *ps)
     sub->wsi = wsi;
     peer_name(wsi, sub->remote, sizeof sub->remote);
     cs_cursor_env env = {.bc = s->bc, .ring = s->cfg.ring, .replays = s->replays,
-                         .live_abandons = &s->live_abandons};
+                         .slots = s->replay_slots, .live_abandons = &s->live_abandons};
     cs_cursor_init(&sub->cursor, &env, sub->req.start, sub->req.bounded, sub->req.end);
+    /* Replays are counted per address as connections are: the key admission took at accept. */
+    const conn_tag *tag = lws_get_opaque_user_data(wsi);
+    if (tag)
+        sub->cursor.ticket.key = tag->key;
+    sub->cursor.ticket.granted = replay_granted;
+    sub->cursor.ticket.granted_ctx = sub;
     sub->next = s->subs;
     if (s->subs)
         s->subs->prev = sub;
@@ -641,6 +662,16 @@ static int subscriber_writable(cs_server *s, struct lws *wsi, subscriber *sub)
         cs_kv extra[] = {KV_U("ledger", sub->cursor.abandoned_seq)};
         log_subscriber(CS_LOG_DEBUG, "live chunk flow abandoned; redelivering from the ring", sub, 1, extra);
     }
+    if (st.replay_queued) {
+        cs_kv extra[] = {KV_U("ledger", sub->cursor.next), KV_U("position", st.queue_position),
+                         KV_U("replays", cs_replay_slots_running(s->replay_slots))};
+        log_subscriber(CS_LOG_INFO, "replay waiting for a slot", sub, 3, extra);
+    }
+    if (st.replay_started && cs_log_enabled(CS_LOG_DEBUG)) {
+        cs_kv extra[] = {KV_U("ledger", sub->cursor.next),
+                         KV_U("replays", cs_replay_slots_running(s->replay_slots))};
+        log_subscriber(CS_LOG_DEBUG, "replay started", sub, 2, extra);
+    }
     switch (st.kind) {
     case CS_STEP_WRITE: {
         int n = lws_write(wsi, st.msg->data, st.msg->len, LWS_WRITE_BINARY);
@@ -658,7 +689,9 @@ static int subscriber_writable(cs_server *s, struct lws *wsi, subscriber *sub)
         return 0;
     }
     case CS_STEP_WAIT:
-        sub->waiting = true;
+        /* A cursor queued for a replay slot is woken by its grant, not by every publish: a long
+         * queue costs the live path's wake-ups nothing. */
+        sub->waiting = sub->cursor.mode != CS_CUR_QUEUED;
         return 0;
     case CS_STEP_CLOSE:
         return close_subscriber(wsi, sub, st.code, st.reason);
@@ -979,6 +1012,16 @@ static void *source_main(void *arg)
 
 /* ---- public API ----------------------------------------------------------------------------- */
 
+/* A configured replay cap as the slot table takes it: 0 → the default, negative → none (0). */
+static uint32_t replay_cap(int64_t configured, uint32_t dflt)
+{
+    if (configured == 0)
+        return dflt;
+    if (configured < 0)
+        return 0;
+    return configured > UINT32_MAX ? UINT32_MAX : (uint32_t)configured;
+}
+
 int cs_server_new(cs_server **out, const cs_server_config *cfg, cs_err *err)
 {
     *out = NULL;
@@ -1029,6 +1072,10 @@ int cs_server_new(cs_server **out, const cs_server_config *cfg, cs_err *err)
     if (rc == 0 && !(s->replays = cs_replay_pool_new(CS_REPLAY_WORKERS, cfg->ring, cfg->compress, (int)level,
                                                      s->chunk_size, server_wake, s, err)))
         rc = -1;
+    if (rc == 0 && !(s->replay_slots = cs_replay_slots_new(replay_cap(cfg->max_replays, CS_DEFAULT_MAX_REPLAYS),
+                                                           replay_cap(cfg->max_replays_per_ip,
+                                                                      CS_DEFAULT_MAX_REPLAYS_PER_IP))))
+        rc = cs_err_set(err, 0, "server: out of memory");
     if (rc != 0) {
         cs_server_free(s);
         return -1;
@@ -1273,6 +1320,16 @@ uint64_t cs_server_live_abandons(const cs_server *s)
     return atomic_load(&((cs_server *)s)->live_abandons);
 }
 
+uint32_t cs_server_replays_running(const cs_server *s)
+{
+    return cs_replay_slots_running(s->replay_slots);
+}
+
+uint32_t cs_server_replays_waiting(const cs_server *s)
+{
+    return cs_replay_slots_waiting(s->replay_slots);
+}
+
 uint64_t cs_server_raw_fallbacks(const cs_server *s)
 {
     return s->pipeline ? cs_pipeline_raw_fallbacks(s->pipeline) : 0;
@@ -1286,14 +1343,17 @@ void cs_server_free(cs_server *s)
         cs_cancel_fire(s->cfg.cancel);
         pthread_join(s->source_thread, NULL);
     }
-    if (s->ctx)
+    if (s->ctx) {
+        s->ctx_destroying = true;
         lws_context_destroy(s->ctx); /* closes every connection: cursors release their flows */
+    }
     if (s->listen_fd >= 0)
         close(s->listen_fd);
     cs_admission_free(s->conns); /* after the context: its teardown releases every connection */
     cs_tokens_free(s->tokens);
     cs_tokens_free(s->tokens_pending);
     pthread_mutex_destroy(&s->reload_mu);
+    cs_replay_slots_free(s->replay_slots); /* after the context: every cursor gave its slot back */
     cs_replay_pool_free(s->replays);
     cs_pipeline_destroy(s->pipeline);
     cs_broadcaster_free(s->bc);

@@ -36,6 +36,12 @@ typedef struct cs_server_config {
     int64_t max_connections;        /* 0 → CS_DEFAULT_MAX_CONNECTIONS */
     int64_t max_connections_per_ip; /* per IPv4 address or IPv6 /64; 0 → CS_DEFAULT_MAX_CONNECTIONS_PER_IP */
     int64_t header_timeout_s;       /* a connection's request must be complete by then; 0 → 10 */
+    /* Replay admission: subscribers reading the ring at once, in total and per address (as for
+     * connections). One more waits, holding nothing, until a replay ends, then starts in arrival
+     * order; it is never refused for it. Subscribers following the live flow need no slot. 0
+     * means the default; negative means no cap. */
+    int64_t max_replays;        /* 0 → CS_DEFAULT_MAX_REPLAYS */
+    int64_t max_replays_per_ip; /* 0 → CS_DEFAULT_MAX_REPLAYS_PER_IP */
     /* --auth-tokens: when set, /stream (and /healthz with auth_healthz) needs `Authorization:
      * Bearer <token>` naming a token of this file (tokens.h); cs_server_reload re-reads it. */
     const char *auth_tokens;
@@ -52,6 +58,11 @@ typedef struct cs_server_config {
 #define CS_DEFAULT_MAX_CONNECTIONS 4096
 #define CS_DEFAULT_MAX_CONNECTIONS_PER_IP 256
 #define CS_DEFAULT_HEADER_TIMEOUT_S 10
+/* Eight: a handful of clients catch up side by side on the two replay encoders, while the I/O
+ * thread's replay writes stay a small share of its loop. Two per address: one client can replay
+ * and re-dial without queueing behind itself. */
+#define CS_DEFAULT_MAX_REPLAYS 8
+#define CS_DEFAULT_MAX_REPLAYS_PER_IP 2
 /* Descriptors kept free under RLIMIT_NOFILE for everything that is not a connection. */
 #define CS_FD_RESERVE 64
 
@@ -100,6 +111,9 @@ uint64_t cs_server_refused_per_ip(const cs_server *s);
 /* How many times accept ran out of descriptors (EMFILE/ENFILE) and paused. */
 uint64_t cs_server_accept_pauses(const cs_server *s);
 uint64_t cs_server_live_abandons(const cs_server *s);
+/* Subscribers reading the ring under a replay slot, and waiting for one. Any thread. */
+uint32_t cs_server_replays_running(const cs_server *s);
+uint32_t cs_server_replays_waiting(const cs_server *s);
 uint64_t cs_server_raw_fallbacks(const cs_server *s);
 
 void cs_server_free(cs_server *s);
