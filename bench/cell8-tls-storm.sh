@@ -17,6 +17,7 @@ HEALTHZ_SCHEME=https HEALTHZ_CURL=(--cacert "$TLS_CA")
 
 phase() { # NAME WITH_STORM
   local name=$1 storm=$2 i lat=0 hz
+  mkdir -p "$CELL_DIR/$name"
   server_start "$name/server" 300 --source synthetic --synthetic-size 1048576 --synthetic-interval 100ms \
     --emit-window 15ms --compress=false --retention 256 --tls-cert "$TLS_CERT" --tls-key "$TLS_KEY" \
     --max-connections-per-ip -1
@@ -27,7 +28,6 @@ phase() { # NAME WITH_STORM
     sleep 0.02
   done
   local start=$((lat + 20)) end=$((lat + 20 + N - 1)) pids=()
-  mkdir -p "$CELL_DIR/$name"
   for ((i = 1; i <= 8; i++)); do
     bg_benchrunner "p$i" "$name/sub-$i" $((N / 10 + 60)) --mode remote --url "wss://$addr" -tls-ca "$TLS_CA" \
       --start "$start" --end "$end"
