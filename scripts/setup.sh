@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   gcc make cmake pkg-config
   libwebsockets-dev libzstd-dev libxxhash-dev libssl-dev libcurl4-openssl-dev libcjson-dev
-  libcmocka-dev
+  libcmocka-dev openssl
   clang libclang-rt-14-dev
 )
 
