@@ -418,19 +418,29 @@ static int refuse_over_limits(struct lws *wsi)
     return 1;
 }
 
-/* With --auth-tokens: the name of the request's token, or NULL (the 401 then sent). Compared in
- * constant time; the token itself is never logged. */
-static const char *authenticate(cs_server *s, struct lws *wsi, uint8_t digest[CS_TOKEN_DIGEST_LEN])
+/* The name of the token in the request's `Authorization: Bearer` header, or NULL; *given says
+ * whether a bearer token was there at all. Compared in constant time; the header's copy is wiped
+ * and the token itself is never logged. */
+static const char *request_token(cs_server *s, struct lws *wsi, uint8_t digest[CS_TOKEN_DIGEST_LEN],
+                                 bool *given)
 {
     char *auth = header_dup(wsi, WSI_TOKEN_HTTP_AUTHORIZATION);
     const char *tok, *name = NULL;
     size_t len;
-    bool given = auth && cs_bearer_token(auth, &tok, &len);
-    if (given)
+    *given = auth && cs_bearer_token(auth, &tok, &len);
+    if (*given)
         name = cs_tokens_match(s->tokens, tok, len, digest);
     if (auth)
         OPENSSL_cleanse(auth, strlen(auth));
     free(auth);
+    return name;
+}
+
+/* With --auth-tokens: the request's token name, or NULL once the 401 is sent. */
+static const char *authenticate(cs_server *s, struct lws *wsi, uint8_t digest[CS_TOKEN_DIGEST_LEN])
+{
+    bool given;
+    const char *name = request_token(s, wsi, digest, &given);
     if (!name)
         refuse(wsi, 401, "request refused", given ? "unknown bearer token" : "a bearer token is required",
                OFFER_BEARER);
@@ -577,14 +587,8 @@ static int subscriber_open(cs_server *s, struct lws *wsi, pss *ps)
     }
     if (s->tokens) {
         /* confirm_upgrade checked the token; this names it for the logs and a later reload. */
-        char *auth = header_dup(wsi, WSI_TOKEN_HTTP_AUTHORIZATION);
-        const char *tok, *name = NULL;
-        size_t len;
-        if (auth && cs_bearer_token(auth, &tok, &len))
-            name = cs_tokens_match(s->tokens, tok, len, sub->token_digest);
-        if (auth)
-            OPENSSL_cleanse(auth, strlen(auth));
-        free(auth);
+        bool given;
+        const char *name = request_token(s, wsi, sub->token_digest, &given);
         if (!name) {
             free(sub);
             return -1;
