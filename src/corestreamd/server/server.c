@@ -100,6 +100,7 @@ struct cs_server {
     cs_tokens *tokens;
     pthread_mutex_t reload_mu;
     cs_tokens *tokens_pending;
+    atomic_bool tokens_reload_pending; /* lets every other wake skip the mutex */
     /* TLS: lws' server SSL_CTX (I/O thread), and a checked certificate waiting to be applied. */
     SSL_CTX *ssl_ctx;
     atomic_bool tls_reload_pending;
@@ -750,6 +751,8 @@ static void close_listener(cs_server *s)
 /* A reload's tokens replace the table in force; subscribers whose token is gone are closed. */
 static void take_reloaded_tokens(cs_server *s)
 {
+    if (!atomic_exchange(&s->tokens_reload_pending, false))
+        return;
     pthread_mutex_lock(&s->reload_mu);
     cs_tokens *fresh = s->tokens_pending;
     s->tokens_pending = NULL;
@@ -787,8 +790,7 @@ static void on_wake(cs_server *s)
 {
     atomic_store(&s->wake_pending, false);
     take_reloaded_certificate(s);
-    if (s->tokens)
-        take_reloaded_tokens(s);
+    take_reloaded_tokens(s);
     if (atomic_load(&s->stop_requested) && !s->shutting_down) {
         s->shutting_down = true;
         cs_cancel_fire(s->cfg.cancel);
@@ -1259,6 +1261,7 @@ void cs_server_reload(cs_server *s)
     cs_tokens_free(s->tokens_pending);
     s->tokens_pending = fresh;
     pthread_mutex_unlock(&s->reload_mu);
+    atomic_store(&s->tokens_reload_pending, true);
     CS_LOG(CS_LOG_INFO, "reload: auth tokens reloaded", KV_S("file", s->cfg.auth_tokens), KV_U("tokens", n));
     server_wake(s);
 }
