@@ -5,11 +5,16 @@
 # at once. Reported: the 8 subscribers' pooled delivery p50/p99 in each phase, and how long the
 # storm took until every one of its connections had its first live message.
 # Target (issue 10): live p99 during the storm within 2x of without it.
-# Environment: BUILD_DIR (default build), N (default 100), STORM (default 256).
+# Each storm connection closes once it has its first message (a storm of connects); HOLD=1 keeps
+# them all open until the storm ends, which adds up to STORM unread subscribers to the fan-out.
+# Environment: BUILD_DIR (default build), N (default 100), STORM (default 256), HOLD (default 0).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 N=${N:-100}
 STORM=${STORM:-256}
+HOLD=${HOLD:-0}
+storm_args=()
+((HOLD)) && storm_args=(--hold)
 bench_init cell8-tls-storm "TLS connect storm: $STORM wss connects while 8 subscribers stream 1 MiB every 100 ms"
 need_tools curl python3
 tls_material "$SCRATCH/tls"
@@ -40,8 +45,9 @@ phase() { # NAME WITH_STORM
   done
   local storm_line="none"
   if ((storm)); then
-    record_cmd python3 "$BENCH_DIR/tls_storm.py" "$addr" --ca "$TLS_CA" -n "$STORM"
-    storm_line=$(python3 "$BENCH_DIR/tls_storm.py" "$addr" --ca "$TLS_CA" -n "$STORM" 2>"$CELL_DIR/$name/storm.err")
+    record_cmd python3 "$BENCH_DIR/tls_storm.py" "$addr" --ca "$TLS_CA" -n "$STORM" "${storm_args[@]}"
+    storm_line=$(python3 "$BENCH_DIR/tls_storm.py" "$addr" --ca "$TLS_CA" -n "$STORM" "${storm_args[@]}" \
+      2>"$CELL_DIR/$name/storm.err")
   fi
   for p in "${pids[@]}"; do wait_rc "$p"; done
   bg_interrupt "$spid" corestreamd
