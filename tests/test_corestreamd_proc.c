@@ -8,6 +8,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -209,6 +210,89 @@ static void test_sigterm_closes_subscribers_and_exits_zero(void **state)
     assert_non_null(strstr(p.log, "msg=\"source loop cancelled\""));
     assert_non_null(strstr(p.log, "msg=\"corestreamd stopped\""));
     cs_ws_close(ws);
+    cs_proc_free(&p);
+}
+
+/* Each thread's role shows in `top -H` by name, and what can wait yields (issue 10: a stranger's
+ * catch-ups take what the live path and stellar-core leave): the ring writer and the replay
+ * encoders run at nice 19, the source and the live encoders at the daemon's own priority.
+ * Returns the role's nice value (every thread of it alike) and counts its threads. */
+static int thread_nice(pid_t pid, const char *role, int *count)
+{
+    char dirpath[64];
+    snprintf(dirpath, sizeof dirpath, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(dirpath);
+    assert_non_null(d);
+    int nice = -100;
+    *count = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[384], comm[32] = "", stat[1024] = "";
+        snprintf(path, sizeof path, "%s/%s/comm", dirpath, e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue; /* the thread ended meanwhile */
+        if (!fgets(comm, sizeof comm, f))
+            comm[0] = '\0';
+        fclose(f);
+        comm[strcspn(comm, "\n")] = '\0';
+        if (strcmp(comm, role) != 0)
+            continue;
+        snprintf(path, sizeof path, "%s/%s/stat", dirpath, e->d_name);
+        f = fopen(path, "r");
+        assert_non_null(f);
+        assert_non_null(fgets(stat, sizeof stat, f));
+        fclose(f);
+        /* After "pid (comm) " come state (field 3) .. nice (field 19). */
+        char *c = strrchr(stat, ')');
+        assert_non_null(c);
+        c += 2;
+        for (int field = 3; field < 19; field++) {
+            c = strchr(c, ' ');
+            assert_non_null(c);
+            c++;
+        }
+        int v = atoi(c);
+        if (*count == 0)
+            nice = v;
+        assert_int_equal(v, nice);
+        ++*count;
+    }
+    closedir(d);
+    return nice;
+}
+
+static void test_thread_roles_and_priorities(void **state)
+{
+    (void)state;
+    cs_proc p;
+    const char *args[] = {"--listen", "127.0.0.1:0", "--synthetic-interval", "50ms", NULL};
+    start(&p, args);
+    assert_int_equal(cs_proc_wait_listening(&p, WAIT_MS), 0);
+    /* A new thread carries its creator's name until its first instruction renames it, so the
+     * picture is read until it settles (there is no event to wait for), within WAIT_MS. */
+    static const struct {
+        const char *role;
+        int nice, count;
+    } want[] = {{"cs-source", 0, 1}, {"cs-encode", 0, 4 /* --compress-workers' default */},
+                {"cs-replay", 19, 2}, {"cs-ring", 19, 1}};
+    bool settled = false;
+    for (int tries = 0; !settled && tries < WAIT_MS / 10; tries++) {
+        settled = true;
+        for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+            int n, nice = thread_nice(p.pid, want[i].role, &n);
+            settled = settled && n == want[i].count && nice == want[i].nice;
+        }
+        if (!settled)
+            nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
+    }
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        int n;
+        assert_int_equal(thread_nice(p.pid, want[i].role, &n), want[i].nice);
+        assert_int_equal(n, want[i].count);
+    }
+    assert_int_equal(cs_proc_stop(&p, SIGTERM, WAIT_MS), 0);
     cs_proc_free(&p);
 }
 
@@ -614,6 +698,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_listen_failure_names_the_address, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unwritable_data_dir_is_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sigterm_closes_subscribers_and_exits_zero, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_thread_roles_and_priorities, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sighup_reloads_tokens_and_never_stops, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bounded_source_flushes_close_frames_then_exits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_file_source_replays_a_dump, setup, teardown),

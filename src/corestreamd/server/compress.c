@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/thread.h"
 #include "wire/wire.h"
 
 #define HDR CS_WIRE_CHUNK_HEADER_LEN
@@ -178,6 +179,7 @@ static void *worker_main(void *arg)
 {
     worker *w = arg;
     cs_chunk_pipeline *p = w->p;
+    cs_thread_role("cs-encode", 0);
     pthread_mutex_lock(&p->mu);
     for (;;) {
         while (p->work_count == 0 && !p->stop)

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "common/thread.h"
 #include "corestreamd/server/compress.h"
 #include "wire/wire.h"
 
@@ -152,6 +153,8 @@ static void *worker_main(void *argp)
 {
     worker_arg *a = argp;
     cs_replay_pool *p = a->pool;
+    /* A catch-up can always wait: it takes what the live path and stellar-core leave. */
+    cs_thread_role("cs-replay", CS_NICE_BACKGROUND);
     pthread_mutex_lock(&p->mu);
     while (!p->stopping) {
         cs_replay *r = p->q_head;

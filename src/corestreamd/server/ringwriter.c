@@ -3,11 +3,8 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include "common/log.h"
+#include "common/thread.h"
 #include "wire/wire.h"
 
 struct cs_ring_writer {
@@ -49,8 +46,8 @@ static void *writer_main(void *arg)
 {
     cs_ring_writer *w = arg;
     /* Lowest priority: when the cores are busy, delivery runs first; when they are not, this runs
-     * at once. Lowering one's own nice value needs no privilege. */
-    setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);
+     * at once. */
+    cs_thread_role("cs-ring", CS_NICE_BACKGROUND);
     pthread_mutex_lock(&w->mu);
     for (;;) {
         while (!w->pending && !w->stop)

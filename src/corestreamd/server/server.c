@@ -17,6 +17,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/thread.h"
 #include "corestreamd/server/admission.h"
 #include "corestreamd/server/broadcast.h"
 #include "corestreamd/server/compress.h"
@@ -991,6 +992,7 @@ static int callback_listen(struct lws *wsi, enum lws_callback_reasons reason, vo
 static void *source_main(void *arg)
 {
     cs_server *s = arg;
+    cs_thread_role("cs-source", 0);
     /* Loopback benchmarks hold the source until the subscriber is connected, so every ledger is
      * delivered live. */
     while (s->cfg.hold_until_subscriber && atomic_load(&s->subscribers) < 1 &&
