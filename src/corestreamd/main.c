@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "common/buildinfo.h"
 #include "common/log.h"
 #include "corestreamd/config.h"
 #include "corestreamd/sources/pace.h"
@@ -125,6 +126,8 @@ int main(int argc, char **argv)
     int rc = cs_daemon_config_parse(&cfg, argc, argv, stderr, &err);
     if (rc != 0) {
         cs_daemon_config_free(&cfg);
+        if (rc == CS_CONFIG_VERSION)
+            return cs_build_print(stdout, "corestreamd") == 0 ? 0 : 1;
         if (rc > 0)
             return 0;
         cs_log_early_error("corestreamd failed", err.msg);

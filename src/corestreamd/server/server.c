@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/buildinfo.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "corestreamd/server/admission.h"
@@ -319,10 +320,11 @@ static int serve_healthz(cs_server *s, struct lws *wsi)
     cs_ring_bounds(s->cfg.ring, &oldest, &latest);
     char body[256];
     snprintf(body, sizeof body,
-             "{\"oldest\":%u,\"latest\":%u,\"subscribers\":%d,\"live_abandons\":%llu,\"raw_fallbacks\":%llu}\n",
+             "{\"oldest\":%u,\"latest\":%u,\"subscribers\":%d,\"live_abandons\":%llu,\"raw_fallbacks\":%llu,"
+             "\"version\":\"%s\"}\n",
              oldest, latest, atomic_load(&s->subscribers),
              (unsigned long long)atomic_load(&s->live_abandons),
-             (unsigned long long)cs_server_raw_fallbacks(s));
+             (unsigned long long)cs_server_raw_fallbacks(s), cs_build_version());
     return respond(wsi, 200, "application/json", body);
 }
 
@@ -1199,7 +1201,8 @@ int cs_server_listen(cs_server *s, cs_err *err)
         CS_LOG(CS_LOG_INFO, "corestreamd listening", KV_S("addr", s->addr),
                KV_S("source", s->cfg.source_name ? s->cfg.source_name : ""),
                KV_U("start_ledger", s->cfg.range.from), KV_I("retention", s->cfg.retention),
-               KV_U("max_connections", s->max_conns));
+               KV_U("max_connections", s->max_conns), KV_S("version", cs_build_version()),
+               KV_S("commit", cs_build_commit()));
     }
     return 0;
 }
