@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   gcc make cmake pkg-config
   libwebsockets-dev libzstd-dev libxxhash-dev libssl-dev libcurl4-openssl-dev libcjson-dev
+  libsystemd-dev
   libcmocka-dev openssl
   clang libclang-rt-14-dev
 )

@@ -1008,6 +1008,8 @@ static void *source_main(void *arg)
         .ring = s->cfg.ring,
         .cancel = s->cfg.cancel,
         .subscribers = &s->subscribers,
+        .on_progress = s->cfg.on_progress,
+        .progress_arg = s->cfg.progress_arg,
     };
     s->source_rc = cs_source_loop_run(&loop, &s->source_err);
     /* Pending chunks still go into the open flow before the stream is declared over. */
