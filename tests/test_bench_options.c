@@ -284,6 +284,18 @@ static void help_prints_usage(void **state)
     }
 }
 
+/* --version wins over validation, as -h does; --version=false is the ordinary path. */
+static void version_is_reported_before_validation(void **state)
+{
+    (void)state;
+    br_options o;
+    cs_err err;
+    assert_int_equal(parse(ARGV("--version"), &o, &err, NULL), BR_OPTIONS_VERSION);
+    assert_int_equal(parse(ARGV("--mode", "bogus", "-version"), &o, &err, NULL), BR_OPTIONS_VERSION);
+    assert_int_equal(parse(ARGV("--version=false", "--mode", "bogus"), &o, &err, NULL), -1);
+    assert_string_equal(err.msg, "--mode must be loopback, remote, local or localtap, got \"bogus\"");
+}
+
 static void usage_lists_every_flag_with_its_default(void **state)
 {
     (void)state;
@@ -319,6 +331,7 @@ static void usage_lists_every_flag_with_its_default(void **state)
         "\n  -url string\n",
         "(default \"ws://127.0.0.1:8462\")\n",
         "\n  -verify\n",
+        "\n  -version\n    \tprint the version, commit, build type and library versions, then exit\n",
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         if (!strstr(usage, want[i]))
@@ -429,6 +442,7 @@ int main(void)
         cmocka_unit_test(validation_order),
         cmocka_unit_test(go_flag_syntax),
         cmocka_unit_test(help_prints_usage),
+        cmocka_unit_test(version_is_reported_before_validation),
         cmocka_unit_test(usage_lists_every_flag_with_its_default),
         cmocka_unit_test(flag_error_prints_error_then_usage_with_defaults),
         cmocka_unit_test(validate_directly),

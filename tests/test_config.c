@@ -490,6 +490,27 @@ static void test_split_urls(void **state)
 
 /* ---- help and flag syntax errors ---- */
 
+/* --version wins over validation (the caller prints it); --version=false is the ordinary path. */
+static void test_version(void **state)
+{
+    (void)state;
+    parsed p;
+    const char *a[] = {"--version"};
+    parse_into(&p, a, 1);
+    assert_int_equal(p.rc, CS_CONFIG_VERSION);
+    assert_int_equal(p.outlen, 0);
+    parsed_free(&p);
+    const char *b[] = {"--source", "bogus", "-version"};
+    parse_into(&p, b, 3);
+    assert_int_equal(p.rc, CS_CONFIG_VERSION);
+    parsed_free(&p);
+    const char *c[] = {"--version=false", "--source", "bogus"};
+    parse_into(&p, c, 3);
+    assert_int_equal(p.rc, -1);
+    assert_string_equal(p.err.msg, "--source must be captive, file, synthetic or pipe, got \"bogus\"");
+    parsed_free(&p);
+}
+
 static void test_help(void **state)
 {
     (void)state;
@@ -631,6 +652,7 @@ int main(void)
         cmocka_unit_test(test_oversized_synthetic_ledgers),
         cmocka_unit_test(test_connection_caps),
         cmocka_unit_test(test_split_urls),
+        cmocka_unit_test(test_version),
         cmocka_unit_test(test_help),
         cmocka_unit_test(test_flag_syntax_errors),
         cmocka_unit_test(test_validation_order),

@@ -21,6 +21,7 @@
 #include "benchrunner/local.h"
 #include "benchrunner/options.h"
 #include "benchrunner/stats.h"
+#include "common/buildinfo.h"
 #include "common/log.h"
 #include "common/synthetic.h"
 #include "corestream/remoteledger.h"
@@ -420,6 +421,8 @@ int main(int argc, char **argv)
     br_options o;
     cs_err err;
     int rc = br_options_parse(&o, argc, argv, stderr, &err);
+    if (rc == BR_OPTIONS_VERSION)
+        return cs_build_print(stdout, "benchrunner") == 0 ? 0 : 1;
     if (rc > 0)
         return 0;
     if (rc < 0) {

@@ -35,7 +35,7 @@ void br_options_defaults(br_options *o)
     o->token_file = "";
 }
 
-#define BR_NFLAGS 27
+#define BR_NFLAGS 28
 
 static void fill_flags(cs_flag *f, br_options *o)
 {
@@ -78,6 +78,8 @@ static void fill_flags(cs_flag *f, br_options *o)
         {"tls-key", CS_FLAG_STRING, &o->tls_key, "remote, wss://: client key (PEM; default: in -tls-cert)"},
         {"token", CS_FLAG_STRING, &o->token, "remote: bearer token for the server"},
         {"token-file", CS_FLAG_STRING, &o->token_file, "remote: file holding the bearer token (its first line)"},
+        {"version", CS_FLAG_BOOL, &o->version,
+         "print the version, commit, build type and library versions, then exit"},
     };
     memcpy(f, table, sizeof table);
 }
@@ -162,6 +164,8 @@ int br_options_parse(br_options *o, int argc, char **argv, FILE *usage_out, cs_e
         }
         return -1;
     }
+    if (o->version)
+        return BR_OPTIONS_VERSION;
     if (first < argc)
         return set_quoted(err, "unexpected argument ", argv[first]);
     return br_options_validate(o, err);

@@ -39,6 +39,7 @@ typedef struct br_options {
     const char *tls_key;         /* its key (PEM; default: in tls_cert) */
     const char *token;           /* bearer token */
     const char *token_file;      /* file whose first line is the bearer token */
+    bool version;                /* --version: print the build information and exit 0 */
 } br_options;
 
 /* The defaults of PORTSPEC 4.1 (mode loopback, url ws://127.0.0.1:8462, count 100, ...). */
@@ -47,9 +48,12 @@ void br_options_defaults(br_options *o);
 /* Parses argv[1..argc) over the defaults, then validates. Returns
  *   0 on success;
  *   1 when help was asked for (usage already written to usage_out: exit 0);
+ *   BR_OPTIONS_VERSION when --version was given (nothing printed or validated: the caller prints
+ *     cs_build_print's text and exits 0);
  *  -1 with the message in err (without the "benchrunner: " prefix). For a flag syntax error the
  *     message and the usage are written to usage_out first, as Go's flag package does.
  * String fields point into argv or at static defaults. usage_out may be NULL to print nothing. */
+#define BR_OPTIONS_VERSION 2
 int br_options_parse(br_options *o, int argc, char **argv, FILE *usage_out, cs_err *err);
 
 /* The validation steps 2-7 of PORTSPEC 4.1 alone, in order; the first failure wins. */

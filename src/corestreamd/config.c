@@ -195,6 +195,8 @@ int cs_daemon_config_parse(cs_daemon_config *c, int argc, char **argv, FILE *usa
         {"tls-key", CS_FLAG_STRING, &c->tls_key, "PEM private key `file` for --tls-cert"},
         {"tls-client-ca", CS_FLAG_STRING, &c->tls_client_ca,
          "PEM CA `file`: clients must present a certificate it signed (mutual TLS)"},
+        {"version", CS_FLAG_BOOL, &c->version,
+         "print the version, commit, build type and library versions, then exit"},
     };
     cs_flagset fs = {.prog = "corestreamd",
                      .synopsis = "Streams ledgers from one source to WebSocket subscribers on /stream.",
@@ -211,6 +213,8 @@ int cs_daemon_config_parse(cs_daemon_config *c, int argc, char **argv, FILE *usa
         cs_flags_usage(&fs, usage_out);
         return -1;
     }
+    if (c->version)
+        return CS_CONFIG_VERSION;
     if (first < argc) {
         char q[CS_ERR_MSG_MAX / 2];
         cs_go_quote(q, sizeof q, argv[first]);

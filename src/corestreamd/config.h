@@ -46,6 +46,7 @@ typedef struct cs_daemon_config {
     const char *tls_cert;
     const char *tls_key;
     const char *tls_client_ca;
+    bool version; /* --version: print the build information and exit 0 */
     /* Derived: the archive URLs split, trimmed, empties dropped (points into urls_buf). */
     char *urls_buf;
     const char *urls[32];
@@ -53,8 +54,10 @@ typedef struct cs_daemon_config {
 } cs_daemon_config;
 
 /* Parses and validates argv. Returns 0, 1 when help was asked for (usage already printed to
- * usage_out), or -1 with the message in err (for a flag syntax error the usage is printed to
+ * usage_out), CS_CONFIG_VERSION when --version was given (nothing printed, nothing validated: the
+ * caller prints cs_build_print's text and exits 0), or -1 with the message in err (for a flag syntax error the usage is printed to
  * usage_out first, as Go's flag package does). Free with cs_daemon_config_free. */
+#define CS_CONFIG_VERSION 2
 int cs_daemon_config_parse(cs_daemon_config *cfg, int argc, char **argv, FILE *usage_out, cs_err *err);
 void cs_daemon_config_free(cs_daemon_config *cfg);
 

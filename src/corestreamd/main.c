@@ -7,8 +7,10 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "common/buildinfo.h"
 #include "common/log.h"
 #include "corestreamd/config.h"
+#include "corestreamd/notify.h"
 #include "corestreamd/sources/pace.h"
 #include "corestreamd/server/server.h"
 #include "corestreamd/sources/captive/captive.h"
@@ -19,6 +21,24 @@
 static pthread_mutex_t g_server_mu = PTHREAD_MUTEX_INITIALIZER;
 static cs_server *g_server;
 static cs_cancel *g_cancel;
+static cs_notify *g_notify; /* under g_server_mu for the signal thread */
+
+/* The server's progress hook: systemd hears READY=1 when the source loop starts, then each
+ * ledger (notify.h throttles them). addr is filled in once the listener is bound, before the
+ * source thread exists. */
+typedef struct notify_hook {
+    cs_notify *notify;
+    char addr[128];
+} notify_hook;
+
+static void on_progress(void *arg, uint32_t seq)
+{
+    notify_hook *h = arg;
+    if (seq == 0)
+        cs_notify_ready(h->notify, h->addr);
+    else
+        cs_notify_ledger(h->notify, seq);
+}
 
 /* SIGINT/SIGTERM/SIGHUP arrive here, not as asynchronous handlers. SIGHUP reloads what can be
  * reloaded and never stops the daemon. The first SIGINT/SIGTERM asks the server to shut down;
@@ -44,6 +64,7 @@ static void *signal_main(void *arg)
             continue;
         seen = true;
         pthread_mutex_lock(&g_server_mu);
+        cs_notify_stopping(g_notify, sig == SIGTERM ? "shutting down on SIGTERM" : "shutting down on SIGINT");
         if (g_server)
             cs_server_stop(g_server);
         else if (g_cancel)
@@ -112,8 +133,22 @@ static void raise_nofile(void)
         CS_LOG(CS_LOG_DEBUG, "descriptor limit raised", KV_U("from", (uint64_t)was), KV_U("to", (uint64_t)rl.rlim_max));
 }
 
+/* The last thing systemd hears: why the daemon stops (a signal already said so: first wins). */
+static void notify_done(const char *why)
+{
+    pthread_mutex_lock(&g_server_mu);
+    cs_notify *n = g_notify;
+    cs_notify_stopping(n, why);
+    g_notify = NULL;
+    pthread_mutex_unlock(&g_server_mu);
+    cs_notify_free(n);
+}
+
 static int fail(const char *msg)
 {
+    char why[CS_ERR_MSG_MAX + 16];
+    snprintf(why, sizeof why, "failed: %s", msg);
+    notify_done(why);
     CS_LOG(CS_LOG_ERROR, "corestreamd failed", KV_S("error", msg));
     return 1;
 }
@@ -125,6 +160,8 @@ int main(int argc, char **argv)
     int rc = cs_daemon_config_parse(&cfg, argc, argv, stderr, &err);
     if (rc != 0) {
         cs_daemon_config_free(&cfg);
+        if (rc == CS_CONFIG_VERSION)
+            return cs_build_print(stdout, "corestreamd") == 0 ? 0 : 1;
         if (rc > 0)
             return 0;
         cs_log_early_error("corestreamd failed", err.msg);
@@ -143,6 +180,14 @@ int main(int argc, char **argv)
     sigaddset(&set, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
+    /* After the mask (its thread inherits it, so the signals still reach only sigwait) and
+     * before the other threads (it reads the environment). */
+    notify_hook hook = {0};
+    if (cs_notify_new(&hook.notify, &err) != 0) {
+        cs_daemon_config_free(&cfg);
+        return fail(err.msg);
+    }
+    g_notify = hook.notify;
     pthread_t sig_thread;
     pthread_create(&sig_thread, NULL, signal_main, &set);
     pthread_detach(sig_thread);
@@ -187,6 +232,8 @@ int main(int argc, char **argv)
             .tls_cert = cfg.tls_cert,
             .tls_key = cfg.tls_key,
             .tls_client_ca = cfg.tls_client_ca,
+            .on_progress = on_progress,
+            .progress_arg = &hook,
         };
         rc = cs_server_new(&server, &sc, &err);
     }
@@ -195,6 +242,8 @@ int main(int argc, char **argv)
         g_server = server;
         pthread_mutex_unlock(&g_server_mu);
         rc = cs_server_listen(server, &err);
+        if (rc == 0)
+            snprintf(hook.addr, sizeof hook.addr, "%s", cs_server_addr(server));
     }
     bool ran = false;
     if (rc == 0 && !cs_cancel_is_set(&cancel)) {
@@ -214,6 +263,7 @@ int main(int argc, char **argv)
             CS_LOG(CS_LOG_ERROR, "corestreamd stopping on failure", KV_S("error", err.msg));
         return fail(err.msg);
     }
+    notify_done("source ended; shutting down");
     CS_LOG0(CS_LOG_INFO, "corestreamd stopped");
     return 0;
 }

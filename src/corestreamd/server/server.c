@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/buildinfo.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/thread.h"
@@ -320,10 +321,11 @@ static int serve_healthz(cs_server *s, struct lws *wsi)
     cs_ring_bounds(s->cfg.ring, &oldest, &latest);
     char body[256];
     snprintf(body, sizeof body,
-             "{\"oldest\":%u,\"latest\":%u,\"subscribers\":%d,\"live_abandons\":%llu,\"raw_fallbacks\":%llu}\n",
+             "{\"oldest\":%u,\"latest\":%u,\"subscribers\":%d,\"live_abandons\":%llu,\"raw_fallbacks\":%llu,"
+             "\"version\":\"%s\"}\n",
              oldest, latest, atomic_load(&s->subscribers),
              (unsigned long long)atomic_load(&s->live_abandons),
-             (unsigned long long)cs_server_raw_fallbacks(s));
+             (unsigned long long)cs_server_raw_fallbacks(s), cs_build_version());
     return respond(wsi, 200, "application/json", body);
 }
 
@@ -1008,6 +1010,8 @@ static void *source_main(void *arg)
         .ring = s->cfg.ring,
         .cancel = s->cfg.cancel,
         .subscribers = &s->subscribers,
+        .on_progress = s->cfg.on_progress,
+        .progress_arg = s->cfg.progress_arg,
     };
     s->source_rc = cs_source_loop_run(&loop, &s->source_err);
     /* Pending chunks still go into the open flow before the stream is declared over. */
@@ -1201,7 +1205,8 @@ int cs_server_listen(cs_server *s, cs_err *err)
         CS_LOG(CS_LOG_INFO, "corestreamd listening", KV_S("addr", s->addr),
                KV_S("source", s->cfg.source_name ? s->cfg.source_name : ""),
                KV_U("start_ledger", s->cfg.range.from), KV_I("retention", s->cfg.retention),
-               KV_U("max_connections", s->max_conns));
+               KV_U("max_connections", s->max_conns), KV_S("version", cs_build_version()),
+               KV_S("commit", cs_build_commit()));
     }
     return 0;
 }

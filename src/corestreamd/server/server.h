@@ -53,6 +53,10 @@ typedef struct cs_server_config {
     const char *tls_cert;
     const char *tls_key;
     const char *tls_client_ca;
+    /* Progress of the source (cs_source_loop.on_progress): seq 0 once the source loop has started
+     * (the listener is bound by then), then each ledger once published. NULL: none. */
+    void (*on_progress)(void *arg, uint32_t seq);
+    void *progress_arg;
 } cs_server_config;
 
 #define CS_DEFAULT_MAX_CONNECTIONS 4096

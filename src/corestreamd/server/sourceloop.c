@@ -143,6 +143,8 @@ int cs_source_loop_run(cs_source_loop *l, cs_err *err)
     uint32_t prev = 0;
     int rc = 0;
     bool cancelled = false;
+    if (l->on_progress)
+        l->on_progress(l->progress_arg, 0);
     for (;;) {
         cs_emission em = {0};
         cs_err e;
@@ -202,6 +204,8 @@ int cs_source_loop_run(cs_source_loop *l, cs_err *err)
             log_streaming(l, em.seq, bytes, chunks);
         }
         l->published++;
+        if (l->on_progress)
+            l->on_progress(l->progress_arg, em.seq);
     }
     /* Whatever way the loop ended, the last completed ledger is retained before the stream is
      * declared over. */

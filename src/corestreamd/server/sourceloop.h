@@ -27,6 +27,11 @@ typedef struct cs_source_loop {
     cs_cancel *cancel;
     atomic_int *subscribers; /* for the periodic `streaming` log; may be NULL */
     uint64_t published;      /* out: ledgers published and retained */
+    /* Called on this thread, holding nothing: once with seq 0 when the loop starts, then with each
+     * ledger's sequence once its END is published and it is handed to the ring writer. It must
+     * return quickly (it delays the next ledger). NULL: none. */
+    void (*on_progress)(void *arg, uint32_t seq);
+    void *progress_arg;
 } cs_source_loop;
 
 /* Runs until the source is exhausted (0), cancelled (0, logged `source loop cancelled`) or fails

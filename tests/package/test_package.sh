@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# The Debian packages end to end (ctest `package`): builds them from the tree
+# (scripts/build-deb.sh), runs lintian, installs them with dpkg -i on this machine, runs the
+# installed corestreamd (--version, then serving on 127.0.0.1) and a consumer compiled against
+# the installed library through pkg-config, then purges them and checks nothing is left.
+#   test_package.sh SOURCE_DIR WORK_DIR PROJECT_VERSION
+# Needs root (dpkg -i). Skips (77) when not root, or when one of the packages is already installed
+# here (the test would replace an operator's install). Every wait is bounded.
+set -euo pipefail
+src=$1 work=$2 version=$3
+pkgs=(corestreamd libremoteledger1 libremoteledger-dev)
+
+if [[ $(id -u) -ne 0 ]]; then
+  echo "SKIP: dpkg -i needs root"
+  exit 77
+fi
+for p in "${pkgs[@]}"; do
+  if dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    echo "SKIP: $p is already installed on this machine; the test would replace it"
+    exit 77
+  fi
+done
+for tool in dpkg-buildpackage dh cc pkg-config curl; do
+  command -v "$tool" >/dev/null || { echo "FAIL: $tool is missing (scripts/setup.sh installs it)"; exit 1; }
+done
+
+# One package test at a time on a machine: they install the same packages.
+exec 9>/tmp/corestream-package-test.lock
+flock -w 900 9 || { echo "FAIL: another package test holds /tmp/corestream-package-test.lock"; exit 1; }
+
+rm -rf "$work" && mkdir -p "$work"
+daemon_pid=
+installed=0
+cleanup() {
+  [[ -n $daemon_pid ]] && kill -KILL "$daemon_pid" 2>/dev/null || true
+  if ((installed)); then dpkg --purge "${pkgs[@]}" >/dev/null 2>&1 || true; fi
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+echo "== build"
+timeout 900 "$src/scripts/build-deb.sh" "$work/deb" >/dev/null
+debs=()
+for p in "${pkgs[@]}"; do
+  f=$(ls "$work"/deb/"${p}"_"${version}"_*.deb 2>/dev/null | head -n 1)
+  [[ -n $f ]] || fail "no ${p}_${version}_*.deb was built (is debian/changelog at $version?)"
+  debs+=("$f")
+done
+
+echo "== lintian"
+if command -v lintian >/dev/null; then
+  # Explained in docs/OPERATIONS.md ("Installing from the Debian package"): the package is named
+  # for the SONAME the library is moving to.
+  allowed='package-name-doesnt-match-sonames'
+  findings=$(timeout 300 lintian --suppress-tags "$allowed" "${debs[@]}" 2>&1 | grep -E '^[EW]:' || true)
+  [[ -z $findings ]] || fail "lintian: $findings"
+else
+  echo "lintian is not installed: not run"
+fi
+
+echo "== dpkg -i"
+installed=1
+timeout 300 dpkg -i "${debs[@]}" >"$work/dpkg-i.log" 2>&1 || { cat "$work/dpkg-i.log"; fail "dpkg -i"; }
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" | grep -q "install ok installed" || fail "$p is not installed"
+done
+conffiles=$(dpkg-query -W -f='${Conffiles}' corestreamd)
+grep -q '/etc/default/corestreamd' <<<"$conffiles" || fail "/etc/default/corestreamd is not a conffile"
+[[ -f /lib/systemd/system/corestreamd.service ]] || fail "no unit at /lib/systemd/system"
+[[ -f /usr/share/man/man8/corestreamd.8.gz && -f /usr/share/man/man1/benchrunner.1.gz ]] || fail "man pages"
+
+echo "== corestreamd --version"
+out=$(timeout 30 /usr/sbin/corestreamd --version)
+head -n 1 <<<"$out" | grep -qx "corestreamd $version" || fail "first line of: $out"
+grep -qx 'build type: RelWithDebInfo' <<<"$out" || fail "build type in: $out"
+if git -C "$src" rev-parse --verify -q HEAD >/dev/null 2>&1; then
+  grep -q "^commit: $(git -C "$src" rev-parse HEAD)" <<<"$out" || fail "commit in: $out"
+fi
+timeout 30 /usr/bin/benchrunner --version | head -n 1 | grep -qx "benchrunner $version" || fail "benchrunner --version"
+
+echo "== consumer against the installed library"
+cc -Wall -Werror -o "$work/consumer" "$src/tests/package/consumer.c" $(pkg-config --cflags --libs remoteledger)
+ldd "$work/consumer" | grep -Eq "libremoteledger\.so\.[0-9]+ => /(usr/)?lib/" || fail "consumer does not load the installed library: $(ldd "$work/consumer")"
+mkdir "$work/data"
+/usr/sbin/corestreamd --listen 127.0.0.1:0 --data-dir "$work/data" --synthetic-interval 50ms \
+  --emit-window 0 --synthetic-size 4096 >"$work/daemon.log" 2>&1 &
+daemon_pid=$!
+port=
+for _ in $(seq 1 200); do # up to 20 s for the listening line
+  port=$(grep -o 'msg="corestreamd listening" addr=127.0.0.1:[0-9]*' "$work/daemon.log" | head -n 1 | sed 's/.*://' || true)
+  [[ -n $port ]] && break
+  kill -0 "$daemon_pid" 2>/dev/null || break
+  sleep 0.1
+done
+[[ -n $port ]] || { cat "$work/daemon.log"; fail "the installed corestreamd did not listen"; }
+got=$(timeout 60 "$work/consumer" "ws://127.0.0.1:$port")
+want="ledger 1 bytes 4096 head ok
+ledger 2 bytes 4096 head ok
+ledger 3 bytes 4096 head ok
+result RL_OK, wire version 2, path /stream"
+[[ $got == "$want" ]] || fail "consumer printed: $got"
+curl -fsS --max-time 10 "http://127.0.0.1:$port/healthz" | grep -q "\"version\":\"$version\"" || fail "/healthz version"
+kill -TERM "$daemon_pid"
+timeout 10 tail --pid="$daemon_pid" -f /dev/null || fail "corestreamd did not stop on SIGTERM"
+wait "$daemon_pid" || fail "corestreamd exited $? on SIGTERM"
+daemon_pid=
+
+echo "== dpkg --purge"
+timeout 300 dpkg --purge "${pkgs[@]}" >"$work/dpkg-r.log" 2>&1 || { cat "$work/dpkg-r.log"; fail "dpkg --purge"; }
+installed=0
+for p in "${pkgs[@]}"; do
+  if dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "installed"; then fail "$p still installed"; fi
+done
+for f in /usr/sbin/corestreamd /usr/bin/benchrunner /etc/default/corestreamd /lib/systemd/system/corestreamd.service \
+  /usr/include/corestream /usr/share/doc/corestreamd /usr/lib/x86_64-linux-gnu/pkgconfig/remoteledger.pc; do
+  [[ ! -e $f ]] || fail "$f is left after purge"
+done
+ls /usr/lib/*/libremoteledger* >/dev/null 2>&1 && fail "libremoteledger files left after purge"
+echo "PASS"
