@@ -80,7 +80,9 @@ timeout 30 /usr/bin/benchrunner --version | head -n 1 | grep -qx "benchrunner $v
 
 echo "== consumer against the installed library"
 cc -Wall -Werror -o "$work/consumer" "$src/tests/package/consumer.c" $(pkg-config --cflags --libs remoteledger)
-ldd "$work/consumer" | grep -Eq "libremoteledger\.so\.[0-9]+ => /(usr/)?lib/" || fail "consumer does not load the installed library: $(ldd "$work/consumer")"
+# Captured first: grep -q would stop reading early, and under pipefail ldd's SIGPIPE fails the test.
+libs=$(ldd "$work/consumer")
+grep -Eq "libremoteledger\.so\.[0-9]+ => /(usr/)?lib/" <<<"$libs" || fail "consumer does not load the installed library: $libs"
 mkdir "$work/data"
 /usr/sbin/corestreamd --listen 127.0.0.1:0 --data-dir "$work/data" --synthetic-interval 50ms \
   --emit-window 0 --synthetic-size 4096 >"$work/daemon.log" 2>&1 &
