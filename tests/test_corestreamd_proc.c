@@ -217,7 +217,9 @@ static void test_sigterm_closes_subscribers_and_exits_zero(void **state)
 /* Each thread's role shows in `top -H` by name, and what can wait yields (issue 10: a stranger's
  * catch-ups take what the live path and stellar-core leave): the ring writer and the replay
  * encoders run at nice 19, the source and the live encoders at the daemon's own priority.
- * Returns the role's nice value (every thread of it alike) and counts its threads. */
+ * Returns the role's nice value (MIXED_NICE unless every thread of it is alike) and counts its
+ * threads. */
+#define MIXED_NICE (-100)
 static int thread_nice(pid_t pid, const char *role, int *count)
 {
     char dirpath[64];
@@ -257,7 +259,8 @@ static int thread_nice(pid_t pid, const char *role, int *count)
         int v = atoi(c);
         if (*count == 0)
             nice = v;
-        assert_int_equal(v, nice);
+        else if (v != nice)
+            nice = MIXED_NICE; /* a thread between its creator's role and its own */
         ++*count;
     }
     closedir(d);
