@@ -11,8 +11,11 @@
 /* libwebsockets' LWS_PRE on this platform; checked against the real value where lws is included. */
 #define CS_MSG_HEADROOM 16
 
+typedef struct cs_msg_pool cs_msg_pool;
+
 typedef struct cs_msg {
     atomic_uint refs;
+    cs_msg_pool *pool; /* where the memory goes on the last release; NULL: back to malloc */
     size_t len; /* bytes of message at data */
     size_t cap; /* bytes available at data */
     uint8_t *data;
@@ -22,6 +25,26 @@ typedef struct cs_msg {
 /* A message with room for cap bytes; len starts at 0 and refs at 1. NULL on allocation failure. */
 cs_msg *cs_msg_new(size_t cap);
 cs_msg *cs_msg_retain(cs_msg *m);
+/* Drops a reference (NULL is ignored). The last one frees the message, or hands a pooled
+ * message back to its pool. Any thread. */
 void cs_msg_release(cs_msg *m);
+
+/* A pool of same-capacity messages for the source loop's chunks. A ledger's chunks are released
+ * together once the ring has them; without a pool every next ledger's chunks are fresh memory
+ * (256 KiB each, so mmap'd or trimmed back to the kernel by malloc) and the source loop pays a
+ * page fault and a page clearing per 4 KiB, inside its emit window. The pool keeps the memory.
+ *
+ * cs_msg_pool_new: messages of capacity cap; at most `keep` idle messages are held, more go back
+ *   to malloc. NULL when out of memory.
+ * cs_msg_pool_get: a message as cs_msg_new would give (refs 1, len 0, cap >= the pool's cap),
+ *   reused when one is idle. NULL when out of memory. Any thread.
+ * cs_msg_pool_idle: idle messages held now (for tests and counters). Any thread.
+ * cs_msg_pool_free: the owner lets go: idle memory is freed at once; messages still out keep the
+ *   pool's remains alive and free them with the last release. The owner calls no other pool
+ *   function afterwards; NULL is ignored. */
+cs_msg_pool *cs_msg_pool_new(size_t cap, size_t keep);
+cs_msg *cs_msg_pool_get(cs_msg_pool *p);
+size_t cs_msg_pool_idle(cs_msg_pool *p);
+void cs_msg_pool_free(cs_msg_pool *p);
 
 #endif
