@@ -71,6 +71,7 @@ struct cs_js_publisher {
     bool drained; /* the thread ended with everything the source emitted published */
     int64_t behind_since;
     uint32_t ahead_logged; /* the position last reported as ahead of the source */
+    uint32_t first_live;   /* the first flow this process emitted (0 until seen) */
 };
 
 static uint64_t pack(cs_js_pos p)
@@ -346,6 +347,8 @@ static int step_ring(cs_js_publisher *p)
 
 static int step(cs_js_publisher *p, const cs_snap *snap)
 {
+    if (snap->flow && !p->first_live)
+        p->first_live = snap->seq;
     if (!p->have_pos) {
         /* A run new to the stream starts with the first flow it sees: history is not owed. */
         if (!snap->flow)
@@ -367,14 +370,19 @@ static int step(cs_js_publisher *p, const cs_snap *snap)
         return step_flow(p, p->flow);
     if (p->rp)
         return step_ring(p);
+    /* The ring serves only ledgers this process emitted and has already replaced with a later
+     * flow (each is in the ring before the next begins): what a ring holds from before the start
+     * may be another run's bytes until the ring records the identity of the run that wrote it. */
     uint32_t oldest, latest;
     bool any = cs_ring_bounds(p->ring, &oldest, &latest);
-    if (any && p->pos.seq >= oldest && p->pos.seq <= latest)
+    bool ours = p->first_live && p->pos.seq >= p->first_live && snap->flow && p->pos.seq < snap->seq;
+    if (ours && any && p->pos.seq >= oldest && p->pos.seq <= latest)
         return step_ring(p);
     if (snap->flow && snap->seq > p->pos.seq) {
         uint32_t next = snap->seq;
-        if (any && oldest > p->pos.seq && oldest < snap->seq)
-            next = oldest;
+        uint32_t floor = oldest > p->first_live ? oldest : p->first_live;
+        if (any && floor > p->pos.seq && floor < snap->seq && floor <= latest)
+            next = floor;
         CS_LOG(CS_LOG_ERROR, "jetstream stream gap", KV_U("from", p->pos.seq), KV_U("to", next - 1),
                KV_S("detail", p->pos.item ? "not in the ring; the first is partial in the stream"
                                           : "not in the ring; the stream skips them"),
