@@ -219,11 +219,14 @@ int main(int argc, char **argv)
     }
     if (rc == 0)
         rc = jetstream_new(&cfg, server, ring, &jetstream, &err);
+    /* The signal thread sees the server only once listen has set it up (its lws context); a
+     * signal before that fires the cancellation instead, and the run below does not start. */
+    if (rc == 0)
+        rc = cs_server_listen(server, &err);
     if (rc == 0) {
         pthread_mutex_lock(&g_server_mu);
         g_server = server;
         pthread_mutex_unlock(&g_server_mu);
-        rc = cs_server_listen(server, &err);
     }
     bool ran = false;
     if (rc == 0 && jetstream)
