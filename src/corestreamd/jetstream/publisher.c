@@ -445,7 +445,10 @@ static void *publisher_main(void *arg)
         if (stopping && cs_mono_ns() >= deadline)
             break;
         if (!atomic_load(&p->connected)) {
-            note_behind(p, true, "disconnected", 0);
+            cs_snap live;
+            cs_broadcast_watch(p->bc, &live);
+            note_behind(p, true, "disconnected", live.seq);
+            cs_snap_release(&live);
             wait_kick(p, seen, POLL_NS);
             continue;
         }
