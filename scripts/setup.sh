@@ -9,6 +9,7 @@ packages=(
   libsystemd-dev
   debhelper lintian systemd curl groff-base
   libcmocka-dev openssl
+  libnats-dev nats-server
   clang libclang-rt-14-dev
 )
 

@@ -1,11 +1,15 @@
 #include "corestreamd/config.h"
 
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/flags.h"
 #include "common/goquote.h"
 #include "corestream/wire.h"
+#include "corestreamd/jetstream/naming.h"
+#include "corestreamd/jetstream/publisher.h"
 #include "corestreamd/server/server.h"
 #include "wire/wire.h"
 
@@ -40,6 +44,34 @@ static void set_defaults(cs_daemon_config *c)
     c->tls_cert = "";
     c->tls_key = "";
     c->tls_client_ca = "";
+    c->jetstream_url = "";
+    c->jetstream_stream = CS_JS_DEFAULT_STREAM;
+    c->jetstream_max_age = CS_JS_DEFAULT_MAX_AGE_NS;
+    c->jetstream_max_bytes = CS_JS_DEFAULT_MAX_BYTES;
+    c->jetstream_replicas = CS_JS_DEFAULT_REPLICAS;
+    c->jetstream_max_pending = CS_JS_DEFAULT_MAX_PENDING;
+}
+
+static int validate_jetstream(const cs_daemon_config *c, cs_err *err)
+{
+    char a[CS_DUR_STR_MAX];
+    if (!*c->jetstream_url)
+        return 0;
+    if (cs_js_validate_stream_name(c->jetstream_stream, err) != 0)
+        return -1;
+    if (c->jetstream_max_age < 0)
+        return cs_err_set(err, 0, "--jetstream-max-age %s is negative (0 means no age limit)",
+                          cs_dur_format(c->jetstream_max_age, a, sizeof a));
+    if (c->jetstream_max_bytes == 0 || c->jetstream_max_bytes < -1)
+        return cs_err_set(err, 0, "--jetstream-max-bytes %lld must be positive, or -1 for no size limit",
+                          (long long)c->jetstream_max_bytes);
+    if (c->jetstream_replicas < 1 || c->jetstream_replicas > CS_JS_MAX_REPLICAS)
+        return cs_err_set(err, 0, "--jetstream-replicas %lld is outside [1,%d]", (long long)c->jetstream_replicas,
+                          CS_JS_MAX_REPLICAS);
+    if (c->jetstream_max_pending < 1 || c->jetstream_max_pending > CS_JS_MAX_MAX_PENDING)
+        return cs_err_set(err, 0, "--jetstream-max-pending %lld is outside [1,%d]",
+                          (long long)c->jetstream_max_pending, CS_JS_MAX_MAX_PENDING);
+    return 0;
 }
 
 size_t cs_split_urls(char *list, const char **out, size_t max)
@@ -133,7 +165,7 @@ static int validate(cs_daemon_config *c, cs_err *err)
     if (c->max_replays_per_ip == 0)
         return cs_err_set(err, 0,
                           "--max-replays-per-ip 0 would leave every replay waiting; use a negative value for no cap");
-    return 0;
+    return validate_jetstream(c, err);
 }
 
 int cs_daemon_config_parse(cs_daemon_config *c, int argc, char **argv, FILE *usage_out, cs_err *err)
@@ -197,6 +229,17 @@ int cs_daemon_config_parse(cs_daemon_config *c, int argc, char **argv, FILE *usa
          "PEM CA `file`: clients must present a certificate it signed (mutual TLS)"},
         {"version", CS_FLAG_BOOL, &c->version,
          "print the version, commit, build type and library versions, then exit"},
+        {"jetstream-url", CS_FLAG_STRING, &c->jetstream_url,
+         "NATS `urls` (comma-separated): also publish every ledger's wire messages to JetStream (off when empty)"},
+        {"jetstream-stream", CS_FLAG_STRING, &c->jetstream_stream,
+         "JetStream stream `name`, created at start when missing, checked against the limits below when not"},
+        {"jetstream-max-age", CS_FLAG_DURATION, &c->jetstream_max_age,
+         "the stream's max age for messages (0 means no age limit)"},
+        {"jetstream-max-bytes", CS_FLAG_INT, &c->jetstream_max_bytes,
+         "the stream's size limit in `bytes`; the oldest messages go first (-1 means no limit)"},
+        {"jetstream-replicas", CS_FLAG_INT, &c->jetstream_replicas, "the stream's replicas, 1..5 (3 on a cluster)"},
+        {"jetstream-max-pending", CS_FLAG_INT, &c->jetstream_max_pending,
+         "JetStream publishes in flight awaiting their ack, 1..4096 (bounds the publisher's memory)"},
     };
     cs_flagset fs = {.prog = "corestreamd",
                      .synopsis = "Streams ledgers from one source to WebSocket subscribers on /stream.",
@@ -225,6 +268,31 @@ int cs_daemon_config_parse(cs_daemon_config *c, int argc, char **argv, FILE *usa
         return cs_err_set(err, 0, "out of memory");
     c->nurls = cs_split_urls(c->urls_buf, c->urls, sizeof c->urls / sizeof c->urls[0]);
     return validate(c, err);
+}
+
+void cs_daemon_run_definition(const cs_daemon_config *c, char *buf, size_t len)
+{
+    long long chunk = (long long)c->chunk_size;
+    if (strcmp(c->source, "synthetic") == 0) {
+        snprintf(buf, len, "synthetic size=%lld compressible=%s chunk_size=%lld", (long long)c->synthetic_size,
+                 c->synthetic_compressible ? "true" : "false", chunk);
+    } else if (strcmp(c->source, "file") == 0) {
+        /* The dump cycles from --start-ledger, so both name the bytes of a ledger. */
+        char dir[PATH_MAX];
+        if (!realpath(c->file_dir, dir))
+            snprintf(dir, sizeof dir, "%s", c->file_dir);
+        snprintf(buf, len, "file dir=%s start=%llu chunk_size=%lld", dir, (unsigned long long)c->start_ledger, chunk);
+    } else if (strcmp(c->source, "pipe") == 0) {
+        snprintf(buf, len, "pipe cmd=%s chunk_size=%lld", c->pipe_cmd, chunk);
+    } else if (*c->network_passphrase) {
+        /* A ledger of a network is the same bytes whichever core produced it. */
+        snprintf(buf, len, "captive network=%s chunk_size=%lld", c->network_passphrase, chunk);
+    } else {
+        char cfgpath[PATH_MAX];
+        if (!realpath(c->core_config, cfgpath))
+            snprintf(cfgpath, sizeof cfgpath, "%s", c->core_config);
+        snprintf(buf, len, "captive config=%s chunk_size=%lld", cfgpath, chunk);
+    }
 }
 
 void cs_daemon_config_free(cs_daemon_config *c)

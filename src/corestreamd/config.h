@@ -47,6 +47,13 @@ typedef struct cs_daemon_config {
     const char *tls_key;
     const char *tls_client_ca;
     bool version; /* --version: print the build information and exit 0 */
+    /* --jetstream-*: the JetStream publisher, off while jetstream_url is "" (jetstream/). */
+    const char *jetstream_url;
+    const char *jetstream_stream;
+    cs_dur jetstream_max_age;
+    int64_t jetstream_max_bytes;
+    int64_t jetstream_replicas;
+    int64_t jetstream_max_pending;
     /* Derived: the archive URLs split, trimmed, empties dropped (points into urls_buf). */
     char *urls_buf;
     const char *urls[32];
@@ -60,6 +67,11 @@ typedef struct cs_daemon_config {
 #define CS_CONFIG_VERSION 2
 int cs_daemon_config_parse(cs_daemon_config *cfg, int argc, char **argv, FILE *usage_out, cs_err *err);
 void cs_daemon_config_free(cs_daemon_config *cfg);
+
+/* What defines the byte stream of the configured source, e.g. `synthetic size=204800
+ * compressible=false chunk_size=262144`: the JetStream run identity is made from it
+ * (cs_js_run_id). It stands in for the run identity the ring will record (ring v2). */
+void cs_daemon_run_definition(const cs_daemon_config *cfg, char *buf, size_t len);
 
 /* Splits a comma-separated list, trimming spaces and dropping empty items, in place. */
 size_t cs_split_urls(char *list, const char **out, size_t max);

@@ -10,6 +10,8 @@
 #include "common/buildinfo.h"
 #include "common/log.h"
 #include "corestreamd/config.h"
+#include "corestreamd/jetstream/naming.h"
+#include "corestreamd/jetstream/publisher.h"
 #include "corestreamd/notify.h"
 #include "corestreamd/sources/pace.h"
 #include "corestreamd/server/server.h"
@@ -144,6 +146,30 @@ static void notify_done(const char *why)
     cs_notify_free(n);
 }
 
+/* --jetstream-url: the publisher beside the WebSocket cursors, following the server's flows. */
+static int jetstream_new(const cs_daemon_config *c, cs_server *server, cs_ring *ring, cs_js_publisher **out,
+                         cs_err *err)
+{
+    *out = NULL;
+    if (!*c->jetstream_url)
+        return 0;
+    char defined_by[PATH_MAX + 128], run[CS_JS_NAME_MAX];
+    cs_daemon_run_definition(c, defined_by, sizeof defined_by);
+    cs_js_run_id(run, sizeof run, c->source, defined_by);
+    cs_js_config jc = {.url = c->jetstream_url,
+                       .stream = c->jetstream_stream,
+                       .run = run,
+                       .run_desc = defined_by,
+                       .max_age_ns = c->jetstream_max_age,
+                       .max_bytes = c->jetstream_max_bytes,
+                       .replicas = c->jetstream_replicas,
+                       .max_pending = c->jetstream_max_pending,
+                       .chunk_size = (size_t)c->chunk_size,
+                       .compress = c->compress,
+                       .compress_level = (int)c->compress_level};
+    return cs_js_publisher_new(out, &jc, cs_server_broadcaster(server), ring, err);
+}
+
 static int fail(const char *msg)
 {
     char why[CS_ERR_MSG_MAX + 16];
@@ -205,6 +231,7 @@ int main(int argc, char **argv)
     cs_range range;
     cs_ring *ring = NULL;
     cs_server *server = NULL;
+    cs_js_publisher *jetstream = NULL;
     char ring_dir[PATH_MAX];
     snprintf(ring_dir, sizeof ring_dir, "%s/ledgers", cfg.data_dir);
     rc = build_source(&cfg, &cancel, &src, &range, &err);
@@ -237,19 +264,28 @@ int main(int argc, char **argv)
         };
         rc = cs_server_new(&server, &sc, &err);
     }
+    if (rc == 0)
+        rc = jetstream_new(&cfg, server, ring, &jetstream, &err);
+    /* The signal thread sees the server only once listen has set it up (its lws context); a
+     * signal before that fires the cancellation instead, and the run below does not start. */
+    if (rc == 0)
+        rc = cs_server_listen(server, &err);
     if (rc == 0) {
         pthread_mutex_lock(&g_server_mu);
         g_server = server;
         pthread_mutex_unlock(&g_server_mu);
-        rc = cs_server_listen(server, &err);
-        if (rc == 0)
-            snprintf(hook.addr, sizeof hook.addr, "%s", cs_server_addr(server));
+        snprintf(hook.addr, sizeof hook.addr, "%s", cs_server_addr(server));
     }
     bool ran = false;
+    if (rc == 0 && jetstream)
+        rc = cs_js_publisher_start(jetstream, &err);
     if (rc == 0 && !cs_cancel_is_set(&cancel)) {
         ran = true;
         rc = cs_server_run(server, &err);
     }
+    /* The source is over: what is left of the last flow goes out, within the drain bound. */
+    cs_js_publisher_stop(jetstream, 5 * CS_SEC);
+    cs_js_publisher_free(jetstream);
 
     pthread_mutex_lock(&g_server_mu);
     g_server = NULL;

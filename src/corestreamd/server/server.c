@@ -1353,6 +1353,11 @@ uint32_t cs_server_replays_waiting(const cs_server *s)
     return cs_replay_slots_waiting(s->replay_slots);
 }
 
+struct cs_broadcaster *cs_server_broadcaster(cs_server *s)
+{
+    return s->bc;
+}
+
 uint64_t cs_server_raw_fallbacks(const cs_server *s)
 {
     return s->pipeline ? cs_pipeline_raw_fallbacks(s->pipeline) : 0;

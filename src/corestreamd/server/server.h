@@ -104,6 +104,11 @@ void cs_server_reload(cs_server *s);
  * passed (false). For embedders and tests that must not poll. */
 bool cs_server_wait_retained(cs_server *s, uint32_t seq, int64_t timeout_ns);
 
+/* The broadcaster of the live flows, for a second consumer beside the WebSocket cursors (the
+ * JetStream publisher): it may watch and wait on it from its own thread, and must be done with
+ * it before cs_server_free. */
+struct cs_broadcaster *cs_server_broadcaster(cs_server *s);
+
 int cs_server_subscribers(const cs_server *s);
 /* Connections held now (subscribers, HTTP requests in progress, idle keep-alives). */
 int cs_server_connections(const cs_server *s);

@@ -1,0 +1,51 @@
+/* How corestream's flows are named in JetStream: the subject a ledger's messages go to, the
+ * Nats-Msg-Id of each message, the run identity token, and the position a message stands for.
+ *
+ *   subject     <stream>.<run>.<seq>          every message of ledger seq (BEGIN, CHUNK…, END)
+ *   Nats-Msg-Id <run>:<seq>:<item>            item 0 is BEGIN, 1..n chunk item-1, n+1 END
+ *
+ * The run identity names what defines the byte stream (cs_js_run_id); two cores with the same
+ * identity publish the same ledgers under the same ids, so the server's dedupe window merges a
+ * republish. Pure functions, any thread. */
+#ifndef CS_CORESTREAMD_JETSTREAM_NAMING_H
+#define CS_CORESTREAMD_JETSTREAM_NAMING_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+
+/* A stream name is at most this long; a run token too. */
+#define CS_JS_NAME_MAX 64
+/* Room for a subject or a message id built from valid names. */
+#define CS_JS_SUBJECT_MAX (2 * CS_JS_NAME_MAX + 16)
+
+/* The next message to append for a run: ledger seq, item (0 BEGIN, 1..n chunks, n+1 END). */
+typedef struct cs_js_pos {
+    uint32_t seq;
+    uint32_t item;
+} cs_js_pos;
+
+/* --jetstream-stream: 1..32 characters of [A-Za-z0-9_-] (NATS forbids '.', '*', '>', spaces
+ * and path separators; the stricter set keeps it a file name on every server).
+ * `--jetstream-stream "a.b" must be 1 to 32 characters of A-Z a-z 0-9 _ -`. */
+int cs_js_validate_stream_name(const char *name, cs_err *err);
+
+/* The run token for a source: "<kind>-<16 hex digits of XXH64(defined_by)>", e.g.
+ * "synthetic-3f2a…". kind must be [a-z]+ and short; out needs CS_JS_NAME_MAX bytes. */
+void cs_js_run_id(char *out, size_t len, const char *kind, const char *defined_by);
+
+/* "<stream>.<run>.<seq>" and "<stream>.<run>.*" (every ledger of a run). */
+void cs_js_subject(char *out, size_t len, const char *stream, const char *run, uint32_t seq);
+void cs_js_run_filter(char *out, size_t len, const char *stream, const char *run);
+/* "<stream>.>": what the stream captures (every run). */
+void cs_js_stream_subjects(char *out, size_t len, const char *stream);
+void cs_js_msg_id(char *out, size_t len, const char *run, uint32_t seq, uint32_t item);
+
+/* The position after a stored wire message (BEGIN → (seq,1), CHUNK i → (seq,i+2),
+ * END → (seq+1,0)). -1 with `jetstream: last message of the run is not a wire message: …` when
+ * the body does not decode, or names ledger 4294967295's END (no next ledger). */
+int cs_js_pos_after(const uint8_t *msg, size_t len, cs_js_pos *next, cs_err *err);
+
+#endif

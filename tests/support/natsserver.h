@@ -1,0 +1,34 @@
+/* Test support: a real Debian nats-server with JetStream (`nats-server -c <conf>`, JetStream on,
+ * store_dir in the server's own scratch directory) on 127.0.0.1. The first start takes an
+ * ephemeral port (port -1, read back from the server's "Listening for client connections" line);
+ * a restart binds the same port and the same store, as an operator's restart does. The server is
+ * a child process (procharness), stopped by PID. Every wait is bounded. Not thread-safe. */
+#ifndef CS_TESTS_SUPPORT_NATSSERVER_H
+#define CS_TESTS_SUPPORT_NATSSERVER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "support/procharness.h"
+#include "support/tmpdir.h"
+
+typedef struct cs_nats_server {
+    cs_proc proc;
+    cs_tmpdir dir;    /* nats.conf and store/ */
+    int port;         /* 0 until the first start */
+    char url[64];     /* nats://127.0.0.1:<port> */
+    int64_t max_payload; /* 0: the server's default (1 MiB) */
+    bool running;
+} cs_nats_server;
+
+/* Makes the scratch directory, writes the config and starts the server; returns once it says
+ * "Server is ready" (0), or -1 (the server's output is then in proc.log). */
+int cs_nats_start(cs_nats_server *s, int64_t max_payload, int timeout_ms);
+/* Starts a stopped server again on its port and store. 0 or -1. */
+int cs_nats_restart(cs_nats_server *s, int timeout_ms);
+/* Sends sig (SIGTERM for a clean stop, SIGKILL for a crash) and waits for the exit. 0 or -1. */
+int cs_nats_stop(cs_nats_server *s, int sig, int timeout_ms);
+/* Kills a running server and removes its directory. Idempotent. */
+void cs_nats_free(cs_nats_server *s);
+
+#endif
