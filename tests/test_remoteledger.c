@@ -1605,7 +1605,7 @@ static void test_dial_failures(void **state)
 
     /* cancelled while the handshake hangs, with no dial timeout at all */
     ss = ss_start();
-    o.dial_timeout_ns = 0;
+    o.dial_timeout_ns = -1;
     rl_stream *s;
     assert_int_equal(rl_stream_new(&s, ss_url(ss), &o), RL_OK);
     ss_no_handshake(ss);
@@ -1817,12 +1817,20 @@ static void test_names_and_defaults(void **state)
     assert_string_equal(rl_result_name(RL_ERR_GAP), "RL_ERR_GAP");
     assert_string_equal(rl_result_name(RL_ERR_NOMEM), "RL_ERR_NOMEM");
     assert_string_equal(rl_result_name((rl_result)99), "RL_ERR_UNKNOWN");
+    /* rl_options_init is the zero struct with its size: zero means "the default" everywhere. */
     rl_options o;
+    memset(&o, 0xAB, sizeof o);
     rl_options_init(&o);
-    assert_int_equal(o.max_message_size, 268435456);
-    assert_int_equal(o.max_chunk_size, 8388608);
-    assert_int_equal(o.dial_timeout_ns, 30000000000LL);
+    assert_int_equal(o.struct_size, sizeof o);
+    assert_int_equal(o.max_message_size, 0);
+    assert_int_equal(o.max_chunk_size, 0);
+    assert_int_equal(o.dial_timeout_ns, 0);
     assert_null(o.observer);
+    assert_null(o.bearer_token);
+    assert_false(o.tls_insecure_skip_verify);
+    assert_int_equal(RL_DEFAULT_MAX_MESSAGE_SIZE, 268435456);
+    assert_int_equal(RL_DEFAULT_MAX_CHUNK_SIZE, 8388608);
+    assert_int_equal(RL_DEFAULT_DIAL_TIMEOUT_NS, 30000000000LL);
     rl_range r = rl_bounded_range(3, 4);
     assert_true(r.bounded);
     r = rl_unbounded_range(3);

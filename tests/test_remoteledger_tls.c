@@ -195,7 +195,7 @@ static void test_wss_cancel(void **state)
     (void)state;
     ss_server *ss = good_server();
     rl_options o = trusting();
-    o.dial_timeout_ns = 0;
+    o.dial_timeout_ns = -1;
     rl_stream *s;
     assert_int_equal(rl_stream_new(&s, ss_url(ss), &o), RL_OK);
     ss_ledger(ss, 1, 10);

@@ -22,6 +22,22 @@
  * given) for the URL's host (or tls_server_name): a DNS name is matched against the certificate's
  * names and sent as SNI, an IP literal is matched against its IP addresses. Host names are resolved
  * with a blocking getaddrinfo(), which neither the dial timeout nor rl_stream_cancel can cut short.
+ *
+ * ABI and versions. The library is libremoteledger.so.RL_VERSION_MAJOR (this release: .so.1). The
+ * rules that keep a program built against one 1.x header working with any later 1.y library:
+ *   - MAJOR (and with it the SONAME) changes only when the ABI breaks: a function removed or its
+ *     signature changed, a field of a public struct moved, resized or given another meaning, a
+ *     result code renumbered. 0.x had no rule; 1.0 broke it (rl_options gained struct_size, zero
+ *     values became defaults), hence .so.1.
+ *   - MINOR grows when something is added: functions, result codes, rl_options fields. Fields are
+ *     only ever appended to rl_options, after the previous layout's last byte (never into its
+ *     padding), and a zero always means "the default", so an older caller's struct, shorter and
+ *     zero-filled by the library past its struct_size, asks for the defaults of what it does not
+ *     know. rl_ledger_info and rl_range are filled by the library or passed by value and never
+ *     grow within a major version.
+ *   - PATCH: fixes only.
+ * Callers may receive result codes newer than their header; treat any unknown one as an error
+ * (rl_result_name says "RL_ERR_UNKNOWN", rl_stream_error still has the message).
  */
 #ifndef CORESTREAM_REMOTELEDGER_H
 #define CORESTREAM_REMOTELEDGER_H
@@ -39,6 +55,22 @@ extern "C" {
 #else
 #define RL_API
 #endif
+
+/* The version of this header. rl_version_number() and rl_version_string() give the library's,
+ * which may be newer (same major, see the ABI rules above). */
+#define RL_VERSION_MAJOR 1
+#define RL_VERSION_MINOR 0
+#define RL_VERSION_PATCH 0
+#define RL_VERSION_NUMBER (RL_VERSION_MAJOR * 10000 + RL_VERSION_MINOR * 100 + RL_VERSION_PATCH)
+#define RL_VERSION_STR_(x) #x
+#define RL_VERSION_STR(x) RL_VERSION_STR_(x)
+#define RL_VERSION_STRING \
+    RL_VERSION_STR(RL_VERSION_MAJOR) "." RL_VERSION_STR(RL_VERSION_MINOR) "." RL_VERSION_STR(RL_VERSION_PATCH)
+
+/* The library's RL_VERSION_NUMBER (10000 * major + 100 * minor + patch: 10000 for 1.0.0), and its
+ * "major.minor.patch" (static storage). Safe from any thread. */
+RL_API unsigned rl_version_number(void);
+RL_API const char *rl_version_string(void);
 
 /* Result of a call. The message of the last failure is rl_stream_error(). */
 typedef enum rl_result {
@@ -96,19 +128,42 @@ RL_API bool rl_info_delivery(const rl_ledger_info *i, int64_t *ns);    /* receiv
 RL_API bool rl_info_pipeline(const rl_ledger_info *i, int64_t *ns);    /* received - emit_start */
 RL_API bool rl_info_emit_window(const rl_ledger_info *i, int64_t *ns); /* emit_end - emit_start */
 
+/* Options for rl_stream_new.
+ *
+ * Why a struct with a size and not an opaque handle with setters: it is one allocation-free value
+ * a caller fills in place (from C with designated initialisers, from Go as a plain C.rl_options),
+ * with nothing to free and no call that can fail per option; struct_size, which the library checks,
+ * is what lets it grow. Start from rl_options_init() (or a zeroed struct with struct_size set to
+ * sizeof(rl_options)): every other field zero, false or NULL means its documented default.
+ *
+ * struct_size rules (rl_stream_new returns RL_ERR_INVALID, with the message in rl_stream_error, when
+ * they are not met):
+ *   - 0 is refused: the library cannot know how much of the struct is there.
+ *   - A size smaller than this header's (a caller built against an older 1.x header) is accepted
+ *     if it is a multiple of the struct's alignment: the fields past it take their defaults, and
+ *     the library never reads past struct_size.
+ *   - A larger size (a caller built against a newer header, run with an older library) is
+ *     accepted only when every byte this library does not know is zero, so no option is silently
+ *     ignored.
+ * The struct is copied by rl_stream_new, strings included: the caller's may go away after it. */
 typedef struct rl_options {
-    /* Largest assembled ledger accepted; a ledger of exactly this size is fine. Negative: no cap.
-     * Default 268435456 (the protocol's ceiling). */
+    /* sizeof(rl_options) as the caller compiled it. rl_options_init sets it. */
+    size_t struct_size;
+    /* Largest assembled ledger accepted; a ledger of exactly this size is fine. 0: the default,
+     * 268435456 (RL_DEFAULT_MAX_MESSAGE_SIZE, the protocol's ceiling). Negative: no cap. */
     int64_t max_message_size;
     /* Largest chunk payload accepted per message (the WebSocket read limit is this plus the
      * 11-byte chunk header, at least 34; a bigger message ends the call with RL_ERR_READ and a
-     * close 1009). 0: 8388608, the largest chunk a server can be configured with. Negative: no
-     * limit. It also bounds what one zstd chunk may expand to: min(this, 8388608). */
+     * close 1009). 0: the default, 8388608 (RL_DEFAULT_MAX_CHUNK_SIZE), the largest chunk a server
+     * can be configured with. Negative: no limit. It also bounds what one zstd chunk may expand
+     * to: min(this, 8388608). */
     int64_t max_chunk_size;
-    /* Bound on connecting and the handshake, in nanoseconds. Default 30 s. ≤ 0: unbounded
+    /* Bound on resolving-and-connecting the TCP socket, in nanoseconds (the name lookup itself
+     * cannot be cut short). 0: the default, 30 s (RL_DEFAULT_DIAL_TIMEOUT_NS). Negative: unbounded
      * (rl_stream_cancel still applies). */
     int64_t dial_timeout_ns;
-    /* Called on the iterating thread just before each ledger is handed over. May be NULL. */
+    /* Called on the iterating thread just before each ledger is handed over. May be NULL (the
+     * default). */
     void (*observer)(const rl_ledger_info *info, void *ctx);
     void *observer_ctx;
 
@@ -139,17 +194,27 @@ typedef struct rl_options {
     const char *bearer_token;
 } rl_options;
 
-/* Fills the defaults above (every field not mentioned is 0, false or NULL). */
-RL_API void rl_options_init(rl_options *o);
+/* What a zero option means. */
+#define RL_DEFAULT_MAX_MESSAGE_SIZE 268435456LL
+#define RL_DEFAULT_MAX_CHUNK_SIZE 8388608LL
+#define RL_DEFAULT_DIAL_TIMEOUT_NS 30000000000LL
+
+/* Every option at its default: zeroed, with struct_size set to this header's sizeof(rl_options).
+ * Inline, so the size is the caller's (a library function could not know it). */
+static inline void rl_options_init(rl_options *o) { *o = (rl_options){.struct_size = sizeof(rl_options)}; }
 
 typedef struct rl_stream rl_stream;
 
 /* url: ws://, wss://, http:// (→ ws) or https:// (→ wss) with a host; an empty or "/" path means
  * /stream; other query parameters (a token, say) are kept. opts may be NULL for the defaults; they
- * are copied, strings included. Returns RL_ERR_INVALID for a URL or options that can never work (the message says why, in the
- * prototype's words; *out is still set so rl_stream_error can be read, every later
- * rl_stream_raw_ledgers returns the same error, and the stream must be freed). Returns
- * RL_ERR_NOMEM with *out NULL when the stream cannot be allocated. */
+ * are copied, strings included. Returns RL_ERR_INVALID for a URL or options that can never work
+ * (the message says why: in the prototype's words for a URL, naming the field for an option, e.g.
+ *   remoteledger: rl_options.struct_size is 0: set it to sizeof(rl_options) (rl_options_init does)
+ *   remoteledger: rl_options.struct_size 12 is not a multiple of 8
+ *   remoteledger: rl_options.struct_size 200 sets options this library (1.0.0, 104 bytes) does not know
+ * ; *out is still set so rl_stream_error can be read, every later rl_stream_raw_ledgers returns the
+ * same error, and the stream must be freed). Returns RL_ERR_NOMEM with *out NULL when the stream
+ * cannot be allocated. */
 RL_API rl_result rl_stream_new(rl_stream **out, const char *url, const rl_options *opts);
 RL_API void rl_stream_free(rl_stream *s);
 

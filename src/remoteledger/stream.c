@@ -23,7 +23,6 @@
 #include "remoteledger/wsframe.h"
 #include "wire/wire.h"
 
-#define DEFAULT_DIAL_TIMEOUT_NS (30LL * 1000000000LL)
 /* Socket reads go into this per-call buffer, and the framing parser consumes it in place. Measured
  * on loopback (2 vCPUs) with lws's RAW socket before: throughput is flat from 64 KiB to 4 MiB
  * (memory-bound, about 3 GB/s per client core for raw chunks), but 64 KiB and 256 KiB wake the
@@ -103,13 +102,11 @@ bool rl_info_emit_window(const rl_ledger_info *i, int64_t *ns)
     return true;
 }
 
-void rl_options_init(rl_options *o)
-{
-    memset(o, 0, sizeof *o);
-    o->max_message_size = CS_MAX_PAYLOAD_SIZE;
-    o->max_chunk_size = CS_MAX_CHUNK_SIZE;
-    o->dial_timeout_ns = DEFAULT_DIAL_TIMEOUT_NS;
-}
+unsigned rl_version_number(void) { return RL_VERSION_NUMBER; }
+const char *rl_version_string(void) { return RL_VERSION_STRING; }
+
+_Static_assert(RL_DEFAULT_MAX_MESSAGE_SIZE == CS_MAX_PAYLOAD_SIZE, "the documented cap is the protocol's");
+_Static_assert(RL_DEFAULT_MAX_CHUNK_SIZE == CS_MAX_CHUNK_SIZE, "the documented chunk bound is the protocol's");
 
 /* ---- the stream ----------------------------------------------------------------------------- */
 
@@ -135,6 +132,37 @@ static int check_options(const rl_options *o, cs_err *err)
     return 0;
 }
 
+/* The caller's options, as much of them as its struct_size says it has, into *o with every zero
+ * resolved to its default. 0, or -1 with the message in err (and *o all defaults). */
+static int copy_options(rl_options *o, const rl_options *in, cs_err *err)
+{
+    *o = (rl_options){.struct_size = sizeof *o};
+    if (in) {
+        size_t n = in->struct_size;
+        if (n == 0)
+            return cs_err_set(err, RL_ERR_INVALID, "remoteledger: rl_options.struct_size is 0: set it to "
+                                                   "sizeof(rl_options) (rl_options_init does)");
+        if (n % _Alignof(rl_options) != 0)
+            return cs_err_set(err, RL_ERR_INVALID, "remoteledger: rl_options.struct_size %zu is not a multiple of %zu",
+                              n, (size_t)_Alignof(rl_options));
+        /* A newer caller's fields this library does not know must all be zero (their default). */
+        for (size_t i = sizeof *o; i < n; i++)
+            if (((const unsigned char *)in)[i] != 0)
+                return cs_err_set(err, RL_ERR_INVALID,
+                                  "remoteledger: rl_options.struct_size %zu sets options this library (%s, %zu "
+                                  "bytes) does not know",
+                                  n, RL_VERSION_STRING, sizeof *o);
+        memcpy(o, in, n < sizeof *o ? n : sizeof *o);
+        o->struct_size = sizeof *o;
+    }
+    if (o->max_message_size == 0)
+        o->max_message_size = RL_DEFAULT_MAX_MESSAGE_SIZE;
+    if (o->dial_timeout_ns == 0)
+        o->dial_timeout_ns = RL_DEFAULT_DIAL_TIMEOUT_NS;
+    /* max_chunk_size 0 is resolved by rli_read_limit and rli_expand_bound. */
+    return 0;
+}
+
 rl_result rl_stream_new(rl_stream **out, const char *url, const rl_options *opts)
 {
     *out = NULL;
@@ -144,10 +172,11 @@ rl_result rl_stream_new(rl_stream **out, const char *url, const rl_options *opts
     atomic_init(&s->cancelled, false);
     pthread_mutex_init(&s->mu, NULL);
     s->live_wake = -1;
-    if (opts)
-        s->opts = *opts;
-    else
-        rl_options_init(&s->opts);
+    if (copy_options(&s->opts, opts, &s->url_err)) {
+        s->err = s->url_err;
+        *out = s;
+        return (rl_result)s->url_err.kind;
+    }
     rl_options *o = &s->opts;
     if (!own_string(&o->tls_ca_file, &s->tls_ca_file) || !own_string(&o->tls_ca_dir, &s->tls_ca_dir) ||
         !own_string(&o->tls_server_name, &s->tls_server_name) ||
