@@ -1582,17 +1582,19 @@ static void test_dial_failures(void **state)
     assert_true(c.elapsed_ms < 2500);
     rl_stream_free(c.s);
 
-    /* a server that accepts and never answers the upgrade: the dial timeout fires */
+    /* a server that accepts and never answers the upgrade: the handshake timeout fires */
     ss_server *ss = ss_start();
     ss_no_handshake(ss);
-    o.dial_timeout_ns = 200000000LL;
+    o.handshake_timeout_ns = 200000000LL;
     collected_reset(&c);
-    drain_expect(ss, &o, rl_unbounded_range(1), &c, RL_ERR_DIAL, 0, NULL);
+    drain_expect(ss, &o, rl_unbounded_range(1), &c, RL_ERR_HANDSHAKE_TIMEOUT, 0, NULL);
     char want[256];
-    snprintf(want, sizeof want, "remoteledger: dial %s/stream?start=1: context deadline exceeded", ss_url(ss));
+    snprintf(want, sizeof want, "remoteledger: dial %s/stream?start=1: handshake timeout: no upgrade response within 200ms",
+             ss_url(ss));
     assert_string_equal(c.err, want);
     if (c.elapsed_ms < 190 || c.elapsed_ms > 2000)
-        fail_msg("a 200 ms dial timeout took %lld ms", (long long)c.elapsed_ms);
+        fail_msg("a 200 ms handshake timeout took %lld ms", (long long)c.elapsed_ms);
+    assert_string_equal(rl_result_name(RL_ERR_HANDSHAKE_TIMEOUT), "RL_ERR_HANDSHAKE_TIMEOUT");
     ss_stop(ss);
 
     /* the upgrade refused */
@@ -1621,7 +1623,7 @@ static void test_dial_failures(void **state)
 }
 
 /* wss:// (and https://) dial with TLS: against a server that never speaks TLS the handshake cannot
- * finish, and the dial timeout ends it. */
+ * finish, and the handshake timeout ends it. */
 static void test_wss_dial_timeout(void **state)
 {
     (void)state;
@@ -1629,18 +1631,74 @@ static void test_wss_dial_timeout(void **state)
     ss_no_handshake(ss);
     rl_options o;
     rl_options_init(&o);
-    o.dial_timeout_ns = 300000000LL;
+    o.handshake_timeout_ns = 300000000LL;
     char url[128];
     snprintf(url, sizeof url, "wss://127.0.0.1:%d", ss_port(ss));
     collected c = {0};
     drain_url(url, &o, rl_unbounded_range(1), &c);
-    expect(&c, RL_ERR_DIAL, 0);
+    expect(&c, RL_ERR_HANDSHAKE_TIMEOUT, 0);
     char want[256];
-    snprintf(want, sizeof want, "remoteledger: dial wss://127.0.0.1:%d/stream?start=1: ", ss_port(ss));
-    assert_contains(c.err, want);
-    assert_true(c.elapsed_ms < 3000);
+    snprintf(want, sizeof want, "remoteledger: dial wss://127.0.0.1:%d/stream?start=1: handshake timeout: no TLS "
+             "handshake within 300ms", ss_port(ss));
+    assert_string_equal(c.err, want);
+    assert_true(c.elapsed_ms >= 290 && c.elapsed_ms < 3000);
     drain_done(ss, &c);
     ss_stop(ss);
+}
+
+/* The idle timeout: a server that completes the upgrade and then says nothing; one that goes
+ * silent after a ledger (the clock restarts at each message); one that keeps sending bytes of a
+ * message it never completes (bytes are not messages). */
+static void test_idle_timeout(void **state)
+{
+    (void)state;
+    rl_options o;
+    rl_options_init(&o);
+    o.idle_timeout_ns = 300000000LL;
+
+    ss_server *ss = ss_start();
+    ss_stall(ss);
+    collected c = {0};
+    drain_expect(ss, &o, rl_unbounded_range(1), &c, RL_ERR_IDLE_TIMEOUT, 0,
+                 "remoteledger: read: idle timeout: no complete message for 300ms");
+    if (c.elapsed_ms < 290 || c.elapsed_ms > 3000)
+        fail_msg("a 300 ms idle timeout took %lld ms", (long long)c.elapsed_ms);
+    assert_int_equal(ss_client_close(ss, 0, NULL, 0), 0); /* dropped, no close frame */
+    assert_string_equal(rl_result_name(RL_ERR_IDLE_TIMEOUT), "RL_ERR_IDLE_TIMEOUT");
+    ss_stop(ss);
+
+    ss = ss_start();
+    ss_ledger(ss, 1, 100);
+    ss_ledger(ss, 2, 100);
+    ss_stall(ss);
+    collected_reset(&c);
+    drain_expect(ss, &o, rl_unbounded_range(1), &c, RL_ERR_IDLE_TIMEOUT, 2,
+                 "remoteledger: read: idle timeout: no complete message for 300ms");
+    ss_stop(ss);
+
+    ss = ss_start();
+    uint8_t part[64] = {0};
+    ss_begin(ss, 1, 0);
+    ss_send_partial(ss, part, sizeof part, 100000); /* a CHUNK frame that never completes */
+    ss_stall(ss);
+    collected_reset(&c);
+    drain_expect(ss, &o, rl_unbounded_range(1), &c, RL_ERR_IDLE_TIMEOUT, 0, NULL);
+    ss_stop(ss);
+
+    /* negative: no idle timeout; only a cancel ends the wait */
+    ss = ss_start();
+    o.idle_timeout_ns = -1;
+    rl_stream *s;
+    assert_int_equal(rl_stream_new(&s, ss_url(ss), &o), RL_OK);
+    ss_ledger(ss, 1, 10);
+    ss_call(ss, cancel_stream, s);
+    ss_stall(ss);
+    collected_reset(&c);
+    assert_int_equal(rl_stream_raw_ledgers(s, rl_unbounded_range(1), on_ledger, &c), RL_ERR_CANCELLED);
+    rl_stream_free(s);
+    assert_true(ss_wait(ss, SERVER_WAIT_MS));
+    ss_stop(ss);
+    collected_free(&c);
 }
 
 /* 146 */
@@ -2697,6 +2755,7 @@ int main(void)
         cmocka_unit_test(test_consumer_done),
         cmocka_unit_test(test_dial_failures),
         cmocka_unit_test(test_wss_dial_timeout),
+        cmocka_unit_test(test_idle_timeout),
         cmocka_unit_test(test_rejects_ceiling_range_before_dialing),
         cmocka_unit_test(test_expands_compressed_chunks),
         cmocka_unit_test(test_rejects_corrupt_compressed_chunk),

@@ -81,8 +81,8 @@ typedef enum rl_result {
     RL_ERR_TRUNCATED = 3,      /* the stream closed before the bounded range was delivered, or
                                   mid-ledger */
     RL_ERR_PROTOCOL = 4,       /* malformed message, bad count, length or checksum, payload cap */
-    RL_ERR_DIAL = 5,           /* could not connect (or not within dial_timeout_ns), or the
-                                  WebSocket handshake failed: a status other than 101, e.g.
+    RL_ERR_DIAL = 5,           /* could not connect, or the WebSocket handshake failed: a status
+                                  other than 101, e.g.
                                   "server requires a token (401)" when no bearer_token was set,
                                   "server rejected the token (401)" when one was */
     RL_ERR_READ = 6,           /* transport error, or a close code other than 1000/1001/4001 */
@@ -94,6 +94,14 @@ typedef enum rl_result {
                                   two ends disagree on TLS itself (a plain server on wss://, a TLS
                                   server on ws://), or a CA, certificate or key file cannot be
                                   loaded. The message names the cause in words. */
+    RL_ERR_DIAL_TIMEOUT = 11,  /* no TCP connection within dial_timeout_ns */
+    RL_ERR_HANDSHAKE_TIMEOUT = 12, /* connected, but the TLS handshake and the WebSocket upgrade
+                                  did not finish within handshake_timeout_ns (a server that
+                                  accepts and never answers: overloaded, wedged, or stopped with
+                                  SIGSTOP while its kernel still accepts) */
+    RL_ERR_IDLE_TIMEOUT = 13,  /* subscribed, but no complete message arrived for
+                                  idle_timeout_ns (a server that went silent or was paused; a
+                                  dead peer's kernel is found by TCP keepalive too) */
 } rl_result;
 
 /* Stable name of a result, e.g. "RL_ERR_GAP". */
@@ -158,9 +166,10 @@ typedef struct rl_options {
      * can be configured with. Negative: no limit. It also bounds what one zstd chunk may expand
      * to: min(this, 8388608). */
     int64_t max_chunk_size;
-    /* Bound on resolving-and-connecting the TCP socket, in nanoseconds (the name lookup itself
-     * cannot be cut short). 0: the default, 30 s (RL_DEFAULT_DIAL_TIMEOUT_NS). Negative: unbounded
-     * (rl_stream_cancel still applies). */
+    /* Bound on connecting the TCP socket (to every address the name has, in turn), in
+     * nanoseconds; the name lookup itself cannot be cut short. RL_ERR_DIAL_TIMEOUT when it passes.
+     * 0: the default, 30 s (RL_DEFAULT_DIAL_TIMEOUT_NS). Negative: unbounded (rl_stream_cancel
+     * still applies, as it does to every wait). */
     int64_t dial_timeout_ns;
     /* Called on the iterating thread just before each ledger is handed over. May be NULL (the
      * default). */
@@ -192,12 +201,28 @@ typedef struct rl_options {
      * Copied by rl_stream_new; NULL or "" sends none (the default). A token with a control
      * character is RL_ERR_INVALID at rl_stream_new. */
     const char *bearer_token;
+
+    /* Bound on the TLS handshake (wss://) and the WebSocket upgrade together, from the moment
+     * the TCP connection is up until the server's 101; RL_ERR_HANDSHAKE_TIMEOUT when it passes.
+     * 0: the default, 10 s (RL_DEFAULT_HANDSHAKE_TIMEOUT_NS). Negative: unbounded. */
+    int64_t handshake_timeout_ns;
+    /* Once subscribed, the longest the library waits for the next complete WebSocket message
+     * (a ledger's BEGIN, one of its CHUNKs or its END; pings do not count) before it gives up
+     * with RL_ERR_IDLE_TIMEOUT, dropping the connection. Only time spent waiting inside the
+     * library counts: the clock restarts when a ledger's callback returns (or, with
+     * rl_stream_next, when the next call is made). Set it above the server's quiet periods: the
+     * ledger close interval (about 5 s on Stellar's networks), and a subscriber queued for a
+     * ring catch-up (corestreamd --max-replays), which is sent nothing while it waits.
+     * 0: the default, 60 s (RL_DEFAULT_IDLE_TIMEOUT_NS). Negative: none. */
+    int64_t idle_timeout_ns;
 } rl_options;
 
 /* What a zero option means. */
 #define RL_DEFAULT_MAX_MESSAGE_SIZE 268435456LL
 #define RL_DEFAULT_MAX_CHUNK_SIZE 8388608LL
 #define RL_DEFAULT_DIAL_TIMEOUT_NS 30000000000LL
+#define RL_DEFAULT_HANDSHAKE_TIMEOUT_NS 10000000000LL
+#define RL_DEFAULT_IDLE_TIMEOUT_NS 60000000000LL
 
 /* Every option at its default: zeroed, with struct_size set to this header's sizeof(rl_options).
  * Inline, so the size is the caller's (a library function could not know it). */
@@ -246,7 +271,9 @@ RL_API void rl_stream_cancel(rl_stream *s);
  * "remoteledger: ledger sequence gap: got ledger 8, expected 7". "" after success. Failures of the
  * dial name the endpoint and the cause, e.g.
  *   remoteledger: dial wss://box:8462/stream?start=1: dial tcp 10.0.0.5:8462: connect: connection refused
- *   remoteledger: dial wss://...: context deadline exceeded
+ *   remoteledger: dial wss://...: dial timeout: not connected within 30s
+ *   remoteledger: dial wss://...: handshake timeout: no TLS handshake within 10s
+ *   remoteledger: dial ws://...: handshake timeout: no upgrade response within 10s
  *   remoteledger: dial wss://...: certificate verify failed: hostname mismatch for box
  *   remoteledger: dial wss://...: certificate verify failed: certificate has expired
  *   remoteledger: dial wss://...: certificate verify failed: unable to get local issuer certificate

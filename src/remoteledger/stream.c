@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/godur.h"
 #include "common/goquote.h"
 #include "corestream/remoteledger.h"
 #include "corestream/wire.h"
@@ -68,6 +69,9 @@ const char *rl_result_name(rl_result r)
         [RL_ERR_INVALID] = "RL_ERR_INVALID",
         [RL_ERR_NOMEM] = "RL_ERR_NOMEM",
         [RL_ERR_TLS] = "RL_ERR_TLS",
+        [RL_ERR_DIAL_TIMEOUT] = "RL_ERR_DIAL_TIMEOUT",
+        [RL_ERR_HANDSHAKE_TIMEOUT] = "RL_ERR_HANDSHAKE_TIMEOUT",
+        [RL_ERR_IDLE_TIMEOUT] = "RL_ERR_IDLE_TIMEOUT",
     };
     if ((unsigned)r < sizeof names / sizeof names[0] && names[r])
         return names[r];
@@ -159,6 +163,10 @@ static int copy_options(rl_options *o, const rl_options *in, cs_err *err)
         o->max_message_size = RL_DEFAULT_MAX_MESSAGE_SIZE;
     if (o->dial_timeout_ns == 0)
         o->dial_timeout_ns = RL_DEFAULT_DIAL_TIMEOUT_NS;
+    if (o->handshake_timeout_ns == 0)
+        o->handshake_timeout_ns = RL_DEFAULT_HANDSHAKE_TIMEOUT_NS;
+    if (o->idle_timeout_ns == 0)
+        o->idle_timeout_ns = RL_DEFAULT_IDLE_TIMEOUT_NS;
     /* max_chunk_size 0 is resolved by rli_read_limit and rli_expand_bound. */
     return 0;
 }
@@ -248,7 +256,10 @@ typedef struct rli_conn {
     int64_t read_limit;
 
     rli_tp tp;
-    int64_t dial_deadline_ms;   /* until established; -1: none */
+    int64_t dial_deadline_ms;   /* for the TCP connect; -1: none */
+    int64_t hs_deadline_ms;     /* for TLS and the upgrade, until established; -1: none */
+    int64_t idle_ms;            /* once established: the idle timeout, -1 for none */
+    int64_t last_msg_ms;        /* when the idle clock last restarted (a message, a hand-over) */
     int64_t linger_deadline_ms; /* while linger */
     uint8_t *rbuf;              /* RBUF_SIZE */
     uint8_t *out;               /* what is still to be written: the request, then control frames */
@@ -366,7 +377,9 @@ static int deliver(rli_conn *c)
     info.received_unix_nano = now_unix_nano();
     if (c->s->opts.observer)
         c->s->opts.observer(&info, c->s->opts.observer_ctx);
-    if (c->fn && c->fn(data, len, &info, c->fn_ctx) != 0) {
+    int stop = c->fn ? c->fn(data, len, &info, c->fn_ctx) : 0;
+    c->last_msg_ms = rli_mono_ms(); /* the consumer's time is not the server's silence */
+    if (stop) {
         conn_ok(c);
         queue_close(c, CS_CLOSE_NORMAL, "consumer done");
         return 0;
@@ -386,6 +399,7 @@ static int deliver(rli_conn *c)
 static int after_message(rli_conn *c, rli_asm_status st, cs_err *err)
 {
     c->in_msg = false;
+    c->last_msg_ms = rli_mono_ms();
     if (st == RLI_ASM_ERROR) {
         conn_fail(c, (rl_result)err->kind, "%s", err->msg);
         return -1;
@@ -651,6 +665,7 @@ static int on_bytes(rli_conn *c, const uint8_t *in, size_t len)
             return -1;
         }
         c->established = true;
+        c->last_msg_ms = rli_mono_ms();
         in += used;
         len -= used;
     }
@@ -708,14 +723,24 @@ static void serve(rli_conn *c)
         }
         if (progress)
             continue;
-        int64_t deadline = c->established ? -1 : c->dial_deadline_ms;
-        if (c->linger && (deadline < 0 || c->linger_deadline_ms < deadline))
+        int64_t deadline = c->hs_deadline_ms;
+        if (c->established)
+            deadline = c->idle_ms >= 0 ? c->last_msg_ms + c->idle_ms : -1;
+        if (c->done)
             deadline = c->linger_deadline_ms;
         rli_tp_status st = rli_tp_wait(&c->tp, !c->rx_off && !c->done, c->out_off < c->out_len, deadline);
         if (st == RLI_TP_TIMEOUT) {
-            if (!c->done)
-                conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: context deadline exceeded", c->s->endpoint);
-            return; /* or the close frame could not be written in time: drop */
+            if (c->done)
+                return; /* the close frame could not be written in time: drop */
+            char d[CS_DUR_STR_MAX];
+            if (c->established)
+                conn_fail(c, RL_ERR_IDLE_TIMEOUT, "remoteledger: read: idle timeout: no complete message for %s",
+                          cs_dur_format(c->s->opts.idle_timeout_ns, d, sizeof d));
+            else
+                conn_fail(c, RL_ERR_HANDSHAKE_TIMEOUT,
+                          "remoteledger: dial %s: handshake timeout: no upgrade response within %s", c->s->endpoint,
+                          cs_dur_format(c->s->opts.handshake_timeout_ns, d, sizeof d));
+            return;
         }
         if (st == RLI_TP_WOKEN && c->done)
             return; /* cancelled while a close was on its way out: drop now */
@@ -729,16 +754,32 @@ static void serve(rli_conn *c)
     }
 }
 
-/* A dial step that did not succeed. */
-static void dial_failed(rli_conn *c, rli_tp_status st)
+/* A dial step (the TCP connect, or the TLS handshake when tls) that did not succeed. */
+static void dial_failed(rli_conn *c, rli_tp_status st, bool tls)
 {
+    char d[CS_DUR_STR_MAX];
     if (st == RLI_TP_WOKEN || atomic_load(&c->s->cancelled))
         conn_cancelled(c);
+    else if (st == RLI_TP_TIMEOUT && tls)
+        conn_fail(c, RL_ERR_HANDSHAKE_TIMEOUT, "remoteledger: dial %s: handshake timeout: no TLS handshake within %s",
+                  c->s->endpoint, cs_dur_format(c->s->opts.handshake_timeout_ns, d, sizeof d));
     else if (st == RLI_TP_TIMEOUT)
-        conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: context deadline exceeded", c->s->endpoint);
+        conn_fail(c, RL_ERR_DIAL_TIMEOUT, "remoteledger: dial %s: dial timeout: not connected within %s",
+                  c->s->endpoint, cs_dur_format(c->s->opts.dial_timeout_ns, d, sizeof d));
     else
         conn_fail(c, c->tp.err_tls ? RL_ERR_TLS : RL_ERR_DIAL, "remoteledger: dial %s: %s", c->s->endpoint,
                   c->tp.err);
+}
+
+/* A timeout option (resolved: positive, or negative for none) in whole milliseconds, rounded up;
+ * -1 for none. */
+static int64_t ns_to_ms(int64_t ns) { return ns > 0 ? ns / 1000000 + (ns % 1000000 != 0) : -1; }
+
+/* The monotonic deadline that far from now; -1 for none. */
+static int64_t deadline_after(int64_t ns)
+{
+    int64_t ms = ns_to_ms(ns);
+    return ms < 0 ? -1 : rli_mono_ms() + ms;
 }
 
 static void publish(rl_stream *s, int wake)
@@ -751,8 +792,9 @@ static void publish(rl_stream *s, int wake)
 static rl_result run(rl_stream *s, rli_conn *c, const char *target)
 {
     const rli_url *u = &s->url;
-    int64_t dial_ns = s->opts.dial_timeout_ns;
-    c->dial_deadline_ms = dial_ns > 0 ? rli_mono_ms() + (dial_ns + 999999) / 1000000 : -1;
+    c->dial_deadline_ms = deadline_after(s->opts.dial_timeout_ns);
+    c->hs_deadline_ms = -1;
+    c->idle_ms = ns_to_ms(s->opts.idle_timeout_ns);
     rli_hs_key_new(c->key);
     rli_hs_reader_init(&c->hs);
     rli_ws_parser_init(&c->wp);
@@ -772,8 +814,10 @@ static rl_result run(rl_stream *s, rli_conn *c, const char *target)
     else if (u->port < 0)
         conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: invalid port", s->endpoint);
     else if ((st = rli_tp_connect(&c->tp, u->hostname, u->port, c->dial_deadline_ms)) != RLI_TP_OK)
-        dial_failed(c, st);
-    else if (u->tls) {
+        dial_failed(c, st, false);
+    if (!c->done) /* connected: the handshake's clock starts */
+        c->hs_deadline_ms = deadline_after(s->opts.handshake_timeout_ns);
+    if (!c->done && u->tls) {
         const rl_options *o = &s->opts;
         rli_tls_config cfg = {
             .ca_file = o->tls_ca_file,
@@ -783,8 +827,8 @@ static rl_result run(rl_stream *s, rli_conn *c, const char *target)
             .key_file = o->tls_key_file,
             .insecure_skip_verify = o->tls_insecure_skip_verify,
         };
-        if ((st = rli_tp_tls_start(&c->tp, &cfg, u->hostname, c->dial_deadline_ms)) != RLI_TP_OK)
-            dial_failed(c, st);
+        if ((st = rli_tp_tls_start(&c->tp, &cfg, u->hostname, c->hs_deadline_ms)) != RLI_TP_OK)
+            dial_failed(c, st, true);
     }
     if (!c->done)
         serve(c);

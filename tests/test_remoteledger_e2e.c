@@ -1,0 +1,203 @@
+/* libremoteledger against a real corestreamd process (started from its binary on 127.0.0.1 with
+ * an ephemeral port and a scratch data dir), for what only a real process shows: a server paused
+ * with SIGSTOP, whose kernel still accepts connections and holds them, but which sends nothing.
+ * Also the dial timeout, against a listener whose accept queue is full (its kernel drops SYNs). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "corestream/remoteledger.h"
+#include "support/procharness.h"
+#include "support/tmpdir.h"
+
+#ifndef CORESTREAMD_BIN
+#error "CORESTREAMD_BIN must name the binary under test"
+#endif
+#define WAIT_MS 20000
+#define MS 1000000LL
+
+static cs_tmpdir g_tmp;
+static cs_proc g_proc;
+static bool g_live;    /* g_proc runs */
+static bool g_stopped; /* ...and is SIGSTOPped */
+
+static int setup(void **state)
+{
+    (void)state;
+    return cs_tmpdir_make(&g_tmp, "rle2e");
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    if (g_stopped)
+        kill(g_proc.pid, SIGCONT);
+    if (g_live)
+        cs_proc_free(&g_proc);
+    g_live = g_stopped = false;
+    cs_tmpdir_remove(&g_tmp);
+    return 0;
+}
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* corestreamd with a fast synthetic source: a 1000-byte ledger every 20 ms. */
+static void start_daemon(void)
+{
+    char datadir[PATH_MAX + 32];
+    snprintf(datadir, sizeof datadir, "--data-dir=%s/data", g_tmp.path);
+    char *argv[] = {CORESTREAMD_BIN, datadir, "--listen", "127.0.0.1:0", "--source", "synthetic",
+                    "--synthetic-interval", "20ms", "--emit-window", "0", "--synthetic-size", "1000", NULL};
+    assert_int_equal(cs_proc_start(&g_proc, argv), 0);
+    g_live = true;
+    assert_int_equal(cs_proc_wait_listening(&g_proc, WAIT_MS), 0);
+}
+
+static void url_of(char *buf, size_t len) { snprintf(buf, len, "ws://127.0.0.1:%d", g_proc.port); }
+
+typedef struct pauser {
+    int count;
+    int pause_after; /* SIGSTOP the daemon after this many ledgers (0: never) */
+    int64_t paused_ms;
+} pauser;
+
+static int pause_daemon(const uint8_t *p, size_t n, const rl_ledger_info *info, void *ctx)
+{
+    (void)p, (void)n, (void)info;
+    pauser *z = ctx;
+    if (++z->count == z->pause_after) {
+        assert_int_equal(kill(g_proc.pid, SIGSTOP), 0);
+        g_stopped = true;
+        z->paused_ms = mono_ms();
+    }
+    return 0;
+}
+
+/* Paused mid-stream: the idle timeout ends the call; paused before a dial: the kernel accepts,
+ * nobody answers the upgrade, and the handshake timeout ends it. Resumed, the same stream works. */
+static void test_idle_and_handshake_timeouts_against_sigstop(void **state)
+{
+    (void)state;
+    start_daemon();
+    char url[64];
+    url_of(url, sizeof url);
+    rl_options o;
+    rl_options_init(&o);
+    o.idle_timeout_ns = 500 * MS;
+    o.handshake_timeout_ns = 300 * MS;
+    rl_stream *s;
+    assert_int_equal(rl_stream_new(&s, url, &o), RL_OK);
+
+    pauser z = {.pause_after = 3};
+    assert_int_equal(rl_stream_raw_ledgers(s, rl_unbounded_range(0), pause_daemon, &z), RL_ERR_IDLE_TIMEOUT);
+    assert_string_equal(rl_stream_error(s), "remoteledger: read: idle timeout: no complete message for 500ms");
+    assert_true(z.count >= 3);
+    int64_t waited = mono_ms() - z.paused_ms;
+    if (waited < 490 || waited > 5000)
+        fail_msg("the idle timeout came %lld ms after the pause", (long long)waited);
+
+    int64_t t0 = mono_ms();
+    assert_int_equal(rl_stream_raw_ledgers(s, rl_unbounded_range(0), NULL, NULL), RL_ERR_HANDSHAKE_TIMEOUT);
+    char want[256];
+    snprintf(want, sizeof want, "remoteledger: dial %s/stream?start=0: handshake timeout: no upgrade response within 300ms",
+             url);
+    assert_string_equal(rl_stream_error(s), want);
+    int64_t took = mono_ms() - t0;
+    if (took < 290 || took > 5000)
+        fail_msg("a 300 ms handshake timeout took %lld ms", (long long)took);
+
+    assert_int_equal(kill(g_proc.pid, SIGCONT), 0);
+    g_stopped = false;
+    z = (pauser){0};
+    assert_int_equal(rl_stream_raw_ledgers(s, rl_bounded_range(1, 5), pause_daemon, &z), RL_OK);
+    assert_int_equal(z.count, 5);
+    rl_stream_free(s);
+    assert_int_equal(cs_proc_stop(&g_proc, SIGTERM, WAIT_MS), 0);
+    cs_proc_free(&g_proc);
+    g_live = false;
+}
+
+/* A loopback listener that never accepts, with a backlog of 0, filled by connections of our own:
+ * the kernel then drops further SYNs, so a connect hangs until its timeout. Returns the port;
+ * fills fds[0..*n). */
+static int full_listener(int *lfd, int *fds, int *n, int max)
+{
+    *lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(*lfd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(*lfd, 0), 0);
+    socklen_t al = sizeof a;
+    assert_int_equal(getsockname(*lfd, (struct sockaddr *)&a, &al), 0);
+    *n = 0;
+    /* Connect until one stays pending for 200 ms: the queue is full from then on. */
+    while (*n < max) {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+        fds[(*n)++] = fd;
+        if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0)
+            continue;
+        assert_int_equal(errno, EINPROGRESS);
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        if (poll(&p, 1, 200) == 0)
+            return ntohs(a.sin_port);
+    }
+    fail_msg("the listen queue never filled after %d connections", max);
+    return -1;
+}
+
+static void test_dial_timeout(void **state)
+{
+    (void)state;
+    int lfd, fds[16], n;
+    int port = full_listener(&lfd, fds, &n, 16);
+    char url[64];
+    snprintf(url, sizeof url, "ws://127.0.0.1:%d", port);
+    rl_options o;
+    rl_options_init(&o);
+    o.dial_timeout_ns = 300 * MS;
+    rl_stream *s;
+    assert_int_equal(rl_stream_new(&s, url, &o), RL_OK);
+    int64_t t0 = mono_ms();
+    assert_int_equal(rl_stream_raw_ledgers(s, rl_unbounded_range(1), NULL, NULL), RL_ERR_DIAL_TIMEOUT);
+    int64_t took = mono_ms() - t0;
+    char want[256];
+    snprintf(want, sizeof want, "remoteledger: dial %s/stream?start=1: dial timeout: not connected within 300ms", url);
+    assert_string_equal(rl_stream_error(s), want);
+    if (took < 290 || took > 5000)
+        fail_msg("a 300 ms dial timeout took %lld ms", (long long)took);
+    assert_string_equal(rl_result_name(RL_ERR_DIAL_TIMEOUT), "RL_ERR_DIAL_TIMEOUT");
+    rl_stream_free(s);
+    for (int i = 0; i < n; i++)
+        close(fds[i]);
+    close(lfd);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_idle_and_handshake_timeouts_against_sigstop, setup, teardown),
+        cmocka_unit_test(test_dial_timeout),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
