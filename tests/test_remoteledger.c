@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -22,6 +23,7 @@
 #include "remoteledger/endpoint.h"
 #include "remoteledger/handshake.h"
 #include "remoteledger/wsframe.h"
+#include "support/event.h"
 #include "support/rlclient.h"
 #include "support/scriptserver.h"
 #include "wire/wire.h"
@@ -1701,6 +1703,198 @@ static void test_idle_timeout(void **state)
     collected_free(&c);
 }
 
+/* ==== the pull API (rl_stream_open / rl_stream_next / rl_stream_close) ======================== */
+
+static void wait_event(void *arg) { assert_true(event_wait(arg, 10LL * 1000000000LL)); }
+
+static void test_pull_timeouts_and_partial_ledgers(void **state)
+{
+    (void)state;
+    event go;
+    event_init(&go);
+    ss_server *ss = ss_start();
+    ss_ledger(ss, 1, 100);
+    uint8_t raw[200];
+    memset(raw, 2, sizeof raw);
+    ss_begin(ss, 2, 0);
+    ss_chunk(ss, 2, 0, CS_CODEC_RAW, raw, 100);
+    ss_call(ss, wait_event, &go); /* ledger 2 stays half sent until the client has timed out */
+    ss_chunk(ss, 2, 1, CS_CODEC_RAW, raw + 100, 100);
+    ss_end(ss, 2, 2, 200, 0, XXH64(raw, 200, 0));
+    ss_stall(ss);
+
+    rl_stream *s;
+    assert_int_equal(rl_stream_new(&s, ss_url(ss), NULL), RL_OK);
+    const uint8_t *p;
+    size_t n;
+    rl_ledger_info info;
+    assert_int_equal(rl_stream_next(s, -1, &p, &n, &info), RL_ERR_INVALID);
+    assert_string_equal(rl_stream_error(s), "remoteledger: rl_stream_next without an open stream (rl_stream_open)");
+    assert_int_equal(rl_stream_open(s, rl_unbounded_range(1)), RL_OK);
+    assert_string_equal(rl_stream_error(s), "");
+    assert_int_equal(rl_stream_open(s, rl_unbounded_range(1)), RL_ERR_INVALID);
+    assert_string_equal(rl_stream_error(s), "remoteledger: a stream is already open: rl_stream_close it first");
+    assert_int_equal(rl_stream_raw_ledgers(s, rl_unbounded_range(1), NULL, NULL), RL_ERR_INVALID);
+
+    assert_int_equal(rl_stream_next(s, -1, &p, &n, &info), RL_OK);
+    assert_int_equal(info.sequence, 1);
+    assert_int_equal(n, 100);
+    assert_true(info.received_unix_nano > 0);
+    const uint8_t *first = p;
+    int64_t t0 = mono_ms();
+    assert_int_equal(rl_stream_next(s, 150000000LL, &p, &n, &info), RL_AGAIN);
+    int64_t took = mono_ms() - t0;
+    if (took < 140 || took > 3000)
+        fail_msg("a 150 ms next took %lld ms", (long long)took);
+    assert_string_equal(rl_stream_error(s), "");
+    assert_int_equal(rl_stream_next(s, 0, &p, &n, &info), RL_AGAIN); /* 0: poll */
+    event_set(&go);
+    assert_int_equal(rl_stream_next(s, 5000000000LL, &p, &n, &info), RL_OK);
+    assert_int_equal(info.sequence, 2);
+    assert_int_equal(info.chunks, 2);
+    assert_int_equal(n, 200);
+    assert_memory_equal(p, raw, 200);
+    assert_ptr_equal(p, first); /* borrowed: the same assembly buffer */
+    rl_stream_close(s);
+    rl_stream_close(s); /* a no-op */
+    assert_true(ss_wait(ss, SERVER_WAIT_MS));
+    expect_client_close(ss, 0, 1000, "consumer done");
+
+    /* closed: a new session on the same stream */
+    assert_int_equal(rl_stream_next(s, 0, NULL, NULL, NULL), RL_ERR_INVALID);
+    rl_stream_free(s);
+    ss_stop(ss);
+    event_destroy(&go);
+}
+
+/* A bounded range: RL_END after its last ledger (the client closes with "range complete"), and
+ * again on every later call until the session is closed. */
+static void test_pull_end_of_range(void **state)
+{
+    (void)state;
+    ss_server *ss = ss_start();
+    ss_ledger(ss, 7, 10);
+    ss_ledger(ss, 8, 10);
+    rl_stream *s;
+    assert_int_equal(rl_stream_new(&s, ss_url(ss), NULL), RL_OK);
+    assert_int_equal(rl_stream_open(s, rl_bounded_range(7, 8)), RL_OK);
+    rl_ledger_info info;
+    assert_int_equal(rl_stream_next(s, -1, NULL, NULL, &info), RL_OK);
+    assert_int_equal(info.sequence, 7);
+    assert_int_equal(rl_stream_next(s, -1, NULL, NULL, &info), RL_OK);
+    assert_int_equal(info.sequence, 8);
+    assert_int_equal(rl_stream_next(s, -1, NULL, NULL, &info), RL_END);
+    assert_int_equal(rl_stream_next(s, -1, NULL, NULL, &info), RL_END);
+    assert_string_equal(rl_stream_error(s), "");
+    assert_true(ss_wait(ss, SERVER_WAIT_MS));
+    expect_client_close(ss, 0, 1000, "range complete");
+    rl_stream_close(s);
+    ss_stop(ss);
+
+    rl_stream_free(s);
+
+    /* closed right after the last ledger, without asking for more: still "range complete" */
+    ss = ss_start();
+    ss_ledger(ss, 7, 10);
+    ss_stall(ss);
+    assert_int_equal(rl_stream_new(&s, ss_url(ss), NULL), RL_OK);
+    assert_int_equal(rl_stream_open(s, rl_single_ledger_range(7)), RL_OK);
+    assert_int_equal(rl_stream_next(s, -1, NULL, NULL, &info), RL_OK);
+    rl_stream_close(s);
+    assert_true(ss_wait(ss, SERVER_WAIT_MS));
+    expect_client_close(ss, 0, 1000, "range complete");
+    rl_stream_free(s);
+    ss_stop(ss);
+}
+
+/* The idle clock does not run while the caller holds a ledger: only the library's own waiting
+ * counts. The caller here takes 700 ms over ledger 1 (the slowness under test, not a
+ * synchronisation), against a 500 ms idle timeout; ledger 2 is sent only after that. */
+static void test_pull_idle_excludes_the_callers_time(void **state)
+{
+    (void)state;
+    event go;
+    event_init(&go);
+    ss_server *ss = ss_start();
+    ss_ledger(ss, 1, 10);
+    ss_call(ss, wait_event, &go);
+    ss_ledger(ss, 2, 10);
+    ss_stall(ss);
+    rl_options o;
+    rl_options_init(&o);
+    o.idle_timeout_ns = 500000000LL;
+    rl_stream *s;
+    assert_int_equal(rl_stream_new(&s, ss_url(ss), &o), RL_OK);
+    assert_int_equal(rl_stream_open(s, rl_unbounded_range(1)), RL_OK);
+    assert_int_equal(rl_stream_next(s, -1, NULL, NULL, NULL), RL_OK);
+    int64_t t0 = mono_ms();
+    while (mono_ms() - t0 < 700)
+        poll(NULL, 0, 50);
+    event_set(&go);
+    rl_ledger_info info;
+    assert_int_equal(rl_stream_next(s, -1, NULL, NULL, &info), RL_OK);
+    assert_int_equal(info.sequence, 2);
+    /* then the server is silent: the idle timeout, from the library's own wait */
+    assert_int_equal(rl_stream_next(s, -1, NULL, NULL, &info), RL_ERR_IDLE_TIMEOUT);
+    assert_string_equal(rl_stream_error(s), "remoteledger: read: idle timeout: no complete message for 500ms");
+    rl_stream_close(s);
+    rl_stream_free(s);
+    assert_true(ss_wait(ss, SERVER_WAIT_MS));
+    ss_stop(ss);
+    event_destroy(&go);
+}
+
+/* A cancelled stream stays cancelled (sticky) until rl_stream_reset; then it streams again. A
+ * cancel from another thread wakes a blocked rl_stream_next. */
+static void test_reset_after_cancel(void **state)
+{
+    (void)state;
+    event opened;
+    event_init(&opened);
+    ss_server *ss = ss_start();
+    rl_stream *s;
+    assert_int_equal(rl_stream_new(&s, ss_url(ss), NULL), RL_OK);
+    ss_call(ss, wait_event, &opened);
+    ss_ledger(ss, 1, 10);
+    ss_call(ss, cancel_stream, s); /* on the server's thread, while the client waits */
+    ss_stall(ss);
+    ss_next_connection(ss);
+    ss_ledger(ss, 1, 10);
+    ss_next_connection(ss);
+    ss_ledger(ss, 1, 10);
+    ss_stall(ss);
+
+    assert_int_equal(rl_stream_open(s, rl_unbounded_range(1)), RL_OK);
+    event_set(&opened);
+    rl_result r;
+    int got = 0;
+    while ((r = rl_stream_next(s, -1, NULL, NULL, NULL)) == RL_OK && got < 10)
+        got++;
+    assert_int_equal(r, RL_ERR_CANCELLED);
+    assert_string_equal(rl_stream_error(s), "context canceled");
+    rl_stream_close(s);
+    /* sticky: nothing is dialled */
+    assert_int_equal(rl_stream_raw_ledgers(s, rl_single_ledger_range(1), NULL, NULL), RL_ERR_CANCELLED);
+    assert_int_equal(rl_stream_open(s, rl_single_ledger_range(1)), RL_ERR_CANCELLED);
+
+    rl_stream_reset(s);
+    assert_string_equal(rl_stream_error(s), "");
+    assert_int_equal(rl_stream_raw_ledgers(s, rl_single_ledger_range(1), NULL, NULL), RL_OK);
+
+    /* reset also ends an open session, politely */
+    assert_int_equal(rl_stream_open(s, rl_unbounded_range(1)), RL_OK);
+    assert_int_equal(rl_stream_next(s, -1, NULL, NULL, NULL), RL_OK);
+    rl_stream_reset(s);
+    assert_int_equal(rl_stream_next(s, 0, NULL, NULL, NULL), RL_ERR_INVALID);
+    rl_stream_free(s);
+    assert_true(ss_wait(ss, SERVER_WAIT_MS));
+    assert_int_equal(ss_connections(ss), 3);
+    expect_client_close(ss, 1, 1000, "range complete");
+    expect_client_close(ss, 2, 1000, "consumer done");
+    ss_stop(ss);
+    event_destroy(&opened);
+}
+
 /* 146 */
 static void test_rejects_ceiling_range_before_dialing(void **state)
 {
@@ -2756,6 +2950,10 @@ int main(void)
         cmocka_unit_test(test_dial_failures),
         cmocka_unit_test(test_wss_dial_timeout),
         cmocka_unit_test(test_idle_timeout),
+        cmocka_unit_test(test_pull_timeouts_and_partial_ledgers),
+        cmocka_unit_test(test_pull_end_of_range),
+        cmocka_unit_test(test_pull_idle_excludes_the_callers_time),
+        cmocka_unit_test(test_reset_after_cancel),
         cmocka_unit_test(test_rejects_ceiling_range_before_dialing),
         cmocka_unit_test(test_expands_compressed_chunks),
         cmocka_unit_test(test_rejects_corrupt_compressed_chunk),
@@ -2771,5 +2969,10 @@ int main(void)
         cmocka_unit_test(test_close_is_echoed),
         cmocka_unit_test(test_handshake_failures),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    /* Every case twice: through the callback API, then through the pull API (rlclient_pull),
+     * which must behave the same. */
+    int failed = cmocka_run_group_tests_name("callback", tests, NULL, NULL);
+    rlclient_pull = true;
+    failed += cmocka_run_group_tests_name("pull", tests, NULL, NULL);
+    return failed;
 }

@@ -478,5 +478,9 @@ int main(void)
         cmocka_unit_test(test_tls_server_on_ws_url),
         cmocka_unit_test(test_bearer_token),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    /* Through the callback API, then the pull API (rlclient_pull): the same results. */
+    int failed = cmocka_run_group_tests_name("callback", tests, group_setup, group_teardown);
+    rlclient_pull = true;
+    failed += cmocka_run_group_tests_name("pull", tests, group_setup, group_teardown);
+    return failed;
 }

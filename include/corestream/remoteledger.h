@@ -72,7 +72,8 @@ extern "C" {
 RL_API unsigned rl_version_number(void);
 RL_API const char *rl_version_string(void);
 
-/* Result of a call. The message of the last failure is rl_stream_error(). */
+/* Result of a call. The message of the last failure is rl_stream_error(). RL_END and RL_AGAIN are
+ * not failures: only rl_stream_next returns them. */
 typedef enum rl_result {
     RL_OK = 0,
     RL_ERR_TOO_FAR_BEHIND = 1, /* the requested ledger is older than the server retains (close 4001);
@@ -102,6 +103,11 @@ typedef enum rl_result {
     RL_ERR_IDLE_TIMEOUT = 13,  /* subscribed, but no complete message arrived for
                                   idle_timeout_ns (a server that went silent or was paused; a
                                   dead peer's kernel is found by TCP keepalive too) */
+    RL_END = 14,               /* rl_stream_next: the stream is over without an error (a bounded
+                                  range complete, or an unbounded one closed cleanly by the
+                                  server); no ledger was returned */
+    RL_AGAIN = 15,             /* rl_stream_next: no ledger within the call's timeout_ns; the
+                                  stream is intact, call again */
 } rl_result;
 
 /* Stable name of a result, e.g. "RL_ERR_GAP". */
@@ -258,14 +264,70 @@ typedef int (*rl_ledger_fn)(const uint8_t *ledger, size_t len, const rl_ledger_i
  * "consumer done") and returns without waiting for the server's answer. Every ledger is verified
  * (chunk count, length, XXH64) before fn sees it, and its received_unix_nano is always stamped.
  * One call at a time per stream; fn may call rl_stream_cancel but must not call into the stream
- * otherwise. fn may be NULL: ledgers are then verified and dropped. */
+ * otherwise. fn may be NULL: ledgers are then verified and dropped. RL_ERR_INVALID when a pull
+ * session (rl_stream_open) is open. */
 RL_API rl_result rl_stream_raw_ledgers(rl_stream *s, rl_range range, rl_ledger_fn fn, void *ctx);
 
-/* Makes a running rl_stream_raw_ledgers return RL_ERR_CANCELLED (message "context canceled")
- * promptly, dropping the connection without a close frame, and any later call return it at once:
- * cancellation is sticky, like a cancelled context. Safe from any thread (it takes a mutex, so call
- * it from a signal-handling thread, not from inside an asynchronous signal handler). */
+/* ---- pull: the same stream, one ledger per call ----
+ *
+ *     if (rl_stream_open(s, rl_unbounded_range(resume_from)) != RL_OK) ... rl_stream_error(s) ...
+ *     for (;;) {
+ *         const uint8_t *p; size_t n; rl_ledger_info info;
+ *         rl_result r = rl_stream_next(s, 5000000000LL, &p, &n, &info);  // wait at most 5 s
+ *         if (r == RL_OK) { ... p[0..n) until the next call ... continue; }
+ *         if (r == RL_AGAIN) { ... nothing for 5 s: check on other things ... continue; }
+ *         if (r != RL_END) ... the error, as rl_stream_raw_ledgers would return it ...
+ *         break;
+ *     }
+ *     rl_stream_close(s);
+ *
+ * What is delivered, verified and reported is exactly what rl_stream_raw_ledgers delivers (it is
+ * built on these calls); the observer, when set, runs inside rl_stream_next. One session at a
+ * time per stream, and one call at a time: none of these may run concurrently with another call
+ * on the same stream (except rl_stream_cancel). */
+
+/* Dials and subscribes to range: returns once the server has accepted the upgrade (RL_OK), or
+ * with the error rl_stream_raw_ledgers would give for the dial (RL_ERR_INVALID for a bad range or
+ * when a session is already open, RL_ERR_DIAL, RL_ERR_TLS, RL_ERR_DIAL_TIMEOUT,
+ * RL_ERR_HANDSHAKE_TIMEOUT, RL_ERR_CANCELLED, RL_ERR_NOMEM); no session is open after an error. */
+RL_API rl_result rl_stream_open(rl_stream *s, rl_range range);
+
+/* The next verified ledger of the open session, waiting at most timeout_ns (0: only what has
+ * already arrived; negative: no bound of its own; the idle timeout still applies). On RL_OK,
+ * *ledger and *len are the ledger, BORROWED: valid until the next call on this stream (next,
+ * close, reset, free); *info is filled (received_unix_nano stamped). Any of the three pointers may
+ * be NULL when not wanted.
+ * RL_AGAIN: nothing complete within timeout_ns; call again (a ledger half received is kept).
+ * RL_END: the range is complete (after its last ledger, the client closes with 1000 "range
+ * complete"), or the server ended an unbounded stream cleanly.
+ * Otherwise the stream's error (RL_ERR_TOO_FAR_BEHIND, _GAP, _TRUNCATED, _PROTOCOL, _READ,
+ * _IDLE_TIMEOUT, _CANCELLED, _NOMEM), with its message in rl_stream_error.
+ * After RL_END or an error the connection is closed and every later call returns the same result
+ * until rl_stream_close. Without an open session: RL_ERR_INVALID. */
+RL_API rl_result rl_stream_next(rl_stream *s, int64_t timeout_ns, const uint8_t **ledger, size_t *len,
+                                rl_ledger_info *info);
+
+/* Ends the session: when the connection is still up the client sends close 1000 ("consumer done",
+ * or "range complete" when the last ledger handed over completed a bounded range) and drops it
+ * without waiting for the server (at most about 1 s to get the frame out). A no-op without a
+ * session; rl_stream_free calls it. The error message and the too-far-behind bounds stay readable. */
+RL_API void rl_stream_close(rl_stream *s);
+
+/* Makes a running call (rl_stream_raw_ledgers, rl_stream_open, rl_stream_next, rl_stream_bounds)
+ * return RL_ERR_CANCELLED (message "context canceled") promptly, dropping the connection without
+ * a close frame. Cancellation is sticky, like a cancelled context: every later call returns it
+ * at once, until rl_stream_reset. Safe from any thread (it takes a mutex, so call it from a
+ * signal-handling thread, not from inside an asynchronous signal handler). */
 RL_API void rl_stream_cancel(rl_stream *s);
+
+/* Makes the stream as good as new after a cancel or an error: closes any session (as
+ * rl_stream_close), clears the cancellation, the error message and the too-far-behind bounds.
+ * The URL and options stay. A per-call cancel is then: cancel from another thread while a call
+ * runs, and reset after it has returned and the canceller can no longer fire (e.g. after Go's
+ * context.AfterFunc stop function has returned). Not concurrently with any other call on the
+ * stream, rl_stream_cancel included: a cancel racing a reset may land on either side of it.
+ * Errors alone need no reset: every rl_stream_raw_ledgers or rl_stream_open dials afresh. */
+RL_API void rl_stream_reset(rl_stream *s);
 
 /* The message of the last failure, in the prototype's wording, e.g.
  * "remoteledger: ledger sequence gap: got ledger 8, expected 7". "" after success. Failures of the

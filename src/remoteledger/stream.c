@@ -46,6 +46,10 @@ struct rl_stream {
     bool tfb;
     uint32_t tfb_requested, tfb_oldest, tfb_latest;
     rli_asm *asm_;
+    struct rli_conn *conn; /* the open session's connection (rl_stream_open), NULL when none */
+    bool session;          /* a session is open: rl_stream_next may be called */
+    bool session_ended;    /* ...and has ended with end_result (the message is in err) */
+    rl_result end_result;
     atomic_bool cancelled;
     pthread_mutex_t mu; /* guards live_wake: cancel never writes to a descriptor being closed */
     int live_wake;      /* the running call's wake eventfd, -1 when none */
@@ -72,6 +76,8 @@ const char *rl_result_name(rl_result r)
         [RL_ERR_DIAL_TIMEOUT] = "RL_ERR_DIAL_TIMEOUT",
         [RL_ERR_HANDSHAKE_TIMEOUT] = "RL_ERR_HANDSHAKE_TIMEOUT",
         [RL_ERR_IDLE_TIMEOUT] = "RL_ERR_IDLE_TIMEOUT",
+        [RL_END] = "RL_END",
+        [RL_AGAIN] = "RL_AGAIN",
     };
     if ((unsigned)r < sizeof names / sizeof names[0] && names[r])
         return names[r];
@@ -206,6 +212,7 @@ void rl_stream_free(rl_stream *s)
 {
     if (!s)
         return;
+    rl_stream_close(s);
     rli_url_free(&s->url);
     free(s->endpoint);
     rli_asm_free(s->asm_);
@@ -251,9 +258,10 @@ typedef struct rli_conn {
     rl_stream *s;
     rli_asm *a;
     rl_range range;
-    rl_ledger_fn fn;
-    void *fn_ctx;
     int64_t read_limit;
+    int wake;                   /* the wake eventfd (published as live_wake) */
+    bool ready;                 /* a verified ledger is in the assembler, handed over or about to be */
+    uint32_t ready_seq;
 
     rli_tp tp;
     int64_t dial_deadline_ms;   /* for the TCP connect; -1: none */
@@ -262,6 +270,7 @@ typedef struct rli_conn {
     int64_t last_msg_ms;        /* when the idle clock last restarted (a message, a hand-over) */
     int64_t linger_deadline_ms; /* while linger */
     uint8_t *rbuf;              /* RBUF_SIZE */
+    size_t in_off, in_len;      /* rbuf[in_off, in_len) is read and not yet parsed */
     uint8_t *out;               /* what is still to be written: the request, then control frames */
     size_t out_len, out_off, out_cap;
 
@@ -367,33 +376,15 @@ static void status_name(uint16_t code, char *buf, size_t len)
         snprintf(buf, len, "StatusCode(%u)", code);
 }
 
-/* A complete ledger: stamp, observe, hand over, then decide whether to go on. Returns -1 when the
- * connection must be dropped at once (a close frame of ours, when one is due, is queued instead). */
-static int deliver(rli_conn *c)
+/* A complete ledger: parsing stops here, so the ledger can be handed over (the assembler holds
+ * it until it is fed again). */
+static int ledger_ready(rli_conn *c)
 {
-    size_t len;
     rl_ledger_info info;
-    const uint8_t *data = rli_asm_ledger(c->a, &len, &info);
-    info.received_unix_nano = now_unix_nano();
-    if (c->s->opts.observer)
-        c->s->opts.observer(&info, c->s->opts.observer_ctx);
-    int stop = c->fn ? c->fn(data, len, &info, c->fn_ctx) : 0;
-    c->last_msg_ms = rli_mono_ms(); /* the consumer's time is not the server's silence */
-    if (stop) {
-        conn_ok(c);
-        queue_close(c, CS_CLOSE_NORMAL, "consumer done");
-        return 0;
-    }
-    if (c->range.bounded && info.sequence >= c->range.to) {
-        conn_ok(c);
-        queue_close(c, CS_CLOSE_NORMAL, "range complete");
-        return 0;
-    }
-    if (atomic_load(&c->s->cancelled)) {
-        conn_cancelled(c);
-        return -1;
-    }
-    return 0;
+    rli_asm_ledger(c->a, NULL, &info);
+    c->ready = true;
+    c->ready_seq = info.sequence;
+    return 1;
 }
 
 static int after_message(rli_conn *c, rli_asm_status st, cs_err *err)
@@ -405,7 +396,7 @@ static int after_message(rli_conn *c, rli_asm_status st, cs_err *err)
         return -1;
     }
     if (st == RLI_ASM_LEDGER)
-        return deliver(c);
+        return ledger_ready(c);
     return 0;
 }
 
@@ -574,11 +565,14 @@ static bool queue_request(rli_conn *c, const char *target)
 /* ---- input ------------------------------------------------------------------------------------- */
 
 /* Frames, after the handshake: payload slices go to the assembler as they are, straight from the
- * receive buffer. */
-static int on_frames(rli_conn *c, const uint8_t *in, size_t len)
+ * receive buffer. *used is how much of the input was parsed: all of it, unless a ledger completed
+ * (c->ready), when parsing stops right after its END. Returns -1 when the connection must be
+ * dropped now. */
+static int on_frames(rli_conn *c, const uint8_t *in, size_t len, size_t *used)
 {
     static const uint8_t empty[1];
     size_t off = 0;
+    *used = len; /* unless a ledger stops the parse below */
     for (;;) {
         rli_ws_event ev;
         off += rli_ws_parse(&c->wp, in + off, len - off, &ev);
@@ -618,6 +612,10 @@ static int on_frames(rli_conn *c, const uint8_t *in, size_t len)
             }
             if (after_message(c, st, &err) < 0)
                 return -1;
+            if (c->ready) {
+                *used = off;
+                return 0;
+            }
             if (c->done)
                 return 0; /* a close of ours is queued: the rest is not wanted */
             continue;
@@ -643,51 +641,74 @@ static int on_frames(rli_conn *c, const uint8_t *in, size_t len)
     }
 }
 
-/* What one read got. Returns -1 when the connection must be dropped now. */
-static int on_bytes(rli_conn *c, const uint8_t *in, size_t len)
+/* What one read got, or what is left of it: *used bytes were parsed. Until the upgrade is done
+ * only the response head is taken, so the frames after it wait for the first rl_stream_next.
+ * Returns -1 when the connection must be dropped now. */
+static int on_bytes(rli_conn *c, const uint8_t *in, size_t len, size_t *used)
 {
+    *used = len;
     if (atomic_load(&c->s->cancelled)) {
         conn_cancelled(c);
         return -1;
     }
-    if (!c->established) {
-        size_t used = 0;
-        const char *why = NULL;
-        rli_hs_status st = rli_hs_feed(&c->hs, in, len, &used, c->key, &why);
-        if (st == RLI_HS_MORE)
-            return 0;
-        if (st == RLI_HS_FAILED) {
-            const char *token = c->s->opts.bearer_token;
-            if (c->hs.status == 401 && token && *token)
-                why = "server rejected the token (401)";
-            /* A TLS answer on ws:// is the transport's mismatch, like plain HTTP on wss://. */
-            conn_fail(c, c->hs.tls ? RL_ERR_TLS : RL_ERR_DIAL, "remoteledger: dial %s: %s", c->s->endpoint, why);
-            return -1;
-        }
-        c->established = true;
-        c->last_msg_ms = rli_mono_ms();
-        in += used;
-        len -= used;
+    if (c->established)
+        return on_frames(c, in, len, used);
+    const char *why = NULL;
+    rli_hs_status st = rli_hs_feed(&c->hs, in, len, used, c->key, &why);
+    if (st == RLI_HS_MORE) {
+        *used = len;
+        return 0;
     }
-    return on_frames(c, in, len);
+    if (st == RLI_HS_FAILED) {
+        const char *token = c->s->opts.bearer_token;
+        if (c->hs.status == 401 && token && *token)
+            why = "server rejected the token (401)";
+        /* A TLS answer on ws:// is the transport's mismatch, like plain HTTP on wss://. */
+        conn_fail(c, c->hs.tls ? RL_ERR_TLS : RL_ERR_DIAL, "remoteledger: dial %s: %s", c->s->endpoint, why);
+        return -1;
+    }
+    c->established = true;
+    c->last_msg_ms = rli_mono_ms();
+    return 0;
 }
 
 /* ---- the connection's loop ---------------------------------------------------------------------- */
 
-/* Until the outcome is decided and any close frame of ours is out. */
-static void serve(rli_conn *c)
+typedef enum serve_status {
+    SERVE_DONE,        /* the outcome is decided (c->result) and any close frame of ours is out */
+    SERVE_READY,       /* a ledger is ready (c->ready) */
+    SERVE_ESTABLISHED, /* the upgrade is done (only when asked for) */
+    SERVE_AGAIN,       /* the call's own deadline passed first */
+} serve_status;
+
+/* Runs the connection until one of the above. until_established: return as soon as the upgrade is
+ * done. call_deadline_ms: the caller's own bound (-1: none); it never cuts short a close frame
+ * on its way out. */
+static serve_status serve(rli_conn *c, bool until_established, int64_t call_deadline_ms)
 {
     for (;;) {
         if (c->done && !c->linger)
-            return;
+            return SERVE_DONE;
         if (!c->done && atomic_load(&c->s->cancelled)) {
             conn_cancelled(c);
-            return;
+            return SERVE_DONE;
         }
+        if (until_established && c->established)
+            return SERVE_ESTABLISHED;
         bool progress = false;
+        if (!c->done && c->in_off < c->in_len) {
+            size_t used = 0;
+            int rc = on_bytes(c, c->rbuf + c->in_off, c->in_len - c->in_off, &used);
+            c->in_off += used;
+            if (rc < 0)
+                return SERVE_DONE;
+            if (c->ready)
+                return SERVE_READY;
+            continue;
+        }
         if (c->out_off == c->out_len && c->established && !compose_control(c)) {
             conn_fail(c, RL_ERR_NOMEM, "remoteledger: out of memory");
-            return;
+            return SERVE_DONE;
         }
         if (c->out_off < c->out_len) {
             size_t n = 0;
@@ -697,41 +718,51 @@ static void serve(rli_conn *c)
                 c->out_off += n;
                 if (c->out_off == c->out_len) {
                     c->out_off = c->out_len = 0;
-                    if (c->drop_after)
-                        return;
+                    if (c->drop_after) {
+                        c->linger = false;
+                        return SERVE_DONE;
+                    }
                 }
             } else if (st != RLI_TP_AGAIN) {
                 if (!c->drop_after)
                     on_transport_error(c);
-                return;
+                c->linger = false;
+                return SERVE_DONE;
             }
         }
         if (!c->rx_off && !c->done) {
             size_t n = 0;
             rli_tp_status st = rli_tp_read(&c->tp, c->rbuf, RBUF_SIZE, &n);
             if (st == RLI_TP_OK) {
-                progress = true;
-                if (on_bytes(c, c->rbuf, n) < 0)
-                    return;
+                c->in_off = 0;
+                c->in_len = n;
+                continue;
             } else if (st == RLI_TP_EOF) {
                 on_closed(c);
-                return;
+                return SERVE_DONE;
             } else if (st != RLI_TP_AGAIN) {
                 on_transport_error(c);
-                return;
+                return SERVE_DONE;
             }
         }
         if (progress)
             continue;
-        int64_t deadline = c->hs_deadline_ms;
+        int64_t phase = c->hs_deadline_ms;
         if (c->established)
-            deadline = c->idle_ms >= 0 ? c->last_msg_ms + c->idle_ms : -1;
+            phase = c->idle_ms >= 0 ? c->last_msg_ms + c->idle_ms : -1;
+        int64_t deadline = phase;
         if (c->done)
             deadline = c->linger_deadline_ms;
+        else if (call_deadline_ms >= 0 && (deadline < 0 || call_deadline_ms < deadline))
+            deadline = call_deadline_ms;
         rli_tp_status st = rli_tp_wait(&c->tp, !c->rx_off && !c->done, c->out_off < c->out_len, deadline);
         if (st == RLI_TP_TIMEOUT) {
-            if (c->done)
-                return; /* the close frame could not be written in time: drop */
+            if (c->done) {
+                c->linger = false;
+                return SERVE_DONE; /* the close frame could not be written in time: drop */
+            }
+            if (deadline != phase)
+                return SERVE_AGAIN;
             char d[CS_DUR_STR_MAX];
             if (c->established)
                 conn_fail(c, RL_ERR_IDLE_TIMEOUT, "remoteledger: read: idle timeout: no complete message for %s",
@@ -740,16 +771,18 @@ static void serve(rli_conn *c)
                 conn_fail(c, RL_ERR_HANDSHAKE_TIMEOUT,
                           "remoteledger: dial %s: handshake timeout: no upgrade response within %s", c->s->endpoint,
                           cs_dur_format(c->s->opts.handshake_timeout_ns, d, sizeof d));
-            return;
+            return SERVE_DONE;
         }
-        if (st == RLI_TP_WOKEN && c->done)
-            return; /* cancelled while a close was on its way out: drop now */
+        if (st == RLI_TP_WOKEN && c->done) {
+            c->linger = false;
+            return SERVE_DONE; /* cancelled while a close was on its way out: drop now */
+        }
         if (st == RLI_TP_ERROR) {
             if (c->established)
                 conn_fail(c, RL_ERR_READ, "remoteledger: read: %s", c->tp.err);
             else
                 conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: %s", c->s->endpoint, c->tp.err);
-            return;
+            return SERVE_DONE;
         }
     }
 }
@@ -789,7 +822,8 @@ static void publish(rl_stream *s, int wake)
     pthread_mutex_unlock(&s->mu);
 }
 
-static rl_result run(rl_stream *s, rli_conn *c, const char *target)
+/* Dials, runs TLS and the upgrade: RL_OK once the server's 101 is in, or the failure. */
+static rl_result conn_start(rl_stream *s, rli_conn *c, const char *target)
 {
     const rli_url *u = &s->url;
     c->dial_deadline_ms = deadline_after(s->opts.dial_timeout_ns);
@@ -799,11 +833,11 @@ static rl_result run(rl_stream *s, rli_conn *c, const char *target)
     rli_hs_reader_init(&c->hs);
     rli_ws_parser_init(&c->wp);
 
-    int wake = rli_tp_wake_new();
-    if (wake < 0)
+    c->wake = rli_tp_wake_new();
+    if (c->wake < 0)
         return conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: cannot create an eventfd", s->endpoint);
-    rli_tp_init(&c->tp, wake);
-    publish(s, wake);
+    rli_tp_init(&c->tp, c->wake);
+    publish(s, c->wake);
 
     rli_tp_status st;
     c->rbuf = malloc(RBUF_SIZE);
@@ -831,18 +865,43 @@ static rl_result run(rl_stream *s, rli_conn *c, const char *target)
             dial_failed(c, st, true);
     }
     if (!c->done)
-        serve(c);
-
-    publish(s, -1);
-    rli_tp_close(&c->tp);
-    close(wake);
-    free(c->rbuf);
-    free(c->out);
-    return c->result;
+        serve(c, true, -1);
+    return c->done ? c->result : RL_OK;
 }
 
-rl_result rl_stream_raw_ledgers(rl_stream *s, rl_range range, rl_ledger_fn fn, void *ctx)
+/* Drops the connection (anything due has been written, or given up on) and frees it. */
+static void conn_free(rl_stream *s, rli_conn *c)
 {
+    if (!c)
+        return;
+    publish(s, -1);
+    rli_tp_close(&c->tp);
+    if (c->wake >= 0)
+        close(c->wake);
+    free(c->rbuf);
+    free(c->out);
+    free(c);
+}
+
+/* The session's connection is over: its result is the session's, reported to every later
+ * rl_stream_next. A clean end is RL_END. */
+static rl_result session_end(rl_stream *s)
+{
+    rli_conn *c = s->conn;
+    rl_result r = c->result == RL_OK ? RL_END : c->result;
+    conn_free(s, c);
+    s->conn = NULL;
+    s->session_ended = true;
+    s->end_result = r;
+    return r;
+}
+
+rl_result rl_stream_open(rl_stream *s, rl_range range)
+{
+    if (s->session) {
+        cs_err_set(&s->err, RL_ERR_INVALID, "remoteledger: a stream is already open: rl_stream_close it first");
+        return RL_ERR_INVALID;
+    }
     cs_err_clear(&s->err);
     s->tfb = false;
     s->tfb_requested = s->tfb_oldest = s->tfb_latest = 0;
@@ -880,11 +939,117 @@ rl_result rl_stream_raw_ledgers(rl_stream *s, rl_range range, rl_ledger_fn fn, v
     c->s = s;
     c->a = s->asm_;
     c->range = range;
-    c->fn = fn;
-    c->fn_ctx = ctx;
+    c->wake = -1;
     c->read_limit = rli_read_limit(s->opts.max_chunk_size);
-    rl_result r = run(s, c, target);
-    free(c);
+    rl_result r = conn_start(s, c, target);
     free(target);
-    return r;
+    if (r != RL_OK) {
+        /* c->done: any close frame of ours was written by serve */
+        conn_free(s, c);
+        return r;
+    }
+    s->conn = c;
+    s->session = true;
+    s->session_ended = false;
+    return RL_OK;
+}
+
+rl_result rl_stream_next(rl_stream *s, int64_t timeout_ns, const uint8_t **ledger, size_t *len,
+                         rl_ledger_info *info)
+{
+    if (!s->session) {
+        cs_err_set(&s->err, RL_ERR_INVALID, "remoteledger: rl_stream_next without an open stream (rl_stream_open)");
+        return RL_ERR_INVALID;
+    }
+    if (s->session_ended)
+        return s->end_result;
+    rli_conn *c = s->conn;
+    int64_t call_deadline = timeout_ns < 0 ? -1 : rli_mono_ms() + (timeout_ns == 0 ? 0 : ns_to_ms(timeout_ns));
+    if (c->ready) {
+        /* The last ledger was the caller's until now: its time does not count as idle. */
+        c->ready = false;
+        c->last_msg_ms = rli_mono_ms();
+        if (c->range.bounded && c->ready_seq >= c->range.to) {
+            conn_ok(c);
+            queue_close(c, CS_CLOSE_NORMAL, "range complete");
+        }
+    }
+    serve_status st = serve(c, false, call_deadline);
+    if (st == SERVE_AGAIN) {
+        cs_err_clear(&s->err);
+        return RL_AGAIN;
+    }
+    if (st != SERVE_READY)
+        return session_end(s);
+    size_t n;
+    rl_ledger_info li;
+    const uint8_t *data = rli_asm_ledger(c->a, &n, &li);
+    li.received_unix_nano = now_unix_nano();
+    if (s->opts.observer)
+        s->opts.observer(&li, s->opts.observer_ctx);
+    cs_err_clear(&s->err);
+    if (ledger)
+        *ledger = data;
+    if (len)
+        *len = n;
+    if (info)
+        *info = li;
+    return RL_OK;
+}
+
+/* Ends the session: a close 1000 first when the connection is still up (bounded by the linger). */
+static void session_close(rl_stream *s, const char *reason)
+{
+    if (!s->session)
+        return;
+    rli_conn *c = s->conn;
+    if (c && !c->done) {
+        if (c->ready && c->range.bounded && c->ready_seq >= c->range.to)
+            reason = "range complete";
+        conn_ok(c);
+        queue_close(c, CS_CLOSE_NORMAL, reason);
+        serve(c, false, -1);
+    }
+    conn_free(s, c);
+    s->conn = NULL;
+    s->session = false;
+    s->session_ended = false;
+}
+
+void rl_stream_close(rl_stream *s) { session_close(s, "consumer done"); }
+
+void rl_stream_reset(rl_stream *s)
+{
+    session_close(s, "consumer done");
+    atomic_store(&s->cancelled, false);
+    cs_err_clear(&s->err);
+    s->tfb = false;
+    s->tfb_requested = s->tfb_oldest = s->tfb_latest = 0;
+}
+
+rl_result rl_stream_raw_ledgers(rl_stream *s, rl_range range, rl_ledger_fn fn, void *ctx)
+{
+    if (s->session) {
+        cs_err_set(&s->err, RL_ERR_INVALID, "remoteledger: a stream is already open: rl_stream_close it first");
+        return RL_ERR_INVALID;
+    }
+    rl_result r = rl_stream_open(s, range);
+    if (r != RL_OK)
+        return r;
+    for (;;) {
+        const uint8_t *p;
+        size_t n;
+        rl_ledger_info info;
+        r = rl_stream_next(s, -1, &p, &n, &info);
+        if (r != RL_OK)
+            break;
+        if (fn && fn(p, n, &info, ctx) != 0) {
+            session_close(s, "consumer done");
+            cs_err_clear(&s->err);
+            return RL_OK;
+        }
+    }
+    /* keep the message: session_close does not touch it */
+    session_close(s, "consumer done");
+    return r == RL_END ? RL_OK : r;
 }
