@@ -22,6 +22,7 @@
 #include "remoteledger/assemble.h"
 #include "remoteledger/endpoint.h"
 #include "remoteledger/handshake.h"
+#include "remoteledger/healthz.h"
 #include "remoteledger/wsframe.h"
 #include "support/event.h"
 #include "support/rlclient.h"
@@ -1895,6 +1896,92 @@ static void test_reset_after_cancel(void **state)
     event_destroy(&opened);
 }
 
+/* ==== GET /healthz (healthz.c) ================================================================== */
+
+static void expect_hz(const char *answer, bool eof, rli_hz_status want, int status, uint32_t o, uint32_t l,
+                      const char *why)
+{
+    size_t n = strlen(answer);
+    char *copy = malloc(n ? n : 1); /* exact size: ASan sees a read past it */
+    memcpy(copy, answer, n);
+    int st = 0;
+    uint32_t oldest = 7, latest = 7;
+    const char *w = NULL;
+    rli_hz_status got = rli_hz_parse(copy, n, eof, &st, &oldest, &latest, &w);
+    free(copy);
+    if (got != want)
+        fail_msg("%s: status %d (%s), want %d", answer, got, w ? w : "", want);
+    if (want == RLI_HZ_DONE) {
+        assert_int_equal(st, status);
+        if (status == 200) {
+            assert_int_equal(oldest, o);
+            assert_int_equal(latest, l);
+        }
+    }
+    if (why)
+        assert_string_equal(w, why);
+}
+
+static void test_healthz_parse(void **state)
+{
+    (void)state;
+    char *t = rli_hz_target("/stream");
+    assert_string_equal(t, "/healthz");
+    free(t);
+    t = rli_hz_target("/core/stream");
+    assert_string_equal(t, "/core/healthz");
+    free(t);
+    t = rli_hz_target("/core/");
+    assert_string_equal(t, "/core/healthz");
+    free(t);
+    t = rli_hz_target("");
+    assert_string_equal(t, "/healthz");
+    free(t);
+    char req[256];
+    rli_hz_request(req, sizeof req, "/healthz", "box:8462", "tok");
+    assert_string_equal(req, "GET /healthz HTTP/1.1\r\nHost: box:8462\r\nAccept: application/json\r\n"
+                             "Authorization: Bearer tok\r\nConnection: close\r\n\r\n");
+    assert_int_equal(rli_hz_request(NULL, 0, "/healthz", "b", NULL), strlen("GET /healthz HTTP/1.1\r\nHost: b\r\n"
+                                                                            "Accept: application/json\r\nConnection: close\r\n\r\n"));
+
+    const char *body = "{\"oldest\":16,\"latest\":4294967294,\"subscribers\":1}\n";
+    char ok[512];
+    snprintf(ok, sizeof ok, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\ncontent-length: %zu\r\n\r\n%s",
+             strlen(body), body);
+    expect_hz(ok, false, RLI_HZ_DONE, 200, 16, 4294967294u, NULL);
+    /* every prefix is "more", or a failure once the stream has ended */
+    for (size_t k = 0; k < strlen(ok); k++) {
+        char pre[512];
+        memcpy(pre, ok, k);
+        pre[k] = 0;
+        expect_hz(pre, false, RLI_HZ_MORE, 0, 0, 0, NULL);
+        expect_hz(pre, true, RLI_HZ_FAILED, 0, 0, 0, NULL);
+    }
+    /* without a length the body runs to the end of the stream */
+    expect_hz("HTTP/1.1 200 OK\r\n\r\n{\"latest\": 9, \"oldest\" : 3}", false, RLI_HZ_MORE, 0, 0, 0, NULL);
+    expect_hz("HTTP/1.1 200 OK\r\n\r\n{\"latest\": 9, \"oldest\" : 3}", true, RLI_HZ_DONE, 200, 3, 9, NULL);
+    expect_hz("HTTP/1.1 200 OK\r\n\r\n{\"oldest\":0,\"latest\":0}", true, RLI_HZ_DONE, 200, 0, 0, NULL);
+    /* another status: the body does not matter */
+    expect_hz("HTTP/1.1 401 Unauthorized\r\nContent-Length: 100\r\n\r\n", false, RLI_HZ_DONE, 401, 0, 0, NULL);
+    /* what is wrong is said */
+    expect_hz("HTTP/1.1 200 OK\r\n\r\n{\"oldest\":3}", true, RLI_HZ_FAILED, 0, 0, 0,
+              "the answer has no \"oldest\" and \"latest\" numbers");
+    expect_hz("HTTP/1.1 200 OK\r\n\r\n{\"oldest\":3,\"latest\":4294967296}", true, RLI_HZ_FAILED, 0, 0, 0, NULL);
+    expect_hz("HTTP/1.1 200 OK\r\n\r\n{\"oldest\":-3,\"latest\":4}", true, RLI_HZ_FAILED, 0, 0, 0, NULL);
+    expect_hz("HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n", false, RLI_HZ_FAILED, 0, 0, 0,
+              "the answer's Content-Length is unusable");
+    expect_hz("HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n{}", false, RLI_HZ_FAILED, 0, 0, 0,
+              "the answer's Content-Length is unusable");
+    expect_hz("HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999\r\n\r\n", false, RLI_HZ_FAILED, 0, 0, 0,
+              NULL);
+    expect_hz("SSH-2.0-OpenSSH\r\n\r\n", true, RLI_HZ_FAILED, 0, 0, 0, "the answer is not HTTP");
+    expect_hz("", true, RLI_HZ_FAILED, 0, 0, 0, "the server closed without answering");
+    /* the numbers of the first "oldest" key with a colon count; a key inside a string value does not fool it
+     * into reading past the body */
+    expect_hz("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{\"oldest\":1}{\"latest\":2}", false, RLI_HZ_FAILED, 0, 0,
+              0, NULL);
+}
+
 /* 146 */
 static void test_rejects_ceiling_range_before_dialing(void **state)
 {
@@ -2921,6 +3008,7 @@ int main(void)
         cmocka_unit_test(test_handshake_request),
         cmocka_unit_test(test_handshake_check),
         cmocka_unit_test(test_handshake_feed),
+        cmocka_unit_test(test_healthz_parse),
         cmocka_unit_test(test_delivers_bounded_range),
         cmocka_unit_test(test_reassembles_chunk_flows),
         cmocka_unit_test(test_received_stamp_without_observer),

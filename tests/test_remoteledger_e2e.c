@@ -139,6 +139,92 @@ static void test_idle_and_handshake_timeouts_against_sigstop(void **state)
     g_live = false;
 }
 
+static int count_ledger(const uint8_t *p, size_t n, const rl_ledger_info *info, void *ctx)
+{
+    (void)p, (void)n, (void)info;
+    ++*(int *)ctx;
+    return 0;
+}
+
+/* rl_stream_bounds against the real /healthz: the bounds after a few ledgers, the same numbers
+ * the endpoint shows, asked between the pull calls of an open session too; a path whose /healthz
+ * does not exist; a token the server requires for /healthz. */
+static void test_bounds(void **state)
+{
+    (void)state;
+    char tokens[PATH_MAX + 16];
+    snprintf(tokens, sizeof tokens, "%s/tokens", g_tmp.path);
+    FILE *f = fopen(tokens, "w");
+    assert_non_null(f);
+    fputs("rpc-a tokenA-0123456789abcdefghijklmnopqrstuvwxyz\n", f);
+    fclose(f);
+    char datadir[PATH_MAX + 32], tokflag[PATH_MAX + 32];
+    snprintf(datadir, sizeof datadir, "--data-dir=%s/data", g_tmp.path);
+    snprintf(tokflag, sizeof tokflag, "--auth-tokens=%s", tokens);
+    char *argv[] = {CORESTREAMD_BIN, datadir, "--listen", "127.0.0.1:0", "--source", "synthetic",
+                    "--synthetic-interval", "20ms", "--emit-window", "0", "--synthetic-size", "1000",
+                    tokflag, "--auth-healthz", NULL};
+    assert_int_equal(cs_proc_start(&g_proc, argv), 0);
+    g_live = true;
+    assert_int_equal(cs_proc_wait_listening(&g_proc, WAIT_MS), 0);
+    char url[64];
+    url_of(url, sizeof url);
+
+    rl_options o;
+    rl_options_init(&o);
+    rl_stream *s;
+    assert_int_equal(rl_stream_new(&s, url, &o), RL_OK);
+    uint32_t oldest = 99, latest = 99;
+    assert_int_equal(rl_stream_bounds(s, &oldest, &latest), RL_ERR_DIAL);
+    char want[256];
+    snprintf(want, sizeof want, "remoteledger: dial http://127.0.0.1:%d/healthz: server requires a token (401)",
+             g_proc.port);
+    assert_string_equal(rl_stream_error(s), want);
+    assert_int_equal(oldest, 99); /* untouched on failure */
+    rl_stream_free(s);
+
+    o.bearer_token = "tokenA-0123456789abcdefghijklmnopqrstuvwxyz";
+    assert_int_equal(rl_stream_new(&s, url, &o), RL_OK);
+    int got = 0;
+    assert_int_equal(rl_stream_raw_ledgers(s, rl_bounded_range(1, 3), count_ledger, &got), RL_OK);
+    assert_int_equal(got, 3);
+    /* The ring is written a moment after the live flow (by a low-priority thread): ask until it
+     * has caught up with what was streamed, a bounded number of times. */
+    int64_t t0 = mono_ms();
+    do {
+        assert_int_equal(rl_stream_bounds(s, &oldest, &latest), RL_OK);
+    } while (latest < 3 && mono_ms() - t0 < WAIT_MS);
+    assert_string_equal(rl_stream_error(s), "");
+    assert_int_equal(oldest, 1);
+    assert_true(latest >= 3);
+
+    /* between the pull calls of an open session, which goes on unharmed */
+    assert_int_equal(rl_stream_open(s, rl_unbounded_range(latest + 1)), RL_OK);
+    rl_ledger_info info;
+    assert_int_equal(rl_stream_next(s, 5000 * MS, NULL, NULL, &info), RL_OK);
+    uint32_t first = info.sequence;
+    uint32_t o2 = 0, l2 = 0;
+    assert_int_equal(rl_stream_bounds(s, &o2, &l2), RL_OK);
+    assert_true(l2 >= latest && o2 == 1);
+    assert_int_equal(rl_stream_next(s, 5000 * MS, NULL, NULL, &info), RL_OK);
+    assert_int_equal(info.sequence, first + 1);
+    rl_stream_close(s);
+    rl_stream_free(s);
+
+    /* the stream's path decides where /healthz is: here nowhere */
+    char deep[96];
+    snprintf(deep, sizeof deep, "%s/core/stream", url);
+    assert_int_equal(rl_stream_new(&s, deep, &o), RL_OK);
+    assert_int_equal(rl_stream_bounds(s, NULL, NULL), RL_ERR_DIAL);
+    snprintf(want, sizeof want, "remoteledger: dial http://127.0.0.1:%d/core/healthz: status 404", g_proc.port);
+    assert_string_equal(rl_stream_error(s), want);
+    rl_stream_free(s);
+
+    assert_int_equal(cs_proc_stop(&g_proc, SIGTERM, WAIT_MS), 0);
+    cs_proc_free(&g_proc);
+    g_live = false;
+}
+
 /* A loopback listener that never accepts, with a backlog of 0, filled by connections of our own:
  * the kernel then drops further SYNs, so a connect hangs until its timeout. Returns the port;
  * fills fds[0..*n). */
@@ -197,6 +283,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_idle_and_handshake_timeouts_against_sigstop, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bounds, setup, teardown),
         cmocka_unit_test(test_dial_timeout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

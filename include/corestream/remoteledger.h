@@ -313,6 +313,24 @@ RL_API rl_result rl_stream_next(rl_stream *s, int64_t timeout_ns, const uint8_t 
  * session; rl_stream_free calls it. The error message and the too-far-behind bounds stay readable. */
 RL_API void rl_stream_close(rl_stream *s);
 
+/* ---- the server's tip ---- */
+
+/* The range of ledgers the server retains and can serve, from its GET /healthz ("oldest" and
+ * "latest"): latest is the newest ledger in its retention ring (GetLatestLedgerSequence; the ring
+ * is written just after a ledger goes out live, so latest may trail a live stream by a ledger or
+ * two), oldest the first a subscriber may still ask for; both 0 while the ring is empty. One short
+ * HTTP/1.1 request on a connection of its own (TLS and bearer_token as for the stream, bounded by
+ * dial_timeout_ns and then handshake_timeout_ns), to the stream URL's path with its last segment
+ * replaced: /stream -> /healthz, /core/stream -> /core/healthz. It may be called while a pull
+ * session is open (between rl_stream_next calls, on the same thread); rl_stream_error then
+ * describes this call. *oldest and *latest (either may be NULL) are set only on RL_OK.
+ * Errors: those of a dial (RL_ERR_DIAL, RL_ERR_TLS, RL_ERR_DIAL_TIMEOUT, RL_ERR_HANDSHAKE_TIMEOUT
+ * "...: handshake timeout: no answer within 10s"), RL_ERR_DIAL for a status other than 200
+ * ("remoteledger: dial http://box:8462/healthz: status 404", "...: server requires a token
+ * (401)" with corestreamd --auth-healthz), RL_ERR_PROTOCOL for an answer without the two numbers,
+ * RL_ERR_CANCELLED, RL_ERR_INVALID for the stream's bad URL, RL_ERR_NOMEM. */
+RL_API rl_result rl_stream_bounds(rl_stream *s, uint32_t *oldest, uint32_t *latest);
+
 /* Makes a running call (rl_stream_raw_ledgers, rl_stream_open, rl_stream_next, rl_stream_bounds)
  * return RL_ERR_CANCELLED (message "context canceled") promptly, dropping the connection without
  * a close frame. Cancellation is sticky, like a cancelled context: every later call returns it

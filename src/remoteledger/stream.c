@@ -20,6 +20,7 @@
 #include "remoteledger/assemble.h"
 #include "remoteledger/endpoint.h"
 #include "remoteledger/handshake.h"
+#include "remoteledger/healthz.h"
 #include "remoteledger/transport.h"
 #include "remoteledger/wsframe.h"
 #include "wire/wire.h"
@@ -257,6 +258,7 @@ const char *rl_stream_endpoint(const rl_stream *s) { return s->endpoint ? s->end
 typedef struct rli_conn {
     rl_stream *s;
     rli_asm *a;
+    const char *ep; /* the URL that messages name: the stream's endpoint, or the /healthz URL */
     rl_range range;
     int64_t read_limit;
     int wake;                   /* the wake eventfd (published as live_wake) */
@@ -483,7 +485,7 @@ static void on_closed(rli_conn *c)
     if (atomic_load(&c->s->cancelled))
         conn_cancelled(c);
     else if (!c->established)
-        conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: read failed", c->s->endpoint);
+        conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: read failed", c->ep);
     else if (c->in_msg)
         conn_fail(c, RL_ERR_READ, "remoteledger: read: failed to read frame payload: unexpected EOF");
     else
@@ -501,7 +503,7 @@ static void on_transport_error(rli_conn *c)
     else if (!c->tp.err_tls)
         on_closed(c);
     else if (!c->established)
-        conn_fail(c, RL_ERR_TLS, "remoteledger: dial %s: %s", c->s->endpoint, c->tp.err);
+        conn_fail(c, RL_ERR_TLS, "remoteledger: dial %s: %s", c->ep, c->tp.err);
     else
         conn_fail(c, RL_ERR_READ, "remoteledger: read: %s", c->tp.err);
 }
@@ -664,7 +666,7 @@ static int on_bytes(rli_conn *c, const uint8_t *in, size_t len, size_t *used)
         if (c->hs.status == 401 && token && *token)
             why = "server rejected the token (401)";
         /* A TLS answer on ws:// is the transport's mismatch, like plain HTTP on wss://. */
-        conn_fail(c, c->hs.tls ? RL_ERR_TLS : RL_ERR_DIAL, "remoteledger: dial %s: %s", c->s->endpoint, why);
+        conn_fail(c, c->hs.tls ? RL_ERR_TLS : RL_ERR_DIAL, "remoteledger: dial %s: %s", c->ep, why);
         return -1;
     }
     c->established = true;
@@ -769,7 +771,7 @@ static serve_status serve(rli_conn *c, bool until_established, int64_t call_dead
                           cs_dur_format(c->s->opts.idle_timeout_ns, d, sizeof d));
             else
                 conn_fail(c, RL_ERR_HANDSHAKE_TIMEOUT,
-                          "remoteledger: dial %s: handshake timeout: no upgrade response within %s", c->s->endpoint,
+                          "remoteledger: dial %s: handshake timeout: no upgrade response within %s", c->ep,
                           cs_dur_format(c->s->opts.handshake_timeout_ns, d, sizeof d));
             return SERVE_DONE;
         }
@@ -781,7 +783,7 @@ static serve_status serve(rli_conn *c, bool until_established, int64_t call_dead
             if (c->established)
                 conn_fail(c, RL_ERR_READ, "remoteledger: read: %s", c->tp.err);
             else
-                conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: %s", c->s->endpoint, c->tp.err);
+                conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: %s", c->ep, c->tp.err);
             return SERVE_DONE;
         }
     }
@@ -795,12 +797,12 @@ static void dial_failed(rli_conn *c, rli_tp_status st, bool tls)
         conn_cancelled(c);
     else if (st == RLI_TP_TIMEOUT && tls)
         conn_fail(c, RL_ERR_HANDSHAKE_TIMEOUT, "remoteledger: dial %s: handshake timeout: no TLS handshake within %s",
-                  c->s->endpoint, cs_dur_format(c->s->opts.handshake_timeout_ns, d, sizeof d));
+                  c->ep, cs_dur_format(c->s->opts.handshake_timeout_ns, d, sizeof d));
     else if (st == RLI_TP_TIMEOUT)
         conn_fail(c, RL_ERR_DIAL_TIMEOUT, "remoteledger: dial %s: dial timeout: not connected within %s",
-                  c->s->endpoint, cs_dur_format(c->s->opts.dial_timeout_ns, d, sizeof d));
+                  c->ep, cs_dur_format(c->s->opts.dial_timeout_ns, d, sizeof d));
     else
-        conn_fail(c, c->tp.err_tls ? RL_ERR_TLS : RL_ERR_DIAL, "remoteledger: dial %s: %s", c->s->endpoint,
+        conn_fail(c, c->tp.err_tls ? RL_ERR_TLS : RL_ERR_DIAL, "remoteledger: dial %s: %s", c->ep,
                   c->tp.err);
 }
 
@@ -822,31 +824,30 @@ static void publish(rl_stream *s, int wake)
     pthread_mutex_unlock(&s->mu);
 }
 
-/* Dials, runs TLS and the upgrade: RL_OK once the server's 101 is in, or the failure. */
-static rl_result conn_start(rl_stream *s, rli_conn *c, const char *target)
+/* Connects and runs TLS for wss://, by the dial and handshake deadlines; c->done with the failure
+ * when it did not work. The wake descriptor is created and published for rl_stream_cancel. */
+static void conn_dial(rl_stream *s, rli_conn *c)
 {
     const rli_url *u = &s->url;
     c->dial_deadline_ms = deadline_after(s->opts.dial_timeout_ns);
     c->hs_deadline_ms = -1;
     c->idle_ms = ns_to_ms(s->opts.idle_timeout_ns);
-    rli_hs_key_new(c->key);
-    rli_hs_reader_init(&c->hs);
-    rli_ws_parser_init(&c->wp);
-
     c->wake = rli_tp_wake_new();
-    if (c->wake < 0)
-        return conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: cannot create an eventfd", s->endpoint);
+    if (c->wake < 0) {
+        conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: cannot create an eventfd", c->ep);
+        return;
+    }
     rli_tp_init(&c->tp, c->wake);
     publish(s, c->wake);
 
     rli_tp_status st;
     c->rbuf = malloc(RBUF_SIZE);
-    if (!c->rbuf || !queue_request(c, target))
+    if (!c->rbuf)
         conn_fail(c, RL_ERR_NOMEM, "remoteledger: out of memory");
     else if (atomic_load(&s->cancelled))
         conn_cancelled(c);
     else if (u->port < 0)
-        conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: invalid port", s->endpoint);
+        conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: invalid port", c->ep);
     else if ((st = rli_tp_connect(&c->tp, u->hostname, u->port, c->dial_deadline_ms)) != RLI_TP_OK)
         dial_failed(c, st, false);
     if (!c->done) /* connected: the handshake's clock starts */
@@ -864,6 +865,17 @@ static rl_result conn_start(rl_stream *s, rli_conn *c, const char *target)
         if ((st = rli_tp_tls_start(&c->tp, &cfg, u->hostname, c->hs_deadline_ms)) != RLI_TP_OK)
             dial_failed(c, st, true);
     }
+}
+
+/* Dials, runs TLS and the upgrade: RL_OK once the server's 101 is in, or the failure. */
+static rl_result conn_start(rl_stream *s, rli_conn *c, const char *target)
+{
+    rli_hs_key_new(c->key);
+    rli_hs_reader_init(&c->hs);
+    rli_ws_parser_init(&c->wp);
+    if (!queue_request(c, target))
+        return conn_fail(c, RL_ERR_NOMEM, "remoteledger: out of memory");
+    conn_dial(s, c);
     if (!c->done)
         serve(c, true, -1);
     return c->done ? c->result : RL_OK;
@@ -937,9 +949,11 @@ rl_result rl_stream_open(rl_stream *s, rl_range range)
         return RL_ERR_NOMEM;
     }
     c->s = s;
+    c->ep = s->endpoint;
     c->a = s->asm_;
     c->range = range;
     c->wake = -1;
+    rli_tp_init(&c->tp, -1);
     c->read_limit = rli_read_limit(s->opts.max_chunk_size);
     rl_result r = conn_start(s, c, target);
     free(target);
@@ -1052,4 +1066,144 @@ rl_result rl_stream_raw_ledgers(rl_stream *s, rl_range range, rl_ledger_fn fn, v
     /* keep the message: session_close does not touch it */
     session_close(s, "consumer done");
     return r == RL_END ? RL_OK : r;
+}
+
+/* ---- the server's retained bounds (GET /healthz) ------------------------------------------------ */
+
+/* The /healthz URL messages name, e.g. "http://box:8462/healthz" (https for wss://). */
+static char *healthz_url(const rli_url *u, const char *target)
+{
+    size_t n = strlen(u->host) + strlen(target) + sizeof "https://";
+    char *url = malloc(n);
+    if (url)
+        snprintf(url, n, "%s://%s%s", u->tls ? "https" : "http", u->host, target);
+    return url;
+}
+
+/* Sends the request and reads the answer, by the handshake deadline. */
+static void healthz_exchange(rli_conn *c, uint32_t *oldest, uint32_t *latest)
+{
+    char d[CS_DUR_STR_MAX];
+    size_t have = 0;
+    bool eof = false;
+    while (!c->done) {
+        if (atomic_load(&c->s->cancelled)) {
+            conn_cancelled(c);
+            return;
+        }
+        bool progress = false;
+        if (c->out_off < c->out_len) {
+            size_t n = 0;
+            rli_tp_status st = rli_tp_write(&c->tp, c->out + c->out_off, c->out_len - c->out_off, &n);
+            if (st == RLI_TP_OK) {
+                c->out_off += n;
+                progress = true;
+            } else if (st != RLI_TP_AGAIN) {
+                conn_fail(c, c->tp.err_tls ? RL_ERR_TLS : RL_ERR_DIAL, "remoteledger: dial %s: %s", c->ep,
+                          *c->tp.err ? c->tp.err : "write failed");
+                return;
+            }
+        }
+        if (!eof) {
+            size_t n = 0;
+            rli_tp_status st = have < RLI_HZ_MAX_ANSWER
+                                   ? rli_tp_read(&c->tp, c->rbuf + have, RLI_HZ_MAX_ANSWER - have, &n)
+                                   : RLI_TP_AGAIN;
+            if (st == RLI_TP_OK) {
+                have += n;
+                progress = true;
+            } else if (st == RLI_TP_EOF) {
+                eof = true;
+                progress = true;
+            } else if (st != RLI_TP_AGAIN) {
+                conn_fail(c, c->tp.err_tls ? RL_ERR_TLS : RL_ERR_DIAL, "remoteledger: dial %s: %s", c->ep,
+                          *c->tp.err ? c->tp.err : "read failed");
+                return;
+            }
+        }
+        int status = 0;
+        const char *why = NULL;
+        rli_hz_status hz = rli_hz_parse((const char *)c->rbuf, have, eof, &status, oldest, latest, &why);
+        if (hz == RLI_HZ_FAILED) {
+            conn_fail(c, RL_ERR_PROTOCOL, "remoteledger: protocol violation: %s: %s", c->ep, why);
+            return;
+        }
+        if (hz == RLI_HZ_DONE) {
+            const char *token = c->s->opts.bearer_token;
+            if (status == 200)
+                conn_ok(c);
+            else if (status == 401)
+                conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: %s", c->ep,
+                          token && *token ? "server rejected the token (401)" : "server requires a token (401)");
+            else
+                conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: status %d", c->ep, status);
+            return;
+        }
+        if (progress)
+            continue;
+        rli_tp_status st = rli_tp_wait(&c->tp, !eof, c->out_off < c->out_len, c->hs_deadline_ms);
+        if (st == RLI_TP_TIMEOUT)
+            conn_fail(c, RL_ERR_HANDSHAKE_TIMEOUT, "remoteledger: dial %s: handshake timeout: no answer within %s",
+                      c->ep, cs_dur_format(c->s->opts.handshake_timeout_ns, d, sizeof d));
+        else if (st == RLI_TP_ERROR)
+            conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: %s", c->ep, c->tp.err);
+    }
+}
+
+rl_result rl_stream_bounds(rl_stream *s, uint32_t *oldest, uint32_t *latest)
+{
+    cs_err_clear(&s->err);
+    if (!s->url_ok) {
+        s->err = s->url_err;
+        return (rl_result)s->url_err.kind;
+    }
+    if (atomic_load(&s->cancelled)) {
+        cs_err_set(&s->err, RL_ERR_CANCELLED, CANCELED_MSG);
+        return RL_ERR_CANCELLED;
+    }
+    const rli_url *u = &s->url;
+    const char *token = s->opts.bearer_token;
+    char *target = rli_hz_target(u->path);
+    char *url = target ? healthz_url(u, target) : NULL;
+    rli_conn *c = url ? calloc(1, sizeof *c) : NULL;
+    size_t n = target ? rli_hz_request(NULL, 0, target, u->host, token) : 0;
+    if (c && !out_reserve(c, n + 1)) {
+        free(c);
+        c = NULL;
+    }
+    if (!c) {
+        free(target);
+        free(url);
+        cs_err_set(&s->err, RL_ERR_NOMEM, "remoteledger: out of memory");
+        return RL_ERR_NOMEM;
+    }
+    rli_hz_request((char *)c->out, n + 1, target, u->host, token);
+    c->out_len = n;
+    c->s = s;
+    c->ep = url;
+    c->wake = -1;
+    rli_tp_init(&c->tp, -1);
+    int session_wake = s->conn ? s->conn->wake : -1;
+    uint32_t o = 0, l = 0;
+    conn_dial(s, c);
+    if (!c->done)
+        healthz_exchange(c, &o, &l);
+    rl_result r = c->result;
+    publish(s, -1);
+    rli_tp_close(&c->tp);
+    if (c->wake >= 0)
+        close(c->wake);
+    publish(s, session_wake); /* an open session's cancel descriptor again */
+    free(c->rbuf);
+    free(c->out);
+    free(c);
+    free(target);
+    free(url);
+    if (r == RL_OK) {
+        if (oldest)
+            *oldest = o;
+        if (latest)
+            *latest = l;
+    }
+    return r;
 }
