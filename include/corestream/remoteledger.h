@@ -221,6 +221,30 @@ typedef struct rl_options {
      * ring catch-up (corestreamd --max-replays), which is sent nothing while it waits.
      * 0: the default, 60 s (RL_DEFAULT_IDLE_TIMEOUT_NS). Negative: none. */
     int64_t idle_timeout_ns;
+
+    /* Resume: reconnect by itself when a connection is lost, and go on from the ledger it
+     * expected next, so the caller (callback or pull) sees every ledger of its range exactly
+     * once and in order across dropped connections and server restarts (the server replays what
+     * was missed from its ring). Retried: a transport error or a connection dropped mid-ledger
+     * (its partial assembly is discarded), a close other than 1000 or 4001 (a restart's 1001 on
+     * an unbounded range included), a truncated bounded range, a refused or timed-out dial or
+     * handshake (not an HTTP 4xx answer: a bad token stays an error), the idle timeout. Never
+     * retried: RL_ERR_TOO_FAR_BEHIND (4001, returned at once with its bounds), RL_ERR_GAP,
+     * RL_ERR_PROTOCOL, RL_ERR_TLS, RL_ERR_CANCELLED, a message over max_chunk_size, and the clean
+     * end of a stream. rl_stream_open retries its first dial the same way.
+     * resume_retries is the budget: the attempts allowed in a row without a ledger arriving (a
+     * ledger makes the budget whole again); when it is spent the last failure is returned, with
+     * its message. 0: the default, no resume (the prototype's behaviour: the first failure is
+     * returned). Negative: no limit (only rl_stream_cancel ends the retries). The count of
+     * reconnections is rl_stream_reconnects(). */
+    int64_t resume_retries;
+    /* The wait before attempt n is min(resume_backoff_ns * 2^(n-1), resume_backoff_max_ns), of
+     * which a random half is taken off (equal jitter), so clients cut off together do not come
+     * back together. Each is cut short by rl_stream_cancel, and rl_stream_next returns RL_AGAIN
+     * when its own timeout comes during one (the attempt stays due). 0 (or negative): the
+     * defaults, 100 ms (RL_DEFAULT_RESUME_BACKOFF_NS) and 10 s (RL_DEFAULT_RESUME_BACKOFF_MAX_NS). */
+    int64_t resume_backoff_ns;
+    int64_t resume_backoff_max_ns;
 } rl_options;
 
 /* What a zero option means. */
@@ -229,6 +253,8 @@ typedef struct rl_options {
 #define RL_DEFAULT_DIAL_TIMEOUT_NS 30000000000LL
 #define RL_DEFAULT_HANDSHAKE_TIMEOUT_NS 10000000000LL
 #define RL_DEFAULT_IDLE_TIMEOUT_NS 60000000000LL
+#define RL_DEFAULT_RESUME_BACKOFF_NS 100000000LL
+#define RL_DEFAULT_RESUME_BACKOFF_MAX_NS 10000000000LL
 
 /* Every option at its default: zeroed, with struct_size set to this header's sizeof(rl_options).
  * Inline, so the size is the caller's (a library function could not know it). */
@@ -242,7 +268,7 @@ typedef struct rl_stream rl_stream;
  * (the message says why: in the prototype's words for a URL, naming the field for an option, e.g.
  *   remoteledger: rl_options.struct_size is 0: set it to sizeof(rl_options) (rl_options_init does)
  *   remoteledger: rl_options.struct_size 12 is not a multiple of 8
- *   remoteledger: rl_options.struct_size 200 sets options this library (1.0.0, 104 bytes) does not know
+ *   remoteledger: rl_options.struct_size 200 sets options this library (1.0.0, 144 bytes) does not know
  * ; *out is still set so rl_stream_error can be read, every later rl_stream_raw_ledgers returns the
  * same error, and the stream must be freed). Returns RL_ERR_NOMEM with *out NULL when the stream
  * cannot be allocated. */
@@ -312,6 +338,11 @@ RL_API rl_result rl_stream_next(rl_stream *s, int64_t timeout_ns, const uint8_t 
  * without waiting for the server (at most about 1 s to get the frame out). A no-op without a
  * session; rl_stream_free calls it. The error message and the too-far-behind bounds stay readable. */
 RL_API void rl_stream_close(rl_stream *s);
+
+/* The reconnections of the current session (rl_stream_open or rl_stream_raw_ledgers), or of the
+ * last one once it has ended: 0 without resume, or when the first connection lasted. Not
+ * concurrently with another call on the stream. */
+RL_API uint64_t rl_stream_reconnects(const rl_stream *s);
 
 /* ---- the server's tip ---- */
 

@@ -5,6 +5,7 @@
  * onto the prototype's error classification. ws:// and wss:// differ only in the transport: payload
  * goes to the assembler in slices straight from one large receive buffer either way. */
 #include <inttypes.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -51,6 +52,14 @@ struct rl_stream {
     bool session;          /* a session is open: rl_stream_next may be called */
     bool session_ended;    /* ...and has ended with end_result (the message is in err) */
     rl_result end_result;
+    rl_range range;        /* the session's range, as opened */
+    /* Resume (opts.resume_retries != 0): between attempts conn is NULL and the next dial is due
+     * at retry_at_ms; failures counts the attempts since the last ledger; reconnects the
+     * connections after the first one of the session. */
+    int64_t retry_at_ms;
+    int64_t failures;
+    uint64_t reconnects;
+    int backoff_wake; /* an eventfd rl_stream_cancel signals while no connection is up; -1 */
     atomic_bool cancelled;
     pthread_mutex_t mu; /* guards live_wake: cancel never writes to a descriptor being closed */
     int live_wake;      /* the running call's wake eventfd, -1 when none */
@@ -174,6 +183,12 @@ static int copy_options(rl_options *o, const rl_options *in, cs_err *err)
         o->handshake_timeout_ns = RL_DEFAULT_HANDSHAKE_TIMEOUT_NS;
     if (o->idle_timeout_ns == 0)
         o->idle_timeout_ns = RL_DEFAULT_IDLE_TIMEOUT_NS;
+    if (o->resume_backoff_ns <= 0)
+        o->resume_backoff_ns = RL_DEFAULT_RESUME_BACKOFF_NS;
+    if (o->resume_backoff_max_ns <= 0)
+        o->resume_backoff_max_ns = RL_DEFAULT_RESUME_BACKOFF_MAX_NS;
+    if (o->resume_backoff_max_ns < o->resume_backoff_ns)
+        o->resume_backoff_max_ns = o->resume_backoff_ns;
     /* max_chunk_size 0 is resolved by rli_read_limit and rli_expand_bound. */
     return 0;
 }
@@ -187,6 +202,7 @@ rl_result rl_stream_new(rl_stream **out, const char *url, const rl_options *opts
     atomic_init(&s->cancelled, false);
     pthread_mutex_init(&s->mu, NULL);
     s->live_wake = -1;
+    s->backoff_wake = -1;
     if (copy_options(&s->opts, opts, &s->url_err)) {
         s->err = s->url_err;
         *out = s;
@@ -217,6 +233,8 @@ void rl_stream_free(rl_stream *s)
     rli_url_free(&s->url);
     free(s->endpoint);
     rli_asm_free(s->asm_);
+    if (s->backoff_wake >= 0)
+        close(s->backoff_wake);
     pthread_mutex_destroy(&s->mu);
     free(s->tls_ca_file);
     free(s->tls_ca_dir);
@@ -233,6 +251,8 @@ void rl_stream_cancel(rl_stream *s)
     pthread_mutex_lock(&s->mu);
     if (s->live_wake >= 0)
         rli_tp_wake(s->live_wake);
+    if (s->backoff_wake >= 0)
+        rli_tp_wake(s->backoff_wake);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -263,6 +283,8 @@ typedef struct rli_conn {
     int64_t read_limit;
     int wake;                   /* the wake eventfd (published as live_wake) */
     bool ready;                 /* a verified ledger is in the assembler, handed over or about to be */
+    bool no_retry;              /* resume must not retry this failure (a refusal, a limit of ours) */
+    uint16_t peer_close;        /* the code of the server's close frame, 0 when none came */
     uint32_t ready_seq;
 
     rli_tp tp;
@@ -411,6 +433,7 @@ static int text_message(rli_conn *c)
 /* A message over the read limit: a read error, and a close 1009 in coder/websocket's words. */
 static void read_limited(rli_conn *c)
 {
+    c->no_retry = true; /* the same ledger would be over the limit again */
     char reason[64];
     snprintf(reason, sizeof reason, "read limited at %" PRId64 " bytes", c->read_limit + 1);
     conn_fail(c, RL_ERR_READ, "remoteledger: read: %s", reason);
@@ -428,6 +451,7 @@ static void on_peer_close(rli_conn *c, const uint8_t *in, size_t len)
         reason = (const char *)in + 2;
         rlen = len - 2;
     }
+    c->peer_close = code;
     uint32_t active_seq;
     uint32_t expected = rli_asm_expected(c->a);
     if (code == CS_CLOSE_NORMAL || code == CS_CLOSE_GOING_AWAY) {
@@ -638,6 +662,7 @@ static int on_frames(rli_conn *c, const uint8_t *in, size_t len, size_t *used)
             conn_fail(c, RL_ERR_READ, "remoteledger: read: %s%s", ev.at_boundary ? "failed to get reader: " : "",
                       ev.err);
             queue_close(c, CLOSE_PROTOCOL_ERROR, ev.err);
+            c->no_retry = true;
             return 0;
         }
     }
@@ -663,6 +688,7 @@ static int on_bytes(rli_conn *c, const uint8_t *in, size_t len, size_t *used)
     }
     if (st == RLI_HS_FAILED) {
         const char *token = c->s->opts.bearer_token;
+        c->no_retry = c->hs.tls || (c->hs.status >= 400 && c->hs.status < 500); /* asked and refused */
         if (c->hs.status == 401 && token && *token)
             why = "server rejected the token (401)";
         /* A TLS answer on ws:// is the transport's mismatch, like plain HTTP on wss://. */
@@ -908,40 +934,29 @@ static rl_result session_end(rl_stream *s)
     return r;
 }
 
-rl_result rl_stream_open(rl_stream *s, rl_range range)
+/* One connection for the session, from the ledger the tracker expects next (the range's start
+ * on the first one): RL_OK with s->conn set, or the failure with the connection gone and *retry
+ * saying whether resume may try again. */
+static rl_result session_connect(rl_stream *s, bool first, bool *retry)
 {
-    if (s->session) {
-        cs_err_set(&s->err, RL_ERR_INVALID, "remoteledger: a stream is already open: rl_stream_close it first");
-        return RL_ERR_INVALID;
-    }
-    cs_err_clear(&s->err);
-    s->tfb = false;
-    s->tfb_requested = s->tfb_oldest = s->tfb_latest = 0;
-    if (!s->url_ok) {
-        s->err = s->url_err;
-        return (rl_result)s->url_err.kind;
+    *retry = false;
+    rl_range range = s->range;
+    if (!first) {
+        range.from = rli_asm_expected(s->asm_); /* 0 again for a tip subscription with nothing yet */
+        if (range.bounded && range.from == 0)
+            range.from = s->range.from;
     }
     char *endpoint = NULL, *target = NULL;
     if (rli_endpoint_build(&s->url, range, &endpoint, &target, &s->err))
         return (rl_result)s->err.kind;
     free(s->endpoint);
     s->endpoint = endpoint;
-
     if (atomic_load(&s->cancelled)) {
         free(target);
         cs_err_set(&s->err, RL_ERR_CANCELLED, CANCELED_MSG);
         return RL_ERR_CANCELLED;
     }
-    if (!s->asm_) {
-        s->asm_ = rli_asm_new(s->opts.max_message_size, rli_expand_bound(s->opts.max_chunk_size));
-        if (!s->asm_) {
-            free(target);
-            cs_err_set(&s->err, RL_ERR_NOMEM, "remoteledger: out of memory");
-            return RL_ERR_NOMEM;
-        }
-    }
-    rli_asm_reset(s->asm_, range.from);
-
+    rli_asm_reset(s->asm_, range.from); /* a partial ledger of the last connection is dropped */
     rli_conn *c = calloc(1, sizeof *c);
     if (!c) {
         free(target);
@@ -958,15 +973,149 @@ rl_result rl_stream_open(rl_stream *s, rl_range range)
     rl_result r = conn_start(s, c, target);
     free(target);
     if (r != RL_OK) {
-        /* c->done: any close frame of ours was written by serve */
-        conn_free(s, c);
+        *retry = !c->no_retry && (r == RL_ERR_DIAL || r == RL_ERR_DIAL_TIMEOUT || r == RL_ERR_HANDSHAKE_TIMEOUT ||
+                                  r == RL_ERR_READ);
+        conn_free(s, c); /* c->done: any close frame of ours was written by serve */
         return r;
     }
     s->conn = c;
+    return RL_OK;
+}
+
+/* Whether resume may retry the end of this connection: the transport failing, the server closing
+ * before the range was done (a restart's 1001 included), the timeouts. Never a 4001, a gap, a
+ * protocol violation, a cancel, or a refusal. */
+static bool retryable_end(const rli_conn *c)
+{
+    if (c->no_retry)
+        return false;
+    switch (c->result) {
+    case RL_ERR_READ:
+    case RL_ERR_TRUNCATED:
+    case RL_ERR_DIAL:
+    case RL_ERR_DIAL_TIMEOUT:
+    case RL_ERR_HANDSHAKE_TIMEOUT:
+    case RL_ERR_IDLE_TIMEOUT:
+        return true;
+    case RL_OK: /* an unbounded stream the server closed as it went away, not one that ended */
+        return c->peer_close == CS_CLOSE_GOING_AWAY && !c->range.bounded;
+    default:
+        return false;
+    }
+}
+
+/* The wait before resume attempt n (1-based): capped exponential, with equal jitter (half the
+ * step fixed, half random), so many clients cut off together do not come back together. */
+static int64_t backoff_ms(const rl_options *o, int64_t n)
+{
+    int64_t base = o->resume_backoff_ns, cap = o->resume_backoff_max_ns;
+    for (int64_t i = 1; i < n && base < cap; i++)
+        base = base > cap / 2 ? cap : base * 2;
+    if (base > cap)
+        base = cap;
+    uint64_t r;
+    rli_random_bytes((uint8_t *)&r, sizeof r);
+    int64_t half = base / 2;
+    int64_t ns = half + (half > 0 ? (int64_t)(r % (uint64_t)(half + 1)) : 0);
+    return ns_to_ms(ns > 0 ? ns : 1);
+}
+
+/* Whether resume may try once more after a failure: then the attempt is scheduled. */
+static bool schedule_retry(rl_stream *s)
+{
+    int64_t budget = s->opts.resume_retries;
+    if (budget == 0 || (budget > 0 && s->failures >= budget))
+        return false;
+    s->failures++;
+    s->retry_at_ms = rli_mono_ms() + backoff_ms(&s->opts, s->failures);
+    return true;
+}
+
+/* Waits for the scheduled attempt, by the call's deadline; false when that passed first (or a
+ * cancel came: the caller checks). */
+static bool backoff_wait(rl_stream *s, int64_t call_deadline_ms)
+{
+    if (s->backoff_wake < 0) {
+        int fd = rli_tp_wake_new();
+        pthread_mutex_lock(&s->mu);
+        s->backoff_wake = fd;
+        pthread_mutex_unlock(&s->mu);
+    }
+    for (;;) {
+        if (atomic_load(&s->cancelled))
+            return true;
+        int64_t now = rli_mono_ms();
+        if (now >= s->retry_at_ms)
+            return true;
+        int64_t until = s->retry_at_ms;
+        if (call_deadline_ms >= 0 && call_deadline_ms < until)
+            until = call_deadline_ms;
+        if (now >= until)
+            return false;
+        int64_t left = until - now;
+        struct pollfd p = {.fd = s->backoff_wake, .events = POLLIN};
+        poll(&p, s->backoff_wake >= 0 ? 1 : 0, left > 1000000 ? 1000000 : (int)left);
+    }
+}
+
+/* Connects the session, retrying within the budget when resume is on. RL_OK, RL_AGAIN (the
+ * call's deadline came during a backoff: the attempt stays scheduled), or the last failure. */
+static rl_result session_reconnect(rl_stream *s, bool first, int64_t call_deadline_ms)
+{
+    for (;;) {
+        if (!first && !backoff_wait(s, call_deadline_ms))
+            return RL_AGAIN;
+        bool retry;
+        rl_result r = session_connect(s, first, &retry);
+        if (r == RL_OK) {
+            if (!first)
+                s->reconnects++;
+            return RL_OK;
+        }
+        if (!retry || !schedule_retry(s))
+            return r;
+        first = false;
+    }
+}
+
+rl_result rl_stream_open(rl_stream *s, rl_range range)
+{
+    if (s->session) {
+        cs_err_set(&s->err, RL_ERR_INVALID, "remoteledger: a stream is already open: rl_stream_close it first");
+        return RL_ERR_INVALID;
+    }
+    cs_err_clear(&s->err);
+    s->tfb = false;
+    s->tfb_requested = s->tfb_oldest = s->tfb_latest = 0;
+    s->failures = 0;
+    s->reconnects = 0;
+    if (!s->url_ok) {
+        s->err = s->url_err;
+        return (rl_result)s->url_err.kind;
+    }
+    /* The whole range is checked before any dial (a resumed one is a part of it). */
+    char *endpoint = NULL, *target = NULL;
+    if (rli_endpoint_build(&s->url, range, &endpoint, &target, &s->err))
+        return (rl_result)s->err.kind;
+    free(endpoint);
+    free(target);
+    if (!s->asm_) {
+        s->asm_ = rli_asm_new(s->opts.max_message_size, rli_expand_bound(s->opts.max_chunk_size));
+        if (!s->asm_) {
+            cs_err_set(&s->err, RL_ERR_NOMEM, "remoteledger: out of memory");
+            return RL_ERR_NOMEM;
+        }
+    }
+    s->range = range;
+    rl_result r = session_reconnect(s, true, -1);
+    if (r != RL_OK)
+        return r;
     s->session = true;
     s->session_ended = false;
     return RL_OK;
 }
+
+uint64_t rl_stream_reconnects(const rl_stream *s) { return s->reconnects; }
 
 rl_result rl_stream_next(rl_stream *s, int64_t timeout_ns, const uint8_t **ledger, size_t *len,
                          rl_ledger_info *info)
@@ -977,9 +1126,9 @@ rl_result rl_stream_next(rl_stream *s, int64_t timeout_ns, const uint8_t **ledge
     }
     if (s->session_ended)
         return s->end_result;
-    rli_conn *c = s->conn;
     int64_t call_deadline = timeout_ns < 0 ? -1 : rli_mono_ms() + (timeout_ns == 0 ? 0 : ns_to_ms(timeout_ns));
-    if (c->ready) {
+    rli_conn *c = s->conn;
+    if (c && c->ready) {
         /* The last ledger was the caller's until now: its time does not count as idle. */
         c->ready = false;
         c->last_msg_ms = rli_mono_ms();
@@ -988,13 +1137,33 @@ rl_result rl_stream_next(rl_stream *s, int64_t timeout_ns, const uint8_t **ledge
             queue_close(c, CS_CLOSE_NORMAL, "range complete");
         }
     }
-    serve_status st = serve(c, false, call_deadline);
-    if (st == SERVE_AGAIN) {
-        cs_err_clear(&s->err);
-        return RL_AGAIN;
+    for (;;) {
+        if (!s->conn) { /* resuming */
+            rl_result r = session_reconnect(s, false, call_deadline);
+            if (r == RL_AGAIN) {
+                cs_err_clear(&s->err);
+                return RL_AGAIN;
+            }
+            if (r != RL_OK) {
+                s->session_ended = true;
+                s->end_result = r;
+                return r;
+            }
+        }
+        c = s->conn;
+        serve_status st = serve(c, false, call_deadline);
+        if (st == SERVE_AGAIN) {
+            cs_err_clear(&s->err);
+            return RL_AGAIN;
+        }
+        if (st == SERVE_READY)
+            break;
+        if (!retryable_end(c) || atomic_load(&s->cancelled) || !schedule_retry(s))
+            return session_end(s);
+        conn_free(s, c); /* the message of this failure stays until the next attempt's */
+        s->conn = NULL;
     }
-    if (st != SERVE_READY)
-        return session_end(s);
+    s->failures = 0; /* a ledger: the budget is whole again */
     size_t n;
     rl_ledger_info li;
     const uint8_t *data = rli_asm_ledger(c->a, &n, &li);
@@ -1035,6 +1204,12 @@ void rl_stream_close(rl_stream *s) { session_close(s, "consumer done"); }
 void rl_stream_reset(rl_stream *s)
 {
     session_close(s, "consumer done");
+    /* the backoff's descriptor may still hold the cancel's signal: a fresh one when next needed */
+    pthread_mutex_lock(&s->mu);
+    if (s->backoff_wake >= 0)
+        close(s->backoff_wake);
+    s->backoff_wake = -1;
+    pthread_mutex_unlock(&s->mu);
     atomic_store(&s->cancelled, false);
     cs_err_clear(&s->err);
     s->tfb = false;
