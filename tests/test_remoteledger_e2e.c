@@ -1,7 +1,8 @@
 /* libremoteledger against a real corestreamd process (started from its binary on 127.0.0.1 with
  * an ephemeral port and a scratch data dir), for what only a real process shows: a server paused
- * with SIGSTOP, whose kernel still accepts connections and holds them, but which sends nothing.
- * Also the dial timeout, against a listener whose accept queue is full (its kernel drops SYNs). */
+ * with SIGSTOP, whose kernel still accepts connections and holds them, but which sends nothing;
+ * /healthz for rl_stream_bounds; resume across a server killed and restarted. Also the dial
+ * timeout, against a listener whose accept queue is full (its kernel drops SYNs). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -225,6 +226,100 @@ static void test_bounds(void **state)
     g_live = false;
 }
 
+/* corestreamd on this port with a fresh data dir (named by tag), its synthetic source numbering
+ * from start. */
+static void start_daemon_at(int port, const char *tag, uint32_t start)
+{
+    char datadir[PATH_MAX + 32], listen[32], first[16];
+    snprintf(datadir, sizeof datadir, "--data-dir=%s/%s", g_tmp.path, tag);
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
+    snprintf(first, sizeof first, "%u", start);
+    char *argv[] = {CORESTREAMD_BIN, datadir, "--listen", listen, "--source", "synthetic",
+                    "--synthetic-interval", "20ms", "--emit-window", "0", "--synthetic-size", "3000",
+                    "--start-ledger", first, NULL};
+    assert_int_equal(cs_proc_start(&g_proc, argv), 0);
+    g_live = true;
+    assert_int_equal(cs_proc_wait_listening(&g_proc, WAIT_MS), 0);
+}
+
+typedef struct restarter {
+    rl_stream *probe; /* for the new server's bounds */
+    int port;
+    int count;
+    uint32_t last;
+    bool in_order;
+    int kill_after;   /* SIGKILL the server after this many ledgers and start another */
+    uint32_t ahead;   /* ...then let its ring get this far past the restart point first */
+} restarter;
+
+static int restart_daemon(const uint8_t *p, size_t n, const rl_ledger_info *info, void *ctx)
+{
+    (void)p, (void)n;
+    restarter *z = ctx;
+    if (z->count > 0 && info->sequence != z->last + 1)
+        z->in_order = false;
+    z->last = info->sequence;
+    if (++z->count != z->kill_after)
+        return 0;
+    /* Killed mid-stream (the connection drops wherever the server was, mid-ledger likely). The
+     * new one starts numbering at the ledger after this one; the client may have more of the old
+     * server's already buffered, and asks for whatever it expects next. */
+    assert_int_equal(cs_proc_stop(&g_proc, SIGKILL, WAIT_MS), 128 + SIGKILL);
+    cs_proc_free(&g_proc);
+    g_live = false;
+    start_daemon_at(z->port, "second", info->sequence + 1);
+    if (z->ahead) {
+        uint32_t oldest = 0, latest = 0;
+        int64_t t0 = mono_ms();
+        while (latest < info->sequence + z->ahead && mono_ms() - t0 < WAIT_MS)
+            assert_int_equal(rl_stream_bounds(z->probe, &oldest, &latest), RL_OK);
+        assert_true(latest >= info->sequence + z->ahead);
+    }
+    return 0;
+}
+
+/* The server killed and restarted mid-range: with resume the caller sees [1,40] whole, once, in
+ * order: first with the missed ledgers replayed from the new server's ring (it is let run ahead
+ * before the client reconnects), then with the reconnect racing the new server's first ledgers
+ * (live, or from the ring when they were quicker). */
+static void run_restart(uint32_t ahead)
+{
+    start_daemon();
+    char url[64];
+    url_of(url, sizeof url);
+    rl_options o;
+    rl_options_init(&o);
+    o.resume_retries = 100;
+    o.resume_backoff_ns = 20 * MS;
+    o.resume_backoff_max_ns = 200 * MS;
+    rl_stream *s, *probe;
+    assert_int_equal(rl_stream_new(&s, url, &o), RL_OK);
+    assert_int_equal(rl_stream_new(&probe, url, NULL), RL_OK);
+    restarter z = {.probe = probe, .port = g_proc.port, .in_order = true, .kill_after = 10, .ahead = ahead};
+    assert_int_equal(rl_stream_raw_ledgers(s, rl_bounded_range(1, 40), restart_daemon, &z), RL_OK);
+    assert_int_equal(z.count, 40);
+    assert_true(z.in_order);
+    assert_int_equal(z.last, 40);
+    assert_true(rl_stream_reconnects(s) >= 1);
+    rl_stream_free(s);
+    rl_stream_free(probe);
+    assert_int_equal(cs_proc_stop(&g_proc, SIGTERM, WAIT_MS), 0);
+    cs_proc_free(&g_proc);
+    g_live = false;
+}
+
+static void test_resume_across_restart_with_ring_catch_up(void **state)
+{
+    (void)state;
+    run_restart(8);
+}
+
+static void test_resume_across_restart_live(void **state)
+{
+    (void)state;
+    run_restart(0);
+}
+
 /* A loopback listener that never accepts, with a backlog of 0, filled by connections of our own:
  * the kernel then drops further SYNs, so a connect hangs until its timeout. Returns the port;
  * fills fds[0..*n). */
@@ -284,6 +379,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_idle_and_handshake_timeouts_against_sigstop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bounds, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_resume_across_restart_with_ring_catch_up, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_resume_across_restart_live, setup, teardown),
         cmocka_unit_test(test_dial_timeout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
