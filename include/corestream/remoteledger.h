@@ -3,8 +3,22 @@
  * A stream is created once from a URL and options, then asked for ranges of ledgers. Each call
  * dials its own connection, reassembles every BEGIN, CHUNK..., END flow (expanding zstd chunks),
  * verifies the chunk count, the length and the XXH64 checksum, and hands each complete ledger to a
- * callback. The connection is serviced on the calling thread: the library starts no threads and
- * keeps no global state, so two streams (or one per thread) work independently.
+ * callback, or to the caller one per rl_stream_next (the pull calls). The connection is serviced
+ * on the calling thread: the library starts no threads and keeps no global state, so two streams
+ * (or one per thread) work independently.
+ *
+ * Threading and lifetimes. A stream is used by one thread at a time: no two calls on the same
+ * stream may overlap, except rl_stream_cancel, which any thread may call at any time while the
+ * stream exists. rl_result_name, rl_version_number and rl_version_string are safe anywhere. What
+ * the library hands out is borrowed from the stream: a ledger until the callback returns (or
+ * until the next call after rl_stream_next), rl_stream_error and rl_stream_endpoint strings until
+ * the next call on the stream other than rl_stream_cancel, and all of it until rl_stream_free.
+ * What the caller passes in is copied (the URL, the options and their strings) by rl_stream_new.
+ *
+ * Timeouts: dial (TCP connect), handshake (TLS and the upgrade) and idle (no complete message
+ * once subscribed) each have a default and their own result code; none is unbounded by default.
+ * Resume (opt-in, rl_options.resume_retries) reconnects by itself and goes on from the ledger
+ * expected next, so a range is delivered once and in order across dropped connections.
  *
  * Typical use:
  *
@@ -285,7 +299,8 @@ typedef int (*rl_ledger_fn)(const uint8_t *ledger, size_t len, const rl_ledger_i
  * otherwise the error. A range reaching ledger 4294967295 is refused before any dial
  * (RL_ERR_INVALID), as is a bounded range whose end is before its start.
  *
- * Each call dials its own connection and returns with it closed: after the last ledger of a
+ * Each call dials its own connection (with resume, as many as it takes) and returns with it
+ * closed: after the last ledger of a
  * bounded range, or when fn asks to stop, the client sends close 1000 ("range complete",
  * "consumer done") and returns without waiting for the server's answer. Every ledger is verified
  * (chunk count, length, XXH64) before fn sees it, and its received_unix_nano is always stamped.
@@ -393,6 +408,9 @@ RL_API void rl_stream_reset(rl_stream *s);
  *   remoteledger: dial ws://...: the server answered in TLS (is it wss://?)
  *   remoteledger: dial ws://...: server requires a token (401)
  *   remoteledger: dial ws://...: HS: ws upgrade response not 101   (any other status)
+ * and once subscribed, e.g.
+ *   remoteledger: read: idle timeout: no complete message for 1m0s
+ *   remoteledger: read: failed to get reader: failed to read frame header: EOF   (dropped)
  * (the verifier's reason is OpenSSL's X509_verify_cert_error_string; an IP literal mismatches as
  * "IP address mismatch for 10.0.0.5"). */
 RL_API const char *rl_stream_error(const rl_stream *s);
