@@ -270,9 +270,16 @@ typedef struct rl_options {
 #define RL_DEFAULT_RESUME_BACKOFF_NS 100000000LL
 #define RL_DEFAULT_RESUME_BACKOFF_MAX_NS 10000000000LL
 
-/* Every option at its default: zeroed, with struct_size set to this header's sizeof(rl_options).
- * Inline, so the size is the caller's (a library function could not know it). */
-static inline void rl_options_init(rl_options *o) { *o = (rl_options){.struct_size = sizeof(rl_options)}; }
+/* Every option at its default: every byte zeroed (padding too), with struct_size set to this
+ * header's sizeof(rl_options). Inline, so the size is the caller's (a library function could not
+ * know it); written without compound literals so C++ can include the header. */
+static inline void rl_options_init(rl_options *o)
+{
+    unsigned char *p = (unsigned char *)o;
+    for (size_t i = 0; i < sizeof *o; i++)
+        p[i] = 0;
+    o->struct_size = sizeof *o;
+}
 
 typedef struct rl_stream rl_stream;
 
