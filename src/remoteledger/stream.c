@@ -1,9 +1,13 @@
-/* libremoteledger: the public API and the connection (PORTSPEC 3). Each rl_stream_raw_ledgers call
- * owns one connection, serviced on the calling thread: the transport (transport.c: a socket of our
- * own, wrapped in TLS for wss://), the upgrade (handshake.c), the RFC 6455 framing (wsframe.c) and
- * the assembler (assemble.c), which does the protocol. This file drives them and maps what happens
- * onto the prototype's error classification. ws:// and wss:// differ only in the transport: payload
- * goes to the assembler in slices straight from one large receive buffer either way. */
+/* libremoteledger: the public API and the connection (PORTSPEC 3). A session (rl_stream_open, or
+ * one rl_stream_raw_ledgers call, which is a session pulled to its end) owns one connection at a
+ * time, serviced on the calling thread: the transport (transport.c: a socket of our own, wrapped
+ * in TLS for wss://), the upgrade (handshake.c), the RFC 6455 framing (wsframe.c) and the
+ * assembler (assemble.c), which does the protocol. This file drives them, maps what happens onto
+ * the prototype's error classification and the timeouts, stops the parse at each verified ledger
+ * so it can be handed over (callback or pull), and, with resume, replaces a lost connection by one
+ * that starts at the ledger the tracker expects next. ws:// and wss:// differ only in the
+ * transport: payload goes to the assembler in slices straight from one large receive buffer
+ * either way. rl_stream_bounds (GET /healthz, read by healthz.c) reuses the dial. */
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
