@@ -95,13 +95,15 @@ typedef enum rl_result {
     RL_ERR_GAP = 2,            /* a ledger arrived out of sequence */
     RL_ERR_TRUNCATED = 3,      /* the stream closed before the bounded range was delivered, or
                                   mid-ledger */
-    RL_ERR_PROTOCOL = 4,       /* malformed message, bad count, length or checksum, payload cap */
+    RL_ERR_PROTOCOL = 4,       /* malformed message, bad count, length or checksum, payload cap;
+                                  a /healthz answer without its numbers (rl_stream_bounds) */
     RL_ERR_DIAL = 5,           /* could not connect, or the WebSocket handshake failed: a status
                                   other than 101, e.g.
                                   "server requires a token (401)" when no bearer_token was set,
-                                  "server rejected the token (401)" when one was */
+                                  "server rejected the token (401)" when one was; for
+                                  rl_stream_bounds, a /healthz status other than 200 */
     RL_ERR_READ = 6,           /* transport error, or a close code other than 1000/1001/4001 */
-    RL_ERR_CANCELLED = 7,      /* rl_stream_cancel was called */
+    RL_ERR_CANCELLED = 7,      /* rl_stream_cancel was called (and rl_stream_reset not since) */
     RL_ERR_INVALID = 8,        /* bad URL, range or options; nothing was dialled */
     RL_ERR_NOMEM = 9,
     RL_ERR_TLS = 10,           /* TLS could not be set up: the server's certificate failed
