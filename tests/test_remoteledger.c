@@ -2168,8 +2168,8 @@ static void test_resume_backoff_and_next_timeout(void **state)
     ss_ledger(ss, 2, 10);
     ss_drop(ss);
     rl_options o = resuming(-1);
-    o.resume_backoff_ns = 400000000LL; /* the first wait: 200 to 400 ms */
-    o.resume_backoff_max_ns = 400000000LL;
+    o.resume_backoff_ns = 2000000000LL; /* each wait: 1 to 2 s, well past the bound below */
+    o.resume_backoff_max_ns = 2000000000LL;
     rl_stream *s;
     assert_int_equal(rl_stream_new(&s, ss_url(ss), &o), RL_OK);
     assert_int_equal(rl_stream_open(s, rl_unbounded_range(1)), RL_OK);
@@ -2184,7 +2184,7 @@ static void test_resume_backoff_and_next_timeout(void **state)
     rl_stream_cancel(s);
     int64_t t0 = mono_ms();
     assert_int_equal(rl_stream_next(s, -1, NULL, NULL, &info), RL_ERR_CANCELLED);
-    assert_true(mono_ms() - t0 < 150);
+    assert_true(mono_ms() - t0 < 700);
     rl_stream_free(s);
     assert_true(ss_wait(ss, SERVER_WAIT_MS));
     assert_int_equal(ss_connections(ss), 2);
