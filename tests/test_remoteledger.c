@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -21,7 +22,9 @@
 #include "remoteledger/assemble.h"
 #include "remoteledger/endpoint.h"
 #include "remoteledger/handshake.h"
+#include "remoteledger/healthz.h"
 #include "remoteledger/wsframe.h"
+#include "support/event.h"
 #include "support/rlclient.h"
 #include "support/scriptserver.h"
 #include "wire/wire.h"
@@ -1582,17 +1585,19 @@ static void test_dial_failures(void **state)
     assert_true(c.elapsed_ms < 2500);
     rl_stream_free(c.s);
 
-    /* a server that accepts and never answers the upgrade: the dial timeout fires */
+    /* a server that accepts and never answers the upgrade: the handshake timeout fires */
     ss_server *ss = ss_start();
     ss_no_handshake(ss);
-    o.dial_timeout_ns = 200000000LL;
+    o.handshake_timeout_ns = 200000000LL;
     collected_reset(&c);
-    drain_expect(ss, &o, rl_unbounded_range(1), &c, RL_ERR_DIAL, 0, NULL);
+    drain_expect(ss, &o, rl_unbounded_range(1), &c, RL_ERR_HANDSHAKE_TIMEOUT, 0, NULL);
     char want[256];
-    snprintf(want, sizeof want, "remoteledger: dial %s/stream?start=1: context deadline exceeded", ss_url(ss));
+    snprintf(want, sizeof want, "remoteledger: dial %s/stream?start=1: handshake timeout: no upgrade response within 200ms",
+             ss_url(ss));
     assert_string_equal(c.err, want);
     if (c.elapsed_ms < 190 || c.elapsed_ms > 2000)
-        fail_msg("a 200 ms dial timeout took %lld ms", (long long)c.elapsed_ms);
+        fail_msg("a 200 ms handshake timeout took %lld ms", (long long)c.elapsed_ms);
+    assert_string_equal(rl_result_name(RL_ERR_HANDSHAKE_TIMEOUT), "RL_ERR_HANDSHAKE_TIMEOUT");
     ss_stop(ss);
 
     /* the upgrade refused */
@@ -1605,7 +1610,7 @@ static void test_dial_failures(void **state)
 
     /* cancelled while the handshake hangs, with no dial timeout at all */
     ss = ss_start();
-    o.dial_timeout_ns = 0;
+    o.dial_timeout_ns = -1;
     rl_stream *s;
     assert_int_equal(rl_stream_new(&s, ss_url(ss), &o), RL_OK);
     ss_no_handshake(ss);
@@ -1621,7 +1626,7 @@ static void test_dial_failures(void **state)
 }
 
 /* wss:// (and https://) dial with TLS: against a server that never speaks TLS the handshake cannot
- * finish, and the dial timeout ends it. */
+ * finish, and the handshake timeout ends it. */
 static void test_wss_dial_timeout(void **state)
 {
     (void)state;
@@ -1629,17 +1634,560 @@ static void test_wss_dial_timeout(void **state)
     ss_no_handshake(ss);
     rl_options o;
     rl_options_init(&o);
-    o.dial_timeout_ns = 300000000LL;
+    o.handshake_timeout_ns = 300000000LL;
     char url[128];
     snprintf(url, sizeof url, "wss://127.0.0.1:%d", ss_port(ss));
     collected c = {0};
     drain_url(url, &o, rl_unbounded_range(1), &c);
-    expect(&c, RL_ERR_DIAL, 0);
+    expect(&c, RL_ERR_HANDSHAKE_TIMEOUT, 0);
     char want[256];
-    snprintf(want, sizeof want, "remoteledger: dial wss://127.0.0.1:%d/stream?start=1: ", ss_port(ss));
-    assert_contains(c.err, want);
-    assert_true(c.elapsed_ms < 3000);
+    snprintf(want, sizeof want, "remoteledger: dial wss://127.0.0.1:%d/stream?start=1: handshake timeout: no TLS "
+             "handshake within 300ms", ss_port(ss));
+    assert_string_equal(c.err, want);
+    assert_true(c.elapsed_ms >= 290 && c.elapsed_ms < 3000);
     drain_done(ss, &c);
+    ss_stop(ss);
+}
+
+/* The idle timeout: a server that completes the upgrade and then says nothing; one that goes
+ * silent after a ledger (the clock restarts at each message); one that keeps sending bytes of a
+ * message it never completes (bytes are not messages). */
+static void test_idle_timeout(void **state)
+{
+    (void)state;
+    rl_options o;
+    rl_options_init(&o);
+    o.idle_timeout_ns = 300000000LL;
+
+    ss_server *ss = ss_start();
+    ss_stall(ss);
+    collected c = {0};
+    drain_expect(ss, &o, rl_unbounded_range(1), &c, RL_ERR_IDLE_TIMEOUT, 0,
+                 "remoteledger: read: idle timeout: no complete message for 300ms");
+    if (c.elapsed_ms < 290 || c.elapsed_ms > 3000)
+        fail_msg("a 300 ms idle timeout took %lld ms", (long long)c.elapsed_ms);
+    assert_int_equal(ss_client_close(ss, 0, NULL, 0), 0); /* dropped, no close frame */
+    assert_string_equal(rl_result_name(RL_ERR_IDLE_TIMEOUT), "RL_ERR_IDLE_TIMEOUT");
+    ss_stop(ss);
+
+    ss = ss_start();
+    ss_ledger(ss, 1, 100);
+    ss_ledger(ss, 2, 100);
+    ss_stall(ss);
+    collected_reset(&c);
+    drain_expect(ss, &o, rl_unbounded_range(1), &c, RL_ERR_IDLE_TIMEOUT, 2,
+                 "remoteledger: read: idle timeout: no complete message for 300ms");
+    ss_stop(ss);
+
+    ss = ss_start();
+    uint8_t part[64] = {0};
+    ss_begin(ss, 1, 0);
+    ss_send_partial(ss, part, sizeof part, 100000); /* a CHUNK frame that never completes */
+    ss_stall(ss);
+    collected_reset(&c);
+    drain_expect(ss, &o, rl_unbounded_range(1), &c, RL_ERR_IDLE_TIMEOUT, 0, NULL);
+    ss_stop(ss);
+
+    /* negative: no idle timeout; only a cancel ends the wait */
+    ss = ss_start();
+    o.idle_timeout_ns = -1;
+    rl_stream *s;
+    assert_int_equal(rl_stream_new(&s, ss_url(ss), &o), RL_OK);
+    ss_ledger(ss, 1, 10);
+    ss_call(ss, cancel_stream, s);
+    ss_stall(ss);
+    collected_reset(&c);
+    assert_int_equal(rl_stream_raw_ledgers(s, rl_unbounded_range(1), on_ledger, &c), RL_ERR_CANCELLED);
+    rl_stream_free(s);
+    assert_true(ss_wait(ss, SERVER_WAIT_MS));
+    ss_stop(ss);
+    collected_free(&c);
+}
+
+/* ==== the pull API (rl_stream_open / rl_stream_next / rl_stream_close) ======================== */
+
+static void wait_event(void *arg) { assert_true(event_wait(arg, 10LL * 1000000000LL)); }
+
+static void test_pull_timeouts_and_partial_ledgers(void **state)
+{
+    (void)state;
+    event go;
+    event_init(&go);
+    ss_server *ss = ss_start();
+    ss_ledger(ss, 1, 100);
+    uint8_t raw[200];
+    memset(raw, 2, sizeof raw);
+    ss_begin(ss, 2, 0);
+    ss_chunk(ss, 2, 0, CS_CODEC_RAW, raw, 100);
+    ss_call(ss, wait_event, &go); /* ledger 2 stays half sent until the client has timed out */
+    ss_chunk(ss, 2, 1, CS_CODEC_RAW, raw + 100, 100);
+    ss_end(ss, 2, 2, 200, 0, XXH64(raw, 200, 0));
+    ss_stall(ss);
+
+    rl_stream *s;
+    assert_int_equal(rl_stream_new(&s, ss_url(ss), NULL), RL_OK);
+    const uint8_t *p;
+    size_t n;
+    rl_ledger_info info;
+    assert_int_equal(rl_stream_next(s, -1, &p, &n, &info), RL_ERR_INVALID);
+    assert_string_equal(rl_stream_error(s), "remoteledger: rl_stream_next without an open stream (rl_stream_open)");
+    assert_int_equal(rl_stream_open(s, rl_unbounded_range(1)), RL_OK);
+    assert_string_equal(rl_stream_error(s), "");
+    assert_int_equal(rl_stream_open(s, rl_unbounded_range(1)), RL_ERR_INVALID);
+    assert_string_equal(rl_stream_error(s), "remoteledger: a stream is already open: rl_stream_close it first");
+    assert_int_equal(rl_stream_raw_ledgers(s, rl_unbounded_range(1), NULL, NULL), RL_ERR_INVALID);
+
+    assert_int_equal(rl_stream_next(s, -1, &p, &n, &info), RL_OK);
+    assert_int_equal(info.sequence, 1);
+    assert_int_equal(n, 100);
+    assert_true(info.received_unix_nano > 0);
+    const uint8_t *first = p;
+    int64_t t0 = mono_ms();
+    assert_int_equal(rl_stream_next(s, 150000000LL, &p, &n, &info), RL_AGAIN);
+    int64_t took = mono_ms() - t0;
+    if (took < 140 || took > 3000)
+        fail_msg("a 150 ms next took %lld ms", (long long)took);
+    assert_string_equal(rl_stream_error(s), "");
+    assert_int_equal(rl_stream_next(s, 0, &p, &n, &info), RL_AGAIN); /* 0: poll */
+    event_set(&go);
+    assert_int_equal(rl_stream_next(s, 5000000000LL, &p, &n, &info), RL_OK);
+    assert_int_equal(info.sequence, 2);
+    assert_int_equal(info.chunks, 2);
+    assert_int_equal(n, 200);
+    assert_memory_equal(p, raw, 200);
+    assert_ptr_equal(p, first); /* borrowed: the same assembly buffer */
+    rl_stream_close(s);
+    rl_stream_close(s); /* a no-op */
+    assert_true(ss_wait(ss, SERVER_WAIT_MS));
+    expect_client_close(ss, 0, 1000, "consumer done");
+
+    /* closed: a new session on the same stream */
+    assert_int_equal(rl_stream_next(s, 0, NULL, NULL, NULL), RL_ERR_INVALID);
+    rl_stream_free(s);
+    ss_stop(ss);
+    event_destroy(&go);
+}
+
+/* A bounded range: RL_END after its last ledger (the client closes with "range complete"), and
+ * again on every later call until the session is closed. */
+static void test_pull_end_of_range(void **state)
+{
+    (void)state;
+    ss_server *ss = ss_start();
+    ss_ledger(ss, 7, 10);
+    ss_ledger(ss, 8, 10);
+    rl_stream *s;
+    assert_int_equal(rl_stream_new(&s, ss_url(ss), NULL), RL_OK);
+    assert_int_equal(rl_stream_open(s, rl_bounded_range(7, 8)), RL_OK);
+    rl_ledger_info info;
+    assert_int_equal(rl_stream_next(s, -1, NULL, NULL, &info), RL_OK);
+    assert_int_equal(info.sequence, 7);
+    assert_int_equal(rl_stream_next(s, -1, NULL, NULL, &info), RL_OK);
+    assert_int_equal(info.sequence, 8);
+    assert_int_equal(rl_stream_next(s, -1, NULL, NULL, &info), RL_END);
+    assert_int_equal(rl_stream_next(s, -1, NULL, NULL, &info), RL_END);
+    assert_string_equal(rl_stream_error(s), "");
+    assert_true(ss_wait(ss, SERVER_WAIT_MS));
+    expect_client_close(ss, 0, 1000, "range complete");
+    rl_stream_close(s);
+    ss_stop(ss);
+
+    rl_stream_free(s);
+
+    /* closed right after the last ledger, without asking for more: still "range complete" */
+    ss = ss_start();
+    ss_ledger(ss, 7, 10);
+    ss_stall(ss);
+    assert_int_equal(rl_stream_new(&s, ss_url(ss), NULL), RL_OK);
+    assert_int_equal(rl_stream_open(s, rl_single_ledger_range(7)), RL_OK);
+    assert_int_equal(rl_stream_next(s, -1, NULL, NULL, &info), RL_OK);
+    rl_stream_close(s);
+    assert_true(ss_wait(ss, SERVER_WAIT_MS));
+    expect_client_close(ss, 0, 1000, "range complete");
+    rl_stream_free(s);
+    ss_stop(ss);
+}
+
+/* The idle clock does not run while the caller holds a ledger: only the library's own waiting
+ * counts. The caller here takes 700 ms over ledger 1 (the slowness under test, not a
+ * synchronisation), against a 500 ms idle timeout; ledger 2 is sent only after that. */
+static void test_pull_idle_excludes_the_callers_time(void **state)
+{
+    (void)state;
+    event go;
+    event_init(&go);
+    ss_server *ss = ss_start();
+    ss_ledger(ss, 1, 10);
+    ss_call(ss, wait_event, &go);
+    ss_ledger(ss, 2, 10);
+    ss_stall(ss);
+    rl_options o;
+    rl_options_init(&o);
+    o.idle_timeout_ns = 500000000LL;
+    rl_stream *s;
+    assert_int_equal(rl_stream_new(&s, ss_url(ss), &o), RL_OK);
+    assert_int_equal(rl_stream_open(s, rl_unbounded_range(1)), RL_OK);
+    assert_int_equal(rl_stream_next(s, -1, NULL, NULL, NULL), RL_OK);
+    int64_t t0 = mono_ms();
+    while (mono_ms() - t0 < 700)
+        poll(NULL, 0, 50);
+    event_set(&go);
+    rl_ledger_info info;
+    assert_int_equal(rl_stream_next(s, -1, NULL, NULL, &info), RL_OK);
+    assert_int_equal(info.sequence, 2);
+    /* then the server is silent: the idle timeout, from the library's own wait */
+    assert_int_equal(rl_stream_next(s, -1, NULL, NULL, &info), RL_ERR_IDLE_TIMEOUT);
+    assert_string_equal(rl_stream_error(s), "remoteledger: read: idle timeout: no complete message for 500ms");
+    rl_stream_close(s);
+    rl_stream_free(s);
+    assert_true(ss_wait(ss, SERVER_WAIT_MS));
+    ss_stop(ss);
+    event_destroy(&go);
+}
+
+/* A cancelled stream stays cancelled (sticky) until rl_stream_reset; then it streams again. A
+ * cancel from another thread wakes a blocked rl_stream_next. */
+static void test_reset_after_cancel(void **state)
+{
+    (void)state;
+    event opened;
+    event_init(&opened);
+    ss_server *ss = ss_start();
+    rl_stream *s;
+    assert_int_equal(rl_stream_new(&s, ss_url(ss), NULL), RL_OK);
+    ss_call(ss, wait_event, &opened);
+    ss_ledger(ss, 1, 10);
+    ss_call(ss, cancel_stream, s); /* on the server's thread, while the client waits */
+    ss_stall(ss);
+    ss_next_connection(ss);
+    ss_ledger(ss, 1, 10);
+    ss_next_connection(ss);
+    ss_ledger(ss, 1, 10);
+    ss_stall(ss);
+
+    assert_int_equal(rl_stream_open(s, rl_unbounded_range(1)), RL_OK);
+    event_set(&opened);
+    rl_result r;
+    int got = 0;
+    while ((r = rl_stream_next(s, -1, NULL, NULL, NULL)) == RL_OK && got < 10)
+        got++;
+    assert_int_equal(r, RL_ERR_CANCELLED);
+    assert_string_equal(rl_stream_error(s), "context canceled");
+    rl_stream_close(s);
+    /* sticky: nothing is dialled */
+    assert_int_equal(rl_stream_raw_ledgers(s, rl_single_ledger_range(1), NULL, NULL), RL_ERR_CANCELLED);
+    assert_int_equal(rl_stream_open(s, rl_single_ledger_range(1)), RL_ERR_CANCELLED);
+
+    rl_stream_reset(s);
+    assert_string_equal(rl_stream_error(s), "");
+    assert_int_equal(rl_stream_raw_ledgers(s, rl_single_ledger_range(1), NULL, NULL), RL_OK);
+
+    /* reset also ends an open session, politely */
+    assert_int_equal(rl_stream_open(s, rl_unbounded_range(1)), RL_OK);
+    assert_int_equal(rl_stream_next(s, -1, NULL, NULL, NULL), RL_OK);
+    rl_stream_reset(s);
+    assert_int_equal(rl_stream_next(s, 0, NULL, NULL, NULL), RL_ERR_INVALID);
+    rl_stream_free(s);
+    assert_true(ss_wait(ss, SERVER_WAIT_MS));
+    assert_int_equal(ss_connections(ss), 3);
+    expect_client_close(ss, 1, 1000, "range complete");
+    expect_client_close(ss, 2, 1000, "consumer done");
+    ss_stop(ss);
+    event_destroy(&opened);
+}
+
+/* ==== GET /healthz (healthz.c) ================================================================== */
+
+static void expect_hz(const char *answer, bool eof, rli_hz_status want, int status, uint32_t o, uint32_t l,
+                      const char *why)
+{
+    size_t n = strlen(answer);
+    char *copy = malloc(n ? n : 1); /* exact size: ASan sees a read past it */
+    memcpy(copy, answer, n);
+    int st = 0;
+    uint32_t oldest = 7, latest = 7;
+    const char *w = NULL;
+    rli_hz_status got = rli_hz_parse(copy, n, eof, &st, &oldest, &latest, &w);
+    free(copy);
+    if (got != want)
+        fail_msg("%s: status %d (%s), want %d", answer, got, w ? w : "", want);
+    if (want == RLI_HZ_DONE) {
+        assert_int_equal(st, status);
+        if (status == 200) {
+            assert_int_equal(oldest, o);
+            assert_int_equal(latest, l);
+        }
+    }
+    if (why)
+        assert_string_equal(w, why);
+}
+
+static void test_healthz_parse(void **state)
+{
+    (void)state;
+    char *t = rli_hz_target("/stream");
+    assert_string_equal(t, "/healthz");
+    free(t);
+    t = rli_hz_target("/core/stream");
+    assert_string_equal(t, "/core/healthz");
+    free(t);
+    t = rli_hz_target("/core/");
+    assert_string_equal(t, "/core/healthz");
+    free(t);
+    t = rli_hz_target("");
+    assert_string_equal(t, "/healthz");
+    free(t);
+    char req[256];
+    rli_hz_request(req, sizeof req, "/healthz", "box:8462", "tok");
+    assert_string_equal(req, "GET /healthz HTTP/1.1\r\nHost: box:8462\r\nAccept: application/json\r\n"
+                             "Authorization: Bearer tok\r\nConnection: close\r\n\r\n");
+    assert_int_equal(rli_hz_request(NULL, 0, "/healthz", "b", NULL), strlen("GET /healthz HTTP/1.1\r\nHost: b\r\n"
+                                                                            "Accept: application/json\r\nConnection: close\r\n\r\n"));
+
+    const char *body = "{\"oldest\":16,\"latest\":4294967294,\"subscribers\":1}\n";
+    char ok[512];
+    snprintf(ok, sizeof ok, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\ncontent-length: %zu\r\n\r\n%s",
+             strlen(body), body);
+    expect_hz(ok, false, RLI_HZ_DONE, 200, 16, 4294967294u, NULL);
+    /* every prefix is "more", or a failure once the stream has ended */
+    for (size_t k = 0; k < strlen(ok); k++) {
+        char pre[512];
+        memcpy(pre, ok, k);
+        pre[k] = 0;
+        expect_hz(pre, false, RLI_HZ_MORE, 0, 0, 0, NULL);
+        expect_hz(pre, true, RLI_HZ_FAILED, 0, 0, 0, NULL);
+    }
+    /* without a length the body runs to the end of the stream */
+    expect_hz("HTTP/1.1 200 OK\r\n\r\n{\"latest\": 9, \"oldest\" : 3}", false, RLI_HZ_MORE, 0, 0, 0, NULL);
+    expect_hz("HTTP/1.1 200 OK\r\n\r\n{\"latest\": 9, \"oldest\" : 3}", true, RLI_HZ_DONE, 200, 3, 9, NULL);
+    expect_hz("HTTP/1.1 200 OK\r\n\r\n{\"oldest\":0,\"latest\":0}", true, RLI_HZ_DONE, 200, 0, 0, NULL);
+    /* another status: the body does not matter */
+    expect_hz("HTTP/1.1 401 Unauthorized\r\nContent-Length: 100\r\n\r\n", false, RLI_HZ_DONE, 401, 0, 0, NULL);
+    /* what is wrong is said */
+    expect_hz("HTTP/1.1 200 OK\r\n\r\n{\"oldest\":3}", true, RLI_HZ_FAILED, 0, 0, 0,
+              "the answer has no \"oldest\" and \"latest\" numbers");
+    expect_hz("HTTP/1.1 200 OK\r\n\r\n{\"oldest\":3,\"latest\":4294967296}", true, RLI_HZ_FAILED, 0, 0, 0, NULL);
+    expect_hz("HTTP/1.1 200 OK\r\n\r\n{\"oldest\":-3,\"latest\":4}", true, RLI_HZ_FAILED, 0, 0, 0, NULL);
+    expect_hz("HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n", false, RLI_HZ_FAILED, 0, 0, 0,
+              "the answer's Content-Length is unusable");
+    expect_hz("HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n{}", false, RLI_HZ_FAILED, 0, 0, 0,
+              "the answer's Content-Length is unusable");
+    expect_hz("HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999\r\n\r\n", false, RLI_HZ_FAILED, 0, 0, 0,
+              NULL);
+    expect_hz("SSH-2.0-OpenSSH\r\n\r\n", true, RLI_HZ_FAILED, 0, 0, 0, "the answer is not HTTP");
+    expect_hz("", true, RLI_HZ_FAILED, 0, 0, 0, "the server closed without answering");
+    /* the numbers of the first "oldest" key with a colon count; a key inside a string value does not fool it
+     * into reading past the body */
+    expect_hz("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{\"oldest\":1}{\"latest\":2}", false, RLI_HZ_FAILED, 0, 0,
+              0, NULL);
+}
+
+/* ==== resume (rl_options.resume_retries) ======================================================= */
+
+static rl_options resuming(int64_t retries)
+{
+    rl_options o;
+    rl_options_init(&o);
+    o.resume_retries = retries;
+    o.resume_backoff_ns = 5000000LL; /* 5 ms, at most 20 ms: the tests do not wait long */
+    o.resume_backoff_max_ns = 20000000LL;
+    return o;
+}
+
+static void expect_sequences(const collected *c, uint32_t from, int count)
+{
+    assert_int_equal(c->count, count);
+    for (int i = 0; i < count && i < MAX_LEDGERS; i++)
+        if (c->infos[i].sequence != from + (uint32_t)i)
+            fail_msg("ledger %d is %u, want %u", i, c->infos[i].sequence, from + (uint32_t)i);
+}
+
+/* Cut mid-ledger, then a close 1011, then a truncated bounded range: each time the next
+ * connection asks for the ledger expected next, and the caller sees every ledger once, in
+ * order. */
+static void test_resume_exactly_once(void **state)
+{
+    (void)state;
+    uint8_t part[40] = {0};
+    ss_server *ss = ss_start();
+    ss_ledger(ss, 1, 10);
+    ss_ledger(ss, 2, 10);
+    ss_begin(ss, 3, 0);
+    ss_send_partial(ss, part, sizeof part, 1000); /* ledger 3 is cut in the middle of a chunk */
+    ss_drop(ss);
+    ss_next_connection(ss);
+    ss_ledger(ss, 3, 10);
+    ss_send_close(ss, 1011, "source failed");
+    ss_next_connection(ss);
+    ss_ledger(ss, 4, 10);
+    ss_send_close(ss, 1001, "source ended before range complete");
+    ss_next_connection(ss);
+    ss_ledger(ss, 5, 10);
+    ss_ledger(ss, 6, 10);
+    rl_options o = resuming(3);
+    collected c = {0};
+    drain_url(ss_url(ss), &o, rl_bounded_range(1, 6), &c);
+    expect(&c, RL_OK, 6);
+    expect_sequences(&c, 1, 6);
+    assert_int_equal(rl_stream_reconnects(c.s), 3);
+    drain_done(ss, &c);
+    assert_int_equal(ss_connections(ss), 4);
+    assert_string_equal(ss_target(ss, 0), "/stream?end=6&start=1");
+    assert_string_equal(ss_target(ss, 1), "/stream?end=6&start=3");
+    assert_string_equal(ss_target(ss, 2), "/stream?end=6&start=4");
+    assert_string_equal(ss_target(ss, 3), "/stream?end=6&start=5");
+    expect_client_close(ss, 3, 1000, "range complete");
+    ss_stop(ss);
+    collected_free(&c);
+}
+
+/* An unbounded stream: a restart's 1001 is resumed (a tip subscription from the ledger after the
+ * last one seen), the source's clean end (1000) ends it. */
+static void test_resume_unbounded_going_away(void **state)
+{
+    (void)state;
+    ss_server *ss = ss_start();
+    ss_ledger(ss, 40, 10);
+    ss_send_close(ss, 1001, "server shutting down");
+    ss_next_connection(ss);
+    ss_ledger(ss, 41, 10);
+    ss_send_close(ss, 1000, "source ended");
+    rl_options o = resuming(-1);
+    collected c = {0};
+    drain_url(ss_url(ss), &o, rl_unbounded_range(0), &c);
+    expect(&c, RL_OK, 2);
+    expect_sequences(&c, 40, 2);
+    assert_int_equal(rl_stream_reconnects(c.s), 1);
+    drain_done(ss, &c);
+    assert_string_equal(ss_target(ss, 1), "/stream?start=41");
+    ss_stop(ss);
+    collected_free(&c);
+}
+
+/* Never retried: a 4001 (returned at once, with the ledger expected next), a gap, a refused token. */
+static void test_resume_does_not_retry(void **state)
+{
+    (void)state;
+    rl_options o = resuming(-1);
+    ss_server *ss = ss_start();
+    ss_ledger(ss, 5, 10);
+    ss_send_close(ss, 4001, "too far behind: oldest=16 latest=20");
+    collected c = {0};
+    drain_url(ss_url(ss), &o, rl_unbounded_range(5), &c);
+    expect(&c, RL_ERR_TOO_FAR_BEHIND, 1);
+    uint32_t req = 0, oldest = 0, latest = 0;
+    assert_true(rl_stream_too_far_behind(c.s, &req, &oldest, &latest));
+    assert_int_equal(req, 6);
+    assert_int_equal(oldest, 16);
+    assert_int_equal(latest, 20);
+    assert_int_equal(rl_stream_reconnects(c.s), 0);
+    drain_done(ss, &c);
+    assert_int_equal(ss_connections(ss), 1);
+    ss_stop(ss);
+
+    ss = ss_start();
+    ss_ledger(ss, 5, 10);
+    ss_ledger(ss, 7, 10);
+    collected_reset(&c);
+    drain_url(ss_url(ss), &o, rl_unbounded_range(5), &c);
+    expect(&c, RL_ERR_GAP, 1);
+    drain_done(ss, &c);
+    assert_int_equal(ss_connections(ss), 1);
+    ss_stop(ss);
+
+    ss = ss_start();
+    ss_reject_handshake(ss, 401);
+    collected_reset(&c);
+    drain_url(ss_url(ss), &o, rl_unbounded_range(5), &c);
+    expect(&c, RL_ERR_DIAL, 0);
+    drain_done(ss, &c);
+    assert_int_equal(ss_connections(ss), 1);
+    ss_stop(ss);
+    collected_free(&c);
+}
+
+/* The budget: attempts in a row without a ledger. Two retries allowed, three connections cut
+ * before a ledger: the last failure is returned. A ledger in between makes the budget whole. */
+static void test_resume_budget(void **state)
+{
+    (void)state;
+    ss_server *ss = ss_start();
+    ss_drop(ss);
+    ss_next_connection(ss);
+    ss_drop(ss);
+    ss_next_connection(ss);
+    ss_send_close(ss, 1011, "source failed");
+    rl_options o = resuming(2);
+    collected c = {0};
+    drain_url(ss_url(ss), &o, rl_unbounded_range(1), &c);
+    expect(&c, RL_ERR_READ, 0);
+    assert_string_equal(c.err, "remoteledger: read: failed to get reader: received close frame: status = "
+                               "StatusInternalError and reason = \"source failed\"");
+    assert_int_equal(rl_stream_reconnects(c.s), 2);
+    drain_done(ss, &c);
+    assert_int_equal(ss_connections(ss), 3);
+    ss_stop(ss);
+
+    ss = ss_start();
+    ss_drop(ss);
+    ss_next_connection(ss);
+    ss_ledger(ss, 1, 10);
+    ss_drop(ss);
+    ss_next_connection(ss);
+    ss_drop(ss);
+    ss_next_connection(ss);
+    ss_ledger(ss, 2, 10);
+    ss_send_close(ss, 1000, "");
+    o = resuming(2);
+    collected_reset(&c);
+    drain_url(ss_url(ss), &o, rl_bounded_range(1, 2), &c);
+    expect(&c, RL_OK, 2);
+    drain_done(ss, &c);
+    assert_int_equal(ss_connections(ss), 4);
+    ss_stop(ss);
+
+    /* nothing listening at all: the dial is retried, and its failure returned in the end */
+    o = resuming(2);
+    collected_reset(&c);
+    drain_url("ws://127.0.0.1:1", &o, rl_unbounded_range(1), &c);
+    expect(&c, RL_ERR_DIAL, 0);
+    assert_contains(c.err, "connection refused");
+    rl_stream_free(c.s);
+    collected_free(&c);
+}
+
+/* The pull API during a backoff: rl_stream_next's own timeout returns RL_AGAIN, and the attempt
+ * happens on a later call; a cancel cuts the backoff short. */
+static void test_resume_backoff_and_next_timeout(void **state)
+{
+    (void)state;
+    ss_server *ss = ss_start();
+    ss_ledger(ss, 1, 10);
+    ss_drop(ss);
+    ss_next_connection(ss);
+    ss_ledger(ss, 2, 10);
+    ss_drop(ss);
+    rl_options o = resuming(-1);
+    o.resume_backoff_ns = 2000000000LL; /* each wait: 1 to 2 s, well past the bound below */
+    o.resume_backoff_max_ns = 2000000000LL;
+    rl_stream *s;
+    assert_int_equal(rl_stream_new(&s, ss_url(ss), &o), RL_OK);
+    assert_int_equal(rl_stream_open(s, rl_unbounded_range(1)), RL_OK);
+    rl_ledger_info info;
+    assert_int_equal(rl_stream_next(s, -1, NULL, NULL, &info), RL_OK);
+    assert_int_equal(rl_stream_next(s, 50000000LL, NULL, NULL, &info), RL_AGAIN); /* cut, then backing off */
+    assert_int_equal(rl_stream_next(s, -1, NULL, NULL, &info), RL_OK);
+    assert_int_equal(info.sequence, 2);
+    assert_int_equal(rl_stream_reconnects(s), 1);
+    /* the second cut: a cancel from another thread ends the backoff at once */
+    assert_int_equal(rl_stream_next(s, 50000000LL, NULL, NULL, &info), RL_AGAIN);
+    rl_stream_cancel(s);
+    int64_t t0 = mono_ms();
+    assert_int_equal(rl_stream_next(s, -1, NULL, NULL, &info), RL_ERR_CANCELLED);
+    assert_true(mono_ms() - t0 < 700);
+    rl_stream_free(s);
+    assert_true(ss_wait(ss, SERVER_WAIT_MS));
+    assert_int_equal(ss_connections(ss), 2);
     ss_stop(ss);
 }
 
@@ -1817,12 +2365,20 @@ static void test_names_and_defaults(void **state)
     assert_string_equal(rl_result_name(RL_ERR_GAP), "RL_ERR_GAP");
     assert_string_equal(rl_result_name(RL_ERR_NOMEM), "RL_ERR_NOMEM");
     assert_string_equal(rl_result_name((rl_result)99), "RL_ERR_UNKNOWN");
+    /* rl_options_init is the zero struct with its size: zero means "the default" everywhere. */
     rl_options o;
+    memset(&o, 0xAB, sizeof o);
     rl_options_init(&o);
-    assert_int_equal(o.max_message_size, 268435456);
-    assert_int_equal(o.max_chunk_size, 8388608);
-    assert_int_equal(o.dial_timeout_ns, 30000000000LL);
+    assert_int_equal(o.struct_size, sizeof o);
+    assert_int_equal(o.max_message_size, 0);
+    assert_int_equal(o.max_chunk_size, 0);
+    assert_int_equal(o.dial_timeout_ns, 0);
     assert_null(o.observer);
+    assert_null(o.bearer_token);
+    assert_false(o.tls_insecure_skip_verify);
+    assert_int_equal(RL_DEFAULT_MAX_MESSAGE_SIZE, 268435456);
+    assert_int_equal(RL_DEFAULT_MAX_CHUNK_SIZE, 8388608);
+    assert_int_equal(RL_DEFAULT_DIAL_TIMEOUT_NS, 30000000000LL);
     rl_range r = rl_bounded_range(3, 4);
     assert_true(r.bounded);
     r = rl_unbounded_range(3);
@@ -2661,6 +3217,7 @@ int main(void)
         cmocka_unit_test(test_handshake_request),
         cmocka_unit_test(test_handshake_check),
         cmocka_unit_test(test_handshake_feed),
+        cmocka_unit_test(test_healthz_parse),
         cmocka_unit_test(test_delivers_bounded_range),
         cmocka_unit_test(test_reassembles_chunk_flows),
         cmocka_unit_test(test_received_stamp_without_observer),
@@ -2689,6 +3246,16 @@ int main(void)
         cmocka_unit_test(test_consumer_done),
         cmocka_unit_test(test_dial_failures),
         cmocka_unit_test(test_wss_dial_timeout),
+        cmocka_unit_test(test_idle_timeout),
+        cmocka_unit_test(test_pull_timeouts_and_partial_ledgers),
+        cmocka_unit_test(test_pull_end_of_range),
+        cmocka_unit_test(test_pull_idle_excludes_the_callers_time),
+        cmocka_unit_test(test_reset_after_cancel),
+        cmocka_unit_test(test_resume_exactly_once),
+        cmocka_unit_test(test_resume_unbounded_going_away),
+        cmocka_unit_test(test_resume_does_not_retry),
+        cmocka_unit_test(test_resume_budget),
+        cmocka_unit_test(test_resume_backoff_and_next_timeout),
         cmocka_unit_test(test_rejects_ceiling_range_before_dialing),
         cmocka_unit_test(test_expands_compressed_chunks),
         cmocka_unit_test(test_rejects_corrupt_compressed_chunk),
@@ -2704,5 +3271,10 @@ int main(void)
         cmocka_unit_test(test_close_is_echoed),
         cmocka_unit_test(test_handshake_failures),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    /* Every case twice: through the callback API, then through the pull API (rlclient_pull),
+     * which must behave the same. */
+    int failed = cmocka_run_group_tests_name("callback", tests, NULL, NULL);
+    rlclient_pull = true;
+    failed += cmocka_run_group_tests_name("pull", tests, NULL, NULL);
+    return failed;
 }

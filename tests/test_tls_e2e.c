@@ -66,8 +66,8 @@ static int count_ledger(const uint8_t *l, size_t len, const rl_ledger_info *info
     return 0;
 }
 
-/* Streams [1,n] and returns the result, the error text in c->err; never longer than the dial
- * timeout, which the test also asserts. */
+/* Streams [1,n] and returns the result, the error text in c->err; never longer than the dial and
+ * handshake timeouts, which the test also asserts. */
 static rl_result run(const harness *h, client *c, uint32_t n)
 {
     char url[128];
@@ -75,6 +75,7 @@ static rl_result run(const harness *h, client *c, uint32_t n)
     rl_options o;
     rl_options_init(&o);
     o.dial_timeout_ns = 5 * T_SEC;
+    o.handshake_timeout_ns = 5 * T_SEC;
     o.tls_ca_file = c->ca;
     o.tls_cert_file = c->cert;
     o.tls_key_file = c->key;

@@ -1,10 +1,15 @@
-/* libremoteledger: the public API and the connection (PORTSPEC 3). Each rl_stream_raw_ledgers call
- * owns one connection, serviced on the calling thread: the transport (transport.c: a socket of our
- * own, wrapped in TLS for wss://), the upgrade (handshake.c), the RFC 6455 framing (wsframe.c) and
- * the assembler (assemble.c), which does the protocol. This file drives them and maps what happens
- * onto the prototype's error classification. ws:// and wss:// differ only in the transport: payload
- * goes to the assembler in slices straight from one large receive buffer either way. */
+/* libremoteledger: the public API and the connection (PORTSPEC 3). A session (rl_stream_open, or
+ * one rl_stream_raw_ledgers call, which is a session pulled to its end) owns one connection at a
+ * time, serviced on the calling thread: the transport (transport.c: a socket of our own, wrapped
+ * in TLS for wss://), the upgrade (handshake.c), the RFC 6455 framing (wsframe.c) and the
+ * assembler (assemble.c), which does the protocol. This file drives them, maps what happens onto
+ * the prototype's error classification and the timeouts, stops the parse at each verified ledger
+ * so it can be handed over (callback or pull), and, with resume, replaces a lost connection by one
+ * that starts at the ledger the tracker expects next. ws:// and wss:// differ only in the
+ * transport: payload goes to the assembler in slices straight from one large receive buffer
+ * either way. rl_stream_bounds (GET /healthz, read by healthz.c) reuses the dial. */
 #include <inttypes.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -13,17 +18,18 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/godur.h"
 #include "common/goquote.h"
 #include "corestream/remoteledger.h"
 #include "corestream/wire.h"
 #include "remoteledger/assemble.h"
 #include "remoteledger/endpoint.h"
 #include "remoteledger/handshake.h"
+#include "remoteledger/healthz.h"
 #include "remoteledger/transport.h"
 #include "remoteledger/wsframe.h"
 #include "wire/wire.h"
 
-#define DEFAULT_DIAL_TIMEOUT_NS (30LL * 1000000000LL)
 /* Socket reads go into this per-call buffer, and the framing parser consumes it in place. Measured
  * on loopback (2 vCPUs) with lws's RAW socket before: throughput is flat from 64 KiB to 4 MiB
  * (memory-bound, about 3 GB/s per client core for raw chunks), but 64 KiB and 256 KiB wake the
@@ -46,6 +52,18 @@ struct rl_stream {
     bool tfb;
     uint32_t tfb_requested, tfb_oldest, tfb_latest;
     rli_asm *asm_;
+    struct rli_conn *conn; /* the open session's connection (rl_stream_open), NULL when none */
+    bool session;          /* a session is open: rl_stream_next may be called */
+    bool session_ended;    /* ...and has ended with end_result (the message is in err) */
+    rl_result end_result;
+    rl_range range;        /* the session's range, as opened */
+    /* Resume (opts.resume_retries != 0): between attempts conn is NULL and the next dial is due
+     * at retry_at_ms; failures counts the attempts since the last ledger; reconnects the
+     * connections after the first one of the session. */
+    int64_t retry_at_ms;
+    int64_t failures;
+    uint64_t reconnects;
+    int backoff_wake; /* an eventfd rl_stream_cancel signals while no connection is up; -1 */
     atomic_bool cancelled;
     pthread_mutex_t mu; /* guards live_wake: cancel never writes to a descriptor being closed */
     int live_wake;      /* the running call's wake eventfd, -1 when none */
@@ -69,6 +87,11 @@ const char *rl_result_name(rl_result r)
         [RL_ERR_INVALID] = "RL_ERR_INVALID",
         [RL_ERR_NOMEM] = "RL_ERR_NOMEM",
         [RL_ERR_TLS] = "RL_ERR_TLS",
+        [RL_ERR_DIAL_TIMEOUT] = "RL_ERR_DIAL_TIMEOUT",
+        [RL_ERR_HANDSHAKE_TIMEOUT] = "RL_ERR_HANDSHAKE_TIMEOUT",
+        [RL_ERR_IDLE_TIMEOUT] = "RL_ERR_IDLE_TIMEOUT",
+        [RL_END] = "RL_END",
+        [RL_AGAIN] = "RL_AGAIN",
     };
     if ((unsigned)r < sizeof names / sizeof names[0] && names[r])
         return names[r];
@@ -103,13 +126,11 @@ bool rl_info_emit_window(const rl_ledger_info *i, int64_t *ns)
     return true;
 }
 
-void rl_options_init(rl_options *o)
-{
-    memset(o, 0, sizeof *o);
-    o->max_message_size = CS_MAX_PAYLOAD_SIZE;
-    o->max_chunk_size = CS_MAX_CHUNK_SIZE;
-    o->dial_timeout_ns = DEFAULT_DIAL_TIMEOUT_NS;
-}
+unsigned rl_version_number(void) { return RL_VERSION_NUMBER; }
+const char *rl_version_string(void) { return RL_VERSION_STRING; }
+
+_Static_assert(RL_DEFAULT_MAX_MESSAGE_SIZE == CS_MAX_PAYLOAD_SIZE, "the documented cap is the protocol's");
+_Static_assert(RL_DEFAULT_MAX_CHUNK_SIZE == CS_MAX_CHUNK_SIZE, "the documented chunk bound is the protocol's");
 
 /* ---- the stream ----------------------------------------------------------------------------- */
 
@@ -135,6 +156,47 @@ static int check_options(const rl_options *o, cs_err *err)
     return 0;
 }
 
+/* The caller's options, as much of them as its struct_size says it has, into *o with every zero
+ * resolved to its default. 0, or -1 with the message in err (and *o all defaults). */
+static int copy_options(rl_options *o, const rl_options *in, cs_err *err)
+{
+    *o = (rl_options){.struct_size = sizeof *o};
+    if (in) {
+        size_t n = in->struct_size;
+        if (n == 0)
+            return cs_err_set(err, RL_ERR_INVALID, "remoteledger: rl_options.struct_size is 0: set it to "
+                                                   "sizeof(rl_options) (rl_options_init does)");
+        if (n % _Alignof(rl_options) != 0)
+            return cs_err_set(err, RL_ERR_INVALID, "remoteledger: rl_options.struct_size %zu is not a multiple of %zu",
+                              n, (size_t)_Alignof(rl_options));
+        /* A newer caller's fields this library does not know must all be zero (their default). */
+        for (size_t i = sizeof *o; i < n; i++)
+            if (((const unsigned char *)in)[i] != 0)
+                return cs_err_set(err, RL_ERR_INVALID,
+                                  "remoteledger: rl_options.struct_size %zu sets options this library (%s, %zu "
+                                  "bytes) does not know",
+                                  n, RL_VERSION_STRING, sizeof *o);
+        memcpy(o, in, n < sizeof *o ? n : sizeof *o);
+        o->struct_size = sizeof *o;
+    }
+    if (o->max_message_size == 0)
+        o->max_message_size = RL_DEFAULT_MAX_MESSAGE_SIZE;
+    if (o->dial_timeout_ns == 0)
+        o->dial_timeout_ns = RL_DEFAULT_DIAL_TIMEOUT_NS;
+    if (o->handshake_timeout_ns == 0)
+        o->handshake_timeout_ns = RL_DEFAULT_HANDSHAKE_TIMEOUT_NS;
+    if (o->idle_timeout_ns == 0)
+        o->idle_timeout_ns = RL_DEFAULT_IDLE_TIMEOUT_NS;
+    if (o->resume_backoff_ns <= 0)
+        o->resume_backoff_ns = RL_DEFAULT_RESUME_BACKOFF_NS;
+    if (o->resume_backoff_max_ns <= 0)
+        o->resume_backoff_max_ns = RL_DEFAULT_RESUME_BACKOFF_MAX_NS;
+    if (o->resume_backoff_max_ns < o->resume_backoff_ns)
+        o->resume_backoff_max_ns = o->resume_backoff_ns;
+    /* max_chunk_size 0 is resolved by rli_read_limit and rli_expand_bound. */
+    return 0;
+}
+
 rl_result rl_stream_new(rl_stream **out, const char *url, const rl_options *opts)
 {
     *out = NULL;
@@ -144,10 +206,12 @@ rl_result rl_stream_new(rl_stream **out, const char *url, const rl_options *opts
     atomic_init(&s->cancelled, false);
     pthread_mutex_init(&s->mu, NULL);
     s->live_wake = -1;
-    if (opts)
-        s->opts = *opts;
-    else
-        rl_options_init(&s->opts);
+    s->backoff_wake = -1;
+    if (copy_options(&s->opts, opts, &s->url_err)) {
+        s->err = s->url_err;
+        *out = s;
+        return (rl_result)s->url_err.kind;
+    }
     rl_options *o = &s->opts;
     if (!own_string(&o->tls_ca_file, &s->tls_ca_file) || !own_string(&o->tls_ca_dir, &s->tls_ca_dir) ||
         !own_string(&o->tls_server_name, &s->tls_server_name) ||
@@ -169,9 +233,12 @@ void rl_stream_free(rl_stream *s)
 {
     if (!s)
         return;
+    rl_stream_close(s);
     rli_url_free(&s->url);
     free(s->endpoint);
     rli_asm_free(s->asm_);
+    if (s->backoff_wake >= 0)
+        close(s->backoff_wake);
     pthread_mutex_destroy(&s->mu);
     free(s->tls_ca_file);
     free(s->tls_ca_dir);
@@ -188,6 +255,8 @@ void rl_stream_cancel(rl_stream *s)
     pthread_mutex_lock(&s->mu);
     if (s->live_wake >= 0)
         rli_tp_wake(s->live_wake);
+    if (s->backoff_wake >= 0)
+        rli_tp_wake(s->backoff_wake);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -213,15 +282,23 @@ const char *rl_stream_endpoint(const rl_stream *s) { return s->endpoint ? s->end
 typedef struct rli_conn {
     rl_stream *s;
     rli_asm *a;
+    const char *ep; /* the URL that messages name: the stream's endpoint, or the /healthz URL */
     rl_range range;
-    rl_ledger_fn fn;
-    void *fn_ctx;
     int64_t read_limit;
+    int wake;                   /* the wake eventfd (published as live_wake) */
+    bool ready;                 /* a verified ledger is in the assembler, handed over or about to be */
+    bool no_retry;              /* resume must not retry this failure (a refusal, a limit of ours) */
+    uint16_t peer_close;        /* the code of the server's close frame, 0 when none came */
+    uint32_t ready_seq;
 
     rli_tp tp;
-    int64_t dial_deadline_ms;   /* until established; -1: none */
+    int64_t dial_deadline_ms;   /* for the TCP connect; -1: none */
+    int64_t hs_deadline_ms;     /* for TLS and the upgrade, until established; -1: none */
+    int64_t idle_ms;            /* once established: the idle timeout, -1 for none */
+    int64_t last_msg_ms;        /* when the idle clock last restarted (a message, a hand-over) */
     int64_t linger_deadline_ms; /* while linger */
     uint8_t *rbuf;              /* RBUF_SIZE */
+    size_t in_off, in_len;      /* rbuf[in_off, in_len) is read and not yet parsed */
     uint8_t *out;               /* what is still to be written: the request, then control frames */
     size_t out_len, out_off, out_cap;
 
@@ -327,42 +404,27 @@ static void status_name(uint16_t code, char *buf, size_t len)
         snprintf(buf, len, "StatusCode(%u)", code);
 }
 
-/* A complete ledger: stamp, observe, hand over, then decide whether to go on. Returns -1 when the
- * connection must be dropped at once (a close frame of ours, when one is due, is queued instead). */
-static int deliver(rli_conn *c)
+/* A complete ledger: parsing stops here, so the ledger can be handed over (the assembler holds
+ * it until it is fed again). */
+static int ledger_ready(rli_conn *c)
 {
-    size_t len;
     rl_ledger_info info;
-    const uint8_t *data = rli_asm_ledger(c->a, &len, &info);
-    info.received_unix_nano = now_unix_nano();
-    if (c->s->opts.observer)
-        c->s->opts.observer(&info, c->s->opts.observer_ctx);
-    if (c->fn && c->fn(data, len, &info, c->fn_ctx) != 0) {
-        conn_ok(c);
-        queue_close(c, CS_CLOSE_NORMAL, "consumer done");
-        return 0;
-    }
-    if (c->range.bounded && info.sequence >= c->range.to) {
-        conn_ok(c);
-        queue_close(c, CS_CLOSE_NORMAL, "range complete");
-        return 0;
-    }
-    if (atomic_load(&c->s->cancelled)) {
-        conn_cancelled(c);
-        return -1;
-    }
-    return 0;
+    rli_asm_ledger(c->a, NULL, &info);
+    c->ready = true;
+    c->ready_seq = info.sequence;
+    return 1;
 }
 
 static int after_message(rli_conn *c, rli_asm_status st, cs_err *err)
 {
     c->in_msg = false;
+    c->last_msg_ms = rli_mono_ms();
     if (st == RLI_ASM_ERROR) {
         conn_fail(c, (rl_result)err->kind, "%s", err->msg);
         return -1;
     }
     if (st == RLI_ASM_LEDGER)
-        return deliver(c);
+        return ledger_ready(c);
     return 0;
 }
 
@@ -375,6 +437,7 @@ static int text_message(rli_conn *c)
 /* A message over the read limit: a read error, and a close 1009 in coder/websocket's words. */
 static void read_limited(rli_conn *c)
 {
+    c->no_retry = true; /* the same ledger would be over the limit again */
     char reason[64];
     snprintf(reason, sizeof reason, "read limited at %" PRId64 " bytes", c->read_limit + 1);
     conn_fail(c, RL_ERR_READ, "remoteledger: read: %s", reason);
@@ -392,6 +455,7 @@ static void on_peer_close(rli_conn *c, const uint8_t *in, size_t len)
         reason = (const char *)in + 2;
         rlen = len - 2;
     }
+    c->peer_close = code;
     uint32_t active_seq;
     uint32_t expected = rli_asm_expected(c->a);
     if (code == CS_CLOSE_NORMAL || code == CS_CLOSE_GOING_AWAY) {
@@ -449,7 +513,7 @@ static void on_closed(rli_conn *c)
     if (atomic_load(&c->s->cancelled))
         conn_cancelled(c);
     else if (!c->established)
-        conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: read failed", c->s->endpoint);
+        conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: read failed", c->ep);
     else if (c->in_msg)
         conn_fail(c, RL_ERR_READ, "remoteledger: read: failed to read frame payload: unexpected EOF");
     else
@@ -467,7 +531,7 @@ static void on_transport_error(rli_conn *c)
     else if (!c->tp.err_tls)
         on_closed(c);
     else if (!c->established)
-        conn_fail(c, RL_ERR_TLS, "remoteledger: dial %s: %s", c->s->endpoint, c->tp.err);
+        conn_fail(c, RL_ERR_TLS, "remoteledger: dial %s: %s", c->ep, c->tp.err);
     else
         conn_fail(c, RL_ERR_READ, "remoteledger: read: %s", c->tp.err);
 }
@@ -531,11 +595,14 @@ static bool queue_request(rli_conn *c, const char *target)
 /* ---- input ------------------------------------------------------------------------------------- */
 
 /* Frames, after the handshake: payload slices go to the assembler as they are, straight from the
- * receive buffer. */
-static int on_frames(rli_conn *c, const uint8_t *in, size_t len)
+ * receive buffer. *used is how much of the input was parsed: all of it, unless a ledger completed
+ * (c->ready), when parsing stops right after its END. Returns -1 when the connection must be
+ * dropped now. */
+static int on_frames(rli_conn *c, const uint8_t *in, size_t len, size_t *used)
 {
     static const uint8_t empty[1];
     size_t off = 0;
+    *used = len; /* unless a ledger stops the parse below */
     for (;;) {
         rli_ws_event ev;
         off += rli_ws_parse(&c->wp, in + off, len - off, &ev);
@@ -575,6 +642,10 @@ static int on_frames(rli_conn *c, const uint8_t *in, size_t len)
             }
             if (after_message(c, st, &err) < 0)
                 return -1;
+            if (c->ready) {
+                *used = off;
+                return 0;
+            }
             if (c->done)
                 return 0; /* a close of ours is queued: the rest is not wanted */
             continue;
@@ -595,55 +666,81 @@ static int on_frames(rli_conn *c, const uint8_t *in, size_t len)
             conn_fail(c, RL_ERR_READ, "remoteledger: read: %s%s", ev.at_boundary ? "failed to get reader: " : "",
                       ev.err);
             queue_close(c, CLOSE_PROTOCOL_ERROR, ev.err);
+            c->no_retry = true;
             return 0;
         }
     }
 }
 
-/* What one read got. Returns -1 when the connection must be dropped now. */
-static int on_bytes(rli_conn *c, const uint8_t *in, size_t len)
+/* What one read got, or what is left of it: *used bytes were parsed. Until the upgrade is done
+ * only the response head is taken, so the frames after it wait for the first rl_stream_next.
+ * Returns -1 when the connection must be dropped now. */
+static int on_bytes(rli_conn *c, const uint8_t *in, size_t len, size_t *used)
 {
+    *used = len;
     if (atomic_load(&c->s->cancelled)) {
         conn_cancelled(c);
         return -1;
     }
-    if (!c->established) {
-        size_t used = 0;
-        const char *why = NULL;
-        rli_hs_status st = rli_hs_feed(&c->hs, in, len, &used, c->key, &why);
-        if (st == RLI_HS_MORE)
-            return 0;
-        if (st == RLI_HS_FAILED) {
-            const char *token = c->s->opts.bearer_token;
-            if (c->hs.status == 401 && token && *token)
-                why = "server rejected the token (401)";
-            /* A TLS answer on ws:// is the transport's mismatch, like plain HTTP on wss://. */
-            conn_fail(c, c->hs.tls ? RL_ERR_TLS : RL_ERR_DIAL, "remoteledger: dial %s: %s", c->s->endpoint, why);
-            return -1;
-        }
-        c->established = true;
-        in += used;
-        len -= used;
+    if (c->established)
+        return on_frames(c, in, len, used);
+    const char *why = NULL;
+    rli_hs_status st = rli_hs_feed(&c->hs, in, len, used, c->key, &why);
+    if (st == RLI_HS_MORE) {
+        *used = len;
+        return 0;
     }
-    return on_frames(c, in, len);
+    if (st == RLI_HS_FAILED) {
+        const char *token = c->s->opts.bearer_token;
+        c->no_retry = c->hs.tls || (c->hs.status >= 400 && c->hs.status < 500); /* asked and refused */
+        if (c->hs.status == 401 && token && *token)
+            why = "server rejected the token (401)";
+        /* A TLS answer on ws:// is the transport's mismatch, like plain HTTP on wss://. */
+        conn_fail(c, c->hs.tls ? RL_ERR_TLS : RL_ERR_DIAL, "remoteledger: dial %s: %s", c->ep, why);
+        return -1;
+    }
+    c->established = true;
+    c->last_msg_ms = rli_mono_ms();
+    return 0;
 }
 
 /* ---- the connection's loop ---------------------------------------------------------------------- */
 
-/* Until the outcome is decided and any close frame of ours is out. */
-static void serve(rli_conn *c)
+typedef enum serve_status {
+    SERVE_DONE,        /* the outcome is decided (c->result) and any close frame of ours is out */
+    SERVE_READY,       /* a ledger is ready (c->ready) */
+    SERVE_ESTABLISHED, /* the upgrade is done (only when asked for) */
+    SERVE_AGAIN,       /* the call's own deadline passed first */
+} serve_status;
+
+/* Runs the connection until one of the above. until_established: return as soon as the upgrade is
+ * done. call_deadline_ms: the caller's own bound (-1: none); it never cuts short a close frame
+ * on its way out. */
+static serve_status serve(rli_conn *c, bool until_established, int64_t call_deadline_ms)
 {
     for (;;) {
         if (c->done && !c->linger)
-            return;
+            return SERVE_DONE;
         if (!c->done && atomic_load(&c->s->cancelled)) {
             conn_cancelled(c);
-            return;
+            return SERVE_DONE;
         }
+        if (until_established && c->established)
+            return SERVE_ESTABLISHED;
         bool progress = false;
+        if (!c->done && c->in_off < c->in_len) {
+            size_t used = 0;
+            int rc = on_bytes(c, c->rbuf + c->in_off, c->in_len - c->in_off, &used);
+            c->in_off += used;
+            if (rc < 0)
+                return SERVE_DONE;
+            if (c->ready)
+                return SERVE_READY;
+            continue;
+        }
         if (c->out_off == c->out_len && c->established && !compose_control(c)) {
             conn_fail(c, RL_ERR_NOMEM, "remoteledger: out of memory");
-            return;
+            return SERVE_DONE;
         }
         if (c->out_off < c->out_len) {
             size_t n = 0;
@@ -653,63 +750,101 @@ static void serve(rli_conn *c)
                 c->out_off += n;
                 if (c->out_off == c->out_len) {
                     c->out_off = c->out_len = 0;
-                    if (c->drop_after)
-                        return;
+                    if (c->drop_after) {
+                        c->linger = false;
+                        return SERVE_DONE;
+                    }
                 }
             } else if (st != RLI_TP_AGAIN) {
                 if (!c->drop_after)
                     on_transport_error(c);
-                return;
+                c->linger = false;
+                return SERVE_DONE;
             }
         }
         if (!c->rx_off && !c->done) {
             size_t n = 0;
             rli_tp_status st = rli_tp_read(&c->tp, c->rbuf, RBUF_SIZE, &n);
             if (st == RLI_TP_OK) {
-                progress = true;
-                if (on_bytes(c, c->rbuf, n) < 0)
-                    return;
+                c->in_off = 0;
+                c->in_len = n;
+                continue;
             } else if (st == RLI_TP_EOF) {
                 on_closed(c);
-                return;
+                return SERVE_DONE;
             } else if (st != RLI_TP_AGAIN) {
                 on_transport_error(c);
-                return;
+                return SERVE_DONE;
             }
         }
         if (progress)
             continue;
-        int64_t deadline = c->established ? -1 : c->dial_deadline_ms;
-        if (c->linger && (deadline < 0 || c->linger_deadline_ms < deadline))
+        int64_t phase = c->hs_deadline_ms;
+        if (c->established)
+            phase = c->idle_ms >= 0 ? c->last_msg_ms + c->idle_ms : -1;
+        int64_t deadline = phase;
+        if (c->done)
             deadline = c->linger_deadline_ms;
+        else if (call_deadline_ms >= 0 && (deadline < 0 || call_deadline_ms < deadline))
+            deadline = call_deadline_ms;
         rli_tp_status st = rli_tp_wait(&c->tp, !c->rx_off && !c->done, c->out_off < c->out_len, deadline);
         if (st == RLI_TP_TIMEOUT) {
-            if (!c->done)
-                conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: context deadline exceeded", c->s->endpoint);
-            return; /* or the close frame could not be written in time: drop */
+            if (c->done) {
+                c->linger = false;
+                return SERVE_DONE; /* the close frame could not be written in time: drop */
+            }
+            if (deadline != phase)
+                return SERVE_AGAIN;
+            char d[CS_DUR_STR_MAX];
+            if (c->established)
+                conn_fail(c, RL_ERR_IDLE_TIMEOUT, "remoteledger: read: idle timeout: no complete message for %s",
+                          cs_dur_format(c->s->opts.idle_timeout_ns, d, sizeof d));
+            else
+                conn_fail(c, RL_ERR_HANDSHAKE_TIMEOUT,
+                          "remoteledger: dial %s: handshake timeout: no upgrade response within %s", c->ep,
+                          cs_dur_format(c->s->opts.handshake_timeout_ns, d, sizeof d));
+            return SERVE_DONE;
         }
-        if (st == RLI_TP_WOKEN && c->done)
-            return; /* cancelled while a close was on its way out: drop now */
+        if (st == RLI_TP_WOKEN && c->done) {
+            c->linger = false;
+            return SERVE_DONE; /* cancelled while a close was on its way out: drop now */
+        }
         if (st == RLI_TP_ERROR) {
             if (c->established)
                 conn_fail(c, RL_ERR_READ, "remoteledger: read: %s", c->tp.err);
             else
-                conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: %s", c->s->endpoint, c->tp.err);
-            return;
+                conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: %s", c->ep, c->tp.err);
+            return SERVE_DONE;
         }
     }
 }
 
-/* A dial step that did not succeed. */
-static void dial_failed(rli_conn *c, rli_tp_status st)
+/* A dial step (the TCP connect, or the TLS handshake when tls) that did not succeed. */
+static void dial_failed(rli_conn *c, rli_tp_status st, bool tls)
 {
+    char d[CS_DUR_STR_MAX];
     if (st == RLI_TP_WOKEN || atomic_load(&c->s->cancelled))
         conn_cancelled(c);
+    else if (st == RLI_TP_TIMEOUT && tls)
+        conn_fail(c, RL_ERR_HANDSHAKE_TIMEOUT, "remoteledger: dial %s: handshake timeout: no TLS handshake within %s",
+                  c->ep, cs_dur_format(c->s->opts.handshake_timeout_ns, d, sizeof d));
     else if (st == RLI_TP_TIMEOUT)
-        conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: context deadline exceeded", c->s->endpoint);
+        conn_fail(c, RL_ERR_DIAL_TIMEOUT, "remoteledger: dial %s: dial timeout: not connected within %s",
+                  c->ep, cs_dur_format(c->s->opts.dial_timeout_ns, d, sizeof d));
     else
-        conn_fail(c, c->tp.err_tls ? RL_ERR_TLS : RL_ERR_DIAL, "remoteledger: dial %s: %s", c->s->endpoint,
+        conn_fail(c, c->tp.err_tls ? RL_ERR_TLS : RL_ERR_DIAL, "remoteledger: dial %s: %s", c->ep,
                   c->tp.err);
+}
+
+/* A timeout option (resolved: positive, or negative for none) in whole milliseconds, rounded up;
+ * -1 for none. */
+static int64_t ns_to_ms(int64_t ns) { return ns > 0 ? ns / 1000000 + (ns % 1000000 != 0) : -1; }
+
+/* The monotonic deadline that far from now; -1 for none. */
+static int64_t deadline_after(int64_t ns)
+{
+    int64_t ms = ns_to_ms(ns);
+    return ms < 0 ? -1 : rli_mono_ms() + ms;
 }
 
 static void publish(rl_stream *s, int wake)
@@ -719,32 +854,35 @@ static void publish(rl_stream *s, int wake)
     pthread_mutex_unlock(&s->mu);
 }
 
-static rl_result run(rl_stream *s, rli_conn *c, const char *target)
+/* Connects and runs TLS for wss://, by the dial and handshake deadlines; c->done with the failure
+ * when it did not work. The wake descriptor is created and published for rl_stream_cancel. */
+static void conn_dial(rl_stream *s, rli_conn *c)
 {
     const rli_url *u = &s->url;
-    int64_t dial_ns = s->opts.dial_timeout_ns;
-    c->dial_deadline_ms = dial_ns > 0 ? rli_mono_ms() + (dial_ns + 999999) / 1000000 : -1;
-    rli_hs_key_new(c->key);
-    rli_hs_reader_init(&c->hs);
-    rli_ws_parser_init(&c->wp);
-
-    int wake = rli_tp_wake_new();
-    if (wake < 0)
-        return conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: cannot create an eventfd", s->endpoint);
-    rli_tp_init(&c->tp, wake);
-    publish(s, wake);
+    c->dial_deadline_ms = deadline_after(s->opts.dial_timeout_ns);
+    c->hs_deadline_ms = -1;
+    c->idle_ms = ns_to_ms(s->opts.idle_timeout_ns);
+    c->wake = rli_tp_wake_new();
+    if (c->wake < 0) {
+        conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: cannot create an eventfd", c->ep);
+        return;
+    }
+    rli_tp_init(&c->tp, c->wake);
+    publish(s, c->wake);
 
     rli_tp_status st;
     c->rbuf = malloc(RBUF_SIZE);
-    if (!c->rbuf || !queue_request(c, target))
+    if (!c->rbuf)
         conn_fail(c, RL_ERR_NOMEM, "remoteledger: out of memory");
     else if (atomic_load(&s->cancelled))
         conn_cancelled(c);
     else if (u->port < 0)
-        conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: invalid port", s->endpoint);
+        conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: invalid port", c->ep);
     else if ((st = rli_tp_connect(&c->tp, u->hostname, u->port, c->dial_deadline_ms)) != RLI_TP_OK)
-        dial_failed(c, st);
-    else if (u->tls) {
+        dial_failed(c, st, false);
+    if (!c->done) /* connected: the handshake's clock starts */
+        c->hs_deadline_ms = deadline_after(s->opts.handshake_timeout_ns);
+    if (!c->done && u->tls) {
         const rl_options *o = &s->opts;
         rli_tls_config cfg = {
             .ca_file = o->tls_ca_file,
@@ -754,50 +892,75 @@ static rl_result run(rl_stream *s, rli_conn *c, const char *target)
             .key_file = o->tls_key_file,
             .insecure_skip_verify = o->tls_insecure_skip_verify,
         };
-        if ((st = rli_tp_tls_start(&c->tp, &cfg, u->hostname, c->dial_deadline_ms)) != RLI_TP_OK)
-            dial_failed(c, st);
+        if ((st = rli_tp_tls_start(&c->tp, &cfg, u->hostname, c->hs_deadline_ms)) != RLI_TP_OK)
+            dial_failed(c, st, true);
     }
-    if (!c->done)
-        serve(c);
-
-    publish(s, -1);
-    rli_tp_close(&c->tp);
-    close(wake);
-    free(c->rbuf);
-    free(c->out);
-    return c->result;
 }
 
-rl_result rl_stream_raw_ledgers(rl_stream *s, rl_range range, rl_ledger_fn fn, void *ctx)
+/* Dials, runs TLS and the upgrade: RL_OK once the server's 101 is in, or the failure. */
+static rl_result conn_start(rl_stream *s, rli_conn *c, const char *target)
 {
-    cs_err_clear(&s->err);
-    s->tfb = false;
-    s->tfb_requested = s->tfb_oldest = s->tfb_latest = 0;
-    if (!s->url_ok) {
-        s->err = s->url_err;
-        return (rl_result)s->url_err.kind;
+    rli_hs_key_new(c->key);
+    rli_hs_reader_init(&c->hs);
+    rli_ws_parser_init(&c->wp);
+    if (!queue_request(c, target))
+        return conn_fail(c, RL_ERR_NOMEM, "remoteledger: out of memory");
+    conn_dial(s, c);
+    if (!c->done)
+        serve(c, true, -1);
+    return c->done ? c->result : RL_OK;
+}
+
+/* Drops the connection (anything due has been written, or given up on) and frees it. */
+static void conn_free(rl_stream *s, rli_conn *c)
+{
+    if (!c)
+        return;
+    publish(s, -1);
+    rli_tp_close(&c->tp);
+    if (c->wake >= 0)
+        close(c->wake);
+    free(c->rbuf);
+    free(c->out);
+    free(c);
+}
+
+/* The session's connection is over: its result is the session's, reported to every later
+ * rl_stream_next. A clean end is RL_END. */
+static rl_result session_end(rl_stream *s)
+{
+    rli_conn *c = s->conn;
+    rl_result r = c->result == RL_OK ? RL_END : c->result;
+    conn_free(s, c);
+    s->conn = NULL;
+    s->session_ended = true;
+    s->end_result = r;
+    return r;
+}
+
+/* One connection for the session, from the ledger the tracker expects next (the range's start
+ * on the first one): RL_OK with s->conn set, or the failure with the connection gone and *retry
+ * saying whether resume may try again. */
+static rl_result session_connect(rl_stream *s, bool first, bool *retry)
+{
+    *retry = false;
+    rl_range range = s->range;
+    if (!first) {
+        range.from = rli_asm_expected(s->asm_); /* 0 again for a tip subscription with nothing yet */
+        if (range.bounded && range.from == 0)
+            range.from = s->range.from;
     }
     char *endpoint = NULL, *target = NULL;
     if (rli_endpoint_build(&s->url, range, &endpoint, &target, &s->err))
         return (rl_result)s->err.kind;
     free(s->endpoint);
     s->endpoint = endpoint;
-
     if (atomic_load(&s->cancelled)) {
         free(target);
         cs_err_set(&s->err, RL_ERR_CANCELLED, CANCELED_MSG);
         return RL_ERR_CANCELLED;
     }
-    if (!s->asm_) {
-        s->asm_ = rli_asm_new(s->opts.max_message_size, rli_expand_bound(s->opts.max_chunk_size));
-        if (!s->asm_) {
-            free(target);
-            cs_err_set(&s->err, RL_ERR_NOMEM, "remoteledger: out of memory");
-            return RL_ERR_NOMEM;
-        }
-    }
-    rli_asm_reset(s->asm_, range.from);
-
+    rli_asm_reset(s->asm_, range.from); /* a partial ledger of the last connection is dropped */
     rli_conn *c = calloc(1, sizeof *c);
     if (!c) {
         free(target);
@@ -805,13 +968,421 @@ rl_result rl_stream_raw_ledgers(rl_stream *s, rl_range range, rl_ledger_fn fn, v
         return RL_ERR_NOMEM;
     }
     c->s = s;
+    c->ep = s->endpoint;
     c->a = s->asm_;
     c->range = range;
-    c->fn = fn;
-    c->fn_ctx = ctx;
+    c->wake = -1;
+    rli_tp_init(&c->tp, -1);
     c->read_limit = rli_read_limit(s->opts.max_chunk_size);
-    rl_result r = run(s, c, target);
+    rl_result r = conn_start(s, c, target);
+    free(target);
+    if (r != RL_OK) {
+        *retry = !c->no_retry && (r == RL_ERR_DIAL || r == RL_ERR_DIAL_TIMEOUT || r == RL_ERR_HANDSHAKE_TIMEOUT ||
+                                  r == RL_ERR_READ);
+        conn_free(s, c); /* c->done: any close frame of ours was written by serve */
+        return r;
+    }
+    s->conn = c;
+    return RL_OK;
+}
+
+/* Whether resume may retry the end of this connection: the transport failing, the server closing
+ * before the range was done (a restart's 1001 included), the timeouts. Never a 4001, a gap, a
+ * protocol violation, a cancel, or a refusal. */
+static bool retryable_end(const rli_conn *c)
+{
+    if (c->no_retry)
+        return false;
+    switch (c->result) {
+    case RL_ERR_READ:
+    case RL_ERR_TRUNCATED:
+    case RL_ERR_DIAL:
+    case RL_ERR_DIAL_TIMEOUT:
+    case RL_ERR_HANDSHAKE_TIMEOUT:
+    case RL_ERR_IDLE_TIMEOUT:
+        return true;
+    case RL_OK: /* an unbounded stream the server closed as it went away, not one that ended */
+        return c->peer_close == CS_CLOSE_GOING_AWAY && !c->range.bounded;
+    default:
+        return false;
+    }
+}
+
+/* The wait before resume attempt n (1-based): capped exponential, with equal jitter (half the
+ * step fixed, half random), so many clients cut off together do not come back together. */
+static int64_t backoff_ms(const rl_options *o, int64_t n)
+{
+    int64_t base = o->resume_backoff_ns, cap = o->resume_backoff_max_ns;
+    for (int64_t i = 1; i < n && base < cap; i++)
+        base = base > cap / 2 ? cap : base * 2;
+    if (base > cap)
+        base = cap;
+    uint64_t r;
+    rli_random_bytes((uint8_t *)&r, sizeof r);
+    int64_t half = base / 2;
+    int64_t ns = half + (half > 0 ? (int64_t)(r % (uint64_t)(half + 1)) : 0);
+    return ns_to_ms(ns > 0 ? ns : 1);
+}
+
+/* Whether resume may try once more after a failure: then the attempt is scheduled. */
+static bool schedule_retry(rl_stream *s)
+{
+    int64_t budget = s->opts.resume_retries;
+    if (budget == 0 || (budget > 0 && s->failures >= budget))
+        return false;
+    s->failures++;
+    s->retry_at_ms = rli_mono_ms() + backoff_ms(&s->opts, s->failures);
+    return true;
+}
+
+/* Waits for the scheduled attempt, by the call's deadline; false when that passed first (or a
+ * cancel came: the caller checks). */
+static bool backoff_wait(rl_stream *s, int64_t call_deadline_ms)
+{
+    if (s->backoff_wake < 0) {
+        int fd = rli_tp_wake_new();
+        pthread_mutex_lock(&s->mu);
+        s->backoff_wake = fd;
+        pthread_mutex_unlock(&s->mu);
+    }
+    for (;;) {
+        if (atomic_load(&s->cancelled))
+            return true;
+        int64_t now = rli_mono_ms();
+        if (now >= s->retry_at_ms)
+            return true;
+        int64_t until = s->retry_at_ms;
+        if (call_deadline_ms >= 0 && call_deadline_ms < until)
+            until = call_deadline_ms;
+        if (now >= until)
+            return false;
+        int64_t left = until - now;
+        struct pollfd p = {.fd = s->backoff_wake, .events = POLLIN};
+        poll(&p, s->backoff_wake >= 0 ? 1 : 0, left > 1000000 ? 1000000 : (int)left);
+    }
+}
+
+/* Connects the session, retrying within the budget when resume is on. RL_OK, RL_AGAIN (the
+ * call's deadline came during a backoff: the attempt stays scheduled), or the last failure. */
+static rl_result session_reconnect(rl_stream *s, bool first, int64_t call_deadline_ms)
+{
+    for (;;) {
+        if (!first && !backoff_wait(s, call_deadline_ms))
+            return RL_AGAIN;
+        bool retry;
+        rl_result r = session_connect(s, first, &retry);
+        if (r == RL_OK) {
+            if (!first)
+                s->reconnects++;
+            return RL_OK;
+        }
+        if (!retry || !schedule_retry(s))
+            return r;
+        first = false;
+    }
+}
+
+rl_result rl_stream_open(rl_stream *s, rl_range range)
+{
+    if (s->session) {
+        cs_err_set(&s->err, RL_ERR_INVALID, "remoteledger: a stream is already open: rl_stream_close it first");
+        return RL_ERR_INVALID;
+    }
+    cs_err_clear(&s->err);
+    s->tfb = false;
+    s->tfb_requested = s->tfb_oldest = s->tfb_latest = 0;
+    s->failures = 0;
+    s->reconnects = 0;
+    if (!s->url_ok) {
+        s->err = s->url_err;
+        return (rl_result)s->url_err.kind;
+    }
+    /* The whole range is checked before any dial (a resumed one is a part of it). */
+    char *endpoint = NULL, *target = NULL;
+    if (rli_endpoint_build(&s->url, range, &endpoint, &target, &s->err))
+        return (rl_result)s->err.kind;
+    free(endpoint);
+    free(target);
+    if (!s->asm_) {
+        s->asm_ = rli_asm_new(s->opts.max_message_size, rli_expand_bound(s->opts.max_chunk_size));
+        if (!s->asm_) {
+            cs_err_set(&s->err, RL_ERR_NOMEM, "remoteledger: out of memory");
+            return RL_ERR_NOMEM;
+        }
+    }
+    s->range = range;
+    rl_result r = session_reconnect(s, true, -1);
+    if (r != RL_OK)
+        return r;
+    s->session = true;
+    s->session_ended = false;
+    return RL_OK;
+}
+
+uint64_t rl_stream_reconnects(const rl_stream *s) { return s->reconnects; }
+
+rl_result rl_stream_next(rl_stream *s, int64_t timeout_ns, const uint8_t **ledger, size_t *len,
+                         rl_ledger_info *info)
+{
+    if (!s->session) {
+        cs_err_set(&s->err, RL_ERR_INVALID, "remoteledger: rl_stream_next without an open stream (rl_stream_open)");
+        return RL_ERR_INVALID;
+    }
+    if (s->session_ended)
+        return s->end_result;
+    int64_t call_deadline = timeout_ns < 0 ? -1 : rli_mono_ms() + (timeout_ns == 0 ? 0 : ns_to_ms(timeout_ns));
+    rli_conn *c = s->conn;
+    if (c && c->ready) {
+        /* The last ledger was the caller's until now: its time does not count as idle. */
+        c->ready = false;
+        c->last_msg_ms = rli_mono_ms();
+        if (c->range.bounded && c->ready_seq >= c->range.to) {
+            conn_ok(c);
+            queue_close(c, CS_CLOSE_NORMAL, "range complete");
+        }
+    }
+    for (;;) {
+        if (!s->conn) { /* resuming */
+            rl_result r = session_reconnect(s, false, call_deadline);
+            if (r == RL_AGAIN) {
+                cs_err_clear(&s->err);
+                return RL_AGAIN;
+            }
+            if (r != RL_OK) {
+                s->session_ended = true;
+                s->end_result = r;
+                return r;
+            }
+        }
+        c = s->conn;
+        serve_status st = serve(c, false, call_deadline);
+        if (st == SERVE_AGAIN) {
+            cs_err_clear(&s->err);
+            return RL_AGAIN;
+        }
+        if (st == SERVE_READY)
+            break;
+        if (!retryable_end(c) || atomic_load(&s->cancelled) || !schedule_retry(s))
+            return session_end(s);
+        conn_free(s, c); /* the message of this failure stays until the next attempt's */
+        s->conn = NULL;
+    }
+    s->failures = 0; /* a ledger: the budget is whole again */
+    size_t n;
+    rl_ledger_info li;
+    const uint8_t *data = rli_asm_ledger(c->a, &n, &li);
+    li.received_unix_nano = now_unix_nano();
+    if (s->opts.observer)
+        s->opts.observer(&li, s->opts.observer_ctx);
+    cs_err_clear(&s->err);
+    if (ledger)
+        *ledger = data;
+    if (len)
+        *len = n;
+    if (info)
+        *info = li;
+    return RL_OK;
+}
+
+/* Ends the session: a close 1000 first when the connection is still up (bounded by the linger). */
+static void session_close(rl_stream *s, const char *reason)
+{
+    if (!s->session)
+        return;
+    rli_conn *c = s->conn;
+    if (c && !c->done) {
+        if (c->ready && c->range.bounded && c->ready_seq >= c->range.to)
+            reason = "range complete";
+        conn_ok(c);
+        queue_close(c, CS_CLOSE_NORMAL, reason);
+        serve(c, false, -1);
+    }
+    conn_free(s, c);
+    s->conn = NULL;
+    s->session = false;
+    s->session_ended = false;
+}
+
+void rl_stream_close(rl_stream *s) { session_close(s, "consumer done"); }
+
+void rl_stream_reset(rl_stream *s)
+{
+    session_close(s, "consumer done");
+    /* the backoff's descriptor may still hold the cancel's signal: a fresh one when next needed */
+    pthread_mutex_lock(&s->mu);
+    if (s->backoff_wake >= 0)
+        close(s->backoff_wake);
+    s->backoff_wake = -1;
+    pthread_mutex_unlock(&s->mu);
+    atomic_store(&s->cancelled, false);
+    cs_err_clear(&s->err);
+    s->tfb = false;
+    s->tfb_requested = s->tfb_oldest = s->tfb_latest = 0;
+}
+
+rl_result rl_stream_raw_ledgers(rl_stream *s, rl_range range, rl_ledger_fn fn, void *ctx)
+{
+    if (s->session) {
+        cs_err_set(&s->err, RL_ERR_INVALID, "remoteledger: a stream is already open: rl_stream_close it first");
+        return RL_ERR_INVALID;
+    }
+    rl_result r = rl_stream_open(s, range);
+    if (r != RL_OK)
+        return r;
+    for (;;) {
+        const uint8_t *p;
+        size_t n;
+        rl_ledger_info info;
+        r = rl_stream_next(s, -1, &p, &n, &info);
+        if (r != RL_OK)
+            break;
+        if (fn && fn(p, n, &info, ctx) != 0) {
+            session_close(s, "consumer done");
+            cs_err_clear(&s->err);
+            return RL_OK;
+        }
+    }
+    /* keep the message: session_close does not touch it */
+    session_close(s, "consumer done");
+    return r == RL_END ? RL_OK : r;
+}
+
+/* ---- the server's retained bounds (GET /healthz) ------------------------------------------------ */
+
+/* The /healthz URL messages name, e.g. "http://box:8462/healthz" (https for wss://). */
+static char *healthz_url(const rli_url *u, const char *target)
+{
+    size_t n = strlen(u->host) + strlen(target) + sizeof "https://";
+    char *url = malloc(n);
+    if (url)
+        snprintf(url, n, "%s://%s%s", u->tls ? "https" : "http", u->host, target);
+    return url;
+}
+
+/* Sends the request and reads the answer, by the handshake deadline. */
+static void healthz_exchange(rli_conn *c, uint32_t *oldest, uint32_t *latest)
+{
+    char d[CS_DUR_STR_MAX];
+    size_t have = 0;
+    bool eof = false;
+    while (!c->done) {
+        if (atomic_load(&c->s->cancelled)) {
+            conn_cancelled(c);
+            return;
+        }
+        bool progress = false;
+        if (c->out_off < c->out_len) {
+            size_t n = 0;
+            rli_tp_status st = rli_tp_write(&c->tp, c->out + c->out_off, c->out_len - c->out_off, &n);
+            if (st == RLI_TP_OK) {
+                c->out_off += n;
+                progress = true;
+            } else if (st != RLI_TP_AGAIN) {
+                conn_fail(c, c->tp.err_tls ? RL_ERR_TLS : RL_ERR_DIAL, "remoteledger: dial %s: %s", c->ep,
+                          *c->tp.err ? c->tp.err : "write failed");
+                return;
+            }
+        }
+        if (!eof) {
+            size_t n = 0;
+            rli_tp_status st = have < RLI_HZ_MAX_ANSWER
+                                   ? rli_tp_read(&c->tp, c->rbuf + have, RLI_HZ_MAX_ANSWER - have, &n)
+                                   : RLI_TP_AGAIN;
+            if (st == RLI_TP_OK) {
+                have += n;
+                progress = true;
+            } else if (st == RLI_TP_EOF) {
+                eof = true;
+                progress = true;
+            } else if (st != RLI_TP_AGAIN) {
+                conn_fail(c, c->tp.err_tls ? RL_ERR_TLS : RL_ERR_DIAL, "remoteledger: dial %s: %s", c->ep,
+                          *c->tp.err ? c->tp.err : "read failed");
+                return;
+            }
+        }
+        int status = 0;
+        const char *why = NULL;
+        rli_hz_status hz = rli_hz_parse((const char *)c->rbuf, have, eof, &status, oldest, latest, &why);
+        if (hz == RLI_HZ_FAILED) {
+            conn_fail(c, RL_ERR_PROTOCOL, "remoteledger: protocol violation: %s: %s", c->ep, why);
+            return;
+        }
+        if (hz == RLI_HZ_DONE) {
+            const char *token = c->s->opts.bearer_token;
+            if (status == 200)
+                conn_ok(c);
+            else if (status == 401)
+                conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: %s", c->ep,
+                          token && *token ? "server rejected the token (401)" : "server requires a token (401)");
+            else
+                conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: status %d", c->ep, status);
+            return;
+        }
+        if (progress)
+            continue;
+        rli_tp_status st = rli_tp_wait(&c->tp, !eof, c->out_off < c->out_len, c->hs_deadline_ms);
+        if (st == RLI_TP_TIMEOUT)
+            conn_fail(c, RL_ERR_HANDSHAKE_TIMEOUT, "remoteledger: dial %s: handshake timeout: no answer within %s",
+                      c->ep, cs_dur_format(c->s->opts.handshake_timeout_ns, d, sizeof d));
+        else if (st == RLI_TP_ERROR)
+            conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: %s", c->ep, c->tp.err);
+    }
+}
+
+rl_result rl_stream_bounds(rl_stream *s, uint32_t *oldest, uint32_t *latest)
+{
+    cs_err_clear(&s->err);
+    if (!s->url_ok) {
+        s->err = s->url_err;
+        return (rl_result)s->url_err.kind;
+    }
+    if (atomic_load(&s->cancelled)) {
+        cs_err_set(&s->err, RL_ERR_CANCELLED, CANCELED_MSG);
+        return RL_ERR_CANCELLED;
+    }
+    const rli_url *u = &s->url;
+    const char *token = s->opts.bearer_token;
+    char *target = rli_hz_target(u->path);
+    char *url = target ? healthz_url(u, target) : NULL;
+    rli_conn *c = url ? calloc(1, sizeof *c) : NULL;
+    size_t n = target ? rli_hz_request(NULL, 0, target, u->host, token) : 0;
+    if (c && !out_reserve(c, n + 1)) {
+        free(c);
+        c = NULL;
+    }
+    if (!c) {
+        free(target);
+        free(url);
+        cs_err_set(&s->err, RL_ERR_NOMEM, "remoteledger: out of memory");
+        return RL_ERR_NOMEM;
+    }
+    rli_hz_request((char *)c->out, n + 1, target, u->host, token);
+    c->out_len = n;
+    c->s = s;
+    c->ep = url;
+    c->wake = -1;
+    rli_tp_init(&c->tp, -1);
+    int session_wake = s->conn ? s->conn->wake : -1;
+    uint32_t o = 0, l = 0;
+    conn_dial(s, c);
+    if (!c->done)
+        healthz_exchange(c, &o, &l);
+    rl_result r = c->result;
+    publish(s, -1);
+    rli_tp_close(&c->tp);
+    if (c->wake >= 0)
+        close(c->wake);
+    publish(s, session_wake); /* an open session's cancel descriptor again */
+    free(c->rbuf);
+    free(c->out);
     free(c);
     free(target);
+    free(url);
+    if (r == RL_OK) {
+        if (oldest)
+            *oldest = o;
+        if (latest)
+            *latest = l;
+    }
     return r;
 }

@@ -46,6 +46,11 @@ void collected_free(collected *c);
 /* collected_free, then zeroes c for the next run. */
 void collected_reset(collected *c);
 
+/* When true, drain_url streams through the pull API (rl_stream_open, rl_stream_next until RL_END
+ * or an error, on_ledger on each ledger, rl_stream_close) instead of rl_stream_raw_ledgers, so a
+ * suite can run every case both ways. The results must be the same. */
+extern bool rlclient_pull;
+
 /* Streams range from url with the options (NULL: defaults plus the observer) and records it all;
  * c->s stays open for the caller to inspect (free it, or use drain_done). */
 void drain_url(const char *url, rl_options *opts, rl_range range, collected *c);

@@ -1,0 +1,387 @@
+/* libremoteledger against a real corestreamd process (started from its binary on 127.0.0.1 with
+ * an ephemeral port and a scratch data dir), for what only a real process shows: a server paused
+ * with SIGSTOP, whose kernel still accepts connections and holds them, but which sends nothing;
+ * /healthz for rl_stream_bounds; resume across a server killed and restarted. Also the dial
+ * timeout, against a listener whose accept queue is full (its kernel drops SYNs). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "corestream/remoteledger.h"
+#include "support/procharness.h"
+#include "support/tmpdir.h"
+
+#ifndef CORESTREAMD_BIN
+#error "CORESTREAMD_BIN must name the binary under test"
+#endif
+#define WAIT_MS 20000
+#define MS 1000000LL
+
+static cs_tmpdir g_tmp;
+static cs_proc g_proc;
+static bool g_live;    /* g_proc runs */
+static bool g_stopped; /* ...and is SIGSTOPped */
+
+static int setup(void **state)
+{
+    (void)state;
+    return cs_tmpdir_make(&g_tmp, "rle2e");
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    if (g_stopped)
+        kill(g_proc.pid, SIGCONT);
+    if (g_live)
+        cs_proc_free(&g_proc);
+    g_live = g_stopped = false;
+    cs_tmpdir_remove(&g_tmp);
+    return 0;
+}
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* corestreamd with a fast synthetic source: a 1000-byte ledger every 20 ms. */
+static void start_daemon(void)
+{
+    char datadir[PATH_MAX + 32];
+    snprintf(datadir, sizeof datadir, "--data-dir=%s/data", g_tmp.path);
+    char *argv[] = {CORESTREAMD_BIN, datadir, "--listen", "127.0.0.1:0", "--source", "synthetic",
+                    "--synthetic-interval", "20ms", "--emit-window", "0", "--synthetic-size", "1000", NULL};
+    assert_int_equal(cs_proc_start(&g_proc, argv), 0);
+    g_live = true;
+    assert_int_equal(cs_proc_wait_listening(&g_proc, WAIT_MS), 0);
+}
+
+static void url_of(char *buf, size_t len) { snprintf(buf, len, "ws://127.0.0.1:%d", g_proc.port); }
+
+typedef struct pauser {
+    int count;
+    int pause_after; /* SIGSTOP the daemon after this many ledgers (0: never) */
+    int64_t paused_ms;
+} pauser;
+
+static int pause_daemon(const uint8_t *p, size_t n, const rl_ledger_info *info, void *ctx)
+{
+    (void)p, (void)n, (void)info;
+    pauser *z = ctx;
+    if (++z->count == z->pause_after) {
+        assert_int_equal(kill(g_proc.pid, SIGSTOP), 0);
+        g_stopped = true;
+        z->paused_ms = mono_ms();
+    }
+    return 0;
+}
+
+/* Paused mid-stream: the idle timeout ends the call; paused before a dial: the kernel accepts,
+ * nobody answers the upgrade, and the handshake timeout ends it. Resumed, the same stream works. */
+static void test_idle_and_handshake_timeouts_against_sigstop(void **state)
+{
+    (void)state;
+    start_daemon();
+    char url[64];
+    url_of(url, sizeof url);
+    rl_options o;
+    rl_options_init(&o);
+    o.idle_timeout_ns = 500 * MS;
+    o.handshake_timeout_ns = 300 * MS;
+    rl_stream *s;
+    assert_int_equal(rl_stream_new(&s, url, &o), RL_OK);
+
+    pauser z = {.pause_after = 3};
+    assert_int_equal(rl_stream_raw_ledgers(s, rl_unbounded_range(0), pause_daemon, &z), RL_ERR_IDLE_TIMEOUT);
+    assert_string_equal(rl_stream_error(s), "remoteledger: read: idle timeout: no complete message for 500ms");
+    assert_true(z.count >= 3);
+    int64_t waited = mono_ms() - z.paused_ms;
+    if (waited < 490 || waited > 5000)
+        fail_msg("the idle timeout came %lld ms after the pause", (long long)waited);
+
+    int64_t t0 = mono_ms();
+    assert_int_equal(rl_stream_raw_ledgers(s, rl_unbounded_range(0), NULL, NULL), RL_ERR_HANDSHAKE_TIMEOUT);
+    char want[256];
+    snprintf(want, sizeof want, "remoteledger: dial %s/stream?start=0: handshake timeout: no upgrade response within 300ms",
+             url);
+    assert_string_equal(rl_stream_error(s), want);
+    int64_t took = mono_ms() - t0;
+    if (took < 290 || took > 5000)
+        fail_msg("a 300 ms handshake timeout took %lld ms", (long long)took);
+
+    assert_int_equal(kill(g_proc.pid, SIGCONT), 0);
+    g_stopped = false;
+    z = (pauser){0};
+    assert_int_equal(rl_stream_raw_ledgers(s, rl_bounded_range(1, 5), pause_daemon, &z), RL_OK);
+    assert_int_equal(z.count, 5);
+    rl_stream_free(s);
+    assert_int_equal(cs_proc_stop(&g_proc, SIGTERM, WAIT_MS), 0);
+    cs_proc_free(&g_proc);
+    g_live = false;
+}
+
+static int count_ledger(const uint8_t *p, size_t n, const rl_ledger_info *info, void *ctx)
+{
+    (void)p, (void)n, (void)info;
+    ++*(int *)ctx;
+    return 0;
+}
+
+/* rl_stream_bounds against the real /healthz: the bounds after a few ledgers, the same numbers
+ * the endpoint shows, asked between the pull calls of an open session too; a path whose /healthz
+ * does not exist; a token the server requires for /healthz. */
+static void test_bounds(void **state)
+{
+    (void)state;
+    char tokens[PATH_MAX + 16];
+    snprintf(tokens, sizeof tokens, "%s/tokens", g_tmp.path);
+    FILE *f = fopen(tokens, "w");
+    assert_non_null(f);
+    fputs("rpc-a tokenA-0123456789abcdefghijklmnopqrstuvwxyz\n", f);
+    fclose(f);
+    char datadir[PATH_MAX + 32], tokflag[PATH_MAX + 32];
+    snprintf(datadir, sizeof datadir, "--data-dir=%s/data", g_tmp.path);
+    snprintf(tokflag, sizeof tokflag, "--auth-tokens=%s", tokens);
+    char *argv[] = {CORESTREAMD_BIN, datadir, "--listen", "127.0.0.1:0", "--source", "synthetic",
+                    "--synthetic-interval", "20ms", "--emit-window", "0", "--synthetic-size", "1000",
+                    tokflag, "--auth-healthz", NULL};
+    assert_int_equal(cs_proc_start(&g_proc, argv), 0);
+    g_live = true;
+    assert_int_equal(cs_proc_wait_listening(&g_proc, WAIT_MS), 0);
+    char url[64];
+    url_of(url, sizeof url);
+
+    rl_options o;
+    rl_options_init(&o);
+    rl_stream *s;
+    assert_int_equal(rl_stream_new(&s, url, &o), RL_OK);
+    uint32_t oldest = 99, latest = 99;
+    assert_int_equal(rl_stream_bounds(s, &oldest, &latest), RL_ERR_DIAL);
+    char want[256];
+    snprintf(want, sizeof want, "remoteledger: dial http://127.0.0.1:%d/healthz: server requires a token (401)",
+             g_proc.port);
+    assert_string_equal(rl_stream_error(s), want);
+    assert_int_equal(oldest, 99); /* untouched on failure */
+    rl_stream_free(s);
+
+    o.bearer_token = "tokenA-0123456789abcdefghijklmnopqrstuvwxyz";
+    assert_int_equal(rl_stream_new(&s, url, &o), RL_OK);
+    int got = 0;
+    assert_int_equal(rl_stream_raw_ledgers(s, rl_bounded_range(1, 3), count_ledger, &got), RL_OK);
+    assert_int_equal(got, 3);
+    /* The ring is written a moment after the live flow (by a low-priority thread): ask until it
+     * has caught up with what was streamed, a bounded number of times. */
+    int64_t t0 = mono_ms();
+    do {
+        assert_int_equal(rl_stream_bounds(s, &oldest, &latest), RL_OK);
+    } while (latest < 3 && mono_ms() - t0 < WAIT_MS);
+    assert_string_equal(rl_stream_error(s), "");
+    assert_int_equal(oldest, 1);
+    assert_true(latest >= 3);
+
+    /* between the pull calls of an open session, which goes on unharmed */
+    assert_int_equal(rl_stream_open(s, rl_unbounded_range(latest + 1)), RL_OK);
+    rl_ledger_info info;
+    assert_int_equal(rl_stream_next(s, 5000 * MS, NULL, NULL, &info), RL_OK);
+    uint32_t first = info.sequence;
+    uint32_t o2 = 0, l2 = 0;
+    assert_int_equal(rl_stream_bounds(s, &o2, &l2), RL_OK);
+    assert_true(l2 >= latest && o2 == 1);
+    assert_int_equal(rl_stream_next(s, 5000 * MS, NULL, NULL, &info), RL_OK);
+    assert_int_equal(info.sequence, first + 1);
+    rl_stream_close(s);
+    rl_stream_free(s);
+
+    /* the stream's path decides where /healthz is: here nowhere */
+    char deep[96];
+    snprintf(deep, sizeof deep, "%s/core/stream", url);
+    assert_int_equal(rl_stream_new(&s, deep, &o), RL_OK);
+    assert_int_equal(rl_stream_bounds(s, NULL, NULL), RL_ERR_DIAL);
+    snprintf(want, sizeof want, "remoteledger: dial http://127.0.0.1:%d/core/healthz: status 404", g_proc.port);
+    assert_string_equal(rl_stream_error(s), want);
+    rl_stream_free(s);
+
+    assert_int_equal(cs_proc_stop(&g_proc, SIGTERM, WAIT_MS), 0);
+    cs_proc_free(&g_proc);
+    g_live = false;
+}
+
+/* corestreamd on this port with a fresh data dir (named by tag), its synthetic source numbering
+ * from start. */
+static void start_daemon_at(int port, const char *tag, uint32_t start)
+{
+    char datadir[PATH_MAX + 32], listen[32], first[16];
+    snprintf(datadir, sizeof datadir, "--data-dir=%s/%s", g_tmp.path, tag);
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
+    snprintf(first, sizeof first, "%u", start);
+    char *argv[] = {CORESTREAMD_BIN, datadir, "--listen", listen, "--source", "synthetic",
+                    "--synthetic-interval", "20ms", "--emit-window", "0", "--synthetic-size", "3000",
+                    "--start-ledger", first, NULL};
+    assert_int_equal(cs_proc_start(&g_proc, argv), 0);
+    g_live = true;
+    assert_int_equal(cs_proc_wait_listening(&g_proc, WAIT_MS), 0);
+}
+
+typedef struct restarter {
+    rl_stream *probe; /* for the new server's bounds */
+    int port;
+    int count;
+    uint32_t last;
+    bool in_order;
+    int kill_after;   /* SIGKILL the server after this many ledgers and start another */
+    uint32_t ahead;   /* ...then let its ring get this far past the restart point first */
+} restarter;
+
+static int restart_daemon(const uint8_t *p, size_t n, const rl_ledger_info *info, void *ctx)
+{
+    (void)p, (void)n;
+    restarter *z = ctx;
+    if (z->count > 0 && info->sequence != z->last + 1)
+        z->in_order = false;
+    z->last = info->sequence;
+    if (++z->count != z->kill_after)
+        return 0;
+    /* Killed mid-stream (the connection drops wherever the server was, mid-ledger likely). The
+     * new one starts numbering at the ledger after this one; the client may have more of the old
+     * server's already buffered, and asks for whatever it expects next. */
+    assert_int_equal(cs_proc_stop(&g_proc, SIGKILL, WAIT_MS), 128 + SIGKILL);
+    cs_proc_free(&g_proc);
+    g_live = false;
+    start_daemon_at(z->port, "second", info->sequence + 1);
+    if (z->ahead) {
+        uint32_t oldest = 0, latest = 0;
+        int64_t t0 = mono_ms();
+        while (latest < info->sequence + z->ahead && mono_ms() - t0 < WAIT_MS)
+            assert_int_equal(rl_stream_bounds(z->probe, &oldest, &latest), RL_OK);
+        assert_true(latest >= info->sequence + z->ahead);
+    }
+    return 0;
+}
+
+/* The server killed and restarted mid-range: with resume the caller sees [1,40] whole, once, in
+ * order: first with the missed ledgers replayed from the new server's ring (it is let run ahead
+ * before the client reconnects), then with the reconnect racing the new server's first ledgers
+ * (live, or from the ring when they were quicker). */
+static void run_restart(uint32_t ahead)
+{
+    start_daemon();
+    char url[64];
+    url_of(url, sizeof url);
+    rl_options o;
+    rl_options_init(&o);
+    o.resume_retries = 100;
+    o.resume_backoff_ns = 20 * MS;
+    o.resume_backoff_max_ns = 200 * MS;
+    rl_stream *s, *probe;
+    assert_int_equal(rl_stream_new(&s, url, &o), RL_OK);
+    assert_int_equal(rl_stream_new(&probe, url, NULL), RL_OK);
+    restarter z = {.probe = probe, .port = g_proc.port, .in_order = true, .kill_after = 10, .ahead = ahead};
+    assert_int_equal(rl_stream_raw_ledgers(s, rl_bounded_range(1, 40), restart_daemon, &z), RL_OK);
+    assert_int_equal(z.count, 40);
+    assert_true(z.in_order);
+    assert_int_equal(z.last, 40);
+    assert_true(rl_stream_reconnects(s) >= 1);
+    rl_stream_free(s);
+    rl_stream_free(probe);
+    assert_int_equal(cs_proc_stop(&g_proc, SIGTERM, WAIT_MS), 0);
+    cs_proc_free(&g_proc);
+    g_live = false;
+}
+
+static void test_resume_across_restart_with_ring_catch_up(void **state)
+{
+    (void)state;
+    run_restart(8);
+}
+
+static void test_resume_across_restart_live(void **state)
+{
+    (void)state;
+    run_restart(0);
+}
+
+/* A loopback listener that never accepts, with a backlog of 0, filled by connections of our own:
+ * the kernel then drops further SYNs, so a connect hangs until its timeout. Returns the port;
+ * fills fds[0..*n). */
+static int full_listener(int *lfd, int *fds, int *n, int max)
+{
+    *lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(*lfd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(*lfd, 0), 0);
+    socklen_t al = sizeof a;
+    assert_int_equal(getsockname(*lfd, (struct sockaddr *)&a, &al), 0);
+    *n = 0;
+    /* Connect until one stays pending for 200 ms: the queue is full from then on. */
+    while (*n < max) {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+        fds[(*n)++] = fd;
+        if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0)
+            continue;
+        assert_int_equal(errno, EINPROGRESS);
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        if (poll(&p, 1, 200) == 0)
+            return ntohs(a.sin_port);
+    }
+    fail_msg("the listen queue never filled after %d connections", max);
+    return -1;
+}
+
+static void test_dial_timeout(void **state)
+{
+    (void)state;
+    int lfd, fds[16], n;
+    int port = full_listener(&lfd, fds, &n, 16);
+    char url[64];
+    snprintf(url, sizeof url, "ws://127.0.0.1:%d", port);
+    rl_options o;
+    rl_options_init(&o);
+    o.dial_timeout_ns = 300 * MS;
+    rl_stream *s;
+    assert_int_equal(rl_stream_new(&s, url, &o), RL_OK);
+    int64_t t0 = mono_ms();
+    assert_int_equal(rl_stream_raw_ledgers(s, rl_unbounded_range(1), NULL, NULL), RL_ERR_DIAL_TIMEOUT);
+    int64_t took = mono_ms() - t0;
+    char want[256];
+    snprintf(want, sizeof want, "remoteledger: dial %s/stream?start=1: dial timeout: not connected within 300ms", url);
+    assert_string_equal(rl_stream_error(s), want);
+    if (took < 290 || took > 5000)
+        fail_msg("a 300 ms dial timeout took %lld ms", (long long)took);
+    assert_string_equal(rl_result_name(RL_ERR_DIAL_TIMEOUT), "RL_ERR_DIAL_TIMEOUT");
+    rl_stream_free(s);
+    for (int i = 0; i < n; i++)
+        close(fds[i]);
+    close(lfd);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_idle_and_handshake_timeouts_against_sigstop, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bounds, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_resume_across_restart_with_ring_catch_up, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_resume_across_restart_live, setup, teardown),
+        cmocka_unit_test(test_dial_timeout),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
