@@ -23,6 +23,9 @@
 static pthread_mutex_t g_server_mu = PTHREAD_MUTEX_INITIALIZER;
 static cs_server *g_server;
 static cs_cancel *g_cancel;
+/* A SIGHUP between the listening line and the hand-over of the server below is kept for it: an
+ * operator who saw the daemon listen and reloaded must not find the reload dropped. */
+static bool g_reload_pending;
 static cs_notify *g_notify; /* under g_server_mu for the signal thread */
 
 /* The server's progress hook: systemd hears READY=1 when the source loop starts, then each
@@ -58,7 +61,7 @@ static void *signal_main(void *arg)
             if (g_server)
                 cs_server_reload(g_server);
             else
-                CS_LOG0(CS_LOG_INFO, "reload: not serving yet; nothing reloaded");
+                g_reload_pending = true;
             pthread_mutex_unlock(&g_server_mu);
             continue;
         }
@@ -273,6 +276,9 @@ int main(int argc, char **argv)
     if (rc == 0) {
         pthread_mutex_lock(&g_server_mu);
         g_server = server;
+        if (g_reload_pending)
+            cs_server_reload(server);
+        g_reload_pending = false;
         pthread_mutex_unlock(&g_server_mu);
         snprintf(hook.addr, sizeof hook.addr, "%s", cs_server_addr(server));
     }
