@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "common/flags.h"
+#include "common/log.h"
 #include "common/goquote.h"
 #include "corestream/wire.h"
 #include "corestreamd/server/server.h"
@@ -18,6 +19,7 @@ static void set_defaults(cs_daemon_config *c)
     c->pipe_size = 1048576;
     c->data_dir = "corestreamd-data";
     c->log_level = "info";
+    c->log_format = "logfmt";
     c->chunk_size = CS_DEFAULT_CHUNK_SIZE;
     c->compress = true;
     c->compress_level = 1;
@@ -133,6 +135,18 @@ static int validate(cs_daemon_config *c, cs_err *err)
     if (c->max_replays_per_ip == 0)
         return cs_err_set(err, 0,
                           "--max-replays-per-ip 0 would leave every replay waiting; use a negative value for no cap");
+    char q[CS_ERR_MSG_MAX / 2];
+    if (cs_log_parse_level(c->log_level, &c->log_level_value) != 0) {
+        cs_go_quote(q, sizeof q, c->log_level);
+        return cs_err_set(err, 0, "--log-level %s is not a level: use debug, info, warn or error "
+                                  "(case-insensitive, with an optional offset such as info+2)", q);
+    }
+    cs_log_fmt fmt;
+    if (cs_log_parse_format(c->log_format, &fmt) != 0) {
+        cs_go_quote(q, sizeof q, c->log_format);
+        return cs_err_set(err, 0, "--log-format must be logfmt or json, got %s", q);
+    }
+    c->log_format_value = (int)fmt;
     return 0;
 }
 
@@ -149,6 +163,8 @@ int cs_daemon_config_parse(cs_daemon_config *c, int argc, char **argv, FILE *usa
          "kernel pipe size requested for --source pipe (0 means 1 MiB, negative leaves it alone)"},
         {"data-dir", CS_FLAG_STRING, &c->data_dir, "`directory` for the retention ring (<data-dir>/ledgers)"},
         {"log-level", CS_FLAG_STRING, &c->log_level, "log `level`: debug, info, warn or error"},
+        {"log-format", CS_FLAG_STRING, &c->log_format,
+         "log line `format`: logfmt (slog text, the prototype's) or json (one object per line)"},
         {"chunk-size", CS_FLAG_INT, &c->chunk_size, "chunk payload `bytes`, within [4096,8388608]"},
         {"compress", CS_FLAG_BOOL, &c->compress, "zstd-compress each chunk that shrinks"},
         {"compress-workers", CS_FLAG_INT, &c->compress_workers,

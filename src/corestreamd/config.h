@@ -19,6 +19,7 @@ typedef struct cs_daemon_config {
     int64_t pipe_size;
     const char *data_dir;
     const char *log_level;
+    const char *log_format;
     int64_t chunk_size;
     bool compress;
     int64_t compress_workers;
@@ -46,6 +47,9 @@ typedef struct cs_daemon_config {
     const char *tls_cert;
     const char *tls_key;
     const char *tls_client_ca;
+    /* Derived: --log-level and --log-format parsed. */
+    int log_level_value;
+    int log_format_value; /* a cs_log_fmt */
     /* Derived: the archive URLs split, trimmed, empties dropped (points into urls_buf). */
     char *urls_buf;
     const char *urls[32];

@@ -130,10 +130,8 @@ int main(int argc, char **argv)
         cs_log_early_error("corestreamd failed", err.msg);
         return 1;
     }
-    int level;
-    if (cs_log_parse_level(cfg.log_level, &level) != 0)
-        level = CS_LOG_INFO;
-    cs_log_init(stdout, level);
+    cs_log_init(stdout, cfg.log_level_value);
+    cs_log_set_format((cs_log_fmt)cfg.log_format_value);
     raise_nofile();
 
     sigset_t set;
