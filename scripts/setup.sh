@@ -7,6 +7,7 @@ packages=(
   gcc make cmake pkg-config
   libwebsockets-dev libzstd-dev libxxhash-dev libssl-dev libcurl4-openssl-dev libcjson-dev
   libcmocka-dev openssl
+  prometheus
   clang libclang-rt-14-dev
 )
 

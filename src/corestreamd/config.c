@@ -42,6 +42,7 @@ static void set_defaults(cs_daemon_config *c)
     c->tls_cert = "";
     c->tls_key = "";
     c->tls_client_ca = "";
+    c->admin_listen = "";
 }
 
 size_t cs_split_urls(char *list, const char **out, size_t max)
@@ -154,7 +155,9 @@ int cs_daemon_config_parse(cs_daemon_config *c, int argc, char **argv, FILE *usa
 {
     set_defaults(c);
     cs_flag flags[] = {
-        {"listen", CS_FLAG_STRING, &c->listen, "TCP `address` to serve /stream and /healthz on"},
+        {"listen", CS_FLAG_STRING, &c->listen, "TCP `address` to serve /stream, /healthz, /readyz and /metrics on"},
+        {"admin-listen", CS_FLAG_STRING, &c->admin_listen,
+         "second TCP `address` serving only /healthz, /readyz and /metrics (default: none)"},
         {"source", CS_FLAG_STRING, &c->source, "ledger source: captive, file, synthetic or pipe"},
         {"retention", CS_FLAG_INT, &c->retention, "number of completed ledgers kept in the disk ring"},
         {"start-ledger", CS_FLAG_UINT, &c->start_ledger,

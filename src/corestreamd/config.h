@@ -47,6 +47,7 @@ typedef struct cs_daemon_config {
     const char *tls_cert;
     const char *tls_key;
     const char *tls_client_ca;
+    const char *admin_listen;
     /* Derived: --log-level and --log-format parsed. */
     int log_level_value;
     int log_format_value; /* a cs_log_fmt */

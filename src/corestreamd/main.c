@@ -185,6 +185,7 @@ int main(int argc, char **argv)
             .tls_cert = cfg.tls_cert,
             .tls_key = cfg.tls_key,
             .tls_client_ca = cfg.tls_client_ca,
+            .admin_listen = cfg.admin_listen,
         };
         rc = cs_server_new(&server, &sc, &err);
     }

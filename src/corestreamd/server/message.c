@@ -10,6 +10,7 @@ cs_msg *cs_msg_new(size_t cap)
     atomic_init(&m->refs, 1);
     m->len = 0;
     m->cap = cap;
+    m->published_ns = 0;
     m->data = m->buf + CS_MSG_HEADROOM;
     return m;
 }
