@@ -374,6 +374,53 @@ static void test_log_formats_and_pid(void **state)
     expect_failure(xml, "ERROR corestreamd failed error=\"--log-format must be logfmt or json, got \\\"xml\\\"\"");
 }
 
+/* Issue 14: SIGHUP re-reads --log-level-file. A plain GET of /stream is refused with a DEBUG
+ * line, which shows whether DEBUG is on; a bad file keeps the level in force. */
+static void test_sighup_reloads_the_log_level(void **state)
+{
+    (void)state;
+    char file[PATH_MAX + 16], flag[PATH_MAX + 64];
+    cs_tmpdir_join(&g_tmp, "level", file, sizeof file);
+    FILE *f = fopen(file, "w");
+    assert_non_null(f);
+    fputs("info\n", f);
+    fclose(f);
+    snprintf(flag, sizeof flag, "--log-level-file=%s", file);
+    cs_proc p;
+    const char *args[] = {"--listen", "127.0.0.1:0", "--synthetic-interval", "50ms", "--log-level", "error", flag, NULL};
+    start(&p, args);
+    assert_int_equal(cs_proc_wait_listening(&p, WAIT_MS), 0); /* the file's info wins over --log-level */
+    char body[512], want[PATH_MAX + 512];
+    assert_int_equal(cs_http_get("127.0.0.1", p.port, "/stream", WAIT_MS, body, sizeof body, NULL, 0), 426);
+
+    f = fopen(file, "w");
+    fputs("  DEBUG \n", f);
+    fclose(f);
+    kill(p.pid, SIGHUP);
+    snprintf(want, sizeof want, "msg=\"reload: log level\" pid=%d level=DEBUG file=%s", (int)p.pid, file);
+    assert_int_equal(cs_proc_wait_line(&p, want, WAIT_MS), 0);
+    assert_int_equal(cs_http_get("127.0.0.1", p.port, "/stream", WAIT_MS, body, sizeof body, NULL, 0), 426);
+    assert_int_equal(cs_proc_wait_line(&p, "level=DEBUG msg=\"websocket handshake failed\"", WAIT_MS), 0);
+    assert_int_equal(cs_proc_log_count(&p, "websocket handshake failed"), 1); /* not the first, at INFO */
+
+    f = fopen(file, "w");
+    fputs("loud\n", f);
+    fclose(f);
+    kill(p.pid, SIGHUP);
+    snprintf(want, sizeof want,
+             "level=ERROR msg=\"reload: log level kept\" pid=%d error=\"--log-level-file %s: \\\"loud\\\" is not a level: "
+             "use debug, info, warn or error (case-insensitive, with an optional offset such as info+2)\"",
+             (int)p.pid, file);
+    assert_int_equal(cs_proc_wait_line(&p, want, WAIT_MS), 0);
+    assert_int_equal(cs_proc_stop(&p, SIGTERM, WAIT_MS), 0);
+    cs_proc_free(&p);
+
+    /* At start a bad file is refused like a bad --log-level. */
+    snprintf(want, sizeof want, "--log-level-file %s: \\\"loud\\\" is not a level", file);
+    const char *bad[] = {flag, NULL};
+    expect_failure(bad, want);
+}
+
 static void write_file(const char *path, const uint8_t *data, size_t len)
 {
     int fd = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0644);
@@ -699,6 +746,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_sighup_reloads_tokens_and_never_stops, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bounded_source_flushes_close_frames_then_exits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_log_formats_and_pid, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sighup_reloads_the_log_level, setup, teardown),
         cmocka_unit_test_setup_teardown(test_file_source_replays_a_dump, setup, teardown),
         cmocka_unit_test_setup_teardown(test_file_source_refuses_the_ring, setup, teardown),
         cmocka_unit_test_setup_teardown(test_vanished_dump_file_fails_cleanly, setup, teardown),

@@ -20,6 +20,7 @@ typedef struct cs_daemon_config {
     const char *data_dir;
     const char *log_level;
     const char *log_format;
+    const char *log_level_file;
     int64_t chunk_size;
     bool compress;
     int64_t compress_workers;
@@ -62,6 +63,11 @@ typedef struct cs_daemon_config {
  * usage_out first, as Go's flag package does). Free with cs_daemon_config_free. */
 int cs_daemon_config_parse(cs_daemon_config *cfg, int argc, char **argv, FILE *usage_out, cs_err *err);
 void cs_daemon_config_free(cs_daemon_config *cfg);
+
+/* --log-level-file: the file's first line, trimmed, parsed as --log-level is. Returns 0 with
+ * *level, or -1: `--log-level-file F: <reason>`, `--log-level-file F: "x" is not a level: …`.
+ * Called at start and on each SIGHUP (from the signal thread). */
+int cs_log_level_file_read(const char *path, int *level, cs_err *err);
 
 /* Splits a comma-separated list, trimming spaces and dropping empty items, in place. */
 size_t cs_split_urls(char *list, const char **out, size_t max);
