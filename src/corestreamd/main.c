@@ -221,11 +221,12 @@ int main(int argc, char **argv)
         };
         rc = cs_server_new(&server, &sc, &err);
     }
-    if (rc == 0) {
+    /* The signal thread sees the server only once listening: cs_server_listen creates the lws
+     * context that cs_server_stop wakes. A signal before that fires the cancellation instead. */
+    if (rc == 0 && (rc = cs_server_listen(server, &err)) == 0) {
         pthread_mutex_lock(&g_server_mu);
         g_server = server;
         pthread_mutex_unlock(&g_server_mu);
-        rc = cs_server_listen(server, &err);
     }
     bool ran = false;
     if (rc == 0 && !cs_cancel_is_set(&cancel)) {
