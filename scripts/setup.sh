@@ -10,6 +10,7 @@ packages=(
   debhelper lintian systemd curl groff-base
   libcmocka-dev openssl
   libnats-dev nats-server
+  prometheus
   clang libclang-rt-14-dev
 )
 

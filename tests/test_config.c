@@ -150,6 +150,9 @@ static void test_defaults(void **state)
     assert_int_equal(c->pipe_size, 1048576);
     assert_string_equal(c->data_dir, "corestreamd-data");
     assert_string_equal(c->log_level, "info");
+    assert_int_equal(c->log_level_value, 0);
+    assert_string_equal(c->log_format, "logfmt");
+    assert_int_equal(c->log_format_value, 0);
     assert_true(c->compress);
     assert_int_equal(c->compress_workers, 0);
     assert_string_equal(c->core_binary, "");
@@ -451,6 +454,28 @@ static void test_connection_caps(void **state)
     OK("--auth-tokens", "/etc/corestream/tokens", "--auth-healthz");
 }
 
+/* Issue 14: a level that does not parse is refused, naming the accepted ones (the prototype
+ * silently took info); --log-format is logfmt or json. */
+static void test_log_flags(void **state)
+{
+    (void)state;
+    parsed p;
+    const char *a[] = {"--log-level", "WARN+1", "--log-format", "json"};
+    expect_ok_into(&p, a, NARGS(a));
+    assert_int_equal(p.cfg.log_level_value, 5);
+    assert_int_equal(p.cfg.log_format_value, 1);
+    parsed_free(&p);
+    OK("--log-level=debug", "--log-format=logfmt");
+    ERR("--log-level \"bogus\" is not a level: use debug, info, warn or error (case-insensitive, with an "
+        "optional offset such as info+2)",
+        "--log-level", "bogus");
+    ERR("--log-level \"\" is not a level: use debug, info, warn or error (case-insensitive, with an "
+        "optional offset such as info+2)",
+        "--log-level=");
+    ERR("--log-format must be logfmt or json, got \"text\"", "--log-format", "text");
+    ERR("--log-format must be logfmt or json, got \"JSON\"", "--log-format", "JSON");
+}
+
 /* ---- 9: splitURLs ---- */
 
 static void test_split_urls(void **state)
@@ -527,7 +552,7 @@ static void test_help(void **state)
         /* Every flag is listed. */
         static const char *const names[] = {
             "-listen", "-source", "-retention", "-start-ledger", "-pipe-size", "-data-dir",
-            "-log-level", "-chunk-size", "-compress", "-compress-workers", "-emit-window", "-cadence",
+            "-log-level", "-log-format", "-chunk-size", "-compress", "-compress-workers", "-emit-window", "-cadence",
             "-core-binary", "-core-config", "-history-archive-urls", "-storage-dir",
             "-network-passphrase", "-file-dir", "-pipe-cmd", "-file-count", "-synthetic-size",
             "-synthetic-compressible", "-synthetic-interval", "-synthetic-count",
@@ -651,6 +676,7 @@ int main(void)
         cmocka_unit_test(test_ranges_reaching_the_ceiling),
         cmocka_unit_test(test_oversized_synthetic_ledgers),
         cmocka_unit_test(test_connection_caps),
+        cmocka_unit_test(test_log_flags),
         cmocka_unit_test(test_split_urls),
         cmocka_unit_test(test_version),
         cmocka_unit_test(test_help),

@@ -384,9 +384,134 @@ static void test_bounded_source_flushes_close_frames_then_exits(void **state)
     assert_int_equal(code, 1000);
     assert_string_equal(why, "source ended");
     assert_int_equal(cs_proc_wait_exit(&p, WAIT_MS), 0);
-    assert_non_null(strstr(p.log, "msg=\"source exhausted\" ledgers=4"));
+    char want[96];
+    snprintf(want, sizeof want, "msg=\"source exhausted\" pid=%d ledgers=4", (int)p.pid);
+    assert_non_null(strstr(p.log, want));
     cs_ws_close(ws);
     cs_proc_free(&p);
+}
+
+/* The lines of p->log with the time value cut out ("time=T" / "\"time\":\"T\""), so whole lines
+ * can be compared. Returns how many were stored in lines[] (each malloc'd). */
+static size_t untimed_lines(const cs_proc *p, char **lines, size_t max)
+{
+    size_t n = 0;
+    for (const char *l = p->log; *l && n < max;) {
+        const char *e = strchr(l, '\n');
+        size_t len = e ? (size_t)(e - l) : strlen(l);
+        char *line = strndup(l, len);
+        assert_non_null(line);
+        const char *key = strncmp(line, "{\"time\":\"", 9) == 0 ? "{\"time\":\"" : "time=";
+        if (strncmp(line, key, strlen(key)) == 0) {
+            char *t = line + strlen(key);
+            char *end = t + strcspn(t, key[0] == '{' ? "\"" : " ");
+            memmove(t, end, strlen(end) + 1);
+        }
+        lines[n++] = line;
+        l = e ? e + 1 : l + len;
+    }
+    return n;
+}
+
+/* Issue 14: pid in every line, --log-format json, and exact lines in both formats. The
+ * `corestreamd listening` line carries the descriptor-dependent cap, so only its start is pinned. */
+static void test_log_formats_and_pid(void **state)
+{
+    (void)state;
+    static const char *const formats[] = {"logfmt", "json"};
+    for (size_t f = 0; f < 2; f++) {
+        char fmt[32], datadir[PATH_MAX + 48];
+        snprintf(fmt, sizeof fmt, "--log-format=%s", formats[f]);
+        /* A ring of its own per run: a second run into the first's ring would log a reset. */
+        snprintf(datadir, sizeof datadir, "--data-dir=%s/data-%s", g_tmp.path, formats[f]);
+        cs_proc p;
+        const char *args[] = {datadir, "--listen", "127.0.0.1:0", "--synthetic-interval", "10ms", "--emit-window", "0",
+                              "--synthetic-count", "2", "--synthetic-size", "1000", fmt, NULL};
+        assert_int_equal(run(&p, args), 0);
+        char *lines[16];
+        size_t n = untimed_lines(&p, lines, 16);
+        int pid = (int)p.pid;
+        char want[4][256];
+        if (f == 0) {
+            snprintf(want[0], sizeof want[0], "time= level=INFO msg=\"corestreamd listening\" pid=%d addr=127.0.0.1:", pid);
+            snprintf(want[1], sizeof want[1],
+                     "time= level=INFO msg=\"source loop starting\" pid=%d range=[1,2] chunk_size=262144", pid);
+            snprintf(want[2], sizeof want[2], "time= level=INFO msg=\"source exhausted\" pid=%d ledgers=2", pid);
+            snprintf(want[3], sizeof want[3], "time= level=INFO msg=\"corestreamd stopped\" pid=%d", pid);
+        } else {
+            snprintf(want[0], sizeof want[0],
+                     "{\"time\":\"\",\"level\":\"INFO\",\"msg\":\"corestreamd listening\",\"pid\":%d,"
+                     "\"addr\":\"127.0.0.1:", pid);
+            snprintf(want[1], sizeof want[1],
+                     "{\"time\":\"\",\"level\":\"INFO\",\"msg\":\"source loop starting\",\"pid\":%d,"
+                     "\"range\":\"[1,2]\",\"chunk_size\":262144}", pid);
+            snprintf(want[2], sizeof want[2],
+                     "{\"time\":\"\",\"level\":\"INFO\",\"msg\":\"source exhausted\",\"pid\":%d,\"ledgers\":2}", pid);
+            snprintf(want[3], sizeof want[3],
+                     "{\"time\":\"\",\"level\":\"INFO\",\"msg\":\"corestreamd stopped\",\"pid\":%d}", pid);
+        }
+        if (n != 4)
+            fail_msg("%zu lines, want 4:\n%s", n, p.log);
+        assert_true(strncmp(lines[0], want[0], strlen(want[0])) == 0);
+        for (int i = 1; i < 4; i++)
+            assert_string_equal(lines[i], want[i]);
+        for (size_t i = 0; i < n; i++)
+            free(lines[i]);
+        cs_proc_free(&p);
+    }
+    /* An unknown level or format is refused before anything runs, naming what is accepted. */
+    const char *bogus[] = {"--log-level", "bogus", NULL};
+    expect_failure(bogus, "ERROR corestreamd failed error=\"--log-level \\\"bogus\\\" is not a level: use debug, info, "
+                          "warn or error (case-insensitive, with an optional offset such as info+2)\"");
+    const char *xml[] = {"--log-format", "xml", NULL};
+    expect_failure(xml, "ERROR corestreamd failed error=\"--log-format must be logfmt or json, got \\\"xml\\\"\"");
+}
+
+/* Issue 14: SIGHUP re-reads --log-level-file. A plain GET of /stream is refused with a DEBUG
+ * line, which shows whether DEBUG is on; a bad file keeps the level in force. */
+static void test_sighup_reloads_the_log_level(void **state)
+{
+    (void)state;
+    char file[PATH_MAX + 16], flag[PATH_MAX + 64];
+    cs_tmpdir_join(&g_tmp, "level", file, sizeof file);
+    FILE *f = fopen(file, "w");
+    assert_non_null(f);
+    fputs("info\n", f);
+    fclose(f);
+    snprintf(flag, sizeof flag, "--log-level-file=%s", file);
+    cs_proc p;
+    const char *args[] = {"--listen", "127.0.0.1:0", "--synthetic-interval", "50ms", "--log-level", "error", flag, NULL};
+    start(&p, args);
+    assert_int_equal(cs_proc_wait_listening(&p, WAIT_MS), 0); /* the file's info wins over --log-level */
+    char body[512], want[PATH_MAX + 512];
+    assert_int_equal(cs_http_get("127.0.0.1", p.port, "/stream", WAIT_MS, body, sizeof body, NULL, 0), 426);
+
+    f = fopen(file, "w");
+    fputs("  DEBUG \n", f);
+    fclose(f);
+    kill(p.pid, SIGHUP);
+    snprintf(want, sizeof want, "msg=\"reload: log level\" pid=%d level=DEBUG file=%s", (int)p.pid, file);
+    assert_int_equal(cs_proc_wait_line(&p, want, WAIT_MS), 0);
+    assert_int_equal(cs_http_get("127.0.0.1", p.port, "/stream", WAIT_MS, body, sizeof body, NULL, 0), 426);
+    assert_int_equal(cs_proc_wait_line(&p, "level=DEBUG msg=\"websocket handshake failed\"", WAIT_MS), 0);
+    assert_int_equal(cs_proc_log_count(&p, "websocket handshake failed"), 1); /* not the first, at INFO */
+
+    f = fopen(file, "w");
+    fputs("loud\n", f);
+    fclose(f);
+    kill(p.pid, SIGHUP);
+    snprintf(want, sizeof want,
+             "level=ERROR msg=\"reload: log level kept\" pid=%d error=\"--log-level-file %s: \\\"loud\\\" is not a level: "
+             "use debug, info, warn or error (case-insensitive, with an optional offset such as info+2)\"",
+             (int)p.pid, file);
+    assert_int_equal(cs_proc_wait_line(&p, want, WAIT_MS), 0);
+    assert_int_equal(cs_proc_stop(&p, SIGTERM, WAIT_MS), 0);
+    cs_proc_free(&p);
+
+    /* At start a bad file is refused like a bad --log-level. */
+    snprintf(want, sizeof want, "--log-level-file %s: \\\"loud\\\" is not a level", file);
+    const char *bad[] = {flag, NULL};
+    expect_failure(bad, want);
 }
 
 static void write_file(const char *path, const uint8_t *data, size_t len)
@@ -593,7 +718,9 @@ static void test_pipe_source_streams_a_stub_writer(void **state)
     assert_int_equal(code, 1000);
     if (cs_proc_wait_exit(&g_proc, WAIT_MS) != 0)
         fail_msg("corestreamd did not exit 0 after the source ended:\n%s", g_proc.log);
-    assert_non_null(strstr(g_proc.log, "msg=\"source exhausted\" ledgers=3"));
+    char want[96];
+    snprintf(want, sizeof want, "msg=\"source exhausted\" pid=%d ledgers=3", (int)g_proc.pid);
+    assert_non_null(strstr(g_proc.log, want));
     assert_non_null(strstr(g_proc.log, "msg=\"corestreamd stopped\""));
     assert_null(strstr(g_proc.log, "ERROR"));
 }
@@ -673,7 +800,9 @@ static void sigterm_with_a_parked_writer(bool escaped)
     if (st != 0)
         fail_msg("SIGTERM: exit status %d within %d ms (-1: still running):\n%s", st, SHUTDOWN_MS,
                  g_proc.log);
-    assert_non_null(strstr(g_proc.log, "msg=\"source loop cancelled\" ledgers=1"));
+    char want[96];
+    snprintf(want, sizeof want, "msg=\"source loop cancelled\" pid=%d ledgers=1", (int)g_proc.pid);
+    assert_non_null(strstr(g_proc.log, want));
     assert_non_null(strstr(g_proc.log, "msg=\"corestreamd stopped\""));
 
     if (escaped)
@@ -710,6 +839,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_thread_roles_and_priorities, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sighup_reloads_tokens_and_never_stops, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bounded_source_flushes_close_frames_then_exits, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_log_formats_and_pid, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sighup_reloads_the_log_level, setup, teardown),
         cmocka_unit_test_setup_teardown(test_file_source_replays_a_dump, setup, teardown),
         cmocka_unit_test_setup_teardown(test_file_source_refuses_the_ring, setup, teardown),
         cmocka_unit_test_setup_teardown(test_vanished_dump_file_fails_cleanly, setup, teardown),

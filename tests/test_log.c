@@ -26,7 +26,8 @@ static void set_tz(const char *tz)
 static const char *fmt_line(char *buf, size_t len, int64_t t, int level, const char *msg, size_t n,
                             const cs_kv *kvs)
 {
-    size_t need = cs_log_format(buf, len, t, level, msg, n, kvs);
+    cs_log_record r = {.unix_nano = t, .pid = 4242, .level = level, .msg = msg, .n = n, .kvs = kvs};
+    size_t need = cs_log_format(buf, len, CS_LOG_FMT_LOGFMT, &r);
     assert_true(need < len);
     assert_int_equal(strlen(buf), need);
     return buf;
@@ -50,7 +51,7 @@ static void test_line_shape_utc(void **state)
     cs_kv kvs[] = {KV_S("addr", "[::]:8462"), KV_S("source", "synthetic"),
                    KV_U("start_ledger", 1), KV_I("retention", 10000)};
     assert_string_equal(fmt_line(buf, sizeof buf, T0, CS_LOG_INFO, "corestreamd listening", 4, kvs),
-                        "time=2026-08-22T12:00:39.123Z level=INFO msg=\"corestreamd listening\" "
+                        "time=2026-08-22T12:00:39.123Z level=INFO msg=\"corestreamd listening\" pid=4242 "
                         "addr=[::]:8462 source=synthetic start_ledger=1 retention=10000");
 }
 
@@ -60,10 +61,10 @@ static void test_line_shape_zones(void **state)
     char buf[256];
     set_tz("XXX-1"); /* POSIX: one hour east of UTC */
     assert_string_equal(fmt_line(buf, sizeof buf, T0, CS_LOG_WARN, "hi", 0, NULL),
-                        "time=2026-08-22T13:00:39.123+01:00 level=WARN msg=hi");
+                        "time=2026-08-22T13:00:39.123+01:00 level=WARN msg=hi pid=4242");
     set_tz("YYY+5:30");
     assert_string_equal(fmt_line(buf, sizeof buf, T0, CS_LOG_ERROR, "hi", 0, NULL),
-                        "time=2026-08-22T06:30:39.123-05:30 level=ERROR msg=hi");
+                        "time=2026-08-22T06:30:39.123-05:30 level=ERROR msg=hi pid=4242");
     set_tz("UTC");
 }
 
@@ -75,11 +76,11 @@ static void test_time_truncates_millis(void **state)
     char buf[128];
     assert_string_equal(
         fmt_line(buf, sizeof buf, INT64_C(1787400039999999999), CS_LOG_INFO, "m", 0, NULL),
-        "time=2026-08-22T12:00:39.999Z level=INFO msg=m");
+        "time=2026-08-22T12:00:39.999Z level=INFO msg=m pid=4242");
     assert_string_equal(fmt_line(buf, sizeof buf, INT64_C(0), CS_LOG_INFO, "m", 0, NULL),
-                        "time=1970-01-01T00:00:00.000Z level=INFO msg=m");
+                        "time=1970-01-01T00:00:00.000Z level=INFO msg=m pid=4242");
     assert_string_equal(fmt_line(buf, sizeof buf, INT64_C(-1), CS_LOG_INFO, "m", 0, NULL),
-                        "time=1969-12-31T23:59:59.999Z level=INFO msg=m");
+                        "time=1969-12-31T23:59:59.999Z level=INFO msg=m pid=4242");
 }
 
 static void check_quote(const char *in, const char *want)
@@ -143,8 +144,11 @@ static void test_quote_snprintf_rule(void **state)
     assert_int_equal(cs_log_quote(buf, sizeof buf, "a b"), 5);
     assert_string_equal(buf, "\"a ");
     assert_int_equal(cs_log_quote(NULL, 0, "a b"), 5);
-    assert_int_equal(cs_log_format(NULL, 0, T0, CS_LOG_INFO, "m", 0, NULL),
-                     strlen("time=2026-08-22T12:00:39.123Z level=INFO msg=m"));
+    cs_log_record r = {.unix_nano = T0, .pid = 7, .level = CS_LOG_INFO, .msg = "m"};
+    assert_int_equal(cs_log_format(NULL, 0, CS_LOG_FMT_LOGFMT, &r),
+                     strlen("time=2026-08-22T12:00:39.123Z level=INFO msg=m pid=7"));
+    assert_int_equal(cs_log_format(NULL, 0, CS_LOG_FMT_JSON, &r),
+                     strlen("{\"time\":\"2026-08-22T12:00:39.123Z\",\"level\":\"INFO\",\"msg\":\"m\",\"pid\":7}"));
 }
 
 static void test_kv_types(void **state)
@@ -167,7 +171,7 @@ static void test_kv_types(void **state)
     };
     assert_string_equal(
         fmt_line(buf, sizeof buf, T0, CS_LOG_INFO, "", sizeof kvs / sizeof kvs[0], kvs),
-        "time=2026-08-22T12:00:39.123Z level=INFO msg=\"\" s=\"x y\" empty=\"\" "
+        "time=2026-08-22T12:00:39.123Z level=INFO msg=\"\" pid=4242 s=\"x y\" empty=\"\" "
         "neg=-9223372036854775808 max=18446744073709551615 emit_window=15ms zero=0s "
         "cadence=1m30s yes=true no=false \"a key\"=v \"k=\"=v");
 }
@@ -185,10 +189,13 @@ static void test_macros(void **state)
     char *line = NULL;
     size_t cap = 0;
     assert_true(getline(&line, &cap, f) > 0);
-    assert_non_null(strstr(line, " level=INFO msg=\"replaying dump\" dir=/d ledgers=3 "
-                                 "emit_window=15ms cadence=600ms\n"));
+    char want[256];
+    snprintf(want, sizeof want, " level=INFO msg=\"replaying dump\" pid=%ld dir=/d ledgers=3 "
+             "emit_window=15ms cadence=600ms\n", (long)getpid());
+    assert_non_null(strstr(line, want));
     assert_true(getline(&line, &cap, f) > 0);
-    assert_non_null(strstr(line, " level=DEBUG msg=\"close handshake did not complete\"\n"));
+    snprintf(want, sizeof want, " level=DEBUG msg=\"close handshake did not complete\" pid=%ld\n", (long)getpid());
+    assert_non_null(strstr(line, want));
     assert_int_equal(getline(&line, &cap, f), -1);
     free(line);
     cs_log_init(NULL, CS_LOG_INFO);
@@ -211,9 +218,9 @@ static void test_level_names(void **state)
     set_tz("UTC");
     char line[128];
     assert_string_equal(fmt_line(line, sizeof line, T0, CS_LOG_INFO + 2, "m", 0, NULL),
-                        "time=2026-08-22T12:00:39.123Z level=INFO+2 msg=m");
+                        "time=2026-08-22T12:00:39.123Z level=INFO+2 msg=m pid=4242");
     assert_string_equal(fmt_line(line, sizeof line, T0, CS_LOG_DEBUG - 1, "m", 0, NULL),
-                        "time=2026-08-22T12:00:39.123Z level=DEBUG-1 msg=m");
+                        "time=2026-08-22T12:00:39.123Z level=DEBUG-1 msg=m pid=4242");
 }
 
 static void test_parse_level(void **state)
@@ -257,7 +264,9 @@ static void test_min_level_filters(void **state)
     char *line = NULL;
     size_t cap = 0;
     assert_true(getline(&line, &cap, f) > 0);
-    assert_non_null(strstr(line, " level=WARN+1 msg=kept\n"));
+    char want[64];
+    snprintf(want, sizeof want, " level=WARN+1 msg=kept pid=%ld\n", (long)getpid());
+    assert_non_null(strstr(line, want));
     assert_int_equal(getline(&line, &cap, f), -1);
     free(line);
     cs_log_init(NULL, CS_LOG_INFO);
@@ -282,9 +291,11 @@ static void test_long_line(void **state)
     size_t cap = 0;
     ssize_t n = getline(&line, &cap, f);
     assert_true(n > BIG);
-    const char *v = strstr(line, " msg=long v=");
+    char want[64];
+    snprintf(want, sizeof want, " msg=long pid=%ld v=", (long)getpid());
+    const char *v = strstr(line, want);
     assert_non_null(v);
-    v += strlen(" msg=long v=");
+    v += strlen(want);
     assert_memory_equal(v, val, BIG);
     assert_string_equal(v + BIG, " end=true\n");
     free(line);
@@ -329,6 +340,101 @@ static void test_early_error(void **state)
     fclose(f);
 }
 
+/* ---- JSON ---- */
+
+static const char *fmt_json(char *buf, size_t len, int level, const char *msg, size_t n, const cs_kv *kvs)
+{
+    cs_log_record r = {.unix_nano = T0, .pid = 4242, .level = level, .msg = msg, .n = n, .kvs = kvs};
+    size_t need = cs_log_format(buf, len, CS_LOG_FMT_JSON, &r);
+    assert_true(need < len);
+    assert_int_equal(strlen(buf), need);
+    return buf;
+}
+
+static void test_json_line_shape(void **state)
+{
+    (void)state;
+    set_tz("UTC");
+    char buf[512];
+    cs_kv kvs[] = {KV_S("addr", "[::]:8462"), KV_U("start_ledger", 1), KV_I("retention", -3),
+                   KV_D("emit_window", 15 * CS_MS), KV_B("bounded", false), KV_S("empty", "")};
+    assert_string_equal(fmt_json(buf, sizeof buf, CS_LOG_INFO, "corestreamd listening", 6, kvs),
+                        "{\"time\":\"2026-08-22T12:00:39.123Z\",\"level\":\"INFO\","
+                        "\"msg\":\"corestreamd listening\",\"pid\":4242,\"addr\":\"[::]:8462\","
+                        "\"start_ledger\":1,\"retention\":-3,\"emit_window\":15000000,"
+                        "\"bounded\":false,\"empty\":\"\"}");
+    set_tz("XXX-1");
+    assert_string_equal(fmt_json(buf, sizeof buf, CS_LOG_WARN + 2, "hi", 0, NULL),
+                        "{\"time\":\"2026-08-22T13:00:39.123+01:00\",\"level\":\"WARN+2\",\"msg\":\"hi\","
+                        "\"pid\":4242}");
+    set_tz("UTC");
+}
+
+/* slog's JSON escaping: quotes, backslashes, \n \r \t, other controls as \u00XX, no HTML
+ * escaping, invalid UTF-8 as U+FFFD, U+2028/2029 escaped, other UTF-8 kept. Keys too. */
+static void test_json_escaping(void **state)
+{
+    (void)state;
+    set_tz("UTC");
+    char buf[512];
+    cs_kv kvs[] = {KV_S("q", "a\"b\\c"), KV_S("ws", "\n\r\t"), KV_S("ctl", "\x01\x1f\x7f"),
+                   KV_S("html", "<&>"),     KV_S("bad", "a\xff" "b"), KV_S("ls", "\xe2\x80\xa8\xe2\x80\xa9"),
+                   KV_S("utf8", "caf\xc3\xa9"), KV_S("k\"", "v"), KV_S("null", NULL)};
+    assert_string_equal(fmt_json(buf, sizeof buf, CS_LOG_ERROR, "m\n", 9, kvs),
+                        "{\"time\":\"2026-08-22T12:00:39.123Z\",\"level\":\"ERROR\",\"msg\":\"m\\n\","
+                        "\"pid\":4242,\"q\":\"a\\\"b\\\\c\",\"ws\":\"\\n\\r\\t\","
+                        "\"ctl\":\"\\u0001\\u001f\x7f\",\"html\":\"<&>\",\"bad\":\"a\\ufffdb\","
+                        "\"ls\":\"\\u2028\\u2029\",\"utf8\":\"caf\xc3\xa9\",\"k\\\"\":\"v\","
+                        "\"null\":\"\"}");
+}
+
+/* The format switch reaches the process logger; cs_log_set_level moves the threshold. */
+static void test_json_output_and_level_switch(void **state)
+{
+    (void)state;
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    cs_log_init(f, CS_LOG_INFO);
+    cs_log_set_format(CS_LOG_FMT_JSON);
+    CS_LOG(CS_LOG_INFO, "one", KV_U("n", 1));
+    CS_LOG0(CS_LOG_DEBUG, "dropped");
+    cs_log_set_level(CS_LOG_DEBUG);
+    CS_LOG0(CS_LOG_DEBUG, "two");
+    cs_log_set_format(CS_LOG_FMT_LOGFMT);
+    CS_LOG0(CS_LOG_DEBUG, "three");
+    cs_log_init(NULL, CS_LOG_INFO);
+    rewind(f);
+    char *line = NULL, want[128];
+    size_t cap = 0;
+    assert_true(getline(&line, &cap, f) > 0);
+    snprintf(want, sizeof want, "\",\"level\":\"INFO\",\"msg\":\"one\",\"pid\":%ld,\"n\":1}\n", (long)getpid());
+    assert_true(strncmp(line, "{\"time\":\"", 9) == 0);
+    assert_non_null(strstr(line, want));
+    assert_true(getline(&line, &cap, f) > 0);
+    snprintf(want, sizeof want, "\",\"level\":\"DEBUG\",\"msg\":\"two\",\"pid\":%ld}\n", (long)getpid());
+    assert_non_null(strstr(line, want));
+    assert_true(getline(&line, &cap, f) > 0);
+    snprintf(want, sizeof want, " level=DEBUG msg=three pid=%ld\n", (long)getpid());
+    assert_non_null(strstr(line, want));
+    assert_int_equal(getline(&line, &cap, f), -1);
+    free(line);
+    fclose(f);
+}
+
+static void test_parse_format(void **state)
+{
+    (void)state;
+    cs_log_fmt fmt = CS_LOG_FMT_JSON;
+    assert_int_equal(cs_log_parse_format("logfmt", &fmt), 0);
+    assert_int_equal(fmt, CS_LOG_FMT_LOGFMT);
+    assert_int_equal(cs_log_parse_format("json", &fmt), 0);
+    assert_int_equal(fmt, CS_LOG_FMT_JSON);
+    static const char *bad[] = {"", "JSON", "text", "logfmt ", "xml"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_int_equal(cs_log_parse_format(bad[i], &fmt), -1);
+    assert_int_equal(cs_log_parse_format(NULL, &fmt), -1);
+}
+
 /* ---- concurrency: whole lines, never interleaved ---- */
 
 enum { THREADS = 4, LINES_PER_THREAD = 500 };
@@ -370,12 +476,14 @@ static void test_threads_lines_intact(void **state)
         lines++;
         assert_int_equal(line[len - 1], '\n');
         assert_true(strncmp(line, "time=", 5) == 0);
-        const char *p = strstr(line, " level=INFO msg=\"thread line\" thread=");
+        const char *p = strstr(line, " level=INFO msg=\"thread line\" pid=");
         assert_non_null(p);
         int id, i, off = 0;
-        assert_int_equal(sscanf(p, " level=INFO msg=\"thread line\" thread=%d i=%d pad=%n", &id,
-                                &i, &off),
-                         2);
+        long pid = 0;
+        assert_int_equal(sscanf(p, " level=INFO msg=\"thread line\" pid=%ld thread=%d i=%d pad=%n", &pid,
+                                &id, &i, &off),
+                         3);
+        assert_int_equal(pid, (long)getpid());
         assert_true(off > 0);
         assert_in_range(id, 0, THREADS - 1);
         assert_int_equal(i, next[id]);
@@ -414,6 +522,10 @@ int main(void)
         cmocka_unit_test(test_min_level_filters),
         cmocka_unit_test(test_long_line),
         cmocka_unit_test(test_early_error),
+        cmocka_unit_test(test_json_line_shape),
+        cmocka_unit_test(test_json_escaping),
+        cmocka_unit_test(test_json_output_and_level_switch),
+        cmocka_unit_test(test_parse_format),
         cmocka_unit_test(test_threads_lines_intact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

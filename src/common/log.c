@@ -1,5 +1,5 @@
-/* slog TextHandler-compatible logging: formatting follows Go's log/slog (text_handler.go,
- * handler.go, level.go) and strconv.Quote so that lines are byte-identical to the prototype's. */
+/* slog-compatible logging: formatting follows Go's log/slog (text_handler.go, json_handler.go,
+ * handler.go, level.go) and strconv.Quote, so that logfmt lines are the prototype's plus pid. */
 #include "common/log.h"
 
 #include <inttypes.h>
@@ -9,6 +9,7 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/goquote.h"
 #include "common/strbuf.h"
@@ -19,6 +20,8 @@
 
 static _Atomic int g_min_level = CS_LOG_INFO;
 static _Atomic(FILE *) g_out; /* NULL: stdout */
+static _Atomic int g_fmt = CS_LOG_FMT_LOGFMT;
+static _Atomic long g_pid; /* 0: not recorded yet, ask getpid() */
 
 /* slog's needsQuoting. In ASCII it quotes what JSON would escape (controls, '"', but not '\\'),
  * plus space and '='; DEL is JSON-safe, so DEL alone does not force quotes (as in Go). Above
@@ -206,21 +209,109 @@ static void put_kv(cs_strbuf *b, const cs_kv *kv)
     }
 }
 
-size_t cs_log_format(char *buf, size_t len, int64_t unix_nano, int level, const char *msg, size_t n,
-                     const cs_kv *kvs)
+static size_t format_logfmt(cs_strbuf *b, const cs_log_record *r)
+{
+    char name[LEVEL_NAME_MAX];
+    cs_strbuf_puts(b, "time=");
+    put_time(b, r->unix_nano);
+    cs_strbuf_puts(b, " level=");
+    put_value(b, cs_log_level_name(r->level, name, sizeof name));
+    cs_strbuf_puts(b, " msg=");
+    put_value(b, r->msg);
+    cs_strbuf_printf(b, " pid=%ld", r->pid);
+    for (size_t i = 0; i < r->n; i++)
+        put_kv(b, &r->kvs[i]);
+    return b->n;
+}
+
+/* slog's appendEscapedJSONString inside quotes: encoding/json's rules without HTML escaping.
+ * Invalid UTF-8 becomes U+FFFD; U+2028 and U+2029 are escaped for JavaScript's sake. */
+static void put_json_string(cs_strbuf *b, const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *p = (const unsigned char *)(s ? s : "");
+    size_t n = strlen((const char *)p);
+    cs_strbuf_putc(b, '"');
+    while (n > 0) {
+        if (*p < 0x80) {
+            unsigned char c = *p++;
+            n--;
+            if (c == '"' || c == '\\') {
+                cs_strbuf_putc(b, '\\');
+                cs_strbuf_putc(b, (char)c);
+            } else if (c == '\n') {
+                cs_strbuf_puts(b, "\\n");
+            } else if (c == '\r') {
+                cs_strbuf_puts(b, "\\r");
+            } else if (c == '\t') {
+                cs_strbuf_puts(b, "\\t");
+            } else if (c < 0x20) {
+                char u[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 0xf]};
+                cs_strbuf_put(b, u, sizeof u);
+            } else {
+                cs_strbuf_putc(b, (char)c);
+            }
+            continue;
+        }
+        uint32_t r;
+        size_t w = cs_utf8_decode(p, n, &r);
+        if (r == CS_RUNE_ERROR && w == 1)
+            cs_strbuf_puts(b, "\\ufffd");
+        else if (r == 0x2028 || r == 0x2029)
+            cs_strbuf_puts(b, r == 0x2028 ? "\\u2028" : "\\u2029");
+        else
+            cs_strbuf_put(b, p, w);
+        p += w;
+        n -= w;
+    }
+    cs_strbuf_putc(b, '"');
+}
+
+static void put_json_kv(cs_strbuf *b, const cs_kv *kv)
+{
+    cs_strbuf_putc(b, ',');
+    put_json_string(b, kv->key);
+    cs_strbuf_putc(b, ':');
+    switch (kv->type) {
+    case CS_KV_STR:
+        put_json_string(b, kv->v.s);
+        break;
+    case CS_KV_I64:
+        cs_strbuf_printf(b, "%" PRId64, kv->v.i);
+        break;
+    case CS_KV_U64:
+        cs_strbuf_printf(b, "%" PRIu64, kv->v.u);
+        break;
+    case CS_KV_DUR: /* slog: a time.Duration is its int64 nanoseconds */
+        cs_strbuf_printf(b, "%" PRId64, (int64_t)kv->v.d);
+        break;
+    case CS_KV_BOOL:
+        cs_strbuf_puts(b, kv->v.b ? "true" : "false");
+        break;
+    }
+}
+
+static size_t format_json(cs_strbuf *b, const cs_log_record *r)
+{
+    char name[LEVEL_NAME_MAX];
+    cs_strbuf_puts(b, "{\"time\":\"");
+    put_time(b, r->unix_nano);
+    cs_strbuf_puts(b, "\",\"level\":");
+    put_json_string(b, cs_log_level_name(r->level, name, sizeof name));
+    cs_strbuf_puts(b, ",\"msg\":");
+    put_json_string(b, r->msg);
+    cs_strbuf_printf(b, ",\"pid\":%ld", r->pid);
+    for (size_t i = 0; i < r->n; i++)
+        put_json_kv(b, &r->kvs[i]);
+    cs_strbuf_putc(b, '}');
+    return b->n;
+}
+
+size_t cs_log_format(char *buf, size_t len, cs_log_fmt fmt, const cs_log_record *r)
 {
     cs_strbuf b;
     cs_strbuf_fixed(&b, buf, len);
-    char name[LEVEL_NAME_MAX];
-    cs_strbuf_puts(&b, "time=");
-    put_time(&b, unix_nano);
-    cs_strbuf_puts(&b, " level=");
-    put_value(&b, cs_log_level_name(level, name, sizeof name));
-    cs_strbuf_puts(&b, " msg=");
-    put_value(&b, msg);
-    for (size_t i = 0; i < n; i++)
-        put_kv(&b, &kvs[i]);
-    return b.n;
+    return fmt == CS_LOG_FMT_JSON ? format_json(&b, r) : format_logfmt(&b, r);
 }
 
 /* ---- output ---- */
@@ -253,25 +344,45 @@ static void emit_line(FILE *out, line_fn fn, const void *arg)
 }
 
 typedef struct record {
-    int64_t unix_nano;
-    int level;
-    const char *msg;
-    size_t n;
-    const cs_kv *kvs;
+    cs_log_fmt fmt;
+    cs_log_record r;
 } record;
 
 static size_t record_line(char *buf, size_t len, const void *arg)
 {
     const record *r = arg;
-    return cs_log_format(buf, len, r->unix_nano, r->level, r->msg, r->n, r->kvs);
+    return cs_log_format(buf, len, r->fmt, &r->r);
 }
 
 void cs_log_init(FILE *out, int min_level)
 {
     /* localtime_r need not re-read TZ; pick up the zone now, as Go does at startup. */
     tzset();
+    atomic_store(&g_pid, (long)getpid());
     atomic_store(&g_out, out);
     atomic_store(&g_min_level, min_level);
+    atomic_store(&g_fmt, CS_LOG_FMT_LOGFMT);
+}
+
+void cs_log_set_format(cs_log_fmt fmt)
+{
+    atomic_store(&g_fmt, (int)fmt);
+}
+
+void cs_log_set_level(int min_level)
+{
+    atomic_store(&g_min_level, min_level);
+}
+
+int cs_log_parse_format(const char *s, cs_log_fmt *fmt)
+{
+    if (s && strcmp(s, "logfmt") == 0)
+        *fmt = CS_LOG_FMT_LOGFMT;
+    else if (s && strcmp(s, "json") == 0)
+        *fmt = CS_LOG_FMT_JSON;
+    else
+        return -1;
+    return 0;
 }
 
 bool cs_log_enabled(int level)
@@ -285,12 +396,15 @@ void cs_log_kvs(int level, const char *msg, size_t n, const cs_kv *kvs)
         return;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
+    long pid = atomic_load(&g_pid);
     record r = {
-        .unix_nano = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec,
-        .level = level,
-        .msg = msg,
-        .n = n,
-        .kvs = kvs,
+        .fmt = (cs_log_fmt)atomic_load(&g_fmt),
+        .r = {.unix_nano = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec,
+              .pid = pid ? pid : (long)getpid(),
+              .level = level,
+              .msg = msg,
+              .n = n,
+              .kvs = kvs},
     };
     FILE *out = atomic_load(&g_out);
     emit_line(out ? out : stdout, record_line, &r);

@@ -1,11 +1,13 @@
 #include "corestreamd/config.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/flags.h"
+#include "common/log.h"
 #include "common/goquote.h"
 #include "corestream/wire.h"
 #include "corestreamd/jetstream/naming.h"
@@ -22,6 +24,8 @@ static void set_defaults(cs_daemon_config *c)
     c->pipe_size = 1048576;
     c->data_dir = "corestreamd-data";
     c->log_level = "info";
+    c->log_format = "logfmt";
+    c->log_level_file = "";
     c->chunk_size = CS_DEFAULT_CHUNK_SIZE;
     c->compress = true;
     c->compress_level = 1;
@@ -44,6 +48,7 @@ static void set_defaults(cs_daemon_config *c)
     c->tls_cert = "";
     c->tls_key = "";
     c->tls_client_ca = "";
+    c->admin_listen = "";
     c->jetstream_url = "";
     c->jetstream_stream = CS_JS_DEFAULT_STREAM;
     c->jetstream_max_age = CS_JS_DEFAULT_MAX_AGE_NS;
@@ -91,6 +96,30 @@ size_t cs_split_urls(char *list, const char **out, size_t max)
         item = comma ? comma + 1 : NULL;
     }
     return n;
+}
+
+#define LEVELS_ACCEPTED "use debug, info, warn or error (case-insensitive, with an optional offset such as info+2)"
+
+int cs_log_level_file_read(const char *path, int *level, cs_err *err)
+{
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return cs_err_set(err, 0, "--log-level-file %s: %s", path, strerror(errno));
+    char line[128];
+    if (!fgets(line, sizeof line, f))
+        line[0] = '\0';
+    fclose(f);
+    char *s = line, *e = line + strlen(line);
+    while (*s == ' ' || *s == '\t')
+        s++;
+    while (e > s && (e[-1] == '\n' || e[-1] == '\r' || e[-1] == ' ' || e[-1] == '\t'))
+        *--e = '\0';
+    if (cs_log_parse_level(s, level) != 0) {
+        char q[CS_ERR_MSG_MAX / 2];
+        cs_go_quote(q, sizeof q, s);
+        return cs_err_set(err, 0, "--log-level-file %s: %s is not a level: " LEVELS_ACCEPTED, path, q);
+    }
+    return 0;
 }
 
 static int validate(cs_daemon_config *c, cs_err *err)
@@ -165,6 +194,19 @@ static int validate(cs_daemon_config *c, cs_err *err)
     if (c->max_replays_per_ip == 0)
         return cs_err_set(err, 0,
                           "--max-replays-per-ip 0 would leave every replay waiting; use a negative value for no cap");
+    char q[CS_ERR_MSG_MAX / 2];
+    if (cs_log_parse_level(c->log_level, &c->log_level_value) != 0) {
+        cs_go_quote(q, sizeof q, c->log_level);
+        return cs_err_set(err, 0, "--log-level %s is not a level: " LEVELS_ACCEPTED, q);
+    }
+    if (*c->log_level_file && cs_log_level_file_read(c->log_level_file, &c->log_level_value, err) != 0)
+        return -1;
+    cs_log_fmt fmt;
+    if (cs_log_parse_format(c->log_format, &fmt) != 0) {
+        cs_go_quote(q, sizeof q, c->log_format);
+        return cs_err_set(err, 0, "--log-format must be logfmt or json, got %s", q);
+    }
+    c->log_format_value = (int)fmt;
     return validate_jetstream(c, err);
 }
 
@@ -172,7 +214,9 @@ int cs_daemon_config_parse(cs_daemon_config *c, int argc, char **argv, FILE *usa
 {
     set_defaults(c);
     cs_flag flags[] = {
-        {"listen", CS_FLAG_STRING, &c->listen, "TCP `address` to serve /stream and /healthz on"},
+        {"listen", CS_FLAG_STRING, &c->listen, "TCP `address` to serve /stream, /healthz, /readyz and /metrics on"},
+        {"admin-listen", CS_FLAG_STRING, &c->admin_listen,
+         "second TCP `address` serving only /healthz, /readyz and /metrics (default: none)"},
         {"source", CS_FLAG_STRING, &c->source, "ledger source: captive, file, synthetic or pipe"},
         {"retention", CS_FLAG_INT, &c->retention, "number of completed ledgers kept in the disk ring"},
         {"start-ledger", CS_FLAG_UINT, &c->start_ledger,
@@ -181,6 +225,10 @@ int cs_daemon_config_parse(cs_daemon_config *c, int argc, char **argv, FILE *usa
          "kernel pipe size requested for --source pipe (0 means 1 MiB, negative leaves it alone)"},
         {"data-dir", CS_FLAG_STRING, &c->data_dir, "`directory` for the retention ring (<data-dir>/ledgers)"},
         {"log-level", CS_FLAG_STRING, &c->log_level, "log `level`: debug, info, warn or error"},
+        {"log-level-file", CS_FLAG_STRING, &c->log_level_file,
+         "`file` whose first line is the log level, read at start and on SIGHUP (overrides --log-level)"},
+        {"log-format", CS_FLAG_STRING, &c->log_format,
+         "log line `format`: logfmt (slog text, the prototype's) or json (one object per line)"},
         {"chunk-size", CS_FLAG_INT, &c->chunk_size, "chunk payload `bytes`, within [4096,8388608]"},
         {"compress", CS_FLAG_BOOL, &c->compress, "zstd-compress each chunk that shrinks"},
         {"compress-workers", CS_FLAG_INT, &c->compress_workers,

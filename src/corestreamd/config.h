@@ -19,6 +19,8 @@ typedef struct cs_daemon_config {
     int64_t pipe_size;
     const char *data_dir;
     const char *log_level;
+    const char *log_format;
+    const char *log_level_file;
     int64_t chunk_size;
     bool compress;
     int64_t compress_workers;
@@ -54,6 +56,10 @@ typedef struct cs_daemon_config {
     int64_t jetstream_max_bytes;
     int64_t jetstream_replicas;
     int64_t jetstream_max_pending;
+    const char *admin_listen;
+    /* Derived: --log-level and --log-format parsed. */
+    int log_level_value;
+    int log_format_value; /* a cs_log_fmt */
     /* Derived: the archive URLs split, trimmed, empties dropped (points into urls_buf). */
     char *urls_buf;
     const char *urls[32];
@@ -72,6 +78,10 @@ void cs_daemon_config_free(cs_daemon_config *cfg);
  * compressible=false chunk_size=262144`: the JetStream run identity is made from it
  * (cs_js_run_id). It stands in for the run identity the ring will record (ring v2). */
 void cs_daemon_run_definition(const cs_daemon_config *cfg, char *buf, size_t len);
+/* --log-level-file: the file's first line, trimmed, parsed as --log-level is. Returns 0 with
+ * *level, or -1: `--log-level-file F: <reason>`, `--log-level-file F: "x" is not a level: …`.
+ * Called at start and on each SIGHUP (from the signal thread). */
+int cs_log_level_file_read(const char *path, int *level, cs_err *err);
 
 /* Splits a comma-separated list, trimming spaces and dropping empty items, in place. */
 size_t cs_split_urls(char *list, const char **out, size_t max);

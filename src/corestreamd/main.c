@@ -21,6 +21,7 @@
 #include "corestreamd/sources/synthetic.h"
 
 static pthread_mutex_t g_server_mu = PTHREAD_MUTEX_INITIALIZER;
+static const cs_daemon_config *g_cfg; /* read-only once the signal thread runs */
 static cs_server *g_server;
 static cs_cancel *g_cancel;
 /* A SIGHUP between the listening line and the hand-over of the server below is kept for it: an
@@ -45,6 +46,41 @@ static void on_progress(void *arg, uint32_t seq)
         cs_notify_ledger(h->notify, seq);
 }
 
+/* SIGHUP: the log level from --log-level-file, then the server's files (tokens, certificate). */
+static void reload(const cs_daemon_config *c)
+{
+    bool level_file = *c->log_level_file, server_files = *c->auth_tokens || *c->tls_cert;
+    if (level_file) {
+        int level;
+        cs_err err;
+        char name[24];
+        if (cs_log_level_file_read(c->log_level_file, &level, &err) != 0) {
+            CS_LOG(CS_LOG_ERROR, "reload: log level kept", KV_S("error", err.msg));
+        } else {
+            /* An INFO line, written under the lower of the old and new levels: raising the level
+             * to warn still says so, once. */
+            bool lowering = level <= CS_LOG_INFO;
+            if (lowering)
+                cs_log_set_level(level);
+            CS_LOG(CS_LOG_INFO, "reload: log level", KV_S("level", cs_log_level_name(level, name, sizeof name)),
+                   KV_S("file", c->log_level_file));
+            if (!lowering)
+                cs_log_set_level(level);
+        }
+    }
+    if (!server_files) {
+        if (!level_file)
+            CS_LOG0(CS_LOG_INFO, "reload: nothing to reload");
+        return;
+    }
+    pthread_mutex_lock(&g_server_mu);
+    if (g_server)
+        cs_server_reload(g_server);
+    else
+        g_reload_pending = true;
+    pthread_mutex_unlock(&g_server_mu);
+}
+
 /* SIGINT/SIGTERM/SIGHUP arrive here, not as asynchronous handlers. SIGHUP reloads what can be
  * reloaded and never stops the daemon. The first SIGINT/SIGTERM asks the server to shut down;
  * later ones are swallowed so a second Ctrl-C cannot cut the close frames short. */
@@ -57,12 +93,7 @@ static void *signal_main(void *arg)
         if (sigwait(set, &sig) != 0)
             continue;
         if (sig == SIGHUP) {
-            pthread_mutex_lock(&g_server_mu);
-            if (g_server)
-                cs_server_reload(g_server);
-            else
-                g_reload_pending = true;
-            pthread_mutex_unlock(&g_server_mu);
+            reload(g_cfg);
             continue;
         }
         if (seen)
@@ -196,10 +227,9 @@ int main(int argc, char **argv)
         cs_log_early_error("corestreamd failed", err.msg);
         return 1;
     }
-    int level;
-    if (cs_log_parse_level(cfg.log_level, &level) != 0)
-        level = CS_LOG_INFO;
-    cs_log_init(stdout, level);
+    cs_log_init(stdout, cfg.log_level_value);
+    g_cfg = &cfg;
+    cs_log_set_format((cs_log_fmt)cfg.log_format_value);
     raise_nofile();
 
     sigset_t set;
@@ -264,6 +294,7 @@ int main(int argc, char **argv)
             .tls_client_ca = cfg.tls_client_ca,
             .on_progress = on_progress,
             .progress_arg = &hook,
+            .admin_listen = cfg.admin_listen,
         };
         rc = cs_server_new(&server, &sc, &err);
     }

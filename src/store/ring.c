@@ -23,6 +23,8 @@ struct cs_ring {
     pthread_rwlock_t lock;
     bool filled;
     uint32_t oldest, latest;
+    /* Bytes of the ledger files in the bounds: the put thread writes it, anyone reads it. */
+    atomic_uint_fast64_t bytes;
 };
 
 /* The public ref is embedded so that release can find the mapping and the count. */
@@ -36,20 +38,31 @@ static ledger_map *map_of(cs_ledger_ref *ref)
     return (ledger_map *)((char *)ref - offsetof(ledger_map, ref));
 }
 
-static void unlink_ledger(int dfd, uint32_t seq)
+/* Only the put thread changes the byte count, so a load and a store suffice. */
+static void bytes_adjust(cs_ring *r, int64_t delta)
+{
+    uint64_t v = atomic_load_explicit(&r->bytes, memory_order_relaxed);
+    v = delta < 0 && (uint64_t)-delta > v ? 0 : v + (uint64_t)delta;
+    atomic_store_explicit(&r->bytes, v, memory_order_relaxed);
+}
+
+static void unlink_ledger(cs_ring *r, uint32_t seq)
 {
     char name[CS_LEDGER_NAME_MAX];
     cs_ledger_name_format(name, sizeof name, seq);
+    struct stat st;
+    bool sized = fstatat(r->dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
     /* ENOENT is expected (a zero-padded dump name, a file removed by hand); nothing else can be
      * done about other failures either, and a leftover file only costs disk space. */
-    unlinkat(dfd, name, 0);
+    if (unlinkat(r->dfd, name, 0) == 0 && sized)
+        bytes_adjust(r, -(int64_t)st.st_size);
 }
 
 /* Unlinks [from, to], both inclusive; the 64-bit counter ends the loop at 4294967295. */
-static void unlink_range(int dfd, uint32_t from, uint32_t to)
+static void unlink_range(cs_ring *r, uint32_t from, uint32_t to)
 {
     for (uint64_t s = from; s <= to; s++)
-        unlink_ledger(dfd, (uint32_t)s);
+        unlink_ledger(r, (uint32_t)s);
 }
 
 static void set_bounds(cs_ring *r, bool filled, uint32_t oldest, uint32_t latest)
@@ -113,8 +126,15 @@ static int rescan(cs_ring *r, cs_err *err)
         uint32_t oldest = v[0].seq, latest = v[n - 1].seq;
         uint32_t keep = pruned_oldest(r, oldest, latest);
         /* By the names found, so a zero-padded name is removed too rather than rescanned later. */
-        for (size_t i = 0; i < n && v[i].seq < keep; i++)
-            unlinkat(r->dfd, v[i].name, 0);
+        uint64_t bytes = 0;
+        for (size_t i = 0; i < n; i++) {
+            struct stat st;
+            if (v[i].seq < keep)
+                unlinkat(r->dfd, v[i].name, 0);
+            else if (fstatat(r->dfd, v[i].name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+                bytes += (uint64_t)st.st_size;
+        }
+        atomic_store(&r->bytes, bytes);
         r->filled = true;
         r->oldest = keep;
         r->latest = latest;
@@ -255,17 +275,21 @@ int cs_ring_put(cs_ring *r, uint32_t seq, const struct iovec *parts, size_t npar
         uint32_t oldest = r->oldest, latest = r->latest;
         /* Empty the bounds first so no reader is sent to a file about to disappear. */
         set_bounds(r, false, 0, 0);
-        unlink_range(r->dfd, oldest, latest);
+        unlink_range(r, oldest, latest);
         if (reset)
             *reset = true;
     }
     if (write_ledger(r, seq, parts, nparts, err) != 0)
         return -1;
+    uint64_t written = 0;
+    for (size_t i = 0; i < nparts; i++)
+        written += parts[i].iov_len;
+    bytes_adjust(r, (int64_t)written);
     uint32_t oldest = r->filled ? r->oldest : seq;
     uint32_t keep = pruned_oldest(r, oldest, seq);
     set_bounds(r, true, keep, seq);
     if (keep != oldest)
-        unlink_range(r->dfd, oldest, keep - 1);
+        unlink_range(r, oldest, keep - 1);
     return 0;
 }
 
@@ -344,6 +368,11 @@ void cs_ledger_ref_release(cs_ledger_ref *ref)
     if (m->ref.data)
         munmap((void *)m->ref.data, m->ref.len);
     free(m);
+}
+
+uint64_t cs_ring_bytes(cs_ring *r)
+{
+    return atomic_load_explicit(&r->bytes, memory_order_relaxed);
 }
 
 bool cs_ring_bounds(cs_ring *r, uint32_t *oldest, uint32_t *latest)

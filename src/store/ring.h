@@ -54,6 +54,10 @@ void cs_ledger_ref_release(cs_ledger_ref *ref);
 /* Current bounds; returns false (and 0/0) when the ring is empty. Thread-safe. */
 bool cs_ring_bounds(cs_ring *r, uint32_t *oldest, uint32_t *latest);
 
+/* Bytes of the ledger files in the ring (as found at open, then as written and pruned). Any
+ * thread. */
+uint64_t cs_ring_bytes(cs_ring *r);
+
 const char *cs_ring_dir(const cs_ring *r);
 
 #endif

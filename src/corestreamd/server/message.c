@@ -20,6 +20,7 @@ static cs_msg *msg_alloc(size_t cap, cs_msg_pool *pool)
         return NULL;
     m->pool = pool;
     m->cap = cap;
+    m->published_ns = 0;
     m->data = m->buf + CS_MSG_HEADROOM;
     return m;
 }

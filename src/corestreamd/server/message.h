@@ -18,6 +18,10 @@ typedef struct cs_msg {
     cs_msg_pool *pool; /* where the memory goes on the last release; NULL: back to malloc */
     size_t len; /* bytes of message at data */
     size_t cap; /* bytes available at data */
+    /* Monotonic ns at which a live message was published (set before it is handed to the
+     * broadcaster, read by the I/O thread for corestreamd_publish_to_write_seconds); 0 for a
+     * message built from the ring. */
+    int64_t published_ns;
     uint8_t *data;
     uint8_t buf[]; /* CS_MSG_HEADROOM + cap */
 } cs_msg;

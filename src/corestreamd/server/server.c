@@ -24,6 +24,8 @@
 #include "corestreamd/server/compress.h"
 #include "corestreamd/server/cursor.h"
 #include "corestreamd/server/listener.h"
+#include "corestreamd/server/metrics.h"
+#include "corestreamd/server/readiness.h"
 #include "corestreamd/server/replay.h"
 #include "corestreamd/server/replayslots.h"
 #include "corestreamd/server/request.h"
@@ -46,6 +48,9 @@ _Static_assert(LWS_PRE == CS_MSG_HEADROOM, "message headroom must match libwebso
  * on a request past it without an answer (later versions answer 431 or 414 themselves). */
 #define HEADER_STORE_BYTES 16384
 #define HEADER_STORES 256 /* connections parsing headers at once; others wait their turn */
+/* The admin listener's own caps: scrapers and probes, never subscribers. */
+#define ADMIN_MAX_CONNECTIONS 64
+#define ADMIN_MAX_CONNECTIONS_PER_IP 16
 
 typedef struct subscriber {
     struct lws *wsi;
@@ -70,6 +75,7 @@ typedef struct pss {
  * when lws destroys the wsi, whatever became of the connection. */
 typedef struct conn_tag {
     cs_addr_key key;
+    bool admin; /* accepted on --admin-listen: /healthz, /readyz and /metrics only */
 } conn_tag;
 
 struct cs_server {
@@ -79,6 +85,13 @@ struct cs_server {
     char addr[80];
     int listen_fd;
     struct lws *listen_wsi;
+    /* --admin-listen: a second listener for the probes and the scrape, with its own caps. */
+    char admin_addr[80];
+    int admin_fd;
+    struct lws *admin_wsi;      /* NULL once closed, as listen_wsi */
+    struct lws *admin_listener; /* the same wsi, kept to recognise its callbacks */
+    cs_admission *admin_conns;
+    cs_metrics *metrics;
 
     cs_broadcaster *bc;
     cs_chunk_pipeline *pipeline;
@@ -141,6 +154,10 @@ static void publish_chunk(void *ctx, cs_msg *chunk)
 {
     cs_server *s = ctx;
     cs_err e;
+    /* Several encoder threads publish in turn: shared counters, relaxed. */
+    cs_m_add(chunk->data[10] == CS_CODEC_ZSTD ? &s->metrics->chunks_zstd : &s->metrics->chunks_raw, 1);
+    cs_m_add(&s->metrics->bytes_chunks_wire, chunk->len);
+    chunk->published_ns = cs_mono_ns();
     if (cs_broadcast_chunk(s->bc, chunk, &e) != 0) {
         CS_LOG(CS_LOG_ERROR, "corestreamd internal error", KV_S("error", e.msg));
         abort();
@@ -156,6 +173,8 @@ static void publish_chunk(void *ctx, cs_msg *chunk)
 #define OFFER_UPGRADE 1u /* Connection: Upgrade, Upgrade: websocket (426) */
 #define OFFER_VERSION 2u /* Sec-WebSocket-Version: 13 (400 for another version) */
 #define OFFER_BEARER 4u  /* WWW-Authenticate: Bearer (401) */
+#define OFFER_ALLOW 8u   /* Allow: GET, HEAD (405 on the probe and metrics paths) */
+#define NO_BODY 16u      /* HEAD: the GET answer's headers, Content-Length included, no body */
 
 static int add_header(struct lws *wsi, const char *name, const char *value, unsigned char **p,
                       unsigned char *end)
@@ -204,9 +223,12 @@ static int respond_with(struct lws *wsi, unsigned code, const char *ctype, const
                                       add_header(wsi, "upgrade:", "websocket", &p, end))) &&
         !((extra & OFFER_VERSION) && add_header(wsi, "sec-websocket-version:", "13", &p, end)) &&
         !((extra & OFFER_BEARER) && add_header(wsi, "www-authenticate:", "Bearer realm=\"corestream\"", &p, end)) &&
+        !((extra & OFFER_ALLOW) && add_header(wsi, "allow:", "GET, HEAD", &p, end)) &&
         !lws_finalize_http_header(wsi, &p, end) && (size_t)(end - p) >= blen) {
-        memcpy(p, body, blen);
-        p += blen;
+        if (!(extra & NO_BODY)) {
+            memcpy(p, body, blen);
+            p += blen;
+        }
         if (lws_write(wsi, start, (size_t)(p - start), LWS_WRITE_HTTP_HEADERS) >= 0)
             rc = 0;
     }
@@ -315,7 +337,7 @@ static size_t request_uri_len(struct lws *wsi)
     return uri;
 }
 
-static int serve_healthz(cs_server *s, struct lws *wsi)
+static int serve_healthz(cs_server *s, struct lws *wsi, unsigned head)
 {
     uint32_t oldest, latest;
     cs_ring_bounds(s->cfg.ring, &oldest, &latest);
@@ -326,7 +348,50 @@ static int serve_healthz(cs_server *s, struct lws *wsi)
              oldest, latest, atomic_load(&s->subscribers),
              (unsigned long long)atomic_load(&s->live_abandons),
              (unsigned long long)cs_server_raw_fallbacks(s), cs_build_version());
-    return respond(wsi, 200, "application/json", body);
+    return respond_with(wsi, 200, "application/json", body, head);
+}
+
+static int serve_readyz(cs_server *s, struct lws *wsi, unsigned head)
+{
+    char body[256];
+    unsigned code = cs_readiness(cs_m_state(s->metrics), atomic_load(&s->stop_requested),
+                                 cs_m_get(&s->metrics->latest_emitted), body, sizeof body);
+    return respond_with(wsi, code, "application/json", body, head);
+}
+
+static int serve_metrics(cs_server *s, struct lws *wsi, unsigned head)
+{
+    uint32_t oldest, latest;
+    cs_ring_bounds(s->cfg.ring, &oldest, &latest);
+    int64_t level = s->cfg.compress_level ? s->cfg.compress_level : CS_DEFAULT_COMPRESS_LEVEL;
+    cs_metrics_view v = {
+        .version = cs_build_version(),
+        .compress = s->cfg.compress,
+        .compress_level = (int)level,
+        .compress_workers = s->workers,
+        .ring_oldest = oldest,
+        .ring_latest = latest,
+        .ring_bytes = cs_ring_bytes(s->cfg.ring),
+        .retention = s->cfg.retention,
+        .subscribers = atomic_load(&s->subscribers),
+        .connections = atomic_load(&s->connections),
+        .max_connections = s->max_conns,
+        .refused_total = atomic_load(&s->refused_total),
+        .refused_per_ip = atomic_load(&s->refused_per_ip),
+        .accept_pauses = atomic_load(&s->accept_pauses),
+        .live_abandons = atomic_load(&s->live_abandons),
+        .raw_fallbacks = cs_server_raw_fallbacks(s),
+        .replays_running = cs_replay_slots_running(s->replay_slots),
+        .replays_waiting = cs_replay_slots_waiting(s->replay_slots),
+    };
+    cs_strbuf b = CS_STRBUF_INIT;
+    cs_metrics_render(&b, s->metrics, &v);
+    char *text = cs_strbuf_take(&b, NULL);
+    if (!text)
+        return -1;
+    int rc = respond_with(wsi, 200, "text/plain; version=0.0.4; charset=utf-8", text, head);
+    free(text);
+    return rc;
 }
 
 
@@ -486,19 +551,50 @@ static int check_stream(cs_server *s, struct lws *wsi)
     return rc;
 }
 
-/* A plain (non-upgrade) request: /healthz, /stream (always refused: it must upgrade), or 404.
- * Returns the value for the lws callback. */
+/* The probe and scrape paths: GET, and HEAD as RFC 9110 requires of a server that serves GET
+ * (the same status and headers, no body); any other method gets 405 with `Allow: GET, HEAD`. */
+typedef int (*admin_fn)(cs_server *s, struct lws *wsi, unsigned head);
+
+static admin_fn admin_endpoint(const char *path)
+{
+    if (strcmp(path, "/healthz") == 0)
+        return serve_healthz;
+    if (strcmp(path, "/readyz") == 0)
+        return serve_readyz;
+    if (strcmp(path, "/metrics") == 0)
+        return serve_metrics;
+    return NULL;
+}
+
+static int serve_admin(cs_server *s, struct lws *wsi, admin_fn fn)
+{
+    uint8_t digest[CS_TOKEN_DIGEST_LEN];
+    if (s->tokens && s->cfg.auth_healthz && !authenticate(s, wsi, digest))
+        return 0;
+    const char *method = request_method(wsi, NULL);
+    if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)
+        return fn(s, wsi, strcmp(method, "HEAD") == 0 ? NO_BODY : 0);
+    return respond_with(wsi, 405, "text/plain; charset=utf-8", "Method Not Allowed\n", OFFER_ALLOW);
+}
+
+static bool on_admin_listener(struct lws *wsi)
+{
+    const conn_tag *tag = lws_get_opaque_user_data(wsi);
+    return tag && tag->admin;
+}
+
+/* A plain (non-upgrade) request: /healthz, /readyz, /metrics, /stream (always refused: it must
+ * upgrade; not served on the admin listener), or 404. Returns the value for the lws callback. */
 static int serve_http(cs_server *s, struct lws *wsi)
 {
     int rc = 0;
     if (!refuse_over_limits(wsi)) {
         char path[512];
         uri_path(wsi, path, sizeof path);
-        uint8_t digest[CS_TOKEN_DIGEST_LEN];
-        if (strcmp(path, "/healthz") == 0) {
-            if (!s->tokens || !s->cfg.auth_healthz || authenticate(s, wsi, digest))
-                rc = serve_healthz(s, wsi);
-        } else if (strcmp(path, CS_WIRE_STREAM_PATH) == 0) {
+        admin_fn fn = admin_endpoint(path);
+        if (fn) {
+            rc = serve_admin(s, wsi, fn);
+        } else if (strcmp(path, CS_WIRE_STREAM_PATH) == 0 && !on_admin_listener(wsi)) {
             if (check_stream(s, wsi) == 0) /* an upgrade lws did not route as one */
                 refuse(wsi, 426, "websocket handshake failed",
                        "WebSocket protocol violation: Upgrade header \"\" does not contain websocket",
@@ -519,7 +615,7 @@ static int confirm_upgrade(cs_server *s, struct lws *wsi)
         return 1;
     char path[512];
     uri_path(wsi, path, sizeof path);
-    if (strcmp(path, CS_WIRE_STREAM_PATH) != 0) {
+    if (strcmp(path, CS_WIRE_STREAM_PATH) != 0 || on_admin_listener(wsi)) {
         respond(wsi, 404, "text/plain; charset=utf-8", "404 page not found\n");
         return 1;
     }
@@ -647,6 +743,8 @@ static int close_subscriber(struct lws *wsi, subscriber *sub, int code, const ch
 {
     cs_kv extra[] = {KV_I("code", code), KV_S("reason", reason)};
     log_subscriber(CS_LOG_INFO, "closing subscriber", sub, 2, extra);
+    cs_server *s = lws_context_user(lws_get_context(wsi));
+    cs_m_count_close(s->metrics, code);
     sub->closing = true;
     lws_close_reason(wsi, (enum lws_close_status)code, (unsigned char *)reason, strlen(reason));
     return -1;
@@ -690,6 +788,14 @@ static int subscriber_writable(cs_server *s, struct lws *wsi, subscriber *sub)
         case CS_STEP_WRITE: {
             int n = lws_write(wsi, st.msg->data, st.msg->len, LWS_WRITE_BINARY);
             size_t len = st.msg->len;
+            if (n >= 0 && (size_t)n == len) {
+                if (st.msg->published_ns) {
+                    cs_m_observe_ns(&s->metrics->publish_to_write, cs_mono_ns() - st.msg->published_ns);
+                    cs_m_add1(&s->metrics->sent_bytes_live, len);
+                } else {
+                    cs_m_add1(&s->metrics->sent_bytes_replay, len);
+                }
+            }
             cs_msg_release(st.msg);
             if (n < 0 || (size_t)n < len) {
                 sub->closing = true;
@@ -743,6 +849,7 @@ static void check_stalled_writes(lws_sorted_usec_list_t *sul)
         if (sub->closing || !sub->write_started || now - sub->write_started < WRITE_TIMEOUT_SECS * CS_SEC)
             continue;
         sub->closing = true;
+        cs_m_add1(&s->metrics->write_deadline_drops, 1);
         cs_kv extra[] = {KV_S("error", "write timed out: the subscriber stopped reading")};
         log_subscriber(CS_LOG_INFO, "subscriber disconnected", sub, 1, extra);
         shutdown(lws_get_socket_fd(sub->wsi), SHUT_RDWR);
@@ -755,6 +862,10 @@ static void close_listener(cs_server *s)
     if (s->listen_wsi) {
         lws_set_timeout(s->listen_wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
         s->listen_wsi = NULL;
+    }
+    if (s->admin_wsi) {
+        lws_set_timeout(s->admin_wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+        s->admin_wsi = NULL;
     }
 }
 
@@ -854,6 +965,8 @@ static void accept_resume_cb(lws_sorted_usec_list_t *sul)
     s->accept_paused = false;
     if (s->listen_wsi)
         lws_rx_flow_control(s->listen_wsi, 1);
+    if (s->admin_wsi)
+        lws_rx_flow_control(s->admin_wsi, 1);
 }
 
 /* Out of descriptors (or kernel memory): the listener stays readable, so retrying at once would
@@ -862,7 +975,10 @@ static void pause_accept(cs_server *s, int e)
 {
     atomic_fetch_add(&s->accept_pauses, 1);
     s->accept_paused = true;
-    lws_rx_flow_control(s->listen_wsi, 0);
+    if (s->listen_wsi)
+        lws_rx_flow_control(s->listen_wsi, 0);
+    if (s->admin_wsi)
+        lws_rx_flow_control(s->admin_wsi, 0);
     lws_sul_schedule(s->ctx, 0, &s->accept_resume, accept_resume_cb, ACCEPT_PAUSE_US);
     int64_t now = cs_mono_ns();
     if (!s->pause_warned_at || now - s->pause_warned_at >= REFUSAL_WARN_NS) {
@@ -874,13 +990,17 @@ static void pause_accept(cs_server *s, int e)
     }
 }
 
-static int accept_ready(cs_server *s)
+/* Accepts on the data listener or, with admin set, on --admin-listen: admin connections are
+ * held under their own small caps and are never counted as the data port's. */
+static int accept_ready(cs_server *s, bool admin)
 {
+    cs_admission *adm = admin ? s->admin_conns : s->conns;
     /* Bounded per wake-up so a connection storm cannot monopolise the loop. */
     for (int i = 0; i < 64 && !s->accept_paused; i++) {
         struct sockaddr_storage ss;
         socklen_t sl = sizeof ss;
-        int fd = accept4(s->listen_fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = accept4(admin ? s->admin_fd : s->listen_fd, (struct sockaddr *)&ss, &sl,
+                         SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO || errno == EPERM)
                 continue; /* that connection is gone; the next may be fine */
@@ -893,18 +1013,22 @@ static int accept_ready(cs_server *s)
             continue;
         }
         cs_addr_key key = cs_addr_key_of((struct sockaddr *)&ss);
-        cs_admit why = cs_admission_enter(s->conns, &key);
+        cs_admit why = cs_admission_enter(adm, &key);
         conn_tag *tag = why == CS_ADMIT_OK ? malloc(sizeof *tag) : NULL;
         if (!tag) {
             char remote[64];
             cs_format_sockaddr((struct sockaddr *)&ss, remote, sizeof remote);
             if (why == CS_ADMIT_OK)
-                cs_admission_leave(s->conns, &key); /* out of memory: refused like the cap */
-            note_refusal(s, &key, remote, why == CS_ADMIT_OK ? CS_ADMIT_TOTAL : why);
+                cs_admission_leave(adm, &key); /* out of memory: refused like the cap */
+            if (admin)
+                CS_LOG(CS_LOG_DEBUG, "admin connection refused", KV_S("remote", remote));
+            else
+                note_refusal(s, &key, remote, why == CS_ADMIT_OK ? CS_ADMIT_TOTAL : why);
             close(fd); /* after counting: the peer sees the close once the refusal is counted */
             continue;
         }
         tag->key = key;
+        tag->admin = admin;
         /* No Nagle: a chunk goes out the moment it is written. Keepalive finds dead peers, as Go's
          * listener defaults do (15 s idle, 15 s interval). */
         int one = 1, idle = 15, intvl = 15, cnt = 9;
@@ -916,12 +1040,17 @@ static int accept_ready(cs_server *s)
         /* lws closes fd itself when adoption fails. */
         struct lws *wsi = lws_adopt_socket_vhost(s->vhost, fd);
         if (!wsi) {
-            cs_admission_leave(s->conns, &key);
+            cs_admission_leave(adm, &key);
             free(tag);
             continue;
         }
         lws_set_opaque_user_data(wsi, tag);
-        atomic_fetch_add(&s->connections, 1);
+        if (admin) {
+            cs_m_add1(&s->metrics->admin_connections_accepted, 1);
+        } else {
+            cs_m_add1(&s->metrics->connections_accepted, 1);
+            atomic_fetch_add(&s->connections, 1);
+        }
     }
     return 0;
 }
@@ -933,8 +1062,12 @@ static void connection_gone(cs_server *s, struct lws *wsi)
     if (!tag)
         return;
     lws_set_opaque_user_data(wsi, NULL);
-    cs_admission_leave(s->conns, &tag->key);
-    atomic_fetch_sub(&s->connections, 1);
+    if (tag->admin) {
+        cs_admission_leave(s->admin_conns, &tag->key);
+    } else {
+        cs_admission_leave(s->conns, &tag->key);
+        atomic_fetch_sub(&s->connections, 1);
+    }
     free(tag);
 }
 
@@ -988,11 +1121,13 @@ static int callback_listen(struct lws *wsi, enum lws_callback_reasons reason, vo
 {
     struct lws_context *ctx = lws_get_context(wsi);
     cs_server *s = ctx ? lws_context_user(ctx) : NULL;
+    bool admin = s && wsi == s->admin_listener;
     if (s && reason == LWS_CALLBACK_RAW_RX_FILE)
-        return accept_ready(s);
+        return accept_ready(s, admin);
     if (s && reason == LWS_CALLBACK_RAW_CLOSE_FILE) {
-        close(s->listen_fd);
-        s->listen_fd = -1;
+        int *fd = admin ? &s->admin_fd : &s->listen_fd;
+        close(*fd);
+        *fd = -1;
         return 0;
     }
     return lws_callback_http_dummy(wsi, reason, user, in, len);
@@ -1021,6 +1156,7 @@ static void *source_main(void *arg)
         .subscribers = &s->subscribers,
         .on_progress = s->cfg.on_progress,
         .progress_arg = s->cfg.progress_arg,
+        .metrics = s->metrics,
     };
     s->source_rc = cs_source_loop_run(&loop, &s->source_err);
     /* Pending chunks still go into the open flow before the stream is declared over. */
@@ -1055,6 +1191,7 @@ int cs_server_new(cs_server **out, const cs_server_config *cfg, cs_err *err)
     }
     s->cfg = *cfg;
     s->listen_fd = -1;
+    s->admin_fd = -1;
     pthread_mutex_init(&s->reload_mu, NULL);
     if (!s->cfg.max_payload)
         s->cfg.max_payload = CS_MAX_PAYLOAD_SIZE;
@@ -1086,6 +1223,8 @@ int cs_server_new(cs_server **out, const cs_server_config *cfg, cs_err *err)
     int64_t level = cfg->compress_level ? cfg->compress_level : CS_DEFAULT_COMPRESS_LEVEL;
     if (rc == 0)
         rc = cs_compress_level_validate(level, err);
+    if (rc == 0 && !(s->metrics = cs_metrics_new()))
+        rc = cs_err_set(err, 0, "server: out of memory");
     if (rc == 0 && !(s->bc = cs_broadcaster_new(server_wake, s)))
         rc = cs_err_set(err, 0, "server: out of memory");
     if (rc == 0)
@@ -1163,6 +1302,11 @@ int cs_server_listen(cs_server *s, cs_err *err)
         return -1;
     if (admission_setup(s, err) != 0)
         return -1;
+    bool admin = s->cfg.admin_listen && *s->cfg.admin_listen;
+    if (admin && cs_listen_tcp(s->cfg.admin_listen, &s->admin_fd, s->admin_addr, sizeof s->admin_addr, err) != 0)
+        return cs_err_prefix(err, "--admin-listen: ");
+    if (admin && !(s->admin_conns = cs_admission_new(ADMIN_MAX_CONNECTIONS, ADMIN_MAX_CONNECTIONS_PER_IP)))
+        return cs_err_set(err, 0, "listen on %s: out of memory", s->cfg.admin_listen);
 
     static struct lws_protocols protocols[3];
     memcpy(protocols, protocols_template, sizeof protocols);
@@ -1209,6 +1353,13 @@ int cs_server_listen(cs_server *s, cs_err *err)
                              : NULL;
     if (!s->listen_wsi)
         return cs_err_set(err, 0, "listen on %s: cannot register the listener", s->cfg.listen);
+    if (admin) {
+        lws_sock_file_fd_type afd = {.filefd = s->admin_fd};
+        s->admin_wsi = lws_adopt_descriptor_vhost(s->vhost, LWS_ADOPT_RAW_FILE_DESC, afd, "cs-listen", NULL);
+        if (!s->admin_wsi)
+            return cs_err_set(err, 0, "listen on %s: cannot register the listener", s->cfg.admin_listen);
+        s->admin_listener = s->admin_wsi;
+    }
     lws_sul_schedule(s->ctx, 0, &s->write_check, check_stalled_writes, WRITE_CHECK_US);
     if (!s->cfg.quiet_listen) {
         CS_LOG(CS_LOG_INFO, "corestreamd listening", KV_S("addr", s->addr),
@@ -1216,6 +1367,9 @@ int cs_server_listen(cs_server *s, cs_err *err)
                KV_U("start_ledger", s->cfg.range.from), KV_I("retention", s->cfg.retention),
                KV_U("max_connections", s->max_conns), KV_S("version", cs_build_version()),
                KV_S("commit", cs_build_commit()));
+        if (admin)
+            CS_LOG(CS_LOG_INFO, "admin endpoints listening", KV_S("addr", s->admin_addr),
+                   KV_S("paths", "/healthz /readyz /metrics"));
     }
     return 0;
 }
@@ -1223,6 +1377,11 @@ int cs_server_listen(cs_server *s, cs_err *err)
 const char *cs_server_addr(const cs_server *s)
 {
     return s->addr;
+}
+
+const char *cs_server_admin_addr(const cs_server *s)
+{
+    return s->admin_addr;
 }
 
 int cs_server_run(cs_server *s, cs_err *err)
@@ -1377,7 +1536,10 @@ void cs_server_free(cs_server *s)
     }
     if (s->listen_fd >= 0)
         close(s->listen_fd);
+    if (s->admin_fd >= 0)
+        close(s->admin_fd);
     cs_admission_free(s->conns); /* after the context: its teardown releases every connection */
+    cs_admission_free(s->admin_conns);
     cs_tokens_free(s->tokens);
     cs_tokens_free(s->tokens_pending);
     pthread_mutex_destroy(&s->reload_mu);
@@ -1385,6 +1547,7 @@ void cs_server_free(cs_server *s)
     cs_replay_pool_free(s->replays);
     cs_pipeline_destroy(s->pipeline);
     cs_broadcaster_free(s->bc);
+    cs_metrics_free(s->metrics);
     if (s->cfg.source)
         s->cfg.source->ops->destroy(s->cfg.source);
     cs_ring_close(s->cfg.ring);

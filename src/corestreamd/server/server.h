@@ -1,5 +1,5 @@
 /* corestreamd's server: the HTTP surface on one port (/stream upgrades to a WebSocket subscriber,
- * /healthz, 404 otherwise), served by one libwebsockets I/O thread, plus the source thread and the
+ * /healthz, /readyz and /metrics, 404 otherwise; optionally the last three on an admin port too), served by one libwebsockets I/O thread, plus the source thread and the
  * encoder pools around it. The I/O thread never compresses, hashes or reads a ledger: it writes
  * messages other threads built. */
 #ifndef CS_CORESTREAMD_SERVER_H
@@ -57,6 +57,10 @@ typedef struct cs_server_config {
      * (the listener is bound by then), then each ledger once published. NULL: none. */
     void (*on_progress)(void *arg, uint32_t seq);
     void *progress_arg;
+    /* --admin-listen: a second address serving only /healthz, /readyz and /metrics (never
+     * /stream), with caps of its own (64 connections, 16 per address) so a flood of the data port
+     * cannot lock the probes out. NULL or "": none. TLS and --auth-healthz apply as on --listen. */
+    const char *admin_listen;
 } cs_server_config;
 
 #define CS_DEFAULT_MAX_CONNECTIONS 4096
@@ -83,6 +87,8 @@ int cs_server_listen(cs_server *s, cs_err *err);
 
 /* The bound address as logged, e.g. "127.0.0.1:41234" or "[::]:8462". */
 const char *cs_server_addr(const cs_server *s);
+/* The admin listener's, "" without one. */
+const char *cs_server_admin_addr(const cs_server *s);
 
 /* Runs the source thread and the I/O loop on the calling thread until the source ends (subscribers
  * get their close frames first, waited for up to 5 s), the run is stopped (every subscriber gets

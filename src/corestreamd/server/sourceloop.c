@@ -73,7 +73,11 @@ static int emit_ledger(cs_source_loop *l, const cs_emission *em, XXH64_state_t *
         return cs_err_set(err, 0, "ledger %u: out of memory", seq);
     /* BEGIN goes out before the first body read, so T_emit cannot collapse to zero when a read
      * blocks for the whole window. */
-    begin->len = cs_wire_put_begin(begin->data, seq, cs_wall_ns());
+    int64_t emit_start = cs_wall_ns();
+    begin->len = cs_wire_put_begin(begin->data, seq, emit_start);
+    begin->published_ns = cs_mono_ns();
+    if (l->metrics && cs_m_state(l->metrics) == CS_SRC_CATCHING_UP)
+        cs_m_set_state(l->metrics, CS_SRC_STREAMING);
     if (cs_broadcast_begin(l->bc, seq, begin, &e) != 0)
         abort_on_bug(&e);
 
@@ -116,7 +120,18 @@ static int emit_ledger(cs_source_loop *l, const cs_emission *em, XXH64_state_t *
     cs_msg *end = cs_msg_new(CS_WIRE_END_LEN);
     if (!end)
         return cs_err_set(err, 0, "ledger %u: out of memory", seq);
-    end->len = cs_wire_put_end(end->data, seq, idx, total, cs_wall_ns(), XXH64_digest(hash));
+    int64_t emit_end = cs_wall_ns();
+    end->len = cs_wire_put_end(end->data, seq, idx, total, emit_end, XXH64_digest(hash));
+    end->published_ns = cs_mono_ns();
+    /* Counted before END goes out, so a scrape after a subscriber saw END counts that ledger. */
+    if (l->metrics) {
+        cs_metrics *m = l->metrics;
+        cs_m_observe_ns(&m->t_emit, emit_end - emit_start);
+        cs_m_add1(&m->ledgers_emitted, 1);
+        cs_m_add1(&m->bytes_raw, total);
+        cs_m_add1(&m->bytes_framing, CS_WIRE_BEGIN_LEN + CS_WIRE_END_LEN);
+        atomic_store_explicit(&m->latest_emitted, seq, memory_order_relaxed);
+    }
     if (cs_broadcast_end(l->bc, end, &e) != 0)
         abort_on_bug(&e);
     return 0;
@@ -136,6 +151,8 @@ int cs_source_loop_run(cs_source_loop *l, cs_err *err)
     char range[64];
     cs_range_format(l->range, range, sizeof range);
     CS_LOG(CS_LOG_INFO, "source loop starting", KV_S("range", range), KV_U("chunk_size", l->chunk_size));
+    if (l->metrics)
+        cs_m_set_state(l->metrics, CS_SRC_CATCHING_UP);
 
     XXH64_state_t *hash = XXH64_createState();
     ledger_parts parts = {0};
@@ -152,7 +169,7 @@ int cs_source_loop_run(cs_source_loop *l, cs_err *err)
     }
     uint32_t prev = 0;
     int rc = 0;
-    bool cancelled = false;
+    bool cancelled = false, ring_failed = false;
     if (l->on_progress)
         l->on_progress(l->progress_arg, 0);
     for (;;) {
@@ -178,6 +195,7 @@ int cs_source_loop_run(cs_source_loop *l, cs_err *err)
          * current flow. */
         if (cs_ring_writer_wait(writer, err) != 0) {
             rc = -1;
+            ring_failed = true;
             break;
         }
         if (em.declared_size > l->max_payload) {
@@ -209,6 +227,7 @@ int cs_source_loop_run(cs_source_loop *l, cs_err *err)
             /* The log reports the ring as it stands with this ledger in it. */
             if (cs_ring_writer_wait(writer, err) != 0) {
                 rc = -1;
+                ring_failed = true;
                 break;
             }
             log_streaming(l, em.seq, bytes, chunks);
@@ -219,9 +238,19 @@ int cs_source_loop_run(cs_source_loop *l, cs_err *err)
     }
     /* Whatever way the loop ended, the last completed ledger is retained before the stream is
      * declared over. */
-    if (cs_ring_writer_wait(writer, rc == 0 ? err : NULL) != 0)
+    if (cs_ring_writer_wait(writer, rc == 0 ? err : NULL) != 0) {
+        ring_failed = ring_failed || rc == 0;
         rc = -1;
+    }
     cs_ring_writer_free(writer);
+    if (l->metrics) {
+        if (ring_failed)
+            cs_m_add1(&l->metrics->ring_write_failures, 1);
+        cs_m_set_state(l->metrics, ring_failed ? CS_SRC_RING_FAILED
+                                   : rc != 0   ? CS_SRC_FAILED
+                                   : cancelled ? CS_SRC_STOPPED
+                                               : CS_SRC_ENDED);
+    }
     if (rc == 0) {
         if (cancelled)
             CS_LOG(CS_LOG_INFO, "source loop cancelled", KV_U("ledgers", l->published));

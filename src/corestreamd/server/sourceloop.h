@@ -13,6 +13,7 @@
 #include "corestreamd/server/broadcast.h"
 #include "common/cancel.h"
 #include "corestreamd/server/compress.h"
+#include "corestreamd/server/metrics.h"
 #include "corestreamd/sources/source.h"
 #include "store/ring.h"
 
@@ -26,6 +27,7 @@ typedef struct cs_source_loop {
     cs_ring *ring;
     cs_cancel *cancel;
     atomic_int *subscribers; /* for the periodic `streaming` log; may be NULL */
+    cs_metrics *metrics;     /* the source thread's counters and state; may be NULL */
     uint64_t published;      /* out: ledgers published and retained */
     /* Called on this thread, holding nothing: once with seq 0 when the loop starts, then with each
      * ledger's sequence once its END is published and it is handed to the ring writer. It must

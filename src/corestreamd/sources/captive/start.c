@@ -202,7 +202,7 @@ int captive_start_core(captive_source *cs, cs_err *err)
         close(p[1]);
     if (rc == 0) {
         cs->meta_rfd = p[0];
-        CS_LOG(CS_LOG_INFO, "captive: stellar-core running", KV_I("pid", cs->run.c.pid), KV_B("new_db", new_db),
+        CS_LOG(CS_LOG_INFO, "captive: stellar-core running", KV_I("core_pid", cs->run.c.pid), KV_B("new_db", new_db),
                SUBSERVICE);
         return 0;
     }

@@ -119,11 +119,11 @@ void captive_proc_stop(captive_source *cs, captive_proc *p, int drain_fd)
     if (!p->c.reaped) {
         kill(p->c.pid, SIGINT);
         if (cs_child_wait(&p->c, cs_mono_ns() + cs->grace, NULL, drain_fd) == 0) {
-            CS_LOG(CS_LOG_WARN, "captive: stellar-core did not stop after SIGINT; killing it", KV_I("pid", p->c.pid),
+            CS_LOG(CS_LOG_WARN, "captive: stellar-core did not stop after SIGINT; killing it", KV_I("core_pid", p->c.pid),
                    KV_D("grace", cs->grace), SUBSERVICE);
             kill(p->c.pid, SIGKILL);
             if (cs_child_wait(&p->c, cs_mono_ns() + cs->grace, NULL, drain_fd) == 0)
-                CS_LOG(CS_LOG_WARN, "captive: stellar-core survived SIGKILL; not reaped", KV_I("pid", p->c.pid),
+                CS_LOG(CS_LOG_WARN, "captive: stellar-core survived SIGKILL; not reaped", KV_I("core_pid", p->c.pid),
                        SUBSERVICE);
         }
     }

@@ -175,7 +175,7 @@ static void pipe_destroy(cs_source *s)
             kill(ps->child.pid, SIGKILL);
             if (cs_child_wait(&ps->child, cs_mono_ns() + CS_PIPE_KILL_GRACE_NS, NULL, -1) == 0)
                 CS_LOG(CS_LOG_WARN, "pipe source: command survived SIGKILL; not reaped",
-                       KV_I("pid", ps->child.pid));
+                       KV_I("cmd_pid", ps->child.pid));
         }
         kill(-ps->child.pid, SIGKILL);
     }

@@ -1,0 +1,132 @@
+/* corestreamd's Prometheus metrics: the counters the hot paths bump and the text exposition
+ * (format 0.0.4) that GET /metrics answers with.
+ *
+ * Cost on the hot paths: every counter is a relaxed atomic. A counter with one writer thread (the
+ * source loop's, the I/O thread's) is bumped with a relaxed load and store,
+ * which compiles to plain moves; counters several threads bump (the encoders' chunk counts) use
+ * a relaxed fetch-add. Nothing here takes a lock, allocates or makes a
+ * system call, except cs_metrics_render, which runs on the I/O thread at each scrape.
+ *
+ * Threads: cs_metrics_new/free by the server's owner; the cs_m_* bumps from the thread each
+ * field names; cs_metrics_render from any one thread at a time (the I/O thread). */
+#ifndef CS_CORESTREAMD_METRICS_H
+#define CS_CORESTREAMD_METRICS_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/strbuf.h"
+
+/* What the source is doing, as /readyz and corestreamd_source_state report it. Written by the
+ * source thread (and the server when it stops); read by anyone. */
+typedef enum cs_source_state {
+    CS_SRC_STARTING = 0,    /* the source thread has not started yet */
+    CS_SRC_CATCHING_UP,     /* running, no ledger yet (captive core catching up, a pipe's first record) */
+    CS_SRC_STREAMING,       /* at least one ledger emitted, no failure */
+    CS_SRC_ENDED,           /* a bounded source is exhausted */
+    CS_SRC_STOPPED,         /* the run was cancelled (SIGTERM/SIGINT) */
+    CS_SRC_FAILED,          /* the source failed */
+    CS_SRC_RING_FAILED,     /* writing the ring failed (which ends the run too) */
+    CS_SRC_STATES
+} cs_source_state;
+
+/* The label value of a state: "starting", "catching_up", "streaming", "ended", "stopped",
+ * "failed", "ring_failed". */
+const char *cs_source_state_name(cs_source_state s);
+
+/* Histogram buckets, in seconds, shared by both latency histograms: T_emit is 7.5 ms at the
+ * target shape, publish-to-write a few hundred microseconds on a healthy path. */
+#define CS_M_BUCKETS 14
+
+typedef struct cs_m_histogram {
+    atomic_uint_fast64_t buckets[CS_M_BUCKETS + 1]; /* not cumulative; the last is +Inf */
+    atomic_uint_fast64_t count;
+    atomic_uint_fast64_t sum_ns;
+} cs_m_histogram;
+
+/* The close codes counted by code; any other goes to the last slot (code="other"). */
+#define CS_M_CLOSE_CODES 7
+
+typedef struct cs_metrics {
+    /* Source thread. */
+    atomic_int source_state;            /* a cs_source_state */
+    atomic_uint_fast64_t latest_emitted; /* the last ledger whose END went out; 0: none */
+    atomic_uint_fast64_t ledgers_emitted;
+    atomic_uint_fast64_t bytes_raw;      /* ledger payload bytes emitted */
+    atomic_uint_fast64_t bytes_framing;  /* BEGIN, END and chunk headers emitted */
+    cs_m_histogram t_emit;               /* first byte (BEGIN) to last (END) of each ledger */
+    /* Encoders (several threads): chunk messages published, by codec; their wire bytes. */
+    atomic_uint_fast64_t chunks_zstd, chunks_raw;
+    atomic_uint_fast64_t bytes_chunks_wire;
+    atomic_uint_fast64_t ring_write_failures; /* source thread: it learns of them */
+    /* I/O thread. */
+    atomic_uint_fast64_t sent_bytes_live, sent_bytes_replay; /* message bytes written to sockets */
+    cs_m_histogram publish_to_write;     /* a live message's publish to its write to one subscriber */
+    atomic_uint_fast64_t connections_accepted, admin_connections_accepted;
+    atomic_uint_fast64_t write_deadline_drops;
+    atomic_uint_fast64_t closes[CS_M_CLOSE_CODES];
+} cs_metrics;
+
+/* Zeroed counters, state starting. NULL when out of memory. */
+cs_metrics *cs_metrics_new(void);
+void cs_metrics_free(cs_metrics *m);
+
+/* One writer: a relaxed load and store, no locked instruction. */
+static inline void cs_m_add1(atomic_uint_fast64_t *c, uint64_t n)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n, memory_order_relaxed);
+}
+
+/* Several writers. */
+static inline void cs_m_add(atomic_uint_fast64_t *c, uint64_t n)
+{
+    atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+
+static inline uint64_t cs_m_get(const atomic_uint_fast64_t *c)
+{
+    return atomic_load_explicit((atomic_uint_fast64_t *)c, memory_order_relaxed);
+}
+
+/* One writer per histogram. */
+void cs_m_observe_ns(cs_m_histogram *h, int64_t ns);
+
+/* One writer (the I/O thread). */
+void cs_m_count_close(cs_metrics *m, int code);
+
+/* The state, for the source thread and the server. */
+static inline void cs_m_set_state(cs_metrics *m, cs_source_state s)
+{
+    atomic_store_explicit(&m->source_state, (int)s, memory_order_relaxed);
+}
+
+static inline cs_source_state cs_m_state(const cs_metrics *m)
+{
+    return (cs_source_state)atomic_load_explicit(&((cs_metrics *)m)->source_state, memory_order_relaxed);
+}
+
+/* What the server knows at scrape time, beyond the counters. */
+typedef struct cs_metrics_view {
+    const char *version;      /* build info */
+    bool compress;
+    int compress_level;
+    int compress_workers;
+    uint32_t ring_oldest, ring_latest; /* 0/0: empty */
+    uint64_t ring_bytes;
+    int64_t retention;
+    int subscribers;
+    int connections;
+    uint32_t max_connections;
+    uint64_t refused_total, refused_per_ip, accept_pauses;
+    uint64_t live_abandons;
+    uint64_t raw_fallbacks;
+    uint32_t replays_running, replays_waiting;
+} cs_metrics_view;
+
+/* Appends the whole exposition: every family with its HELP and TYPE lines, then the process
+ * metrics read from /proc/self (CPU, RSS, open and max descriptors, start time), which are left
+ * out when /proc cannot be read. */
+void cs_metrics_render(cs_strbuf *out, const cs_metrics *m, const cs_metrics_view *v);
+
+#endif

@@ -1,0 +1,125 @@
+/* The metrics module's arithmetic (histogram buckets, close codes, the exposition's shape) and
+ * the readiness verdicts, without a server. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "corestreamd/server/metrics.h"
+#include "corestreamd/server/readiness.h"
+
+static void test_readiness_verdicts(void **state)
+{
+    (void)state;
+    static const struct {
+        cs_source_state st;
+        bool stopping;
+        unsigned code;
+        const char *body;
+    } cases[] = {
+        {CS_SRC_STARTING, false, 503, "{\"ready\":false,\"state\":\"starting\",\"reason\":\"starting\",\"latest\":7}\n"},
+        {CS_SRC_CATCHING_UP, false, 503,
+         "{\"ready\":false,\"state\":\"catching_up\",\"reason\":\"catching up\",\"latest\":7}\n"},
+        {CS_SRC_STREAMING, false, 200, "{\"ready\":true,\"state\":\"streaming\",\"latest\":7}\n"},
+        {CS_SRC_STREAMING, true, 503,
+         "{\"ready\":false,\"state\":\"streaming\",\"reason\":\"shutting down\",\"latest\":7}\n"},
+        {CS_SRC_ENDED, false, 503, "{\"ready\":false,\"state\":\"ended\",\"reason\":\"source ended\",\"latest\":7}\n"},
+        {CS_SRC_STOPPED, false, 503, "{\"ready\":false,\"state\":\"stopped\",\"reason\":\"shutting down\",\"latest\":7}\n"},
+        {CS_SRC_FAILED, true, 503, "{\"ready\":false,\"state\":\"failed\",\"reason\":\"source failed\",\"latest\":7}\n"},
+        {CS_SRC_RING_FAILED, true, 503,
+         "{\"ready\":false,\"state\":\"ring_failed\",\"reason\":\"ring failing\",\"latest\":7}\n"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char body[256];
+        assert_int_equal(cs_readiness(cases[i].st, cases[i].stopping, 7, body, sizeof body), cases[i].code);
+        assert_string_equal(body, cases[i].body);
+    }
+}
+
+static const char *line_of(const char *text, const char *prefix)
+{
+    const char *l = strstr(text, prefix);
+    assert_non_null(l);
+    return l;
+}
+
+/* Buckets are upper-inclusive and cumulative in the exposition; +Inf equals _count. */
+static void test_histogram_and_closes_render(void **state)
+{
+    (void)state;
+    cs_metrics *m = cs_metrics_new();
+    assert_non_null(m);
+    cs_m_observe_ns(&m->t_emit, 7500000);   /* exactly 7.5 ms: the 0.0075 bucket */
+    cs_m_observe_ns(&m->t_emit, 7500001);   /* just above: 0.01 */
+    cs_m_observe_ns(&m->t_emit, 5000000000); /* 5 s: +Inf only */
+    cs_m_observe_ns(&m->t_emit, -3);         /* a clock step backwards counts as 0 */
+    cs_m_count_close(m, 1000);
+    cs_m_count_close(m, 1000);
+    cs_m_count_close(m, 4001);
+    cs_m_count_close(m, 3000);
+    cs_m_set_state(m, CS_SRC_STREAMING);
+    cs_metrics_view v = {.version = "9.9.9", .compress = true, .compress_level = 1, .compress_workers = 4,
+                         .ring_oldest = 3, .ring_latest = 9, .subscribers = 2};
+    cs_strbuf b = CS_STRBUF_INIT;
+    cs_metrics_render(&b, m, &v);
+    char *t = cs_strbuf_take(&b, NULL);
+    assert_non_null(t);
+    assert_non_null(strstr(t, "# HELP corestreamd_emit_duration_seconds "));
+    assert_non_null(strstr(t, "# TYPE corestreamd_emit_duration_seconds histogram\n"));
+    assert_non_null(strstr(t, "\ncorestreamd_emit_duration_seconds_bucket{le=\"0.0001\"} 1\n"));
+    assert_non_null(strstr(t, "\ncorestreamd_emit_duration_seconds_bucket{le=\"0.005\"} 1\n"));
+    assert_non_null(strstr(t, "\ncorestreamd_emit_duration_seconds_bucket{le=\"0.0075\"} 2\n"));
+    assert_non_null(strstr(t, "\ncorestreamd_emit_duration_seconds_bucket{le=\"0.01\"} 3\n"));
+    assert_non_null(strstr(t, "\ncorestreamd_emit_duration_seconds_bucket{le=\"1\"} 3\n"));
+    assert_non_null(strstr(t, "\ncorestreamd_emit_duration_seconds_bucket{le=\"+Inf\"} 4\n"));
+    assert_non_null(strstr(t, "\ncorestreamd_emit_duration_seconds_sum 5.015000001\n"));
+    assert_non_null(strstr(t, "\ncorestreamd_emit_duration_seconds_count 4\n"));
+    assert_non_null(strstr(t, "\ncorestreamd_closes_sent_total{code=\"1000\"} 2\n"));
+    assert_non_null(strstr(t, "\ncorestreamd_closes_sent_total{code=\"4001\"} 1\n"));
+    assert_non_null(strstr(t, "\ncorestreamd_closes_sent_total{code=\"other\"} 1\n"));
+    assert_non_null(strstr(t, "\ncorestreamd_source_state{state=\"streaming\"} 1\n"));
+    assert_non_null(strstr(t, "\ncorestreamd_source_state{state=\"starting\"} 0\n"));
+    assert_non_null(strstr(t, "\ncorestreamd_ring_oldest_ledger 3\n"));
+    assert_non_null(strstr(t, "\ncorestreamd_subscribers 2\n"));
+    const char *info = line_of(t, "corestreamd_build_info{");
+    assert_true(strncmp(info, "corestreamd_build_info{version=\"9.9.9\",compress=\"true\",compress_level=\"1\","
+                              "compress_workers=\"4\",zstd_version=\"", 108) == 0);
+    /* Every family is announced before its samples. */
+    for (const char *l = t; *l; l = strchr(l, '\n') + 1) {
+        if (*l != '#') {
+            char name[128];
+            size_t n = strcspn(l, "{ ");
+            assert_true(n < sizeof name);
+            memcpy(name, l, n);
+            name[n] = '\0';
+            char *suffix = strstr(name, "_bucket");
+            if (!suffix)
+                suffix = strstr(name, "_count");
+            if (!suffix && strstr(name, "_seconds_sum"))
+                suffix = strstr(name, "_sum");
+            if (suffix)
+                *suffix = '\0';
+            char type[160];
+            snprintf(type, sizeof type, "# TYPE %s ", name);
+            const char *decl = strstr(t, type);
+            assert_non_null(decl);
+            assert_true(decl < l);
+        }
+    }
+    free(t);
+    cs_metrics_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_readiness_verdicts),
+        cmocka_unit_test(test_histogram_and_closes_render),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
