@@ -89,7 +89,7 @@ mkdir "$work/data"
 daemon_pid=$!
 port=
 for _ in $(seq 1 200); do # up to 20 s for the listening line
-  port=$(grep -o 'msg="corestreamd listening" addr=127.0.0.1:[0-9]*' "$work/daemon.log" | head -n 1 | sed 's/.*://' || true)
+  port=$(grep -o 'msg="corestreamd listening" .*addr=127.0.0.1:[0-9]*' "$work/daemon.log" | head -n 1 | sed 's/.*://' || true)
   [[ -n $port ]] && break
   kill -0 "$daemon_pid" 2>/dev/null || break
   sleep 0.1

@@ -194,9 +194,9 @@ void cs_metrics_render(cs_strbuf *b, const cs_metrics *m, const cs_metrics_view 
     family(b, "corestreamd_build_info", "gauge",
            "Always 1; the labels carry the version and the codec settings in force.");
     cs_strbuf_printf(b,
-                     "corestreamd_build_info{version=\"%s\",compress=\"%s\",compress_level=\"%d\","
+                     "corestreamd_build_info{version=\"%s\",commit=\"%s\",compress=\"%s\",compress_level=\"%d\","
                      "compress_workers=\"%d\",zstd_version=\"%s\"} 1\n",
-                     v->version ? v->version : "", v->compress ? "true" : "false", v->compress_level,
+                     v->version ? v->version : "", v->commit ? v->commit : "", v->compress ? "true" : "false", v->compress_level,
                      v->compress_workers, ZSTD_versionString());
 
     family(b, "corestreamd_source_state", "gauge", "1 for the state the source is in, 0 for the others.");

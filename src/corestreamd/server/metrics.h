@@ -109,6 +109,7 @@ static inline cs_source_state cs_m_state(const cs_metrics *m)
 /* What the server knows at scrape time, beyond the counters. */
 typedef struct cs_metrics_view {
     const char *version;      /* build info */
+    const char *commit;       /* build info: the git commit built */
     bool compress;
     int compress_level;
     int compress_workers;

@@ -366,6 +366,7 @@ static int serve_metrics(cs_server *s, struct lws *wsi, unsigned head)
     int64_t level = s->cfg.compress_level ? s->cfg.compress_level : CS_DEFAULT_COMPRESS_LEVEL;
     cs_metrics_view v = {
         .version = cs_build_version(),
+        .commit = cs_build_commit(),
         .compress = s->cfg.compress,
         .compress_level = (int)level,
         .compress_workers = s->workers,
