@@ -457,7 +457,8 @@ static void test_healthz(void **state)
     assert_int_equal(cs_http_get("127.0.0.1", h.port, "/healthz", WAIT_MS, body, sizeof body, ctype,
                                  sizeof ctype), 200);
     assert_string_equal(ctype, "application/json");
-    assert_string_equal(body, "{\"oldest\":1,\"latest\":5,\"subscribers\":0,\"live_abandons\":0,\"raw_fallbacks\":0}\n");
+    assert_string_equal(body, "{\"oldest\":1,\"latest\":5,\"subscribers\":0,\"live_abandons\":0,\"raw_fallbacks\":0,"
+                              "\"ring_write_failures\":0,\"ring_degraded\":false}\n");
     harness_stop(&h);
 }
 

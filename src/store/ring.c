@@ -1,5 +1,6 @@
 #include "store/ring.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -12,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "store/ledgerdir.h"
 
 struct cs_ring {
@@ -23,6 +25,9 @@ struct cs_ring {
     pthread_rwlock_t lock;
     bool filled;
     uint32_t oldest, latest;
+    /* Health, for /healthz: written by the put thread, read by anyone. */
+    atomic_uint_fast64_t write_failures;
+    atomic_bool degraded;
 };
 
 /* The public ref is embedded so that release can find the mapping and the count. */
@@ -123,6 +128,46 @@ static int rescan(cs_ring *r, cs_err *err)
     return 0;
 }
 
+static bool has_suffix(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* A crash between creating a temporary file and renaming it leaves it behind; nothing else ever
+ * names it again, so it would only take disk space. Every `*.tmp` non-directory goes. */
+static void remove_leftover_tmps(cs_ring *r)
+{
+    int fd = openat(r->dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return; /* the scan that follows reports an unreadable directory */
+    }
+    uint64_t removed = 0;
+    for (struct dirent *de; (de = readdir(d));)
+        if (has_suffix(de->d_name, ".tmp") && unlinkat(r->dfd, de->d_name, 0) == 0)
+            removed++;
+    closedir(d);
+    if (removed)
+        CS_LOG(CS_LOG_INFO, "ring: removed leftover temporary files", KV_S("dir", r->dir), KV_U("files", removed));
+}
+
+/* A data dir that cannot be written would otherwise be noticed only at the first ring write,
+ * possibly hours later: create and remove a file now. */
+static int probe_writable(cs_ring *r, cs_err *err)
+{
+    static const char probe[] = "write-probe.tmp";
+    int fd = openat(r->dfd, probe, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return cs_err_set(err, 0, "store: \"%s\" cannot be written: create %s: %s", r->dir, probe, strerror(errno));
+    close(fd);
+    if (unlinkat(r->dfd, probe, 0) != 0)
+        return cs_err_set(err, 0, "store: \"%s\" cannot be written: remove %s: %s", r->dir, probe, strerror(errno));
+    return 0;
+}
+
 /* Open errors carry kind 0: they are fatal configuration problems that callers only print. */
 int cs_ring_open(cs_ring **out, const char *dir, int64_t retention, cs_err *err)
 {
@@ -149,7 +194,10 @@ int cs_ring_open(cs_ring **out, const char *dir, int64_t retention, cs_err *err)
         return -1;
     }
     pthread_rwlock_init(&r->lock, NULL);
-    if (rescan(r, err) != 0) {
+    atomic_init(&r->write_failures, 0);
+    atomic_init(&r->degraded, false);
+    remove_leftover_tmps(r);
+    if (probe_writable(r, err) != 0 || rescan(r, err) != 0) {
         if (err)
             err->kind = 0;
         cs_ring_close(r);
@@ -212,15 +260,19 @@ static int write_parts(int fd, const struct iovec *parts, size_t nparts)
     }
 }
 
-/* Writes `<final>.tmp` and renames it over the final name, so a reader never sees a partial file
- * and a mapping of an older file of the same name is never modified in place. */
-static int write_ledger(cs_ring *r, uint32_t seq, const struct iovec *parts, size_t nparts, cs_err *err)
+static void tmp_name(char tmp[CS_LEDGER_NAME_MAX], uint32_t seq)
 {
-    char name[CS_LEDGER_NAME_MAX], tmp[CS_LEDGER_NAME_MAX];
-    cs_ledger_name_format(name, sizeof name, seq);
-    memcpy(tmp, name, sizeof tmp);
+    cs_ledger_name_format(tmp, CS_LEDGER_NAME_MAX, seq);
     strcat(tmp, ".tmp"); /* CS_LEDGER_NAME_MAX leaves room for it */
-    int fd = openat(r->dfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+}
+
+/* Writes `<final>.tmp`; the rename into place is a separate step, so a failed write changes
+ * nothing the ring serves. */
+static int write_tmp(cs_ring *r, uint32_t seq, const struct iovec *parts, size_t nparts, cs_err *err)
+{
+    char tmp[CS_LEDGER_NAME_MAX];
+    tmp_name(tmp, seq);
+    int fd = openat(r->dfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0)
         return cs_err_set(err, CS_RING_ERR_IO, "store: write ledger %" PRIu32 ": %s", seq, strerror(errno));
     int rc = write_parts(fd, parts, nparts);
@@ -233,12 +285,28 @@ static int write_ledger(cs_ring *r, uint32_t seq, const struct iovec *parts, siz
         unlinkat(r->dfd, tmp, 0);
         return cs_err_set(err, CS_RING_ERR_IO, "store: write ledger %" PRIu32 ": %s", seq, strerror(e));
     }
+    return 0;
+}
+
+/* Renames the written `<final>.tmp` over the final name, so a reader never sees a partial file
+ * and a mapping of an older file of the same name is never modified in place. */
+static int publish_tmp(cs_ring *r, uint32_t seq, cs_err *err)
+{
+    char name[CS_LEDGER_NAME_MAX], tmp[CS_LEDGER_NAME_MAX];
+    cs_ledger_name_format(name, sizeof name, seq);
+    tmp_name(tmp, seq);
     if (renameat(r->dfd, tmp, r->dfd, name) != 0) {
-        e = errno;
+        int e = errno;
         unlinkat(r->dfd, tmp, 0);
         return cs_err_set(err, CS_RING_ERR_IO, "store: publish ledger %" PRIu32 ": %s", seq, strerror(e));
     }
     return 0;
+}
+
+static void put_failed(cs_ring *r)
+{
+    atomic_fetch_add(&r->write_failures, 1);
+    atomic_store(&r->degraded, true);
 }
 
 int cs_ring_put(cs_ring *r, uint32_t seq, const struct iovec *parts, size_t nparts, bool *reset,
@@ -250,6 +318,12 @@ int cs_ring_put(cs_ring *r, uint32_t seq, const struct iovec *parts, size_t npar
         return cs_err_set(err, CS_RING_ERR_INVALID_SEQ,
                           "store: invalid ledger sequence: ledger sequences start at 1, so 0 means a "
                           "wrapped counter");
+    /* The new ledger is written before anything is reset: a write that fails leaves the ring
+     * serving what it held (the gap it leaves resets the ring at the next write that works). */
+    if (write_tmp(r, seq, parts, nparts, err) != 0) {
+        put_failed(r);
+        return -1;
+    }
     /* Only this thread writes the bounds, so it may read them without the lock. */
     if (r->filled && (r->latest == UINT32_MAX || seq != r->latest + 1)) {
         uint32_t oldest = r->oldest, latest = r->latest;
@@ -259,8 +333,11 @@ int cs_ring_put(cs_ring *r, uint32_t seq, const struct iovec *parts, size_t npar
         if (reset)
             *reset = true;
     }
-    if (write_ledger(r, seq, parts, nparts, err) != 0)
+    if (publish_tmp(r, seq, err) != 0) {
+        put_failed(r);
         return -1;
+    }
+    atomic_store(&r->degraded, false);
     uint32_t oldest = r->filled ? r->oldest : seq;
     uint32_t keep = pruned_oldest(r, oldest, seq);
     set_bounds(r, true, keep, seq);
@@ -354,6 +431,12 @@ bool cs_ring_bounds(cs_ring *r, uint32_t *oldest, uint32_t *latest)
     *latest = r->latest;
     pthread_rwlock_unlock(&r->lock);
     return filled;
+}
+
+void cs_ring_health(cs_ring *r, cs_ring_health_t *out)
+{
+    out->write_failures = atomic_load(&r->write_failures);
+    out->degraded = atomic_load(&r->degraded);
 }
 
 const char *cs_ring_dir(const cs_ring *r)

@@ -27,18 +27,23 @@ typedef struct cs_ledger_ref {
     size_t len;
 } cs_ledger_ref;
 
-/* Opens (creating with mkdir -p) dir as a ring of `retention` ledgers, rescans what is there
- * (contiguity check, stale .tmp files ignored and left alone) and prunes to the retention count.
+/* Opens (creating with mkdir -p) dir as a ring of `retention` ledgers: removes leftover `*.tmp`
+ * files (logged at INFO `ring: removed leftover temporary files`), checks that the directory can
+ * be written (a file is created and removed), rescans what is there (contiguity check) and prunes
+ * to the retention count.
  * Errors: `store: retention must be positive, got N`, `store: create "<dir>": …`,
+ * `store: "<dir>" cannot be written: create write-probe.tmp: <strerror>`,
  * `store: "<dir>" holds a non-contiguous ledger range (gap between ledger A and B)`. */
 int cs_ring_open(cs_ring **out, const char *dir, int64_t retention, cs_err *err);
 void cs_ring_close(cs_ring *r);
 
 /* Writes ledger seq from parts (written in order, never joined in memory) to `<final>.tmp` and
  * renames it into place, then advances the bounds and prunes. A seq that does not continue a
- * filled ring (seq != latest+1; latest 4294967295 never continues) first resets the ring and sets
- * *reset. Seq 0 is refused with CS_RING_ERR_INVALID_SEQ and changes nothing. Only one thread may
- * call put. */
+ * filled ring (seq != latest+1; latest 4294967295 never continues) resets the ring and sets
+ * *reset, once the new file is written: a write that fails (CS_RING_ERR_IO, `store: write ledger
+ * S: …` or `store: publish ledger S: …`) leaves the bounds and files as they were, counts a write
+ * failure and marks the ring degraded until a put succeeds. Seq 0 is refused with
+ * CS_RING_ERR_INVALID_SEQ and changes nothing. Only one thread may call put. */
 int cs_ring_put(cs_ring *r, uint32_t seq, const struct iovec *parts, size_t nparts, bool *reset,
                 cs_err *err);
 
@@ -53,6 +58,14 @@ void cs_ledger_ref_release(cs_ledger_ref *ref);
 
 /* Current bounds; returns false (and 0/0) when the ring is empty. Thread-safe. */
 bool cs_ring_bounds(cs_ring *r, uint32_t *oldest, uint32_t *latest);
+
+typedef struct cs_ring_health_t {
+    uint64_t write_failures; /* puts that failed since open */
+    bool degraded;           /* the last put failed */
+} cs_ring_health_t;
+
+/* Thread-safe. */
+void cs_ring_health(cs_ring *r, cs_ring_health_t *out);
 
 const char *cs_ring_dir(const cs_ring *r);
 

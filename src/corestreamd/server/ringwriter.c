@@ -20,8 +20,9 @@ struct cs_ring_writer {
     uint32_t seq;
     cs_msg **msgs;
     size_t n;
-    int rc;
-    cs_err err;
+    /* Writer thread only: the failure being reported, so it is logged once per transition. */
+    bool failing;
+    uint64_t missed; /* ledgers not retained since the failure began */
 };
 
 static int write_ledger(cs_ring *ring, uint32_t seq, cs_msg **msgs, size_t n, cs_err *err)
@@ -45,6 +46,24 @@ static int write_ledger(cs_ring *ring, uint32_t seq, cs_msg **msgs, size_t n, cs
     return 0;
 }
 
+/* A ring write failure costs the ring, never the live flow: logged when writes start failing and
+ * when they work again, not per ledger. */
+static void note_result(cs_ring_writer *w, uint32_t seq, int rc, const cs_err *err)
+{
+    if (rc != 0) {
+        if (!w->failing)
+            CS_LOG(CS_LOG_ERROR, "ring write failed; live streaming continues, the ring keeps its range until a write works",
+                   KV_U("ledger", seq), KV_S("error", err->msg));
+        w->failing = true;
+        w->missed++;
+        return;
+    }
+    if (w->failing)
+        CS_LOG(CS_LOG_INFO, "ring write recovered", KV_U("ledger", seq), KV_U("ledgers_not_retained", w->missed));
+    w->failing = false;
+    w->missed = 0;
+}
+
 static void *writer_main(void *arg)
 {
     cs_ring_writer *w = arg;
@@ -63,12 +82,11 @@ static void *writer_main(void *arg)
         pthread_mutex_unlock(&w->mu);
         cs_err err;
         int rc = write_ledger(w->ring, seq, msgs, n, &err);
+        note_result(w, seq, rc, &err);
         for (size_t i = 0; i < n; i++)
             cs_msg_release(msgs[i]);
         free(msgs);
         pthread_mutex_lock(&w->mu);
-        w->rc = rc;
-        w->err = err;
         w->pending = false;
         pthread_cond_broadcast(&w->cv);
     }
@@ -100,23 +118,17 @@ void cs_ring_writer_submit(cs_ring_writer *w, uint32_t seq, cs_msg **msgs, size_
     w->seq = seq;
     w->msgs = msgs;
     w->n = n;
-    w->rc = 0;
     w->pending = true;
     pthread_cond_broadcast(&w->cv);
     pthread_mutex_unlock(&w->mu);
 }
 
-int cs_ring_writer_wait(cs_ring_writer *w, cs_err *err)
+void cs_ring_writer_wait(cs_ring_writer *w)
 {
     pthread_mutex_lock(&w->mu);
     while (w->pending)
         pthread_cond_wait(&w->cv, &w->mu);
-    int rc = w->rc;
-    if (rc != 0 && err)
-        *err = w->err;
-    w->rc = 0;
     pthread_mutex_unlock(&w->mu);
-    return rc;
 }
 
 void cs_ring_writer_free(cs_ring_writer *w)

@@ -317,12 +317,17 @@ static int serve_healthz(cs_server *s, struct lws *wsi)
 {
     uint32_t oldest, latest;
     cs_ring_bounds(s->cfg.ring, &oldest, &latest);
-    char body[256];
+    cs_ring_health_t h;
+    cs_ring_health(s->cfg.ring, &h);
+    char body[320];
+    /* PORTSPEC's five fields first, as the prototype's clients parse them; the ring's health after. */
     snprintf(body, sizeof body,
-             "{\"oldest\":%u,\"latest\":%u,\"subscribers\":%d,\"live_abandons\":%llu,\"raw_fallbacks\":%llu}\n",
+             "{\"oldest\":%u,\"latest\":%u,\"subscribers\":%d,\"live_abandons\":%llu,\"raw_fallbacks\":%llu,"
+             "\"ring_write_failures\":%llu,\"ring_degraded\":%s}\n",
              oldest, latest, atomic_load(&s->subscribers),
              (unsigned long long)atomic_load(&s->live_abandons),
-             (unsigned long long)cs_server_raw_fallbacks(s));
+             (unsigned long long)cs_server_raw_fallbacks(s), (unsigned long long)h.write_failures,
+             h.degraded ? "true" : "false");
     return respond(wsi, 200, "application/json", body);
 }
 

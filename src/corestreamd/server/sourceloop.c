@@ -164,10 +164,7 @@ int cs_source_loop_run(cs_source_loop *l, cs_err *err)
         }
         /* The previous ledger reaches the ring before this one begins: the ring never serves the
          * current flow. */
-        if (cs_ring_writer_wait(writer, err) != 0) {
-            rc = -1;
-            break;
-        }
+        cs_ring_writer_wait(writer);
         if (em.declared_size > l->max_payload) {
             rc = cs_err_set(err, 0, "ledger %u is %llu bytes, over the %llu-byte protocol payload cap",
                             em.seq, (unsigned long long)em.declared_size,
@@ -195,18 +192,14 @@ int cs_source_loop_run(cs_source_loop *l, cs_err *err)
         parts = (ledger_parts){0};
         if (em.seq % 100 == 0) {
             /* The log reports the ring as it stands with this ledger in it. */
-            if (cs_ring_writer_wait(writer, err) != 0) {
-                rc = -1;
-                break;
-            }
+            cs_ring_writer_wait(writer);
             log_streaming(l, em.seq, bytes, chunks);
         }
         l->published++;
     }
     /* Whatever way the loop ended, the last completed ledger is retained before the stream is
      * declared over. */
-    if (cs_ring_writer_wait(writer, rc == 0 ? err : NULL) != 0)
-        rc = -1;
+    cs_ring_writer_wait(writer);
     cs_ring_writer_free(writer);
     if (rc == 0) {
         if (cancelled)
