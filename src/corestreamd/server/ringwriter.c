@@ -20,12 +20,14 @@ struct cs_ring_writer {
     uint32_t seq;
     cs_msg **msgs;
     size_t n;
+    cs_ledger_record rec;
     /* Writer thread only: the failure being reported, so it is logged once per transition. */
     bool failing;
     uint64_t missed; /* ledgers not retained since the failure began */
 };
 
-static int write_ledger(cs_ring *ring, uint32_t seq, cs_msg **msgs, size_t n, cs_err *err)
+static int write_ledger(cs_ring *ring, uint32_t seq, cs_msg **msgs, size_t n, const cs_ledger_record *rec,
+                        cs_err *err)
 {
     struct iovec stack_iov[64];
     struct iovec *iov = n <= 64 ? stack_iov : malloc(n * sizeof *iov);
@@ -36,7 +38,7 @@ static int write_ledger(cs_ring *ring, uint32_t seq, cs_msg **msgs, size_t n, cs
         iov[i].iov_len = msgs[i]->len - CS_WIRE_CHUNK_HEADER_LEN;
     }
     bool reset = false;
-    int rc = cs_ring_put(ring, seq, iov, n, &reset, err);
+    int rc = cs_ring_put(ring, seq, iov, n, rec, &reset, err);
     if (iov != stack_iov)
         free(iov);
     if (rc != 0)
@@ -79,9 +81,10 @@ static void *writer_main(void *arg)
         uint32_t seq = w->seq;
         cs_msg **msgs = w->msgs;
         size_t n = w->n;
+        cs_ledger_record rec = w->rec;
         pthread_mutex_unlock(&w->mu);
         cs_err err;
-        int rc = write_ledger(w->ring, seq, msgs, n, &err);
+        int rc = write_ledger(w->ring, seq, msgs, n, &rec, &err);
         note_result(w, seq, rc, &err);
         for (size_t i = 0; i < n; i++)
             cs_msg_release(msgs[i]);
@@ -112,9 +115,14 @@ int cs_ring_writer_new(cs_ring_writer **out, cs_ring *ring, cs_err *err)
     return 0;
 }
 
-void cs_ring_writer_submit(cs_ring_writer *w, uint32_t seq, cs_msg **msgs, size_t n)
+void cs_ring_writer_submit(cs_ring_writer *w, uint32_t seq, cs_msg **msgs, size_t n, size_t chunk_size,
+                           uint64_t xxh64)
 {
+    uint64_t len = 0;
+    for (size_t i = 0; i < n; i++)
+        len += msgs[i]->len - CS_WIRE_CHUNK_HEADER_LEN;
     pthread_mutex_lock(&w->mu);
+    w->rec = (cs_ledger_record){.len = len, .chunks = (uint32_t)n, .chunk_size = (uint32_t)chunk_size, .xxh64 = xxh64};
     w->seq = seq;
     w->msgs = msgs;
     w->n = n;

@@ -323,11 +323,11 @@ static int serve_healthz(cs_server *s, struct lws *wsi)
     /* PORTSPEC's five fields first, as the prototype's clients parse them; the ring's health after. */
     snprintf(body, sizeof body,
              "{\"oldest\":%u,\"latest\":%u,\"subscribers\":%d,\"live_abandons\":%llu,\"raw_fallbacks\":%llu,"
-             "\"ring_write_failures\":%llu,\"ring_degraded\":%s}\n",
+             "\"ring_write_failures\":%llu,\"ring_degraded\":%s,\"ring_dropped\":%llu}\n",
              oldest, latest, atomic_load(&s->subscribers),
              (unsigned long long)atomic_load(&s->live_abandons),
              (unsigned long long)cs_server_raw_fallbacks(s), (unsigned long long)h.write_failures,
-             h.degraded ? "true" : "false");
+             h.degraded ? "true" : "false", (unsigned long long)h.dropped);
     return respond(wsi, 200, "application/json", body);
 }
 

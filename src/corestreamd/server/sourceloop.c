@@ -60,7 +60,7 @@ static void abort_on_bug(const cs_err *e)
 
 /* Emits one ledger. Returns 0, 1 when cancelled, -1 on failure. */
 static int emit_ledger(cs_source_loop *l, const cs_emission *em, XXH64_state_t *hash,
-                       ledger_parts *parts, cs_err *err)
+                       ledger_parts *parts, uint64_t *sum, cs_err *err)
 {
     uint32_t seq = em->seq;
     cs_err e;
@@ -112,7 +112,8 @@ static int emit_ledger(cs_source_loop *l, const cs_emission *em, XXH64_state_t *
     cs_msg *end = cs_msg_new(CS_WIRE_END_LEN);
     if (!end)
         return cs_err_set(err, 0, "ledger %u: out of memory", seq);
-    end->len = cs_wire_put_end(end->data, seq, idx, total, cs_wall_ns(), XXH64_digest(hash));
+    *sum = XXH64_digest(hash);
+    end->len = cs_wire_put_end(end->data, seq, idx, total, cs_wall_ns(), *sum);
     if (cs_broadcast_end(l->bc, end, &e) != 0)
         abort_on_bug(&e);
     return 0;
@@ -171,7 +172,8 @@ int cs_source_loop_run(cs_source_loop *l, cs_err *err)
                             (unsigned long long)l->max_payload);
             break;
         }
-        int r = emit_ledger(l, &em, hash, &parts, err);
+        uint64_t sum = 0;
+        int r = emit_ledger(l, &em, hash, &parts, &sum, err);
         if (r == 1) {
             cancelled = true;
             parts_clear(&parts);
@@ -188,7 +190,7 @@ int cs_source_loop_run(cs_source_loop *l, cs_err *err)
         for (size_t i = 0; i < parts.n; i++)
             bytes += parts.msgs[i]->len - CS_WIRE_CHUNK_HEADER_LEN;
         size_t chunks = parts.n;
-        cs_ring_writer_submit(writer, em.seq, parts.msgs, parts.n);
+        cs_ring_writer_submit(writer, em.seq, parts.msgs, parts.n, l->chunk_size, sum);
         parts = (ledger_parts){0};
         if (em.seq % 100 == 0) {
             /* The log reports the ring as it stands with this ledger in it. */
