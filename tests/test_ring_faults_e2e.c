@@ -21,9 +21,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+#include <xxhash.h>
+
 #include "support/procharness.h"
 #include "support/tmpdir.h"
 #include "support/wsclient.h"
+#include "wire/wire.h"
 
 #ifndef CORESTREAMD_BIN
 #error "CORESTREAMD_BIN must name the corestreamd binary"
@@ -270,6 +274,366 @@ static void full_disk_degrades_live_carries_on(void **state)
     assert_int_equal(cs_proc_stop(&f->proc, SIGTERM, STOP_MS), 0);
 }
 
+/* ---- integrity: every kind of corruption, before start and while replayed ---------------------- */
+
+#define BIG (16u << 20) /* ledger bytes: far more than the socket buffers, so a replay is mid-file */
+#define BIG_STR "16777216"
+
+static const char *const k_fill[] = {"--source", "synthetic", "--synthetic-size", BIG_STR, "--compress=false",
+                                     "--synthetic-interval=-1ns", "--emit-window", "0", "--synthetic-count", "3",
+                                     NULL};
+/* Continues the filled ring at ledger 4, then waits an hour: the ring is [1,4] (or less). */
+static const char *const k_serve[] = {"--source", "synthetic", "--synthetic-size", BIG_STR, "--compress=false",
+                                      "--synthetic-interval", "1h", "--emit-window", "0", "--start-ledger", "4",
+                                      NULL};
+
+/* Writes ledgers 1..3 with their records through a real run. */
+static void fill_ring(fixture *f)
+{
+    start_daemon(f, NULL, k_fill);
+    int st = cs_proc_wait_exit(&f->proc, 60000);
+    cs_proc_drain(&f->proc);
+    if (st != 0)
+        fail_msg("fill exit %d:\n%s", st, f->proc.log);
+    cs_proc_free(&f->proc);
+    f->started = false;
+}
+
+static void serve(fixture *f)
+{
+    start_daemon(f, NULL, k_serve);
+    if (cs_proc_wait_listening(&f->proc, WAIT_MS) != 0)
+        fail_msg("not listening:\n%s", f->proc.log);
+    wait_line(f, "level=INFO msg=\"source loop starting\"");
+    /* Ledger 4 goes out at once; wait for it to be retained. */
+    char body[512];
+    for (int i = 0; i < 2000; i++) {
+        healthz(f, body, sizeof body);
+        if (strstr(body, "\"latest\":4,"))
+            return;
+        usleep(5000);
+    }
+    fail_msg("ledger 4 never retained: %s", body);
+}
+
+static void ledger_path(const fixture *f, const char *name, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s/%s", f->ring, name);
+}
+
+typedef enum corruption {
+    C_TRUNCATE, C_EXTEND, C_FLIP, C_EMPTY, C_SYMLINK, C_DIRECTORY, C_NO_RECORD, C_OTHER_RECORD, C_REMOVE
+} corruption;
+
+static void corrupt(const fixture *f, corruption c)
+{
+    char p[1024], q[1024];
+    ledger_path(f, "ledger-2.xdr", p, sizeof p);
+    switch (c) {
+    case C_TRUNCATE:
+        assert_int_equal(truncate(p, 1000), 0);
+        break;
+    case C_EMPTY:
+        assert_int_equal(truncate(p, 0), 0);
+        break;
+    case C_EXTEND: {
+        FILE *fp = fopen(p, "a");
+        assert_non_null(fp);
+        fputs("extra", fp);
+        assert_int_equal(fclose(fp), 0);
+        break;
+    }
+    case C_FLIP: {
+        /* The last byte: read last, so a replay under way has not read it yet. */
+        int fd = open(p, O_RDWR);
+        assert_true(fd >= 0);
+        uint8_t b;
+        assert_int_equal(pread(fd, &b, 1, BIG - 1), 1);
+        b ^= 0x40;
+        assert_int_equal(pwrite(fd, &b, 1, BIG - 1), 1);
+        close(fd);
+        break;
+    }
+    case C_SYMLINK:
+        assert_int_equal(unlink(p), 0);
+        assert_int_equal(symlink("/etc/hostname", p), 0);
+        break;
+    case C_DIRECTORY:
+        assert_int_equal(unlink(p), 0);
+        assert_int_equal(mkdir(p, 0755), 0);
+        break;
+    case C_REMOVE:
+        assert_int_equal(unlink(p), 0);
+        break;
+    case C_NO_RECORD:
+        ledger_path(f, "ledger-2.rec", q, sizeof q);
+        assert_int_equal(unlink(q), 0);
+        break;
+    case C_OTHER_RECORD: {
+        ledger_path(f, "ledger-1.rec", p, sizeof p);
+        ledger_path(f, "ledger-2.rec", q, sizeof q);
+        char cmd[2200];
+        snprintf(cmd, sizeof cmd, "cp '%s' '%s'", p, q);
+        assert_int_equal(system(cmd), 0);
+        break;
+    }
+    }
+}
+
+/* What the open-time check says about each kind (NULL: only a replay can tell). */
+static const char *open_problem(corruption c)
+{
+    switch (c) {
+    case C_TRUNCATE:
+        return "problem=\"is 1000 bytes, its record says " BIG_STR "\"";
+    case C_EXTEND:
+        return "problem=\"is 16777221 bytes, its record says " BIG_STR "\"";
+    case C_EMPTY:
+        return "problem=\"is 0 bytes, its record says " BIG_STR "\"";
+    case C_SYMLINK:
+        return "problem=\"is a symbolic link\"";
+    case C_DIRECTORY:
+        return "problem=\"is a directory\"";
+    case C_NO_RECORD:
+        return "problem=\"integrity record is missing\"";
+    case C_OTHER_RECORD:
+        return "problem=\"integrity record is for ledger 1\"";
+    case C_REMOVE:
+        return "problem=\"is missing (the ring resumes at ledger 3)\"";
+    default:
+        return NULL;
+    }
+}
+
+static void expect_close(cs_ws *ws, int want_code, const char *want_reason)
+{
+    for (int i = 0; i < 1000; i++) {
+        cs_ws_msg m;
+        int k = cs_ws_read(ws, &m, WAIT_MS);
+        if (k == CS_WS_BINARY)
+            continue;
+        if (k != CS_WS_CLOSE)
+            fail_msg("wanted close %d, got kind %d (%s)", want_code, k, m.reason);
+        assert_int_equal(m.close_code, want_code);
+        if (!strstr(m.reason, want_reason))
+            fail_msg("close reason \"%s\" lacks \"%s\"", m.reason, want_reason);
+        return;
+    }
+    fail_msg("no close");
+}
+
+/* The ring after the drop: ledgers 1 and 2 refused with the new bounds, 3 and 4 served whole. */
+static void expect_dropped_through_2(fixture *f)
+{
+    cs_ws *ws = cs_ws_connect("127.0.0.1", f->proc.port, "/stream?start=1&end=4", WAIT_MS, NULL, NULL, 0);
+    assert_non_null(ws);
+    expect_close(ws, 4001, "too far behind: oldest=3 latest=4");
+    cs_ws_close(ws);
+    ws = cs_ws_connect("127.0.0.1", f->proc.port, "/stream?start=3&end=4", WAIT_MS, NULL, NULL, 0);
+    assert_non_null(ws);
+    assert_int_equal(read_through(ws, 4), 3);
+    cs_ws_close(ws);
+    char body[512];
+    healthz(f, body, sizeof body);
+    if (strncmp(body, "{\"oldest\":3,\"latest\":4,", 23) != 0 || !strstr(body, "\"ring_dropped\":2}"))
+        fail_msg("healthz: %s", body);
+}
+
+static void corrupt_before_start(fixture *f, corruption c)
+{
+    fill_ring(f);
+    corrupt(f, c);
+    serve(f);
+    char want[1200];
+    snprintf(want, sizeof want,
+             "level=ERROR msg=\"ring ledger failed its integrity check; dropping it and every older ledger\" "
+             "file=%s/ledger-2.xdr ",
+             f->ring);
+    if (c == C_FLIP) {
+        /* Same length: found by the replay's hash. Ledger 1 is whole; ledger 2 never ends. */
+        cs_ws *ws = cs_ws_connect("127.0.0.1", f->proc.port, "/stream?start=1&end=4", WAIT_MS, NULL, NULL, 0);
+        assert_non_null(ws);
+        cs_ledger l;
+        char err[256];
+        assert_int_equal(cs_ws_read_ledger(ws, &l, WAIT_MS, err, sizeof err), 1);
+        assert_int_equal(l.seq, 1);
+        cs_ledger_free(&l);
+        assert_int_equal(cs_ws_read_ledger(ws, &l, WAIT_MS, err, sizeof err), 0);
+        int code;
+        char reason[128];
+        assert_int_equal(cs_ws_last_close(ws, &code, reason, sizeof reason), 1);
+        assert_int_equal(code, 1011);
+        assert_string_equal(reason, "ring ledger 2 failed its integrity check");
+        cs_ws_close(ws);
+        wait_line(f, want);
+        char line[2048];
+        cs_proc_line(&f->proc, line, sizeof line);
+        if (!strstr(line, "problem=\"ledger-2.xdr changed on disk: its bytes hash to "))
+            fail_msg("line: %s", line);
+    } else {
+        /* Logged at open, before the listening line the harness already read past. */
+        const char *at = strstr(f->proc.log, want);
+        if (!at)
+            fail_msg("no %s in:\n%s", want, f->proc.log);
+        char line[2048];
+        snprintf(line, sizeof line, "%.*s", (int)strcspn(at, "\n"), at);
+        if (!strstr(line, open_problem(c)) || !strstr(line, "dropped=2 oldest=3 latest=3"))
+            fail_msg("wanted %s; line: %s", open_problem(c), line);
+    }
+    expect_dropped_through_2(f);
+    assert_int_equal(cs_proc_log_count(&f->proc, "ring ledger failed its integrity check"), 1);
+    assert_int_equal(cs_proc_stop(&f->proc, SIGTERM, STOP_MS), 0);
+}
+
+#define BEFORE_START(kind, fn)                                                                       \
+    static void fn(void **state)                                                                   \
+    {                                                                                              \
+        corrupt_before_start(*state, kind);                                                        \
+    }
+BEFORE_START(C_TRUNCATE, truncated_before_start)
+BEFORE_START(C_EXTEND, extended_before_start)
+BEFORE_START(C_FLIP, flipped_before_start)
+BEFORE_START(C_EMPTY, emptied_before_start)
+BEFORE_START(C_SYMLINK, symlink_before_start)
+BEFORE_START(C_DIRECTORY, directory_before_start)
+BEFORE_START(C_NO_RECORD, missing_record_before_start)
+BEFORE_START(C_OTHER_RECORD, other_record_before_start)
+BEFORE_START(C_REMOVE, removed_before_start)
+
+/* Reads ledger 2's flow raw (uncompressed chunks) after its BEGIN: 1 and the END's checksum
+ * checked against the bytes when it ends whole, 0 and the close when it does not. */
+static int read_rest_of_2(cs_ws *ws, int *code, char *reason, size_t rlen)
+{
+    XXH64_state_t *st = XXH64_createState();
+    XXH64_reset(st, 0);
+    uint64_t total = 0;
+    for (int i = 0; i < 100000; i++) {
+        cs_ws_msg m;
+        int k = cs_ws_read(ws, &m, WAIT_MS);
+        if (k == CS_WS_CLOSE) {
+            *code = m.close_code;
+            snprintf(reason, rlen, "%s", m.reason);
+            XXH64_freeState(st);
+            return 0;
+        }
+        assert_int_equal(k, CS_WS_BINARY);
+        cs_wire_msg w;
+        assert_int_equal(cs_wire_decode(m.data, m.len, &w, NULL), 0);
+        assert_int_equal(w.seq, 2);
+        if (w.type == CS_WIRE_TYPE_CHUNK) {
+            assert_int_equal(w.codec, 0);
+            XXH64_update(st, w.payload, w.payload_len);
+            total += w.payload_len;
+            continue;
+        }
+        assert_int_equal(w.type, CS_WIRE_TYPE_END);
+        assert_int_equal(w.total_len, BIG);
+        assert_int_equal(total, BIG);
+        assert_true(w.checksum == XXH64_digest(st));
+        XXH64_freeState(st);
+        return 1;
+    }
+    fail_msg("ledger 2 never ended");
+    return -1;
+}
+
+/* Corrupted after the replay opened ledger 2 (its BEGIN arrived; the subscriber reads slowly):
+ * truncation and changed bytes end in 1011 naming the ledger, with no END, and the ring drops it;
+ * a removed, replaced or extended file is still read whole from the descriptor the replay holds,
+ * so the ledger arrives valid, and the next subscriber's open check drops it. Another subscriber
+ * meanwhile is unaffected. */
+static void corrupt_while_replaying(fixture *f, corruption c)
+{
+    fill_ring(f);
+    serve(f);
+    cs_ws_opts o = {.rcvbuf = 4096};
+    cs_ws *ws = cs_ws_connect_opts("127.0.0.1", f->proc.port, "/stream?start=2&end=4", &o, WAIT_MS, NULL, NULL, 0);
+    assert_non_null(ws);
+    cs_ws_msg m;
+    assert_int_equal(cs_ws_read(ws, &m, WAIT_MS), CS_WS_BINARY);
+    cs_wire_msg w;
+    assert_int_equal(cs_wire_decode(m.data, m.len, &w, NULL), 0);
+    assert_int_equal(w.type, CS_WIRE_TYPE_BEGIN);
+    corrupt(f, c);
+    int code = 0;
+    char reason[128] = "";
+    int whole = read_rest_of_2(ws, &code, reason, sizeof reason);
+    char want[1200];
+    snprintf(want, sizeof want,
+             "level=ERROR msg=\"ring ledger failed its integrity check; dropping it and every older ledger\" "
+             "file=%s/ledger-2.xdr ",
+             f->ring);
+    if (c == C_TRUNCATE || c == C_EMPTY || c == C_FLIP) {
+        assert_int_equal(whole, 0);
+        assert_int_equal(code, 1011);
+        assert_string_equal(reason, "ring ledger 2 failed its integrity check");
+        wait_line(f, want);
+        char line[2048];
+        cs_proc_line(&f->proc, line, sizeof line);
+        const char *problem = c == C_FLIP ? "problem=\"ledger-2.xdr changed on disk: its bytes hash to "
+                                          : "problem=\"ledger-2.xdr is shorter than its record: ends before byte ";
+        if (!strstr(line, problem))
+            fail_msg("wanted %s; line: %s", problem, line);
+        expect_dropped_through_2(f);
+    } else {
+        /* The bytes read are the recorded ones: a valid ledger, then 3 and 4. */
+        if (whole != 1)
+            fail_msg("ledger 2 cut short: %d %s", code, reason);
+        assert_int_equal(read_through(ws, 4), 3);
+        /* The next reader's check finds the file changed, and drops it. */
+        cs_ws *next = cs_ws_connect("127.0.0.1", f->proc.port, "/stream?start=2&end=4", WAIT_MS, NULL, NULL, 0);
+        assert_non_null(next);
+        expect_close(next, 4001, "too far behind: oldest=3 latest=4");
+        cs_ws_close(next);
+        wait_line(f, want);
+    }
+    cs_ws_close(ws);
+    assert_int_equal(cs_proc_stop(&f->proc, SIGTERM, STOP_MS), 0);
+}
+
+#define WHILE_REPLAYING(kind, fn)                                                                    \
+    static void fn(void **state)                                                                   \
+    {                                                                                              \
+        corrupt_while_replaying(*state, kind);                                                     \
+    }
+WHILE_REPLAYING(C_TRUNCATE, truncated_while_replaying)
+WHILE_REPLAYING(C_EMPTY, emptied_while_replaying)
+WHILE_REPLAYING(C_FLIP, flipped_while_replaying)
+WHILE_REPLAYING(C_EXTEND, extended_while_replaying)
+WHILE_REPLAYING(C_REMOVE, removed_while_replaying)
+WHILE_REPLAYING(C_SYMLINK, symlink_while_replaying)
+
+/* A ring written before records (raw files only, no ring-format marker) opens: records are made
+ * by hashing, logged at INFO, and its ledgers are served. */
+static void old_format_ring_opens(void **state)
+{
+    fixture *f = *state;
+    fill_ring(f);
+    char p[1024];
+    for (int s = 1; s <= 3; s++) {
+        char name[64];
+        snprintf(name, sizeof name, "ledger-%d.rec", s);
+        ledger_path(f, name, p, sizeof p);
+        assert_int_equal(unlink(p), 0);
+    }
+    ledger_path(f, "ring-format", p, sizeof p);
+    assert_int_equal(unlink(p), 0);
+    serve(f);
+    char want[1200];
+    snprintf(want, sizeof want,
+             "level=INFO msg=\"ring: integrity records made from the ledgers on disk (a ring written before "
+             "records)\" dir=%s ledgers=3",
+             f->ring);
+    if (!strstr(f->proc.log, want)) /* logged at open, before listening */
+        fail_msg("no %s in:\n%s", want, f->proc.log);
+    cs_ws *ws = cs_ws_connect("127.0.0.1", f->proc.port, "/stream?start=1&end=4", WAIT_MS, NULL, NULL, 0);
+    assert_non_null(ws);
+    assert_int_equal(read_through(ws, 4), 1);
+    cs_ws_close(ws);
+    assert_int_equal(cs_proc_log_count(&f->proc, "level=ERROR"), 0);
+    assert_int_equal(cs_proc_stop(&f->proc, SIGTERM, STOP_MS), 0);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -277,6 +641,22 @@ int main(void)
         cmocka_unit_test_setup_teardown(readonly_dir_refused_at_start, setup, teardown),
         cmocka_unit_test_setup_teardown(directory_in_place_degrades_then_recovers, setup, teardown),
         cmocka_unit_test_setup_teardown(full_disk_degrades_live_carries_on, setup, teardown),
+        cmocka_unit_test_setup_teardown(truncated_before_start, setup, teardown),
+        cmocka_unit_test_setup_teardown(extended_before_start, setup, teardown),
+        cmocka_unit_test_setup_teardown(flipped_before_start, setup, teardown),
+        cmocka_unit_test_setup_teardown(emptied_before_start, setup, teardown),
+        cmocka_unit_test_setup_teardown(symlink_before_start, setup, teardown),
+        cmocka_unit_test_setup_teardown(directory_before_start, setup, teardown),
+        cmocka_unit_test_setup_teardown(missing_record_before_start, setup, teardown),
+        cmocka_unit_test_setup_teardown(other_record_before_start, setup, teardown),
+        cmocka_unit_test_setup_teardown(removed_before_start, setup, teardown),
+        cmocka_unit_test_setup_teardown(truncated_while_replaying, setup, teardown),
+        cmocka_unit_test_setup_teardown(emptied_while_replaying, setup, teardown),
+        cmocka_unit_test_setup_teardown(flipped_while_replaying, setup, teardown),
+        cmocka_unit_test_setup_teardown(extended_while_replaying, setup, teardown),
+        cmocka_unit_test_setup_teardown(removed_while_replaying, setup, teardown),
+        cmocka_unit_test_setup_teardown(symlink_while_replaying, setup, teardown),
+        cmocka_unit_test_setup_teardown(old_format_ring_opens, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

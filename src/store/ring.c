@@ -443,10 +443,11 @@ static int rescan(cs_ring *r, cs_err *err)
     }
     uint64_t dropped = 0;
     if (failed) {
-        for (size_t k = 0; k < nledgers && v[k].seq <= bad; k++) {
+        /* Counted as sequences, so a missing ledger counts too. */
+        if (nledgers > 0 && v[0].seq <= bad)
+            dropped = (uint64_t)bad - v[0].seq + 1;
+        for (size_t k = 0; k < nledgers && v[k].seq <= bad; k++)
             unlinkat(r->dfd, v[k].name, 0); /* a directory in a ledger's place stays */
-            dropped++;
-        }
     }
     /* Records without their ledger (a crash between the two renames, or dropped ledgers). */
     entry *recs;
