@@ -51,8 +51,16 @@ static int setup(void **state)
         free(f);
         return -1;
     }
-    snprintf(f->data, sizeof f->data, "%s/data", f->dir.path);
-    snprintf(f->ring, sizeof f->ring, "%s/ledgers", f->data);
+    /* Scratch paths are short; a longer one fails the setup rather than being cut. */
+    if (strlen(f->dir.path) > sizeof f->data - 16) {
+        cs_tmpdir_remove(&f->dir);
+        free(f);
+        return -1;
+    }
+    memcpy(f->data, f->dir.path, strlen(f->dir.path));
+    strcpy(f->data + strlen(f->dir.path), "/data");
+    strcpy(f->ring, f->data);
+    strcat(f->ring, "/ledgers");
     *state = f;
     return 0;
 }
