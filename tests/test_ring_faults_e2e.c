@@ -642,6 +642,99 @@ static void old_format_ring_opens(void **state)
     assert_int_equal(cs_proc_stop(&f->proc, SIGTERM, STOP_MS), 0);
 }
 
+/* ---- run identity -------------------------------------------------------------------------------- */
+
+static void run_to_exit(fixture *f, const char *const *args)
+{
+    start_daemon(f, NULL, args);
+    int st = cs_proc_wait_exit(&f->proc, 60000);
+    cs_proc_drain(&f->proc);
+    if (st != 0)
+        fail_msg("exit %d:\n%s", st, f->proc.log);
+}
+
+static void free_proc(fixture *f)
+{
+    cs_proc_free(&f->proc);
+    f->started = false;
+}
+
+/* A restart over the data dir of another run (another synthetic size) resets the ring before
+ * listening, even when its numbering continues: a subscriber connecting at once gets only the new
+ * run. The same run continuing contiguously keeps the ring; the same run starting over resets it. */
+static void stale_run_is_reset_before_listening(void **state)
+{
+    fixture *f = *state;
+    static const char *const first[] = {"--source", "synthetic", "--synthetic-size", "4096",
+                                        "--synthetic-interval=-1ns", "--emit-window", "0", "--synthetic-count",
+                                        "5", NULL};
+    run_to_exit(f, first);
+    assert_null(strstr(f->proc.log, "ring reset at start"));
+    free_proc(f);
+
+    static const char *const other[] = {"--source", "synthetic", "--synthetic-size", "8192",
+                                        "--synthetic-interval", "1h", "--emit-window", "0", "--start-ledger",
+                                        "6", NULL};
+    start_daemon(f, NULL, other);
+    if (cs_proc_wait_listening(&f->proc, WAIT_MS) != 0)
+        fail_msg("not listening:\n%s", f->proc.log);
+    const char *warn = strstr(f->proc.log, "level=WARN msg=\"ring reset at start: its ledgers are not this run's\" "
+                                           "reason=\"written by another run\" ring_identity=\"source=synthetic "
+                                           "size=4096 compressible=false\" identity=\"source=synthetic size=8192 "
+                                           "compressible=false\" oldest=1 latest=5\n");
+    if (!warn || warn > strstr(f->proc.log, "corestreamd listening"))
+        fail_msg("no reset before listening:\n%s", f->proc.log);
+    /* Connected during start-up: the old run's ledgers are gone, the new run's first arrives. */
+    cs_ws *ws = cs_ws_connect("127.0.0.1", f->proc.port, "/stream?start=1", WAIT_MS, NULL, NULL, 0);
+    assert_non_null(ws);
+    cs_ledger l;
+    char err[256];
+    /* It waits (the ring is empty until ledger 6 is retained; it wants 1): nothing is sent. */
+    int rc = cs_ws_read_ledger(ws, &l, 1000, err, sizeof err);
+    if (rc == 1)
+        fail_msg("served ledger %u (%zu bytes) of a reset ring", l.seq, l.len);
+    cs_ws_close(ws);
+    char body[512];
+    for (int i = 0; i < 2000 && (healthz(f, body, sizeof body), !strstr(body, "\"latest\":6,")); i++)
+        usleep(5000);
+    ws = cs_ws_connect("127.0.0.1", f->proc.port, "/stream?start=1", WAIT_MS, NULL, NULL, 0);
+    assert_non_null(ws);
+    assert_int_equal(cs_ws_read_ledger(ws, &l, WAIT_MS, err, sizeof err), 0);
+    int code;
+    char reason[128];
+    assert_int_equal(cs_ws_last_close(ws, &code, reason, sizeof reason), 1);
+    assert_int_equal(code, 4001);
+    assert_string_equal(reason, "too far behind: oldest=6 latest=6");
+    cs_ws_close(ws);
+    ws = cs_ws_connect("127.0.0.1", f->proc.port, "/stream?start=6&end=6", WAIT_MS, NULL, NULL, 0);
+    assert_non_null(ws);
+    assert_int_equal(cs_ws_read_ledger(ws, &l, WAIT_MS, err, sizeof err), 1);
+    assert_int_equal(l.seq, 6);
+    assert_int_equal(l.len, 8192);
+    cs_ledger_free(&l);
+    cs_ws_close(ws);
+    assert_int_equal(cs_proc_stop(&f->proc, SIGTERM, STOP_MS), 0);
+    free_proc(f);
+
+    /* The same run, continuing at 7: kept. */
+    static const char *const cont[] = {"--source", "synthetic", "--synthetic-size", "8192",
+                                       "--synthetic-interval=-1ns", "--emit-window", "0", "--start-ledger", "7",
+                                       "--synthetic-count", "1", NULL};
+    run_to_exit(f, cont);
+    assert_null(strstr(f->proc.log, "ring reset"));
+    free_proc(f);
+
+    /* The same run starting over at 1: reset, with the reason. */
+    static const char *const again[] = {"--source", "synthetic", "--synthetic-size", "8192",
+                                        "--synthetic-interval=-1ns", "--emit-window", "0", "--synthetic-count",
+                                        "1", NULL};
+    run_to_exit(f, again);
+    if (!strstr(f->proc.log, "reason=\"this run starts at ledger 1, not at 8\"") ||
+        !strstr(f->proc.log, "oldest=6 latest=7\n"))
+        fail_msg("log:\n%s", f->proc.log);
+    assert_null(strstr(f->proc.log, "retention reset"));
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -665,6 +758,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(removed_while_replaying, setup, teardown),
         cmocka_unit_test_setup_teardown(symlink_while_replaying, setup, teardown),
         cmocka_unit_test_setup_teardown(old_format_ring_opens, setup, teardown),
+        cmocka_unit_test_setup_teardown(stale_run_is_reset_before_listening, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

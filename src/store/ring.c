@@ -735,6 +735,53 @@ int cs_ring_put(cs_ring *r, uint32_t seq, const struct iovec *parts, size_t npar
     return 0;
 }
 
+#define IDENTITY_NAME "ring-identity"
+#define IDENTITY_MAX 4096
+
+int cs_ring_claim(cs_ring *r, const char *identity, uint32_t first_seq, cs_err *err)
+{
+    char old[IDENTITY_MAX + 1] = "";
+    bool known = false;
+    int fd = openat(r->dfd, IDENTITY_NAME, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t n = pread(fd, old, IDENTITY_MAX, 0);
+        close(fd);
+        if (n > 0 && old[n - 1] == '\n') {
+            old[n - 1] = '\0';
+            known = true;
+        }
+    }
+    pthread_mutex_lock(&r->wmu);
+    char reason[160] = "";
+    if (r->filled && known && strcmp(old, identity) != 0)
+        snprintf(reason, sizeof reason, "written by another run");
+    else if (r->filled && first_seq != 0 && (r->latest == UINT32_MAX || first_seq != r->latest + 1))
+        snprintf(reason, sizeof reason, "this run starts at ledger %" PRIu32 ", not at %" PRIu64, first_seq,
+                 (uint64_t)r->latest + 1);
+    uint32_t oldest = r->oldest, latest = r->latest;
+    if (*reason) {
+        set_bounds(r, false, 0, 0);
+        unlink_range(r->dfd, oldest, latest);
+    }
+    pthread_mutex_unlock(&r->wmu);
+    if (*reason)
+        CS_LOG(CS_LOG_WARN, "ring reset at start: its ledgers are not this run's", KV_S("reason", reason),
+               KV_S("ring_identity", known ? old : ""), KV_S("identity", identity), KV_U("oldest", oldest),
+               KV_U("latest", latest));
+    else if (r->filled && !known)
+        CS_LOG(CS_LOG_INFO, "ring: no run identity recorded; this run continues it", KV_S("identity", identity),
+               KV_U("oldest", oldest), KV_U("latest", latest));
+    char text[IDENTITY_MAX + 2];
+    if (strlen(identity) > IDENTITY_MAX - 1 || strchr(identity, '\n'))
+        return cs_err_set(err, 0, "store: run identity is not one line of at most %d bytes", IDENTITY_MAX - 1);
+    snprintf(text, sizeof text, "%s\n", identity);
+    if (!known || strcmp(old, identity) != 0) {
+        if (write_small_file(r->dfd, IDENTITY_NAME, text) != 0)
+            return cs_err_set(err, 0, "store: write \"%s/%s\": %s", r->dir, IDENTITY_NAME, strerror(errno));
+    }
+    return 0;
+}
+
 void cs_ring_reject(cs_ring *r, uint32_t seq, const char *problem)
 {
     pthread_mutex_lock(&r->wmu);

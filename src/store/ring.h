@@ -93,6 +93,18 @@ void cs_ledger_ref_release(cs_ledger_ref *ref);
  * readers finding the same fault drop it once. Thread-safe. */
 void cs_ring_reject(cs_ring *r, uint32_t seq, const char *problem);
 
+/* Run identity: identity is one line naming what defines this run's byte stream (the source kind
+ * and its parameters); first_seq is the run's first ledger, or 0 when only the source knows it.
+ * Call once after open, before anyone reads the ring. When the ring holds ledgers written under
+ * another recorded identity, or first_seq does not continue it (first_seq != latest+1), the ring
+ * is emptied now, so no subscriber can be served ledgers of two runs, and WARN
+ * `ring reset at start: its ledgers are not this run's` reason=… ring_identity=… identity=…
+ * oldest=… latest=… is logged. A ring with no identity recorded (written before identities) that
+ * the run continues is kept (INFO `ring: no run identity recorded; this run continues it`). The
+ * identity is then recorded in `ring-identity`. Errors: `store: run identity is not one line of at
+ * most 4095 bytes`, `store: write "<dir>/ring-identity": …`. */
+int cs_ring_claim(cs_ring *r, const char *identity, uint32_t first_seq, cs_err *err);
+
 /* Current bounds; returns false (and 0/0) when the ring is empty. Thread-safe. */
 bool cs_ring_bounds(cs_ring *r, uint32_t *oldest, uint32_t *latest);
 
