@@ -833,7 +833,8 @@ int cs_ring_get(cs_ring *r, uint32_t seq, cs_ledger_ref **out, cs_err *err)
     if (!filled || seq < oldest || seq > latest)
         return not_retained_outside(seq, oldest, latest, err);
     /* Opened outside the lock: a prune racing with us shows up as a missing file, and once open
-     * the unlink no longer matters. Never through a symlink. */
+     * the unlink no longer matters. Never through a symlink; O_NONBLOCK so a FIFO put in the
+     * ledger's place cannot hang the open (it then fails the regular-file check). */
     char name[CS_LEDGER_NAME_MAX], problem[300];
     cs_ledger_name_format(name, sizeof name, seq);
     int fd = openat(r->dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
