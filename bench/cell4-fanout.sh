@@ -75,7 +75,7 @@ run_k() {
   end=$((start + N - 1))
   local climit=$(((lead + N) * IVAL_MS / 1000 + 90))
   local vflags=()
-  ((VERIFY)) && vflags=(--verify)
+  ((VERIFY)) && vflags=(--verify --synthetic-size "$SIZE")
   local pids=() i name
   for ((i = 1; i <= K; i++)); do
     printf -v name 'K%d/sub-%03d' "$K" "$i"

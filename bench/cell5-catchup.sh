@@ -21,7 +21,7 @@
 # Disk: RING x 14.5 MiB (2.9 GB) plus 24 MB/s of live ledgers while it runs, in a mktemp -d
 # scratch dir removed at exit.
 # Environment: BUILD_DIR (default build), RING (200), SUBS (8), CATCHUP_LIMIT (600 s),
-# CATCHUP_VERIFY (0; 1 adds --verify --remote-compressible to the catch-up subscribers).
+# CATCHUP_VERIFY (0; 1 adds --verify --remote-compressible --synthetic-size to the catch-up subscribers).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 RING=${RING:-200}
@@ -80,7 +80,7 @@ hz_tip0=$(healthz "$LIVE_ADDR")
 note "   tip subscriber following from ledger $((lat - 1)) or so; /healthz $hz_tip0"
 
 vflags=()
-((CATCHUP_VERIFY)) && vflags=(--verify --remote-compressible)
+((CATCHUP_VERIFY)) && vflags=(--verify --remote-compressible --synthetic-size "$SIZE")
 raw_mb=$(awk -v n="$RING" -v s="$SIZE" 'BEGIN { printf "%.1f", n * s / 1e6 }')
 
 # phase NAME K: K catch-up subscribers at once; fills PH_* results.

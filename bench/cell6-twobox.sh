@@ -121,7 +121,7 @@ SRV_PREFIX=(ip netns exec "$NS_S")
 CLI_PREFIX=(ip netns exec "$NS_C")
 LISTEN=$ADDR_S:0
 v1=() v2=()
-((VERIFY)) && v1=(--verify) v2=(--verify --remote-compressible)
+((VERIFY)) && v1=(--verify --synthetic-size 15196160) v2=(--verify --remote-compressible --synthetic-size 15196160)
 
 ns_tx_bytes() { ip netns exec "$NS_S" cat "/sys/class/net/$VS/statistics/tx_bytes"; }
 ns_retrans() { ip netns exec "$NS_S" awk '/^Tcp:/ { if (h) { for (i = 1; i <= NF; i++) if (k[i] == "RetransSegs") print $i } else { h = 1; for (i = 1; i <= NF; i++) k[i] = $i } }' /proc/net/snmp; }

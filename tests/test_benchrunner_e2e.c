@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/synthetic.h"
 #include "support/certs.h"
 #include "support/metabuild.h"
 #include "support/procharness.h"
@@ -381,6 +382,72 @@ static void remote_verify_shape(void **state)
     stop_corestreamd(&srv);
 }
 
+/* Writes ledger-<seq>.xdr in dir: the synthetic payload of seq cut to len bytes. */
+static void write_synthetic_ledger(const char *dir, uint32_t seq, size_t len)
+{
+    char path[800];
+    snprintf(path, sizeof path, "%s/ledger-%u.xdr", dir, seq);
+    uint8_t *buf = calloc(len ? len : 1, 1);
+    assert_non_null(buf);
+    cs_synthetic_fill(buf, len, seq, false);
+    FILE *fp = fopen(path, "wb");
+    assert_non_null(fp);
+    assert_int_equal(fwrite(buf, 1, len, fp), len);
+    assert_int_equal(fclose(fp), 0);
+    free(buf);
+}
+
+/* --verify checks each ledger's length before its bytes: a ledger cut short (its bytes are the
+ * synthetic prefix, so a byte comparison alone passes) or empty fails the run, naming the ledger
+ * and both lengths. The server replays a dump holding such ledgers. */
+static void remote_verify_length(void **state)
+{
+    fixture *f = *state;
+    char dump[700], data_dir[700];
+    snprintf(dump, sizeof dump, "%s/dump", f->root);
+    snprintf(data_dir, sizeof data_dir, "%s/corestreamd-data", f->root);
+    assert_int_equal(mkdir(dump, 0755), 0);
+    write_synthetic_ledger(dump, 1, 4096);
+    write_synthetic_ledger(dump, 2, 1000);
+    write_synthetic_ledger(dump, 3, 0);
+    write_synthetic_ledger(dump, 4, 4096);
+    cs_proc srv;
+    char *argv[] = {CORESTREAMD_BIN, "--listen", "127.0.0.1:0", "--source", "file", "--file-dir", dump,
+                    "--cadence", "10ms", "--emit-window", "0", "--data-dir", data_dir, NULL};
+    assert_int_equal(cs_proc_start(&srv, argv), 0);
+    if (cs_proc_wait_listening(&srv, START_MS) != 0)
+        fail_msg("corestreamd did not start listening:\n%s", srv.log);
+    char url[128];
+    snprintf(url, sizeof url, "ws://127.0.0.1:%d", srv.port);
+
+    cs_proc p;
+    int st = run_bench(f, &p, ARGS("--mode", "remote", "--url", url, "--start", "1", "--end", "1", "--verify",
+                                   "--synthetic-size", "4096"));
+    if (st != 0)
+        fail_msg("exit %d:\n%s", st, p.log);
+    assert_has(&p, "\nledgers      1 (1..1)\n");
+    cs_proc_free(&p);
+
+    st = run_bench(f, &p, ARGS("--mode", "remote", "--url", url, "--start", "1", "--end", "4", "--verify",
+                               "--synthetic-size", "4096"));
+    assert_int_equal(st, 1);
+    assert_has(&p, "benchrunner: ledger 2 is 1000 bytes, the synthetic source makes 4096 (--synthetic-size)\n");
+    cs_proc_free(&p);
+
+    st = run_bench(f, &p, ARGS("--mode", "remote", "--url", url, "--start", "3", "--end", "4", "--verify",
+                               "--synthetic-size", "4096"));
+    assert_int_equal(st, 1);
+    assert_has(&p, "benchrunner: ledger 3 is 0 bytes, the synthetic source makes 4096 (--synthetic-size)\n");
+    cs_proc_free(&p);
+
+    /* Without --synthetic-size the server's default is expected. */
+    st = run_bench(f, &p, ARGS("--mode", "remote", "--url", url, "--start", "4", "--end", "4", "--verify"));
+    assert_int_equal(st, 1);
+    assert_has(&p, "benchrunner: ledger 4 is 4096 bytes, the synthetic source makes 204800 (--synthetic-size)\n");
+    cs_proc_free(&p);
+    stop_corestreamd(&srv);
+}
+
 /* Ctrl-C ends an unbounded remote run cleanly: summary, CSV, exit 0. */
 static void remote_unbounded_interrupt_is_clean(void **state)
 {
@@ -609,6 +676,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(csv_write_failure, setup, teardown),
         cmocka_unit_test_setup_teardown(remote_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(remote_verify_shape, setup, teardown),
+        cmocka_unit_test_setup_teardown(remote_verify_length, setup, teardown),
         cmocka_unit_test_setup_teardown(remote_unbounded_interrupt_is_clean, setup, teardown),
         cmocka_unit_test_setup_teardown(remote_bounded_interrupt_fails, setup, teardown),
         cmocka_unit_test_setup_teardown(remote_dial_failure, setup, teardown),

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <xxhash.h>
 
 #include "store/ring.h"
 #include "support/tmpdir.h"
@@ -52,12 +53,15 @@ static void fill(uint32_t seq, uint8_t *buf)
 
 static bool matches(const cs_ledger_ref *ref, uint32_t seq)
 {
-    if (ref->seq != seq || ref->len != len_of(seq) || (ref->len == 0) != (ref->data == NULL))
+    if (ref->seq != seq || ref->rec.len != len_of(seq))
         return false;
-    for (size_t i = 0; i < ref->len; i++)
-        if (ref->data[i] != byte_of(seq, i))
+    uint8_t buf[MAX_LEN];
+    if (cs_ledger_read(ref, 0, buf, ref->rec.len, NULL) != 0)
+        return false;
+    for (size_t i = 0; i < ref->rec.len; i++)
+        if (buf[i] != byte_of(seq, i))
             return false;
-    return true;
+    return ref->rec.xxh64 == XXH64(buf, ref->rec.len, 0);
 }
 
 /* cmocka's asserts must not run off the main thread, so threads record failures here. */
@@ -94,7 +98,8 @@ static void *writer(void *arg)
             struct iovec parts[3] = {{buf, a}, {buf + a, b - a}, {buf + b, n - b}};
             bool reset;
             cs_err err = {0};
-            if (cs_ring_put(s->ring, seq, parts, 3, &reset, &err) != 0) {
+            cs_ledger_record rec = {.len = n, .xxh64 = XXH64(buf, n, 0)};
+            if (cs_ring_put(s->ring, seq, parts, 3, &rec, &reset, &err) != 0) {
                 failure(s, "put %" PRIu32 ": %s", seq, err.msg);
                 goto out;
             }

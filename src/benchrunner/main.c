@@ -138,6 +138,7 @@ typedef struct consumer {
     progress *prog;
     bool verify;
     bool compressible; /* the synthetic shape --verify regenerates */
+    uint64_t size;     /* the length --verify expects of every ledger (--synthetic-size) */
     uint8_t *expected;
     size_t expected_cap;
     bool failed; /* the callback stopped the stream; err says why */
@@ -171,6 +172,13 @@ static int on_ledger(const uint8_t *ledger, size_t len, const rl_ledger_info *in
         return 1;
     if (!k->verify)
         return 0;
+    /* The length first: a short, long or empty ledger can match the regenerated prefix. */
+    if ((uint64_t)len != k->size) {
+        k->failed = true;
+        cs_err_set(k->err, 0, "ledger %u is %zu bytes, the synthetic source makes %llu (--synthetic-size)",
+                   info->sequence, len, (unsigned long long)k->size);
+        return 1;
+    }
     if (len > k->expected_cap) {
         uint8_t *grown = realloc(k->expected, len);
         if (!grown) {
@@ -224,17 +232,24 @@ static int remote_options(const br_options *o, rl_options *opts, char *token, si
     return 0;
 }
 
+/* The length the synthetic source makes for --synthetic-size: it takes 0 or less as its default. */
+static uint64_t verify_size(int64_t synthetic_size)
+{
+    return synthetic_size > 0 ? (uint64_t)synthetic_size : CS_SYNTHETIC_DEFAULT_SIZE;
+}
+
 /* Streams range from url into a new collector (*out; NULL only when it could not be allocated).
  * remote: the flags' TLS and token settings, or NULL for none (loopback). Returns 0, or -1 with
  * err; *res is the stream's result. */
 static int consume(const char *label, const char *url, const br_options *remote, rl_range range, bool verify,
-                   bool compressible, progress *prog, br_collector **out, rl_result *res, cs_err *err)
+                   bool compressible, uint64_t size, progress *prog, br_collector **out, rl_result *res,
+                   cs_err *err)
 {
     *res = RL_OK;
     *out = br_collector_new(label);
     if (!*out)
         return cs_err_set(err, 0, "out of memory");
-    consumer k = {.c = *out, .prog = prog, .verify = verify, .compressible = compressible, .err = err};
+    consumer k = {.c = *out, .prog = prog, .verify = verify, .compressible = compressible, .size = size, .err = err};
     rl_options opts;
     rl_options_init(&opts);
     char token[4096];
@@ -387,7 +402,7 @@ static int run_loopback(const br_options *o, progress *prog, br_collector **out,
         uint32_t last = start + count - 1;
         rl_result res;
         rc = consume("loopback (remoteledger over 127.0.0.1)", url, NULL, rl_bounded_range(start, last), o->verify,
-                     o->compress, prog, out, &res, err);
+                     o->compress, verify_size(o->synthetic_size), prog, out, &res, err);
         uint64_t raw = cs_server_raw_fallbacks(server);
         if (raw > 0) {
             progress_clear(prog);
@@ -444,8 +459,8 @@ int main(int argc, char **argv)
         rl_range range = o.end ? rl_bounded_range((uint32_t)o.start, (uint32_t)o.end)
                                : rl_unbounded_range((uint32_t)o.start);
         rl_result res;
-        rc = consume("remote (corestreamd over the network)", o.url, &o, range, o.verify, o.remote_compressible, &prog,
-                     &c, &res, &err);
+        rc = consume("remote (corestreamd over the network)", o.url, &o, range, o.verify, o.remote_compressible,
+                     verify_size(o.synthetic_size), &prog, &c, &res, &err);
         /* Ctrl-C is how an unbounded run ends: a clean stop, not a failure. */
         if (rc != 0 && res == RL_ERR_CANCELLED && atomic_load(&g_interrupted) && !range.bounded) {
             rc = 0;

@@ -19,6 +19,7 @@
 #include "corestreamd/sources/file.h"
 #include "corestreamd/sources/pipe/pipe.h"
 #include "corestreamd/sources/synthetic.h"
+#include "common/synthetic.h"
 
 static pthread_mutex_t g_server_mu = PTHREAD_MUTEX_INITIALIZER;
 static const cs_daemon_config *g_cfg; /* read-only once the signal thread runs */
@@ -108,6 +109,23 @@ static void *signal_main(void *arg)
         pthread_mutex_unlock(&g_server_mu);
     }
     return NULL;
+}
+
+/* What defines this run's byte stream, for the ring's run identity (docs/RING.md): the source
+ * kind and the parameters its bytes follow from. */
+static void run_identity(const cs_daemon_config *c, char *buf, size_t len)
+{
+    if (strcmp(c->source, "synthetic") == 0) {
+        long long size = c->synthetic_size > 0 ? (long long)c->synthetic_size : CS_SYNTHETIC_DEFAULT_SIZE;
+        snprintf(buf, len, "source=synthetic size=%lld compressible=%s", size,
+                 c->synthetic_compressible ? "true" : "false");
+    } else if (strcmp(c->source, "file") == 0) {
+        char real[PATH_MAX];
+        snprintf(buf, len, "source=file dir=%s", realpath(c->file_dir, real) ? real : c->file_dir);
+    } else {
+        /* pipe and captive: one network's ledgers are one chain, whichever core produced them. */
+        snprintf(buf, len, "source=%s network=%s", c->source, c->network_passphrase);
+    }
 }
 
 static int build_source(const cs_daemon_config *c, cs_cancel *cancel, cs_source **src, cs_range *range,
@@ -270,6 +288,17 @@ int main(int argc, char **argv)
     rc = build_source(&cfg, &cancel, &src, &range, &err);
     if (rc == 0 && (rc = cs_ring_open(&ring, ring_dir, cfg.retention, &err)) != 0 && src)
         src->ops->destroy(src);
+    if (rc == 0) {
+        /* Before listening: a ring of another run is reset before anyone can be served from it. */
+        char identity[PATH_MAX + 128];
+        run_identity(&cfg, identity, sizeof identity);
+        uint32_t first = strcmp(cfg.source, "pipe") == 0 ? 0 : range.from; /* the pipe's is core's */
+        if ((rc = cs_ring_claim(ring, identity, first, &err)) != 0) {
+            src->ops->destroy(src);
+            cs_ring_close(ring);
+            ring = NULL;
+        }
+    }
     if (rc == 0) {
         cs_server_config sc = {
             .listen = cfg.listen,

@@ -112,7 +112,8 @@ static bool step_replay(cs_cursor *c, cs_step *out)
 {
     cs_msg *m = NULL;
     cs_err err;
-    switch (cs_replay_next(c->replay, &m, &err)) {
+    int rc = cs_replay_next(c->replay, &m, &err);
+    switch (rc) {
     case CS_REPLAY_MSG:
         write_msg(out, m);
         return true;
@@ -136,13 +137,19 @@ static bool step_replay(cs_cursor *c, cs_step *out)
         close_with(out, CS_CLOSE_TOO_FAR_BEHIND, reason);
         return true;
     }
-    default:
+    default: {
+        /* The ledger could not be read or differs from its record: no END goes out, so nothing
+         * of it is accepted; the reason names it (the ring's ERROR line says what differed). */
+        char reason[96];
+        snprintf(reason, sizeof reason, "ring ledger %u %s", (unsigned)c->next,
+                 rc == CS_REPLAY_CORRUPT ? "failed its integrity check" : "could not be read");
         cs_replay_release(c->replay);
         c->replay = NULL;
         c->mode = CS_CUR_IDLE;
-        out->kind = CS_STEP_DROP;
+        close_with(out, CS_CLOSE_INTERNAL_ERROR, reason);
         out->err = err;
         return true;
+    }
     }
 }
 

@@ -234,7 +234,8 @@ void cs_metrics_render(cs_strbuf *b, const cs_metrics *m, const cs_metrics_view 
              v->retention > 0 ? (uint64_t)v->retention : 0);
     metric_u(b, "corestreamd_ring_size_bytes", "gauge", "Bytes of the ledger files in the ring.", v->ring_bytes);
     metric_u(b, "corestreamd_ring_write_failures_total", "counter",
-             "Ledgers the ring failed to store (each ends the run).", cs_m_get(&m->ring_write_failures));
+             "Ledgers the ring failed to store (the live flow carries on; the ring resets after the gap).",
+             v->ring_write_failures);
     metric_u(b, "corestreamd_replays_running", "gauge", "Subscribers catching up from the ring under a replay slot.",
              v->replays_running);
     metric_u(b, "corestreamd_replays_waiting", "gauge", "Subscribers waiting for a replay slot.", v->replays_waiting);

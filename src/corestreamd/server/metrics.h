@@ -27,7 +27,7 @@ typedef enum cs_source_state {
     CS_SRC_ENDED,           /* a bounded source is exhausted */
     CS_SRC_STOPPED,         /* the run was cancelled (SIGTERM/SIGINT) */
     CS_SRC_FAILED,          /* the source failed */
-    CS_SRC_RING_FAILED,     /* writing the ring failed (which ends the run too) */
+    CS_SRC_RING_FAILED,     /* streaming, but the last ring write failed (readiness only) */
     CS_SRC_STATES
 } cs_source_state;
 
@@ -59,7 +59,6 @@ typedef struct cs_metrics {
     /* Encoders (several threads): chunk messages published, by codec; their wire bytes. */
     atomic_uint_fast64_t chunks_zstd, chunks_raw;
     atomic_uint_fast64_t bytes_chunks_wire;
-    atomic_uint_fast64_t ring_write_failures; /* source thread: it learns of them */
     /* I/O thread. */
     atomic_uint_fast64_t sent_bytes_live, sent_bytes_replay; /* message bytes written to sockets */
     cs_m_histogram publish_to_write;     /* a live message's publish to its write to one subscriber */
@@ -115,6 +114,7 @@ typedef struct cs_metrics_view {
     int compress_workers;
     uint32_t ring_oldest, ring_latest; /* 0/0: empty */
     uint64_t ring_bytes;
+    uint64_t ring_write_failures; /* cs_ring_health */
     int64_t retention;
     int subscribers;
     int connections;

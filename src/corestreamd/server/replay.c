@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <inttypes.h>
 #include <string.h>
 #include <xxhash.h>
 
@@ -22,7 +23,11 @@ struct cs_replay {
     int status;    /* CS_REPLAY_PENDING until a terminal error */
     cs_err err;
     cs_ledger_ref *ledger; /* NULL until opened */
-    uint64_t checksum;
+    size_t chunk_size;     /* the recorded live chunking, else the pool's */
+    /* The file is read and hashed in order, one chunk at a time (reading: a worker is at it), so
+     * the END is only sent when the bytes sent hash to the recorded checksum. */
+    XXH64_state_t *hash;
+    bool reading;
     size_t nitems;
     size_t claimed;
     size_t handed_out;
@@ -65,8 +70,8 @@ static void enqueue_locked(cs_replay_pool *p, cs_replay *r)
 
 static bool can_claim_locked(const cs_replay *r)
 {
-    return r->ledger && !r->released && r->status == CS_REPLAY_PENDING && r->claimed < r->nitems &&
-           r->claimed < r->handed_out + CS_REPLAY_DEPTH;
+    return r->ledger && !r->released && !r->reading && r->status == CS_REPLAY_PENDING &&
+           r->claimed < r->nitems && r->claimed < r->handed_out + CS_REPLAY_DEPTH;
 }
 
 /* Whether a worker should look at r: to open it, or to produce its next item. */
@@ -80,9 +85,11 @@ static bool needs_work_locked(const cs_replay *r)
 static void replay_free(cs_replay *r)
 {
     for (size_t k = r->handed_out; k < r->claimed; k++)
-        cs_msg_release(r->slot[k % CS_REPLAY_DEPTH]);
+        if (r->slot[k % CS_REPLAY_DEPTH])
+            cs_msg_release(r->slot[k % CS_REPLAY_DEPTH]);
     if (r->ledger)
         cs_ledger_ref_release(r->ledger);
+    XXH64_freeState(r->hash);
     free(r);
 }
 
@@ -96,27 +103,48 @@ static void unref_locked(cs_replay_pool *p, cs_replay *r)
     pthread_mutex_lock(&p->mu);
 }
 
-/* Builds item k; runs without the lock (the ledger mapping is immutable). */
-static cs_msg *produce(const cs_replay *r, size_t k, ZSTD_CCtx *cctx, size_t chunk_size)
+/* Reads chunk k-1 into a fresh buffer and hashes it; only one worker reads a replay at a time, in
+ * order (r->reading), so the hash sees the bytes in ledger order. Returns the buffer (malloc'd)
+ * and its length, or NULL with *status and err set. */
+static uint8_t *read_chunk(cs_replay *r, size_t k, size_t *n, int *status, cs_err *err)
 {
-    cs_msg *m;
-    if (k == 0) {
-        if ((m = cs_msg_new(CS_WIRE_BEGIN_LEN)))
-            m->len = cs_wire_put_begin(m->data, r->seq, 0);
-        return m;
+    uint64_t off = (uint64_t)(k - 1) * r->chunk_size, len = r->ledger->rec.len;
+    *n = len - off < r->chunk_size ? (size_t)(len - off) : r->chunk_size;
+    uint8_t *buf = malloc(*n ? *n : 1);
+    if (!buf) {
+        *status = CS_REPLAY_FAILED;
+        cs_err_set(err, 0, "replay ledger %u: out of memory", r->seq);
+        return NULL;
     }
-    if (k < r->nitems - 1) {
-        size_t off = (k - 1) * chunk_size;
-        size_t n = r->ledger->len - off < chunk_size ? r->ledger->len - off : chunk_size;
-        return cs_encode_chunk(cctx, r->seq, (uint32_t)(k - 1), r->ledger->data + off, n);
+    if (cs_ledger_read(r->ledger, off, buf, *n, err) != 0) {
+        *status = err->kind == CS_RING_ERR_CORRUPT ? CS_REPLAY_CORRUPT : CS_REPLAY_FAILED;
+        free(buf);
+        return NULL;
     }
-    if ((m = cs_msg_new(CS_WIRE_END_LEN)))
-        m->len = cs_wire_put_end(m->data, r->seq, (uint32_t)(r->nitems - 2), r->ledger->len, 0, r->checksum);
+    XXH64_update(r->hash, buf, *n);
+    return buf;
+}
+
+/* Builds the END once every chunk was read: the recorded checksum, and only if the bytes read
+ * hash to it. */
+static cs_msg *produce_end(cs_replay *r, int *status, cs_err *err)
+{
+    uint64_t sum = XXH64_digest(r->hash), want = r->ledger->rec.xxh64;
+    if (sum != want) {
+        *status = CS_REPLAY_CORRUPT;
+        cs_err_set(err, CS_RING_ERR_CORRUPT,
+                   "ledger-%u.xdr changed on disk: its bytes hash to %016" PRIx64 ", its record says %016" PRIx64,
+                   r->seq, sum, want);
+        return NULL;
+    }
+    cs_msg *m = cs_msg_new(CS_WIRE_END_LEN);
+    if (m)
+        m->len = cs_wire_put_end(m->data, r->seq, (uint32_t)(r->nitems - 2), r->ledger->rec.len, 0, want);
     return m;
 }
 
-/* Maps the ledger and hashes it whole (XXH64 runs far faster than compression, and knowing the
- * checksum up front lets chunks be produced in any order). Called and returns with the lock held. */
+/* Opens the ledger (checked against its record by the ring). Called and returns with the lock
+ * held. */
 static void open_locked(cs_replay_pool *p, cs_replay *r)
 {
     r->opening = true;
@@ -124,11 +152,16 @@ static void open_locked(cs_replay_pool *p, cs_replay *r)
     cs_ledger_ref *ledger = NULL;
     cs_err err;
     int status = CS_REPLAY_PENDING;
-    uint64_t sum = 0;
-    if (cs_ring_get(p->ring, r->seq, &ledger, &err) != 0)
+    XXH64_state_t *hash = NULL;
+    if (cs_ring_get(p->ring, r->seq, &ledger, &err) != 0) {
         status = err.kind == CS_RING_ERR_NOT_RETAINED ? CS_REPLAY_NOT_RETAINED : CS_REPLAY_FAILED;
-    else
-        sum = XXH64(ledger->data, ledger->len, 0);
+    } else if (!(hash = XXH64_createState())) {
+        cs_ledger_ref_release(ledger);
+        status = CS_REPLAY_FAILED;
+        cs_err_set(&err, 0, "replay ledger %u: out of memory", r->seq);
+    } else {
+        XXH64_reset(hash, 0);
+    }
     pthread_mutex_lock(&p->mu);
     r->opening = false;
     if (status != CS_REPLAY_PENDING) {
@@ -137,8 +170,9 @@ static void open_locked(cs_replay_pool *p, cs_replay *r)
         return;
     }
     r->ledger = ledger;
-    r->checksum = sum;
-    r->nitems = (ledger->len + p->chunk_size - 1) / p->chunk_size + 2;
+    r->hash = hash;
+    r->chunk_size = ledger->rec.chunk_size ? ledger->rec.chunk_size : p->chunk_size;
+    r->nitems = (size_t)((ledger->rec.len + r->chunk_size - 1) / r->chunk_size) + 2;
 }
 
 static void notify(cs_replay_pool *p)
@@ -174,13 +208,40 @@ static void *worker_main(void *argp)
         }
         if (can_claim_locked(r)) {
             size_t k = r->claimed++;
+            bool chunk = k > 0 && k < r->nitems - 1;
+            r->reading = chunk;
             /* Let another worker take the next item of the same ledger meanwhile. */
             if (!r->queued && can_claim_locked(r))
                 enqueue_locked(p, r);
             pthread_mutex_unlock(&p->mu);
-            cs_msg *m = produce(r, k, a->cctx, p->chunk_size);
+            int status = CS_REPLAY_PENDING;
+            cs_err err = {0};
+            cs_msg *m = NULL;
+            if (k == 0) {
+                if ((m = cs_msg_new(CS_WIRE_BEGIN_LEN)))
+                    m->len = cs_wire_put_begin(m->data, r->seq, 0);
+            } else if (chunk) {
+                size_t n;
+                uint8_t *raw = read_chunk(r, k, &n, &status, &err);
+                pthread_mutex_lock(&p->mu);
+                r->reading = false; /* the next chunk may be read while this one is compressed */
+                if (!r->queued && can_claim_locked(r))
+                    enqueue_locked(p, r);
+                pthread_mutex_unlock(&p->mu);
+                if (raw)
+                    m = cs_encode_chunk(a->cctx, r->seq, (uint32_t)(k - 1), raw, n);
+                free(raw);
+            } else {
+                m = produce_end(r, &status, &err);
+            }
+            /* A ledger that differs from its record leaves the ring (with everything older). */
+            if (status == CS_REPLAY_CORRUPT)
+                cs_ring_reject(p->ring, r->seq, err.msg);
             pthread_mutex_lock(&p->mu);
-            if (!m) {
+            if (status != CS_REPLAY_PENDING) {
+                r->status = status;
+                r->err = err;
+            } else if (!m) {
                 r->status = CS_REPLAY_FAILED;
                 cs_err_set(&r->err, 0, "replay ledger %u: out of memory", r->seq);
             }

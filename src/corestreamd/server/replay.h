@@ -1,7 +1,9 @@
 /* Ring replay encoders: a small pool, separate from the live encoders so catch-up subscribers
  * cannot starve the live path, that turns a retained ledger into a stampless flow
  * (BEGIN(seq,0), CHUNK*, END(seq,count,len,0,xxh64)) a few messages ahead of the subscriber
- * writing it. The I/O thread never reads a ledger, compresses or hashes: it only pops ready
+ * writing it. The ledger is cut at its recorded live chunk size (the pool's for records made at
+ * open), read with pread and hashed in order as it is read; END carries the recorded checksum,
+ * and only once the bytes read hash to it. The I/O thread never reads a ledger, compresses or hashes: it only pops ready
  * messages. */
 #ifndef CS_CORESTREAMD_REPLAY_H
 #define CS_CORESTREAMD_REPLAY_H
@@ -36,6 +38,8 @@ enum {
     CS_REPLAY_DONE = 2,         /* END was already handed out */
     CS_REPLAY_NOT_RETAINED = 3, /* the ledger left the ring before it could be read */
     CS_REPLAY_FAILED = 4,       /* another read error; err says which */
+    CS_REPLAY_CORRUPT = 5,      /* the file differs from its record (truncated, changed): err says
+                                   how; the ring has dropped it, and no END was sent */
 };
 int cs_replay_next(cs_replay *r, cs_msg **out, cs_err *err);
 

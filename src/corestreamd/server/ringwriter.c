@@ -17,11 +17,14 @@ struct cs_ring_writer {
     uint32_t seq;
     cs_msg **msgs;
     size_t n;
-    int rc;
-    cs_err err;
+    cs_ledger_record rec;
+    /* Writer thread only: the failure being reported, so it is logged once per transition. */
+    bool failing;
+    uint64_t missed; /* ledgers not retained since the failure began */
 };
 
-static int write_ledger(cs_ring *ring, uint32_t seq, cs_msg **msgs, size_t n, cs_err *err)
+static int write_ledger(cs_ring *ring, uint32_t seq, cs_msg **msgs, size_t n, const cs_ledger_record *rec,
+                        cs_err *err)
 {
     struct iovec stack_iov[64];
     struct iovec *iov = n <= 64 ? stack_iov : malloc(n * sizeof *iov);
@@ -32,7 +35,7 @@ static int write_ledger(cs_ring *ring, uint32_t seq, cs_msg **msgs, size_t n, cs
         iov[i].iov_len = msgs[i]->len - CS_WIRE_CHUNK_HEADER_LEN;
     }
     bool reset = false;
-    int rc = cs_ring_put(ring, seq, iov, n, &reset, err);
+    int rc = cs_ring_put(ring, seq, iov, n, rec, &reset, err);
     if (iov != stack_iov)
         free(iov);
     if (rc != 0)
@@ -40,6 +43,24 @@ static int write_ledger(cs_ring *ring, uint32_t seq, cs_msg **msgs, size_t n, cs
     if (reset)
         CS_LOG(CS_LOG_WARN, "retention reset: ledger does not continue the retained range", KV_U("ledger", seq));
     return 0;
+}
+
+/* A ring write failure costs the ring, never the live flow: logged when writes start failing and
+ * when they work again, not per ledger. */
+static void note_result(cs_ring_writer *w, uint32_t seq, int rc, const cs_err *err)
+{
+    if (rc != 0) {
+        if (!w->failing)
+            CS_LOG(CS_LOG_ERROR, "ring write failed; live streaming continues, the ring keeps its range until a write works",
+                   KV_U("ledger", seq), KV_S("error", err->msg));
+        w->failing = true;
+        w->missed++;
+        return;
+    }
+    if (w->failing)
+        CS_LOG(CS_LOG_INFO, "ring write recovered", KV_U("ledger", seq), KV_U("ledgers_not_retained", w->missed));
+    w->failing = false;
+    w->missed = 0;
 }
 
 static void *writer_main(void *arg)
@@ -57,15 +78,15 @@ static void *writer_main(void *arg)
         uint32_t seq = w->seq;
         cs_msg **msgs = w->msgs;
         size_t n = w->n;
+        cs_ledger_record rec = w->rec;
         pthread_mutex_unlock(&w->mu);
         cs_err err;
-        int rc = write_ledger(w->ring, seq, msgs, n, &err);
+        int rc = write_ledger(w->ring, seq, msgs, n, &rec, &err);
+        note_result(w, seq, rc, &err);
         for (size_t i = 0; i < n; i++)
             cs_msg_release(msgs[i]);
         free(msgs);
         pthread_mutex_lock(&w->mu);
-        w->rc = rc;
-        w->err = err;
         w->pending = false;
         pthread_cond_broadcast(&w->cv);
     }
@@ -91,29 +112,28 @@ int cs_ring_writer_new(cs_ring_writer **out, cs_ring *ring, cs_err *err)
     return 0;
 }
 
-void cs_ring_writer_submit(cs_ring_writer *w, uint32_t seq, cs_msg **msgs, size_t n)
+void cs_ring_writer_submit(cs_ring_writer *w, uint32_t seq, cs_msg **msgs, size_t n, size_t chunk_size,
+                           uint64_t xxh64)
 {
+    uint64_t len = 0;
+    for (size_t i = 0; i < n; i++)
+        len += msgs[i]->len - CS_WIRE_CHUNK_HEADER_LEN;
     pthread_mutex_lock(&w->mu);
+    w->rec = (cs_ledger_record){.len = len, .chunks = (uint32_t)n, .chunk_size = (uint32_t)chunk_size, .xxh64 = xxh64};
     w->seq = seq;
     w->msgs = msgs;
     w->n = n;
-    w->rc = 0;
     w->pending = true;
     pthread_cond_broadcast(&w->cv);
     pthread_mutex_unlock(&w->mu);
 }
 
-int cs_ring_writer_wait(cs_ring_writer *w, cs_err *err)
+void cs_ring_writer_wait(cs_ring_writer *w)
 {
     pthread_mutex_lock(&w->mu);
     while (w->pending)
         pthread_cond_wait(&w->cv, &w->mu);
-    int rc = w->rc;
-    if (rc != 0 && err)
-        *err = w->err;
-    w->rc = 0;
     pthread_mutex_unlock(&w->mu);
-    return rc;
 }
 
 void cs_ring_writer_free(cs_ring_writer *w)

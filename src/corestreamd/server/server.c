@@ -341,20 +341,31 @@ static int serve_healthz(cs_server *s, struct lws *wsi, unsigned head)
 {
     uint32_t oldest, latest;
     cs_ring_bounds(s->cfg.ring, &oldest, &latest);
-    char body[256];
+    cs_ring_health_t h;
+    cs_ring_health(s->cfg.ring, &h);
+    char body[320];
+    /* PORTSPEC's five fields first, as the prototype's clients parse them; the ring's health after. */
     snprintf(body, sizeof body,
              "{\"oldest\":%u,\"latest\":%u,\"subscribers\":%d,\"live_abandons\":%llu,\"raw_fallbacks\":%llu,"
-             "\"version\":\"%s\"}\n",
+             "\"version\":\"%s\",\"ring_write_failures\":%llu,\"ring_degraded\":%s,\"ring_dropped\":%llu}\n",
              oldest, latest, atomic_load(&s->subscribers),
              (unsigned long long)atomic_load(&s->live_abandons),
-             (unsigned long long)cs_server_raw_fallbacks(s), cs_build_version());
+             (unsigned long long)cs_server_raw_fallbacks(s), cs_build_version(),
+             (unsigned long long)h.write_failures, h.degraded ? "true" : "false", (unsigned long long)h.dropped);
     return respond_with(wsi, 200, "application/json", body, head);
 }
 
 static int serve_readyz(cs_server *s, struct lws *wsi, unsigned head)
 {
     char body[256];
-    unsigned code = cs_readiness(cs_m_state(s->metrics), atomic_load(&s->stop_requested),
+    cs_ring_health_t h;
+    cs_ring_health(s->cfg.ring, &h);
+    /* A ring that cannot be written no longer stops the run (the live flow carries on), but this
+     * daemon cannot serve a catch-up it has not stored: not ready until a write works again. */
+    cs_source_state st = cs_m_state(s->metrics);
+    if (h.degraded && st == CS_SRC_STREAMING)
+        st = CS_SRC_RING_FAILED;
+    unsigned code = cs_readiness(st, atomic_load(&s->stop_requested),
                                  cs_m_get(&s->metrics->latest_emitted), body, sizeof body);
     return respond_with(wsi, code, "application/json", body, head);
 }
@@ -363,6 +374,8 @@ static int serve_metrics(cs_server *s, struct lws *wsi, unsigned head)
 {
     uint32_t oldest, latest;
     cs_ring_bounds(s->cfg.ring, &oldest, &latest);
+    cs_ring_health_t h;
+    cs_ring_health(s->cfg.ring, &h);
     int64_t level = s->cfg.compress_level ? s->cfg.compress_level : CS_DEFAULT_COMPRESS_LEVEL;
     cs_metrics_view v = {
         .version = cs_build_version(),
@@ -373,6 +386,7 @@ static int serve_metrics(cs_server *s, struct lws *wsi, unsigned head)
         .ring_oldest = oldest,
         .ring_latest = latest,
         .ring_bytes = cs_ring_bytes(s->cfg.ring),
+        .ring_write_failures = h.write_failures,
         .retention = s->cfg.retention,
         .subscribers = atomic_load(&s->subscribers),
         .connections = atomic_load(&s->connections),

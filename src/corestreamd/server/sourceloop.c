@@ -64,7 +64,7 @@ static void abort_on_bug(const cs_err *e)
 
 /* Emits one ledger. Returns 0, 1 when cancelled, -1 on failure. */
 static int emit_ledger(cs_source_loop *l, const cs_emission *em, XXH64_state_t *hash,
-                       ledger_parts *parts, cs_msg_pool *chunks, cs_err *err)
+                       ledger_parts *parts, cs_msg_pool *chunk_pool, uint64_t *sum, cs_err *err)
 {
     uint32_t seq = em->seq;
     cs_err e;
@@ -85,7 +85,7 @@ static int emit_ledger(cs_source_loop *l, const cs_emission *em, XXH64_state_t *
     uint64_t total = 0;
     uint32_t idx = 0;
     for (;;) {
-        cs_msg *raw = cs_msg_pool_get(chunks);
+        cs_msg *raw = cs_msg_pool_get(chunk_pool);
         if (!raw)
             return cs_err_set(err, 0, "ledger %u: out of memory", seq);
         ssize_t n = fill_chunk(l->src, raw->data + CS_WIRE_CHUNK_HEADER_LEN, l->chunk_size, &e);
@@ -121,7 +121,8 @@ static int emit_ledger(cs_source_loop *l, const cs_emission *em, XXH64_state_t *
     if (!end)
         return cs_err_set(err, 0, "ledger %u: out of memory", seq);
     int64_t emit_end = cs_wall_ns();
-    end->len = cs_wire_put_end(end->data, seq, idx, total, emit_end, XXH64_digest(hash));
+    *sum = XXH64_digest(hash);
+    end->len = cs_wire_put_end(end->data, seq, idx, total, emit_end, *sum);
     end->published_ns = cs_mono_ns();
     /* Counted before END goes out, so a scrape after a subscriber saw END counts that ledger. */
     if (l->metrics) {
@@ -161,15 +162,15 @@ int cs_source_loop_run(cs_source_loop *l, cs_err *err)
      * wait for the next ledger instead of going back to malloc. */
     size_t chunk_cap = CS_WIRE_CHUNK_HEADER_LEN + l->chunk_size;
     size_t keep = CHUNK_POOL_BYTES / chunk_cap;
-    cs_msg_pool *chunks = cs_msg_pool_new(chunk_cap, keep < 16 ? 16 : keep);
-    if (!hash || !chunks || cs_ring_writer_new(&writer, l->ring, err) != 0) {
+    cs_msg_pool *chunk_pool = cs_msg_pool_new(chunk_cap, keep < 16 ? 16 : keep);
+    if (!hash || !chunk_pool || cs_ring_writer_new(&writer, l->ring, err) != 0) {
         XXH64_freeState(hash);
-        cs_msg_pool_free(chunks);
+        cs_msg_pool_free(chunk_pool);
         return cs_err_set(err, 0, "source loop: out of memory");
     }
     uint32_t prev = 0;
     int rc = 0;
-    bool cancelled = false, ring_failed = false;
+    bool cancelled = false;
     if (l->on_progress)
         l->on_progress(l->progress_arg, 0);
     for (;;) {
@@ -193,18 +194,15 @@ int cs_source_loop_run(cs_source_loop *l, cs_err *err)
         }
         /* The previous ledger reaches the ring before this one begins: the ring never serves the
          * current flow. */
-        if (cs_ring_writer_wait(writer, err) != 0) {
-            rc = -1;
-            ring_failed = true;
-            break;
-        }
+        cs_ring_writer_wait(writer);
         if (em.declared_size > l->max_payload) {
             rc = cs_err_set(err, 0, "ledger %u is %llu bytes, over the %llu-byte protocol payload cap",
                             em.seq, (unsigned long long)em.declared_size,
                             (unsigned long long)l->max_payload);
             break;
         }
-        int r = emit_ledger(l, &em, hash, &parts, chunks, err);
+        uint64_t sum = 0;
+        int r = emit_ledger(l, &em, hash, &parts, chunk_pool, &sum, err);
         if (r == 1) {
             cancelled = true;
             parts_clear(&parts);
@@ -221,15 +219,11 @@ int cs_source_loop_run(cs_source_loop *l, cs_err *err)
         for (size_t i = 0; i < parts.n; i++)
             bytes += parts.msgs[i]->len - CS_WIRE_CHUNK_HEADER_LEN;
         size_t chunks = parts.n;
-        cs_ring_writer_submit(writer, em.seq, parts.msgs, parts.n);
+        cs_ring_writer_submit(writer, em.seq, parts.msgs, parts.n, l->chunk_size, sum);
         parts = (ledger_parts){0};
         if (em.seq % 100 == 0) {
             /* The log reports the ring as it stands with this ledger in it. */
-            if (cs_ring_writer_wait(writer, err) != 0) {
-                rc = -1;
-                ring_failed = true;
-                break;
-            }
+            cs_ring_writer_wait(writer);
             log_streaming(l, em.seq, bytes, chunks);
         }
         l->published++;
@@ -238,19 +232,10 @@ int cs_source_loop_run(cs_source_loop *l, cs_err *err)
     }
     /* Whatever way the loop ended, the last completed ledger is retained before the stream is
      * declared over. */
-    if (cs_ring_writer_wait(writer, rc == 0 ? err : NULL) != 0) {
-        ring_failed = ring_failed || rc == 0;
-        rc = -1;
-    }
+    cs_ring_writer_wait(writer);
     cs_ring_writer_free(writer);
-    if (l->metrics) {
-        if (ring_failed)
-            cs_m_add1(&l->metrics->ring_write_failures, 1);
-        cs_m_set_state(l->metrics, ring_failed ? CS_SRC_RING_FAILED
-                                   : rc != 0   ? CS_SRC_FAILED
-                                   : cancelled ? CS_SRC_STOPPED
-                                               : CS_SRC_ENDED);
-    }
+    if (l->metrics)
+        cs_m_set_state(l->metrics, rc != 0 ? CS_SRC_FAILED : cancelled ? CS_SRC_STOPPED : CS_SRC_ENDED);
     if (rc == 0) {
         if (cancelled)
             CS_LOG(CS_LOG_INFO, "source loop cancelled", KV_U("ledgers", l->published));
@@ -259,6 +244,6 @@ int cs_source_loop_run(cs_source_loop *l, cs_err *err)
     }
     free(parts.msgs);
     XXH64_freeState(hash);
-    cs_msg_pool_free(chunks); /* chunks still in a flow or a replay free themselves later */
+    cs_msg_pool_free(chunk_pool); /* chunks still in a flow or a replay free themselves later */
     return rc;
 }

@@ -1,0 +1,764 @@
+/* The retention ring under disk faults, end to end: the real corestreamd over 127.0.0.1, its log
+ * read line by line, subscribers reading verified ledgers. A data dir that cannot be written is
+ * refused before listening; a ring write that fails mid-run (a directory in the next ledger's
+ * place, a full file system) costs the ring, never the live flow.
+ *
+ * Read-only and full file systems are tmpfs mounts made in a private mount namespace
+ * (`unshare -rm`, which needs no privilege where user namespaces are enabled); where that is not
+ * possible the case is skipped with a message. CORESTREAMD_BIN is the daemon's absolute path. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fcntl.h>
+#include <xxhash.h>
+
+#include "support/procharness.h"
+#include "support/tmpdir.h"
+#include "support/wsclient.h"
+#include "wire/wire.h"
+
+#ifndef CORESTREAMD_BIN
+#error "CORESTREAMD_BIN must name the corestreamd binary"
+#endif
+
+#define WAIT_MS 20000
+#define STOP_MS 10000
+
+typedef struct fixture {
+    cs_tmpdir dir;
+    char data[700]; /* <dir>/data, the --data-dir */
+    char ring[720]; /* <data>/ledgers */
+    cs_proc proc;
+    bool started;
+} fixture;
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    if (!f || cs_tmpdir_make(&f->dir, "ringfaults") != 0) {
+        free(f);
+        return -1;
+    }
+    /* Scratch paths are short; a longer one fails the setup rather than being cut. */
+    if (strlen(f->dir.path) > sizeof f->data - 16) {
+        cs_tmpdir_remove(&f->dir);
+        free(f);
+        return -1;
+    }
+    memcpy(f->data, f->dir.path, strlen(f->dir.path));
+    strcpy(f->data + strlen(f->dir.path), "/data");
+    strcpy(f->ring, f->data);
+    strcat(f->ring, "/ledgers");
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    if (f->started)
+        cs_proc_free(&f->proc);
+    /* A case may leave the ring unwritable to its owner. */
+    chmod(f->ring, 0755);
+    cs_tmpdir_remove(&f->dir);
+    free(f);
+    return 0;
+}
+
+/* Whether `unshare -rm` can make a private mount namespace with tmpfs mounts here. */
+static bool can_mount_tmpfs(void)
+{
+    static int known = -1;
+    if (known < 0) {
+        int st = system("unshare -rm sh -c 'mount -t tmpfs tmpfs /mnt' >/dev/null 2>&1");
+        known = st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    }
+    return known == 1;
+}
+
+/* Starts corestreamd with args (NULL-terminated) after the common ones. With mount_script, the
+ * daemon runs inside `unshare -rm sh -c '<mount_script> && exec "$0" "$@"'`: the same process
+ * (unshare and sh exec), so the harness's PID is the daemon's. */
+static void start_daemon(fixture *f, const char *mount_script, const char *const *args)
+{
+    const char *argv[64];
+    int n = 0;
+    if (mount_script) {
+        argv[n++] = "/usr/bin/unshare";
+        argv[n++] = "-rm";
+        argv[n++] = "/bin/sh";
+        argv[n++] = "-c";
+        static char script[4200];
+        snprintf(script, sizeof script, "%s && exec \"$0\" \"$@\"", mount_script);
+        argv[n++] = script;
+    }
+    argv[n++] = CORESTREAMD_BIN;
+    argv[n++] = "--listen";
+    argv[n++] = "127.0.0.1:0";
+    argv[n++] = "--data-dir";
+    argv[n++] = f->data;
+    while (*args)
+        argv[n++] = *args++;
+    argv[n] = NULL;
+    assert_int_equal(cs_proc_start(&f->proc, (char *const *)argv), 0);
+    f->started = true;
+}
+
+static void wait_line(fixture *f, const char *needle)
+{
+    if (cs_proc_wait_line(&f->proc, needle, WAIT_MS) != 0)
+        fail_msg("no log line with %s; log:\n%s", needle, f->proc.log);
+}
+
+static void healthz(fixture *f, char *body, size_t len)
+{
+    assert_int_equal(cs_http_get("127.0.0.1", f->proc.port, "/healthz", WAIT_MS, body, len, NULL, 0), 200);
+}
+
+/* Reads ledgers from ws until seq `last`, asserting that each is the one after the previous (the
+ * first may be anything); returns the first. */
+static uint32_t read_through(cs_ws *ws, uint32_t last)
+{
+    uint32_t first = 0, prev = 0;
+    for (int i = 0; i < 100000; i++) {
+        cs_ledger l;
+        char err[256];
+        int rc = cs_ws_read_ledger(ws, &l, WAIT_MS, err, sizeof err);
+        if (rc != 1)
+            fail_msg("reading ledgers after %u: %d %s", prev, rc, err);
+        if (prev && l.seq != prev + 1)
+            fail_msg("ledger %u after %u", l.seq, prev);
+        if (!first)
+            first = l.seq;
+        prev = l.seq;
+        cs_ledger_free(&l);
+        if (prev >= last)
+            return first;
+    }
+    fail_msg("ledger %u never came", last);
+    return 0;
+}
+
+static const char *const k_synthetic[] = {"--source", "synthetic", "--synthetic-size", "65536",
+                                          "--synthetic-interval", "50ms", "--emit-window", "0", NULL};
+
+/* A data dir on a read-only file system is refused before listening, naming it. */
+static void readonly_dir_refused_at_start(void **state)
+{
+    fixture *f = *state;
+    char script[4096];
+    if (can_mount_tmpfs()) {
+        assert_int_equal(mkdir(f->data, 0755), 0);
+        snprintf(script, sizeof script,
+                 "mount -t tmpfs tmpfs '%s' && mkdir '%s' && mount -o remount,ro '%s'", f->data, f->ring, f->data);
+        start_daemon(f, script, k_synthetic);
+    } else if (geteuid() != 0) {
+        /* Without mounts, permission bits do as well for anyone but root. */
+        assert_int_equal(mkdir(f->data, 0755), 0);
+        assert_int_equal(mkdir(f->ring, 0555), 0);
+        start_daemon(f, NULL, k_synthetic);
+    } else {
+        print_message("skipped: cannot mount a read-only tmpfs here, and root ignores permission bits\n");
+        skip();
+    }
+    int st = cs_proc_wait_exit(&f->proc, WAIT_MS);
+    cs_proc_drain(&f->proc);
+    if (st != 1)
+        fail_msg("exit %d; log:\n%s", st, f->proc.log);
+    char want[4096];
+    snprintf(want, sizeof want,
+             "level=ERROR msg=\"corestreamd failed\" error=\"store: \\\"%s\\\" cannot be written: create "
+             "write-probe.tmp: %s\"",
+             f->ring, can_mount_tmpfs() ? "Read-only file system" : "Permission denied");
+    if (!strstr(f->proc.log, want))
+        fail_msg("wanted %s in:\n%s", want, f->proc.log);
+    assert_null(strstr(f->proc.log, "corestreamd listening"));
+}
+
+/* A directory where the next ledger goes fails that one ring write: logged once at ERROR with the
+ * cause, counted in /healthz; the live subscriber gets every ledger; the next write works, resets
+ * the ring past the gap and logs the recovery. */
+static void directory_in_place_degrades_then_recovers(void **state)
+{
+    fixture *f = *state;
+    start_daemon(f, NULL, k_synthetic);
+    if (cs_proc_wait_listening(&f->proc, WAIT_MS) != 0)
+        fail_msg("not listening:\n%s", f->proc.log);
+    cs_ws *ws = cs_ws_connect("127.0.0.1", f->proc.port, "/stream", WAIT_MS, NULL, NULL, 0);
+    assert_non_null(ws);
+    cs_ledger l;
+    char err[256];
+    assert_int_equal(cs_ws_read_ledger(ws, &l, WAIT_MS, err, sizeof err), 1);
+    uint32_t s0 = l.seq, bad = s0 + 6;
+    cs_ledger_free(&l);
+    /* Ledger `bad` is at least 250 ms away; a non-empty directory cannot be renamed over. */
+    char p[PATH_MAX + 64];
+    snprintf(p, sizeof p, "%s/ledger-%u.xdr", f->ring, bad);
+    assert_int_equal(mkdir(p, 0755), 0);
+    snprintf(p, sizeof p, "%s/ledger-%u.xdr/keep", f->ring, bad);
+    FILE *fp = fopen(p, "w");
+    assert_non_null(fp);
+    fclose(fp);
+
+    read_through(ws, bad + 4);
+    char want[512];
+    snprintf(want, sizeof want,
+             "level=ERROR msg=\"ring write failed; live streaming continues, the ring keeps its range until a "
+             "write works\" ledger=%u error=\"retain ledger %u: store: publish ledger %u: Is a directory\"",
+             bad, bad, bad);
+    wait_line(f, want);
+    snprintf(want, sizeof want, "level=WARN msg=\"retention reset: ledger does not continue the retained range\" ledger=%u",
+             bad + 1);
+    wait_line(f, want);
+    snprintf(want, sizeof want, "level=INFO msg=\"ring write recovered\" ledger=%u ledgers_not_retained=1", bad + 1);
+    wait_line(f, want);
+    assert_int_equal(cs_proc_log_count(&f->proc, "ring write failed"), 1);
+
+    char body[512];
+    healthz(f, body, sizeof body);
+    snprintf(want, sizeof want, "{\"oldest\":%u,", bad + 1);
+    if (strncmp(body, want, strlen(want)) != 0 || !strstr(body, ",\"ring_write_failures\":1,\"ring_degraded\":false,\"ring_dropped\":0}"))
+        fail_msg("healthz: %s", body);
+    /* The ring serves from past the gap: a subscriber asking for the failed ledger is refused. */
+    char q[64];
+    snprintf(q, sizeof q, "/stream?start=%u", bad);
+    cs_ws *old = cs_ws_connect("127.0.0.1", f->proc.port, q, WAIT_MS, NULL, NULL, 0);
+    assert_non_null(old);
+    assert_int_equal(cs_ws_read_ledger(old, &l, WAIT_MS, err, sizeof err), 0);
+    int code = 0;
+    char reason[128];
+    assert_int_equal(cs_ws_last_close(old, &code, reason, sizeof reason), 1);
+    assert_int_equal(code, 4001);
+    assert_non_null(strstr(reason, "too far behind: oldest="));
+    cs_ws_close(old);
+    cs_ws_close(ws);
+    assert_int_equal(cs_proc_stop(&f->proc, SIGTERM, STOP_MS), 0);
+}
+
+/* A full file system fails every ring write from some ledger on: one ERROR, the failures counted,
+ * the ring degraded and frozen at what it holds, and the live subscriber unaffected. */
+static void full_disk_degrades_live_carries_on(void **state)
+{
+    fixture *f = *state;
+    if (!can_mount_tmpfs()) {
+        print_message("skipped: cannot mount a small tmpfs here (unshare -rm failed)\n");
+        skip();
+    }
+    assert_int_equal(mkdir(f->data, 0755), 0);
+    char script[4096];
+    /* 256 KiB hold three 64 KiB ledgers and part of a fourth. */
+    snprintf(script, sizeof script, "mount -t tmpfs -o size=256k tmpfs '%s'", f->data);
+    start_daemon(f, script, k_synthetic);
+    if (cs_proc_wait_listening(&f->proc, WAIT_MS) != 0)
+        fail_msg("not listening:\n%s", f->proc.log);
+    cs_ws *ws = cs_ws_connect("127.0.0.1", f->proc.port, "/stream", WAIT_MS, NULL, NULL, 0);
+    assert_non_null(ws);
+    wait_line(f, "level=ERROR msg=\"ring write failed; live streaming continues");
+    char line[1024];
+    cs_proc_line(&f->proc, line, sizeof line);
+    assert_non_null(strstr(line, ": No space left on device\""));
+    uint32_t first = read_through(ws, 0);
+    read_through(ws, first + 8);
+    cs_proc_drain(&f->proc);
+    assert_int_equal(cs_proc_log_count(&f->proc, "ring write failed"), 1);
+    assert_int_equal(cs_proc_log_count(&f->proc, "ring write recovered"), 0);
+    char body[512];
+    healthz(f, body, sizeof body);
+    if (!strstr(body, ",\"ring_degraded\":true,") || strstr(body, "\"ring_write_failures\":0,"))
+        fail_msg("healthz: %s", body);
+    cs_ws_close(ws);
+    assert_int_equal(cs_proc_stop(&f->proc, SIGTERM, STOP_MS), 0);
+}
+
+/* ---- integrity: every kind of corruption, before start and while replayed ---------------------- */
+
+#define BIG (16u << 20) /* ledger bytes: far more than the socket buffers, so a replay is mid-file */
+#define BIG_STR "16777216"
+
+static const char *const k_fill[] = {"--source", "synthetic", "--synthetic-size", BIG_STR, "--compress=false",
+                                     "--synthetic-interval=-1ns", "--emit-window", "0", "--synthetic-count", "3",
+                                     NULL};
+/* Continues the filled ring at ledger 4, then waits an hour: the ring is [1,4] (or less). */
+static const char *const k_serve[] = {"--source", "synthetic", "--synthetic-size", BIG_STR, "--compress=false",
+                                      "--synthetic-interval", "1h", "--emit-window", "0", "--start-ledger", "4",
+                                      NULL};
+
+/* Writes ledgers 1..3 with their records through a real run. */
+static void fill_ring(fixture *f)
+{
+    start_daemon(f, NULL, k_fill);
+    int st = cs_proc_wait_exit(&f->proc, 60000);
+    cs_proc_drain(&f->proc);
+    if (st != 0)
+        fail_msg("fill exit %d:\n%s", st, f->proc.log);
+    cs_proc_free(&f->proc);
+    f->started = false;
+}
+
+static void serve(fixture *f)
+{
+    start_daemon(f, NULL, k_serve);
+    if (cs_proc_wait_listening(&f->proc, WAIT_MS) != 0)
+        fail_msg("not listening:\n%s", f->proc.log);
+    wait_line(f, "level=INFO msg=\"source loop starting\"");
+    /* Ledger 4 goes out at once; wait for it to be retained. */
+    char body[512];
+    for (int i = 0; i < 2000; i++) {
+        healthz(f, body, sizeof body);
+        if (strstr(body, "\"latest\":4,"))
+            return;
+        usleep(5000);
+    }
+    fail_msg("ledger 4 never retained: %s", body);
+}
+
+static void ledger_path(const fixture *f, const char *name, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s/%s", f->ring, name);
+}
+
+typedef enum corruption {
+    C_TRUNCATE, C_EXTEND, C_FLIP, C_EMPTY, C_SYMLINK, C_DIRECTORY, C_NO_RECORD, C_OTHER_RECORD, C_REMOVE
+} corruption;
+
+static void corrupt(const fixture *f, corruption c)
+{
+    char p[1024], q[1024];
+    ledger_path(f, "ledger-2.xdr", p, sizeof p);
+    switch (c) {
+    case C_TRUNCATE:
+        assert_int_equal(truncate(p, 1000), 0);
+        break;
+    case C_EMPTY:
+        assert_int_equal(truncate(p, 0), 0);
+        break;
+    case C_EXTEND: {
+        FILE *fp = fopen(p, "a");
+        assert_non_null(fp);
+        fputs("extra", fp);
+        assert_int_equal(fclose(fp), 0);
+        break;
+    }
+    case C_FLIP: {
+        /* The last byte: read last, so a replay under way has not read it yet. */
+        int fd = open(p, O_RDWR);
+        assert_true(fd >= 0);
+        uint8_t b;
+        assert_int_equal(pread(fd, &b, 1, BIG - 1), 1);
+        b ^= 0x40;
+        assert_int_equal(pwrite(fd, &b, 1, BIG - 1), 1);
+        close(fd);
+        break;
+    }
+    case C_SYMLINK:
+        assert_int_equal(unlink(p), 0);
+        assert_int_equal(symlink("/etc/hostname", p), 0);
+        break;
+    case C_DIRECTORY:
+        assert_int_equal(unlink(p), 0);
+        assert_int_equal(mkdir(p, 0755), 0);
+        break;
+    case C_REMOVE:
+        assert_int_equal(unlink(p), 0);
+        break;
+    case C_NO_RECORD:
+        ledger_path(f, "ledger-2.rec", q, sizeof q);
+        assert_int_equal(unlink(q), 0);
+        break;
+    case C_OTHER_RECORD: {
+        ledger_path(f, "ledger-1.rec", p, sizeof p);
+        ledger_path(f, "ledger-2.rec", q, sizeof q);
+        char cmd[2200];
+        snprintf(cmd, sizeof cmd, "cp '%s' '%s'", p, q);
+        assert_int_equal(system(cmd), 0);
+        break;
+    }
+    }
+}
+
+/* What the open-time check says about each kind (NULL: only a replay can tell). */
+static const char *open_problem(corruption c)
+{
+    switch (c) {
+    case C_TRUNCATE:
+        return "problem=\"is 1000 bytes, its record says " BIG_STR "\"";
+    case C_EXTEND:
+        return "problem=\"is 16777221 bytes, its record says " BIG_STR "\"";
+    case C_EMPTY:
+        return "problem=\"is 0 bytes, its record says " BIG_STR "\"";
+    case C_SYMLINK:
+        return "problem=\"is a symbolic link\"";
+    case C_DIRECTORY:
+        return "problem=\"is a directory\"";
+    case C_NO_RECORD:
+        return "problem=\"integrity record is missing\"";
+    case C_OTHER_RECORD:
+        return "problem=\"integrity record is for ledger 1\"";
+    case C_REMOVE:
+        return "problem=\"is missing (the ring resumes at ledger 3)\"";
+    default:
+        return NULL;
+    }
+}
+
+static void expect_close(cs_ws *ws, int want_code, const char *want_reason)
+{
+    for (int i = 0; i < 1000; i++) {
+        cs_ws_msg m;
+        int k = cs_ws_read(ws, &m, WAIT_MS);
+        if (k == CS_WS_BINARY)
+            continue;
+        if (k != CS_WS_CLOSE)
+            fail_msg("wanted close %d, got kind %d (%s)", want_code, k, m.reason);
+        assert_int_equal(m.close_code, want_code);
+        if (!strstr(m.reason, want_reason))
+            fail_msg("close reason \"%s\" lacks \"%s\"", m.reason, want_reason);
+        return;
+    }
+    fail_msg("no close");
+}
+
+/* The ring after the drop: ledgers 1 and 2 refused with the new bounds, 3 and 4 served whole. */
+static void expect_dropped_through_2(fixture *f)
+{
+    cs_ws *ws = cs_ws_connect("127.0.0.1", f->proc.port, "/stream?start=1&end=4", WAIT_MS, NULL, NULL, 0);
+    assert_non_null(ws);
+    expect_close(ws, 4001, "too far behind: oldest=3 latest=4");
+    cs_ws_close(ws);
+    ws = cs_ws_connect("127.0.0.1", f->proc.port, "/stream?start=3&end=4", WAIT_MS, NULL, NULL, 0);
+    assert_non_null(ws);
+    assert_int_equal(read_through(ws, 4), 3);
+    cs_ws_close(ws);
+    char body[512];
+    healthz(f, body, sizeof body);
+    if (strncmp(body, "{\"oldest\":3,\"latest\":4,", 23) != 0 || !strstr(body, "\"ring_dropped\":2}"))
+        fail_msg("healthz: %s", body);
+}
+
+static void corrupt_before_start(fixture *f, corruption c)
+{
+    fill_ring(f);
+    corrupt(f, c);
+    serve(f);
+    char want[1200];
+    snprintf(want, sizeof want,
+             "level=ERROR msg=\"ring ledger failed its integrity check; dropping it and every older ledger\" "
+             "file=%s/ledger-2.xdr ",
+             f->ring);
+    if (c == C_FLIP) {
+        /* Same length: found by the replay's hash. Ledger 1 is whole; ledger 2 never ends. */
+        cs_ws *ws = cs_ws_connect("127.0.0.1", f->proc.port, "/stream?start=1&end=4", WAIT_MS, NULL, NULL, 0);
+        assert_non_null(ws);
+        cs_ledger l;
+        char err[256];
+        assert_int_equal(cs_ws_read_ledger(ws, &l, WAIT_MS, err, sizeof err), 1);
+        assert_int_equal(l.seq, 1);
+        cs_ledger_free(&l);
+        assert_int_equal(cs_ws_read_ledger(ws, &l, WAIT_MS, err, sizeof err), 0);
+        int code;
+        char reason[128];
+        assert_int_equal(cs_ws_last_close(ws, &code, reason, sizeof reason), 1);
+        assert_int_equal(code, 1011);
+        assert_string_equal(reason, "ring ledger 2 failed its integrity check");
+        cs_ws_close(ws);
+        wait_line(f, want);
+        char line[2048];
+        cs_proc_line(&f->proc, line, sizeof line);
+        if (!strstr(line, "problem=\"ledger-2.xdr changed on disk: its bytes hash to "))
+            fail_msg("line: %s", line);
+    } else {
+        /* Logged at open, before the listening line the harness already read past. */
+        const char *at = strstr(f->proc.log, want);
+        if (!at)
+            fail_msg("no %s in:\n%s", want, f->proc.log);
+        char line[2048];
+        snprintf(line, sizeof line, "%.*s", (int)strcspn(at, "\n"), at);
+        if (!strstr(line, open_problem(c)) || !strstr(line, "dropped=2 oldest=3 latest=3"))
+            fail_msg("wanted %s; line: %s", open_problem(c), line);
+    }
+    expect_dropped_through_2(f);
+    assert_int_equal(cs_proc_log_count(&f->proc, "ring ledger failed its integrity check"), 1);
+    assert_int_equal(cs_proc_stop(&f->proc, SIGTERM, STOP_MS), 0);
+}
+
+#define BEFORE_START(kind, fn)                                                                       \
+    static void fn(void **state)                                                                   \
+    {                                                                                              \
+        corrupt_before_start(*state, kind);                                                        \
+    }
+BEFORE_START(C_TRUNCATE, truncated_before_start)
+BEFORE_START(C_EXTEND, extended_before_start)
+BEFORE_START(C_FLIP, flipped_before_start)
+BEFORE_START(C_EMPTY, emptied_before_start)
+BEFORE_START(C_SYMLINK, symlink_before_start)
+BEFORE_START(C_DIRECTORY, directory_before_start)
+BEFORE_START(C_NO_RECORD, missing_record_before_start)
+BEFORE_START(C_OTHER_RECORD, other_record_before_start)
+BEFORE_START(C_REMOVE, removed_before_start)
+
+/* Reads ledger 2's flow raw (uncompressed chunks) after its BEGIN: 1 and the END's checksum
+ * checked against the bytes when it ends whole, 0 and the close when it does not. */
+static int read_rest_of_2(cs_ws *ws, int *code, char *reason, size_t rlen)
+{
+    XXH64_state_t *st = XXH64_createState();
+    XXH64_reset(st, 0);
+    uint64_t total = 0;
+    for (int i = 0; i < 100000; i++) {
+        cs_ws_msg m;
+        int k = cs_ws_read(ws, &m, WAIT_MS);
+        if (k == CS_WS_CLOSE) {
+            *code = m.close_code;
+            snprintf(reason, rlen, "%s", m.reason);
+            XXH64_freeState(st);
+            return 0;
+        }
+        assert_int_equal(k, CS_WS_BINARY);
+        cs_wire_msg w;
+        assert_int_equal(cs_wire_decode(m.data, m.len, &w, NULL), 0);
+        assert_int_equal(w.seq, 2);
+        if (w.type == CS_WIRE_TYPE_CHUNK) {
+            assert_int_equal(w.codec, 0);
+            XXH64_update(st, w.payload, w.payload_len);
+            total += w.payload_len;
+            continue;
+        }
+        assert_int_equal(w.type, CS_WIRE_TYPE_END);
+        assert_int_equal(w.total_len, BIG);
+        assert_int_equal(total, BIG);
+        assert_true(w.checksum == XXH64_digest(st));
+        XXH64_freeState(st);
+        return 1;
+    }
+    fail_msg("ledger 2 never ended");
+    return -1;
+}
+
+/* Corrupted after the replay opened ledger 2 (its BEGIN arrived; the subscriber reads slowly):
+ * truncation and changed bytes end in 1011 naming the ledger, with no END, and the ring drops it;
+ * a removed, replaced or extended file is still read whole from the descriptor the replay holds,
+ * so the ledger arrives valid, and the next subscriber's open check drops it. Another subscriber
+ * meanwhile is unaffected. */
+static void corrupt_while_replaying(fixture *f, corruption c)
+{
+    fill_ring(f);
+    serve(f);
+    cs_ws_opts o = {.rcvbuf = 4096};
+    cs_ws *ws = cs_ws_connect_opts("127.0.0.1", f->proc.port, "/stream?start=2&end=4", &o, WAIT_MS, NULL, NULL, 0);
+    assert_non_null(ws);
+    cs_ws_msg m;
+    assert_int_equal(cs_ws_read(ws, &m, WAIT_MS), CS_WS_BINARY);
+    cs_wire_msg w;
+    assert_int_equal(cs_wire_decode(m.data, m.len, &w, NULL), 0);
+    assert_int_equal(w.type, CS_WIRE_TYPE_BEGIN);
+    corrupt(f, c);
+    int code = 0;
+    char reason[128] = "";
+    int whole = read_rest_of_2(ws, &code, reason, sizeof reason);
+    char want[1200];
+    snprintf(want, sizeof want,
+             "level=ERROR msg=\"ring ledger failed its integrity check; dropping it and every older ledger\" "
+             "file=%s/ledger-2.xdr ",
+             f->ring);
+    if (c == C_TRUNCATE || c == C_EMPTY || c == C_FLIP) {
+        assert_int_equal(whole, 0);
+        assert_int_equal(code, 1011);
+        assert_string_equal(reason, "ring ledger 2 failed its integrity check");
+        wait_line(f, want);
+        char line[2048];
+        cs_proc_line(&f->proc, line, sizeof line);
+        const char *problem = c == C_FLIP ? "problem=\"ledger-2.xdr changed on disk: its bytes hash to "
+                                          : "problem=\"ledger-2.xdr is shorter than its record: ends before byte ";
+        if (!strstr(line, problem))
+            fail_msg("wanted %s; line: %s", problem, line);
+        expect_dropped_through_2(f);
+    } else {
+        /* The bytes read are the recorded ones: a valid ledger, then 3 and 4. */
+        if (whole != 1)
+            fail_msg("ledger 2 cut short: %d %s", code, reason);
+        assert_int_equal(read_through(ws, 4), 3);
+        /* The next reader's check finds the file changed, and drops it. */
+        cs_ws *next = cs_ws_connect("127.0.0.1", f->proc.port, "/stream?start=2&end=4", WAIT_MS, NULL, NULL, 0);
+        assert_non_null(next);
+        expect_close(next, 4001, "too far behind: oldest=3 latest=4");
+        cs_ws_close(next);
+        wait_line(f, want);
+    }
+    cs_ws_close(ws);
+    assert_int_equal(cs_proc_stop(&f->proc, SIGTERM, STOP_MS), 0);
+}
+
+#define WHILE_REPLAYING(kind, fn)                                                                    \
+    static void fn(void **state)                                                                   \
+    {                                                                                              \
+        corrupt_while_replaying(*state, kind);                                                     \
+    }
+WHILE_REPLAYING(C_TRUNCATE, truncated_while_replaying)
+WHILE_REPLAYING(C_EMPTY, emptied_while_replaying)
+WHILE_REPLAYING(C_FLIP, flipped_while_replaying)
+WHILE_REPLAYING(C_EXTEND, extended_while_replaying)
+WHILE_REPLAYING(C_REMOVE, removed_while_replaying)
+WHILE_REPLAYING(C_SYMLINK, symlink_while_replaying)
+
+/* A ring written before records (raw files only, no ring-format marker) opens: records are made
+ * by hashing, logged at INFO, and its ledgers are served. */
+static void old_format_ring_opens(void **state)
+{
+    fixture *f = *state;
+    fill_ring(f);
+    char p[1024];
+    for (int s = 1; s <= 3; s++) {
+        char name[64];
+        snprintf(name, sizeof name, "ledger-%d.rec", s);
+        ledger_path(f, name, p, sizeof p);
+        assert_int_equal(unlink(p), 0);
+    }
+    ledger_path(f, "ring-format", p, sizeof p);
+    assert_int_equal(unlink(p), 0);
+    serve(f);
+    char want[1200];
+    snprintf(want, sizeof want,
+             "level=INFO msg=\"ring: integrity records made from the ledgers on disk (a ring written before "
+             "records)\" dir=%s ledgers=3",
+             f->ring);
+    if (!strstr(f->proc.log, want)) /* logged at open, before listening */
+        fail_msg("no %s in:\n%s", want, f->proc.log);
+    cs_ws *ws = cs_ws_connect("127.0.0.1", f->proc.port, "/stream?start=1&end=4", WAIT_MS, NULL, NULL, 0);
+    assert_non_null(ws);
+    assert_int_equal(read_through(ws, 4), 1);
+    cs_ws_close(ws);
+    assert_int_equal(cs_proc_log_count(&f->proc, "level=ERROR"), 0);
+    assert_int_equal(cs_proc_stop(&f->proc, SIGTERM, STOP_MS), 0);
+}
+
+/* ---- run identity -------------------------------------------------------------------------------- */
+
+static void run_to_exit(fixture *f, const char *const *args)
+{
+    start_daemon(f, NULL, args);
+    int st = cs_proc_wait_exit(&f->proc, 60000);
+    cs_proc_drain(&f->proc);
+    if (st != 0)
+        fail_msg("exit %d:\n%s", st, f->proc.log);
+}
+
+static void free_proc(fixture *f)
+{
+    cs_proc_free(&f->proc);
+    f->started = false;
+}
+
+/* A restart over the data dir of another run (another synthetic size) resets the ring before
+ * listening, even when its numbering continues: a subscriber connecting at once gets only the new
+ * run. The same run continuing contiguously keeps the ring; the same run starting over resets it. */
+static void stale_run_is_reset_before_listening(void **state)
+{
+    fixture *f = *state;
+    static const char *const first[] = {"--source", "synthetic", "--synthetic-size", "4096",
+                                        "--synthetic-interval=-1ns", "--emit-window", "0", "--synthetic-count",
+                                        "5", NULL};
+    run_to_exit(f, first);
+    assert_null(strstr(f->proc.log, "ring reset at start"));
+    free_proc(f);
+
+    static const char *const other[] = {"--source", "synthetic", "--synthetic-size", "8192",
+                                        "--synthetic-interval", "1h", "--emit-window", "0", "--start-ledger",
+                                        "6", NULL};
+    start_daemon(f, NULL, other);
+    if (cs_proc_wait_listening(&f->proc, WAIT_MS) != 0)
+        fail_msg("not listening:\n%s", f->proc.log);
+    const char *warn = strstr(f->proc.log, "level=WARN msg=\"ring reset at start: its ledgers are not this run's\" "
+                                           "reason=\"written by another run\" ring_identity=\"source=synthetic "
+                                           "size=4096 compressible=false\" identity=\"source=synthetic size=8192 "
+                                           "compressible=false\" oldest=1 latest=5\n");
+    if (!warn || warn > strstr(f->proc.log, "corestreamd listening"))
+        fail_msg("no reset before listening:\n%s", f->proc.log);
+    /* Connected during start-up: the old run's ledgers are gone, the new run's first arrives. */
+    cs_ws *ws = cs_ws_connect("127.0.0.1", f->proc.port, "/stream?start=1", WAIT_MS, NULL, NULL, 0);
+    assert_non_null(ws);
+    cs_ledger l;
+    char err[256];
+    /* It waits (the ring is empty until ledger 6 is retained; it wants 1): nothing is sent. */
+    int rc = cs_ws_read_ledger(ws, &l, 1000, err, sizeof err);
+    if (rc == 1)
+        fail_msg("served ledger %u (%zu bytes) of a reset ring", l.seq, l.len);
+    cs_ws_close(ws);
+    char body[512];
+    for (int i = 0; i < 2000 && (healthz(f, body, sizeof body), !strstr(body, "\"latest\":6,")); i++)
+        usleep(5000);
+    ws = cs_ws_connect("127.0.0.1", f->proc.port, "/stream?start=1", WAIT_MS, NULL, NULL, 0);
+    assert_non_null(ws);
+    assert_int_equal(cs_ws_read_ledger(ws, &l, WAIT_MS, err, sizeof err), 0);
+    int code;
+    char reason[128];
+    assert_int_equal(cs_ws_last_close(ws, &code, reason, sizeof reason), 1);
+    assert_int_equal(code, 4001);
+    assert_string_equal(reason, "too far behind: oldest=6 latest=6");
+    cs_ws_close(ws);
+    ws = cs_ws_connect("127.0.0.1", f->proc.port, "/stream?start=6&end=6", WAIT_MS, NULL, NULL, 0);
+    assert_non_null(ws);
+    assert_int_equal(cs_ws_read_ledger(ws, &l, WAIT_MS, err, sizeof err), 1);
+    assert_int_equal(l.seq, 6);
+    assert_int_equal(l.len, 8192);
+    cs_ledger_free(&l);
+    cs_ws_close(ws);
+    assert_int_equal(cs_proc_stop(&f->proc, SIGTERM, STOP_MS), 0);
+    free_proc(f);
+
+    /* The same run, continuing at 7: kept. */
+    static const char *const cont[] = {"--source", "synthetic", "--synthetic-size", "8192",
+                                       "--synthetic-interval=-1ns", "--emit-window", "0", "--start-ledger", "7",
+                                       "--synthetic-count", "1", NULL};
+    run_to_exit(f, cont);
+    assert_null(strstr(f->proc.log, "ring reset"));
+    free_proc(f);
+
+    /* The same run starting over at 1: reset, with the reason. */
+    static const char *const again[] = {"--source", "synthetic", "--synthetic-size", "8192",
+                                        "--synthetic-interval=-1ns", "--emit-window", "0", "--synthetic-count",
+                                        "1", NULL};
+    run_to_exit(f, again);
+    if (!strstr(f->proc.log, "reason=\"this run starts at ledger 1, not at 8\"") ||
+        !strstr(f->proc.log, "oldest=6 latest=7\n"))
+        fail_msg("log:\n%s", f->proc.log);
+    assert_null(strstr(f->proc.log, "retention reset"));
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(readonly_dir_refused_at_start, setup, teardown),
+        cmocka_unit_test_setup_teardown(directory_in_place_degrades_then_recovers, setup, teardown),
+        cmocka_unit_test_setup_teardown(full_disk_degrades_live_carries_on, setup, teardown),
+        cmocka_unit_test_setup_teardown(truncated_before_start, setup, teardown),
+        cmocka_unit_test_setup_teardown(extended_before_start, setup, teardown),
+        cmocka_unit_test_setup_teardown(flipped_before_start, setup, teardown),
+        cmocka_unit_test_setup_teardown(emptied_before_start, setup, teardown),
+        cmocka_unit_test_setup_teardown(symlink_before_start, setup, teardown),
+        cmocka_unit_test_setup_teardown(directory_before_start, setup, teardown),
+        cmocka_unit_test_setup_teardown(missing_record_before_start, setup, teardown),
+        cmocka_unit_test_setup_teardown(other_record_before_start, setup, teardown),
+        cmocka_unit_test_setup_teardown(removed_before_start, setup, teardown),
+        cmocka_unit_test_setup_teardown(truncated_while_replaying, setup, teardown),
+        cmocka_unit_test_setup_teardown(emptied_while_replaying, setup, teardown),
+        cmocka_unit_test_setup_teardown(flipped_while_replaying, setup, teardown),
+        cmocka_unit_test_setup_teardown(extended_while_replaying, setup, teardown),
+        cmocka_unit_test_setup_teardown(removed_while_replaying, setup, teardown),
+        cmocka_unit_test_setup_teardown(symlink_while_replaying, setup, teardown),
+        cmocka_unit_test_setup_teardown(old_format_ring_opens, setup, teardown),
+        cmocka_unit_test_setup_teardown(stale_run_is_reset_before_listening, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
