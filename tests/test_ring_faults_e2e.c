@@ -116,8 +116,24 @@ static void start_daemon(fixture *f, const char *mount_script, const char *const
     f->started = true;
 }
 
+/* Every log line carries pid= right after msg=; needles are written without it, and this puts the
+ * daemon's pid in (the mount wrapper execs the daemon, so the pid is the one started). */
+static const char *with_pid(const fixture *f, const char *needle)
+{
+    static char buf[8192];
+    const char *m = strstr(needle, "msg=\"");
+    const char *q = m ? strchr(m + 5, '"') : NULL;
+    while (q && q[-1] == '\\') /* an escaped quote inside the message */
+        q = strchr(q + 1, '"');
+    if (!q || q[1] != ' ')
+        return needle; /* the needle ends at the message: nothing follows to separate */
+    snprintf(buf, sizeof buf, "%.*s pid=%d%s", (int)(q + 1 - needle), needle, (int)f->proc.pid, q + 1);
+    return buf;
+}
+
 static void wait_line(fixture *f, const char *needle)
 {
+    needle = with_pid(f, needle);
     if (cs_proc_wait_line(&f->proc, needle, WAIT_MS) != 0)
         fail_msg("no log line with %s; log:\n%s", needle, f->proc.log);
 }
@@ -182,8 +198,8 @@ static void readonly_dir_refused_at_start(void **state)
              "level=ERROR msg=\"corestreamd failed\" error=\"store: \\\"%s\\\" cannot be written: create "
              "write-probe.tmp: %s\"",
              f->ring, can_mount_tmpfs() ? "Read-only file system" : "Permission denied");
-    if (!strstr(f->proc.log, want))
-        fail_msg("wanted %s in:\n%s", want, f->proc.log);
+    if (!strstr(f->proc.log, with_pid(f, want)))
+        fail_msg("wanted %s in:\n%s", with_pid(f, want), f->proc.log);
     assert_null(strstr(f->proc.log, "corestreamd listening"));
 }
 
@@ -480,7 +496,7 @@ static void corrupt_before_start(fixture *f, corruption c)
             fail_msg("line: %s", line);
     } else {
         /* Logged at open, before the listening line the harness already read past. */
-        const char *at = strstr(f->proc.log, want);
+        const char *at = strstr(f->proc.log, with_pid(f, want));
         if (!at)
             fail_msg("no %s in:\n%s", want, f->proc.log);
         char line[2048];
@@ -632,7 +648,7 @@ static void old_format_ring_opens(void **state)
              "level=INFO msg=\"ring: integrity records made from the ledgers on disk (a ring written before "
              "records)\" dir=%s ledgers=3",
              f->ring);
-    if (!strstr(f->proc.log, want)) /* logged at open, before listening */
+    if (!strstr(f->proc.log, with_pid(f, want))) /* logged at open, before listening */
         fail_msg("no %s in:\n%s", want, f->proc.log);
     cs_ws *ws = cs_ws_connect("127.0.0.1", f->proc.port, "/stream?start=1&end=4", WAIT_MS, NULL, NULL, 0);
     assert_non_null(ws);
@@ -678,10 +694,10 @@ static void stale_run_is_reset_before_listening(void **state)
     start_daemon(f, NULL, other);
     if (cs_proc_wait_listening(&f->proc, WAIT_MS) != 0)
         fail_msg("not listening:\n%s", f->proc.log);
-    const char *warn = strstr(f->proc.log, "level=WARN msg=\"ring reset at start: its ledgers are not this run's\" "
+    const char *warn = strstr(f->proc.log, with_pid(f, "level=WARN msg=\"ring reset at start: its ledgers are not this run's\" "
                                            "reason=\"written by another run\" ring_identity=\"source=synthetic "
                                            "size=4096 compressible=false\" identity=\"source=synthetic size=8192 "
-                                           "compressible=false\" oldest=1 latest=5\n");
+                                           "compressible=false\" oldest=1 latest=5\n"));
     if (!warn || warn > strstr(f->proc.log, "corestreamd listening"))
         fail_msg("no reset before listening:\n%s", f->proc.log);
     /* Connected during start-up: the old run's ledgers are gone, the new run's first arrives. */
