@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Cell 9: replay amplification. A ring of RING ledgers (SIZE bytes, compressible) is filled
-# unpaced, then a live corestreamd continues it at 1 MiB every 100 ms over 15 ms (zstd on) and one
+# unpaced, then a live corestreamd of the same run continues it (the ring keeps only ledgers of
+# the run that continues it) at one SIZE ledger every 100 ms over 15 ms (zstd on) and one
 # `benchrunner --mode remote` subscriber follows the tip for N ledgers, in four phases, each on a
 # fresh live server over the same ring:
 #   calm      the tip subscriber alone;
@@ -13,14 +14,14 @@
 # Reported per phase: the tip's delivery p50/p99/max and the server's CPU (utime+stime from /proc)
 # over the tip's run, and what the attackers read.
 # Target (issue 10): an unauthenticated stranger cannot push a live subscriber's p99 past 2x.
-# Environment: BUILD_DIR (default build), RING (2000), SIZE (262144), N (100), ATTACKERS (50).
+# Environment: BUILD_DIR (default build), RING (1000), SIZE (1048576), N (100), ATTACKERS (50).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-RING=${RING:-2000}
-SIZE=${SIZE:-262144}
+RING=${RING:-1000}
+SIZE=${SIZE:-1048576}
 N=${N:-100}
 ATTACKERS=${ATTACKERS:-50}
-bench_init cell9-replay-storm "replay amplification: $ATTACKERS x start=1&end=10000 against a ring of $RING x $SIZE B while a tip subscriber streams 1 MiB every 100 ms"
+bench_init cell9-replay-storm "replay amplification: $ATTACKERS x start=1&end=10000 against a ring of $RING x $SIZE B while a tip subscriber streams one every 100 ms"
 need_tools curl python3
 
 SERVER_DATA_DIR=$SCRATCH/ring
@@ -38,7 +39,7 @@ phase() { # NAME ATTACK corestreamd-flags...
   local next
   next=$(find "$SERVER_DATA_DIR/ledgers" -name 'ledger-*.xdr' | sed 's/.*ledger-\([0-9]*\)\.xdr/\1/' | sort -n | tail -1)
   server_start "$name" 300 --retention $((RING + 1000)) --start-ledger $((next + 1)) --source synthetic \
-    --synthetic-compressible --synthetic-size 1048576 --synthetic-interval 100ms --emit-window 15ms "$@"
+    --synthetic-compressible --synthetic-size "$SIZE" --synthetic-interval 100ms --emit-window 15ms "$@"
   local spid=$SERVER_PID addr=$SERVER_ADDR csd=$SERVER_CSD_PID
   for ((i = 0; i < 500; i++)); do
     hz=$(healthz "$addr"); lat=$(json_num "$hz" latest); lat=${lat:-0}
