@@ -162,6 +162,18 @@ static bool put(cs_ring *r, uint32_t seq)
     return reset;
 }
 
+/* Bytes of ledgers [from, to] as put() writes them. */
+static uint64_t content_bytes(uint32_t from, uint32_t to)
+{
+    uint64_t n = 0;
+    for (uint64_t q = from; q <= to; q++) {
+        char buf[64];
+        content_of((uint32_t)q, buf, sizeof buf);
+        n += strlen(buf);
+    }
+    return n;
+}
+
 static void put_range(cs_ring *r, uint32_t from, uint32_t to)
 {
     for (uint64_t s = from; s <= to; s++)
@@ -251,6 +263,7 @@ static void test_prune_at_retention(void **state)
     cs_ring *r = open_ring(f->ring, 3);
     put_range(r, 1, 10);
     expect_bounds(r, 8, 10);
+    assert_int_equal(cs_ring_bytes(r), content_bytes(8, 10)); /* written, less what was pruned */
     expect_not_retained(r, 7, "store: ledger not retained: ledger 7 outside [8,10]");
     for (uint32_t s = 8; s <= 10; s++)
         expect_get(r, s);
@@ -283,6 +296,7 @@ static void test_open_shrinks_to_smaller_retention(void **state)
     cs_ring_close(r);
     r = open_ring(f->ring, 2);
     expect_bounds(r, 7, 8);
+    assert_int_equal(cs_ring_bytes(r), content_bytes(7, 8)); /* found at open, less the pruned */
     expect_get(r, 7);
     expect_get(r, 8);
     assert_int_equal(count_entries(f->ring), 2);

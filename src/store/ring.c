@@ -379,7 +379,8 @@ static void log_reject(const cs_ring *r, uint32_t seq, const char *problem, uint
 /* Checks ledger seq at open: a regular file of the recorded length. With records absent (a ring
  * from before them), makes the record by hashing. Returns 0, -1 with problem (drop from here
  * down), or -2 with err (the open fails). */
-static int check_at_open(cs_ring *r, const entry *ledger, bool upgrade, char *problem, size_t plen, cs_err *err)
+static int check_at_open(cs_ring *r, const entry *ledger, bool upgrade, uint64_t *size, char *problem, size_t plen,
+                         cs_err *err)
 {
     uint32_t seq = ledger->seq;
     if (!ledger->canonical) {
@@ -395,6 +396,7 @@ static int check_at_open(cs_ring *r, const entry *ledger, bool upgrade, char *pr
         snprintf(problem, plen, "%s", S_ISLNK(st.st_mode) ? "is a symbolic link" : S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file");
         return -1;
     }
+    *size = (uint64_t)st.st_size;
     if (upgrade) {
         int fd = openat(r->dfd, ledger->name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         cs_ledger_record rec = {.len = (uint64_t)st.st_size};
@@ -433,6 +435,7 @@ static int rescan(cs_ring *r, cs_err *err)
             v[nledgers++] = v[i];
     bool filled = false, failed = false;
     uint32_t oldest = 0, latest = 0, bad = 0;
+    uint64_t bytes = 0; /* of the ledgers kept, as the checks found them */
     char problem[600] = "";
     for (size_t k = nledgers; k-- > 0;) {
         const entry *e = &v[k];
@@ -448,7 +451,8 @@ static int rescan(cs_ring *r, cs_err *err)
             snprintf(problem, sizeof problem, "is missing (the ring resumes at ledger %" PRIu32 ")", oldest);
             break;
         }
-        int c = check_at_open(r, e, upgrade, problem, sizeof problem, err);
+        uint64_t size = 0;
+        int c = check_at_open(r, e, upgrade, &size, problem, sizeof problem, err);
         if (c == -2) {
             free(v);
             return -1;
@@ -459,6 +463,7 @@ static int rescan(cs_ring *r, cs_err *err)
             break;
         }
         made += upgrade;
+        bytes += size;
         if (!filled)
             latest = e->seq;
         filled = true;
@@ -483,20 +488,16 @@ static int rescan(cs_ring *r, cs_err *err)
     }
     if (filled) {
         uint32_t keep = pruned_oldest(r, oldest, latest);
-        if (keep != oldest)
-            unlink_range(r->dfd, oldest, keep - 1);
+        if (keep != oldest) {
+            uint64_t pruned = unlink_range(r->dfd, oldest, keep - 1);
+            bytes = pruned > bytes ? 0 : bytes - pruned;
+        }
         oldest = keep;
     }
     r->filled = filled;
     r->oldest = filled ? oldest : 0;
     r->latest = filled ? latest : 0;
-    uint64_t bytes = 0;
-    for (uint64_t q = r->oldest; filled && q <= r->latest; q++) {
-        char name[CS_LEDGER_NAME_MAX];
-        cs_ledger_name_format(name, sizeof name, (uint32_t)q);
-        bytes += ledger_size(r->dfd, name);
-    }
-    atomic_store(&r->bytes, bytes);
+    atomic_store(&r->bytes, filled ? bytes : 0);
     if (failed) {
         atomic_fetch_add(&r->dropped, dropped);
         log_reject(r, bad, problem, dropped, filled, oldest, latest);
