@@ -50,6 +50,22 @@ static const char *const k_pidfiles[] = {"escaped.pid", "ingroup.pid"};
 
 static pid_t read_pid(const char *name);
 
+/* Reads (and drops) ledgers until the stream ends, then checks the close frame it ended with. */
+static void expect_close(cs_ws *ws, int want_code, const char *want_reason)
+{
+    cs_ledger l;
+    for (int r = 1; r == 1;) {
+        r = cs_ws_read_ledger(ws, &l, WAIT_MS, NULL, 0);
+        if (r == 1)
+            cs_ledger_free(&l);
+    }
+    int code;
+    char why[128];
+    assert_int_equal(cs_ws_last_close(ws, &code, why, sizeof why), 1);
+    assert_int_equal(code, want_code);
+    assert_string_equal(why, want_reason);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -198,15 +214,7 @@ static void test_sigterm_closes_subscribers_and_exits_zero(void **state)
     cs_ledger_free(&l);
     assert_int_equal(cs_proc_wait_line(&p, "subscriber connected", WAIT_MS), 0);
     kill(p.pid, SIGTERM);
-    int r;
-    do
-        r = cs_ws_read_ledger(ws, &l, WAIT_MS, NULL, 0);
-    while (r == 1 && (cs_ledger_free(&l), 1));
-    int code;
-    char why[128];
-    assert_int_equal(cs_ws_last_close(ws, &code, why, sizeof why), 1);
-    assert_int_equal(code, 1001);
-    assert_string_equal(why, "server shutting down");
+    expect_close(ws, 1001, "server shutting down");
     assert_int_equal(cs_proc_wait_exit(&p, WAIT_MS), 0);
     assert_non_null(strstr(p.log, "msg=\"source loop cancelled\""));
     assert_non_null(strstr(p.log, "msg=\"corestreamd stopped\""));
@@ -331,16 +339,7 @@ static void test_sighup_reloads_tokens_and_never_stops(void **state)
     fprintf(f, "rpc-b other-token-0123456789abcdefghijklmnopqrstuv\n");
     fclose(f);
     kill(p.pid, SIGHUP);
-    cs_ledger l;
-    int r;
-    do
-        r = cs_ws_read_ledger(ws, &l, WAIT_MS, NULL, 0);
-    while (r == 1 && (cs_ledger_free(&l), 1));
-    int code;
-    char why[128];
-    assert_int_equal(cs_ws_last_close(ws, &code, why, sizeof why), 1);
-    assert_int_equal(code, 1008);
-    assert_string_equal(why, "token revoked");
+    expect_close(ws, 1008, "token revoked");
     cs_ws_close(ws);
     assert_int_equal(cs_proc_wait_line(&p, "msg=\"reload: auth tokens reloaded\"", WAIT_MS), 0);
     char body[512];
