@@ -592,9 +592,12 @@ static void test_vanished_dump_file_fails_cleanly(void **state)
     assert_int_equal(cs_proc_wait_line(&p, "source loop starting", WAIT_MS), 0);
     snprintf(path, sizeof path, "%s/ledger-2.xdr", dump);
     assert_int_equal(unlink(path), 0);
-    assert_int_equal(cs_proc_wait_exit(&p, WAIT_MS), 1);
-    assert_non_null(strstr(p.log, "source failed at ledger 2"));
-    assert_non_null(strstr(p.log, "msg=\"corestreamd failed\""));
+    int st = cs_proc_wait_exit(&p, WAIT_MS);
+    /* The dump is replayed in a loop and the next record is read ahead, so the daemon may read
+     * ledger 2 before the unlink: then the failure comes one cycle later, at ledger 4. */
+    if (st != 1 || (!strstr(p.log, "source failed at ledger 2: ") && !strstr(p.log, "source failed at ledger 4: ")) ||
+        !strstr(p.log, "No such file or directory") || !strstr(p.log, "msg=\"corestreamd failed\""))
+        fail_msg("exit %d; log:\n%s", st, p.log);
     cs_proc_free(&p);
 }
 
