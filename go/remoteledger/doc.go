@@ -1,0 +1,51 @@
+// Package remoteledger streams verified raw ledgers from a corestreamd, through libremoteledger
+// (corestream's C client library) and cgo.
+//
+// A Stream has the shape of the Stellar SDK's ledgerbackend.LedgerStream: RawLedgers(ctx,
+// range) is an iter.Seq2[[]byte, error] over the ledgers of a bounded or unbounded Range, each
+// one raw LedgerCloseMeta XDR, reassembled and verified (chunk count, length, XXH64) before it is
+// yielded. A few lines adapt it to the SDK's types (docs/rpc-wiring.md in the corestream
+// repository). Beside it: Open, a Session pulled one ledger at a time (Next, GetLedger), and
+// Bounds / GetLatestLedgerSequence, the server's retained range from its /healthz.
+//
+// # Ownership of the bytes
+//
+// A yielded slice (and one returned by Session.Next or GetLedger) is BORROWED: it is the
+// library's assembly buffer, in C memory, valid until the next iteration step (the next call on
+// the Session, or its Close) and overwritten then. A consumer that keeps a ledger copies it
+// (bytes.Clone). Reading a slice after that is a use-after-free, not stale data. Never pass one
+// to another goroutine without copying it.
+//
+// # Goroutines
+//
+// A Stream holds a URL and options only, and is safe for concurrent use: every RawLedgers
+// iteration, Open and Bounds call gets a C stream (and a connection) of its own, freed when it
+// ends. A Session is used by one goroutine at a time. The connection is serviced on the
+// iterating goroutine, inside the library, and only between the steps of the loop: a loop body
+// slower than the server's close interval makes the server resend the ledgers from its
+// retention ring, and one that falls further behind than that retention ends the stream with
+// ErrTooFarBehind. The library starts no threads; the package starts a goroutine only while a
+// context's cancellation is being delivered.
+//
+// # Cancellation and ending early
+//
+// When ctx is done, the call in progress (a dial, a wait for the next ledger, a backoff between
+// reconnections) returns at once: a goroutine of context.AfterFunc calls rl_stream_cancel, and
+// the iteration yields ctx.Err() and ends. A break out of the loop (or a panic in its body) ends
+// the session cleanly: the client sends close 1000 "consumer done" and frees the C stream before
+// the loop statement returns. Host names are resolved with a blocking getaddrinfo that nothing
+// can cut short.
+//
+// # Errors
+//
+// An iteration ends after yielding at most one error, with libremoteledger's message and an
+// identity for errors.Is (ErrDial, ErrTLS, ErrTruncated, ...) or errors.As (*TooFarBehindError).
+// A bounded range that is complete, or an unbounded stream the server closed cleanly (its source
+// ended, or it is shutting down between ledgers), ends with no error.
+//
+// # Building
+//
+// cgo (CGO_ENABLED=1) with pkg-config finding remoteledger.pc (PKG_CONFIG_PATH for a prefix
+// other than /usr), and libremoteledger.so.1 with libssl3, libzstd1 and libxxhash0 at run time.
+// The package has no dependencies beyond the standard library.
+package remoteledger

@@ -1,0 +1,89 @@
+package remoteledger
+
+import (
+	"errors"
+	"fmt"
+)
+
+// The errors a stream ends with, one per libremoteledger result, matched with errors.Is. The
+// error yielded carries libremoteledger's message verbatim (rl_stream_error: it names the URL,
+// the ledger and the cause); these values give it an identity. A cancelled call is not among
+// them: it yields its context's error (context.Canceled or context.DeadlineExceeded).
+var (
+	// ErrTooFarBehind: the ledger asked for is older than the server retains (close 4001).
+	// The error is a *TooFarBehindError with the bounds; resume never retries it.
+	ErrTooFarBehind = errors.New("remoteledger: requested ledger is behind the server's retention")
+
+	// ErrGap: the server sent a ledger out of sequence. Nothing out of order was yielded.
+	ErrGap = errors.New("remoteledger: ledger sequence gap")
+
+	// ErrTruncated: the stream closed before the bounded range was delivered, or in the middle
+	// of a ledger (a server shutting down: reopen from the next ledger wanted).
+	ErrTruncated = errors.New("remoteledger: stream ended before the requested range was delivered")
+
+	// ErrProtocol: a malformed message, a bad chunk count, length or checksum, a ledger over the
+	// WithMaxMessageSize cap, or a /healthz answer without its numbers. The ledger that failed
+	// verification was not yielded.
+	ErrProtocol = errors.New("remoteledger: protocol violation")
+
+	// ErrDial: no connection, or the WebSocket upgrade was refused (any status but 101; for
+	// Bounds, a /healthz status other than 200). ErrDialTimeout and ErrHandshakeTimeout match
+	// it too; ErrUnauthorized is the 401 case.
+	ErrDial = errors.New("remoteledger: dial failed")
+
+	// ErrUnauthorized: the server answered 401, because no token was sent ("server requires a
+	// token (401)") or it was not accepted ("server rejected the token (401)"). Matches ErrDial;
+	// resume does not retry it.
+	ErrUnauthorized = errors.New("remoteledger: unauthorized")
+
+	// ErrTLS: TLS could not be set up: the server's certificate failed verification, the server
+	// refused ours, the two ends disagree on TLS (a plain server on wss://), or a CA, certificate
+	// or key file could not be loaded. The message names the cause.
+	ErrTLS = errors.New("remoteledger: tls failed")
+
+	// ErrDialTimeout: no TCP connection within WithDialTimeout (default 30 s). Matches ErrDial.
+	ErrDialTimeout = errors.New("remoteledger: dial timeout")
+
+	// ErrHandshakeTimeout: connected, but TLS and the upgrade did not finish within
+	// WithHandshakeTimeout (default 10 s): a wedged or SIGSTOPped server. Matches ErrDial.
+	ErrHandshakeTimeout = errors.New("remoteledger: handshake timeout")
+
+	// ErrRead: the connection failed once subscribed, or closed with a code other than 1000,
+	// 1001 or 4001 (1011 "source failed", 1009 for a chunk over WithMaxChunkSize).
+	// ErrIdleTimeout matches it too.
+	ErrRead = errors.New("remoteledger: read failed")
+
+	// ErrIdleTimeout: subscribed, but no complete message for WithIdleTimeout (default 60 s).
+	// Matches ErrRead.
+	ErrIdleTimeout = errors.New("remoteledger: idle timeout")
+
+	// ErrInvalid: a URL, range or option that can never work; nothing was dialled. Also a
+	// GetLedger for a ledger the session has passed or will never reach.
+	ErrInvalid = errors.New("remoteledger: invalid argument")
+)
+
+// TooFarBehindError is what ErrTooFarBehind carries: Requested is the ledger the stream needed
+// next, Oldest and Latest the server's retained bounds (both 0 when its close reason could not be
+// read). Read it with errors.As; errors.Is(err, ErrTooFarBehind) holds.
+type TooFarBehindError struct {
+	Requested, Oldest, Latest uint32
+}
+
+func (e *TooFarBehindError) Error() string {
+	if e.Oldest == 0 && e.Latest == 0 {
+		return fmt.Sprintf("%s: requested %d", ErrTooFarBehind, e.Requested)
+	}
+	return fmt.Sprintf("%s: requested %d, server retains [%d,%d]", ErrTooFarBehind, e.Requested, e.Oldest,
+		e.Latest)
+}
+
+func (e *TooFarBehindError) Unwrap() error { return ErrTooFarBehind }
+
+// libError is a failure with libremoteledger's message, matching its kinds with errors.Is.
+type libError struct {
+	msg   string
+	kinds []error
+}
+
+func (e *libError) Error() string   { return e.msg }
+func (e *libError) Unwrap() []error { return e.kinds }

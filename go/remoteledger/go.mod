@@ -1,0 +1,3 @@
+module github.com/corestream/corestream/go/remoteledger
+
+go 1.23
