@@ -14,24 +14,60 @@ packages=(
   clang libclang-rt-14-dev
 )
 
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+
 missing=()
 for p in "${packages[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
-    missing+=("$p")
-  fi
+  installed "$p" || missing+=("$p")
 done
 
-if ((${#missing[@]} == 0)); then
+# Go 1.23 or later (the Go module's iter API; its test, go_module, runs in `make test`) is not in
+# bookworm itself: golang-1.23-go comes from bookworm-backports, added when no source names it.
+# Its binary is /usr/lib/go-1.23/bin/go, where CMake looks.
+go_package=golang-1.23-go
+need_go=false
+installed "$go_package" || need_go=true
+backports_file=/etc/apt/sources.list.d/corestream-backports.sources
+have_backports() {
+  grep -rqsE '^[^#]*bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/
+}
+
+if ((${#missing[@]} == 0)) && ! $need_go; then
   exit 0
 fi
 
 if [[ $(id -u) -eq 0 ]]; then
-  echo "setup: installing ${missing[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
+  if $need_go && ! have_backports; then
+    echo "setup: adding bookworm-backports (for $go_package) in $backports_file" >&2
+    cat >"$backports_file" <<'SOURCES'
+Types: deb
+URIs: http://deb.debian.org/debian
+Suites: bookworm-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SOURCES
+  fi
   apt-get update -q >/dev/null
-  apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+  if ((${#missing[@]} > 0)); then
+    echo "setup: installing ${missing[*]}" >&2
+    apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+  if $need_go; then
+    echo "setup: installing $go_package from bookworm-backports" >&2
+    apt-get install -y -q --no-install-recommends -t bookworm-backports "$go_package" >/dev/null
+  fi
 else
   echo "setup: missing Debian packages; run:" >&2
-  echo "  sudo apt-get install -y ${missing[*]}" >&2
+  if ((${#missing[@]} > 0)); then
+    echo "  sudo apt-get install -y ${missing[*]}" >&2
+  fi
+  if $need_go; then
+    if ! have_backports; then
+      echo "  printf 'Types: deb\\nURIs: http://deb.debian.org/debian\\nSuites: bookworm-backports\\nComponents: main\\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\\n' | sudo tee $backports_file" >&2
+      echo "  sudo apt-get update" >&2
+    fi
+    echo "  sudo apt-get install -y -t bookworm-backports $go_package" >&2
+  fi
   exit 1
 fi
