@@ -8,11 +8,13 @@ package main
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
+	"time"
 
 	"github.com/corestream/corestream/go/remoteledger"
 )
@@ -22,9 +24,11 @@ func main() {
 	from := flag.Uint("from", 1, "first ledger")
 	to := flag.Uint("to", 0, "last ledger (0: unbounded)")
 	resume := flag.Int64("resume", 0, "reconnection budget (negative: no limit)")
+	progress := flag.Bool("progress", false, "print each ledger's sequence as it arrives")
 	flag.Parse()
 
-	s, err := remoteledger.New(*url, remoteledger.WithResume(*resume))
+	s, err := remoteledger.New(*url, remoteledger.WithResume(*resume),
+		remoteledger.WithResumeBackoff(20*time.Millisecond, 200*time.Millisecond))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
@@ -37,7 +41,13 @@ func main() {
 	}
 	var n, size int
 	sum := sha256.New()
-	for ledger, err := range s.RawLedgers(ctx, r) {
+	var reconnects uint64
+	for ledger, err := range s.RawLedgers(ctx, r,
+		remoteledger.WithLedgerObserver(func(i remoteledger.LedgerInfo) { reconnects = i.Reconnects })) {
+		if errors.Is(err, context.Canceled) { // Ctrl-C: a clean end
+			fmt.Printf("cancelled after %d ledgers\n", n)
+			return
+		}
 		if err != nil {
 			var behind *remoteledger.TooFarBehindError
 			if errors.As(err, &behind) {
@@ -49,6 +59,9 @@ func main() {
 		n++
 		size += len(ledger)
 		sum.Write(ledger) // the slice is borrowed: use it here, copy it to keep it
+		if *progress {
+			fmt.Printf("ledger %d\n", binary.BigEndian.Uint32(ledger)) // synthetic ledgers start with it
+		}
 	}
-	fmt.Printf("range %v: %d ledgers, %d bytes, sha256 %x\n", r, n, size, sum.Sum(nil))
+	fmt.Printf("range %v: %d ledgers, %d bytes, sha256 %x, %d reconnects\n", r, n, size, sum.Sum(nil), reconnects)
 }
