@@ -21,10 +21,10 @@
 // A Stream holds a URL and options only, and is safe for concurrent use: every RawLedgers
 // iteration, Open and Bounds call gets a C stream (and a connection) of its own, freed when it
 // ends. A Session is used by one goroutine at a time. The connection is serviced on the
-// iterating goroutine, inside the library, and only between the steps of the loop: a loop body
-// slower than the server's close interval makes the server resend the ledgers from its
-// retention ring, and one that falls further behind than that retention ends the stream with
-// ErrTooFarBehind. The library starts no threads; the package starts a goroutine only while a
+// iterating goroutine, inside the library, only while the loop waits for its next ledger, never
+// while the loop body runs: a body slower than the server's close interval makes the server
+// resend the ledgers from its retention ring, and one that falls further behind than that
+// retention ends the stream with ErrTooFarBehind. The library starts no threads; the package starts a goroutine only while a
 // context's cancellation is being delivered.
 //
 // # Cancellation and ending early
@@ -45,7 +45,7 @@
 //
 // # Building
 //
-// cgo (CGO_ENABLED=1) with pkg-config finding remoteledger.pc (PKG_CONFIG_PATH for a prefix
-// other than /usr), and libremoteledger.so.1 with libssl3, libzstd1 and libxxhash0 at run time.
+// cgo (CGO_ENABLED=1) with pkg-config finding remoteledger.pc (set PKG_CONFIG_PATH for a prefix
+// pkg-config does not search), and libremoteledger.so.1 with libssl3, libzstd1 and libxxhash0 at run time.
 // The package has no dependencies beyond the standard library.
 package remoteledger
