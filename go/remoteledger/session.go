@@ -30,15 +30,21 @@ func (s *Stream) Open(ctx context.Context, ledgerRange Range) (*Session, error) 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	cs, err := s.newC()
-	if err != nil {
-		return nil, err
+	cs, nerr := s.newC()
+	if nerr != nil {
+		return nil, nerr
 	}
 	release := guard(ctx, cs)
 	r := C.rl_stream_open(cs, cRange(ledgerRange))
 	release()
-	if r != C.RL_OK {
-		err := resultError(ctx, cs, r)
+	var err error
+	switch {
+	case r != C.RL_OK:
+		err = resultError(ctx, cs, r)
+	case ctx.Err() != nil: // done as the dial ended: its cancel may have landed on the session
+		err = ctx.Err()
+	}
+	if err != nil {
 		freeC(cs)
 		return nil, err
 	}

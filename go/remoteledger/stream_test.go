@@ -170,6 +170,15 @@ func TestCancelDuringTheHandshake(t *testing.T) {
 		t.Fatalf("cancelled handshake: %v after %v", err, time.Since(start))
 	}
 
+	// The same for a pull session's dial.
+	ctx, cancel = context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start = time.Now()
+	if p, err := s.Open(ctx, UnboundedRange(0)); p != nil || !errors.Is(err, context.DeadlineExceeded) ||
+		time.Since(start) > 3*time.Second {
+		t.Fatalf("cancelled Open: %v after %v", err, time.Since(start))
+	}
+
 	// And without a context deadline, the handshake timeout.
 	s, _ = New("ws://"+ln.Addr().String(), WithHandshakeTimeout(200*time.Millisecond))
 	_, err = drain(t, s.RawLedgers(context.Background(), BoundedRange(1, 2)))
