@@ -387,11 +387,11 @@ RL_API uint64_t rl_stream_reconnects(const rl_stream *s);
  *
  * The contract: call rl_stream_next(s, 0, ...) until it returns something other than RL_OK
  * before polling again, and once right after rl_stream_open (the first frames may have come with
- * the upgrade response, and been read with it). Readiness is only a hint that way round: a ledger returned may leave the
- * next one, whole or in part, already read into the library's buffer (or, over wss://, held by
- * OpenSSL), where no poll can see it; RL_AGAIN means the socket had nothing more to give. A
- * spurious wake-up costs one RL_AGAIN. Wait for POLLIN only: what the library sends (pongs, its
- * close frame) is small and written within the calls.
+ * the upgrade response, and been read with it). Readiness is only a hint that way round: a
+ * ledger returned may leave the next one, whole or in part, already read into the library's
+ * buffer (or, over wss://, held by OpenSSL), where no poll can see it; RL_AGAIN means the socket
+ * had nothing more to give. A spurious wake-up costs one RL_AGAIN. Wait for POLLIN only: what the
+ * library sends (pongs, its close frame) is small and written within the calls.
  *
  * Re-read the descriptor after every call, and rebuild the poll set from it: with resume it
  * changes across a reconnect (socket, timer, another socket), and it is closed by the library
@@ -400,7 +400,8 @@ RL_API uint64_t rl_stream_reconnects(const rl_stream *s);
  * With epoll: closing the old socket removed it from the epoll set, and the new one may get the
  * same number, so (re-)add the descriptor whenever rl_stream_fd or rl_stream_reconnects changed.
  *
- * What rl_stream_next(s, 0, ...) may cost, since it is called from the polling thread:
+ * What the calls may cost, since they run on the polling thread (rl_stream_open itself dials and
+ * waits for the upgrade, as always: open the sessions before the loop, or from another thread):
  *   - On an established connection it never waits: it parses what is buffered, reads what the
  *     socket has (a partially received frame or ledger is kept for the next call) and returns
  *     RL_OK at the first complete ledger, RL_AGAIN when the socket is empty. The one exception is
