@@ -395,6 +395,22 @@ static void remote_four_subscribers_in_one_process(void **state)
     stop_corestreamd(&srv);
 }
 
+/* Loopback with --subscribers: the in-process server feeds both sessions; both get every ledger. */
+static void loopback_two_subscribers(void **state)
+{
+    fixture *f = *state;
+    cs_proc p;
+    int st = run_bench(f, &p, ARGS("--mode", "loopback", "--count", "10", "--subscribers", "2", "--verify"));
+    if (st != 0)
+        fail_msg("exit %d:\n%s", st, p.log);
+    assert_has(&p, "\n=== loopback (remoteledger over 127.0.0.1), 2 subscribers in one process ===\n");
+    assert_has(&p, "\nsubscribers  2 on one thread: 2 ended well, 0 failed\n");
+    assert_has(&p, "\nledgers      20 in all, per subscriber min 10 max 10\n");
+    assert_lacks(&p, "\nbenchrunner: ");
+    cs_proc_free(&p);
+    assert_tmpdir_empty(f);
+}
+
 /* A corestreamd on this port (0: any) numbering from ledger 1, 50 small ledgers a second. */
 static void start_slow_corestreamd(fixture *f, cs_proc *p, int port, const char *tag)
 {
@@ -792,6 +808,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(remote_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(remote_verify_shape, setup, teardown),
         cmocka_unit_test_setup_teardown(remote_four_subscribers_in_one_process, setup, teardown),
+        cmocka_unit_test_setup_teardown(loopback_two_subscribers, setup, teardown),
         cmocka_unit_test_setup_teardown(remote_resume_across_restart, setup, teardown),
         cmocka_unit_test_setup_teardown(remote_verify_length, setup, teardown),
         cmocka_unit_test_setup_teardown(remote_unbounded_interrupt_is_clean, setup, teardown),
