@@ -368,7 +368,9 @@ static void remote_four_subscribers_in_one_process(void **state)
     assert_has(&p, "\n=== remote (corestreamd over the network), 4 subscribers in one process ===\n");
     assert_has(&p, "\nsubscribers  4 on one thread: 4 ended well, 0 failed\n");
     assert_has(&p, "\nledgers      120 in all, per subscriber min 30 max 30\n");
-    assert_has(&p, "\nfallbacks    0 partial deliveries discarded in all");
+    /* The range starts in the ring: at the hand-over to the live flow a partial may be discarded
+     * and redelivered (the count varies with timing); what counts is below, in the CSVs. */
+    assert_has(&p, " partial deliveries discarded in all (live flow abandoned, ring redelivered)\n");
     for (int i = 1; i <= 4; i++) {
         char row[64];
         snprintf(row, sizeof row, "\n%-5d %-8d %-23s ", i, 30, "1..30");
