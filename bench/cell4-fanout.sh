@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Cell 4: fan-out. For each K in KS, a fresh corestreamd on 127.0.0.1 streams 1 MiB ledgers every
-# 100 ms (emitted over 15 ms, uncompressed) and K separate `benchrunner --mode remote` processes
-# subscribe at once. Every subscriber gets the same explicit range: --start is /healthz latest +
+# 100 ms (emitted over 15 ms, uncompressed) and K subscribers subscribe at once: by default one
+# `benchrunner --mode remote --subscribers K` process serving all K on one thread (so the cell
+# measures the server, not K client processes fighting for two cores); FANOUT_PROCS=1 runs K
+# separate single-subscriber benchrunner processes instead (the shape measured before). Every subscriber gets the same explicit range: --start is /healthz latest +
 # LEAD (a ledger still in the future, so all K are connected and waiting when it is emitted, and
 # every measured ledger is delivered live) and --end is start + N - 1, so they exit by themselves.
 # Reported per K: delivery p50/p99/max pooled over all K x N samples and the worst subscriber's p99,
@@ -16,13 +18,15 @@
 # Environment: BUILD_DIR (default build), KS (default "1 8 32 128"), N (default 300 ledgers per
 # subscriber), LEAD (default 20 + K/2 ledgers), FANOUT_COMPRESS (default false), VERIFY (default
 # 0; 1 makes every subscriber regenerate and compare the payload too), TLS (default 0; 1 serves
-# wss:// with a certificate made for the run, results in bench/results/cell4-fanout-tls/).
+# wss:// with a certificate made for the run, results in bench/results/cell4-fanout-tls/),
+# FANOUT_PROCS (default 0: one process; 1: K processes).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 KS=${KS:-1 8 32 128}
 N=${N:-300}
 FANOUT_COMPRESS=${FANOUT_COMPRESS:-false}
 VERIFY=${VERIFY:-0}
+FANOUT_PROCS=${FANOUT_PROCS:-0}
 SIZE=1048576
 IVAL_MS=100
 
@@ -38,7 +42,8 @@ else
   SRV_TLS=() CLI_TLS=() SCHEME=ws
 fi
 need_tools curl
-note "K values this run: $KS; N=$N ledgers per subscriber; compress=$FANOUT_COMPRESS; verify=$VERIFY"
+if ((FANOUT_PROCS)); then CLIENTS="K benchrunner processes"; else CLIENTS="one benchrunner process, --subscribers K"; fi
+note "K values this run: $KS; N=$N ledgers per subscriber; compress=$FANOUT_COMPRESS; verify=$VERIFY; clients: $CLIENTS"
 note "open-file limit $(ulimit -n); per-K details in $CELL_DIR/K<k>/"
 
 # wait_latest ADDR MIN MAX_ITER: poll /healthz every 20 ms until latest >= MIN; prints latest.
@@ -77,11 +82,17 @@ run_k() {
   local vflags=()
   ((VERIFY)) && vflags=(--verify --synthetic-size "$SIZE")
   local pids=() i name
-  for ((i = 1; i <= K; i++)); do
-    printf -v name 'K%d/sub-%03d' "$K" "$i"
-    bg_benchrunner "pid_$i" "$name" "$climit" --mode remote --url "$SCHEME://$addr" --start "$start" --end "$end" "${vflags[@]}" "${CLI_TLS[@]}"
-    eval "pids+=(\"\$pid_$i\")"
-  done
+  if ((FANOUT_PROCS)); then
+    for ((i = 1; i <= K; i++)); do
+      printf -v name 'K%d/sub-%03d' "$K" "$i"
+      bg_benchrunner "pid_$i" "$name" "$climit" --mode remote --url "$SCHEME://$addr" --start "$start" --end "$end" "${vflags[@]}" "${CLI_TLS[@]}"
+      eval "pids+=(\"\$pid_$i\")"
+    done
+  else
+    # One process: its CSV sub.csv becomes sub-001.csv .. sub-<K>.csv (just sub.csv for K=1).
+    bg_benchrunner pid_1 "K$K/sub" "$climit" --mode remote --url "$SCHEME://$addr" --start "$start" --end "$end" --subscribers "$K" "${vflags[@]}" "${CLI_TLS[@]}"
+    pids=("$pid_1")
+  fi
   # All K should be connected before ledger $start begins.
   local hz subs=0 lat=0
   for ((i = 0; i < 1000; i++)); do
@@ -100,12 +111,21 @@ run_k() {
   local c0 lat0=$lat t0=$SECONDS
   c0=$(proc_cpu_s "$csd")
   local rc fails=0 failmsg=""
-  for ((i = 1; i <= K; i++)); do
+  for ((i = 1; i <= ${#pids[@]}; i++)); do
     wait_rc "${pids[i - 1]}"
     rc=$RC
-    if ((rc != 0)); then
+    if ((FANOUT_PROCS)); then printf -v name 'K%d/sub-%03d' "$K" "$i"; else name="K$K/sub"; fi
+    if ((!FANOUT_PROCS)); then
+      # the summary says how many of the K failed; a process that died before it, all K
+      local said
+      said=$(sed -n 's/^subscribers  [0-9]* on one thread: [0-9]* ended well, \([0-9]*\) failed$/\1/p' "$CELL_DIR/$name.out")
+      ((K == 1)) && ((rc != 0)) && said=1
+      ((K == 1)) && ((rc == 0)) && said=0
+      fails=${said:-$K}
+    elif ((rc != 0)); then
       fails=$((fails + 1))
-      printf -v name 'K%d/sub-%03d' "$K" "$i"
+    fi
+    if ((rc != 0)); then
       [[ -n $failmsg ]] || failmsg="$name exit $rc: $(grep -m1 'benchrunner:' "$CELL_DIR/$name.out" || tail -1 "$CELL_DIR/$name.out")"
     fi
   done
@@ -119,7 +139,7 @@ run_k() {
   bg_interrupt "$spid" corestreamd
   unset CMD_FILE
 
-  local csvs=("$kdir"/sub-*.csv)
+  local csvs=("$kdir"/sub*.csv)
   [[ -e ${csvs[0]} ]] || csvs=()
   local n p50 p90 p99 pmax worst=0 f s
   read -r n p50 p90 p99 pmax _ < <(csv_stats 7 0 "${csvs[@]}")
@@ -128,7 +148,7 @@ run_k() {
     ((s > worst)) && worst=$s
   done
   local ccpu=0
-  for f in "$kdir"/sub-*.time; do
+  for f in "$kdir"/sub*.time; do
     [[ -s $f ]] && ccpu=$(awk -v a="$ccpu" -v b="$(timev_cpu_s "$f")" 'BEGIN { printf "%.2f", a + b }')
   done
   local cpu_per
@@ -159,6 +179,7 @@ run_k() {
     echo "stampless=$(csv_count_empty 7 "${csvs[@]}")"
     echo "date=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "range=$start..$end"
+    echo "clients=$((FANOUT_PROCS ? K : 1))"
   } >"$km"
   note "  done: n=$n of $((K * N)), p50 $(ns2ms "$p50") ms, p99 $(ns2ms "$p99") ms, max $(ns2ms "$pmax") ms, failed subscribers $fails"
   [[ -z $failmsg ]] || note "  first failure: $failmsg"
@@ -172,7 +193,7 @@ done
 # The table, from every K measured so far (this run or an earlier one).
 echo | say
 note "fan-out table (1 MiB every 100 ms, N=$N per subscriber; delivery pooled over all subscribers' stamped samples;"
-note "srv_ms/ledg: server CPU per published ledger; srv_%: of one CPU; cli_ms/ledg: CPU per ledger per subscriber process)"
+note "srv_ms/ledg: server CPU per published ledger; srv_%: of one CPU; cli_ms/ledg: client CPU per ledger per subscriber, whichever the client processes (clients= in each metrics.txt))"
 fmt='%-5s %-8s %-12s %-8s %-8s %-8s %-9s %-11s %-6s %-14s %-11s %-8s %-6s %-9s %s\n'
 printf "$fmt" K subs n p50_ms p99_ms max_ms worst_p99 srv_ms/ledg srv_% srv_RSS/HWM_MB cli_ms/ledg abandons raw_fb discarded stampless | say
 base_p99=""
@@ -211,7 +232,7 @@ for K in $ks; do
   awk -v v="$(g p99_ns)" -v i=$IVAL_MS 'BEGIN { exit !(v / 1e6 > i) }' && why+=("p99 above the 100 ms interval: subscribers fell behind")
   if ((${#why[@]})); then
     printf -v whys '%s; ' "${why[@]}"
-    note "  K=$K at 1 MiB/100 ms was NOT sustained cleanly on this machine ($(nproc) CPUs shared by the server and $K client processes): ${whys%; }. The numbers above are what was measured at that shape; delivery percentiles cover only the stamped (live) samples."
+    note "  K=$K at 1 MiB/100 ms was NOT sustained cleanly on this machine ($(nproc) CPUs shared by the server and $(g clients || echo "$K") client process(es) for $K subscribers): ${whys%; }. The numbers above are what was measured at that shape; delivery percentiles cover only the stamped (live) samples."
   fi
 done
 if [[ -z $(for K in $ks; do [[ $K == 128 ]] && echo y; done) ]]; then
@@ -223,6 +244,10 @@ echo | say
 note "commands: $CELL_DIR/K<k>/commands.txt (first of each K shown)"
 for K in $KS; do
   note "  K=$K: $(head -1 "$CELL_DIR/K$K/commands.txt")"
-  note "        $(sed -n 2p "$CELL_DIR/K$K/commands.txt")   (x $K, sub-001..)"
+  if ((FANOUT_PROCS)); then
+    note "        $(sed -n 2p "$CELL_DIR/K$K/commands.txt")   (x $K, sub-001..)"
+  else
+    note "        $(sed -n 2p "$CELL_DIR/K$K/commands.txt")   (one process, $K subscribers)"
+  fi
 done
 cell_done

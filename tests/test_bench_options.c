@@ -430,6 +430,58 @@ static void tls_and_token_flags(void **state)
     free(usage);
 }
 
+/* --subscribers, --resume and --resume-retries: defaults, where they apply, their bounds. */
+static void subscribers_and_resume_flags(void **state)
+{
+    (void)state;
+    br_options o;
+    cs_err err;
+    assert_int_equal(parse(ARGV("--mode", "remote"), &o, &err, NULL), 0);
+    assert_int_equal(o.subscribers, 1);
+    assert_false(o.resume);
+    assert_int_equal(o.resume_retries, 10);
+
+    assert_int_equal(parse(ARGV("--mode", "remote", "--subscribers", "128", "--resume", "--resume-retries", "-1"),
+                           &o, &err, NULL),
+                     0);
+    assert_int_equal(o.subscribers, 128);
+    assert_true(o.resume);
+    assert_int_equal(o.resume_retries, -1);
+    EXPECT_OK("--mode", "loopback", "-subscribers", "4", "-resume");
+    EXPECT_OK("--mode", "remote", "-subscribers", "1024");
+    EXPECT_OK("--mode", "local", "--start", "2", "--core-config", "c.toml", "--history-archive-urls", "h",
+              "-subscribers", "1");
+    /* --resume-retries alone changes nothing and is accepted, as a default would be */
+    EXPECT_OK("--mode", "remote", "-resume-retries", "0");
+
+    EXPECT_ERROR("--subscribers must be 1 to 1024, got 0", "--mode", "remote", "--subscribers", "0");
+    EXPECT_ERROR("--subscribers must be 1 to 1024, got 1025", "--mode", "remote", "--subscribers", "1025");
+    EXPECT_ERROR("--subscribers must be 1 to 1024, got -3", "--subscribers", "-3");
+    EXPECT_ERROR("--subscribers applies to the remote and loopback modes, not \"localtap\"", "--mode", "localtap",
+                 "--pipe-cmd", "x", "--subscribers", "2");
+    EXPECT_ERROR("--resume applies to the remote and loopback modes, not \"localtap\"", "--mode", "localtap",
+                 "--pipe-cmd", "x", "--resume");
+    EXPECT_ERROR("--resume-retries 0 would never reconnect: give a positive budget, or a negative one for no limit",
+                 "--mode", "remote", "--resume", "--resume-retries", "0");
+    /* the mode's own checks come first */
+    EXPECT_ERROR("--pipe-cmd is required in localtap mode", "--mode", "localtap", "--subscribers", "2");
+
+    char *usage = NULL;
+    assert_int_equal(parse(ARGV("-h"), &o, &err, &usage), 1);
+    static const char *const want[] = {
+        "\n  -subscribers int\n    \tremote and loopback: K subscribers in this process, served by one thread "
+        "(1..1024) (default 1)\n",
+        "\n  -resume\n    \tremote and loopback: reconnect when a connection is lost and go on from the next "
+        "ledger\n",
+        "\n  -resume-retries int\n    \twith -resume: attempts in a row without a ledger before giving up "
+        "(negative = no limit) (default 10)\n",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (!strstr(usage, want[i]))
+            fail_msg("usage is missing \"%s\":\n%s", want[i], usage);
+    free(usage);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -447,6 +499,7 @@ int main(void)
         cmocka_unit_test(flag_error_prints_error_then_usage_with_defaults),
         cmocka_unit_test(validate_directly),
         cmocka_unit_test(tls_and_token_flags),
+        cmocka_unit_test(subscribers_and_resume_flags),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -520,6 +520,76 @@ static void many_samples(void **state)
     br_collector_free(c);
 }
 
+/* ---- --resume: the reconnects line and column ----------------------------------------------- */
+
+static void resume_adds_reconnects(void **state)
+{
+    (void)state;
+    br_collector *c = new_collector("r");
+    br_collector_set_resume(c, true);
+    add(c, 0, (br_sample){.seq = 7, .bytes = 100, .chunks = 1});
+    add(c, 5 * CS_MS, (br_sample){.seq = 8, .bytes = 100, .chunks = 1, .reconnects = 2});
+    br_collector_set_reconnects(c, 3);
+    assert_int_equal(br_collector_reconnects(c), 3);
+    assert_summary_contains(c, "fallbacks    0 partial deliveries discarded (live flow abandoned, ring "
+                               "redelivered)\nreconnects   3\n");
+    char *text = csv_text(c);
+    assert_string_equal(text, "sequence,bytes,chunks,since_start_ns,inter_arrival_ns,emit_ns,delivery_ns,"
+                              "pipeline_ns,discarded_partials,reconnects\n"
+                              "7,100,1,0,0,,,,0,0\n"
+                              "8,100,1,5000000,5000000,,,,0,2\n");
+    free(text);
+    /* without --resume: neither */
+    br_collector_set_resume(c, false);
+    assert_summary_lacks(c, "reconnects");
+    text = csv_text(c);
+    assert_null(strstr(text, "reconnects"));
+    free(text);
+    br_collector_free(c);
+}
+
+/* ---- --subscribers: the pooled summary ---------------------------------------------------------- */
+
+static void fanout_summary(void **state)
+{
+    (void)state;
+    br_collector *a = new_collector("a"), *b = new_collector("b");
+    /* a: deliveries 1..4 ms; b: 10 ms, one replayed ledger (no stamp) and a discarded partial */
+    for (int i = 0; i < 4; i++)
+        add(a, i * 10 * CS_MS, (br_sample){.seq = 20 + (uint32_t)i, .bytes = 10, .chunks = 1,
+                                           .delivery = (i + 1) * CS_MS, .has_delivery = true});
+    add(b, 0, (br_sample){.seq = 20, .bytes = 10, .chunks = 1});
+    add(b, 10 * CS_MS, (br_sample){.seq = 21, .bytes = 10, .chunks = 1, .discarded = 1,
+                                   .delivery = 10 * CS_MS, .has_delivery = true});
+    br_collector_set_reconnects(b, 1);
+    br_subscriber_result subs[] = {{a, "ok"}, {b, "remoteledger: read: boom"}};
+    char *got = br_fanout_summary("fan", subs, 2, true);
+    assert_non_null(got);
+    assert_string_equal(got,
+                        "\n=== fan ===\n"
+                        "subscribers  2 on one thread: 1 ended well, 1 failed\n"
+                        "ledgers      6 in all, per subscriber min 2 max 4\n"
+                        "delivery      p50 3.00ms  p90 10.00ms  p99 10.00ms  max 10.00ms\n"
+                        "worst p99    10.00ms (subscriber 2)\n"
+                        "fallbacks    1 partial deliveries discarded in all (live flow abandoned, ring redelivered)\n"
+                        "replayed     1 ledgers in all without an emit stamp (sent from retention)\n"
+                        "reconnects   1 in all\n"
+                        "sub   ledgers  range                   p50        p99        max        discarded replayed "
+                        "reconnects result\n"
+                        "1     4        20..23                  2.00ms     4.00ms     4.00ms     0         0        "
+                        "0          ok\n"
+                        "2     2        20..21                  10.00ms    10.00ms    10.00ms    1         1        "
+                        "1          remoteledger: read: boom\n");
+    free(got);
+    /* without resume: no reconnects anywhere */
+    got = br_fanout_summary("fan", subs, 2, false);
+    assert_non_null(got);
+    assert_null(strstr(got, "reconnects"));
+    free(got);
+    br_collector_free(a);
+    br_collector_free(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -544,6 +614,8 @@ int main(void)
         cmocka_unit_test(summary_without_chunks_has_no_fallbacks_line),
         cmocka_unit_test(since_start_is_relative),
         cmocka_unit_test(many_samples),
+        cmocka_unit_test(resume_adds_reconnects),
+        cmocka_unit_test(fanout_summary),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

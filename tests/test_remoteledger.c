@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include <cmocka.h>
@@ -1768,6 +1769,167 @@ static void test_pull_timeouts_and_partial_ledgers(void **state)
     event_destroy(&go);
 }
 
+/* Polls fd for input, at most ms; whether it became readable. */
+static bool readable_within(int fd, int ms)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    return poll(&p, 1, ms) == 1 && (p.revents & POLLIN);
+}
+
+/* rl_stream_next(s, 0, ...), failing when it takes longer than bound_ms. */
+static rl_result next0(rl_stream *s, rl_ledger_info *info, int64_t bound_ms)
+{
+    int64_t t0 = mono_ms();
+    rl_result r = rl_stream_next(s, 0, NULL, NULL, info);
+    int64_t took = mono_ms() - t0;
+    if (took > bound_ms)
+        fail_msg("rl_stream_next(0) took %lld ms (%s)", (long long)took, rl_result_name(r));
+    return r;
+}
+
+/* rl_stream_fd: -1 without a session, the socket while one is open (readable when a ledger has
+ * come), -1 once it has ended and after close. next(0) on a frame whose header promised more than
+ * has come, and on a lone first header byte, returns RL_AGAIN at once, every time. */
+static void test_pull_fd_and_next0_never_waits(void **state)
+{
+    (void)state;
+    event go;
+    event_init(&go);
+    uint8_t part[40];
+    memset(part, 7, sizeof part);
+    ss_server *ss = ss_start();
+    ss_ledger(ss, 1, 100);
+    ss_call(ss, wait_event, &go); /* then half a frame, and it stalls */
+    ss_send_partial(ss, part, sizeof part, 1000);
+    ss_stall(ss);
+
+    rl_stream *s;
+    assert_int_equal(rl_stream_new(&s, ss_url(ss), NULL), RL_OK);
+    assert_int_equal(rl_stream_fd(s), -1);
+    assert_int_equal(rl_stream_open(s, rl_unbounded_range(1)), RL_OK);
+    int fd = rl_stream_fd(s);
+    assert_true(fd >= 0);
+    struct stat st;
+    assert_int_equal(fstat(fd, &st), 0);
+    assert_true(S_ISSOCK(st.st_mode));
+    /* ledger 1, then nothing: the contract's loop (next(0) until RL_AGAIN) */
+    rl_ledger_info info;
+    rl_result r;
+    for (int i = 0; i < 100 && (r = next0(s, &info, 500)) == RL_AGAIN; i++)
+        readable_within(rl_stream_fd(s), 100);
+    assert_int_equal(r, RL_OK);
+    assert_int_equal(info.sequence, 1);
+    assert_int_equal(next0(s, &info, 500), RL_AGAIN);
+    assert_int_equal(rl_stream_fd(s), fd);
+    /* half a frame arrives: readable, and still RL_AGAIN without a wait, again and again */
+    event_set(&go);
+    assert_true(readable_within(fd, 5000));
+    for (int i = 0; i < 20; i++)
+        assert_int_equal(next0(s, &info, 200), RL_AGAIN);
+    assert_int_equal(rl_stream_fd(s), fd);
+    rl_stream_close(s);
+    assert_int_equal(rl_stream_fd(s), -1);
+    assert_true(ss_wait(ss, SERVER_WAIT_MS));
+    ss_stop(ss);
+
+    /* a lone byte of a frame header */
+    ss = ss_start();
+    static const uint8_t b0 = 0x82;
+    ss_send_bytes(ss, &b0, 1);
+    ss_stall(ss);
+    rl_stream_free(s);
+    assert_int_equal(rl_stream_new(&s, ss_url(ss), NULL), RL_OK);
+    assert_int_equal(rl_stream_open(s, rl_unbounded_range(1)), RL_OK);
+    /* (it may have come with the upgrade response, already read: no poll first, as the contract
+     * says) */
+    for (int i = 0; i < 20; i++)
+        assert_int_equal(next0(s, &info, 200), RL_AGAIN);
+    rl_stream_close(s);
+    assert_true(ss_wait(ss, SERVER_WAIT_MS));
+    ss_stop(ss);
+
+    /* a bounded range: -1 once it is over */
+    ss = ss_start();
+    ss_ledger(ss, 5, 10);
+    ss_stall(ss);
+    rl_stream_free(s);
+    assert_int_equal(rl_stream_new(&s, ss_url(ss), NULL), RL_OK);
+    assert_int_equal(rl_stream_open(s, rl_single_ledger_range(5)), RL_OK);
+    r = RL_AGAIN;
+    for (int i = 0; i < 100 && (r = next0(s, &info, 500)) == RL_AGAIN; i++)
+        readable_within(rl_stream_fd(s), 100);
+    assert_int_equal(r, RL_OK);
+    assert_int_equal(next0(s, &info, 1500), RL_END); /* the close frame goes out at once */
+    assert_int_equal(rl_stream_fd(s), -1);
+    rl_stream_close(s);
+    assert_true(ss_wait(ss, SERVER_WAIT_MS));
+    expect_client_close(ss, 0, 1000, "range complete");
+    ss_stop(ss);
+    rl_stream_free(s);
+    event_destroy(&go);
+}
+
+/* With resume, between connections the descriptor is a timer that becomes readable when the
+ * attempt is due; next(0) returns RL_AGAIN at once before that, and dials after it. */
+static void test_pull_fd_across_resume(void **state)
+{
+    (void)state;
+    ss_server *ss = ss_start();
+    ss_ledger(ss, 1, 10);
+    ss_drop(ss);
+    ss_next_connection(ss);
+    ss_ledger(ss, 2, 10);
+    ss_stall(ss);
+    rl_options o;
+    rl_options_init(&o);
+    o.resume_retries = 3;
+    o.resume_backoff_ns = 400000000LL; /* the wait: 200 to 400 ms */
+    o.resume_backoff_max_ns = 400000000LL;
+    rl_stream *s;
+    assert_int_equal(rl_stream_new(&s, ss_url(ss), &o), RL_OK);
+    assert_int_equal(rl_stream_open(s, rl_unbounded_range(1)), RL_OK);
+    int sock = rl_stream_fd(s);
+    rl_ledger_info info;
+    rl_result r = RL_AGAIN;
+    for (int i = 0; i < 100 && (r = next0(s, &info, 500)) == RL_AGAIN; i++)
+        readable_within(rl_stream_fd(s), 100);
+    assert_int_equal(r, RL_OK);
+    assert_int_equal(info.sequence, 1);
+    /* the drop: read as it comes, then backing off */
+    int fd = sock;
+    for (int i = 0; i < 100 && fd == sock; i++) {
+        readable_within(fd, 100);
+        assert_int_equal(next0(s, &info, 500), RL_AGAIN);
+        fd = rl_stream_fd(s);
+    }
+    assert_true(fd >= 0 && fd != sock);
+    struct stat st;
+    assert_int_equal(fstat(fd, &st), 0);
+    assert_false(S_ISSOCK(st.st_mode)); /* the timer */
+    int64_t t0 = mono_ms();
+    assert_int_equal(next0(s, &info, 100), RL_AGAIN); /* still backing off: no wait */
+    assert_true(readable_within(fd, 5000));
+    int64_t waited = mono_ms() - t0;
+    if (waited > 1500)
+        fail_msg("the backoff timer became readable after %lld ms (want at most 400)", (long long)waited);
+    /* due: this call dials (loopback: quickly), and ledger 2 comes on the new socket */
+    r = RL_AGAIN;
+    for (int i = 0; i < 100 && (r = next0(s, &info, 1000)) == RL_AGAIN; i++) {
+        int now = rl_stream_fd(s);
+        assert_true(now >= 0);
+        readable_within(now, 100);
+    }
+    assert_int_equal(r, RL_OK);
+    assert_int_equal(info.sequence, 2);
+    assert_int_equal(rl_stream_reconnects(s), 1);
+    assert_int_equal(fstat(rl_stream_fd(s), &st), 0);
+    assert_true(S_ISSOCK(st.st_mode));
+    rl_stream_free(s);
+    assert_true(ss_wait(ss, SERVER_WAIT_MS));
+    assert_int_equal(ss_connections(ss), 2);
+    ss_stop(ss);
+}
+
 /* A bounded range: RL_END after its last ledger (the client closes with "range complete"), and
  * again on every later call until the session is closed. */
 static void test_pull_end_of_range(void **state)
@@ -3249,6 +3411,8 @@ int main(void)
         cmocka_unit_test(test_idle_timeout),
         cmocka_unit_test(test_pull_timeouts_and_partial_ledgers),
         cmocka_unit_test(test_pull_end_of_range),
+        cmocka_unit_test(test_pull_fd_and_next0_never_waits),
+        cmocka_unit_test(test_pull_fd_across_resume),
         cmocka_unit_test(test_pull_idle_excludes_the_callers_time),
         cmocka_unit_test(test_reset_after_cancel),
         cmocka_unit_test(test_resume_exactly_once),
@@ -3271,10 +3435,13 @@ int main(void)
         cmocka_unit_test(test_close_is_echoed),
         cmocka_unit_test(test_handshake_failures),
     };
-    /* Every case twice: through the callback API, then through the pull API (rlclient_pull),
-     * which must behave the same. */
+    /* Every case three times: through the callback API, then through the pull API (rlclient_pull),
+     * which must behave the same... */
     int failed = cmocka_run_group_tests_name("callback", tests, NULL, NULL);
     rlclient_pull = true;
     failed += cmocka_run_group_tests_name("pull", tests, NULL, NULL);
+    /* ...and as a poll loop over rl_stream_fd with rl_stream_next(0). */
+    rlclient_poll = true;
+    failed += cmocka_run_group_tests_name("poll", tests, NULL, NULL);
     return failed;
 }

@@ -1,7 +1,8 @@
 /* libremoteledger against a real corestreamd process (started from its binary on 127.0.0.1 with
  * an ephemeral port and a scratch data dir), for what only a real process shows: a server paused
  * with SIGSTOP, whose kernel still accepts connections and holds them, but which sends nothing;
- * /healthz for rl_stream_bounds; resume across a server killed and restarted. Also the dial
+ * /healthz for rl_stream_bounds; resume across a server killed and restarted; several sessions
+ * served by one poll loop. Also the dial
  * timeout, against a listener whose accept queue is full (its kernel drops SYNs). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/synthetic.h"
 #include "corestream/remoteledger.h"
 #include "support/procharness.h"
 #include "support/tmpdir.h"
@@ -226,6 +228,75 @@ static void test_bounds(void **state)
     g_live = false;
 }
 
+/* One thread, several sessions, one poll loop over rl_stream_fd: every stream gets every ledger
+ * of the range once, in order, each the synthetic source's 1000 bytes (the library has verified
+ * the checksum; the bytes are compared here too). The range starts at 1, so it is replayed from
+ * the ring and then live, whichever the server is at. */
+#define POLL_STREAMS 4
+#define POLL_LEDGERS 30
+static void test_poll_loop_over_streams(void **state)
+{
+    (void)state;
+    start_daemon();
+    char url[64];
+    url_of(url, sizeof url);
+    rl_stream *s[POLL_STREAMS];
+    uint32_t next_seq[POLL_STREAMS];
+    bool over[POLL_STREAMS] = {0};
+    uint8_t want[1000];
+    for (int i = 0; i < POLL_STREAMS; i++) {
+        assert_int_equal(rl_stream_new(&s[i], url, NULL), RL_OK);
+        assert_int_equal(rl_stream_open(s[i], rl_bounded_range(1, POLL_LEDGERS)), RL_OK);
+        assert_true(rl_stream_fd(s[i]) >= 0);
+        next_seq[i] = 1;
+    }
+    int open = POLL_STREAMS;
+    int64_t t0 = mono_ms();
+    while (open > 0 && mono_ms() - t0 < WAIT_MS) {
+        for (int i = 0; i < POLL_STREAMS; i++) {
+            if (over[i])
+                continue;
+            rl_result r;
+            const uint8_t *p;
+            size_t n;
+            rl_ledger_info info;
+            while ((r = rl_stream_next(s[i], 0, &p, &n, &info)) == RL_OK) {
+                if (info.sequence != next_seq[i])
+                    fail_msg("stream %d: ledger %u, want %u", i, info.sequence, next_seq[i]);
+                assert_int_equal(n, sizeof want);
+                cs_synthetic_fill(want, sizeof want, info.sequence, false);
+                assert_memory_equal(p, want, sizeof want);
+                next_seq[i]++;
+            }
+            if (r != RL_AGAIN) {
+                if (r != RL_END)
+                    fail_msg("stream %d: %s %s", i, rl_result_name(r), rl_stream_error(s[i]));
+                assert_int_equal(rl_stream_fd(s[i]), -1);
+                over[i] = true;
+                open--;
+            }
+        }
+        struct pollfd pf[POLL_STREAMS];
+        nfds_t k = 0;
+        for (int i = 0; i < POLL_STREAMS; i++)
+            if (!over[i])
+                pf[k++] = (struct pollfd){.fd = rl_stream_fd(s[i]), .events = POLLIN};
+        if (k)
+            assert_true(poll(pf, k, 1000) >= 0);
+    }
+    for (int i = 0; i < POLL_STREAMS; i++) {
+        if (!over[i])
+            fail_msg("stream %d stopped at ledger %u of %d", i, next_seq[i] - 1, POLL_LEDGERS);
+        assert_int_equal(next_seq[i], POLL_LEDGERS + 1);
+        rl_stream_close(s[i]);
+        assert_int_equal(rl_stream_fd(s[i]), -1);
+        rl_stream_free(s[i]);
+    }
+    assert_int_equal(cs_proc_stop(&g_proc, SIGTERM, WAIT_MS), 0);
+    cs_proc_free(&g_proc);
+    g_live = false;
+}
+
 /* corestreamd on this port with a fresh data dir (named by tag), its synthetic source numbering
  * from start. */
 static void start_daemon_at(int port, const char *tag, uint32_t start)
@@ -379,6 +450,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_idle_and_handshake_timeouts_against_sigstop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bounds, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_poll_loop_over_streams, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resume_across_restart_with_ring_catch_up, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resume_across_restart_live, setup, teardown),
         cmocka_unit_test(test_dial_timeout),

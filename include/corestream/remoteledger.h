@@ -368,6 +368,58 @@ RL_API void rl_stream_close(rl_stream *s);
  * concurrently with another call on the stream. */
 RL_API uint64_t rl_stream_reconnects(const rl_stream *s);
 
+/* ---- many sessions on one thread: a descriptor to poll ----
+ *
+ * The descriptor that becomes readable when rl_stream_next(s, 0, ...) may have something to do:
+ * the open session's socket, or, while resume waits out a backoff between connections, a timer
+ * that becomes readable when the next attempt is due. -1 without an open session, after the
+ * session has ended (RL_END or an error: rl_stream_next returns that again at once), and in the
+ * rare case the backoff timer could not be created (then poll with a timeout of your own).
+ *
+ *     for (;;) {                                   // one thread, n open sessions
+ *         for (i = 0; i < n; i++) { pfd[i].fd = rl_stream_fd(s[i]); pfd[i].events = POLLIN; }
+ *         poll(pfd, n, 1000);                      // a timeout, so idle timeouts can fire
+ *         for (i = 0; i < n; i++)                  // every session, readable or not (see below)
+ *             while ((r = rl_stream_next(s[i], 0, &p, &len, &info)) == RL_OK)
+ *                 ... p[0..len) until the next call on s[i] ...
+ *             // r: RL_AGAIN (poll again), RL_END or the error (stop polling s[i])
+ *     }
+ *
+ * The contract: call rl_stream_next(s, 0, ...) until it returns something other than RL_OK
+ * before polling again, and once right after rl_stream_open (the first frames may have come with
+ * the upgrade response, and been read with it). Readiness is only a hint that way round: a
+ * ledger returned may leave the next one, whole or in part, already read into the library's
+ * buffer (or, over wss://, held by OpenSSL), where no poll can see it; RL_AGAIN means the socket
+ * had nothing more to give. A spurious wake-up costs one RL_AGAIN. Wait for POLLIN only: what the
+ * library sends (pongs, its close frame) is small and written within the calls.
+ *
+ * Re-read the descriptor after every call, and rebuild the poll set from it: with resume it
+ * changes across a reconnect (socket, timer, another socket), and it is closed by the library
+ * when the connection goes. Never read, write, close or change the flags of it (it is
+ * non-blocking and the library's). poll, with the set rebuilt each round, needs no more care.
+ * With epoll: closing the old socket removed it from the epoll set, and the new one may get the
+ * same number, so (re-)add the descriptor whenever rl_stream_fd or rl_stream_reconnects changed.
+ *
+ * What the calls may cost, since they run on the polling thread (rl_stream_open itself dials and
+ * waits for the upgrade, as always: open the sessions before the loop, or from another thread):
+ *   - On an established connection it never waits: it parses what is buffered, reads what the
+ *     socket has (a partially received frame or ledger is kept for the next call) and returns
+ *     RL_OK at the first complete ledger, RL_AGAIN when the socket is empty. The one exception is
+ *     the close frame it sends after the last ledger of a bounded range (or in answer to the
+ *     server's): that write may wait up to about 1 s, and only if the socket's send buffer is
+ *     full.
+ *   - With resume, when the backoff is over (the timer is readable) the call dials: the name
+ *     lookup (blocking getaddrinfo, unbounded), the TCP connect (up to dial_timeout_ns), TLS and
+ *     the upgrade (up to handshake_timeout_ns), all on the calling thread. Other sessions on that
+ *     thread wait meanwhile; keep the timeouts short, or use a thread per session, when that
+ *     matters. rl_stream_cancel from another thread cuts the connect and handshake short. While
+ *     the backoff is still running, the call returns RL_AGAIN at once.
+ *   - The idle timeout is measured from the last complete message and checked inside the calls
+ *     only: time between calls that returned RL_AGAIN counts (the server was silent), time spent
+ *     holding a ledger does not. A poll loop that never times out never sees it fire.
+ * Not concurrently with another call on the stream (rl_stream_cancel aside). */
+RL_API int rl_stream_fd(const rl_stream *s);
+
 /* ---- the server's tip ---- */
 
 /* The range of ledgers the server retains and can serve, from its GET /healthz ("oldest" and

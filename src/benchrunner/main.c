@@ -2,7 +2,9 @@
  *
  *   benchrunner --mode loopback                      synthetic server and client in one process
  *   benchrunner --mode remote --url ws://box:8462 --start 55000000 --end 55001000 --csv run.csv
+ *   benchrunner --mode remote --url ws://box:8462 --start S --end E --subscribers 128 --resume
  *
+ * The streaming itself (the pull API, one session or K on one thread) is consume.c's.
  * Output: a banner (loopback), then the summary of PORTSPEC 4.3 on stdout, and the CSV when asked.
  * Errors print `benchrunner: <err>` on stderr and exit 1. */
 #include <errno.h>
@@ -18,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "benchrunner/consume.h"
 #include "benchrunner/local.h"
 #include "benchrunner/options.h"
 #include "benchrunner/stats.h"
@@ -37,7 +40,8 @@
  * the stream being consumed. The first signal counts; later ones are swallowed (as with Go's
  * signal.NotifyContext), and every shutdown path is bounded. */
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
-static rl_stream *g_stream; /* the stream being consumed, under g_mu */
+static rl_stream *const *g_streams; /* the streams being consumed, under g_mu */
+static size_t g_nstreams;
 static cs_cancel *g_cancel; /* the local modes' run, under g_mu */
 static atomic_bool g_interrupted;
 
@@ -50,8 +54,9 @@ static void *signal_main(void *arg)
             continue;
         pthread_mutex_lock(&g_mu);
         atomic_store(&g_interrupted, true);
-        if (g_stream)
-            rl_stream_cancel(g_stream);
+        for (size_t i = 0; i < g_nstreams; i++)
+            if (g_streams[i])
+                rl_stream_cancel(g_streams[i]);
         if (g_cancel)
             cs_cancel_fire(g_cancel);
         pthread_mutex_unlock(&g_mu);
@@ -71,16 +76,21 @@ static void start_signal_thread(void)
         pthread_detach(t);
 }
 
-/* Publishes s as the stream a signal cancels (NULL to withdraw it). A signal that came before the
- * stream existed cancels it at once. */
-static void set_current_stream(rl_stream *s)
+/* Publishes the streams a signal cancels (NULL, 0 to withdraw them). A signal that came before
+ * they existed cancels them at once. */
+static void set_current_streams(rl_stream *const *s, size_t n)
 {
     pthread_mutex_lock(&g_mu);
-    g_stream = s;
-    if (s && atomic_load(&g_interrupted))
-        rl_stream_cancel(s);
+    g_streams = s;
+    g_nstreams = n;
+    if (atomic_load(&g_interrupted))
+        for (size_t i = 0; i < n; i++)
+            if (s[i])
+                rl_stream_cancel(s[i]);
     pthread_mutex_unlock(&g_mu);
 }
+
+static bool interrupted(void) { return atomic_load(&g_interrupted); }
 
 /* The same for the local modes' cancellation. */
 static void set_current_cancel(cs_cancel *c)
@@ -133,104 +143,7 @@ static void progress_update(progress *p, const br_collector *c, int64_t now_ns)
 
 /* ---- consume (loopback and remote) ----------------------------------------------------------- */
 
-typedef struct consumer {
-    br_collector *c;
-    progress *prog;
-    bool verify;
-    bool compressible; /* the synthetic shape --verify regenerates */
-    uint64_t size;     /* the length --verify expects of every ledger (--synthetic-size) */
-    uint8_t *expected;
-    size_t expected_cap;
-    bool failed; /* the callback stopped the stream; err says why */
-    cs_err *err;
-} consumer;
-
-static void on_info(const rl_ledger_info *info, void *ctx)
-{
-    consumer *k = ctx;
-    int64_t now = br_mono_ns();
-    br_sample s = {
-        .seq = info->sequence,
-        .bytes = info->size,
-        .chunks = info->chunks,
-        .discarded = info->discarded_partials,
-    };
-    s.has_delivery = rl_info_delivery(info, &s.delivery);
-    s.has_pipeline = rl_info_pipeline(info, &s.pipeline);
-    s.has_emit = rl_info_emit_window(info, &s.emit);
-    if (br_collector_add(k->c, now, &s) != 0 && !k->failed) {
-        k->failed = true;
-        cs_err_set(k->err, 0, "out of memory recording ledger %u", info->sequence);
-    }
-    progress_update(k->prog, k->c, now);
-}
-
-static int on_ledger(const uint8_t *ledger, size_t len, const rl_ledger_info *info, void *ctx)
-{
-    consumer *k = ctx;
-    if (k->failed)
-        return 1;
-    if (!k->verify)
-        return 0;
-    /* The length first: a short, long or empty ledger can match the regenerated prefix. */
-    if ((uint64_t)len != k->size) {
-        k->failed = true;
-        cs_err_set(k->err, 0, "ledger %u is %zu bytes, the synthetic source makes %llu (--synthetic-size)",
-                   info->sequence, len, (unsigned long long)k->size);
-        return 1;
-    }
-    if (len > k->expected_cap) {
-        uint8_t *grown = realloc(k->expected, len);
-        if (!grown) {
-            k->failed = true;
-            cs_err_set(k->err, 0, "out of memory verifying ledger %u", info->sequence);
-            return 1;
-        }
-        k->expected = grown;
-        k->expected_cap = len;
-    }
-    /* Fill leaves a buffer shorter than 4 bytes alone: compare against a fresh, zeroed one. */
-    if (len < 4)
-        memset(k->expected, 0, len);
-    cs_synthetic_fill(k->expected, len, info->sequence, k->compressible);
-    if (len > 0 && memcmp(ledger, k->expected, len) != 0) {
-        k->failed = true;
-        cs_err_set(k->err, 0, "ledger %u payload does not match the synthetic source", info->sequence);
-        return 1;
-    }
-    return 0;
-}
-
-/* The remote flags' TLS and token settings, into opts. The token file's first line (without its
- * line ending) is the token, read into token[len]. Returns 0, or -1 with err. */
-static int remote_options(const br_options *o, rl_options *opts, char *token, size_t len, cs_err *err)
-{
-    if (*o->tls_ca) {
-        struct stat st;
-        if (stat(o->tls_ca, &st) == 0 && S_ISDIR(st.st_mode))
-            opts->tls_ca_dir = o->tls_ca;
-        else
-            opts->tls_ca_file = o->tls_ca; /* a missing file is the library's error to word */
-    }
-    opts->tls_server_name = o->tls_server_name;
-    opts->tls_cert_file = o->tls_cert;
-    opts->tls_key_file = o->tls_key;
-    opts->bearer_token = o->token;
-    if (!*o->token_file)
-        return 0;
-    FILE *f = fopen(o->token_file, "r");
-    char e[128];
-    if (!f)
-        return cs_err_set(err, 0, "read token file \"%s\": open %s: %s", o->token_file, o->token_file,
-                          cs_go_errno(errno, e, sizeof e));
-    bool ok = fgets(token, (int)len, f) != NULL;
-    fclose(f);
-    token[ok ? strcspn(token, "\r\n") : 0] = '\0';
-    if (!*token)
-        return cs_err_set(err, 0, "read token file \"%s\": no token in it", o->token_file);
-    opts->bearer_token = token;
-    return 0;
-}
+static void on_progress(const br_collector *c, void *ctx) { progress_update(ctx, c, br_mono_ns()); }
 
 /* The length the synthetic source makes for --synthetic-size: it takes 0 or less as its default. */
 static uint64_t verify_size(int64_t synthetic_size)
@@ -238,45 +151,41 @@ static uint64_t verify_size(int64_t synthetic_size)
     return synthetic_size > 0 ? (uint64_t)synthetic_size : CS_SYNTHETIC_DEFAULT_SIZE;
 }
 
-/* Streams range from url into a new collector (*out; NULL only when it could not be allocated).
- * remote: the flags' TLS and token settings, or NULL for none (loopback). Returns 0, or -1 with
- * err; *res is the stream's result. */
-static int consume(const char *label, const char *url, const br_options *remote, rl_range range, bool verify,
-                   bool compressible, uint64_t size, progress *prog, br_collector **out, rl_result *res,
-                   cs_err *err)
+/* What a run measured: one subscriber, or --subscribers K of them. */
+typedef struct run_out {
+    br_subscriber *subs;
+    size_t n;
+    char title[256]; /* the summary's, for several subscribers */
+} run_out;
+
+/* Streams range from url, as the flags say (subscribers, resume, verify; remote: the TLS and
+ * token flags, or NULL for loopback), into *out. Returns 0, or -1 with err. */
+static int consume(const char *label, const char *url, const br_options *o, bool remote, rl_range range,
+                   bool compressible, progress *prog, run_out *out, cs_err *err)
 {
-    *res = RL_OK;
-    *out = br_collector_new(label);
-    if (!*out)
-        return cs_err_set(err, 0, "out of memory");
-    consumer k = {.c = *out, .prog = prog, .verify = verify, .compressible = compressible, .size = size, .err = err};
-    rl_options opts;
-    rl_options_init(&opts);
-    char token[4096];
-    if (remote && remote_options(remote, &opts, token, sizeof token, err) != 0) {
-        *res = RL_ERR_INVALID;
-        return -1;
-    }
-    opts.observer = on_info;
-    opts.observer_ctx = &k;
-    rl_stream *s = NULL;
-    rl_result r = rl_stream_new(&s, url, &opts);
-    if (r == RL_OK) {
-        set_current_stream(s);
-        r = rl_stream_raw_ledgers(s, range, on_ledger, &k);
-        set_current_stream(NULL);
-    }
-    *res = r;
-    int rc = 0;
-    if (k.failed) {
-        rc = -1; /* err already set by a callback */
-    } else if (r != RL_OK) {
-        const char *msg = s ? rl_stream_error(s) : "";
-        rc = cs_err_set(err, 0, "%s", *msg ? msg : rl_result_name(r));
-    }
-    rl_stream_free(s);
-    free(k.expected);
-    return rc;
+    char *title = out->title;
+    if (o->subscribers > 1)
+        snprintf(title, sizeof out->title, "%s, %lld subscribers in one process", label, (long long)o->subscribers);
+    else
+        snprintf(title, sizeof out->title, "%s", label);
+    br_consume_spec spec = {
+        .label = title,
+        .url = url,
+        .remote = remote ? o : NULL,
+        .range = range,
+        .verify = o->verify,
+        .compressible = compressible,
+        .size = verify_size(o->synthetic_size),
+        .subscribers = (size_t)o->subscribers,
+        .resume = o->resume,
+        .resume_retries = o->resume_retries,
+        .publish = set_current_streams,
+        .progress = on_progress,
+        .progress_ctx = prog,
+        .interrupted = interrupted,
+    };
+    out->n = spec.subscribers;
+    return br_consume(&spec, &out->subs, err);
 }
 
 /* ---- loopback --------------------------------------------------------------------------------- */
@@ -319,9 +228,9 @@ static void *server_main(void *arg)
 
 /* A synthetic corestreamd in this process over 127.0.0.1, its source held until the client is
  * subscribed so every ledger is delivered live. */
-static int run_loopback(const br_options *o, progress *prog, br_collector **out, cs_err *err)
+static int run_loopback(const br_options *o, progress *prog, run_out *out, cs_err *err)
 {
-    *out = NULL;
+    *out = (run_out){0};
     const char *tmp = getenv("TMPDIR");
     if (!tmp || !*tmp)
         tmp = "/tmp";
@@ -400,9 +309,8 @@ static int run_loopback(const br_options *o, progress *prog, br_collector **out,
 
         /* No overflow check, as in the prototype: a range past the ceiling wraps and is refused. */
         uint32_t last = start + count - 1;
-        rl_result res;
-        rc = consume("loopback (remoteledger over 127.0.0.1)", url, NULL, rl_bounded_range(start, last), o->verify,
-                     o->compress, verify_size(o->synthetic_size), prog, out, &res, err);
+        rc = consume("loopback (remoteledger over 127.0.0.1)", url, o, false, rl_bounded_range(start, last),
+                     o->compress, prog, out, err);
         uint64_t raw = cs_server_raw_fallbacks(server);
         if (raw > 0) {
             progress_clear(prog);
@@ -452,25 +360,21 @@ int main(int argc, char **argv)
     start_signal_thread();
 
     progress prog = {.enabled = isatty(STDERR_FILENO) == 1};
-    br_collector *c = NULL;
+    run_out run = {0};
     cs_err_clear(&err);
     bool remote = strcmp(o.mode, "remote") == 0;
     if (remote) {
         rl_range range = o.end ? rl_bounded_range((uint32_t)o.start, (uint32_t)o.end)
                                : rl_unbounded_range((uint32_t)o.start);
-        rl_result res;
-        rc = consume("remote (corestreamd over the network)", o.url, &o, range, o.verify, o.remote_compressible,
-                     verify_size(o.synthetic_size), &prog, &c, &res, &err);
-        /* Ctrl-C is how an unbounded run ends: a clean stop, not a failure. */
-        if (rc != 0 && res == RL_ERR_CANCELLED && atomic_load(&g_interrupted) && !range.bounded) {
-            rc = 0;
-            cs_err_clear(&err);
-        }
+        /* (Ctrl-C ending an unbounded run is a clean stop: br_consume says so.) */
+        rc = consume("remote (corestreamd over the network)", o.url, &o, true, range, o.remote_compressible, &prog,
+                     &run, &err);
     } else if (strcmp(o.mode, "loopback") == 0) {
-        rc = run_loopback(&o, &prog, &c, &err);
+        rc = run_loopback(&o, &prog, &run, &err);
     } else {
         /* local and localtap: no network; a signal ends an unbounded run cleanly. */
         cs_cancel cancel;
+        br_collector *c = NULL;
         if (cs_cancel_init(&cancel) != 0) {
             rc = cs_err_set(&err, 0, "cannot create an eventfd");
         } else {
@@ -484,29 +388,58 @@ int main(int argc, char **argv)
                 cs_err_clear(&err);
             }
         }
+        if (c) {
+            run.subs = calloc(1, sizeof *run.subs);
+            if (run.subs) {
+                run.subs->c = c;
+                run.n = 1;
+            } else {
+                br_collector_free(c);
+            }
+        }
     }
     progress_clear(&prog);
 
     char msg[2 * CS_ERR_MSG_MAX + 2];
     snprintf(msg, sizeof msg, "%s", rc != 0 ? err.msg : "");
-    if (c) {
-        char *summary = br_collector_summary(c);
+    if (run.subs) {
+        char *summary = NULL;
+        if (run.n == 1) {
+            summary = br_collector_summary(run.subs[0].c);
+        } else {
+            br_subscriber_result *res = calloc(run.n, sizeof *res);
+            for (size_t i = 0; res && i < run.n; i++)
+                res[i] = (br_subscriber_result){run.subs[i].c, run.subs[i].failed ? run.subs[i].err.msg : "ok"};
+            summary = res ? br_fanout_summary(run.title, res, run.n, o.resume) : NULL;
+            free(res);
+        }
         if (summary) {
             fputs(summary, stdout);
             free(summary);
         }
-        if (*o.csv) {
+        for (size_t i = 0; *o.csv && i < run.n; i++) {
+            char path[PATH_MAX];
+            if (run.n == 1)
+                snprintf(path, sizeof path, "%s", o.csv);
+            else
+                br_subscriber_csv_path(o.csv, i, path, sizeof path);
             cs_err werr;
-            if (br_write_csv_file(o.csv, c, &werr) != 0) {
+            if (br_write_csv_file(path, run.subs[i].c, &werr) != 0) {
                 /* errors.Join: one message per line */
                 size_t n = strlen(msg);
                 snprintf(msg + n, sizeof msg - n, "%s%s", n ? "\n" : "", werr.msg);
                 rc = -1;
-            } else {
-                printf("csv          %s\n", o.csv);
+                break;
+            }
+            if (run.n == 1)
+                printf("csv          %s\n", path);
+            else if (i == run.n - 1) {
+                char first[PATH_MAX];
+                br_subscriber_csv_path(o.csv, 0, first, sizeof first);
+                printf("csv          %s .. %s (one per subscriber)\n", first, path);
             }
         }
-        br_collector_free(c);
+        br_consume_free(run.subs, run.n);
     }
     fflush(stdout);
     if (rc != 0) {

@@ -33,9 +33,11 @@ void br_options_defaults(br_options *o)
     o->tls_key = "";
     o->token = "";
     o->token_file = "";
+    o->subscribers = 1;
+    o->resume_retries = 10;
 }
 
-#define BR_NFLAGS 28
+#define BR_NFLAGS 31
 
 static void fill_flags(cs_flag *f, br_options *o)
 {
@@ -79,6 +81,12 @@ static void fill_flags(cs_flag *f, br_options *o)
         {"tls-key", CS_FLAG_STRING, &o->tls_key, "remote, wss://: client key (PEM; default: in -tls-cert)"},
         {"token", CS_FLAG_STRING, &o->token, "remote: bearer token for the server"},
         {"token-file", CS_FLAG_STRING, &o->token_file, "remote: file holding the bearer token (its first line)"},
+        {"subscribers", CS_FLAG_INT, &o->subscribers,
+         "remote and loopback: K subscribers in this process, served by one thread (1..1024)"},
+        {"resume", CS_FLAG_BOOL, &o->resume,
+         "remote and loopback: reconnect when a connection is lost and go on from the next ledger"},
+        {"resume-retries", CS_FLAG_INT, &o->resume_retries,
+         "with -resume: attempts in a row without a ledger before giving up (negative = no limit)"},
         {"version", CS_FLAG_BOOL, &o->version,
          "print the version, commit, build type and library versions, then exit"},
     };
@@ -138,6 +146,17 @@ int br_options_validate(const br_options *o, cs_err *err)
     } else {
         return set_quoted(err, "--mode must be loopback, remote, local or localtap, got ", o->mode);
     }
+    bool streams = loopback || strcmp(o->mode, "remote") == 0;
+    if (o->subscribers < 1 || o->subscribers > BR_MAX_SUBSCRIBERS)
+        return cs_err_set(err, 0, "--subscribers must be 1 to %d, got %lld", BR_MAX_SUBSCRIBERS,
+                          (long long)o->subscribers);
+    if (o->subscribers > 1 && !streams)
+        return set_quoted(err, "--subscribers applies to the remote and loopback modes, not ", o->mode);
+    if (o->resume && !streams)
+        return set_quoted(err, "--resume applies to the remote and loopback modes, not ", o->mode);
+    if (o->resume && o->resume_retries == 0)
+        return cs_err_set(err, 0, "--resume-retries 0 would never reconnect: give a positive budget, or a "
+                                  "negative one for no limit");
     if (*o->tls_key && !*o->tls_cert)
         return cs_err_set(err, 0, "--tls-key needs --tls-cert");
     if (*o->token && *o->token_file)

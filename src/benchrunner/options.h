@@ -39,8 +39,14 @@ typedef struct br_options {
     const char *tls_key;         /* its key (PEM; default: in tls_cert) */
     const char *token;           /* bearer token */
     const char *token_file;      /* file whose first line is the bearer token */
+    int64_t subscribers;         /* remote and loopback: sessions served by one thread (1..1024) */
+    bool resume;                 /* remote and loopback: reconnect and go on (rl_options resume) */
+    int64_t resume_retries;      /* --resume's budget: attempts in a row without a ledger; <0 none */
     bool version;                /* --version: print the build information and exit 0 */
 } br_options;
+
+/* --subscribers' ceiling: sessions one process (and its descriptor limit) serves. */
+#define BR_MAX_SUBSCRIBERS 1024
 
 /* The defaults of PORTSPEC 4.1 (mode loopback, url ws://127.0.0.1:8462, count 100, ...). */
 void br_options_defaults(br_options *o);

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -15,6 +16,8 @@ struct br_collector {
     br_sample *samples;
     size_t n, cap;
     uint64_t bytes;
+    bool resume;
+    uint64_t reconnects;
 };
 
 br_collector *br_collector_new(const char *label)
@@ -87,6 +90,10 @@ uint64_t br_collector_fallbacks(const br_collector *c)
         n += c->samples[i].discarded;
     return n;
 }
+
+void br_collector_set_resume(br_collector *c, bool on) { c->resume = on; }
+void br_collector_set_reconnects(br_collector *c, uint64_t n) { c->reconnects = n; }
+uint64_t br_collector_reconnects(const br_collector *c) { return c->reconnects; }
 
 bool br_collector_chunked(const br_collector *c)
 {
@@ -245,8 +252,137 @@ char *br_collector_summary(const br_collector *c)
     if (br_collector_chunked(c))
         fprintf(out, "fallbacks    %" PRIu64 " partial deliveries discarded (live flow abandoned, ring redelivered)\n",
                 br_collector_fallbacks(c));
+    if (c->resume)
+        fprintf(out, "reconnects   %" PRIu64 "\n", c->reconnects);
 done:
     if (fclose(out) != 0) {
+        free(text);
+        return NULL;
+    }
+    return text;
+}
+
+/* A metric's values over every subscriber, into one malloc'd array (*n of them); NULL with *n 0
+ * when there are none or memory ran out (*oom then). */
+static int64_t *pooled(const br_subscriber_result *subs, size_t k, br_metric m, size_t *n, bool *oom)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < k; i++)
+        total += br_collector_metric(subs[i].c, m, NULL);
+    *n = 0;
+    if (total == 0)
+        return NULL;
+    int64_t *vals = malloc(total * sizeof *vals);
+    if (!vals) {
+        *oom = true;
+        return NULL;
+    }
+    for (size_t i = 0; i < k; i++)
+        *n += br_collector_metric(subs[i].c, m, vals + *n);
+    return vals;
+}
+
+/* A pooled metric's line (percentile_line's format); nothing when no subscriber has it. */
+static void pooled_line(FILE *out, const char *label, const br_subscriber_result *subs, size_t k, br_metric m,
+                        bool *oom)
+{
+    size_t n;
+    int64_t *vals = pooled(subs, k, m, &n, oom);
+    if (n > 0)
+        percentile_line(out, label, vals, n);
+    free(vals);
+}
+
+/* One subscriber's delivery p50, p99 and max (false when it has no stamped samples). */
+static bool delivery_of(const br_collector *c, int64_t *p50, int64_t *p99, int64_t *max, bool *oom)
+{
+    size_t n = br_collector_metric(c, BR_METRIC_DELIVERY, NULL);
+    if (n == 0)
+        return false;
+    int64_t *vals = malloc(n * sizeof *vals);
+    if (!vals) {
+        *oom = true;
+        return false;
+    }
+    br_collector_metric(c, BR_METRIC_DELIVERY, vals);
+    qsort(vals, n, sizeof *vals, cmp_i64);
+    *p50 = br_percentile(vals, n, 50);
+    *p99 = br_percentile(vals, n, 99);
+    *max = vals[n - 1];
+    free(vals);
+    return true;
+}
+
+char *br_fanout_summary(const char *label, const br_subscriber_result *subs, size_t k, bool resume)
+{
+    char *text = NULL;
+    size_t textlen = 0;
+    FILE *out = open_memstream(&text, &textlen);
+    if (!out)
+        return NULL;
+    bool oom = false;
+    size_t ok = 0, all = 0, least = SIZE_MAX, most = 0;
+    uint64_t discarded = 0, replayed = 0, reconnects = 0;
+    for (size_t i = 0; i < k; i++) {
+        const br_collector *c = subs[i].c;
+        ok += strcmp(subs[i].result, "ok") == 0;
+        all += c->n;
+        least = c->n < least ? c->n : least;
+        most = c->n > most ? c->n : most;
+        discarded += br_collector_fallbacks(c);
+        replayed += c->n - br_collector_metric(c, BR_METRIC_DELIVERY, NULL);
+        reconnects += c->reconnects;
+    }
+    if (k == 0)
+        least = 0;
+    fprintf(out, "\n=== %s ===\n", label);
+    fprintf(out, "subscribers  %zu on one thread: %zu ended well, %zu failed\n", k, ok, k - ok);
+    fprintf(out, "ledgers      %zu in all, per subscriber min %zu max %zu\n", all, least, most);
+    size_t deliveries;
+    int64_t *d = pooled(subs, k, BR_METRIC_DELIVERY, &deliveries, &oom);
+    free(d);
+    if (all > 0 && deliveries == 0)
+        fputs("delivery     no emit stamps (nothing to measure against)\n", out);
+    pooled_line(out, "t_emit", subs, k, BR_METRIC_EMIT, &oom);
+    pooled_line(out, "delivery", subs, k, BR_METRIC_DELIVERY, &oom);
+    pooled_line(out, "pipeline", subs, k, BR_METRIC_PIPELINE, &oom);
+    int64_t worst = 0;
+    size_t worst_i = 0;
+    bool any = false;
+    for (size_t i = 0; i < k; i++) {
+        int64_t p50, p99, max;
+        if (delivery_of(subs[i].c, &p50, &p99, &max, &oom) && (!any || p99 > worst)) {
+            worst = p99;
+            worst_i = i;
+            any = true;
+        }
+    }
+    char a[BR_DUR_STR_MAX], b[BR_DUR_STR_MAX], m[BR_DUR_STR_MAX];
+    if (any)
+        fprintf(out, "worst p99    %s (subscriber %zu)\n", br_fmt_dur(worst, a, sizeof a), worst_i + 1);
+    fprintf(out, "fallbacks    %" PRIu64 " partial deliveries discarded in all (live flow abandoned, ring redelivered)\n",
+            discarded);
+    fprintf(out, "replayed     %" PRIu64 " ledgers in all without an emit stamp (sent from retention)\n", replayed);
+    if (resume)
+        fprintf(out, "reconnects   %" PRIu64 " in all\n", reconnects);
+    fprintf(out, "%-5s %-8s %-23s %-10s %-10s %-10s %-9s %-8s%s %s\n", "sub", "ledgers", "range", "p50", "p99",
+            "max", "discarded", "replayed", resume ? " reconnects" : "", "result");
+    for (size_t i = 0; i < k; i++) {
+        const br_collector *c = subs[i].c;
+        char range[32] = "-";
+        if (c->n)
+            snprintf(range, sizeof range, "%" PRIu32 "..%" PRIu32, c->samples[0].seq, c->samples[c->n - 1].seq);
+        int64_t p50, p99, max;
+        bool has = delivery_of(c, &p50, &p99, &max, &oom);
+        char rc[24] = "";
+        if (resume)
+            snprintf(rc, sizeof rc, " %-10" PRIu64, c->reconnects);
+        fprintf(out, "%-5zu %-8zu %-23s %-10s %-10s %-10s %-9" PRIu64 " %-8zu%s %s\n", i + 1, c->n, range,
+                has ? br_fmt_dur(p50, a, sizeof a) : "n/a", has ? br_fmt_dur(p99, b, sizeof b) : "n/a",
+                has ? br_fmt_dur(max, m, sizeof m) : "n/a", br_collector_fallbacks(c),
+                c->n - br_collector_metric(c, BR_METRIC_DELIVERY, NULL), rc, subs[i].result);
+    }
+    if (fclose(out) != 0 || oom) {
         free(text);
         return NULL;
     }
@@ -262,8 +398,9 @@ static void put_optional(FILE *out, int64_t v, bool ok)
 int br_collector_write_csv(const br_collector *c, FILE *out)
 {
     fputs("sequence,bytes,chunks,since_start_ns,inter_arrival_ns,emit_ns,delivery_ns,pipeline_ns,"
-          "discarded_partials\n",
+          "discarded_partials",
           out);
+    fputs(c->resume ? ",reconnects\n" : "\n", out);
     for (size_t i = 0; i < c->n; i++) {
         const br_sample *s = &c->samples[i];
         int64_t gap = i > 0 ? s->since_start - c->samples[i - 1].since_start : 0;
@@ -274,7 +411,10 @@ int br_collector_write_csv(const br_collector *c, FILE *out)
         put_optional(out, s->delivery, s->has_delivery);
         fputc(',', out);
         put_optional(out, s->pipeline, s->has_pipeline);
-        fprintf(out, ",%" PRIu32 "\n", s->discarded);
+        fprintf(out, ",%" PRIu32, s->discarded);
+        if (c->resume)
+            fprintf(out, ",%" PRIu64, s->reconnects);
+        fputc('\n', out);
     }
     if (fflush(out) != 0 || ferror(out)) {
         if (errno == 0)

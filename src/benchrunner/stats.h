@@ -25,6 +25,7 @@ typedef struct br_sample {
     bool has_pipeline;
     int64_t emit;        /* emit end minus emit start, on the server's clock */
     bool has_emit;
+    uint64_t reconnects; /* --resume: the session's reconnections when it arrived */
 } br_sample;
 
 typedef struct br_collector br_collector;
@@ -59,6 +60,27 @@ typedef enum br_metric {
 /* Writes the metric's present values, in arrival order, to out (room for br_collector_len values;
  * out may be NULL just to count) and returns how many there are. */
 size_t br_collector_metric(const br_collector *c, br_metric m, int64_t *out);
+
+/* --resume: the summary gains a "reconnects" line and the CSV a tenth column, "reconnects" (the
+ * sample's count); without it both are the prototype's, to the character. */
+void br_collector_set_resume(br_collector *c, bool on);
+/* The session's reconnections at the end of the run (the summary's figure). */
+void br_collector_set_reconnects(br_collector *c, uint64_t n);
+uint64_t br_collector_reconnects(const br_collector *c);
+
+/* One subscriber of a --subscribers run, for br_fanout_summary: its samples and how it ended
+ * ("ok", or the failure's message). */
+typedef struct br_subscriber_result {
+    const br_collector *c;
+    const char *result;
+} br_subscriber_result;
+
+/* The summary of k subscribers served by one process: "\n=== <label> ===\n", how many ended well,
+ * the ledgers in all and per subscriber, the delivery, pipeline and t_emit percentiles pooled over
+ * every subscriber's stamped samples, the worst subscriber's delivery p99, the discarded partials
+ * and stampless (replayed) ledgers in all (what a client sees of the server's live abandons),
+ * reconnects with resume, then one row per subscriber. malloc'd; NULL when out of memory. */
+char *br_fanout_summary(const char *label, const br_subscriber_result *subs, size_t k, bool resume);
 
 /* Nearest rank over an ascending array: index floor((p*n+99)/100)-1 clamped to [0,n-1]; 0 for
  * n == 0. */

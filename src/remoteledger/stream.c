@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -64,6 +65,8 @@ struct rl_stream {
     int64_t failures;
     uint64_t reconnects;
     int backoff_wake; /* an eventfd rl_stream_cancel signals while no connection is up; -1 */
+    int retry_timer;  /* a timerfd readable once retry_at_ms has come: rl_stream_fd between
+                         connections; -1 until the first retry is scheduled */
     atomic_bool cancelled;
     pthread_mutex_t mu; /* guards live_wake: cancel never writes to a descriptor being closed */
     int live_wake;      /* the running call's wake eventfd, -1 when none */
@@ -207,6 +210,7 @@ rl_result rl_stream_new(rl_stream **out, const char *url, const rl_options *opts
     pthread_mutex_init(&s->mu, NULL);
     s->live_wake = -1;
     s->backoff_wake = -1;
+    s->retry_timer = -1;
     if (copy_options(&s->opts, opts, &s->url_err)) {
         s->err = s->url_err;
         *out = s;
@@ -239,6 +243,8 @@ void rl_stream_free(rl_stream *s)
     rli_asm_free(s->asm_);
     if (s->backoff_wake >= 0)
         close(s->backoff_wake);
+    if (s->retry_timer >= 0)
+        close(s->retry_timer);
     pthread_mutex_destroy(&s->mu);
     free(s->tls_ca_file);
     free(s->tls_ca_dir);
@@ -1024,6 +1030,23 @@ static int64_t backoff_ms(const rl_options *o, int64_t n)
     return ns_to_ms(ns > 0 ? ns : 1);
 }
 
+/* Arms the descriptor rl_stream_fd hands out between connections, so a caller's poll wakes when
+ * the attempt is due (rli_mono_ms is CLOCK_MONOTONIC, as the timer). Without one (timerfd_create
+ * failed) rl_stream_fd says -1 and the caller's own poll timeout has to bring it back. */
+static void arm_retry_timer(rl_stream *s)
+{
+    if (s->retry_timer < 0)
+        s->retry_timer = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (s->retry_timer < 0)
+        return;
+    struct itimerspec at = {.it_value = {.tv_sec = (time_t)(s->retry_at_ms / 1000),
+                                         .tv_nsec = (long)(s->retry_at_ms % 1000) * 1000000L}};
+    if (at.it_value.tv_sec == 0 && at.it_value.tv_nsec == 0)
+        at.it_value.tv_nsec = 1; /* all zeroes would disarm it */
+    /* re-arming also clears an expiry the caller has not read */
+    timerfd_settime(s->retry_timer, TFD_TIMER_ABSTIME, &at, NULL);
+}
+
 /* Whether resume may try once more after a failure: then the attempt is scheduled. */
 static bool schedule_retry(rl_stream *s)
 {
@@ -1032,6 +1055,7 @@ static bool schedule_retry(rl_stream *s)
         return false;
     s->failures++;
     s->retry_at_ms = rli_mono_ms() + backoff_ms(&s->opts, s->failures);
+    arm_retry_timer(s);
     return true;
 }
 
@@ -1120,6 +1144,15 @@ rl_result rl_stream_open(rl_stream *s, rl_range range)
 }
 
 uint64_t rl_stream_reconnects(const rl_stream *s) { return s->reconnects; }
+
+int rl_stream_fd(const rl_stream *s)
+{
+    if (!s->session || s->session_ended)
+        return -1;
+    if (s->conn)
+        return s->conn->tp.fd;
+    return s->retry_timer; /* resuming: readable once the next attempt is due */
+}
 
 rl_result rl_stream_next(rl_stream *s, int64_t timeout_ns, const uint8_t **ledger, size_t *len,
                          rl_ledger_info *info)

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include <cmocka.h>
+#include <poll.h>
 
 #include "support/rlclient.h"
 
@@ -94,6 +95,56 @@ static rl_result pull_all(rl_stream *s, rl_range range, collected *c)
     return r == RL_END ? RL_OK : r;
 }
 
+bool rlclient_poll;
+
+/* The slowest rl_stream_next(s, 0, ...) may be: it must never wait for the network (the scripted
+ * server dials in well under this on loopback, and a close frame goes out at once). */
+#define POLL_NEXT_MAX_MS 1000
+/* The poll timeout: short, so idle timeouts and cancels are seen about as soon as with next(-1). */
+#define POLL_TICK_MS 20
+
+/* rl_stream_raw_ledgers through rl_stream_fd, poll and rl_stream_next(0): what one thread serving
+ * many streams does. Every next(0) is timed. */
+static rl_result poll_all(rl_stream *s, rl_range range, collected *c)
+{
+    assert_int_equal(rl_stream_fd(s), -1);
+    rl_result r = rl_stream_open(s, range);
+    if (r != RL_OK) {
+        assert_int_equal(rl_stream_fd(s), -1);
+        return r;
+    }
+    for (;;) {
+        const uint8_t *p = NULL;
+        size_t n = 0;
+        rl_ledger_info info;
+        int64_t t0 = now_ms();
+        r = rl_stream_next(s, 0, &p, &n, &info);
+        int64_t took = now_ms() - t0;
+        if (took > POLL_NEXT_MAX_MS)
+            fail_msg("rl_stream_next(0) took %lld ms (%s)", (long long)took, rl_result_name(r));
+        if (r == RL_OK) {
+            assert_non_null(p);
+            if (on_ledger(p, n, &info, c) != 0)
+                break;
+            continue;
+        }
+        if (r != RL_AGAIN)
+            break;
+        int fd = rl_stream_fd(s);
+        assert_true(fd >= 0); /* an open session that is not over has something to poll */
+        struct pollfd pf = {.fd = fd, .events = POLLIN};
+        assert_true(poll(&pf, 1, POLL_TICK_MS) >= 0);
+    }
+    if (r != RL_OK) {
+        assert_int_equal(rl_stream_fd(s), -1); /* over: nothing more to poll */
+        if (r != RL_END)
+            assert_int_equal(rl_stream_next(s, 0, NULL, NULL, NULL), r);
+    }
+    rl_stream_close(s);
+    assert_int_equal(rl_stream_fd(s), -1);
+    return r == RL_END ? RL_OK : r;
+}
+
 void drain_url(const char *url, rl_options *opts, rl_range range, collected *c)
 {
     rl_options o;
@@ -111,6 +162,8 @@ void drain_url(const char *url, rl_options *opts, rl_range range, collected *c)
     int64_t t0 = now_ms();
     if (nr != RL_OK)
         c->r = nr;
+    else if (rlclient_poll)
+        c->r = poll_all(c->s, range, c);
     else if (rlclient_pull)
         c->r = pull_all(c->s, range, c);
     else

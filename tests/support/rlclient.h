@@ -50,6 +50,10 @@ void collected_reset(collected *c);
  * or an error, on_ledger on each ledger, rl_stream_close) instead of rl_stream_raw_ledgers, so a
  * suite can run every case both ways. The results must be the same. */
 extern bool rlclient_pull;
+/* When true (it wins over rlclient_pull), drain_url drives the pull API as a poll loop would:
+ * rl_stream_next(s, 0, ...) until RL_AGAIN, then poll(rl_stream_fd(s), POLLIN), failing the test
+ * when a next(0) takes a second or the descriptor is -1 while the session is open. */
+extern bool rlclient_poll;
 
 /* Streams range from url with the options (NULL: defaults plus the observer) and records it all;
  * c->s stays open for the caller to inspect (free it, or use drain_done). */
