@@ -179,8 +179,8 @@ static int format_record_v(char *buf, size_t len, int version, uint32_t seq, con
                      " chunk_size=%" PRIu32 " xxh64=%016" PRIx64, version, seq, rec->len, rec->chunks,
                      rec->chunk_size, rec->xxh64);
     if (version >= 2 && n > 0 && (size_t)n < len)
-        n += snprintf(buf + n, len - (size_t)n, " frames_len=%" PRIu64 " frames_xxh3=%016" PRIx64, rec->frames_len,
-                      rec->frames_xxh3);
+        n += snprintf(buf + n, len - (size_t)n, " frames_len=%" PRIu64 " frames_xxh3=%016" PRIx64
+                      " raw_xxh3=%016" PRIx64, rec->frames_len, rec->frames_xxh3, rec->raw_xxh3);
     if (n > 0 && (size_t)n + 1 < len) {
         buf[n++] = '\n';
         buf[n] = '\0';
@@ -201,9 +201,11 @@ static int parse_record(const char *text, uint32_t want_seq, cs_ledger_record *r
     int version = 0;
     cs_ledger_record r = {0};
     int got = sscanf(text, "corestream-ring-record %d seq=%" SCNu32 " len=%" SCNu64 " chunks=%" SCNu32
-                           " chunk_size=%" SCNu32 " xxh64=%" SCNx64 " frames_len=%" SCNu64 " frames_xxh3=%" SCNx64,
-                     &version, &seq, &r.len, &r.chunks, &r.chunk_size, &r.xxh64, &r.frames_len, &r.frames_xxh3);
-    if (!((version == 1 && got == 6) || (version == 2 && got == 8))) {
+                           " chunk_size=%" SCNu32 " xxh64=%" SCNx64 " frames_len=%" SCNu64 " frames_xxh3=%" SCNx64
+                           " raw_xxh3=%" SCNx64,
+                     &version, &seq, &r.len, &r.chunks, &r.chunk_size, &r.xxh64, &r.frames_len, &r.frames_xxh3,
+                     &r.raw_xxh3);
+    if (!((version == 1 && got == 6) || (version == 2 && got == 9))) {
         snprintf(problem, plen, "integrity record is unreadable");
         return -1;
     }
@@ -217,7 +219,7 @@ static int parse_record(const char *text, uint32_t want_seq, cs_ledger_record *r
     if (r.frames_len != 0)
         consistent = consistent && r.chunk_size != 0 && r.frames_len >= cs_frames_tail_len(r.chunks);
     else
-        consistent = consistent && r.frames_xxh3 == 0;
+        consistent = consistent && r.frames_xxh3 == 0 && r.raw_xxh3 == 0;
     if (strcmp(again, text) != 0 || !consistent) {
         snprintf(problem, plen, "integrity record is unreadable");
         return -1;
@@ -436,6 +438,7 @@ static void forget_frames(cs_ring *r, uint32_t seq, const cs_ledger_record *rec)
     cs_ledger_record plain = *rec;
     plain.frames_len = 0;
     plain.frames_xxh3 = 0;
+    plain.raw_xxh3 = 0;
     if (write_record(r->dfd, seq, &plain) != 0)
         return;
     char name[CS_LEDGER_NAME_MAX];
@@ -800,7 +803,8 @@ struct cs_frames_writer {
     uint32_t seq, chunk_size, chunks;
     int fd;
     int err; /* the first write error (errno), reported at finish */
-    XXH3_state_t *hash;
+    XXH3_state_t *hash;     /* of the frames file, as written */
+    XXH3_state_t *raw_hash; /* of the raw chunks' bytes */
     uint8_t *tail; /* the index so far, then the trailer */
     size_t cap;
     uint64_t bytes;
@@ -810,11 +814,14 @@ int cs_ring_frames_begin(cs_ring *r, uint32_t seq, uint32_t chunk_size, cs_frame
 {
     *out = NULL;
     cs_frames_writer *w = calloc(1, sizeof *w);
-    if (!w || !(w->hash = XXH3_createState())) {
+    if (!w || !(w->hash = XXH3_createState()) || !(w->raw_hash = XXH3_createState())) {
+        if (w)
+            XXH3_freeState(w->hash);
         free(w);
         return cs_err_set(err, CS_RING_ERR_IO, "store: write ledger %" PRIu32 " frames: %s", seq, strerror(ENOMEM));
     }
     XXH3_64bits_reset(w->hash);
+    XXH3_64bits_reset(w->raw_hash);
     w->ring = r;
     w->seq = seq;
     w->chunk_size = chunk_size;
@@ -824,6 +831,7 @@ int cs_ring_frames_begin(cs_ring *r, uint32_t seq, uint32_t chunk_size, cs_frame
     if (w->fd < 0) {
         int e = errno;
         XXH3_freeState(w->hash);
+        XXH3_freeState(w->raw_hash);
         free(w);
         return cs_err_set(err, CS_RING_ERR_IO, "store: write ledger %" PRIu32 " frames: %s", seq, strerror(e));
     }
@@ -865,8 +873,10 @@ void cs_frames_writer_add(cs_frames_writer *w, uint8_t codec, const void *payloa
     }
     cs_frames_put_entry(w->tail + (size_t)w->chunks * CS_FRAMES_ENTRY_LEN, codec, (uint32_t)len);
     w->chunks++;
-    XXH3_64bits_update(w->hash, payload, len);
-    if (codec != 0) {
+    if (codec == 0) {
+        XXH3_64bits_update(w->raw_hash, payload, len);
+    } else {
+        XXH3_64bits_update(w->hash, payload, len);
         if (write_all(w->fd, payload, len) != 0)
             w->err = errno;
         w->bytes += len;
@@ -883,6 +893,7 @@ static void frames_writer_free(cs_frames_writer *w, bool remove_tmp)
         unlinkat(w->ring->dfd, tmp, 0);
     }
     XXH3_freeState(w->hash);
+    XXH3_freeState(w->raw_hash);
     free(w->tail);
     free(w);
 }
@@ -922,6 +933,7 @@ static int frames_finish(cs_frames_writer *w, cs_ledger_record *rec)
     }
     rec->frames_len = w->bytes + tail_len;
     rec->frames_xxh3 = XXH3_64bits_digest(w->hash);
+    rec->raw_xxh3 = XXH3_64bits_digest(w->raw_hash);
     return 0;
 }
 
@@ -943,6 +955,7 @@ static int write_tmp(cs_ring *r, uint32_t seq, const struct iovec *parts, size_t
     }
     rec->frames_len = 0;
     rec->frames_xxh3 = 0;
+    rec->raw_xxh3 = 0;
     if (rc == 0 && chunks && rec->chunk_size) {
         cs_frames_writer *w;
         cs_err ferr;
@@ -1268,6 +1281,7 @@ int cs_ring_get(cs_ring *r, uint32_t seq, cs_ledger_ref **out, cs_err *err)
             cs_ring_drop_frames(r, seq, rec.frames_xxh3, problem);
         m->ref.rec.frames_len = 0;
         m->ref.rec.frames_xxh3 = 0;
+        m->ref.rec.raw_xxh3 = 0;
     }
     *out = &m->ref;
     return 0;

@@ -26,9 +26,11 @@ typedef struct cs_ring cs_ring;
 /* What the live END of a ledger carried, stored durably beside the ledger (`ledger-<seq>.rec`).
  * chunk_size and chunks are 0 in records made at open for a ring written before records existed
  * (the live chunking is not known then); otherwise chunks = ceil(len / chunk_size).
- * frames_len and frames_xxh3 describe the stored wire frames (`ledger-<seq>.frames`, store/
- * frames.h): the file's length, and XXH3-64 of every chunk payload as sent (in chunk order, a raw
- * chunk's bytes read from the ledger) followed by the file's index and trailer. Both 0: no frames. */
+ * frames_len, frames_xxh3 and raw_xxh3 describe the stored wire frames (`ledger-<seq>.frames`,
+ * store/frames.h): the file's length and XXH3-64, and XXH3-64 of the raw (codec 0) chunks' bytes
+ * in chunk order, which replay reads from the ledger file. Two hashes, so a mismatch says which
+ * file changed: the frames (dropped, the ledger is re-encoded) or the ledger (dropped). All 0: no
+ * frames. */
 typedef struct cs_ledger_record {
     uint64_t len;
     uint32_t chunks;
@@ -36,6 +38,7 @@ typedef struct cs_ledger_record {
     uint64_t xxh64;
     uint64_t frames_len;
     uint64_t frames_xxh3;
+    uint64_t raw_xxh3;
 } cs_ledger_record;
 
 /* An open retained ledger and its record, checked at open against the file (a regular file, not

@@ -30,7 +30,7 @@ struct cs_replay {
     /* Stored frames (ledger->frames_fd >= 0): the chunks are sent as published, and what is read
      * is hashed (XXH3) against the record's frames_xxh3 instead. */
     bool stored;
-    XXH3_state_t *fhash;
+    XXH3_state_t *fhash, *rawhash;
     bool reading;
     size_t nitems;
     size_t claimed;
@@ -96,6 +96,7 @@ static void replay_free(cs_replay *r)
         cs_ledger_ref_release(r->ledger);
     XXH64_freeState(r->hash);
     XXH3_freeState(r->fhash);
+    XXH3_freeState(r->rawhash);
     free(r);
 }
 
@@ -152,23 +153,33 @@ static cs_msg *read_stored(cs_replay_pool *p, cs_replay *r, size_t k, int *statu
     }
     cs_wire_put_chunk_header(m->data, r->seq, (uint32_t)(k - 1), f->codec);
     m->len = need;
-    XXH3_64bits_update(r->fhash, m->data + CS_WIRE_CHUNK_HEADER_LEN, f->len);
+    XXH3_64bits_update(f->codec == 0 ? r->rawhash : r->fhash, m->data + CS_WIRE_CHUNK_HEADER_LEN, f->len);
     return m;
 }
 
 /* Builds the END once every chunk was read: the recorded checksum, and only if the bytes read
  * hash to it (the stored frames' own hash for a stored replay). */
-static cs_msg *produce_end(cs_replay *r, int *status, cs_err *err)
+static cs_msg *produce_end(cs_replay *r, int *status, bool *frames_fault, cs_err *err)
 {
     if (r->stored) {
         const cs_ledger_ref *l = r->ledger;
         XXH3_64bits_update(r->fhash, l->frames_tail, l->frames_tail_len);
-        uint64_t got = XXH3_64bits_digest(r->fhash);
+        uint64_t got = XXH3_64bits_digest(r->fhash), raw = XXH3_64bits_digest(r->rawhash);
+        /* The ledger's own bytes first: if they changed, the ledger goes, whatever the frames. */
+        if (raw != l->rec.raw_xxh3) {
+            *status = CS_REPLAY_CORRUPT;
+            *frames_fault = false;
+            cs_err_set(err, CS_RING_ERR_CORRUPT,
+                       "ledger-%u.xdr changed on disk: its bytes hash to %016" PRIx64 ", its record says %016" PRIx64
+                       " (XXH3 of its raw chunks)",
+                       r->seq, raw, l->rec.raw_xxh3);
+            return NULL;
+        }
         if (got != l->rec.frames_xxh3) {
             *status = CS_REPLAY_CORRUPT;
+            *frames_fault = true;
             cs_err_set(err, CS_RING_ERR_CORRUPT,
-                       "ledger-%u.frames changed on disk: the chunks read hash to %016" PRIx64
-                       ", its record says %016" PRIx64,
+                       "ledger-%u.frames changed on disk: it hashes to %016" PRIx64 ", its record says %016" PRIx64,
                        r->seq, got, l->rec.frames_xxh3);
             return NULL;
         }
@@ -201,19 +212,24 @@ static void open_locked(cs_replay_pool *p, cs_replay *r)
     cs_err err;
     int status = CS_REPLAY_PENDING;
     XXH64_state_t *hash = NULL;
-    XXH3_state_t *fhash = NULL;
+    XXH3_state_t *fhash = NULL, *rawhash = NULL;
     if (cs_ring_get(p->ring, r->seq, &ledger, &err) != 0) {
         status = err.kind == CS_RING_ERR_NOT_RETAINED ? CS_REPLAY_NOT_RETAINED : CS_REPLAY_FAILED;
-    } else if (!(hash = XXH64_createState()) || (ledger->frames_fd >= 0 && !(fhash = XXH3_createState()))) {
+    } else if (!(hash = XXH64_createState()) ||
+               (ledger->frames_fd >= 0 && (!(fhash = XXH3_createState()) || !(rawhash = XXH3_createState())))) {
         cs_ledger_ref_release(ledger);
         XXH64_freeState(hash);
+        XXH3_freeState(fhash);
         hash = NULL;
+        fhash = NULL;
         status = CS_REPLAY_FAILED;
         cs_err_set(&err, 0, "replay ledger %u: out of memory", r->seq);
     } else {
         XXH64_reset(hash, 0);
-        if (fhash)
+        if (fhash) {
             XXH3_64bits_reset(fhash);
+            XXH3_64bits_reset(rawhash);
+        }
     }
     pthread_mutex_lock(&p->mu);
     r->opening = false;
@@ -225,6 +241,7 @@ static void open_locked(cs_replay_pool *p, cs_replay *r)
     r->ledger = ledger;
     r->hash = hash;
     r->fhash = fhash;
+    r->rawhash = rawhash;
     r->stored = fhash != NULL;
     r->chunk_size = ledger->rec.chunk_size ? ledger->rec.chunk_size : p->chunk_size;
     r->nitems = (size_t)((ledger->rec.len + r->chunk_size - 1) / r->chunk_size) + 2;
@@ -296,8 +313,7 @@ static void *worker_main(void *argp)
                     m = cs_encode_chunk(a->cctx, r->seq, (uint32_t)(k - 1), raw, n);
                 free(raw);
             } else {
-                m = produce_end(r, &status, &err);
-                frames_fault = r->stored;
+                m = produce_end(r, &status, &frames_fault, &err);
             }
             /* A ledger that differs from its record leaves the ring (with everything older); frames
              * that differ leave the ledger to be re-encoded. */
