@@ -232,6 +232,17 @@ static int parse_record(const char *text, uint32_t want_seq, cs_ledger_record *r
     return 0;
 }
 
+int cs_ring_record_parse(const char *text, uint32_t seq, cs_ledger_record *rec, char *problem, size_t plen)
+{
+    return parse_record(text, seq, rec, problem, plen);
+}
+
+size_t cs_ring_record_format(char *buf, size_t len, uint32_t seq, const cs_ledger_record *rec)
+{
+    int n = format_record(buf, len, seq, rec);
+    return n < 0 ? 0 : (size_t)n;
+}
+
 /* Reads and parses the record of seq. Returns 0, -1 with problem, or -2 when it is missing
  * (ENOENT; errno kept). */
 static int read_record(int dfd, uint32_t seq, cs_ledger_record *rec, char *problem, size_t plen)

@@ -152,6 +152,13 @@ void cs_ring_reject(cs_ring *r, uint32_t seq, const char *problem);
  * most 4095 bytes`, `store: write "<dir>/ring-identity": …`. */
 int cs_ring_claim(cs_ring *r, const char *identity, uint32_t first_seq, cs_err *err);
 
+/* The record's one line (docs/RING.md), exposed for its fuzz target: parse accepts exactly what
+ * format writes (version 2) or a version-1 record (no frames), consistent (chunks, frames fields),
+ * of ledger seq; else -1 with problem `integrity record is unreadable` or `integrity record is
+ * for ledger S`. format returns the line's length (newline included; buf of 256 bytes holds any). */
+int cs_ring_record_parse(const char *text, uint32_t seq, cs_ledger_record *rec, char *problem, size_t plen);
+size_t cs_ring_record_format(char *buf, size_t len, uint32_t seq, const cs_ledger_record *rec);
+
 /* Current bounds; returns false (and 0/0) when the ring is empty. Thread-safe. */
 bool cs_ring_bounds(cs_ring *r, uint32_t *oldest, uint32_t *latest);
 
