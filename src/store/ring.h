@@ -65,7 +65,10 @@ typedef struct cs_ledger_ref {
  *   and every older one, are dropped (cs_ring_reject's ERROR line; a gap counts too), so the ring
  *   stays contiguous; the file contents are checked when replayed (cs_ledger_read, END);
  * - a ring without the `ring-format` marker was written before records: a record is made for each
- *   ledger by hashing it (INFO `ring: integrity records made from the ledgers on disk`);
+ *   ledger by hashing it (INFO `ring: integrity records made from the ledgers on disk`); a marker
+ *   of format 2 (records, no frames) is rewritten as 3;
+ * - frames a record claims must be a regular file of the recorded length, else they are forgotten
+ *   (cs_ring_drop_frames' ERROR; the ledger stays); frames no record claims are removed;
  * - prunes to the retention count.
  * Errors: `store: retention must be positive, got N`, `store: create "<dir>": …`,
  * `store: "<dir>" cannot be written: create write-probe.tmp: <strerror>`,
