@@ -55,8 +55,10 @@ static int setup(void **state)
         free(f);
         return -1;
     }
-    snprintf(f->data, sizeof f->data, "%s/data", f->dir.path);
-    snprintf(f->ring, sizeof f->ring, "%s/ledgers", f->data);
+    memcpy(f->data, f->dir.path, strlen(f->dir.path));
+    strcpy(f->data + strlen(f->dir.path), "/data");
+    strcpy(f->ring, f->data);
+    strcat(f->ring, "/ledgers");
     *state = f;
     return 0;
 }
@@ -436,8 +438,9 @@ static void file_source_replays_new_ring(void **state)
     fixture *f = *state;
     run_to_exit(f, k_fill_small);
     assert_true(exists(f, "ledger-2.frames"));
-    char other[4200];
-    snprintf(other, sizeof other, "%s/other", f->dir.path);
+    char other[720];
+    memcpy(other, f->data, strlen(f->data) - 5);
+    strcpy(other + strlen(f->data) - 5, "/other");
     const char *argv[] = {CORESTREAMD_BIN, "--listen", "127.0.0.1:0", "--data-dir", other, "--source", "file",
                           "--file-dir", f->ring, "--file-count", "3", "--cadence", "1ms", "--emit-window", "0",
                           NULL};
