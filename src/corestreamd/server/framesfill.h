@@ -21,7 +21,8 @@
 typedef struct cs_frames_fill cs_frames_fill;
 
 /* Starts the pass over the ledgers retained now. chunk_size cuts ledgers whose record has no live
- * chunking. Errors: `server: cannot start the stored-frames pass`. */
+ * chunking; a ledger recorded with a larger chunk size than this run's is left without frames
+ * (replayed by re-encoding). Errors: `server: cannot start the stored-frames pass`. */
 int cs_frames_fill_start(cs_frames_fill **out, cs_ring *ring, bool compress, int level, size_t chunk_size,
                          cs_err *err);
 
