@@ -2,12 +2,14 @@
 # Cell 5: catch-up. A ring of RING (200) x 15196160-byte (14.5 MiB) compressible ledgers is
 # replayed by 1 subscriber, then by 8 at once, while corestreamd keeps publishing the live tip at
 # the gate shape (compressible, zstd on, every 600 ms over 7500 us) to one tip subscriber.
-#   1. fill:  corestreamd --synthetic-count RING, unpaced, writes ledgers 1..RING to a scratch
-#             ring and exits (the ring stores raw ledgers, so the fill does not compress).
+#   1. fill:  corestreamd --synthetic-count RING, unpaced, compressing as the live tip does,
+#             writes ledgers 1..RING to a scratch ring and exits: each ledger's raw file and its
+#             stored frames (the zstd chunks as published, docs/RING.md), as a live run leaves them.
 #   2. live:  corestreamd on the same --data-dir with --start-ledger RING+1 continues that ring and
 #             publishes the live tip; one `benchrunner --mode remote` follows the tip.
 #   3. 1 subscriber, then 8 at once: `benchrunner --mode remote --start 1 --end RING`; the ring
-#             replay is compressed per chunk by the server's ring encoders.
+#             replay sends the stored frames as they are (a build without stored frames, or
+#             FILL_FRAMES=0, compresses every chunk again in the server's replay workers).
 #   4. the tip subscriber is stopped with SIGINT (it prints its summary and CSV).
 # Reported: MiB/s (and MB/s) of raw ledger per catch-up subscriber (bytes over the process's wall
 # time, connect included; benchrunner's own first-to-last-arrival figure beside it), server CPU
@@ -20,15 +22,20 @@
 # at whatever rate they reach, and each phase is capped at CATCHUP_LIMIT seconds.
 # Disk: RING x 14.5 MiB (2.9 GB) plus 24 MB/s of live ledgers while it runs, in a mktemp -d
 # scratch dir removed at exit.
-# Environment: BUILD_DIR (default build), RING (200), SUBS (8), CATCHUP_LIMIT (600 s),
-# CATCHUP_VERIFY (0; 1 adds --verify --remote-compressible --synthetic-size to the catch-up subscribers).
+# Environment: BUILD_DIR (default build), RING (200), SUBS (8), CATCHUP_LIMIT (600 s), SIZE
+# (15196160; smaller only to prove the script at a tiny shape), CATCHUP_VERIFY (0; 1 adds --verify
+# --remote-compressible --synthetic-size to the catch-up subscribers), FILL_FRAMES (1; 0 deletes
+# the stored frames after the fill and sets the marker back to format 2, so the live server
+# replays by re-encoding: the before figure on this build; its background pass then makes the
+# frames again, so only the first phase measures re-encoding).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 RING=${RING:-200}
 SUBS=${SUBS:-8}
 CATCHUP_LIMIT=${CATCHUP_LIMIT:-600}
 CATCHUP_VERIFY=${CATCHUP_VERIFY:-0}
-SIZE=15196160
+SIZE=${SIZE:-15196160}
+FILL_FRAMES=${FILL_FRAMES:-1}
 RETENTION=${RETENTION:-1000}
 
 bench_init cell5-catchup "catch-up: $RING x 15196160 B compressible ledgers replayed by 1 and by $SUBS subscribers, live tip meanwhile"
@@ -55,13 +62,25 @@ note "1. filling a ring of $RING ledgers (unpaced, about $((RING * SIZE / 100000
 tf0=$(now)
 server_start fill 900 --retention "$RETENTION" --source synthetic --synthetic-compressible \
   --synthetic-size "$SIZE" --synthetic-interval=-1ns --emit-window 0 --chunk-size 262144 \
-  --compress=false --synthetic-count "$RING"
+  --compress=true --synthetic-count "$RING"
 wait_rc "$SERVER_PID"
 fill_rc=$RC
 tf1=$(now)
 nfiles=$(find "$SERVER_DATA_DIR/ledgers" -name 'ledger-*.xdr' | wc -l)
 note "   fill exit status $fill_rc, $nfiles ledger files, $(elapsed "$tf0" "$tf1") s"
 ((fill_rc == 0 && nfiles == RING)) || die "the ring fill failed (see $CELL_DIR/fill.server.log)"
+if ((!FILL_FRAMES)); then
+  find "$SERVER_DATA_DIR/ledgers" -name 'ledger-*.frames' -delete
+  for rec in "$SERVER_DATA_DIR"/ledgers/ledger-*.rec; do
+    sed -i 's/^corestream-ring-record 2 \(.*\) frames_len=.*$/corestream-ring-record 1 \1/' "$rec"
+  done
+  printf 'corestream-ring 2\n' >"$SERVER_DATA_DIR/ledgers/ring-format"
+fi
+nframes=$(find "$SERVER_DATA_DIR/ledgers" -name 'ledger-*.frames' | wc -l)
+frames_mb=$(find "$SERVER_DATA_DIR/ledgers" -name 'ledger-*.frames' -printf '%s\n' | awk '{ t += $1 } END { printf "%.1f", t / 1e6 }')
+note "   stored frames: $nframes files, $frames_mb MB (FILL_FRAMES=$FILL_FRAMES)"
+metric ring_frames_files "$nframes"
+metric ring_frames_mb "$frames_mb"
 
 # 2. The live server continues the ring.
 server_start live $((3 * CATCHUP_LIMIT + 300)) --retention "$RETENTION" --start-ledger $((RING + 1)) \

@@ -157,7 +157,7 @@ static bool put(cs_ring *r, uint32_t seq)
     struct iovec iov = {buf, strlen(buf)};
     bool reset = true;
     cs_err err = {0};
-    if (cs_ring_put(r, seq, &iov, 1, rec_of(&iov, 1), &reset, &err) != 0)
+    if (cs_ring_put(r, seq, &iov, 1, NULL, 0, rec_of(&iov, 1), &reset, &err) != 0)
         fail_msg("put %" PRIu32 ": %s", seq, err.msg);
     return reset;
 }
@@ -394,7 +394,7 @@ static void expect_put_zero_refused(cs_ring *r)
     struct iovec iov = {"x", 1};
     bool reset = true;
     cs_err err = {0};
-    assert_int_equal(cs_ring_put(r, 0, &iov, 1, rec_of(&iov, 1), &reset, &err), -1);
+    assert_int_equal(cs_ring_put(r, 0, &iov, 1, NULL, 0, rec_of(&iov, 1), &reset, &err), -1);
     assert_false(reset);
     assert_int_equal(err.kind, CS_RING_ERR_INVALID_SEQ);
     assert_string_equal(err.msg, "store: invalid ledger sequence: ledger sequences start at 1, "
@@ -462,7 +462,7 @@ static void test_multi_part_put_writes_the_concatenation(void **state)
     size_t total = 5 + sizeof big + 97;
     bool reset = true;
     cs_err err = {0};
-    assert_int_equal(cs_ring_put(r, 1, parts, 100, rec_of(parts, 100), &reset, &err), 0);
+    assert_int_equal(cs_ring_put(r, 1, parts, 100, NULL, 0, rec_of(parts, 100), &reset, &err), 0);
     assert_false(reset);
     cs_ledger_ref *ref;
     assert_int_equal(cs_ring_get(r, 1, &ref, &err), 0);
@@ -484,8 +484,8 @@ static void test_zero_length_ledger_round_trips(void **state)
     struct iovec empty = {NULL, 0};
     bool reset;
     cs_err err = {0};
-    assert_int_equal(cs_ring_put(r, 1, NULL, 0, rec_of(NULL, 0), &reset, &err), 0);
-    assert_int_equal(cs_ring_put(r, 2, &empty, 1, rec_of(&empty, 1), &reset, &err), 0);
+    assert_int_equal(cs_ring_put(r, 1, NULL, 0, NULL, 0, rec_of(NULL, 0), &reset, &err), 0);
+    assert_int_equal(cs_ring_put(r, 2, &empty, 1, NULL, 0, rec_of(&empty, 1), &reset, &err), 0);
     for (uint32_t s = 1; s <= 2; s++) {
         cs_ledger_ref *ref;
         assert_int_equal(cs_ring_get(r, s, &ref, &err), 0);
@@ -548,7 +548,7 @@ static void test_put_publish_failure_keeps_bounds(void **state)
     struct iovec iov = {"five", 4};
     bool reset = true;
     cs_err err = {0};
-    assert_int_equal(cs_ring_put(r, 5, &iov, 1, rec_of(&iov, 1), &reset, &err), -1);
+    assert_int_equal(cs_ring_put(r, 5, &iov, 1, NULL, 0, rec_of(&iov, 1), &reset, &err), -1);
     assert_false(reset);
     assert_int_equal(err.kind, CS_RING_ERR_IO);
     assert_string_equal(err.msg, "store: publish ledger 5: Is a directory");
@@ -578,7 +578,7 @@ static void test_put_write_failure_keeps_bounds(void **state)
     struct iovec iov = {"five", 4};
     bool reset = true;
     cs_err err = {0};
-    assert_int_equal(cs_ring_put(r, 5, &iov, 1, rec_of(&iov, 1), &reset, &err), -1);
+    assert_int_equal(cs_ring_put(r, 5, &iov, 1, NULL, 0, rec_of(&iov, 1), &reset, &err), -1);
     assert_false(reset);
     assert_int_equal(err.kind, CS_RING_ERR_IO);
     assert_string_equal(err.msg, "store: write ledger 5: Is a directory");
@@ -616,7 +616,7 @@ static void test_put_emfile_degrades(void **state)
     struct iovec iov = {"three", 5};
     bool reset = true;
     cs_err err = {0};
-    int rc = cs_ring_put(r, 3, &iov, 1, rec_of(&iov, 1), &reset, &err);
+    int rc = cs_ring_put(r, 3, &iov, 1, NULL, 0, rec_of(&iov, 1), &reset, &err);
     while (nfill > 0)
         close(fill[--nfill]);
     assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);

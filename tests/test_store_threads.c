@@ -99,7 +99,7 @@ static void *writer(void *arg)
             bool reset;
             cs_err err = {0};
             cs_ledger_record rec = {.len = n, .xxh64 = XXH64(buf, n, 0)};
-            if (cs_ring_put(s->ring, seq, parts, 3, &rec, &reset, &err) != 0) {
+            if (cs_ring_put(s->ring, seq, parts, 3, NULL, 0, &rec, &reset, &err) != 0) {
                 failure(s, "put %" PRIu32 ": %s", seq, err.msg);
                 goto out;
             }

@@ -10,10 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
+#include "wire/wire.h"
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/log.h"
+#include "store/frames.h"
 #include "store/ledgerdir.h"
 
 struct cs_ring {
@@ -36,13 +38,15 @@ struct cs_ring {
 };
 
 #define FORMAT_NAME "ring-format"
-#define FORMAT_TEXT "corestream-ring 2\n"
-#define RECORD_MAX 160
+#define FORMAT_TEXT "corestream-ring 3\n"
+#define RECORD_MAX 256
 
 /* The public ref is embedded so that release can find the descriptor and the count. */
 typedef struct ledger_file {
     cs_ledger_ref ref;
     atomic_uint refs;
+    cs_frame *frames;   /* rec.chunks entries when frames_fd >= 0 */
+    uint8_t *tail;      /* the frames file's index and trailer, as read */
 } ledger_file;
 
 static ledger_file *file_of(cs_ledger_ref *ref)
@@ -50,20 +54,27 @@ static ledger_file *file_of(cs_ledger_ref *ref)
     return (ledger_file *)((char *)ref - offsetof(ledger_file, ref));
 }
 
-/* "ledger-<seq>.rec": not a ledger name, so the file source (and the prototype) skip it. */
+/* "ledger-<seq>.rec" and "ledger-<seq>.frames": not ledger names, so the file source (and the
+ * prototype) skip them. */
 static void record_name(char buf[CS_LEDGER_NAME_MAX], uint32_t seq)
 {
     snprintf(buf, CS_LEDGER_NAME_MAX, "ledger-%" PRIu32 ".rec", seq);
 }
 
-static int record_name_parse(const char *name, uint32_t *seq)
+static void frames_name(char buf[CS_LEDGER_NAME_MAX], uint32_t seq)
+{
+    snprintf(buf, CS_LEDGER_NAME_MAX, "ledger-%" PRIu32 ".frames", seq);
+}
+
+/* A sidecar name (suffix ".rec" or ".frames") of a ledger name. */
+static int sidecar_name_parse(const char *name, const char *suffix, uint32_t *seq)
 {
     char copy[CS_LEDGER_NAME_MAX];
-    size_t n = strlen(name);
-    if (n < 4 || n >= sizeof copy || strcmp(name + n - 4, ".rec") != 0)
+    size_t n = strlen(name), m = strlen(suffix);
+    if (n < m || n - m + 4 >= sizeof copy || strcmp(name + n - m, suffix) != 0)
         return -1;
-    memcpy(copy, name, n - 4);
-    strcpy(copy + n - 4, ".xdr");
+    memcpy(copy, name, n - m);
+    strcpy(copy + n - m, ".xdr");
     return cs_ledger_name_parse(copy, seq);
 }
 
@@ -93,6 +104,8 @@ static uint64_t unlink_ledger(int dfd, uint32_t seq)
      * finds the ledger out of the bounds, not corrupt. */
     if (unlinkat(dfd, name, 0) != 0)
         size = 0;
+    frames_name(name, seq);
+    unlinkat(dfd, name, 0);
     record_name(name, seq);
     unlinkat(dfd, name, 0);
     return size;
@@ -159,11 +172,25 @@ static int mkdir_all(const char *dir)
 }
 
 
+/* Version 2 adds the stored frames; version 1 (a ring of format 2) is read as "no frames". */
+static int format_record_v(char *buf, size_t len, int version, uint32_t seq, const cs_ledger_record *rec)
+{
+    int n = snprintf(buf, len, "corestream-ring-record %d seq=%" PRIu32 " len=%" PRIu64 " chunks=%" PRIu32
+                     " chunk_size=%" PRIu32 " xxh64=%016" PRIx64, version, seq, rec->len, rec->chunks,
+                     rec->chunk_size, rec->xxh64);
+    if (version >= 2 && n > 0 && (size_t)n < len)
+        n += snprintf(buf + n, len - (size_t)n, " frames_len=%" PRIu64 " frames_xxh3=%016" PRIx64
+                      " raw_xxh3=%016" PRIx64, rec->frames_len, rec->frames_xxh3, rec->raw_xxh3);
+    if (n > 0 && (size_t)n + 1 < len) {
+        buf[n++] = '\n';
+        buf[n] = '\0';
+    }
+    return n;
+}
+
 static int format_record(char *buf, size_t len, uint32_t seq, const cs_ledger_record *rec)
 {
-    return snprintf(buf, len, "corestream-ring-record 1 seq=%" PRIu32 " len=%" PRIu64 " chunks=%" PRIu32
-                    " chunk_size=%" PRIu32 " xxh64=%016" PRIx64 "\n",
-                    seq, rec->len, rec->chunks, rec->chunk_size, rec->xxh64);
+    return format_record_v(buf, len, 2, seq, rec);
 }
 
 /* Parses a record strictly: it must be exactly what format_record writes, and consistent. On
@@ -171,19 +198,28 @@ static int format_record(char *buf, size_t len, uint32_t seq, const cs_ledger_re
 static int parse_record(const char *text, uint32_t want_seq, cs_ledger_record *rec, char *problem, size_t plen)
 {
     uint32_t seq;
-    cs_ledger_record r;
-    if (sscanf(text, "corestream-ring-record 1 seq=%" SCNu32 " len=%" SCNu64 " chunks=%" SCNu32
-                     " chunk_size=%" SCNu32 " xxh64=%" SCNx64,
-               &seq, &r.len, &r.chunks, &r.chunk_size, &r.xxh64) != 5) {
+    int version = 0;
+    cs_ledger_record r = {0};
+    int got = sscanf(text, "corestream-ring-record %d seq=%" SCNu32 " len=%" SCNu64 " chunks=%" SCNu32
+                           " chunk_size=%" SCNu32 " xxh64=%" SCNx64 " frames_len=%" SCNu64 " frames_xxh3=%" SCNx64
+                           " raw_xxh3=%" SCNx64,
+                     &version, &seq, &r.len, &r.chunks, &r.chunk_size, &r.xxh64, &r.frames_len, &r.frames_xxh3,
+                     &r.raw_xxh3);
+    if (!((version == 1 && got == 6) || (version == 2 && got == 9))) {
         snprintf(problem, plen, "integrity record is unreadable");
         return -1;
     }
     char again[RECORD_MAX];
-    format_record(again, sizeof again, seq, &r);
+    format_record_v(again, sizeof again, version, seq, &r);
     bool consistent = r.chunk_size == 0
                           ? r.chunks == 0
                           : r.chunk_size >= 4096 && r.chunk_size <= 8388608 &&
                                 r.chunks == (r.len + r.chunk_size - 1) / r.chunk_size;
+    /* Frames need the live chunking, and hold at least their index. */
+    if (r.frames_len != 0)
+        consistent = consistent && r.chunk_size != 0 && r.frames_len >= cs_frames_tail_len(r.chunks);
+    else
+        consistent = consistent && r.frames_xxh3 == 0 && r.raw_xxh3 == 0;
     if (strcmp(again, text) != 0 || !consistent) {
         snprintf(problem, plen, "integrity record is unreadable");
         return -1;
@@ -194,6 +230,17 @@ static int parse_record(const char *text, uint32_t want_seq, cs_ledger_record *r
     }
     *rec = r;
     return 0;
+}
+
+int cs_ring_record_parse(const char *text, uint32_t seq, cs_ledger_record *rec, char *problem, size_t plen)
+{
+    return parse_record(text, seq, rec, problem, plen);
+}
+
+size_t cs_ring_record_format(char *buf, size_t len, uint32_t seq, const cs_ledger_record *rec)
+{
+    int n = format_record(buf, len, seq, rec);
+    return n < 0 ? 0 : (size_t)n;
 }
 
 /* Reads and parses the record of seq. Returns 0, -1 with problem, or -2 when it is missing
@@ -285,11 +332,14 @@ static int hash_file(int fd, uint64_t len, uint64_t *sum)
     return rc;
 }
 
-/* One ledger-named or record-named entry of the directory. */
+enum { E_LEDGER, E_RECORD, E_FRAMES };
+
+/* One ledger-, record- or frames-named entry of the directory. */
 typedef struct entry {
     uint32_t seq;
-    bool record;
-    bool canonical; /* the name is ledger-<seq>.xdr / .rec exactly, no padding */
+    int kind;       /* E_* */
+    bool record;    /* kind != E_LEDGER: a sidecar */
+    bool canonical; /* the name is ledger-<seq>.xdr / .rec / .frames exactly, no padding */
     char name[256];
 } entry;
 
@@ -298,7 +348,7 @@ static int cmp_entry(const void *a, const void *b)
     const entry *x = a, *y = b;
     if (x->seq != y->seq)
         return (x->seq > y->seq) - (x->seq < y->seq);
-    return (int)x->record - (int)y->record;
+    return x->kind - y->kind;
 }
 
 static int scan_entries(cs_ring *r, entry **out, size_t *n)
@@ -321,11 +371,14 @@ static int scan_entries(cs_ring *r, entry **out, size_t *n)
         if (!de)
             break;
         uint32_t seq;
-        bool record = false;
+        int kind = E_LEDGER;
         if (cs_ledger_name_parse(de->d_name, &seq) != 0) {
-            if (record_name_parse(de->d_name, &seq) != 0)
+            if (sidecar_name_parse(de->d_name, ".rec", &seq) == 0)
+                kind = E_RECORD;
+            else if (sidecar_name_parse(de->d_name, ".frames", &seq) == 0)
+                kind = E_FRAMES;
+            else
                 continue;
-            record = true;
         }
         if (*n == cap) {
             cap = cap ? cap * 2 : 64;
@@ -339,11 +392,14 @@ static int scan_entries(cs_ring *r, entry **out, size_t *n)
         }
         entry *e = &(*out)[(*n)++];
         e->seq = seq;
-        e->record = record;
+        e->kind = kind;
+        e->record = kind != E_LEDGER;
         snprintf(e->name, sizeof e->name, "%s", de->d_name);
         char canon[CS_LEDGER_NAME_MAX];
-        if (record)
+        if (kind == E_RECORD)
             record_name(canon, seq);
+        else if (kind == E_FRAMES)
+            frames_name(canon, seq);
         else
             cs_ledger_name_format(canon, sizeof canon, seq);
         e->canonical = strcmp(canon, de->d_name) == 0;
@@ -374,6 +430,57 @@ static void log_reject(const cs_ring *r, uint32_t seq, const char *problem, uint
     CS_LOG(CS_LOG_ERROR, "ring ledger failed its integrity check; dropping it and every older ledger",
            KV_S("file", path), KV_S("problem", problem), KV_U("dropped", dropped),
            KV_U("oldest", filled ? oldest : 0), KV_U("latest", filled ? latest : 0));
+}
+
+static void log_frames_problem(const cs_ring *r, uint32_t seq, const char *problem)
+{
+    char name[CS_LEDGER_NAME_MAX], path[4200];
+    frames_name(name, seq);
+    snprintf(path, sizeof path, "%s/%s", r->dir, name);
+    CS_LOG(CS_LOG_ERROR, "ring frames failed their integrity check; the ledger is replayed by re-encoding it",
+           KV_S("file", path), KV_S("problem", problem), KV_U("ledger", seq));
+}
+
+/* The ledger keeps its raw file and record but loses its frames: the record is rewritten without
+ * them first, so no reader is sent to a file about to go. Under wmu, or at open. A failed rewrite
+ * leaves the frames claimed; the next reader finds them bad again and falls back the same way. */
+static void forget_frames(cs_ring *r, uint32_t seq, const cs_ledger_record *rec)
+{
+    cs_ledger_record plain = *rec;
+    plain.frames_len = 0;
+    plain.frames_xxh3 = 0;
+    plain.raw_xxh3 = 0;
+    if (write_record(r->dfd, seq, &plain) != 0)
+        return;
+    char name[CS_LEDGER_NAME_MAX];
+    frames_name(name, seq);
+    unlinkat(r->dfd, name, 0);
+}
+
+/* The frames file's type and size against the record. Returns 0 or -1 with problem. */
+static int check_frames_stat(const struct stat *st, const cs_ledger_record *rec, char *problem, size_t plen)
+{
+    if (!S_ISREG(st->st_mode)) {
+        snprintf(problem, plen, "%s", S_ISLNK(st->st_mode) ? "is a symbolic link" : S_ISDIR(st->st_mode) ? "is a directory" : "is not a regular file");
+        return -1;
+    }
+    if ((uint64_t)st->st_size != rec->frames_len) {
+        snprintf(problem, plen, "is %lld bytes, its record says %" PRIu64, (long long)st->st_size, rec->frames_len);
+        return -1;
+    }
+    return 0;
+}
+
+static int check_frames_at_open(cs_ring *r, uint32_t seq, const cs_ledger_record *rec, char *problem, size_t plen)
+{
+    char name[CS_LEDGER_NAME_MAX];
+    frames_name(name, seq);
+    struct stat st;
+    if (fstatat(r->dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        snprintf(problem, plen, "%s", errno == ENOENT ? "is missing" : strerror(errno));
+        return -1;
+    }
+    return check_frames_stat(&st, rec, problem, plen);
 }
 
 /* Checks ledger seq at open: a regular file of the recorded length. With records absent (a ring
@@ -416,7 +523,27 @@ static int check_at_open(cs_ring *r, const entry *ledger, bool upgrade, uint64_t
         snprintf(problem, plen, "is %lld bytes, its record says %" PRIu64, (long long)st.st_size, rec.len);
         return -1;
     }
+    /* Bad frames cost the frames, not the ledger: its raw bytes are still checked by their own
+     * record when replayed by re-encoding. */
+    char fproblem[300];
+    if (rec.frames_len && check_frames_at_open(r, seq, &rec, fproblem, sizeof fproblem) != 0) {
+        log_frames_problem(r, seq, fproblem);
+        forget_frames(r, seq, &rec);
+    }
     return 0;
+}
+
+/* Whether ring-format says this build's format (3); a format-2 ring (records, no frames) is
+ * upgraded by rewriting it: its records are read as records without frames. */
+static bool format_current(cs_ring *r)
+{
+    char buf[64];
+    int fd = openat(r->dfd, FORMAT_NAME, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    close(fd);
+    return n == (ssize_t)strlen(FORMAT_TEXT) && memcmp(buf, FORMAT_TEXT, (size_t)n) == 0;
 }
 
 /* Loads the bounds from what is on disk, newest first: the longest run of good ledgers ending at
@@ -477,13 +604,25 @@ static int rescan(cs_ring *r, cs_err *err)
         for (size_t k = 0; k < nledgers && v[k].seq <= bad; k++)
             unlinkat(r->dfd, v[k].name, 0); /* a directory in a ledger's place stays */
     }
-    /* Records without their ledger (a crash between the two renames, or dropped ledgers). */
+    /* Records and frames without their ledger (a crash between the renames, or dropped ledgers),
+     * and frames no record claims (a crash between the frames' rename and their record's, or
+     * frames forgotten above). */
     entry *recs;
     size_t nrecs;
     if (scan_entries(r, &recs, &nrecs) == 0) {
-        for (size_t i = 0; i < nrecs; i++)
-            if (recs[i].record && (!filled || recs[i].seq < oldest || recs[i].seq > latest || !recs[i].canonical))
-                unlinkat(r->dfd, recs[i].name, 0);
+        for (size_t i = 0; i < nrecs; i++) {
+            const entry *e = &recs[i];
+            if (!e->record)
+                continue;
+            bool keep = filled && e->seq >= oldest && e->seq <= latest && e->canonical;
+            if (keep && e->kind == E_FRAMES) {
+                cs_ledger_record rec;
+                char ignored[300];
+                keep = read_record(r->dfd, e->seq, &rec, ignored, sizeof ignored) == 0 && rec.frames_len != 0;
+            }
+            if (!keep)
+                unlinkat(r->dfd, e->name, 0);
+        }
         free(recs);
     }
     if (filled) {
@@ -503,10 +642,10 @@ static int rescan(cs_ring *r, cs_err *err)
         log_reject(r, bad, problem, dropped, filled, oldest, latest);
     }
     free(v);
-    if (upgrade) {
+    if (upgrade || !format_current(r)) {
         if (write_small_file(r->dfd, FORMAT_NAME, FORMAT_TEXT) != 0)
             return cs_err_set(err, 0, "store: upgrade \"%s\": %s: %s", r->dir, FORMAT_NAME, strerror(errno));
-        if (made)
+        if (upgrade && made)
             CS_LOG(CS_LOG_INFO, "ring: integrity records made from the ledgers on disk (a ring written before records)",
                    KV_S("dir", r->dir), KV_U("ledgers", made));
     }
@@ -661,10 +800,158 @@ static void record_tmp_name(char tmp[CS_LEDGER_NAME_MAX], uint32_t seq)
     strcat(tmp, ".tmp");
 }
 
-/* Writes `<final>.tmp` for the ledger and its record; the renames into place are a separate step,
- * so a failed write changes nothing the ring serves. */
+static void frames_tmp_name(char tmp[CS_LEDGER_NAME_MAX], uint32_t seq)
+{
+    frames_name(tmp, seq);
+    strcat(tmp, ".tmp");
+}
+
+static bool retained(cs_ring *r, uint32_t seq);
+static int open_frames(cs_ring *r, ledger_file *m, char *problem, size_t plen);
+
+struct cs_frames_writer {
+    cs_ring *ring;
+    uint32_t seq, chunk_size, chunks;
+    int fd;
+    int err; /* the first write error (errno), reported at finish */
+    XXH3_state_t *hash;     /* of the frames file, as written */
+    XXH3_state_t *raw_hash; /* of the raw chunks' bytes */
+    uint8_t *tail; /* the index so far, then the trailer */
+    size_t cap;
+    uint64_t bytes;
+};
+
+int cs_ring_frames_begin(cs_ring *r, uint32_t seq, uint32_t chunk_size, cs_frames_writer **out, cs_err *err)
+{
+    *out = NULL;
+    cs_frames_writer *w = calloc(1, sizeof *w);
+    if (!w || !(w->hash = XXH3_createState()) || !(w->raw_hash = XXH3_createState())) {
+        if (w)
+            XXH3_freeState(w->hash);
+        free(w);
+        return cs_err_set(err, CS_RING_ERR_IO, "store: write ledger %" PRIu32 " frames: %s", seq, strerror(ENOMEM));
+    }
+    XXH3_64bits_reset(w->hash);
+    XXH3_64bits_reset(w->raw_hash);
+    w->ring = r;
+    w->seq = seq;
+    w->chunk_size = chunk_size;
+    char tmp[CS_LEDGER_NAME_MAX];
+    frames_tmp_name(tmp, seq);
+    w->fd = openat(r->dfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (w->fd < 0) {
+        int e = errno;
+        XXH3_freeState(w->hash);
+        XXH3_freeState(w->raw_hash);
+        free(w);
+        return cs_err_set(err, CS_RING_ERR_IO, "store: write ledger %" PRIu32 " frames: %s", seq, strerror(e));
+    }
+    *out = w;
+    return 0;
+}
+
+static int write_all(int fd, const uint8_t *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t k = write(fd, p, n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) {
+            if (k == 0)
+                errno = EIO;
+            return -1;
+        }
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+void cs_frames_writer_add(cs_frames_writer *w, uint8_t codec, const void *payload, size_t len)
+{
+    if (w->err)
+        return;
+    size_t need = cs_frames_tail_len(w->chunks + 1);
+    if (need > w->cap) {
+        size_t cap = w->cap ? w->cap * 2 : 64 * CS_FRAMES_ENTRY_LEN + CS_FRAMES_TRAILER_LEN;
+        uint8_t *grown = cap >= need ? realloc(w->tail, cap) : NULL;
+        if (!grown) {
+            w->err = ENOMEM;
+            return;
+        }
+        w->tail = grown;
+        w->cap = cap;
+    }
+    cs_frames_put_entry(w->tail + (size_t)w->chunks * CS_FRAMES_ENTRY_LEN, codec, (uint32_t)len);
+    w->chunks++;
+    if (codec == 0) {
+        XXH3_64bits_update(w->raw_hash, payload, len);
+    } else {
+        XXH3_64bits_update(w->hash, payload, len);
+        if (write_all(w->fd, payload, len) != 0)
+            w->err = errno;
+        w->bytes += len;
+    }
+}
+
+static void frames_writer_free(cs_frames_writer *w, bool remove_tmp)
+{
+    if (w->fd >= 0)
+        close(w->fd);
+    if (remove_tmp) {
+        char tmp[CS_LEDGER_NAME_MAX];
+        frames_tmp_name(tmp, w->seq);
+        unlinkat(w->ring->dfd, tmp, 0);
+    }
+    XXH3_freeState(w->hash);
+    XXH3_freeState(w->raw_hash);
+    free(w->tail);
+    free(w);
+}
+
+void cs_frames_writer_abort(cs_frames_writer *w)
+{
+    if (w)
+        frames_writer_free(w, true);
+}
+
+/* Writes the tail, closes the file and fills rec's frames fields. On failure errno is set; the
+ * writer is still the caller's to abort either way. */
+static int frames_finish(cs_frames_writer *w, cs_ledger_record *rec)
+{
+    if (!w->err && w->chunks != rec->chunks)
+        w->err = EINVAL;
+    if (!w->err && !w->tail && !(w->tail = malloc(CS_FRAMES_TRAILER_LEN)))
+        w->err = ENOMEM;
+    if (w->err) {
+        errno = w->err;
+        return -1;
+    }
+    uint8_t *t = w->tail + (size_t)w->chunks * CS_FRAMES_ENTRY_LEN;
+    cs_frames_put_trailer(t, w->seq, w->chunks, w->chunk_size);
+    size_t tail_len = cs_frames_tail_len(w->chunks);
+    XXH3_64bits_update(w->hash, w->tail, tail_len);
+    int rc = write_all(w->fd, w->tail, tail_len);
+    int e = errno;
+    if (close(w->fd) != 0 && rc == 0) {
+        rc = -1;
+        e = errno;
+    }
+    w->fd = -1;
+    if (rc != 0) {
+        errno = e;
+        return -1;
+    }
+    rec->frames_len = w->bytes + tail_len;
+    rec->frames_xxh3 = XXH3_64bits_digest(w->hash);
+    rec->raw_xxh3 = XXH3_64bits_digest(w->raw_hash);
+    return 0;
+}
+
+/* Writes `<final>.tmp` for the ledger, its frames (when chunks is given) and its record; the
+ * renames into place are a separate step, so a failed write changes nothing the ring serves. */
 static int write_tmp(cs_ring *r, uint32_t seq, const struct iovec *parts, size_t nparts,
-                     const cs_ledger_record *rec, cs_err *err)
+                     const struct iovec *chunks, size_t nchunks, cs_ledger_record *rec, cs_err *err)
 {
     char tmp[CS_LEDGER_NAME_MAX];
     tmp_name(tmp, seq);
@@ -676,6 +963,26 @@ static int write_tmp(cs_ring *r, uint32_t seq, const struct iovec *parts, size_t
     if (close(fd) != 0 && rc == 0) {
         rc = -1;
         e = errno;
+    }
+    rec->frames_len = 0;
+    rec->frames_xxh3 = 0;
+    rec->raw_xxh3 = 0;
+    if (rc == 0 && chunks && rec->chunk_size) {
+        cs_frames_writer *w;
+        cs_err ferr;
+        if (cs_ring_frames_begin(r, seq, rec->chunk_size, &w, &ferr) != 0) {
+            rc = -1;
+            e = errno;
+        } else {
+            for (size_t i = 0; i < nchunks; i++) {
+                const uint8_t *m = chunks[i].iov_base;
+                cs_frames_writer_add(w, m[CS_WIRE_CHUNK_HEADER_LEN - 1], m + CS_WIRE_CHUNK_HEADER_LEN,
+                                     chunks[i].iov_len - CS_WIRE_CHUNK_HEADER_LEN);
+            }
+            rc = frames_finish(w, rec);
+            e = errno;
+            frames_writer_free(w, rc != 0); /* a finished one stays for publish_tmp */
+        }
     }
     char rtmp[CS_LEDGER_NAME_MAX], text[RECORD_MAX];
     record_tmp_name(rtmp, seq);
@@ -692,30 +999,40 @@ static int write_tmp(cs_ring *r, uint32_t seq, const struct iovec *parts, size_t
         rc = w == (ssize_t)len ? 0 : -1;
     }
     if (rc != 0) {
+        char ftmp[CS_LEDGER_NAME_MAX];
+        frames_tmp_name(ftmp, seq);
         unlinkat(r->dfd, tmp, 0);
+        unlinkat(r->dfd, ftmp, 0);
         unlinkat(r->dfd, rtmp, 0);
         return cs_err_set(err, CS_RING_ERR_IO, "store: write ledger %" PRIu32 ": %s", seq, strerror(e));
     }
     return 0;
 }
 
-/* Renames the record, then the ledger, into place: a reader never sees a partial file, a ledger
- * never appears without its record, and an older file of the same name that a reader holds open
- * is never modified in place. */
-static int publish_tmp(cs_ring *r, uint32_t seq, cs_err *err)
+/* Renames the frames, the record, then the ledger into place: a reader never sees a partial
+ * file, a ledger never appears without its record, a record never claims frames not yet in
+ * place, and an older file of the same name that a reader holds open is never modified in place. */
+static int publish_tmp(cs_ring *r, uint32_t seq, bool frames, cs_err *err)
 {
     char name[CS_LEDGER_NAME_MAX], tmp[CS_LEDGER_NAME_MAX], rname[CS_LEDGER_NAME_MAX], rtmp[CS_LEDGER_NAME_MAX];
+    char fname[CS_LEDGER_NAME_MAX], ftmp[CS_LEDGER_NAME_MAX];
     cs_ledger_name_format(name, sizeof name, seq);
     tmp_name(tmp, seq);
     record_name(rname, seq);
     record_tmp_name(rtmp, seq);
-    bool rec_done = renameat(r->dfd, rtmp, r->dfd, rname) == 0;
+    frames_name(fname, seq);
+    frames_tmp_name(ftmp, seq);
+    bool frames_done = !frames || renameat(r->dfd, ftmp, r->dfd, fname) == 0;
+    bool rec_done = frames_done && renameat(r->dfd, rtmp, r->dfd, rname) == 0;
     if (!rec_done || renameat(r->dfd, tmp, r->dfd, name) != 0) {
         int e = errno;
         unlinkat(r->dfd, tmp, 0);
         unlinkat(r->dfd, rtmp, 0);
+        unlinkat(r->dfd, ftmp, 0);
         if (rec_done)
             unlinkat(r->dfd, rname, 0);
+        if (frames && frames_done)
+            unlinkat(r->dfd, fname, 0);
         return cs_err_set(err, CS_RING_ERR_IO, "store: publish ledger %" PRIu32 ": %s", seq, strerror(e));
     }
     return 0;
@@ -727,8 +1044,8 @@ static void put_failed(cs_ring *r)
     atomic_store(&r->degraded, true);
 }
 
-int cs_ring_put(cs_ring *r, uint32_t seq, const struct iovec *parts, size_t nparts,
-                const cs_ledger_record *rec, bool *reset, cs_err *err)
+int cs_ring_put(cs_ring *r, uint32_t seq, const struct iovec *parts, size_t nparts, const struct iovec *chunks,
+                size_t nchunks, const cs_ledger_record *rec_in, bool *reset, cs_err *err)
 {
     if (reset)
         *reset = false;
@@ -738,7 +1055,8 @@ int cs_ring_put(cs_ring *r, uint32_t seq, const struct iovec *parts, size_t npar
                           "wrapped counter");
     /* The new ledger is written before anything is reset: a write that fails leaves the ring
      * serving what it held (the gap it leaves resets the ring at the next write that works). */
-    if (write_tmp(r, seq, parts, nparts, rec, err) != 0) {
+    cs_ledger_record rec = *rec_in;
+    if (write_tmp(r, seq, parts, nparts, chunks, nchunks, &rec, err) != 0) {
         put_failed(r);
         return -1;
     }
@@ -751,7 +1069,7 @@ int cs_ring_put(cs_ring *r, uint32_t seq, const struct iovec *parts, size_t npar
         if (reset)
             *reset = true;
     }
-    if (publish_tmp(r, seq, err) != 0) {
+    if (publish_tmp(r, seq, rec.frames_len != 0, err) != 0) {
         pthread_mutex_unlock(&r->wmu);
         put_failed(r);
         return -1;
@@ -816,6 +1134,56 @@ int cs_ring_claim(cs_ring *r, const char *identity, uint32_t first_seq, cs_err *
             return cs_err_set(err, 0, "store: write \"%s/%s\": %s", r->dir, IDENTITY_NAME, strerror(errno));
     }
     return 0;
+}
+
+int cs_ring_frames_attach(cs_ring *r, const cs_ledger_ref *ref, cs_frames_writer *w, cs_err *err)
+{
+    uint32_t seq = ref->seq;
+    cs_ledger_record rec = ref->rec;
+    rec.chunk_size = w->chunk_size;
+    rec.chunks = rec.len ? (uint32_t)((rec.len + w->chunk_size - 1) / w->chunk_size) : 0;
+    if (frames_finish(w, &rec) != 0) {
+        int e = errno;
+        frames_writer_free(w, true);
+        return cs_err_set(err, CS_RING_ERR_IO, "store: write ledger %" PRIu32 " frames: %s", seq, strerror(e));
+    }
+    pthread_mutex_lock(&r->wmu);
+    /* Still the ledger the frames were made from: retained, the same file, the same record. */
+    char name[CS_LEDGER_NAME_MAX], fname[CS_LEDGER_NAME_MAX], ftmp[CS_LEDGER_NAME_MAX], ignored[300];
+    cs_ledger_name_format(name, sizeof name, seq);
+    struct stat on_disk, held;
+    cs_ledger_record now;
+    bool same = retained(r, seq) && fstatat(r->dfd, name, &on_disk, AT_SYMLINK_NOFOLLOW) == 0 &&
+                fstat(ref->fd, &held) == 0 && on_disk.st_ino == held.st_ino && on_disk.st_dev == held.st_dev &&
+                read_record(r->dfd, seq, &now, ignored, sizeof ignored) == 0 && now.len == ref->rec.len &&
+                now.xxh64 == ref->rec.xxh64 && now.frames_len == 0;
+    int rc = 0;
+    frames_name(fname, seq);
+    frames_tmp_name(ftmp, seq);
+    if (!same) {
+        rc = cs_err_set(err, CS_RING_ERR_NOT_RETAINED, "store: ledger not retained: ledger %" PRIu32 " changed meanwhile",
+                        seq);
+    } else if (renameat(r->dfd, ftmp, r->dfd, fname) != 0 || write_record(r->dfd, seq, &rec) != 0) {
+        rc = cs_err_set(err, CS_RING_ERR_IO, "store: publish ledger %" PRIu32 " frames: %s", seq, strerror(errno));
+        unlinkat(r->dfd, fname, 0);
+    }
+    pthread_mutex_unlock(&r->wmu);
+    frames_writer_free(w, rc != 0);
+    return rc;
+}
+
+void cs_ring_drop_frames(cs_ring *r, uint32_t seq, uint64_t frames_xxh3, const char *problem)
+{
+    pthread_mutex_lock(&r->wmu);
+    cs_ledger_record rec;
+    char ignored[300];
+    bool drop = retained(r, seq) && read_record(r->dfd, seq, &rec, ignored, sizeof ignored) == 0 &&
+                rec.frames_len != 0 && rec.frames_xxh3 == frames_xxh3;
+    if (drop)
+        forget_frames(r, seq, &rec);
+    pthread_mutex_unlock(&r->wmu);
+    if (drop)
+        log_frames_problem(r, seq, problem);
 }
 
 void cs_ring_reject(cs_ring *r, uint32_t seq, const char *problem)
@@ -911,8 +1279,103 @@ int cs_ring_get(cs_ring *r, uint32_t seq, cs_ledger_ref **out, cs_err *err)
     m->ref.seq = seq;
     m->ref.rec = rec;
     m->ref.fd = fd;
+    m->ref.frames_fd = -1;
+    m->ref.frames = NULL;
+    m->ref.frames_tail = NULL;
+    m->ref.frames_tail_len = 0;
+    m->frames = NULL;
+    m->tail = NULL;
     atomic_init(&m->refs, 1);
+    if (rec.frames_len && open_frames(r, m, problem, sizeof problem) != 0) {
+        /* Not the ledger's fault: this replay (and every later one) re-encodes it. */
+        if (retained(r, seq))
+            cs_ring_drop_frames(r, seq, rec.frames_xxh3, problem);
+        m->ref.rec.frames_len = 0;
+        m->ref.rec.frames_xxh3 = 0;
+        m->ref.rec.raw_xxh3 = 0;
+    }
     *out = &m->ref;
+    return 0;
+}
+
+static int pread_exact(int fd, void *buf, size_t n, uint64_t off, size_t *got)
+{
+    for (*got = 0; *got < n;) {
+        ssize_t k = pread(fd, (uint8_t *)buf + *got, n - *got, (off_t)(off + *got));
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0)
+            return -1;
+        if (k == 0)
+            return 1;
+        *got += (size_t)k;
+    }
+    return 0;
+}
+
+/* Opens and checks the frames of m's ledger: a regular file (never through a symlink) of the
+ * recorded length whose index parses against the record. Returns 0, or -1 with problem. */
+static int open_frames(cs_ring *r, ledger_file *m, char *problem, size_t plen)
+{
+    const cs_ledger_record *rec = &m->ref.rec;
+    char name[CS_LEDGER_NAME_MAX];
+    frames_name(name, m->ref.seq);
+    int fd = openat(r->dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(problem, plen, "%s", errno == ENOENT ? "is missing" : errno == ELOOP ? "is a symbolic link" : strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    size_t tail_len = cs_frames_tail_len(rec->chunks), got = 0;
+    int rc = fstat(fd, &st) != 0 ? (snprintf(problem, plen, "%s", strerror(errno)), -1)
+                                 : check_frames_stat(&st, rec, problem, plen);
+    if (rc == 0) {
+        m->tail = malloc(tail_len);
+        m->frames = malloc((rec->chunks ? rec->chunks : 1) * sizeof *m->frames);
+        if (!m->tail || !m->frames) {
+            snprintf(problem, plen, "%s", strerror(ENOMEM));
+            rc = -1;
+        }
+    }
+    if (rc == 0) {
+        int k = pread_exact(fd, m->tail, tail_len, rec->frames_len - tail_len, &got);
+        if (k != 0) {
+            snprintf(problem, plen, "%s", k < 0 ? strerror(errno) : "is shorter than its record");
+            rc = -1;
+        }
+    }
+    if (rc == 0)
+        rc = cs_frames_parse_tail(m->tail, tail_len, rec->frames_len, m->ref.seq, rec->len, rec->chunks,
+                                  rec->chunk_size, m->frames, problem, plen);
+    if (rc != 0) {
+        close(fd);
+        free(m->tail);
+        free(m->frames);
+        m->tail = NULL;
+        m->frames = NULL;
+        return -1;
+    }
+    m->ref.frames_fd = fd;
+    m->ref.frames = m->frames;
+    m->ref.frames_tail = m->tail;
+    m->ref.frames_tail_len = tail_len;
+    return 0;
+}
+
+int cs_frame_read(const cs_ledger_ref *ref, uint32_t k, void *buf, cs_err *err)
+{
+    const cs_frame *f = &ref->frames[k];
+    if (f->codec == 0)
+        return cs_ledger_read(ref, f->off, buf, f->len, err);
+    size_t got;
+    int rc = pread_exact(ref->frames_fd, buf, f->len, f->off, &got);
+    if (rc < 0)
+        return cs_err_set(err, CS_RING_ERR_IO, "store: read ledger %" PRIu32 " frames: %s", ref->seq, strerror(errno));
+    if (rc > 0)
+        return cs_err_set(err, CS_RING_ERR_CORRUPT,
+                          "ledger-%" PRIu32 ".frames is shorter than its record: ends before byte %" PRIu64
+                          " of %" PRIu64,
+                          ref->seq, f->off + got + 1, ref->rec.frames_len);
     return 0;
 }
 
@@ -948,6 +1411,10 @@ void cs_ledger_ref_release(cs_ledger_ref *ref)
     if (atomic_fetch_sub_explicit(&m->refs, 1, memory_order_acq_rel) != 1)
         return;
     close(m->ref.fd);
+    if (m->ref.frames_fd >= 0)
+        close(m->ref.frames_fd);
+    free(m->frames);
+    free(m->tail);
     free(m);
 }
 

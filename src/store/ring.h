@@ -12,6 +12,7 @@
 #include <sys/uio.h>
 
 #include "common/err.h"
+#include "store/frames.h"
 
 enum {
     CS_RING_ERR_NOT_RETAINED = 1, /* "store: ledger not retained: …" */
@@ -24,12 +25,20 @@ typedef struct cs_ring cs_ring;
 
 /* What the live END of a ledger carried, stored durably beside the ledger (`ledger-<seq>.rec`).
  * chunk_size and chunks are 0 in records made at open for a ring written before records existed
- * (the live chunking is not known then); otherwise chunks = ceil(len / chunk_size). */
+ * (the live chunking is not known then); otherwise chunks = ceil(len / chunk_size).
+ * frames_len, frames_xxh3 and raw_xxh3 describe the stored wire frames (`ledger-<seq>.frames`,
+ * store/frames.h): the file's length and XXH3-64, and XXH3-64 of the raw (codec 0) chunks' bytes
+ * in chunk order, which replay reads from the ledger file. Two hashes, so a mismatch says which
+ * file changed: the frames (dropped, the ledger is re-encoded) or the ledger (dropped). All 0: no
+ * frames. */
 typedef struct cs_ledger_record {
     uint64_t len;
     uint32_t chunks;
     uint32_t chunk_size;
     uint64_t xxh64;
+    uint64_t frames_len;
+    uint64_t frames_xxh3;
+    uint64_t raw_xxh3;
 } cs_ledger_record;
 
 /* An open retained ledger and its record, checked at open against the file (a regular file, not
@@ -38,8 +47,14 @@ typedef struct cs_ledger_record {
  * truncated or replaced meanwhile gives a short read, not a SIGBUS. */
 typedef struct cs_ledger_ref {
     uint32_t seq;
-    cs_ledger_record rec;
+    cs_ledger_record rec; /* frames_len 0 when the ledger has no usable frames */
     int fd;
+    /* The stored frames, checked at get (a regular file of the recorded length, never a symlink,
+     * whose index agrees with the record); frames_fd -1 and the rest NULL/0 without them. */
+    int frames_fd;
+    const cs_frame *frames;     /* rec.chunks entries */
+    const uint8_t *frames_tail; /* the file's index and trailer, as read: the last bytes hashed */
+    size_t frames_tail_len;
 } cs_ledger_ref;
 
 /* Opens (creating with mkdir -p) dir as a ring of `retention` ledgers:
@@ -50,7 +65,10 @@ typedef struct cs_ledger_ref {
  *   and every older one, are dropped (cs_ring_reject's ERROR line; a gap counts too), so the ring
  *   stays contiguous; the file contents are checked when replayed (cs_ledger_read, END);
  * - a ring without the `ring-format` marker was written before records: a record is made for each
- *   ledger by hashing it (INFO `ring: integrity records made from the ledgers on disk`);
+ *   ledger by hashing it (INFO `ring: integrity records made from the ledgers on disk`); a marker
+ *   of format 2 (records, no frames) is rewritten as 3;
+ * - frames a record claims must be a regular file of the recorded length, else they are forgotten
+ *   (cs_ring_drop_frames' ERROR; the ledger stays); frames no record claims are removed;
  * - prunes to the retention count.
  * Errors: `store: retention must be positive, got N`, `store: create "<dir>": …`,
  * `store: "<dir>" cannot be written: create write-probe.tmp: <strerror>`,
@@ -58,18 +76,44 @@ typedef struct cs_ledger_ref {
 int cs_ring_open(cs_ring **out, const char *dir, int64_t retention, cs_err *err);
 void cs_ring_close(cs_ring *r);
 
-/* Writes ledger seq from parts (written in order, never joined in memory) and its record: each to
- * `<final>.tmp`, renamed into place record first (a crash never leaves a ledger without its
- * record). Then advances the bounds and prunes. rec->len must be the parts' total. A seq that
+/* Writes ledger seq from parts (written in order, never joined in memory), its stored frames when
+ * chunks is non-NULL (the ledger's nchunks CHUNK messages as published, header included: their
+ * zstd payloads are written, never recompressed; rec->chunk_size must be the live one and nchunks
+ * rec->chunks) and its record (rec's frames fields are filled by put): each to `<final>.tmp`,
+ * renamed into place frames, record, ledger (a crash never leaves a ledger without its record, or
+ * a record claiming frames not in place). Then advances the bounds and prunes. rec->len must be the parts' total. A seq that
  * does not continue a filled ring (seq != latest+1; latest 4294967295 never continues) resets the
  * ring and sets *reset, once the new files are written: a write that fails (CS_RING_ERR_IO,
  * `store: write ledger S: …` or `store: publish ledger S: …`) leaves the bounds and files as they
  * were, counts a write failure and marks the ring degraded until a put succeeds. Seq 0 is refused
  * with CS_RING_ERR_INVALID_SEQ and changes nothing. Only one thread may call put. */
-int cs_ring_put(cs_ring *r, uint32_t seq, const struct iovec *parts, size_t nparts,
-                const cs_ledger_record *rec, bool *reset, cs_err *err);
+int cs_ring_put(cs_ring *r, uint32_t seq, const struct iovec *parts, size_t nparts, const struct iovec *chunks,
+                size_t nchunks, const cs_ledger_record *rec, bool *reset, cs_err *err);
 
-/* Opens ledger seq. Outside the bounds, or pruned meanwhile: CS_RING_ERR_NOT_RETAINED with
+/* Stored frames made later for a retained ledger that has none (a ring from before frames, or
+ * frames dropped): begin a writer at the chunk size the frames cut the ledger at, add every chunk
+ * in order (codec 0: payload is the ledger's bytes for that chunk, hashed, not stored; codec 1: a
+ * zstd frame, stored), then attach, which writes the index, renames the file into place and
+ * rewrites the record (chunk_size and chunks become the writer's) — only if ref is still the
+ * retained ledger seq with no frames (else CS_RING_ERR_NOT_RETAINED, nothing changes). attach
+ * and abort consume the writer; add never fails (an error is reported by attach). Errors:
+ * CS_RING_ERR_IO `store: write ledger S frames: …`, `store: publish ledger S frames: …`. One
+ * writer per ledger; any thread but the put thread's ledger. */
+typedef struct cs_frames_writer cs_frames_writer;
+int cs_ring_frames_begin(cs_ring *r, uint32_t seq, uint32_t chunk_size, cs_frames_writer **out, cs_err *err);
+void cs_frames_writer_add(cs_frames_writer *w, uint8_t codec, const void *payload, size_t len);
+int cs_ring_frames_attach(cs_ring *r, const cs_ledger_ref *ref, cs_frames_writer *w, cs_err *err);
+void cs_frames_writer_abort(cs_frames_writer *w);
+
+/* Stored frames that failed a check while read (problem says what): logs ERROR `ring frames
+ * failed their integrity check; the ledger is replayed by re-encoding it` file=<path of the
+ * frames> problem=<problem> ledger=S, rewrites the record without frames and removes the file.
+ * The ledger stays. Nothing happens when seq is no longer retained or its record no longer claims
+ * these frames (frames_xxh3), so several readers drop them once. Thread-safe. */
+void cs_ring_drop_frames(cs_ring *r, uint32_t seq, uint64_t frames_xxh3, const char *problem);
+
+/* Opens ledger seq and its stored frames, if any (frames that fail their check are dropped,
+ * cs_ring_drop_frames, and the ref has none). Outside the bounds, or pruned meanwhile: CS_RING_ERR_NOT_RETAINED with
  * `store: ledger not retained: ledger S outside [O,L]` or `…: ledger S was pruned`. A ledger that
  * fails its check (missing, a symlink, a directory, no record, a record for another ledger, a
  * length that differs) is rejected (cs_ring_reject: dropped with everything older, ERROR logged)
@@ -82,6 +126,12 @@ int cs_ring_get(cs_ring *r, uint32_t seq, cs_ledger_ref **out, cs_err *err);
  * CS_RING_ERR_CORRUPT `ledger-S.xdr is shorter than its record: ends before byte B of L`;
  * other errors CS_RING_ERR_IO. Thread-safe. */
 int cs_ledger_read(const cs_ledger_ref *ref, uint64_t off, void *buf, size_t n, cs_err *err);
+
+/* Reads chunk k's stored payload (frames[k].len bytes; ref->frames_fd >= 0, k < rec.chunks) into
+ * buf: a zstd frame from the frames file, a raw chunk from the ledger. A short read is
+ * CS_RING_ERR_CORRUPT (`ledger-S.frames is shorter than its record: …`, or the ledger's message);
+ * other errors CS_RING_ERR_IO. Thread-safe. */
+int cs_frame_read(const cs_ledger_ref *ref, uint32_t k, void *buf, cs_err *err);
 
 void cs_ledger_ref_retain(cs_ledger_ref *ref);
 void cs_ledger_ref_release(cs_ledger_ref *ref);
@@ -104,6 +154,13 @@ void cs_ring_reject(cs_ring *r, uint32_t seq, const char *problem);
  * identity is then recorded in `ring-identity`. Errors: `store: run identity is not one line of at
  * most 4095 bytes`, `store: write "<dir>/ring-identity": …`. */
 int cs_ring_claim(cs_ring *r, const char *identity, uint32_t first_seq, cs_err *err);
+
+/* The record's one line (docs/RING.md), exposed for its fuzz target: parse accepts exactly what
+ * format writes (version 2) or a version-1 record (no frames), consistent (chunks, frames fields),
+ * of ledger seq; else -1 with problem `integrity record is unreadable` or `integrity record is
+ * for ledger S`. format returns the line's length (newline included; buf of 256 bytes holds any). */
+int cs_ring_record_parse(const char *text, uint32_t seq, cs_ledger_record *rec, char *problem, size_t plen);
+size_t cs_ring_record_format(char *buf, size_t len, uint32_t seq, const cs_ledger_record *rec);
 
 /* Current bounds; returns false (and 0/0) when the ring is empty. Thread-safe. */
 bool cs_ring_bounds(cs_ring *r, uint32_t *oldest, uint32_t *latest);

@@ -27,6 +27,10 @@ struct cs_replay {
     /* The file is read and hashed in order, one chunk at a time (reading: a worker is at it), so
      * the END is only sent when the bytes sent hash to the recorded checksum. */
     XXH64_state_t *hash;
+    /* Stored frames (ledger->frames_fd >= 0): the chunks are sent as published, and what is read
+     * is hashed (XXH3) against the record's frames_xxh3 instead. */
+    bool stored;
+    XXH3_state_t *fhash, *rawhash;
     bool reading;
     size_t nitems;
     size_t claimed;
@@ -42,6 +46,7 @@ struct cs_replay_pool {
     bool stopping;
     cs_ring *ring;
     size_t chunk_size;
+    cs_msg_pool *msgs; /* stored chunk messages up to the pool's chunk size */
     void (*wake)(void *);
     void *wake_ctx;
     int nworkers;
@@ -90,6 +95,8 @@ static void replay_free(cs_replay *r)
     if (r->ledger)
         cs_ledger_ref_release(r->ledger);
     XXH64_freeState(r->hash);
+    XXH3_freeState(r->fhash);
+    XXH3_freeState(r->rawhash);
     free(r);
 }
 
@@ -125,10 +132,62 @@ static uint8_t *read_chunk(cs_replay *r, size_t k, size_t *n, int *status, cs_er
     return buf;
 }
 
-/* Builds the END once every chunk was read: the recorded checksum, and only if the bytes read
- * hash to it. */
-static cs_msg *produce_end(cs_replay *r, int *status, cs_err *err)
+/* Reads stored chunk k-1 into a CHUNK message as it was published and hashes its payload; in
+ * order, like read_chunk. NULL with *status and err set on failure; *frames_fault tells whether
+ * the frames file (not the ledger) is at fault. */
+static cs_msg *read_stored(cs_replay_pool *p, cs_replay *r, size_t k, int *status, bool *frames_fault, cs_err *err)
 {
+    const cs_frame *f = &r->ledger->frames[k - 1];
+    size_t need = CS_WIRE_CHUNK_HEADER_LEN + f->len;
+    cs_msg *m = need <= CS_WIRE_CHUNK_HEADER_LEN + p->chunk_size ? cs_msg_pool_get(p->msgs) : cs_msg_new(need);
+    if (!m) {
+        *status = CS_REPLAY_FAILED;
+        cs_err_set(err, 0, "replay ledger %u: out of memory", r->seq);
+        return NULL;
+    }
+    if (cs_frame_read(r->ledger, (uint32_t)(k - 1), m->data + CS_WIRE_CHUNK_HEADER_LEN, err) != 0) {
+        *status = err->kind == CS_RING_ERR_CORRUPT ? CS_REPLAY_CORRUPT : CS_REPLAY_FAILED;
+        *frames_fault = f->codec != 0;
+        cs_msg_release(m);
+        return NULL;
+    }
+    cs_wire_put_chunk_header(m->data, r->seq, (uint32_t)(k - 1), f->codec);
+    m->len = need;
+    XXH3_64bits_update(f->codec == 0 ? r->rawhash : r->fhash, m->data + CS_WIRE_CHUNK_HEADER_LEN, f->len);
+    return m;
+}
+
+/* Builds the END once every chunk was read: the recorded checksum, and only if the bytes read
+ * hash to it (the stored frames' own hash for a stored replay). */
+static cs_msg *produce_end(cs_replay *r, int *status, bool *frames_fault, cs_err *err)
+{
+    if (r->stored) {
+        const cs_ledger_ref *l = r->ledger;
+        XXH3_64bits_update(r->fhash, l->frames_tail, l->frames_tail_len);
+        uint64_t got = XXH3_64bits_digest(r->fhash), raw = XXH3_64bits_digest(r->rawhash);
+        /* The ledger's own bytes first: if they changed, the ledger goes, whatever the frames. */
+        if (raw != l->rec.raw_xxh3) {
+            *status = CS_REPLAY_CORRUPT;
+            *frames_fault = false;
+            cs_err_set(err, CS_RING_ERR_CORRUPT,
+                       "ledger-%u.xdr changed on disk: its bytes hash to %016" PRIx64 ", its record says %016" PRIx64
+                       " (XXH3 of its raw chunks)",
+                       r->seq, raw, l->rec.raw_xxh3);
+            return NULL;
+        }
+        if (got != l->rec.frames_xxh3) {
+            *status = CS_REPLAY_CORRUPT;
+            *frames_fault = true;
+            cs_err_set(err, CS_RING_ERR_CORRUPT,
+                       "ledger-%u.frames changed on disk: it hashes to %016" PRIx64 ", its record says %016" PRIx64,
+                       r->seq, got, l->rec.frames_xxh3);
+            return NULL;
+        }
+        cs_msg *m = cs_msg_new(CS_WIRE_END_LEN);
+        if (m)
+            m->len = cs_wire_put_end(m->data, r->seq, l->rec.chunks, l->rec.len, 0, l->rec.xxh64);
+        return m;
+    }
     uint64_t sum = XXH64_digest(r->hash), want = r->ledger->rec.xxh64;
     if (sum != want) {
         *status = CS_REPLAY_CORRUPT;
@@ -153,14 +212,24 @@ static void open_locked(cs_replay_pool *p, cs_replay *r)
     cs_err err;
     int status = CS_REPLAY_PENDING;
     XXH64_state_t *hash = NULL;
+    XXH3_state_t *fhash = NULL, *rawhash = NULL;
     if (cs_ring_get(p->ring, r->seq, &ledger, &err) != 0) {
         status = err.kind == CS_RING_ERR_NOT_RETAINED ? CS_REPLAY_NOT_RETAINED : CS_REPLAY_FAILED;
-    } else if (!(hash = XXH64_createState())) {
+    } else if (!(hash = XXH64_createState()) ||
+               (ledger->frames_fd >= 0 && (!(fhash = XXH3_createState()) || !(rawhash = XXH3_createState())))) {
         cs_ledger_ref_release(ledger);
+        XXH64_freeState(hash);
+        XXH3_freeState(fhash);
+        hash = NULL;
+        fhash = NULL;
         status = CS_REPLAY_FAILED;
         cs_err_set(&err, 0, "replay ledger %u: out of memory", r->seq);
     } else {
         XXH64_reset(hash, 0);
+        if (fhash) {
+            XXH3_64bits_reset(fhash);
+            XXH3_64bits_reset(rawhash);
+        }
     }
     pthread_mutex_lock(&p->mu);
     r->opening = false;
@@ -171,6 +240,9 @@ static void open_locked(cs_replay_pool *p, cs_replay *r)
     }
     r->ledger = ledger;
     r->hash = hash;
+    r->fhash = fhash;
+    r->rawhash = rawhash;
+    r->stored = fhash != NULL;
     r->chunk_size = ledger->rec.chunk_size ? ledger->rec.chunk_size : p->chunk_size;
     r->nitems = (size_t)((ledger->rec.len + r->chunk_size - 1) / r->chunk_size) + 2;
 }
@@ -215,11 +287,20 @@ static void *worker_main(void *argp)
                 enqueue_locked(p, r);
             pthread_mutex_unlock(&p->mu);
             int status = CS_REPLAY_PENDING;
+            bool frames_fault = false;
             cs_err err = {0};
             cs_msg *m = NULL;
             if (k == 0) {
                 if ((m = cs_msg_new(CS_WIRE_BEGIN_LEN)))
                     m->len = cs_wire_put_begin(m->data, r->seq, 0);
+            } else if (chunk && r->stored) {
+                /* No compression: the read is the whole job, done in order. */
+                m = read_stored(p, r, k, &status, &frames_fault, &err);
+                pthread_mutex_lock(&p->mu);
+                r->reading = false;
+                if (!r->queued && can_claim_locked(r))
+                    enqueue_locked(p, r);
+                pthread_mutex_unlock(&p->mu);
             } else if (chunk) {
                 size_t n;
                 uint8_t *raw = read_chunk(r, k, &n, &status, &err);
@@ -232,10 +313,13 @@ static void *worker_main(void *argp)
                     m = cs_encode_chunk(a->cctx, r->seq, (uint32_t)(k - 1), raw, n);
                 free(raw);
             } else {
-                m = produce_end(r, &status, &err);
+                m = produce_end(r, &status, &frames_fault, &err);
             }
-            /* A ledger that differs from its record leaves the ring (with everything older). */
-            if (status == CS_REPLAY_CORRUPT)
+            /* A ledger that differs from its record leaves the ring (with everything older); frames
+             * that differ leave the ledger to be re-encoded. */
+            if (status == CS_REPLAY_CORRUPT && frames_fault)
+                cs_ring_drop_frames(p->ring, r->seq, r->ledger->rec.frames_xxh3, err.msg);
+            else if (status == CS_REPLAY_CORRUPT)
                 cs_ring_reject(p->ring, r->seq, err.msg);
             pthread_mutex_lock(&p->mu);
             if (status != CS_REPLAY_PENDING) {
@@ -268,10 +352,12 @@ cs_replay_pool *cs_replay_pool_new(int workers, cs_ring *ring, bool compress, in
     pthread_cond_init(&p->cond, NULL);
     p->ring = ring;
     p->chunk_size = chunk_size;
+    /* Catch-up reuses its message memory instead of faulting in fresh pages per chunk. */
+    p->msgs = cs_msg_pool_new(CS_WIRE_CHUNK_HEADER_LEN + chunk_size, 8 * CS_REPLAY_DEPTH * (size_t)workers);
     p->wake = wake;
     p->wake_ctx = wake_ctx;
     p->threads = calloc((size_t)workers, sizeof *p->threads);
-    if (!p->threads) {
+    if (!p->threads || !p->msgs) {
         cs_replay_pool_free(p);
         cs_err_set(err, 0, "server: out of memory");
         return NULL;
@@ -315,6 +401,7 @@ void cs_replay_pool_free(cs_replay_pool *p)
     }
     pthread_mutex_unlock(&p->mu);
     free(p->threads);
+    cs_msg_pool_free(p->msgs); /* messages still held by cursors free themselves later */
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cond);
     free(p);

@@ -1,10 +1,16 @@
-/* Ring replay encoders: a small pool, separate from the live encoders so catch-up subscribers
+/* Ring replay: a small pool of workers, separate from the live encoders so catch-up subscribers
  * cannot starve the live path, that turns a retained ledger into a stampless flow
  * (BEGIN(seq,0), CHUNK*, END(seq,count,len,0,xxh64)) a few messages ahead of the subscriber
- * writing it. The ledger is cut at its recorded live chunk size (the pool's for records made at
- * open), read with pread and hashed in order as it is read; END carries the recorded checksum,
- * and only once the bytes read hash to it. The I/O thread never reads a ledger, compresses or hashes: it only pops ready
- * messages. */
+ * writing it.
+ * - A ledger with stored frames (docs/RING.md) is sent as it was published: each CHUNK is read
+ *   with pread into a pooled message, header and payload as live, nothing compressed. The reads
+ *   are hashed in order against the record's frames_xxh3 and raw_xxh3; a mismatch or short read
+ *   of the frames drops the frames (cs_ring_drop_frames) and fails this replay CS_REPLAY_CORRUPT,
+ *   one of the raw chunks drops the ledger (cs_ring_reject).
+ * - A ledger without them is cut at its recorded live chunk size (the pool's for records made at
+ *   open), read with pread, hashed against the record's XXH64 and compressed.
+ * Either way END carries the recorded checksum, and only once what was read hashes to the record.
+ * The I/O thread never reads a ledger, compresses or hashes: it only pops ready messages. */
 #ifndef CS_CORESTREAMD_REPLAY_H
 #define CS_CORESTREAMD_REPLAY_H
 

@@ -17,25 +17,33 @@ struct cs_ring_writer {
     uint32_t seq;
     cs_msg **msgs;
     size_t n;
+    cs_flow *flow;
     cs_ledger_record rec;
     /* Writer thread only: the failure being reported, so it is logged once per transition. */
     bool failing;
     uint64_t missed; /* ledgers not retained since the failure began */
 };
 
-static int write_ledger(cs_ring *ring, uint32_t seq, cs_msg **msgs, size_t n, const cs_ledger_record *rec,
-                        cs_err *err)
+static int write_ledger(cs_ring *ring, uint32_t seq, cs_msg **msgs, size_t n, const cs_flow *flow,
+                        const cs_ledger_record *rec, cs_err *err)
 {
-    struct iovec stack_iov[64];
-    struct iovec *iov = n <= 64 ? stack_iov : malloc(n * sizeof *iov);
+    struct iovec stack_iov[128];
+    struct iovec *iov = n <= 64 ? stack_iov : malloc(2 * n * sizeof *iov);
     if (!iov)
         return cs_err_set(err, 0, "retain ledger %u: out of memory", seq);
+    struct iovec *chunks = flow ? iov + n : NULL;
     for (size_t i = 0; i < n; i++) {
         iov[i].iov_base = msgs[i]->data + CS_WIRE_CHUNK_HEADER_LEN;
         iov[i].iov_len = msgs[i]->len - CS_WIRE_CHUNK_HEADER_LEN;
+        if (chunks) {
+            /* The very messages subscribers were sent: their payloads are stored as they are. */
+            const cs_msg *c = cs_flow_chunk(flow, i);
+            chunks[i].iov_base = c->data;
+            chunks[i].iov_len = c->len;
+        }
     }
     bool reset = false;
-    int rc = cs_ring_put(ring, seq, iov, n, rec, &reset, err);
+    int rc = cs_ring_put(ring, seq, iov, n, chunks, chunks ? n : 0, rec, &reset, err);
     if (iov != stack_iov)
         free(iov);
     if (rc != 0)
@@ -78,14 +86,17 @@ static void *writer_main(void *arg)
         uint32_t seq = w->seq;
         cs_msg **msgs = w->msgs;
         size_t n = w->n;
+        cs_flow *flow = w->flow;
         cs_ledger_record rec = w->rec;
         pthread_mutex_unlock(&w->mu);
         cs_err err;
-        int rc = write_ledger(w->ring, seq, msgs, n, &rec, &err);
+        int rc = write_ledger(w->ring, seq, msgs, n, flow, &rec, &err);
         note_result(w, seq, rc, &err);
         for (size_t i = 0; i < n; i++)
             cs_msg_release(msgs[i]);
         free(msgs);
+        if (flow)
+            cs_flow_release(flow);
         pthread_mutex_lock(&w->mu);
         w->pending = false;
         pthread_cond_broadcast(&w->cv);
@@ -112,8 +123,8 @@ int cs_ring_writer_new(cs_ring_writer **out, cs_ring *ring, cs_err *err)
     return 0;
 }
 
-void cs_ring_writer_submit(cs_ring_writer *w, uint32_t seq, cs_msg **msgs, size_t n, size_t chunk_size,
-                           uint64_t xxh64)
+void cs_ring_writer_submit(cs_ring_writer *w, uint32_t seq, cs_msg **msgs, size_t n, cs_flow *flow,
+                           size_t chunk_size, uint64_t xxh64)
 {
     uint64_t len = 0;
     for (size_t i = 0; i < n; i++)
@@ -123,6 +134,7 @@ void cs_ring_writer_submit(cs_ring_writer *w, uint32_t seq, cs_msg **msgs, size_
     w->seq = seq;
     w->msgs = msgs;
     w->n = n;
+    w->flow = flow;
     w->pending = true;
     pthread_cond_broadcast(&w->cv);
     pthread_mutex_unlock(&w->mu);

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "corestreamd/server/broadcast.h"
 #include "corestreamd/server/message.h"
 #include "store/ring.h"
 
@@ -24,12 +25,13 @@ typedef struct cs_ring_writer cs_ring_writer;
 
 int cs_ring_writer_new(cs_ring_writer **out, cs_ring *ring, cs_err *err);
 
-/* Takes over the n raw chunk messages (payload after the 11-byte header) and the msgs array
- * (malloc'd); returns at once. chunk_size and xxh64 are what the live flow used and its END
- * carried: they go into the ledger's integrity record. At most one write is outstanding: call
- * cs_ring_writer_wait first. */
-void cs_ring_writer_submit(cs_ring_writer *w, uint32_t seq, cs_msg **msgs, size_t n, size_t chunk_size,
-                           uint64_t xxh64);
+/* Takes over the n raw chunk messages (payload after the 11-byte header), the msgs array
+ * (malloc'd) and a reference to the ledger's complete live flow (NULL: no stored frames), whose n
+ * published CHUNK messages become the ledger's stored frames as they are; returns at once.
+ * chunk_size and xxh64 are what the live flow used and its END carried: they go into the
+ * ledger's integrity record. At most one write is outstanding: call cs_ring_writer_wait first. */
+void cs_ring_writer_submit(cs_ring_writer *w, uint32_t seq, cs_msg **msgs, size_t n, cs_flow *flow,
+                           size_t chunk_size, uint64_t xxh64);
 
 /* Waits for the outstanding write, if any; its failure, if it failed, is the writer's to report. */
 void cs_ring_writer_wait(cs_ring_writer *w);

@@ -26,6 +26,7 @@
 #include "corestreamd/server/listener.h"
 #include "corestreamd/server/metrics.h"
 #include "corestreamd/server/readiness.h"
+#include "corestreamd/server/framesfill.h"
 #include "corestreamd/server/replay.h"
 #include "corestreamd/server/replayslots.h"
 #include "corestreamd/server/request.h"
@@ -96,6 +97,7 @@ struct cs_server {
     cs_broadcaster *bc;
     cs_chunk_pipeline *pipeline;
     cs_replay_pool *replays;
+    cs_frames_fill *frames_fill; /* stored frames for ledgers retained without them */
     cs_replay_slots *replay_slots; /* I/O thread, but for its counters */
     atomic_uint_fast64_t live_abandons;
     atomic_int subscribers;
@@ -1247,6 +1249,8 @@ int cs_server_new(cs_server **out, const cs_server_config *cfg, cs_err *err)
     if (rc == 0 && !(s->replays = cs_replay_pool_new(CS_REPLAY_WORKERS, cfg->ring, cfg->compress, (int)level,
                                                      s->chunk_size, server_wake, s, err)))
         rc = -1;
+    if (rc == 0)
+        rc = cs_frames_fill_start(&s->frames_fill, cfg->ring, cfg->compress, (int)level, s->chunk_size, err);
     if (rc == 0 && !(s->replay_slots = cs_replay_slots_new(replay_cap(cfg->max_replays, CS_DEFAULT_MAX_REPLAYS),
                                                            replay_cap(cfg->max_replays_per_ip,
                                                                       CS_DEFAULT_MAX_REPLAYS_PER_IP))))
@@ -1559,6 +1563,7 @@ void cs_server_free(cs_server *s)
     cs_tokens_free(s->tokens_pending);
     pthread_mutex_destroy(&s->reload_mu);
     cs_replay_slots_free(s->replay_slots); /* after the context: every cursor gave its slot back */
+    cs_frames_fill_stop(s->frames_fill);
     cs_replay_pool_free(s->replays);
     cs_pipeline_destroy(s->pipeline);
     cs_broadcaster_free(s->bc);

@@ -138,6 +138,20 @@ static int emit_ledger(cs_source_loop *l, const cs_emission *em, XXH64_state_t *
     return 0;
 }
 
+/* The flow just ended, holding the CHUNK messages as published (compressed or not, per chunk):
+ * a reference, so the ring stores those very messages. The source loop is the only publisher, so
+ * the current flow is this ledger's. */
+static cs_flow *published_flow(cs_source_loop *l, uint32_t seq, size_t nchunks)
+{
+    cs_snap snap;
+    cs_broadcast_watch(l->bc, &snap);
+    cs_flow *f = NULL;
+    if (snap.flow && snap.seq == seq && snap.end && snap.nchunks == nchunks)
+        f = cs_flow_retain(snap.flow);
+    cs_snap_release(&snap);
+    return f;
+}
+
 static void log_streaming(cs_source_loop *l, uint32_t seq, uint64_t bytes, size_t chunks)
 {
     uint32_t oldest, latest;
@@ -219,7 +233,8 @@ int cs_source_loop_run(cs_source_loop *l, cs_err *err)
         for (size_t i = 0; i < parts.n; i++)
             bytes += parts.msgs[i]->len - CS_WIRE_CHUNK_HEADER_LEN;
         size_t chunks = parts.n;
-        cs_ring_writer_submit(writer, em.seq, parts.msgs, parts.n, l->chunk_size, sum);
+        cs_ring_writer_submit(writer, em.seq, parts.msgs, parts.n, published_flow(l, em.seq, parts.n), l->chunk_size,
+                              sum);
         parts = (ledger_parts){0};
         if (em.seq % 100 == 0) {
             /* The log reports the ring as it stands with this ledger in it. */

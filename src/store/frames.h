@@ -1,0 +1,45 @@
+/* The stored wire frames of a ring ledger, `ledger-<seq>.frames` (docs/RING.md, "Stored wire
+ * frames"): the zstd payloads of the CHUNK messages the ledger was published with, concatenated
+ * in chunk order, then an index of every chunk (codec and payload length) and a fixed trailer.
+ * A raw (codec 0) chunk stores no payload: its bytes are the ledger's own, at chunk_size * k.
+ * Replay sends the chunks as they went out live: same boundaries, same codecs, no compression.
+ *
+ *   payloads  the codec-1 payloads, in chunk order
+ *   index     one 8-byte entry per chunk: codec:u8, three zero bytes, payload length:u32le
+ *   trailer   "CSFRAME1", seq:u32le, chunks:u32le, chunk_size:u32le, four zero bytes
+ *
+ * The tail (index and trailer) is written last, so a writer streams the payloads without knowing
+ * their lengths first. Pure functions only: the file I/O is the ring's (store/ring.c). */
+#ifndef CS_STORE_FRAMES_H
+#define CS_STORE_FRAMES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CS_FRAMES_TRAILER_LEN 24
+#define CS_FRAMES_ENTRY_LEN 8
+
+/* Where chunk k's payload is: codec 1, at off in the frames file; codec 0, at off in the ledger. */
+typedef struct cs_frame {
+    uint64_t off;
+    uint32_t len;
+    uint8_t codec;
+} cs_frame;
+
+/* Bytes of the tail of a ledger of `chunks` chunks. */
+size_t cs_frames_tail_len(uint32_t chunks);
+
+/* Writes entry k's 8 bytes. */
+void cs_frames_put_entry(uint8_t out[CS_FRAMES_ENTRY_LEN], uint8_t codec, uint32_t len);
+void cs_frames_put_trailer(uint8_t out[CS_FRAMES_TRAILER_LEN], uint32_t seq, uint32_t chunks, uint32_t chunk_size);
+
+/* Parses the tail of a frames file of file_len bytes (tail_len bytes read from its end) for the
+ * ledger described by seq, len, chunks and chunk_size (its integrity record), filling out[chunks].
+ * Checks the trailer against the record, every codec (0 or 1), that a raw chunk has exactly the
+ * ledger's length for that chunk and a zstd chunk a payload of 1..chunk_size bytes, and that the
+ * zstd payloads fill exactly the bytes before the tail. Returns 0, or -1 with problem set (one
+ * phrase naming what differed, for the ring's ERROR line). Never reads outside tail. */
+int cs_frames_parse_tail(const uint8_t *tail, size_t tail_len, uint64_t file_len, uint32_t seq, uint64_t len,
+                         uint32_t chunks, uint32_t chunk_size, cs_frame *out, char *problem, size_t plen);
+
+#endif

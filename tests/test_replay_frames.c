@@ -1,0 +1,248 @@
+/* cs_replay over a ring ledger with stored frames: the CHUNK messages come out exactly as they
+ * were published (the stored "zstd" payloads here are not even zstd, so any recompression or
+ * decoding would show), END carries the recorded checksum; frames changed on disk end the replay
+ * CS_REPLAY_CORRUPT with no END and cost only the frames, so the next replay re-encodes the
+ * intact ledger. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+#include <zstd.h>
+
+#include "corestreamd/server/replay.h"
+#include "store/ring.h"
+#include "support/tmpdir.h"
+#include "wire/wire.h"
+
+#define CS 4096
+#define LEN (2 * CS + 100)
+
+typedef struct fixture {
+    cs_tmpdir dir;
+    char ring_dir[600];
+    cs_ring *ring;
+    uint8_t raw[LEN];
+    uint8_t msg[3][CS_WIRE_CHUNK_HEADER_LEN + CS];
+    struct iovec chunks[3];
+    cs_ledger_record rec;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    unsigned wakes;
+} fixture;
+
+static void wake(void *ctx)
+{
+    fixture *f = ctx;
+    pthread_mutex_lock(&f->mu);
+    f->wakes++;
+    pthread_cond_broadcast(&f->cv);
+    pthread_mutex_unlock(&f->mu);
+}
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    if (!f || cs_tmpdir_make(&f->dir, "replayframes") != 0) {
+        free(f);
+        return -1;
+    }
+    size_t n = strlen(f->dir.path);
+    if (n > sizeof f->ring_dir - 16) {
+        cs_tmpdir_remove(&f->dir);
+        free(f);
+        return -1;
+    }
+    memcpy(f->ring_dir, f->dir.path, n);
+    strcpy(f->ring_dir + n, "/ledgers");
+    pthread_mutex_init(&f->mu, NULL);
+    pthread_cond_init(&f->cv, NULL);
+    /* Compressible raw bytes, so a re-encoding replay does compress chunks 0 and 2. */
+    for (size_t i = 0; i < LEN; i++)
+        f->raw[i] = (uint8_t)(i / 64);
+    static const size_t zlen[3] = {300, 0, 40};
+    for (uint32_t k = 0; k < 3; k++) {
+        bool raw = k == 1;
+        size_t len = raw ? CS : zlen[k];
+        cs_wire_put_chunk_header(f->msg[k], 7, k, raw ? 0 : 1);
+        for (size_t i = 0; i < len; i++)
+            f->msg[k][CS_WIRE_CHUNK_HEADER_LEN + i] = raw ? f->raw[CS + i] : (uint8_t)(0xA0 + k + i);
+        f->chunks[k] = (struct iovec){f->msg[k], CS_WIRE_CHUNK_HEADER_LEN + len};
+    }
+    f->rec = (cs_ledger_record){.len = LEN, .chunks = 3, .chunk_size = CS, .xxh64 = XXH64(f->raw, LEN, 0)};
+    cs_err err = {0};
+    if (cs_ring_open(&f->ring, f->ring_dir, 10, &err) != 0)
+        return -1;
+    struct iovec part = {f->raw, LEN};
+    bool reset;
+    if (cs_ring_put(f->ring, 7, &part, 1, f->chunks, 3, &f->rec, &reset, &err) != 0)
+        return -1;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    cs_ring_close(f->ring);
+    pthread_mutex_destroy(&f->mu);
+    pthread_cond_destroy(&f->cv);
+    cs_tmpdir_remove(&f->dir);
+    free(f);
+    return 0;
+}
+
+/* The next message, or a terminal status: waits for wakes, bounded at 10 s. */
+static int next(fixture *f, cs_replay *r, cs_msg **m, cs_err *err)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 10;
+    for (;;) {
+        pthread_mutex_lock(&f->mu);
+        unsigned seen = f->wakes;
+        pthread_mutex_unlock(&f->mu);
+        int rc = cs_replay_next(r, m, err);
+        if (rc != CS_REPLAY_PENDING)
+            return rc;
+        pthread_mutex_lock(&f->mu);
+        int w = 0;
+        while (f->wakes == seen && w == 0)
+            w = pthread_cond_timedwait(&f->cv, &f->mu, &until);
+        pthread_mutex_unlock(&f->mu);
+        if (w != 0)
+            fail_msg("replay made no progress in 10 s");
+    }
+}
+
+static cs_replay_pool *pool_new(fixture *f)
+{
+    cs_err err = {0};
+    cs_replay_pool *p = cs_replay_pool_new(2, f->ring, true, 1, CS, wake, f, &err);
+    if (!p)
+        fail_msg("pool: %s", err.msg);
+    return p;
+}
+
+static void expect_begin(fixture *f, cs_replay *r)
+{
+    cs_msg *m;
+    cs_err err = {0};
+    assert_int_equal(next(f, r, &m, &err), CS_REPLAY_MSG);
+    uint8_t want[CS_WIRE_BEGIN_LEN];
+    cs_wire_put_begin(want, 7, 0);
+    assert_int_equal(m->len, CS_WIRE_BEGIN_LEN);
+    assert_memory_equal(m->data, want, CS_WIRE_BEGIN_LEN);
+    cs_msg_release(m);
+}
+
+static void stored_chunks_are_sent_as_published(void **state)
+{
+    fixture *f = *state;
+    cs_replay_pool *p = pool_new(f);
+    cs_replay *r = cs_replay_start(p, 7);
+    expect_begin(f, r);
+    cs_err err = {0};
+    cs_msg *m;
+    for (int k = 0; k < 3; k++) {
+        assert_int_equal(next(f, r, &m, &err), CS_REPLAY_MSG);
+        assert_int_equal(m->len, f->chunks[k].iov_len);
+        assert_memory_equal(m->data, f->msg[k], m->len);
+        cs_msg_release(m);
+    }
+    assert_int_equal(next(f, r, &m, &err), CS_REPLAY_MSG);
+    uint8_t end[CS_WIRE_END_LEN];
+    cs_wire_put_end(end, 7, 3, LEN, 0, f->rec.xxh64);
+    assert_int_equal(m->len, CS_WIRE_END_LEN);
+    assert_memory_equal(m->data, end, CS_WIRE_END_LEN);
+    cs_msg_release(m);
+    assert_int_equal(next(f, r, &m, &err), CS_REPLAY_DONE);
+    cs_replay_release(r);
+    cs_replay_pool_free(p);
+}
+
+static void changed_frames_end_without_end_then_reencode(void **state)
+{
+    fixture *f = *state;
+    char path[700];
+    snprintf(path, sizeof path, "%s/ledger-7.frames", f->ring_dir);
+    int fd = open(path, O_RDWR);
+    assert_true(fd >= 0);
+    uint8_t b = 0;
+    assert_int_equal(pread(fd, &b, 1, 310), 1); /* chunk 2's stored payload */
+    b ^= 1;
+    assert_int_equal(pwrite(fd, &b, 1, 310), 1);
+    close(fd);
+    cs_replay_pool *p = pool_new(f);
+    cs_replay *r = cs_replay_start(p, 7);
+    expect_begin(f, r);
+    cs_err err = {0};
+    cs_msg *m;
+    int rc, chunks = 0;
+    while ((rc = next(f, r, &m, &err)) == CS_REPLAY_MSG) {
+        cs_wire_msg w;
+        assert_int_equal(cs_wire_decode(m->data, m->len, &w, NULL), 0);
+        assert_int_equal(w.type, CS_WIRE_TYPE_CHUNK); /* never END */
+        chunks++;
+        cs_msg_release(m);
+    }
+    assert_int_equal(rc, CS_REPLAY_CORRUPT);
+    assert_int_equal(chunks, 3);
+    assert_non_null(strstr(err.msg, "ledger-7.frames changed on disk: it hashes to "));
+    cs_replay_release(r);
+    struct stat st;
+    assert_int_equal(stat(path, &st), -1); /* the frames are gone, the ledger stays */
+    uint32_t o, l;
+    assert_true(cs_ring_bounds(f->ring, &o, &l));
+    assert_int_equal(o, 7);
+
+    /* Re-encoded now: real zstd (or raw) chunks whose bytes are the ledger's, and the END. */
+    r = cs_replay_start(p, 7);
+    expect_begin(f, r);
+    uint8_t got[LEN];
+    size_t at = 0;
+    for (int k = 0; k < 3; k++) {
+        assert_int_equal(next(f, r, &m, &err), CS_REPLAY_MSG);
+        cs_wire_msg w;
+        assert_int_equal(cs_wire_decode(m->data, m->len, &w, NULL), 0);
+        assert_int_equal(w.chunk_idx, k);
+        if (w.codec == 0) {
+            memcpy(got + at, w.payload, w.payload_len);
+            at += w.payload_len;
+        } else {
+            size_t n = ZSTD_decompress(got + at, sizeof got - at, w.payload, w.payload_len);
+            assert_false(ZSTD_isError(n));
+            at += n;
+        }
+        cs_msg_release(m);
+    }
+    assert_int_equal(at, LEN);
+    assert_memory_equal(got, f->raw, LEN);
+    assert_int_equal(next(f, r, &m, &err), CS_REPLAY_MSG);
+    cs_wire_msg w;
+    assert_int_equal(cs_wire_decode(m->data, m->len, &w, NULL), 0);
+    assert_int_equal(w.type, CS_WIRE_TYPE_END);
+    assert_true(w.checksum == f->rec.xxh64);
+    cs_msg_release(m);
+    cs_replay_release(r);
+    cs_replay_pool_free(p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(stored_chunks_are_sent_as_published, setup, teardown),
+        cmocka_unit_test_setup_teardown(changed_frames_end_without_end_then_reencode, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

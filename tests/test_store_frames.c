@@ -1,0 +1,417 @@
+/* Stored wire frames in the ring (docs/RING.md, "Stored wire frames"): what put writes beside a
+ * ledger from its published CHUNK messages, what get hands a replay, the checks (a frames file
+ * that fails costs the frames, never the ledger), the background pass's attach, the open-time
+ * upgrade of a format-2 ring, and the index parser. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "store/frames.h"
+#include "store/ring.h"
+#include "support/tmpdir.h"
+#include "wire/wire.h"
+
+#define CS 4096
+#define LEN (2 * CS + 100)
+
+typedef struct fixture {
+    cs_tmpdir dir;
+    char ring[600];
+    uint8_t raw[LEN];
+    /* The published messages: chunk 0 and 2 "zstd" (the ring never decompresses), chunk 1 raw. */
+    uint8_t msg[3][CS_WIRE_CHUNK_HEADER_LEN + CS];
+    struct iovec chunks[3];
+    cs_ledger_record rec;
+} fixture;
+
+static const size_t ZLEN[3] = {300, 0, 40};
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    if (!f || cs_tmpdir_make(&f->dir, "storeframes") != 0) {
+        free(f);
+        return -1;
+    }
+    size_t n = strlen(f->dir.path);
+    if (n > sizeof f->ring - 16) { /* scratch paths are short; a longer one fails, never cut */
+        cs_tmpdir_remove(&f->dir);
+        free(f);
+        return -1;
+    }
+    memcpy(f->ring, f->dir.path, n);
+    strcpy(f->ring + n, "/ledgers");
+    for (size_t i = 0; i < LEN; i++)
+        f->raw[i] = (uint8_t)(i * 7 + 3);
+    for (uint32_t k = 0; k < 3; k++) {
+        bool raw = k == 1;
+        size_t n = raw ? CS : ZLEN[k];
+        cs_wire_put_chunk_header(f->msg[k], 7, k, raw ? 0 : 1);
+        for (size_t i = 0; i < n; i++)
+            f->msg[k][CS_WIRE_CHUNK_HEADER_LEN + i] = raw ? f->raw[CS + i] : (uint8_t)(0xA0 + k + i);
+        f->chunks[k] = (struct iovec){f->msg[k], CS_WIRE_CHUNK_HEADER_LEN + n};
+    }
+    f->rec = (cs_ledger_record){.len = LEN, .chunks = 3, .chunk_size = CS, .xxh64 = XXH64(f->raw, LEN, 0)};
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    cs_tmpdir_remove(&f->dir);
+    free(f);
+    return 0;
+}
+
+static cs_ring *open_ring(fixture *f)
+{
+    cs_ring *r;
+    cs_err err = {0};
+    if (cs_ring_open(&r, f->ring, 10, &err) != 0)
+        fail_msg("open: %s", err.msg);
+    return r;
+}
+
+static void put7(fixture *f, cs_ring *r, bool frames)
+{
+    struct iovec part = {f->raw, LEN};
+    bool reset;
+    cs_err err = {0};
+    if (cs_ring_put(r, 7, &part, 1, frames ? f->chunks : NULL, frames ? 3 : 0, &f->rec, &reset, &err) != 0)
+        fail_msg("put: %s", err.msg);
+}
+
+static void path(const fixture *f, const char *name, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s/%s", f->ring, name);
+}
+
+static bool exists(const fixture *f, const char *name)
+{
+    char p[1024];
+    struct stat st;
+    path(f, name, p, sizeof p);
+    return lstat(p, &st) == 0;
+}
+
+static void read_text(const fixture *f, const char *name, char *buf, size_t len)
+{
+    char p[1024];
+    path(f, name, p, sizeof p);
+    FILE *fp = fopen(p, "rb");
+    assert_non_null(fp);
+    size_t n = fread(buf, 1, len - 1, fp);
+    buf[n] = '\0';
+    fclose(fp);
+}
+
+static cs_ledger_ref *get7(cs_ring *r)
+{
+    cs_ledger_ref *ref;
+    cs_err err = {0};
+    if (cs_ring_get(r, 7, &ref, &err) != 0)
+        fail_msg("get: %s", err.msg);
+    return ref;
+}
+
+/* The ref's frames are the published chunks: codecs, lengths and payloads. */
+static void expect_frames(fixture *f, const cs_ledger_ref *ref)
+{
+    assert_true(ref->frames_fd >= 0);
+    for (uint32_t k = 0; k < 3; k++) {
+        const cs_frame *fr = &ref->frames[k];
+        assert_int_equal(fr->codec, k == 1 ? 0 : 1);
+        assert_int_equal(fr->len, f->chunks[k].iov_len - CS_WIRE_CHUNK_HEADER_LEN);
+        uint8_t buf[CS];
+        cs_err err = {0};
+        assert_int_equal(cs_frame_read(ref, k, buf, &err), 0);
+        assert_memory_equal(buf, f->msg[k] + CS_WIRE_CHUNK_HEADER_LEN, fr->len);
+    }
+}
+
+static void put_stores_the_published_frames(void **state)
+{
+    fixture *f = *state;
+    cs_ring *r = open_ring(f);
+    put7(f, r, true);
+    cs_ledger_ref *ref = get7(r);
+    expect_frames(f, ref);
+    /* Only the zstd payloads are stored: a raw chunk is the ledger's own bytes. */
+    size_t flen = ZLEN[0] + ZLEN[2] + cs_frames_tail_len(3);
+    assert_int_equal(ref->rec.frames_len, flen);
+    char p[1024];
+    path(f, "ledger-7.frames", p, sizeof p);
+    uint8_t file[1024];
+    int fd = open(p, O_RDONLY);
+    assert_int_equal(read(fd, file, sizeof file), (ssize_t)flen);
+    close(fd);
+    assert_true(ref->rec.frames_xxh3 == XXH3_64bits(file, flen));
+    assert_true(ref->rec.raw_xxh3 == XXH3_64bits(f->raw + CS, CS));
+    cs_ledger_ref_release(ref);
+    char text[512], want[512];
+    read_text(f, "ledger-7.rec", text, sizeof text);
+    snprintf(want, sizeof want,
+             "corestream-ring-record 2 seq=7 len=%d chunks=3 chunk_size=%d xxh64=%016llx frames_len=%zu "
+             "frames_xxh3=%016llx raw_xxh3=%016llx\n",
+             LEN, CS, (unsigned long long)f->rec.xxh64, flen, (unsigned long long)XXH3_64bits(file, flen),
+             (unsigned long long)XXH3_64bits(f->raw + CS, CS));
+    assert_string_equal(text, want);
+    cs_ring_close(r);
+    /* Reopened: the same frames. */
+    r = open_ring(f);
+    ref = get7(r);
+    expect_frames(f, ref);
+    cs_ledger_ref_release(ref);
+    cs_ring_close(r);
+}
+
+static void put_without_chunks_stores_none(void **state)
+{
+    fixture *f = *state;
+    cs_ring *r = open_ring(f);
+    put7(f, r, false);
+    assert_false(exists(f, "ledger-7.frames"));
+    cs_ledger_ref *ref = get7(r);
+    assert_int_equal(ref->frames_fd, -1);
+    assert_int_equal(ref->rec.frames_len, 0);
+    cs_ledger_ref_release(ref);
+    cs_ring_close(r);
+}
+
+/* A frames file cut short is found by get: the ledger is served without frames (the caller
+ * re-encodes it), the record loses them and the file goes. */
+static void bad_frames_at_get_cost_only_the_frames(void **state)
+{
+    fixture *f = *state;
+    cs_ring *r = open_ring(f);
+    put7(f, r, true);
+    char p[1024];
+    path(f, "ledger-7.frames", p, sizeof p);
+    assert_int_equal(truncate(p, 10), 0);
+    cs_ledger_ref *ref = get7(r);
+    assert_int_equal(ref->frames_fd, -1);
+    assert_int_equal(ref->rec.frames_len, 0);
+    assert_int_equal(ref->rec.len, LEN);
+    cs_ledger_ref_release(ref);
+    assert_false(exists(f, "ledger-7.frames"));
+    char text[512];
+    read_text(f, "ledger-7.rec", text, sizeof text);
+    assert_non_null(strstr(text, " frames_len=0 frames_xxh3=0000000000000000 raw_xxh3=0000000000000000\n"));
+    uint32_t o, l;
+    assert_true(cs_ring_bounds(r, &o, &l));
+    assert_int_equal(o, 7);
+    cs_ring_health_t h;
+    cs_ring_health(r, &h);
+    assert_int_equal(h.dropped, 0);
+    cs_ring_close(r);
+}
+
+static void drop_frames_once(void **state)
+{
+    fixture *f = *state;
+    cs_ring *r = open_ring(f);
+    put7(f, r, true);
+    cs_ledger_ref *ref = get7(r);
+    uint64_t h = ref->rec.frames_xxh3;
+    cs_ledger_ref_release(ref);
+    cs_ring_drop_frames(r, 7, h + 1, "not these frames"); /* another file's hash: nothing happens */
+    assert_true(exists(f, "ledger-7.frames"));
+    cs_ring_drop_frames(r, 7, h, "test");
+    assert_false(exists(f, "ledger-7.frames"));
+    ref = get7(r);
+    assert_int_equal(ref->frames_fd, -1);
+    cs_ledger_ref_release(ref);
+    cs_ring_close(r);
+}
+
+/* Frames made later (the background pass) for a ledger retained without them. */
+static void attach_makes_frames_for_a_retained_ledger(void **state)
+{
+    fixture *f = *state;
+    cs_ring *r = open_ring(f);
+    put7(f, r, false);
+    cs_ledger_ref *ref = get7(r);
+    cs_frames_writer *w;
+    cs_err err = {0};
+    assert_int_equal(cs_ring_frames_begin(r, 7, CS, &w, &err), 0);
+    for (uint32_t k = 0; k < 3; k++)
+        cs_frames_writer_add(w, k == 1 ? 0 : 1, f->msg[k] + CS_WIRE_CHUNK_HEADER_LEN,
+                             f->chunks[k].iov_len - CS_WIRE_CHUNK_HEADER_LEN);
+    if (cs_ring_frames_attach(r, ref, w, &err) != 0)
+        fail_msg("attach: %s", err.msg);
+    cs_ledger_ref_release(ref);
+    ref = get7(r);
+    expect_frames(f, ref);
+    assert_int_equal(ref->rec.chunk_size, CS);
+    cs_ledger_ref_release(ref);
+    assert_false(exists(f, "ledger-7.frames.tmp"));
+    cs_ring_close(r);
+}
+
+/* The ledger changed meanwhile (another file under the same name): attach changes nothing. */
+static void attach_refuses_a_replaced_ledger(void **state)
+{
+    fixture *f = *state;
+    cs_ring *r = open_ring(f);
+    put7(f, r, false);
+    cs_ledger_ref *ref = get7(r);
+    /* A gap resets the ring, then 7 again: a new file. */
+    struct iovec part = {f->raw, LEN};
+    bool reset;
+    cs_err err = {0};
+    assert_int_equal(cs_ring_put(r, 9, &part, 1, NULL, 0, &f->rec, &reset, &err), 0);
+    assert_int_equal(cs_ring_put(r, 7, &part, 1, NULL, 0, &f->rec, &reset, &err), 0);
+    cs_frames_writer *w;
+    assert_int_equal(cs_ring_frames_begin(r, 7, CS, &w, &err), 0);
+    for (uint32_t k = 0; k < 3; k++)
+        cs_frames_writer_add(w, k == 1 ? 0 : 1, f->msg[k] + CS_WIRE_CHUNK_HEADER_LEN,
+                             f->chunks[k].iov_len - CS_WIRE_CHUNK_HEADER_LEN);
+    assert_int_equal(cs_ring_frames_attach(r, ref, w, &err), -1);
+    assert_int_equal(err.kind, CS_RING_ERR_NOT_RETAINED);
+    cs_ledger_ref_release(ref);
+    assert_false(exists(f, "ledger-7.frames"));
+    assert_false(exists(f, "ledger-7.frames.tmp"));
+    cs_ring_close(r);
+}
+
+/* At open: a format-2 ring (version-1 records) is read as ledgers without frames and its marker
+ * rewritten; frames no record claims are removed; frames of the wrong size are forgotten. */
+static void open_upgrades_and_cleans(void **state)
+{
+    fixture *f = *state;
+    cs_ring *r = open_ring(f);
+    put7(f, r, true);
+    struct iovec part = {f->raw, LEN};
+    bool reset;
+    cs_err err = {0};
+    cs_ledger_record rec8 = f->rec;
+    assert_int_equal(cs_ring_put(r, 8, &part, 1, f->chunks, 3, &rec8, &reset, &err), 0);
+    cs_ring_close(r);
+    char p[1024], text[512];
+    /* 7: a version-1 record (its frames file is then claimed by nothing). */
+    path(f, "ledger-7.rec", p, sizeof p);
+    read_text(f, "ledger-7.rec", text, sizeof text);
+    char *cut = strstr(text, " frames_len=");
+    assert_non_null(cut);
+    strcpy(cut, "\n");
+    text[23] = '1';
+    FILE *fp = fopen(p, "w");
+    fputs(text, fp);
+    fclose(fp);
+    /* 8: frames one byte longer than recorded. */
+    path(f, "ledger-8.frames", p, sizeof p);
+    fp = fopen(p, "a");
+    fputc('x', fp);
+    fclose(fp);
+    path(f, "ring-format", p, sizeof p);
+    fp = fopen(p, "w");
+    fputs("corestream-ring 2\n", fp);
+    fclose(fp);
+    r = open_ring(f);
+    read_text(f, "ring-format", text, sizeof text);
+    assert_string_equal(text, "corestream-ring 3\n");
+    assert_false(exists(f, "ledger-7.frames"));
+    assert_false(exists(f, "ledger-8.frames"));
+    uint32_t o, l;
+    assert_true(cs_ring_bounds(r, &o, &l));
+    assert_int_equal(o, 7);
+    assert_int_equal(l, 8);
+    for (uint32_t s = 7; s <= 8; s++) {
+        cs_ledger_ref *ref;
+        assert_int_equal(cs_ring_get(r, s, &ref, &err), 0);
+        assert_int_equal(ref->frames_fd, -1);
+        assert_int_equal(ref->rec.xxh64, f->rec.xxh64);
+        cs_ledger_ref_release(ref);
+    }
+    cs_ring_close(r);
+}
+
+/* Pruning takes the frames with the ledger. */
+static void prune_removes_frames(void **state)
+{
+    fixture *f = *state;
+    cs_ring *r;
+    cs_err err = {0};
+    assert_int_equal(cs_ring_open(&r, f->ring, 1, &err), 0);
+    put7(f, r, true);
+    struct iovec part = {f->raw, LEN};
+    bool reset;
+    cs_ledger_record rec = f->rec;
+    assert_int_equal(cs_ring_put(r, 8, &part, 1, f->chunks, 3, &rec, &reset, &err), 0);
+    assert_false(exists(f, "ledger-7.frames"));
+    assert_true(exists(f, "ledger-8.frames"));
+    cs_ring_close(r);
+}
+
+/* The index parser: what a good tail parses to, and each way a tail can disagree. */
+static void parse_tail_cases(void **state)
+{
+    (void)state;
+    uint8_t tail[2 * CS_FRAMES_ENTRY_LEN + CS_FRAMES_TRAILER_LEN];
+    size_t tl = sizeof tail;
+    cs_frame out[2];
+    char problem[200];
+    uint64_t len = CS + 10;
+    cs_frames_put_entry(tail, 1, 100);
+    cs_frames_put_entry(tail + 8, 0, 10);
+    cs_frames_put_trailer(tail + 16, 5, 2, CS);
+    assert_int_equal(cs_frames_parse_tail(tail, tl, 100 + tl, 5, len, 2, CS, out, problem, sizeof problem), 0);
+    assert_int_equal(out[0].codec, 1);
+    assert_int_equal(out[0].off, 0);
+    assert_int_equal(out[0].len, 100);
+    assert_int_equal(out[1].codec, 0);
+    assert_int_equal(out[1].off, CS);
+    assert_int_equal(out[1].len, 10);
+    /* A file with bytes the index does not cover. */
+    assert_int_equal(cs_frames_parse_tail(tail, tl, 101 + tl, 5, len, 2, CS, out, problem, sizeof problem), -1);
+    assert_string_equal(problem, "frames index covers 100 payload bytes, the file holds 101");
+    /* Another ledger's trailer. */
+    assert_int_equal(cs_frames_parse_tail(tail, tl, 100 + tl, 6, len, 2, CS, out, problem, sizeof problem), -1);
+    assert_string_equal(problem, "frames trailer (ledger 5, 2 chunks of 4096) differs from the record");
+    /* A raw chunk whose length is not the ledger's. */
+    assert_int_equal(cs_frames_parse_tail(tail, tl, 100 + tl, 5, len + 1, 2, CS, out, problem, sizeof problem), -1);
+    assert_string_equal(problem, "frames index: raw chunk 1 is 10 bytes, the ledger's is 11");
+    /* An unknown codec. */
+    tail[0] = 2;
+    assert_int_equal(cs_frames_parse_tail(tail, tl, 100 + tl, 5, len, 2, CS, out, problem, sizeof problem), -1);
+    assert_string_equal(problem, "frames index entry 0 is unreadable");
+    tail[0] = 1;
+    /* A zstd payload longer than the file holds. */
+    cs_frames_put_entry(tail, 1, 200);
+    assert_int_equal(cs_frames_parse_tail(tail, tl, 100 + tl, 5, len, 2, CS, out, problem, sizeof problem), -1);
+    assert_string_equal(problem, "frames index: chunk 0 length 200 does not fit");
+    /* A damaged trailer. */
+    tail[16] ^= 1;
+    assert_int_equal(cs_frames_parse_tail(tail, tl, 100 + tl, 5, len, 2, CS, out, problem, sizeof problem), -1);
+    assert_string_equal(problem, "frames trailer is unreadable");
+    /* A file shorter than its tail. */
+    assert_int_equal(cs_frames_parse_tail(tail, tl, tl - 1, 5, len, 2, CS, out, problem, sizeof problem), -1);
+    assert_string_equal(problem, "frames index is cut short");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(put_stores_the_published_frames, setup, teardown),
+        cmocka_unit_test_setup_teardown(put_without_chunks_stores_none, setup, teardown),
+        cmocka_unit_test_setup_teardown(bad_frames_at_get_cost_only_the_frames, setup, teardown),
+        cmocka_unit_test_setup_teardown(drop_frames_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(attach_makes_frames_for_a_retained_ledger, setup, teardown),
+        cmocka_unit_test_setup_teardown(attach_refuses_a_replaced_ledger, setup, teardown),
+        cmocka_unit_test_setup_teardown(open_upgrades_and_cleans, setup, teardown),
+        cmocka_unit_test_setup_teardown(prune_removes_frames, setup, teardown),
+        cmocka_unit_test(parse_tail_cases),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
