@@ -5,6 +5,14 @@
 #ifndef CS_COMMON_THREAD_H
 #define CS_COMMON_THREAD_H
 
+/* Who yields when the cores are busy, first to last: ring replays and the ring writer
+ * (CS_NICE_BACKGROUND), then the live encoders and the I/O thread (CS_NICE_LIVE), then the source
+ * loop at the daemon's own priority. The source loop is stellar-core's meta pipe in production:
+ * nothing may slow it. The live threads sit just below it so that waking one (every chunk wakes
+ * an encoder and, once published, the I/O thread) does not preempt the source; they still take a
+ * large share of a busy core (nice 2 weighs about 2/3 of nice 0), which the auto level
+ * (levelctl.h) sees as compression time and adapts to. */
+#define CS_NICE_LIVE 2
 /* The calling thread's nice value for work that may always wait. */
 #define CS_NICE_BACKGROUND 19
 
@@ -13,5 +21,9 @@
  * back would, so a thread never calls this with a smaller value than it has. Failures are
  * ignored: a name or a priority is a hint, never a reason to stop. Call from the thread itself. */
 void cs_thread_role(const char *name, int nice);
+
+/* The priority half of cs_thread_role, for a thread that keeps its name (the main thread, which
+ * becomes the I/O thread). */
+void cs_thread_nice(int nice);
 
 #endif
