@@ -73,6 +73,8 @@ static void defaults(void **state)
     assert_int_equal(o.chunk_size, 262144);
     assert_false(o.compress);
     assert_false(o.remote_compressible);
+    assert_string_equal(o.compress_level_text, "auto");
+    assert_int_equal(o.compress_level, 0); /* auto */
     assert_false(o.verify);
     assert_string_equal(o.pipe_cmd, "");
     assert_int_equal(o.pipe_size, 1048576);
@@ -121,6 +123,9 @@ static void rejects(void **state)
     EXPECT_ERROR("--emit-window 20ms does not fit inside --synthetic-interval 10ms", "--emit-window", "20ms",
                  "--synthetic-interval", "10ms");
     EXPECT_ERROR("--pipe-cmd is required in localtap mode", "--mode", "localtap");
+    EXPECT_ERROR("--compress-level \"fast\" is not auto or an integer", "--compress-level", "fast");
+    EXPECT_ERROR("--compress-level 0 is not a level: use auto, or a zstd level other than 0", "--compress-level",
+                 "0");
 }
 
 static void rejects_more(void **state)
@@ -167,6 +172,15 @@ static void accepts(void **state)
     EXPECT_OK("--mode", "localtap", "--pipe-cmd", "true");
     EXPECT_OK("--mode", "localtap", "--pipe-cmd", "true", "--start", "0");
     EXPECT_OK("--mode", "remote", "--");                           /* `--` ends the flags */
+
+    br_options o;
+    cs_err err;
+    assert_int_equal(parse(ARGV("--compress-level", "3"), &o, &err, NULL), 0);
+    assert_int_equal(o.compress_level, 3);
+    assert_int_equal(parse(ARGV("--compress-level", "-5"), &o, &err, NULL), 0);
+    assert_int_equal(o.compress_level, -5);
+    assert_int_equal(parse(ARGV("--compress-level", "auto"), &o, &err, NULL), 0);
+    assert_int_equal(o.compress_level, 0);
 }
 
 /* Everything after `--` is positional. */
@@ -307,6 +321,8 @@ static void usage_lists_every_flag_with_its_default(void **state)
         "\n  -chunk-size int\n",
         "(default 262144)\n",
         "\n  -compress\n",
+        "\n  -compress-level level\n",
+        "(default \"auto\")\n",
         "\n  -core-binary string\n",
         "\n  -core-config string\n",
         "\n  -count uint\n",

@@ -1,6 +1,7 @@
 /* Chunk compression and the ordered encoder pool: PORTSPEC 2.3 and test cases 60, 61, 62
  * (adapted: no leaked threads, nothing published after destroy), 66 and 67, plus the raw
- * fallback and the 1024-chunk back-pressure. Also runs under ThreadSanitizer. */
+ * fallback and the 1024-chunk back-pressure, and the auto level's wiring (the controller itself:
+ * test_levelctl.c). Also runs under ThreadSanitizer. */
 /* For ZSTD_CCtx_getParameter and ZSTD_getFrameHeader, used only to inspect what was configured. */
 #define ZSTD_STATIC_LINKING_ONLY
 #include <stdarg.h>
@@ -489,10 +490,11 @@ typedef struct submitter {
     atomic_uint returned;
 } submitter;
 
+/* Submits chunks 1..n-1 (chunk 0 was submitted before this thread started). */
 static void *submit_all(void *arg)
 {
     submitter *s = arg;
-    for (uint32_t i = 0; i < s->n; i++) {
+    for (uint32_t i = 1; i < s->n; i++) {
         cs_pipeline_submit(s->p, s->msgs[i], 6, i);
         atomic_store(&s->returned, i + 1);
     }
@@ -525,10 +527,14 @@ static void test_submit_blocks_at_1024_pending(void **state)
         msgs[i] = make_raw(payload, LEN);
     }
 
+    /* Chunk 0 first, and held in publish() by its worker before anything else is submitted: a raw
+     * chunk's submit may publish on the submitting thread, and it must not be the one held. */
     submitter s = {.p = p, .msgs = msgs, .n = N};
+    cs_pipeline_submit(p, msgs[0], 6, 0);
+    assert_true(rec_wait_gate(&r));
+    atomic_store(&s.returned, 1);
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, submit_all, &s), 0);
-    assert_true(rec_wait_gate(&r));
     /* Chunk 0 has left the ring but is held in publish(), so 1024 more fit and the next blocks:
      * wait until that submit is parked waiting for a slot. */
     assert_true(wait_until(submit_1026_blocked, &s));
@@ -622,6 +628,120 @@ static void test_new_rejects_bad_worker_count(void **state)
     rec_free(&r);
 }
 
+/* ---- --compress-level auto ---- */
+
+/* Ledger after ledger through the auto level: every chunk is published once, in order, and
+ * expands to its payload whatever level each was given; the level reported stays in range. */
+static void test_auto_level_round_trips_across_ledgers(void **state)
+{
+    (void)state;
+    enum { LEDGERS = 6, CHUNKS = 40, LEN = 32 << 10 };
+    recorder r;
+    rec_init(&r, LEDGERS * CHUNKS);
+    cs_chunk_pipeline *p;
+    cs_err err = {0};
+    assert_int_equal(cs_pipeline_new(&p, 4, true, CS_COMPRESS_LEVEL_AUTO, CS_DEFAULT_CHUNK_SIZE, rec_publish, &r, &err), 0);
+    assert_true(cs_pipeline_auto(p));
+    assert_int_equal(cs_pipeline_level(p), CS_AUTO_LEVEL_START);
+    uint8_t *payload = malloc(LEN);
+    assert_non_null(payload);
+    for (uint32_t l = 0; l < LEDGERS; l++) {
+        for (uint32_t i = 0; i < CHUNKS; i++) {
+            fill_pattern(payload, LEN, l * CHUNKS + i);
+            cs_pipeline_submit(p, make_raw(payload, LEN), 100 + l, i);
+            int lv = cs_pipeline_level(p);
+            assert_true(lv >= CS_AUTO_LEVEL_MIN && lv <= CS_AUTO_LEVEL_MAX && lv != 0);
+        }
+        cs_pipeline_flush(p);
+        assert_int_equal(atomic_load(&r.count), (l + 1) * CHUNKS);
+    }
+    rec_check_clean(&r, LEDGERS * CHUNKS);
+    cs_pipeline_destroy(p);
+    for (uint32_t n = 0; n < LEDGERS * CHUNKS; n++) {
+        fill_pattern(payload, LEN, n);
+        check_chunk(r.msgs[n], 100 + n / CHUNKS, n % CHUNKS, payload, LEN);
+    }
+    free(payload);
+    rec_free(&r);
+}
+
+/* The only encoder is held: the queue fills, chunks ship raw, and auto steps the level down to
+ * its floor, one step per chunk (one worker); once the encoder is free again the chunks given
+ * the lowest level still expand to their payloads. */
+static void test_auto_level_steps_down_while_chunks_ship_raw(void **state)
+{
+    (void)state;
+    enum { N = 60, LEN = 8 << 10 };
+    static uint8_t raws[N][LEN];
+    recorder r;
+    rec_init(&r, N);
+    r.gate_at = 0;
+    cs_chunk_pipeline *p;
+    cs_err err = {0};
+    assert_int_equal(cs_pipeline_new(&p, 1, true, CS_COMPRESS_LEVEL_AUTO, CS_DEFAULT_CHUNK_SIZE, rec_publish, &r, &err), 0);
+    for (uint32_t i = 0; i < N; i++)
+        fill_pattern(raws[i], LEN, i);
+    cs_pipeline_submit(p, make_raw(raws[0], LEN), 5, 0);
+    assert_true(rec_wait_gate(&r));
+    for (uint32_t i = 1; i < N; i++)
+        cs_pipeline_submit(p, make_raw(raws[i], LEN), 5, i);
+    assert_int_equal(cs_pipeline_raw_fallbacks(p), N - 1 - 16);
+    assert_int_equal(cs_pipeline_level(p), CS_AUTO_LEVEL_MIN);
+    rec_open_gate(&r);
+    cs_pipeline_flush(p);
+    rec_check_clean(&r, N);
+    cs_pipeline_destroy(p);
+    for (uint32_t i = 0; i < N; i++)
+        assert_int_equal(check_chunk(r.msgs[i], 5, i, raws[i], LEN), i <= 16 ? CS_CODEC_ZSTD : CS_CODEC_RAW);
+    rec_free(&r);
+}
+
+/* A fixed level is what every chunk gets, and what the pool reports. */
+static void test_fixed_level_is_reported(void **state)
+{
+    (void)state;
+    enum { N = 20, LEN = 16 << 10 };
+    recorder r;
+    rec_init(&r, N);
+    cs_chunk_pipeline *p;
+    cs_err err = {0};
+    assert_int_equal(cs_pipeline_new(&p, 2, true, 3, CS_DEFAULT_CHUNK_SIZE, rec_publish, &r, &err), 0);
+    assert_false(cs_pipeline_auto(p));
+    uint8_t payload[LEN];
+    for (uint32_t i = 0; i < N; i++) {
+        fill_pattern(payload, LEN, i);
+        cs_pipeline_submit(p, make_raw(payload, LEN), 2, i);
+        assert_int_equal(cs_pipeline_level(p), 3);
+    }
+    cs_pipeline_flush(p);
+    rec_check_clean(&r, N);
+    cs_pipeline_destroy(p);
+    for (uint32_t i = 0; i < N; i++) {
+        fill_pattern(payload, LEN, i);
+        check_chunk(r.msgs[i], 2, i, payload, LEN);
+    }
+    rec_free(&r);
+
+    /* Compression off: no level at all. */
+    assert_int_equal(cs_pipeline_new(&p, 0, false, CS_COMPRESS_LEVEL_AUTO, CS_DEFAULT_CHUNK_SIZE, rec_publish, &r, &err), 0);
+    assert_false(cs_pipeline_auto(p));
+    assert_int_equal(cs_pipeline_level(p), 0);
+    cs_pipeline_destroy(p);
+}
+
+static void test_new_rejects_bad_level(void **state)
+{
+    (void)state;
+    recorder r;
+    rec_init(&r, 1);
+    cs_chunk_pipeline *p = (cs_chunk_pipeline *)&r;
+    cs_err err = {0};
+    assert_int_equal(cs_pipeline_new(&p, 4, true, 99, CS_DEFAULT_CHUNK_SIZE, rec_publish, &r, &err), -1);
+    assert_null(p);
+    assert_string_equal(err.msg, "server: compress level 99 is outside [-131072,22]");
+    rec_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -636,6 +756,10 @@ int main(void)
         cmocka_unit_test(test_destroy_publishes_pending_then_nothing),
         cmocka_unit_test(test_compress_off_publishes_inline),
         cmocka_unit_test(test_new_rejects_bad_worker_count),
+        cmocka_unit_test(test_auto_level_round_trips_across_ledgers),
+        cmocka_unit_test(test_auto_level_steps_down_while_chunks_ship_raw),
+        cmocka_unit_test(test_fixed_level_is_reported),
+        cmocka_unit_test(test_new_rejects_bad_level),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -155,6 +155,8 @@ static void test_defaults(void **state)
     assert_int_equal(c->log_format_value, 0);
     assert_true(c->compress);
     assert_int_equal(c->compress_workers, 0);
+    assert_string_equal(c->compress_level_text, "auto");
+    assert_int_equal(c->compress_level, 0); /* auto */
     assert_string_equal(c->core_binary, "");
     assert_string_equal(c->core_config, "");
     assert_string_equal(c->history_archive_urls, "");
@@ -269,6 +271,34 @@ static void test_pipe_source(void **state)
 }
 
 /* ---- 3: pacing and chunk bounds ---- */
+
+/* --compress-level: auto (the default, 0 to the server) or an integer in the flags' syntax; the
+ * server checks the integer against zstd's range (test_corestreamd_proc). */
+static int64_t level_of(const char *text)
+{
+    parsed p;
+    const char *args[] = {"--compress-level", text};
+    expect_ok_into(&p, args, NARGS(args));
+    int64_t v = p.cfg.compress_level;
+    parsed_free(&p);
+    return v;
+}
+
+static void test_compress_level(void **state)
+{
+    (void)state;
+    assert_int_equal(level_of("auto"), 0);
+    assert_int_equal(level_of("3"), 3);
+    assert_int_equal(level_of("-7"), -7);
+    assert_int_equal(level_of("0x2"), 2);
+    assert_int_equal(level_of("99"), 99); /* the server names the range */
+    ERR("--compress-level \"fast\" is not auto or an integer", "--compress-level", "fast");
+    ERR("--compress-level \"AUTO\" is not auto or an integer", "--compress-level", "AUTO");
+    ERR("--compress-level \"1.5\" is not auto or an integer", "--compress-level", "1.5");
+    ERR("--compress-level \"\" is not auto or an integer", "--compress-level", "");
+    ERR("--compress-level 0 is not a level: use auto, or a zstd level other than 0", "--compress-level", "0");
+    ERR("--compress-level 0 is not a level: use auto, or a zstd level other than 0", "--compress-level=-0");
+}
 
 static void test_pacing_and_chunk_bounds(void **state)
 {
@@ -669,6 +699,7 @@ int main(void)
         cmocka_unit_test(test_file_source),
         cmocka_unit_test(test_pipe_source),
         cmocka_unit_test(test_pacing_and_chunk_bounds),
+        cmocka_unit_test(test_compress_level),
         cmocka_unit_test(test_durations_in_go_form),
         cmocka_unit_test(test_captive_requirements),
         cmocka_unit_test(test_quoted_arguments),

@@ -63,8 +63,9 @@ static void test_histogram_and_closes_render(void **state)
     cs_m_count_close(m, 4001);
     cs_m_count_close(m, 3000);
     cs_m_set_state(m, CS_SRC_STREAMING);
-    cs_metrics_view v = {.version = "9.9.9", .commit = "abc123", .compress = true, .compress_level = 1, .compress_workers = 4,
-                         .ring_oldest = 3, .ring_latest = 9, .subscribers = 2};
+    cs_metrics_view v = {.version = "9.9.9", .commit = "abc123", .compress = true, .compress_level = 1,
+                         .compress_level_now = 1, .compress_workers = 4, .ring_oldest = 3, .ring_latest = 9,
+                         .subscribers = 2};
     cs_strbuf b = CS_STRBUF_INIT;
     cs_metrics_render(&b, m, &v);
     char *t = cs_strbuf_take(&b, NULL);
@@ -90,6 +91,7 @@ static void test_histogram_and_closes_render(void **state)
     static const char want[] = "corestreamd_build_info{version=\"9.9.9\",commit=\"abc123\",compress=\"true\","
                                "compress_level=\"1\",compress_workers=\"4\",zstd_version=\"";
     assert_true(strncmp(info, want, sizeof want - 1) == 0);
+    assert_non_null(strstr(t, "\n# TYPE corestreamd_compress_level gauge\ncorestreamd_compress_level 1\n"));
     /* Every family is announced before its samples. */
     for (const char *l = t; *l; l = strchr(l, '\n') + 1) {
         if (*l != '#') {
@@ -116,11 +118,42 @@ static void test_histogram_and_closes_render(void **state)
     cs_metrics_free(m);
 }
 
+/* --compress-level auto: build_info names the setting, the gauge the level in use now. */
+static void test_compress_level_render(void **state)
+{
+    (void)state;
+    cs_metrics *m = cs_metrics_new();
+    assert_non_null(m);
+    struct {
+        cs_metrics_view v;
+        const char *label, *gauge;
+    } cases[] = {
+        {{.compress = true, .compress_auto = true, .compress_level_now = -3}, "compress_level=\"auto\"",
+         "\ncorestreamd_compress_level -3\n"},
+        {{.compress = true, .compress_level = 3, .compress_level_now = 3}, "compress_level=\"3\"",
+         "\ncorestreamd_compress_level 3\n"},
+        {{.compress = false, .compress_auto = true, .compress_level_now = 1}, "compress_level=\"auto\"",
+         "\ncorestreamd_compress_level 0\n"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cs_strbuf b = CS_STRBUF_INIT;
+        cs_metrics_render(&b, m, &cases[i].v);
+        char *t = cs_strbuf_take(&b, NULL);
+        assert_non_null(t);
+        const char *info = line_of(t, "corestreamd_build_info{");
+        assert_non_null(strstr(info, cases[i].label));
+        assert_non_null(strstr(t, cases[i].gauge));
+        free(t);
+    }
+    cs_metrics_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_readiness_verdicts),
         cmocka_unit_test(test_histogram_and_closes_render),
+        cmocka_unit_test(test_compress_level_render),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -246,6 +246,10 @@ static void test_metrics_move_as_ledgers_stream(void **state)
     assert_true(sample(m, "corestreamd_subscribers") == 1);
     assert_true(sample(m, "corestreamd_publish_to_write_seconds_count") > 0);
     assert_true(sample(m, "corestreamd_connections_accepted_total{listener=\"data\"}") >= 1);
+    /* --compress-level auto, the default: the level in use is within auto's range. */
+    assert_non_null(strstr(m, ",compress_level=\"auto\","));
+    double level = sample(m, "corestreamd_compress_level");
+    assert_true(level >= -7 && level <= 3 && level != 0);
     free(m);
     for (int i = 2; i < COUNT; i++) {
         assert_int_equal(cs_ws_read_ledger(ws, &l, WAIT_MS, NULL, 0), 1);
@@ -278,6 +282,23 @@ static void test_metrics_move_as_ledgers_stream(void **state)
     assert_true(sample(m, "corestreamd_ring_write_failures_total") == 0);
     assert_true(sample(m, "process_resident_memory_bytes") > 0);
     assert_true(sample(m, "process_open_fds") > 0);
+    free(m);
+    harness_stop(&h);
+}
+
+/* A fixed level is the level in use, and build_info says so. */
+static void test_fixed_compress_level_is_reported(void **state)
+{
+    (void)state;
+    harness h;
+    harness_opts o = {.count = 3, .size = 300000, .compress = true, .compress_level = 3, .compressible = true,
+                      .interval_ms = 30};
+    harness_start(&h, &o);
+    assert_true(cs_server_wait_retained(h.srv, 3, 10 * T_SEC));
+    char *m = scrape(h.port);
+    assert_non_null(strstr(m, ",compress_level=\"3\","));
+    assert_true(sample(m, "corestreamd_compress_level") == 3);
+    assert_true(sample(m, "corestreamd_chunks_total{codec=\"zstd\"}") >= 3);
     free(m);
     harness_stop(&h);
 }
@@ -425,6 +446,7 @@ int main(void)
         cmocka_unit_test(test_readyz_reports_a_failed_source),
         cmocka_unit_test(test_wrong_methods_get_405),
         cmocka_unit_test(test_metrics_move_as_ledgers_stream),
+        cmocka_unit_test(test_fixed_compress_level_is_reported),
         cmocka_unit_test(test_promtool_accepts_the_exposition),
         cmocka_unit_test(test_prometheus_scrapes_corestreamd),
     };

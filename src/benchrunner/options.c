@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "common/complevel.h"
 #include "common/flags.h"
 #include "common/goquote.h"
 #include "common/synthetic.h"
@@ -18,7 +19,7 @@ void br_options_defaults(br_options *o)
     o->synthetic_interval = 10 * CS_MS;
     o->emit_window = 5 * CS_MS;
     o->chunk_size = CS_DEFAULT_CHUNK_SIZE;
-    o->compress_level = 1;
+    o->compress_level_text = "auto";
     o->count = 100;
     o->pipe_cmd = "";
     o->pipe_size = 1048576;
@@ -57,8 +58,9 @@ static void fill_flags(cs_flag *f, br_options *o)
          "loopback: server chunk payload bytes; localtap: read size"},
         {"compress", CS_FLAG_BOOL, &o->compress,
          "loopback: zstd-compress chunks and make the payloads compressible"},
-        {"compress-level", CS_FLAG_INT, &o->compress_level,
-         "loopback: zstd level for chunks (1 is the prototype's; negative is faster)"},
+        {"compress-level", CS_FLAG_STRING, &o->compress_level_text,
+         "loopback: zstd `level` for chunks: auto (adapts within -7..3) or a fixed level (1 is the "
+         "prototype's; negative is faster)"},
         {"remote-compressible", CS_FLAG_BOOL, &o->remote_compressible,
          "remote --verify: the server runs --synthetic-compressible"},
         {"count", CS_FLAG_UINT, &o->count, "loopback: ledgers to stream"},
@@ -188,5 +190,7 @@ int br_options_parse(br_options *o, int argc, char **argv, FILE *usage_out, cs_e
         return BR_OPTIONS_VERSION;
     if (first < argc)
         return set_quoted(err, "unexpected argument ", argv[first]);
+    if (cs_compress_level_parse(o->compress_level_text, &o->compress_level, err) != 0)
+        return -1;
     return br_options_validate(o, err);
 }

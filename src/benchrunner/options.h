@@ -21,7 +21,8 @@ typedef struct br_options {
     cs_dur emit_window;
     int64_t chunk_size;
     bool compress;
-    int64_t compress_level;
+    const char *compress_level_text; /* --compress-level: auto or an integer */
+    int64_t compress_level;          /* derived: 0 for auto */
     bool remote_compressible;
     uint64_t count;
     bool verify;

@@ -1,17 +1,32 @@
 #include "common/thread.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-void cs_thread_role(const char *name, int nice)
+void cs_thread_nice(int steps)
 {
-    /* Linux applies PRIO_PROCESS with a thread id to that thread alone. The priority comes
-     * first, so a thread that shows its role's name already runs at its role's priority. */
-    if (nice > 0)
-        (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), nice);
+    if (steps <= 0)
+        return;
+    /* Linux applies PRIO_PROCESS with a thread id to that thread alone. */
+    id_t tid = (id_t)syscall(SYS_gettid);
+    errno = 0;
+    int now = getpriority(PRIO_PROCESS, tid);
+    if (now == -1 && errno != 0)
+        return;
+    int want = now + steps > 19 ? 19 : now + steps;
+    if (want > now)
+        (void)setpriority(PRIO_PROCESS, tid, want);
+}
+
+void cs_thread_role(const char *name, int steps)
+{
+    /* The priority comes first, so a thread that shows its role's name already runs at its
+     * role's priority. */
+    cs_thread_nice(steps);
     char comm[16];
     snprintf(comm, sizeof comm, "%s", name);
     (void)pthread_setname_np(pthread_self(), comm);

@@ -5,13 +5,26 @@
 #ifndef CS_COMMON_THREAD_H
 #define CS_COMMON_THREAD_H
 
-/* The calling thread's nice value for work that may always wait. */
+/* Who yields when the cores are busy, first to last: ring replays and the ring writer
+ * (CS_NICE_BACKGROUND), then the live encoders and the I/O thread (CS_NICE_LIVE steps below the
+ * daemon), then the source loop at the daemon's own priority. The source loop is stellar-core's
+ * meta pipe in production: nothing may slow it. The live threads sit just below it so that waking
+ * one (every chunk wakes an encoder and, once published, the I/O thread) does not preempt the
+ * source; they still get a large share of a busy core (nice 2 weighs about 2/3 of nice 0), which
+ * the auto level (levelctl.h) sees as compression time and adapts to. */
+#define CS_NICE_LIVE 2
+/* Steps for work that may always wait: the lowest priority there is (nice 19). */
 #define CS_NICE_BACKGROUND 19
 
-/* Names the calling thread (truncated to the kernel's 15 characters) and, when nice > 0, lowers
- * its priority to that nice value. Lowering one's own priority needs no privilege; raising it
- * back would, so a thread never calls this with a smaller value than it has. Failures are
- * ignored: a name or a priority is a hint, never a reason to stop. Call from the thread itself. */
-void cs_thread_role(const char *name, int nice);
+/* Names the calling thread (truncated to the kernel's 15 characters) and, when steps > 0, lowers
+ * its priority by that many nice steps from what it has (a thread starts with its creator's),
+ * capped at nice 19. Lowering one's own priority needs no privilege; raising it back would, so a
+ * thread is never raised. Failures are ignored: a name or a priority is a hint, never a reason to
+ * stop. Call from the thread itself. */
+void cs_thread_role(const char *name, int steps);
+
+/* The priority half of cs_thread_role, for a thread that keeps its name (the main thread, which
+ * becomes the I/O thread). */
+void cs_thread_nice(int steps);
 
 #endif

@@ -12,6 +12,7 @@
 #include "corestream/wire.h"
 #include "corestreamd/jetstream/naming.h"
 #include "corestreamd/jetstream/publisher.h"
+#include "common/complevel.h"
 #include "corestreamd/server/server.h"
 #include "wire/wire.h"
 
@@ -28,7 +29,7 @@ static void set_defaults(cs_daemon_config *c)
     c->log_level_file = "";
     c->chunk_size = CS_DEFAULT_CHUNK_SIZE;
     c->compress = true;
-    c->compress_level = 1;
+    c->compress_level_text = "auto";
     c->emit_window = 15 * CS_MS;
     c->cadence = 600 * CS_MS;
     c->core_binary = "";
@@ -194,6 +195,8 @@ static int validate(cs_daemon_config *c, cs_err *err)
     if (c->max_replays_per_ip == 0)
         return cs_err_set(err, 0,
                           "--max-replays-per-ip 0 would leave every replay waiting; use a negative value for no cap");
+    if (cs_compress_level_parse(c->compress_level_text, &c->compress_level, err) != 0)
+        return -1;
     char q[CS_ERR_MSG_MAX / 2];
     if (cs_log_parse_level(c->log_level, &c->log_level_value) != 0) {
         cs_go_quote(q, sizeof q, c->log_level);
@@ -233,8 +236,10 @@ int cs_daemon_config_parse(cs_daemon_config *c, int argc, char **argv, FILE *usa
         {"compress", CS_FLAG_BOOL, &c->compress, "zstd-compress each chunk that shrinks"},
         {"compress-workers", CS_FLAG_INT, &c->compress_workers,
          "live zstd encoder threads, 1..64 (0 means 4)"},
-        {"compress-level", CS_FLAG_INT, &c->compress_level,
-         "zstd level for chunks: 1 is the prototype's; negative levels (-1..-7) trade ratio for speed"},
+        {"compress-level", CS_FLAG_STRING, &c->compress_level_text,
+         "zstd `level` for live chunks: auto adapts it per chunk within -7..3 to what the encoders "
+         "sustain at the source's rate; or a fixed level (1 is the prototype's, negative levels trade "
+         "ratio for speed)"},
         {"emit-window", CS_FLAG_DURATION, &c->emit_window,
          "window each ledger's bytes are paced over (file and synthetic sources)"},
         {"cadence", CS_FLAG_DURATION, &c->cadence, "interval between ledger starts (file source)"},

@@ -24,7 +24,8 @@ typedef struct cs_daemon_config {
     int64_t chunk_size;
     bool compress;
     int64_t compress_workers;
-    int64_t compress_level;
+    const char *compress_level_text; /* --compress-level as given: auto or an integer */
+    int64_t compress_level;          /* derived from it: 0 for auto, else the level */
     cs_dur emit_window;
     cs_dur cadence;
     const char *core_binary;

@@ -14,6 +14,7 @@
 #include "corestreamd/jetstream/publisher.h"
 #include "corestreamd/notify.h"
 #include "corestreamd/sources/pace.h"
+#include "corestreamd/server/compress.h"
 #include "corestreamd/server/server.h"
 #include "corestreamd/sources/captive/captive.h"
 #include "corestreamd/sources/file.h"
@@ -218,7 +219,9 @@ static int jetstream_new(const cs_daemon_config *c, cs_server *server, cs_ring *
                        .max_pending = c->jetstream_max_pending,
                        .chunk_size = (size_t)c->chunk_size,
                        .compress = c->compress,
-                       .compress_level = (int)c->compress_level};
+                       /* Its encoders read the ring, which no source waits for: auto's adaptation
+                        * is for live chunks only. */
+                       .compress_level = c->compress_level ? (int)c->compress_level : CS_DEFAULT_COMPRESS_LEVEL};
     return cs_js_publisher_new(out, &jc, cs_server_broadcaster(server), ring, err);
 }
 

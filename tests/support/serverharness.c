@@ -44,6 +44,7 @@ void harness_launch(harness *h, const harness_opts *o, cs_source *src, cs_range 
         .cancel = &h->cancel,
         .chunk_size = o->chunk,
         .compress = o->compress,
+        .compress_level = o->compress_level,
         .max_payload = o->max_payload,
         .linger = !o->no_linger,
         .quiet_listen = true,

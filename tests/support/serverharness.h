@@ -23,6 +23,7 @@ typedef struct harness_opts {
     int64_t window_ms;
     int64_t chunk;
     bool compress;
+    int64_t compress_level; /* 0: auto, the server's default */
     bool compressible;
     int64_t retention;
     uint64_t max_payload;

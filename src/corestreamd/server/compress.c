@@ -1,15 +1,20 @@
 #include "corestreamd/server/compress.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
+#include "common/futex.h"
 #include "common/thread.h"
 #include "wire/wire.h"
 
 #define HDR CS_WIRE_CHUNK_HEADER_LEN
+/* Chunks that may wait for an encoder, all workers together (each gets its share, at least 1). */
 #define WORK_SLOTS 16
+#define WORKER_QUEUE 16 /* a power of two holding any worker's share */
 #define ORDERED_SLOTS 1024
 
 int cs_compress_workers_resolve(int64_t n, int *out, cs_err *err)
@@ -83,22 +88,37 @@ cs_msg *cs_encode_chunk(ZSTD_CCtx *cctx, uint32_t seq, uint32_t idx, const uint8
     return m;
 }
 
-/* One chunk between submit and publication. It lives in its ordered-ring slot, which is not
- * reused until the job is published, so workers may hold a pointer to it. */
+/* One chunk between submit and publication. It lives in its ordered-ring slot, which the source
+ * reuses only once the job is published, so a worker may hold a pointer to it. Fields other than
+ * ready are written by one thread before ready (or the worker queue) passes the job on. */
 typedef struct job {
     cs_msg *raw;
-    cs_msg *out; /* what to publish, set when done */
+    cs_msg *out; /* what to publish, set before ready */
     uint32_t seq;
     uint32_t idx;
-    bool done;
+    int level;       /* chosen at submit */
+    int64_t took_ns; /* wall time of the compression, for the controller; 0: shipped raw */
+    size_t bytes;
+    _Atomic uint64_t ready; /* the job's number + 1 once out is set */
 } job;
 
 typedef struct worker {
     cs_chunk_pipeline *p;
     pthread_t thread;
     ZSTD_CCtx *cctx;
+    int cctx_level;
     uint8_t *scratch; /* the frame is built here, then copied into an exactly sized message */
     size_t scratch_cap;
+    /* Jobs handed to this worker, a single-producer single-consumer ring of job numbers: the
+     * source writes q[pushed % WORKER_QUEUE] then pushed; the worker reads it, then popped. */
+    uint64_t q[WORKER_QUEUE];
+    _Atomic uint64_t pushed;
+    char pad1[64]; /* the source's and the worker's counters on different cache lines */
+    _Atomic uint64_t popped;
+    _Atomic uint64_t finished;
+    _Atomic uint32_t doorbell; /* futex word the worker sleeps on */
+    _Atomic int sleeping;
+    char pad2[64];
 } worker;
 
 struct cs_chunk_pipeline {
@@ -106,28 +126,33 @@ struct cs_chunk_pipeline {
     void *ctx;
     int nworkers; /* 0 when compression is off */
     worker *workers;
+    unsigned wcap; /* jobs that may wait (not yet started) per worker */
+    bool autolevel;
+    int fixed_level;
 
-    pthread_mutex_t mu;
-    pthread_cond_t work_cv;  /* workers: the work queue has a job, or stop */
-    pthread_cond_t space_cv; /* submit: the ordered ring has a free slot */
-    pthread_cond_t idle_cv;  /* flush: everything submitted is published */
-
-    /* Ordered ring: jobs [head, tail) await publication; counters run free, slot = n % size. */
+    /* Ordered ring: job n lives in ring[n % ORDERED_SLOTS]; jobs [head, tail) are unpublished. */
     job ring[ORDERED_SLOTS];
-    uint64_t head;
+    /* Only the submitting thread touches these. */
     uint64_t tail;
-    uint64_t published;
-    /* At most one thread publishes at a time; it drains every job that becomes ready at the head
-     * meanwhile, so publish() is serialised and ordered without a thread of its own. */
-    bool publishing;
+    uint64_t observed; /* jobs below it were reported to the controller */
+    cs_level_ctl ctl;
+    int64_t last_submit_ns;
+    uint32_t last_seq, last_idx;
+    unsigned rr; /* where the search for a worker starts, so ties rotate */
 
-    job *work[WORK_SLOTS];
-    unsigned work_head;
-    unsigned work_count;
-    bool stop;
+    _Atomic uint64_t head;      /* next job to publish; written by the publisher */
+    _Atomic uint64_t published; /* jobs whose publish() has returned */
+    /* At most one thread publishes at a time (whoever sets the flag); it drains every job that
+     * is ready at the head, re-checking after it lets go, so publish() is serialised and
+     * ordered without a lock and without a thread of its own. */
+    _Atomic bool publishing;
+    _Atomic uint32_t progress; /* futex word: rung after a publish while someone waits */
+    _Atomic int waiters;       /* threads in flush or in a submit that found the ring full */
+    _Atomic bool stop;
 
     _Atomic uint64_t raw_fallbacks;
-    int blocked_submits; /* test hook: submits waiting on space_cv, under mu */
+    _Atomic int blocked_submits; /* test hook */
+    _Atomic int level_now;       /* the level the last chunk was given */
 };
 
 /* Frames the raw message in place: only the reserved header bytes are written. */
@@ -137,34 +162,59 @@ static cs_msg *frame_raw(const job *j)
     return j->raw;
 }
 
-/* Called with mu held after a job was marked done: publishes the run of done jobs at the head
- * unless another thread is already doing so (it re-checks the head before it lets go). publish()
- * runs without mu so submitters and workers are never held up by it. */
+/* Called by whoever just made a job ready. publish() never runs concurrently with itself and
+ * always in job order; a thread that finds another publishing leaves its job to it. */
 static void publish_ready(cs_chunk_pipeline *p)
 {
-    if (p->publishing)
-        return;
-    p->publishing = true;
-    while (p->head != p->tail && p->ring[p->head % ORDERED_SLOTS].done) {
-        cs_msg *m = p->ring[p->head % ORDERED_SLOTS].out;
-        if (p->tail - p->head == ORDERED_SLOTS)
-            pthread_cond_signal(&p->space_cv);
-        p->head++;
-        pthread_mutex_unlock(&p->mu);
-        p->publish(p->ctx, m);
-        pthread_mutex_lock(&p->mu);
-        if (++p->published == p->tail)
-            pthread_cond_broadcast(&p->idle_cv);
+    for (;;) {
+        if (atomic_exchange(&p->publishing, true))
+            return;
+        uint64_t h = atomic_load(&p->head);
+        while (atomic_load(&p->ring[h % ORDERED_SLOTS].ready) == h + 1) {
+            cs_msg *m = p->ring[h % ORDERED_SLOTS].out;
+            atomic_store(&p->head, h + 1); /* the slot is the source's again */
+            if (atomic_load(&p->waiters) > 0) /* a submit waiting for room need not wait for publish() */
+                cs_futex_ring(&p->progress, INT_MAX);
+            p->publish(p->ctx, m);
+            atomic_store(&p->published, ++h);
+            if (atomic_load(&p->waiters) > 0)
+                cs_futex_ring(&p->progress, INT_MAX);
+        }
+        atomic_store(&p->publishing, false);
+        /* A job made ready after the last check above found the flag still set and left: look
+         * again now that it is clear (both sides use sequentially consistent operations). */
+        if (atomic_load(&p->ring[h % ORDERED_SLOTS].ready) != h + 1)
+            return;
     }
-    p->publishing = false;
 }
 
-/* Compresses one job's payload; returns the message to publish. Runs without mu. */
-static cs_msg *encode_job(worker *w, const job *j)
+/* Sleeps until done(p) holds; every publish rings the doorbell while a waiter is counted. */
+static void wait_progress(cs_chunk_pipeline *p, bool (*done)(cs_chunk_pipeline *))
 {
+    atomic_fetch_add(&p->waiters, 1);
+    for (;;) {
+        uint32_t seen = atomic_load(&p->progress);
+        if (done(p))
+            break;
+        cs_futex_wait(&p->progress, seen);
+    }
+    atomic_fetch_sub(&p->waiters, 1);
+}
+
+/* Compresses one job's payload; returns the message to publish. */
+static cs_msg *encode_job(worker *w, job *j)
+{
+    if (j->level != w->cctx_level &&
+        !ZSTD_isError(ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_compressionLevel, j->level)))
+        w->cctx_level = j->level;
     const uint8_t *payload = j->raw->data + HDR;
     size_t n = j->raw->len - HDR;
+    int64_t t0 = cs_mono_ns();
     size_t z = compress_frame(w->cctx, w->scratch, w->scratch_cap, payload, n);
+    j->took_ns = cs_mono_ns() - t0;
+    if (j->took_ns <= 0)
+        j->took_ns = 1;
+    j->level = w->cctx_level; /* what was really used, should setting it have failed */
     cs_msg *m = z ? cs_msg_new(HDR + z) : NULL;
     if (!m) /* incompressible, or no memory for the frame: the raw message still ships */
         return frame_raw(j);
@@ -179,26 +229,27 @@ static void *worker_main(void *arg)
 {
     worker *w = arg;
     cs_chunk_pipeline *p = w->p;
-    cs_thread_role("cs-encode", 0);
-    pthread_mutex_lock(&p->mu);
+    cs_thread_role("cs-encode", CS_NICE_LIVE);
+    uint64_t popped = 0;
     for (;;) {
-        while (p->work_count == 0 && !p->stop)
-            pthread_cond_wait(&p->work_cv, &p->mu);
-        if (p->work_count == 0)
-            break;
-        job *j = p->work[p->work_head];
-        p->work_head = (p->work_head + 1) % WORK_SLOTS;
-        p->work_count--;
-        pthread_mutex_unlock(&p->mu);
-
-        cs_msg *out = encode_job(w, j);
-
-        pthread_mutex_lock(&p->mu);
-        j->out = out;
-        j->done = true;
-        publish_ready(p);
+        if (popped < atomic_load(&w->pushed)) {
+            uint64_t no = w->q[popped % WORKER_QUEUE];
+            atomic_store(&w->popped, ++popped);
+            job *j = &p->ring[no % ORDERED_SLOTS];
+            j->out = encode_job(w, j);
+            atomic_store(&w->finished, popped);
+            atomic_store(&j->ready, no + 1);
+            publish_ready(p);
+            continue;
+        }
+        if (atomic_load(&p->stop))
+            break; /* only once the queue is empty: destroy flushes first anyway */
+        uint32_t seen = atomic_load(&w->doorbell);
+        atomic_store(&w->sleeping, 1);
+        if (popped == atomic_load(&w->pushed) && !atomic_load(&p->stop))
+            cs_futex_wait(&w->doorbell, seen);
+        atomic_store(&w->sleeping, 0);
     }
-    pthread_mutex_unlock(&p->mu);
     return NULL;
 }
 
@@ -214,10 +265,9 @@ static void free_workers(cs_chunk_pipeline *p)
 /* Stops and joins the first n workers. */
 static void join_workers(cs_chunk_pipeline *p, int n)
 {
-    pthread_mutex_lock(&p->mu);
-    p->stop = true;
-    pthread_cond_broadcast(&p->work_cv);
-    pthread_mutex_unlock(&p->mu);
+    atomic_store(&p->stop, true);
+    for (int i = 0; i < n; i++)
+        cs_futex_ring(&p->workers[i].doorbell, 1);
     for (int i = 0; i < n; i++)
         pthread_join(p->workers[i].thread, NULL);
 }
@@ -225,10 +275,6 @@ static void join_workers(cs_chunk_pipeline *p, int n)
 static void free_pipeline(cs_chunk_pipeline *p)
 {
     free_workers(p);
-    pthread_cond_destroy(&p->idle_cv);
-    pthread_cond_destroy(&p->space_cv);
-    pthread_cond_destroy(&p->work_cv);
-    pthread_mutex_destroy(&p->mu);
     free(p);
 }
 
@@ -245,6 +291,7 @@ static int alloc_workers(cs_chunk_pipeline *p, int n, int level, size_t chunk_si
         worker *w = &p->workers[i];
         w->p = p;
         w->cctx = cs_chunk_cctx_new(chunk_size, level);
+        w->cctx_level = level;
         w->scratch = malloc(cap);
         w->scratch_cap = cap;
         if (!w->cctx || !w->scratch)
@@ -260,21 +307,24 @@ int cs_pipeline_new(cs_chunk_pipeline **out, int workers, bool compress, int lev
     if (compress && (workers < 1 || workers > CS_MAX_COMPRESS_WORKERS))
         return cs_err_set(err, 0, "server: compress workers %d is outside [1,%d]", workers,
                           CS_MAX_COMPRESS_WORKERS);
+    if (compress && level != CS_COMPRESS_LEVEL_AUTO && cs_compress_level_validate(level, err) != 0)
+        return -1;
     cs_chunk_pipeline *p = calloc(1, sizeof *p);
     if (!p)
         return cs_err_set(err, 0, "server: compression: out of memory");
     p->publish = publish;
     p->ctx = ctx;
-    atomic_init(&p->raw_fallbacks, 0);
-    pthread_mutex_init(&p->mu, NULL);
-    pthread_cond_init(&p->work_cv, NULL);
-    pthread_cond_init(&p->space_cv, NULL);
-    pthread_cond_init(&p->idle_cv, NULL);
+    p->autolevel = compress && level == CS_COMPRESS_LEVEL_AUTO;
+    p->fixed_level = p->autolevel ? CS_AUTO_LEVEL_START : level;
+    atomic_init(&p->level_now, compress ? p->fixed_level : 0);
     if (!compress) {
         *out = p;
         return 0;
     }
-    if (alloc_workers(p, workers, level, chunk_size, err) < 0) {
+    /* The waiting room of the shared queue this replaced (WORK_SLOTS), split between workers. */
+    p->wcap = (unsigned)((WORK_SLOTS + workers - 1) / workers);
+    cs_level_ctl_init(&p->ctl, workers);
+    if (alloc_workers(p, workers, p->fixed_level, chunk_size, err) < 0) {
         free_pipeline(p);
         return -1;
     }
@@ -290,38 +340,106 @@ int cs_pipeline_new(cs_chunk_pipeline **out, int workers, bool compress, int lev
     return 0;
 }
 
+static bool ring_has_room(cs_chunk_pipeline *p)
+{
+    return p->tail - atomic_load(&p->head) < ORDERED_SLOTS;
+}
+
+/* Published jobs keep their timings until their slot is reused by this thread: report them. */
+static void report_timings(cs_chunk_pipeline *p)
+{
+    uint64_t h = atomic_load(&p->head);
+    for (; p->observed < h; p->observed++) {
+        const job *j = &p->ring[p->observed % ORDERED_SLOTS];
+        if (j->took_ns > 0)
+            cs_level_ctl_observe(&p->ctl, j->level, j->bytes, j->took_ns);
+    }
+}
+
+/* The least loaded worker whose waiting room has space, or NULL; fills the controller's view. */
+static worker *choose_worker(cs_chunk_pipeline *p, cs_level_load *load)
+{
+    worker *best = NULL;
+    uint64_t best_load = UINT64_MAX;
+    for (int k = 0; k < p->nworkers; k++) {
+        worker *w = &p->workers[(p->rr + (unsigned)k) % (unsigned)p->nworkers];
+        uint64_t pushed = atomic_load_explicit(&w->pushed, memory_order_relaxed); /* ours */
+        uint64_t waiting = pushed - atomic_load(&w->popped);
+        uint64_t inflight = pushed - atomic_load(&w->finished);
+        if (inflight == 0)
+            load->idle++;
+        if (waiting > 0)
+            load->backlogged++;
+        if (waiting < p->wcap && inflight < best_load) {
+            best = w;
+            best_load = inflight;
+        }
+    }
+    p->rr++;
+    load->all_full = best == NULL;
+    return best;
+}
+
 void cs_pipeline_submit(cs_chunk_pipeline *p, cs_msg *raw, uint32_t seq, uint32_t idx)
 {
-    pthread_mutex_lock(&p->mu);
-    p->blocked_submits++;
-    while (p->tail - p->head == ORDERED_SLOTS)
-        pthread_cond_wait(&p->space_cv, &p->mu);
-    p->blocked_submits--;
-    job *j = &p->ring[p->tail % ORDERED_SLOTS];
-    *j = (job){.raw = raw, .seq = seq, .idx = idx};
+    if (!ring_has_room(p)) {
+        atomic_fetch_add(&p->blocked_submits, 1);
+        wait_progress(p, ring_has_room);
+        atomic_fetch_sub(&p->blocked_submits, 1);
+    }
+    uint64_t no = p->tail;
+    job *j = &p->ring[no % ORDERED_SLOTS];
+    if (p->autolevel)
+        report_timings(p); /* before the slot below is overwritten */
+    j->raw = raw;
+    j->out = NULL;
+    j->seq = seq;
+    j->idx = idx;
+    j->level = p->fixed_level;
+    j->took_ns = 0;
+    j->bytes = raw->len - HDR;
     p->tail++;
-    if (p->nworkers > 0 && p->work_count < WORK_SLOTS) {
-        p->work[(p->work_head + p->work_count) % WORK_SLOTS] = j;
-        p->work_count++;
-        pthread_mutex_unlock(&p->mu);
-        pthread_cond_signal(&p->work_cv); /* after unlocking, so the woken worker need not wait */
+
+    worker *w = NULL;
+    if (p->nworkers > 0) {
+        cs_level_load load = {.bytes = j->bytes};
+        w = choose_worker(p, &load);
+        if (p->autolevel) {
+            int64_t now = cs_mono_ns();
+            if (idx > 0 && seq == p->last_seq && idx == p->last_idx + 1)
+                load.arrival_ns = now - p->last_submit_ns;
+            p->last_submit_ns = now;
+            p->last_seq = seq;
+            p->last_idx = idx;
+            j->level = cs_level_ctl_pick(&p->ctl, &load);
+            atomic_store_explicit(&p->level_now, j->level, memory_order_relaxed);
+        }
+    }
+    if (w) {
+        uint64_t pushed = atomic_load_explicit(&w->pushed, memory_order_relaxed);
+        w->q[pushed % WORKER_QUEUE] = no;
+        atomic_store(&w->pushed, pushed + 1);
+        if (atomic_load(&w->sleeping))
+            cs_futex_ring(&w->doorbell, 1);
         return;
     }
-    /* Compression off, or every worker busy: never make the source wait for an encoder. */
+    /* Compression off, or every worker's queue full: never make the source wait for an encoder. */
     if (p->nworkers > 0)
         atomic_fetch_add_explicit(&p->raw_fallbacks, 1, memory_order_relaxed);
     j->out = frame_raw(j);
-    j->done = true;
+    atomic_store(&j->ready, no + 1);
     publish_ready(p);
-    pthread_mutex_unlock(&p->mu);
+}
+
+static bool all_published(cs_chunk_pipeline *p)
+{
+    return atomic_load(&p->published) == p->tail;
 }
 
 void cs_pipeline_flush(cs_chunk_pipeline *p)
 {
-    pthread_mutex_lock(&p->mu);
-    while (p->published != p->tail)
-        pthread_cond_wait(&p->idle_cv, &p->mu);
-    pthread_mutex_unlock(&p->mu);
+    if (!all_published(p))
+        wait_progress(p, all_published);
 }
 
 uint64_t cs_pipeline_raw_fallbacks(const cs_chunk_pipeline *p)
@@ -329,12 +447,19 @@ uint64_t cs_pipeline_raw_fallbacks(const cs_chunk_pipeline *p)
     return atomic_load_explicit(&p->raw_fallbacks, memory_order_relaxed);
 }
 
+int cs_pipeline_level(const cs_chunk_pipeline *p)
+{
+    return atomic_load_explicit(&p->level_now, memory_order_relaxed);
+}
+
+bool cs_pipeline_auto(const cs_chunk_pipeline *p)
+{
+    return p->autolevel;
+}
+
 int cs_pipeline_blocked_submits(cs_chunk_pipeline *p)
 {
-    pthread_mutex_lock(&p->mu);
-    int n = p->blocked_submits;
-    pthread_mutex_unlock(&p->mu);
-    return n;
+    return atomic_load(&p->blocked_submits);
 }
 
 void cs_pipeline_destroy(cs_chunk_pipeline *p)

@@ -193,11 +193,20 @@ void cs_metrics_render(cs_strbuf *b, const cs_metrics *m, const cs_metrics_view 
 {
     family(b, "corestreamd_build_info", "gauge",
            "Always 1; the labels carry the version and the codec settings in force.");
+    char level[16];
+    if (v->compress_auto)
+        snprintf(level, sizeof level, "auto");
+    else
+        snprintf(level, sizeof level, "%d", v->compress_level);
     cs_strbuf_printf(b,
-                     "corestreamd_build_info{version=\"%s\",commit=\"%s\",compress=\"%s\",compress_level=\"%d\","
+                     "corestreamd_build_info{version=\"%s\",commit=\"%s\",compress=\"%s\",compress_level=\"%s\","
                      "compress_workers=\"%d\",zstd_version=\"%s\"} 1\n",
-                     v->version ? v->version : "", v->commit ? v->commit : "", v->compress ? "true" : "false", v->compress_level,
+                     v->version ? v->version : "", v->commit ? v->commit : "", v->compress ? "true" : "false", level,
                      v->compress_workers, ZSTD_versionString());
+    family(b, "corestreamd_compress_level", "gauge",
+           "The zstd level given to the last live chunk: the fixed --compress-level, or what auto picked "
+           "(0 with --compress=false).");
+    cs_strbuf_printf(b, "corestreamd_compress_level %d\n", v->compress ? v->compress_level_now : 0);
 
     family(b, "corestreamd_source_state", "gauge", "1 for the state the source is in, 0 for the others.");
     cs_source_state st = cs_m_state(m);

@@ -110,7 +110,9 @@ typedef struct cs_metrics_view {
     const char *version;      /* build info */
     const char *commit;       /* build info: the git commit built */
     bool compress;
-    int compress_level;
+    bool compress_auto;     /* --compress-level auto: build_info says compress_level="auto" */
+    int compress_level;     /* the fixed level otherwise */
+    int compress_level_now; /* the level given to the last live chunk (corestreamd_compress_level) */
     int compress_workers;
     uint32_t ring_oldest, ring_latest; /* 0/0: empty */
     uint64_t ring_bytes;

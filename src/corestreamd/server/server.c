@@ -127,7 +127,9 @@ struct cs_server {
     atomic_bool wake_pending;
     atomic_bool stop_requested;
     atomic_bool source_done;
-    bool shutting_down; /* I/O thread only, from here down */
+    /* I/O thread only, from here down. Aligned so that an optimised load of several of these
+     * bools never spans the atomics above (TSan reads such a load as a race with server_wake). */
+    _Alignas(8) bool shutting_down;
     bool draining;
     bool deadline_passed;
     bool loop_done;
@@ -378,12 +380,13 @@ static int serve_metrics(cs_server *s, struct lws *wsi, unsigned head)
     cs_ring_bounds(s->cfg.ring, &oldest, &latest);
     cs_ring_health_t h;
     cs_ring_health(s->cfg.ring, &h);
-    int64_t level = s->cfg.compress_level ? s->cfg.compress_level : CS_DEFAULT_COMPRESS_LEVEL;
     cs_metrics_view v = {
         .version = cs_build_version(),
         .commit = cs_build_commit(),
         .compress = s->cfg.compress,
-        .compress_level = (int)level,
+        .compress_auto = s->cfg.compress_level == 0,
+        .compress_level = (int)s->cfg.compress_level,
+        .compress_level_now = cs_pipeline_level(s->pipeline),
         .compress_workers = s->workers,
         .ring_oldest = oldest,
         .ring_latest = latest,
@@ -1237,7 +1240,10 @@ int cs_server_new(cs_server **out, const cs_server_config *cfg, cs_err *err)
         else
             rc = cs_tls_check(cfg->tls_cert, cfg->tls_key, cfg->tls_client_ca, err);
     }
+    /* 0 is auto: the live chunks' level adapts; ring replays, which no source waits for, keep
+     * the default level. */
     int64_t level = cfg->compress_level ? cfg->compress_level : CS_DEFAULT_COMPRESS_LEVEL;
+    int live_level = cfg->compress_level ? (int)level : CS_COMPRESS_LEVEL_AUTO;
     if (rc == 0)
         rc = cs_compress_level_validate(level, err);
     if (rc == 0 && !(s->metrics = cs_metrics_new()))
@@ -1245,7 +1251,7 @@ int cs_server_new(cs_server **out, const cs_server_config *cfg, cs_err *err)
     if (rc == 0 && !(s->bc = cs_broadcaster_new(server_wake, s)))
         rc = cs_err_set(err, 0, "server: out of memory");
     if (rc == 0)
-        rc = cs_pipeline_new(&s->pipeline, s->workers, cfg->compress, (int)level, s->chunk_size, publish_chunk, s, err);
+        rc = cs_pipeline_new(&s->pipeline, s->workers, cfg->compress, live_level, s->chunk_size, publish_chunk, s, err);
     if (rc == 0 && !(s->replays = cs_replay_pool_new(CS_REPLAY_WORKERS, cfg->ring, cfg->compress, (int)level,
                                                      s->chunk_size, server_wake, s, err)))
         rc = -1;
@@ -1408,6 +1414,8 @@ int cs_server_run(cs_server *s, cs_err *err)
     if (pthread_create(&s->source_thread, NULL, source_main, s) != 0)
         return cs_err_set(err, 0, "server: cannot start the source thread");
     s->source_started = true;
+    /* Only now: a thread inherits its creator's priority, and the source keeps the daemon's. */
+    cs_thread_nice(CS_NICE_LIVE);
     while (!s->loop_done) {
         if (lws_service(s->ctx, 0) < 0)
             break;

@@ -23,7 +23,8 @@ typedef struct cs_server_config {
     int64_t chunk_size;      /* 0 → 262144 */
     bool compress;
     int64_t compress_workers; /* 0 → 4 */
-    int64_t compress_level;   /* 0 → CS_DEFAULT_COMPRESS_LEVEL (zstd's own 0 is not offered) */
+    int64_t compress_level;   /* 0 → auto (levelctl.h) for live chunks, CS_DEFAULT_COMPRESS_LEVEL
+                                 for ring replays (zstd's own 0 is not offered) */
     uint64_t max_payload;     /* 0 → 268435456; smaller only in tests */
     bool hold_until_subscriber; /* benchrunner loopback: every ledger is delivered live */
     int64_t retention;          /* for the listening log line */

@@ -1,0 +1,29 @@
+/* The two futex calls the lock-free hand-offs need (Linux, process-private). A futex only puts a
+ * thread to sleep and wakes it: every piece of data still travels through C11 atomics, so TSan
+ * sees the synchronisation and the futex word is nothing but a doorbell. */
+#ifndef CS_COMMON_FUTEX_H
+#define CS_COMMON_FUTEX_H
+
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* Sleeps while *word still holds seen (returns at once when it does not), until a wake or a
+ * signal; callers re-check their condition in a loop, so spurious returns are harmless. */
+static inline void cs_futex_wait(_Atomic uint32_t *word, uint32_t seen)
+{
+    (void)syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, seen, NULL, NULL, 0);
+}
+
+/* Rings the doorbell: changes the word first, so a thread about to sleep on the old value does
+ * not, then wakes up to n sleepers (INT_MAX: all). */
+static inline void cs_futex_ring(_Atomic uint32_t *word, int n)
+{
+    atomic_fetch_add(word, 1);
+    (void)syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
+}
+
+#endif
