@@ -128,7 +128,7 @@ static void expect_flag_err(const char *const *args, size_t n, const char *want)
 #define CEILING                                                                                    \
     "the requested range reaches ledger 4294967295, the last representable sequence, which is "    \
     "not streamable; lower --start-ledger or --synthetic-count"
-#define SOURCE_ERR(s) "--source must be captive, file, synthetic or pipe, got \"" s "\""
+#define SOURCE_ERR(s) "--source must be captive, file, synthetic, pipe or jetstream, got \"" s "\""
 
 /* ---- 1: defaults ---- */
 
@@ -532,7 +532,7 @@ static void test_version(void **state)
     const char *c[] = {"--version=false", "--source", "bogus"};
     parse_into(&p, c, 3);
     assert_int_equal(p.rc, -1);
-    assert_string_equal(p.err.msg, "--source must be captive, file, synthetic or pipe, got \"bogus\"");
+    assert_string_equal(p.err.msg, "--source must be captive, file, synthetic, pipe or jetstream, got \"bogus\"");
     parsed_free(&p);
 }
 

@@ -17,6 +17,7 @@
 #include "corestreamd/server/server.h"
 #include "corestreamd/sources/captive/captive.h"
 #include "corestreamd/sources/file.h"
+#include "corestreamd/sources/jetstream.h"
 #include "corestreamd/sources/pipe/pipe.h"
 #include "corestreamd/sources/synthetic.h"
 #include "common/synthetic.h"
@@ -113,9 +114,11 @@ static void *signal_main(void *arg)
 
 /* What defines this run's byte stream, for the ring's run identity (docs/RING.md): the source
  * kind and the parameters its bytes follow from. */
-static void run_identity(const cs_daemon_config *c, char *buf, size_t len)
+static void run_identity(const cs_daemon_config *c, const cs_source *src, char *buf, size_t len)
 {
-    if (strcmp(c->source, "synthetic") == 0) {
+    if (strcmp(c->source, "jetstream") == 0) {
+        cs_js_source_identity(src, buf, len); /* the stream and the run it follows */
+    } else if (strcmp(c->source, "synthetic") == 0) {
         long long size = c->synthetic_size > 0 ? (long long)c->synthetic_size : CS_SYNTHETIC_DEFAULT_SIZE;
         snprintf(buf, len, "source=synthetic size=%lld compressible=%s", size,
                  c->synthetic_compressible ? "true" : "false");
@@ -128,10 +131,19 @@ static void run_identity(const cs_daemon_config *c, char *buf, size_t len)
     }
 }
 
-static int build_source(const cs_daemon_config *c, cs_cancel *cancel, cs_source **src, cs_range *range,
-                        cs_err *err)
+static int build_source(const cs_daemon_config *c, cs_cancel *cancel, cs_ring *ring, cs_source **src,
+                        cs_range *range, cs_err *err)
 {
     uint32_t start = c->start_ledger ? (uint32_t)c->start_ledger : 1;
+    if (strcmp(c->source, "jetstream") == 0) {
+        /* The edge: the stream paces it; the range only names the first ledger, for the logs. */
+        *range = cs_counted_range(start, 0);
+        cs_js_source_config jc = {.url = c->jetstream_source_url,
+                                  .stream = c->jetstream_stream,
+                                  .run = c->jetstream_run,
+                                  .start = (uint32_t)c->start_ledger};
+        return cs_js_source_new(src, &jc, ring, cancel, err);
+    }
     if (strcmp(c->source, "synthetic") == 0) {
         *range = cs_counted_range(start, (uint32_t)c->synthetic_count);
         cs_ledger_stream *ls = cs_synthetic_stream_new(c->synthetic_size, c->synthetic_compressible, cancel);
@@ -285,14 +297,19 @@ int main(int argc, char **argv)
     cs_js_publisher *jetstream = NULL;
     char ring_dir[PATH_MAX];
     snprintf(ring_dir, sizeof ring_dir, "%s/ledgers", cfg.data_dir);
-    rc = build_source(&cfg, &cancel, &src, &range, &err);
-    if (rc == 0 && (rc = cs_ring_open(&ring, ring_dir, cfg.retention, &err)) != 0 && src)
-        src->ops->destroy(src);
+    /* The ring first: the edge's source reads where it ends (at its first ledger, after the claim). */
+    rc = cs_ring_open(&ring, ring_dir, cfg.retention, &err);
+    if (rc == 0 && (rc = build_source(&cfg, &cancel, ring, &src, &range, &err)) != 0) {
+        cs_ring_close(ring);
+        ring = NULL;
+    }
     if (rc == 0) {
         /* Before listening: a ring of another run is reset before anyone can be served from it. */
         char identity[PATH_MAX + 128];
-        run_identity(&cfg, identity, sizeof identity);
-        uint32_t first = strcmp(cfg.source, "pipe") == 0 ? 0 : range.from; /* the pipe's is core's */
+        run_identity(&cfg, src, identity, sizeof identity);
+        /* The pipe's first ledger is core's, the edge's the stream's: only the source knows it. */
+        bool source_knows = strcmp(cfg.source, "pipe") == 0 || strcmp(cfg.source, "jetstream") == 0;
+        uint32_t first = source_knows ? 0 : range.from;
         if ((rc = cs_ring_claim(ring, identity, first, &err)) != 0) {
             src->ops->destroy(src);
             cs_ring_close(ring);

@@ -19,7 +19,32 @@ typedef struct cs_nats_server {
     char url[64];     /* nats://127.0.0.1:<port> */
     int64_t max_payload; /* 0: the server's default (1 MiB) */
     bool running;
+    /* A cluster node (cs_nats_cluster_start): its index, its route port (0 until known) and the
+     * route it joins through (0: none). */
+    bool clustered;
+    int index;
+    int route_port;
+    int seed_route;
 } cs_nats_server;
+
+/* A JetStream cluster of n nodes on loopback (cluster "cs", routes between the nodes, each with
+ * its own scratch directory, server_name n0..n<n-1>), for R3 streams. Every port is ephemeral:
+ * node 0 starts first with port -1 for clients and routes, its route port is read back from its
+ * "Listening for route connections on" line, and the others start with a route to it (they learn
+ * each other by gossip). A restarted node keeps its ports and store. */
+#define CS_NATS_CLUSTER_MAX 5
+typedef struct cs_nats_cluster {
+    cs_nats_server node[CS_NATS_CLUSTER_MAX];
+    int route_port[CS_NATS_CLUSTER_MAX];
+    int n;
+    char urls[CS_NATS_CLUSTER_MAX * 32]; /* every node's client URL, comma-separated */
+} cs_nats_cluster;
+
+/* Starts the nodes and waits until one of them says it is the JetStream metadata leader and every
+ * node has seen a leader. 0, or -1 (the nodes' output is in node[i].proc.log). */
+int cs_nats_cluster_start(cs_nats_cluster *c, int n, int timeout_ms);
+/* Kills every node and removes their directories. Idempotent. */
+void cs_nats_cluster_free(cs_nats_cluster *c);
 
 /* Makes the scratch directory, writes the config and starts the server; returns once it says
  * "Server is ready" (0), or -1 (the server's output is then in proc.log). */
