@@ -5,12 +5,31 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 static int64_t mono_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A loopback TCP port that was free a moment ago, or -1. */
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0)
+        return -1;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    int port = -1;
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    close(fd);
+    return port;
 }
 
 #ifndef NATS_SERVER_BIN
@@ -30,11 +49,11 @@ static int write_conf(cs_nats_server *s)
     if (s->max_payload > 0)
         fprintf(f, "max_payload: %lld\n", (long long)s->max_payload);
     if (s->clustered) {
-        fprintf(f, "server_name: n%d\ncluster {\n  name: cs\n  listen: \"127.0.0.1:%d\"\n", s->index,
-                s->route_port ? s->route_port : -1);
-        if (s->seed_route)
-            fprintf(f, "  routes: [\"nats-route://127.0.0.1:%d\"]\n", s->seed_route);
-        fprintf(f, "}\n");
+        fprintf(f, "server_name: n%d\ncluster {\n  name: cs\n  listen: \"127.0.0.1:%d\"\n  routes: [\n",
+                s->index, s->route_port);
+        for (int i = 0; i < s->npeers; i++)
+            fprintf(f, "    \"nats-route://127.0.0.1:%d\"\n", s->peer_routes[i]);
+        fprintf(f, "  ]\n}\n");
     }
     return fclose(f) == 0 ? 0 : -1;
 }
@@ -59,15 +78,6 @@ static int launch(cs_nats_server *s, int timeout_ms)
         return -1;
     s->port = port;
     snprintf(s->url, sizeof s->url, "nats://127.0.0.1:%d", port);
-    if (s->clustered && !s->route_port) {
-        if (cs_proc_wait_line(&s->proc, "Listening for route connections on", timeout_ms) != 0)
-            return -1;
-        cs_proc_line(&s->proc, line, sizeof line);
-        colon = strrchr(line, ':');
-        s->route_port = colon ? atoi(colon + 1) : 0;
-        if (s->route_port <= 0)
-            return -1;
-    }
     return cs_proc_wait_line(&s->proc, "Server is ready", timeout_ms);
 }
 
@@ -97,15 +107,22 @@ int cs_nats_cluster_start(cs_nats_cluster *c, int n, int timeout_ms)
     for (int i = 0; i < n; i++)
         init_server(&c->node[i], 0);
     int64_t deadline = mono_ms() + timeout_ms;
+    /* JetStream clustering needs configured routes, so the route ports are chosen before any node
+     * starts: ports the kernel hands out for an ephemeral bind, released just before. */
+    for (int i = 0; i < n; i++)
+        if ((c->route_port[i] = free_port()) <= 0)
+            return -1;
     size_t off = 0;
     for (int i = 0; i < n; i++) {
         cs_nats_server *s = &c->node[i];
         s->clustered = true;
         s->index = i;
-        s->seed_route = i ? c->node[0].route_port : 0;
+        s->route_port = c->route_port[i];
+        for (int j = 0; j < n; j++)
+            if (j != i)
+                s->peer_routes[s->npeers++] = c->route_port[j];
         if (cs_tmpdir_make(&s->dir, "natsc") != 0 || launch(s, timeout_ms) != 0)
             return -1;
-        c->route_port[i] = s->route_port;
         off += (size_t)snprintf(c->urls + off, sizeof c->urls - off, "%s%s", i ? "," : "", s->url);
     }
     /* Every node names the metadata leader once the JetStream meta group has formed. */

@@ -19,19 +19,19 @@ typedef struct cs_nats_server {
     char url[64];     /* nats://127.0.0.1:<port> */
     int64_t max_payload; /* 0: the server's default (1 MiB) */
     bool running;
-    /* A cluster node (cs_nats_cluster_start): its index, its route port (0 until known) and the
-     * route it joins through (0: none). */
+    /* A cluster node (cs_nats_cluster_start): its index, its route port and its peers'. */
     bool clustered;
     int index;
     int route_port;
-    int seed_route;
+    int peer_routes[4];
+    int npeers;
 } cs_nats_server;
 
-/* A JetStream cluster of n nodes on loopback (cluster "cs", routes between the nodes, each with
- * its own scratch directory, server_name n0..n<n-1>), for R3 streams. Every port is ephemeral:
- * node 0 starts first with port -1 for clients and routes, its route port is read back from its
- * "Listening for route connections on" line, and the others start with a route to it (they learn
- * each other by gossip). A restarted node keeps its ports and store. */
+/* A JetStream cluster of n nodes on loopback (cluster "cs", each node with routes to all the
+ * others and its own scratch directory, server_name n0..n<n-1>), for R3 streams. Client ports are
+ * the servers' own ephemeral picks (port -1); JetStream clustering wants its routes configured up
+ * front, so the route ports are ephemeral ports taken from the kernel and released just before
+ * the nodes start. A restarted node (cs_nats_restart) keeps its ports and store. */
 #define CS_NATS_CLUSTER_MAX 5
 typedef struct cs_nats_cluster {
     cs_nats_server node[CS_NATS_CLUSTER_MAX];

@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "corestream/wire.h"
 #include "corestreamd/jetstream/naming.h"
+#include "corestreamd/jetstream/servers.h"
 #include "remoteledger/assemble.h"
 #include "wire/wire.h"
 
@@ -138,8 +139,10 @@ static int position(js_source *s, cs_err *err)
     }
     rli_asm_reset(s->asm_, s->need);
     s->positioned = true;
+    char server[256] = "";
+    natsConnection_GetConnectedUrl(s->nc, server, sizeof server);
     CS_LOG(CS_LOG_INFO, "jetstream source following", KV_S("stream", s->stream), KV_S("run", s->run),
-           KV_U("from_ledger", s->need), KV_U("from_stream_seq", s->from_sseq));
+           KV_U("from_ledger", s->need), KV_U("from_stream_seq", s->from_sseq), KV_S("server", server));
     return 0;
 }
 
@@ -359,7 +362,7 @@ static int connect(js_source *s, int64_t timeout_ms, cs_err *err)
 {
     natsStatus st = natsOptions_Create(&s->opts);
     if (st == NATS_OK)
-        st = natsOptions_SetURL(s->opts, s->url);
+        st = cs_js_set_servers(s->opts, s->url);
     if (st == NATS_OK)
         st = natsOptions_SetName(s->opts, "corestreamd-edge");
     if (st == NATS_OK)
