@@ -28,6 +28,7 @@
 #include "support/natsserver.h"
 #include "support/procharness.h"
 #include "support/tmpdir.h"
+#include "support/wsclient.h"
 #include "wire/wire.h"
 
 #ifndef CORESTREAMD_BIN
@@ -353,6 +354,30 @@ static void test_edge_byte_exact_raw(void **state)
 
 /* ---- an edge restarted resumes where its ring ends -------------------------------------------- */
 
+static uint64_t metric(const char *text, const char *name)
+{
+    char needle[128];
+    snprintf(needle, sizeof needle, "\n%s ", name);
+    const char *p = strstr(text, needle);
+    if (!p)
+        fail_msg("no %s in /metrics:\n%s", name, text);
+    return strtoull(p + strlen(needle), NULL, 10);
+}
+
+/* The core's /metrics show a connected publisher that has published at least `ledgers`. */
+static void expect_core_publishing(uint64_t ledgers)
+{
+    enum { CAP = 1 << 17 };
+    char *body = malloc(CAP);
+    assert_int_equal(cs_http_get("127.0.0.1", g_core.port, "/metrics", WAIT_MS, body, CAP, NULL, 0), 200);
+    assert_int_equal(metric(body, "corestream_jetstream_connected"), 1);
+    assert_int_equal(metric(body, "corestream_jetstream_gaps_total"), 0);
+    assert_true(metric(body, "corestream_jetstream_ledgers_total") >= ledgers);
+    assert_true(metric(body, "corestream_jetstream_acked_total") >= ledgers * 7); /* BEGIN, 5 chunks, END */
+    assert_true(metric(body, "corestream_jetstream_published_total") >= metric(body, "corestream_jetstream_acked_total"));
+    free(body);
+}
+
 static uint32_t from_ledger(const char *following)
 {
     const char *p = strstr(following, "from_ledger=");
@@ -371,6 +396,7 @@ static void test_edge_restart_resumes_at_ring_end(void **state)
     subscriber sub;
     subscriber_start(&sub, g_edge.port, 1, 10, true);
     subscriber_finish(&sub);
+    expect_core_publishing(10);
     assert_int_equal(cs_proc_stop(&g_edge, SIGTERM, WAIT_MS), 0);
     expect_clean_edge();
     cs_proc_free(&g_edge);

@@ -234,6 +234,25 @@ static int jetstream_new(const cs_daemon_config *c, cs_server *server, cs_ring *
     return cs_js_publisher_new(out, &jc, cs_server_broadcaster(server), ring, err);
 }
 
+/* /metrics: the publisher's counters, copied at each scrape. */
+static void jetstream_stats(void *arg, cs_metrics_jetstream *out)
+{
+    cs_js_stats st;
+    cs_js_publisher_stats(arg, &st);
+    *out = (cs_metrics_jetstream){.published = st.published,
+                                  .acked = st.acked,
+                                  .duplicates = st.duplicates,
+                                  .ack_failures = st.ack_failures,
+                                  .stalls = st.stalls,
+                                  .ledgers = st.ledgers,
+                                  .ring_ledgers = st.ring_ledgers,
+                                  .gaps = st.gaps,
+                                  .behind_episodes = st.behind_episodes,
+                                  .resyncs = st.resyncs,
+                                  .behind = st.behind,
+                                  .connected = st.connected};
+}
+
 static int fail(const char *msg)
 {
     char why[CS_ERR_MSG_MAX + 16];
@@ -346,6 +365,8 @@ int main(int argc, char **argv)
     }
     if (rc == 0)
         rc = jetstream_new(&cfg, server, ring, &jetstream, &err);
+    if (rc == 0 && jetstream)
+        cs_server_set_jetstream_stats(server, jetstream_stats, jetstream);
     /* The signal thread sees the server only once listen has set it up (its lws context); a
      * signal before that fires the cancellation instead, and the run below does not start. */
     if (rc == 0)
