@@ -532,13 +532,13 @@ static void bad_stream(uint32_t third, uint64_t xor, const char *want)
 static void test_gap_in_stream_fails_loudly(void **state)
 {
     (void)state;
-    bad_stream(4, 0, "gap");
+    bad_stream(4, 0, "error=\"remoteledger: ledger sequence gap: got ledger 4, expected 3\"");
 }
 
 static void test_corrupt_ledger_fails_loudly(void **state)
 {
     (void)state;
-    bad_stream(3, 1, "ledger 3");
+    bad_stream(3, 1, "jetstream source: ledger 3 at stream sequence 21: remoteledger: protocol violation: ledger 3 checksum mismatch");
 }
 
 int main(void)
