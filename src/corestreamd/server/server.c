@@ -80,8 +80,6 @@ typedef struct conn_tag {
 
 struct cs_server {
     cs_server_config cfg;
-    void (*jetstream_stats)(void *arg, cs_metrics_jetstream *out); /* set before listen */
-    void *jetstream_arg;
     size_t chunk_size;
     int workers;
     char addr[80];
@@ -140,6 +138,8 @@ struct cs_server {
     bool source_started;
     int source_rc;
     cs_err source_err;
+    void (*jetstream_stats)(void *arg, cs_metrics_jetstream *out); /* set before listen */
+    void *jetstream_arg;
 };
 
 /* ---- waking the I/O thread ------------------------------------------------------------------ */
