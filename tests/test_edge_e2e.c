@@ -3,7 +3,7 @@
  * the edge that verifies every ledger with libremoteledger and checks its bytes against the
  * synthetic source. Cases: byte-exact delivery of zstd and raw chunk streams; an edge restarted
  * resumes where its ring ends; the core killed and restarted mid-stream; a 3-node JetStream
- * cluster with an R3 stream losing a node mid-stream; a gap and a corrupt ledger in the stream
+ * cluster with an R3 stream losing a node mid-stream; the NATS server killed and restarted; a gap and a corrupt ledger in the stream
  * fail the edge loudly. Every ledger must arrive exactly once, in order. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -436,6 +436,31 @@ static void test_core_restart_edge_sees_no_gap_no_dup(void **state)
     expect_clean_edge();
 }
 
+/* ---- the NATS server killed and restarted mid-stream ------------------------------------------ */
+
+static void test_nats_restart_edge_resumes(void **state)
+{
+    (void)state;
+    const char *args[] = {"--synthetic-compressible", NULL};
+    char run[128];
+    start_core(args, run, sizeof run);
+    wait_stream_ledger(run, 1);
+    start_edge(NULL, NULL, 0);
+    subscriber sub;
+    subscriber_start(&sub, g_edge.port, 1, 40, true);
+    subscriber_wait(&sub, 8);
+    assert_int_equal(cs_nats_stop(&g_nats, SIGKILL, WAIT_MS), 0);
+    /* The edge's tip stands still while NATS is away; the core's ring keeps what it misses. */
+    if (cs_proc_wait_line(&g_edge, "jetstream source lost the stream; resuming", WAIT_MS) != 0)
+        fail_msg("the edge did not notice NATS going away:\n%s", g_edge.log);
+    if (cs_nats_restart(&g_nats, WAIT_MS) != 0)
+        fail_msg("nats-server did not restart:\n%s", g_nats.proc.log);
+    subscriber_finish(&sub);
+    assert_int_equal(cs_proc_stop(&g_edge, SIGTERM, WAIT_MS), 0);
+    expect_clean_edge();
+    assert_int_equal(cs_proc_log_count(&g_edge, "jetstream source resumed"), 1);
+}
+
 /* ---- a 3-node cluster, R3, one node killed mid-stream ----------------------------------------- */
 
 static void test_cluster_node_loss_edge_keeps_serving(void **state)
@@ -549,6 +574,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_edge_byte_exact_raw, setup, teardown),
         cmocka_unit_test_setup_teardown(test_edge_restart_resumes_at_ring_end, setup, teardown),
         cmocka_unit_test_setup_teardown(test_core_restart_edge_sees_no_gap_no_dup, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_nats_restart_edge_resumes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gap_in_stream_fails_loudly, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_ledger_fails_loudly, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cluster_node_loss_edge_keeps_serving, setup_cluster, teardown),
