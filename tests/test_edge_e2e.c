@@ -373,8 +373,9 @@ static void expect_core_publishing(uint64_t ledgers)
     assert_int_equal(metric(body, "corestream_jetstream_connected"), 1);
     assert_int_equal(metric(body, "corestream_jetstream_gaps_total"), 0);
     assert_true(metric(body, "corestream_jetstream_ledgers_total") >= ledgers);
-    assert_true(metric(body, "corestream_jetstream_acked_total") >= ledgers * 7); /* BEGIN, 5 chunks, END */
-    assert_true(metric(body, "corestream_jetstream_published_total") >= metric(body, "corestream_jetstream_acked_total"));
+    /* A ledger counts once its END is handed to NATS: BEGIN, 5 chunks and END; acks come later. */
+    assert_true(metric(body, "corestream_jetstream_published_total") >= ledgers * 7);
+    assert_true(metric(body, "corestream_jetstream_acked_total") > 0);
     free(body);
 }
 

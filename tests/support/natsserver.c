@@ -1,5 +1,7 @@
 #include "support/natsserver.h"
 
+#include <nats/nats.h>
+
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,18 +127,39 @@ int cs_nats_cluster_start(cs_nats_cluster *c, int n, int timeout_ms)
             return -1;
         off += (size_t)snprintf(c->urls + off, sizeof c->urls - off, "%s%s", i ? "," : "", s->url);
     }
-    /* Every node names the metadata leader once the JetStream meta group has formed. */
-    for (int i = 0; i < n; i++) {
-        for (;;) {
-            int left = (int)(deadline - mono_ms());
-            if (left <= 0)
-                return -1;
-            if (cs_proc_log_count(&c->node[i].proc, "metadata leader") > 0)
-                break;
-            cs_proc_wait_line(&c->node[i].proc, "metadata leader", left < 200 ? left : 200);
+    /* The meta group has formed when the cluster can place an R3 stream: create one (retried,
+     * bounded: a node that joined after the election may still be registering) and delete it. */
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    int rc = -1;
+    while (rc != 0 && mono_ms() < deadline) {
+        if (!nc && natsConnection_ConnectTo(&nc, c->node[0].url) != NATS_OK)
+            nc = NULL;
+        if (nc && !js && natsConnection_JetStream(&js, nc, NULL) != NATS_OK)
+            js = NULL;
+        if (js) {
+            jsStreamConfig cfg;
+            jsStreamConfig_Init(&cfg);
+            const char *subj[] = {"clusterprobe.>"};
+            cfg.Name = "CLUSTERPROBE";
+            cfg.Subjects = subj;
+            cfg.SubjectsLen = 1;
+            cfg.Replicas = n;
+            cfg.Storage = js_MemoryStorage;
+            jsStreamInfo *si = NULL;
+            if (js_AddStream(&si, js, &cfg, NULL, NULL) == NATS_OK) {
+                jsStreamInfo_Destroy(si);
+                rc = js_DeleteStream(js, "CLUSTERPROBE", NULL, NULL) == NATS_OK ? 0 : -1;
+            }
+        }
+        if (rc != 0) {
+            struct timespec ts = {0, 100 * 1000000L}; /* a retry interval, not a synchronisation */
+            nanosleep(&ts, NULL);
         }
     }
-    return 0;
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    return rc;
 }
 
 void cs_nats_cluster_free(cs_nats_cluster *c)

@@ -40,8 +40,9 @@ typedef struct cs_nats_cluster {
     char urls[CS_NATS_CLUSTER_MAX * 32]; /* every node's client URL, comma-separated */
 } cs_nats_cluster;
 
-/* Starts the nodes and waits until one of them says it is the JetStream metadata leader and every
- * node has seen a leader. 0, or -1 (the nodes' output is in node[i].proc.log). */
+/* Starts the nodes and waits (bounded by timeout_ms) until the cluster can place a stream with
+ * n replicas: a probe stream is created (retried every 100 ms while the meta group forms) and
+ * deleted. 0, or -1 (the nodes' output is in node[i].proc.log). */
 int cs_nats_cluster_start(cs_nats_cluster *c, int n, int timeout_ms);
 /* Kills every node and removes their directories. Idempotent. */
 void cs_nats_cluster_free(cs_nats_cluster *c);

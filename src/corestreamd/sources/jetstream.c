@@ -37,7 +37,9 @@ typedef struct js_source {
     natsConnection *nc;
     jsCtx *js;
     natsSubscription *sub;
-    atomic_bool reconnected; /* set by nats.c's thread: the consumer must be recreated */
+    atomic_uint disconnects; /* counted on nats.c's thread */
+    unsigned sub_disconnects; /* the count when sub was created: a consumer older than a
+                                 disconnection is recreated (its server may be gone) */
     rli_asm *asm_;
     bool positioned;    /* the first next() has chosen where to read from */
     uint32_t need;      /* before the first ledger: the one wanted (0: the first BEGIN seen) */
@@ -58,11 +60,11 @@ static const char *nats_detail(natsStatus s)
     return last && *last ? last : natsStatus_GetText(s);
 }
 
-static void on_reconnected(natsConnection *nc, void *arg)
+static void on_disconnected(natsConnection *nc, void *arg)
 {
     (void)nc;
     js_source *s = arg;
-    atomic_store(&s->reconnected, true);
+    atomic_fetch_add(&s->disconnects, 1);
 }
 
 static void drop_sub(js_source *s)
@@ -102,6 +104,7 @@ static int subscribe(js_source *s, cs_err *err)
         so.Config.DeliverPolicy = js_DeliverAll;
     }
     jsErrCode jerr = 0;
+    s->sub_disconnects = atomic_load(&s->disconnects);
     natsStatus st = js_PullSubscribe(&s->sub, s->js, s->filter, NULL, NULL, &so, &jerr);
     if (st != NATS_OK) {
         s->sub = NULL;
@@ -162,8 +165,8 @@ static natsMsg *next_msg(js_source *s, cs_err *err)
         s->batch.Msgs = NULL;
         s->batch.Count = 0;
         s->bpos = 0;
-        if (atomic_exchange(&s->reconnected, false) && s->sub)
-            lost(s, "the connection to NATS was re-established");
+        if (s->sub && atomic_load(&s->disconnects) != s->sub_disconnects)
+            lost(s, "the connection to NATS was lost");
         if (!s->sub) {
             cs_err e;
             if (subscribe(s, &e) != 0) {
@@ -379,7 +382,7 @@ static int connect(js_source *s, int64_t timeout_ms, cs_err *err)
     if (st == NATS_OK)
         st = natsOptions_SetIOBufSize(s->opts, 1 << 20);
     if (st == NATS_OK)
-        st = natsOptions_SetReconnectedCB(s->opts, on_reconnected, s);
+        st = natsOptions_SetDisconnectedCB(s->opts, on_disconnected, s);
     if (st == NATS_OK)
         st = natsConnection_Connect(&s->nc, s->opts);
     if (st != NATS_OK)
@@ -407,7 +410,7 @@ int cs_js_source_new(cs_source **out, const cs_js_source_config *cfg, cs_ring *r
     s->start = cfg->start;
     s->ring = ring;
     s->cancel = cancel;
-    atomic_init(&s->reconnected, false);
+    atomic_init(&s->disconnects, 0);
     int rc = connect(s, cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 5000, err);
     if (rc == 0 && cfg->run && *cfg->run)
         snprintf(s->run, sizeof s->run, "%s", cfg->run);

@@ -13,9 +13,9 @@
  *
  * The consumer is an ephemeral pull consumer (no ack, filtered on the run) that this source
  * recreates, after the last stream sequence it consumed, whenever it cannot trust it: the
- * connection was lost and came back (nats.c reconnects, through every URL given and every server
- * the cluster announces), a fetch fails, or an idle consumer no longer answers for its info (its
- * server is gone). So a node loss or a NATS restart resumes at the next message expected, with no
+ * connection was lost since the consumer was made (nats.c reconnects, through every URL given and
+ * every server the cluster announces), a fetch fails, or an idle consumer no longer answers for
+ * its info (its server is gone). So a node loss or a NATS restart resumes at the next message expected, with no
  * duplicate and no gap. WARN `jetstream source lost the stream; resuming` once per outage, INFO
  * `jetstream source resumed` when messages flow again.
  *
