@@ -1,10 +1,12 @@
 #include "corestreamd/sources/jetstream.h"
 
 #include <nats/nats.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/clock.h"
 #include "common/godur.h"
@@ -40,6 +42,10 @@ typedef struct js_source {
     atomic_uint disconnects; /* counted on nats.c's thread */
     unsigned sub_disconnects; /* the count when sub was created: a consumer older than a
                                  disconnection is recreated (its server may be gone) */
+    /* nats.c's closed callback has run: none of its callbacks can touch this any more. */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool closed;
     rli_asm *asm_;
     bool positioned;    /* the first next() has chosen where to read from */
     uint32_t need;      /* before the first ledger: the one wanted (0: the first BEGIN seen) */
@@ -65,6 +71,31 @@ static void on_disconnected(natsConnection *nc, void *arg)
     (void)nc;
     js_source *s = arg;
     atomic_fetch_add(&s->disconnects, 1);
+}
+
+static void on_closed(natsConnection *nc, void *arg)
+{
+    (void)nc;
+    js_source *s = arg;
+    pthread_mutex_lock(&s->mu);
+    s->closed = true;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Closes the connection and waits (at most 5 s) for its last callback, which nats.c runs on its
+ * own thread after Close has returned. */
+static void close_connection(js_source *s)
+{
+    natsConnection_Close(s->nc);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 5;
+    pthread_mutex_lock(&s->mu);
+    while (!s->closed)
+        if (pthread_cond_timedwait(&s->cv, &s->mu, &until) != 0)
+            break;
+    pthread_mutex_unlock(&s->mu);
 }
 
 static void drop_sub(js_source *s)
@@ -323,9 +354,14 @@ static void js_destroy(cs_source *base)
         natsSubscription_Destroy(s->sub);
     }
     jsCtx_Destroy(s->js);
-    natsConnection_Destroy(s->nc);
+    if (s->nc) {
+        close_connection(s);
+        natsConnection_Destroy(s->nc);
+    }
     natsOptions_Destroy(s->opts);
     rli_asm_free(s->asm_);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
     free(s->url);
     free(s);
 }
@@ -384,6 +420,8 @@ static int connect(js_source *s, int64_t timeout_ms, cs_err *err)
     if (st == NATS_OK)
         st = natsOptions_SetDisconnectedCB(s->opts, on_disconnected, s);
     if (st == NATS_OK)
+        st = natsOptions_SetClosedCB(s->opts, on_closed, s);
+    if (st == NATS_OK)
         st = natsConnection_Connect(&s->nc, s->opts);
     if (st != NATS_OK)
         return cs_err_set(err, 0, "jetstream source: connect to %s: %s", s->url, nats_detail(st));
@@ -401,8 +439,12 @@ int cs_js_source_new(cs_source **out, const cs_js_source_config *cfg, cs_ring *r
 {
     *out = NULL;
     js_source *s = calloc(1, sizeof *s);
-    if (!s || !(s->url = strdup(cfg->url)) || !(s->asm_ = rli_asm_new(CS_MAX_PAYLOAD_SIZE, CS_MAX_CHUNK_SIZE))) {
-        js_destroy(s ? &s->base : NULL);
+    if (!s)
+        return cs_err_set(err, 0, "jetstream source: out of memory");
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    if (!(s->url = strdup(cfg->url)) || !(s->asm_ = rli_asm_new(CS_MAX_PAYLOAD_SIZE, CS_MAX_CHUNK_SIZE))) {
+        js_destroy(&s->base);
         return cs_err_set(err, 0, "jetstream source: out of memory");
     }
     s->base.ops = &js_ops;
