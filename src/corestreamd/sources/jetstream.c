@@ -180,9 +180,9 @@ static int position(js_source *s, cs_err *err)
     return 0;
 }
 
-/* The next message of the run, waiting as long as it takes (reconnecting and recreating the
- * consumer as needed); NULL with err on cancellation or when the consumer cannot be made for a
- * reason that is not an outage. The message stays owned by the batch. */
+/* The next message of the run, waiting as long as it takes (nats.c reconnecting, the consumer
+ * recreated as needed: anything that keeps it from reading counts as an outage, logged once);
+ * NULL with err (CS_ERR_CANCELLED) only on cancellation. The message stays owned by the batch. */
 static natsMsg *next_msg(js_source *s, cs_err *err)
 {
     for (;;) {
