@@ -249,7 +249,7 @@ int cs_daemon_config_parse(cs_daemon_config *c, int argc, char **argv, FILE *usa
         {"source", CS_FLAG_STRING, &c->source, "ledger source: captive, file, synthetic, pipe or jetstream"},
         {"retention", CS_FLAG_INT, &c->retention, "number of completed ledgers kept in the disk ring"},
         {"start-ledger", CS_FLAG_UINT, &c->start_ledger,
-         "first ledger sequence (0 means 1; required with --source captive)"},
+         "first ledger sequence (0 means 1, for --source jetstream the run's first; required with --source captive)"},
         {"pipe-size", CS_FLAG_INT, &c->pipe_size,
          "kernel pipe size requested for --source pipe (0 means 1 MiB, negative leaves it alone)"},
         {"data-dir", CS_FLAG_STRING, &c->data_dir, "`directory` for the retention ring (<data-dir>/ledgers)"},
