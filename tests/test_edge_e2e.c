@@ -56,6 +56,9 @@ static int setup(void **state)
         return -1;
     if (cs_nats_start(&g_nats, 0, WAIT_MS) != 0) {
         fprintf(stderr, "nats-server did not start:\n%s\n", g_nats.proc.log ? g_nats.proc.log : "");
+        /* cmocka runs no teardown after a failed setup. */
+        cs_nats_free(&g_nats);
+        cs_tmpdir_remove(&g_tmp);
         return -1;
     }
     return 0;
@@ -70,6 +73,9 @@ static int setup_cluster(void **state)
     if (cs_nats_cluster_start(&g_cluster, 3, 60000) != 0) {
         for (int i = 0; i < g_cluster.n; i++)
             fprintf(stderr, "node %d:\n%s\n", i, g_cluster.node[i].proc.log ? g_cluster.node[i].proc.log : "");
+        /* cmocka runs no teardown after a failed setup. */
+        cs_nats_cluster_free(&g_cluster);
+        cs_tmpdir_remove(&g_tmp);
         return -1;
     }
     return 0;
