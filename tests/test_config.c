@@ -128,7 +128,7 @@ static void expect_flag_err(const char *const *args, size_t n, const char *want)
 #define CEILING                                                                                    \
     "the requested range reaches ledger 4294967295, the last representable sequence, which is "    \
     "not streamable; lower --start-ledger or --synthetic-count"
-#define SOURCE_ERR(s) "--source must be captive, file, synthetic or pipe, got \"" s "\""
+#define SOURCE_ERR(s) "--source must be captive, file, synthetic, pipe or jetstream, got \"" s "\""
 
 /* ---- 1: defaults ---- */
 
@@ -562,7 +562,7 @@ static void test_version(void **state)
     const char *c[] = {"--version=false", "--source", "bogus"};
     parse_into(&p, c, 3);
     assert_int_equal(p.rc, -1);
-    assert_string_equal(p.err.msg, "--source must be captive, file, synthetic or pipe, got \"bogus\"");
+    assert_string_equal(p.err.msg, "--source must be captive, file, synthetic, pipe or jetstream, got \"bogus\"");
     parsed_free(&p);
 }
 
@@ -691,6 +691,36 @@ static void test_free_is_safe(void **state)
     parsed_free(&p);
 }
 
+/* --source jetstream: the edge's flags, defaults and refusals, each naming the bad input. */
+static void test_edge_flags(void **state)
+{
+    (void)state;
+    parsed p;
+    const char *args[] = {"--source=jetstream", "--jetstream-source-url", "nats://a:4222,nats://b:4222",
+                          "--jetstream-run", "synthetic-0123456789abcdef", "--jetstream-stream", "LEDGERS"};
+    expect_ok_into(&p, args, NARGS(args));
+    assert_string_equal(p.cfg.source, "jetstream");
+    assert_string_equal(p.cfg.jetstream_source_url, "nats://a:4222,nats://b:4222");
+    assert_string_equal(p.cfg.jetstream_run, "synthetic-0123456789abcdef");
+    assert_string_equal(p.cfg.jetstream_stream, "LEDGERS");
+    parsed_free(&p);
+    /* Defaults: no URL, the newest run. */
+    expect_ok_into(&p, NULL, 0);
+    assert_string_equal(p.cfg.jetstream_source_url, "");
+    assert_string_equal(p.cfg.jetstream_run, "");
+    parsed_free(&p);
+    OK("--source=jetstream", "--jetstream-source-url=nats://a:4222");
+
+    ERR("--jetstream-source-url is required with --source jetstream", "--source=jetstream");
+    ERR("--jetstream-url cannot be combined with --source jetstream: an edge serves a stream, it does not publish one",
+        "--source=jetstream", "--jetstream-source-url=nats://a:4222", "--jetstream-url=nats://a:4222");
+    ERR("--jetstream-stream \"a.b\" must be 1 to 32 characters of A-Z a-z 0-9 _ -", "--source=jetstream",
+        "--jetstream-source-url=nats://a:4222", "--jetstream-stream=a.b");
+    ERR("--jetstream-run \"x.y\" must be a run token (A-Z a-z 0-9 _ -, under 64 characters), as the core logs it "
+        "in `jetstream publisher ready`",
+        "--source=jetstream", "--jetstream-source-url=nats://a:4222", "--jetstream-run=x.y");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -714,6 +744,7 @@ int main(void)
         cmocka_unit_test(test_flag_syntax_errors),
         cmocka_unit_test(test_validation_order),
         cmocka_unit_test(test_free_is_safe),
+        cmocka_unit_test(test_edge_flags),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -146,7 +146,7 @@ static void test_flag_errors_are_early_and_exact(void **state)
     const char *stray[] = {"stray", NULL};
     expect_failure(stray, "unexpected argument \\\"stray\\\"");
     const char *src[] = {"--source", "telepathy", NULL};
-    expect_failure(src, "--source must be captive, file, synthetic or pipe, got \\\"telepathy\\\"");
+    expect_failure(src, "--source must be captive, file, synthetic, pipe or jetstream, got \\\"telepathy\\\"");
     const char *ceiling[] = {"--start-ledger", "4294967295", NULL};
     expect_failure(ceiling, "the requested range reaches ledger 4294967295");
     const char *window[] = {"--emit-window", "2s", NULL};

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "corestreamd/server/metrics.h"
 #include "corestreamd/server/readiness.h"
@@ -148,12 +149,78 @@ static void test_compress_level_render(void **state)
     cs_metrics_free(m);
 }
 
+static char *render_with(const cs_metrics_jetstream *js)
+{
+    cs_metrics *m = cs_metrics_new();
+    assert_non_null(m);
+    cs_metrics_view v = {.version = "9.9.9", .commit = "abc123", .jetstream = js};
+    cs_strbuf b = CS_STRBUF_INIT;
+    cs_metrics_render(&b, m, &v);
+    cs_metrics_free(m);
+    char *t = cs_strbuf_take(&b, NULL);
+    assert_non_null(t);
+    return t;
+}
+
+/* The publisher's counters as corestreamd_jetstream_* families, only when there is a publisher,
+ * and an exposition promtool accepts. */
+static void test_jetstream_families(void **state)
+{
+    (void)state;
+    char *t = render_with(NULL);
+    assert_null(strstr(t, "corestreamd_jetstream_"));
+    free(t);
+
+    cs_metrics_jetstream js = {.published = 70, .acked = 68, .duplicates = 3, .ack_failures = 2, .stalls = 4,
+                               .ledgers = 10, .ring_ledgers = 6, .gaps = 1, .behind_episodes = 2, .resyncs = 5,
+                               .behind = true, .connected = false};
+    t = render_with(&js);
+    static const char *const want[] = {
+        "# TYPE corestreamd_jetstream_published_total counter\ncorestreamd_jetstream_published_total 70\n",
+        "# TYPE corestreamd_jetstream_acked_total counter\ncorestreamd_jetstream_acked_total 68\n",
+        "# TYPE corestreamd_jetstream_duplicates_total counter\ncorestreamd_jetstream_duplicates_total 3\n",
+        "# TYPE corestreamd_jetstream_ack_failures_total counter\ncorestreamd_jetstream_ack_failures_total 2\n",
+        "# TYPE corestreamd_jetstream_stalls_total counter\ncorestreamd_jetstream_stalls_total 4\n",
+        "# TYPE corestreamd_jetstream_ledgers_total counter\ncorestreamd_jetstream_ledgers_total 10\n",
+        "# TYPE corestreamd_jetstream_ring_ledgers_total counter\ncorestreamd_jetstream_ring_ledgers_total 6\n",
+        "# TYPE corestreamd_jetstream_gaps_total counter\ncorestreamd_jetstream_gaps_total 1\n",
+        "# TYPE corestreamd_jetstream_behind_episodes_total counter\ncorestreamd_jetstream_behind_episodes_total 2\n",
+        "# TYPE corestreamd_jetstream_resyncs_total counter\ncorestreamd_jetstream_resyncs_total 5\n",
+        "# TYPE corestreamd_jetstream_behind gauge\ncorestreamd_jetstream_behind 1\n",
+        "# TYPE corestreamd_jetstream_connected gauge\ncorestreamd_jetstream_connected 0\n",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (!strstr(t, want[i]))
+            fail_msg("no\n%s\nin:\n%s", want[i], t);
+
+    /* promtool prints each lint finding and exits 1 on any; a clean exposition prints nothing. */
+    char file[] = "/tmp/metrics-js-XXXXXX";
+    int fd = mkstemp(file);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    fputs(t, f);
+    fclose(f);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "/usr/bin/promtool check metrics < %s 2>&1", file);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    char out[4096];
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    int rc = pclose(p);
+    unlink(file);
+    if (rc != 0 || n != 0)
+        fail_msg("promtool status %d:\n%s", rc, out);
+    free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_readiness_verdicts),
         cmocka_unit_test(test_histogram_and_closes_render),
         cmocka_unit_test(test_compress_level_render),
+        cmocka_unit_test(test_jetstream_families),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

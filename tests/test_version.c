@@ -118,7 +118,7 @@ static void test_version_false_runs_normally(void **state)
     cs_proc p;
     assert_int_equal(cs_proc_start(&p, argv), 0);
     assert_int_equal(cs_proc_wait_exit(&p, WAIT_MS), 1);
-    assert_non_null(strstr(p.log, "--source must be captive, file, synthetic or pipe, got \\\"bogus\\\""));
+    assert_non_null(strstr(p.log, "--source must be captive, file, synthetic, pipe or jetstream, got \\\"bogus\\\""));
     cs_proc_free(&p);
 }
 

@@ -56,6 +56,32 @@ static void set_defaults(cs_daemon_config *c)
     c->jetstream_max_bytes = CS_JS_DEFAULT_MAX_BYTES;
     c->jetstream_replicas = CS_JS_DEFAULT_REPLICAS;
     c->jetstream_max_pending = CS_JS_DEFAULT_MAX_PENDING;
+    c->jetstream_source_url = "";
+    c->jetstream_run = "";
+}
+
+/* --source jetstream: the edge's own flags. */
+static int validate_edge(const cs_daemon_config *c, cs_err *err)
+{
+    if (!*c->jetstream_source_url)
+        return cs_err_set(err, 0, "--jetstream-source-url is required with --source jetstream");
+    if (*c->jetstream_url)
+        return cs_err_set(err, 0,
+                          "--jetstream-url cannot be combined with --source jetstream: an edge serves a stream, it "
+                          "does not publish one");
+    if (cs_js_validate_stream_name(c->jetstream_stream, err) != 0)
+        return -1;
+    size_t n = strlen(c->jetstream_run);
+    bool ok = n < CS_JS_NAME_MAX;
+    for (size_t i = 0; ok && i < n; i++) {
+        char ch = c->jetstream_run[i];
+        ok = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_' || ch == '-';
+    }
+    if (!ok)
+        return cs_err_set(err, 0, "--jetstream-run \"%.80s\" must be a run token (A-Z a-z 0-9 _ -, under %d characters), as "
+                          "the core logs it in `jetstream publisher ready`",
+                          c->jetstream_run, CS_JS_NAME_MAX);
+    return 0;
 }
 
 static int validate_jetstream(const cs_daemon_config *c, cs_err *err)
@@ -128,11 +154,12 @@ static int validate(cs_daemon_config *c, cs_err *err)
     const char *src = c->source;
     bool synthetic = strcmp(src, "synthetic") == 0, file = strcmp(src, "file") == 0;
     bool captive = strcmp(src, "captive") == 0, pipe = strcmp(src, "pipe") == 0;
+    bool edge = strcmp(src, "jetstream") == 0;
     char a[CS_DUR_STR_MAX], b[CS_DUR_STR_MAX];
-    if (!synthetic && !file && !captive && !pipe) {
+    if (!synthetic && !file && !captive && !pipe && !edge) {
         char q[CS_ERR_MSG_MAX / 2];
         cs_go_quote(q, sizeof q, src);
-        return cs_err_set(err, 0, "--source must be captive, file, synthetic or pipe, got %s", q);
+        return cs_err_set(err, 0, "--source must be captive, file, synthetic, pipe or jetstream, got %s", q);
     }
     if (c->start_ledger > CS_LAST_SEQUENCE)
         return cs_err_set(err, 0, "--start-ledger %llu does not fit in a ledger sequence",
@@ -177,6 +204,8 @@ static int validate(cs_daemon_config *c, cs_err *err)
         return cs_err_set(err, 0, "--file-dir is required with --source file");
     if (pipe && !*c->pipe_cmd)
         return cs_err_set(err, 0, "--pipe-cmd is required with --source pipe");
+    if (edge && validate_edge(c, err) != 0)
+        return -1;
     if (*c->tls_cert && !*c->tls_key)
         return cs_err_set(err, 0, "--tls-key is required with --tls-cert");
     if (*c->tls_key && !*c->tls_cert)
@@ -220,10 +249,10 @@ int cs_daemon_config_parse(cs_daemon_config *c, int argc, char **argv, FILE *usa
         {"listen", CS_FLAG_STRING, &c->listen, "TCP `address` to serve /stream, /healthz, /readyz and /metrics on"},
         {"admin-listen", CS_FLAG_STRING, &c->admin_listen,
          "second TCP `address` serving only /healthz, /readyz and /metrics (default: none)"},
-        {"source", CS_FLAG_STRING, &c->source, "ledger source: captive, file, synthetic or pipe"},
+        {"source", CS_FLAG_STRING, &c->source, "ledger source: captive, file, synthetic, pipe or jetstream"},
         {"retention", CS_FLAG_INT, &c->retention, "number of completed ledgers kept in the disk ring"},
         {"start-ledger", CS_FLAG_UINT, &c->start_ledger,
-         "first ledger sequence (0 means 1; required with --source captive)"},
+         "first ledger sequence (0 means 1, for --source jetstream the run's first; required with --source captive)"},
         {"pipe-size", CS_FLAG_INT, &c->pipe_size,
          "kernel pipe size requested for --source pipe (0 means 1 MiB, negative leaves it alone)"},
         {"data-dir", CS_FLAG_STRING, &c->data_dir, "`directory` for the retention ring (<data-dir>/ledgers)"},
@@ -293,6 +322,10 @@ int cs_daemon_config_parse(cs_daemon_config *c, int argc, char **argv, FILE *usa
         {"jetstream-replicas", CS_FLAG_INT, &c->jetstream_replicas, "the stream's replicas, 1..5 (3 on a cluster)"},
         {"jetstream-max-pending", CS_FLAG_INT, &c->jetstream_max_pending,
          "JetStream publishes in flight awaiting their ack, 1..4096 (bounds the publisher's memory)"},
+        {"jetstream-source-url", CS_FLAG_STRING, &c->jetstream_source_url,
+         "NATS `urls` (comma-separated) the edge (--source jetstream) consumes --jetstream-stream from"},
+        {"jetstream-run", CS_FLAG_STRING, &c->jetstream_run,
+         "run `token` the edge follows (as the core logs it); empty means the run of the stream's newest message"},
     };
     cs_flagset fs = {.prog = "corestreamd",
                      .synopsis = "Streams ledgers from one source to WebSocket subscribers on /stream.",
@@ -335,6 +368,8 @@ void cs_daemon_run_definition(const cs_daemon_config *c, char *buf, size_t len)
         if (!realpath(c->file_dir, dir))
             snprintf(dir, sizeof dir, "%s", c->file_dir);
         snprintf(buf, len, "file dir=%s start=%llu chunk_size=%lld", dir, (unsigned long long)c->start_ledger, chunk);
+    } else if (strcmp(c->source, "jetstream") == 0) {
+        snprintf(buf, len, "jetstream stream=%s run=%s", c->jetstream_stream, c->jetstream_run);
     } else if (strcmp(c->source, "pipe") == 0) {
         snprintf(buf, len, "pipe cmd=%s chunk_size=%lld", c->pipe_cmd, chunk);
     } else if (*c->network_passphrase) {

@@ -57,6 +57,9 @@ typedef struct cs_daemon_config {
     int64_t jetstream_max_bytes;
     int64_t jetstream_replicas;
     int64_t jetstream_max_pending;
+    /* --source jetstream (the edge): where to consume, and which run ("" the newest). */
+    const char *jetstream_source_url;
+    const char *jetstream_run;
     const char *admin_listen;
     /* Derived: --log-level and --log-format parsed. */
     int log_level_value;

@@ -18,6 +18,7 @@
 #include "corestreamd/server/server.h"
 #include "corestreamd/sources/captive/captive.h"
 #include "corestreamd/sources/file.h"
+#include "corestreamd/sources/jetstream.h"
 #include "corestreamd/sources/pipe/pipe.h"
 #include "corestreamd/sources/synthetic.h"
 #include "common/synthetic.h"
@@ -114,9 +115,11 @@ static void *signal_main(void *arg)
 
 /* What defines this run's byte stream, for the ring's run identity (docs/RING.md): the source
  * kind and the parameters its bytes follow from. */
-static void run_identity(const cs_daemon_config *c, char *buf, size_t len)
+static void run_identity(const cs_daemon_config *c, const cs_source *src, char *buf, size_t len)
 {
-    if (strcmp(c->source, "synthetic") == 0) {
+    if (strcmp(c->source, "jetstream") == 0) {
+        cs_js_source_identity(src, buf, len); /* the stream and the run it follows */
+    } else if (strcmp(c->source, "synthetic") == 0) {
         long long size = c->synthetic_size > 0 ? (long long)c->synthetic_size : CS_SYNTHETIC_DEFAULT_SIZE;
         snprintf(buf, len, "source=synthetic size=%lld compressible=%s", size,
                  c->synthetic_compressible ? "true" : "false");
@@ -129,10 +132,19 @@ static void run_identity(const cs_daemon_config *c, char *buf, size_t len)
     }
 }
 
-static int build_source(const cs_daemon_config *c, cs_cancel *cancel, cs_source **src, cs_range *range,
-                        cs_err *err)
+static int build_source(const cs_daemon_config *c, cs_cancel *cancel, cs_ring *ring, cs_source **src,
+                        cs_range *range, cs_err *err)
 {
     uint32_t start = c->start_ledger ? (uint32_t)c->start_ledger : 1;
+    if (strcmp(c->source, "jetstream") == 0) {
+        /* The edge: the stream paces it; the range only names the first ledger, for the logs. */
+        *range = cs_counted_range(start, 0);
+        cs_js_source_config jc = {.url = c->jetstream_source_url,
+                                  .stream = c->jetstream_stream,
+                                  .run = c->jetstream_run,
+                                  .start = (uint32_t)c->start_ledger};
+        return cs_js_source_new(src, &jc, ring, cancel, err);
+    }
     if (strcmp(c->source, "synthetic") == 0) {
         *range = cs_counted_range(start, (uint32_t)c->synthetic_count);
         cs_ledger_stream *ls = cs_synthetic_stream_new(c->synthetic_size, c->synthetic_compressible, cancel);
@@ -225,6 +237,25 @@ static int jetstream_new(const cs_daemon_config *c, cs_server *server, cs_ring *
     return cs_js_publisher_new(out, &jc, cs_server_broadcaster(server), ring, err);
 }
 
+/* /metrics: the publisher's counters, copied at each scrape. */
+static void jetstream_stats(void *arg, cs_metrics_jetstream *out)
+{
+    cs_js_stats st;
+    cs_js_publisher_stats(arg, &st);
+    *out = (cs_metrics_jetstream){.published = st.published,
+                                  .acked = st.acked,
+                                  .duplicates = st.duplicates,
+                                  .ack_failures = st.ack_failures,
+                                  .stalls = st.stalls,
+                                  .ledgers = st.ledgers,
+                                  .ring_ledgers = st.ring_ledgers,
+                                  .gaps = st.gaps,
+                                  .behind_episodes = st.behind_episodes,
+                                  .resyncs = st.resyncs,
+                                  .behind = st.behind,
+                                  .connected = st.connected};
+}
+
 static int fail(const char *msg)
 {
     char why[CS_ERR_MSG_MAX + 16];
@@ -288,14 +319,19 @@ int main(int argc, char **argv)
     cs_js_publisher *jetstream = NULL;
     char ring_dir[PATH_MAX];
     snprintf(ring_dir, sizeof ring_dir, "%s/ledgers", cfg.data_dir);
-    rc = build_source(&cfg, &cancel, &src, &range, &err);
-    if (rc == 0 && (rc = cs_ring_open(&ring, ring_dir, cfg.retention, &err)) != 0 && src)
-        src->ops->destroy(src);
+    /* The ring first: the edge's source reads where it ends (at its first ledger, after the claim). */
+    rc = cs_ring_open(&ring, ring_dir, cfg.retention, &err);
+    if (rc == 0 && (rc = build_source(&cfg, &cancel, ring, &src, &range, &err)) != 0) {
+        cs_ring_close(ring);
+        ring = NULL;
+    }
     if (rc == 0) {
         /* Before listening: a ring of another run is reset before anyone can be served from it. */
         char identity[PATH_MAX + 128];
-        run_identity(&cfg, identity, sizeof identity);
-        uint32_t first = strcmp(cfg.source, "pipe") == 0 ? 0 : range.from; /* the pipe's is core's */
+        run_identity(&cfg, src, identity, sizeof identity);
+        /* The pipe's first ledger is core's, the edge's the stream's: only the source knows it. */
+        bool source_knows = strcmp(cfg.source, "pipe") == 0 || strcmp(cfg.source, "jetstream") == 0;
+        uint32_t first = source_knows ? 0 : range.from;
         if ((rc = cs_ring_claim(ring, identity, first, &err)) != 0) {
             src->ops->destroy(src);
             cs_ring_close(ring);
@@ -332,6 +368,8 @@ int main(int argc, char **argv)
     }
     if (rc == 0)
         rc = jetstream_new(&cfg, server, ring, &jetstream, &err);
+    if (rc == 0 && jetstream)
+        cs_server_set_jetstream_stats(server, jetstream_stats, jetstream);
     /* The signal thread sees the server only once listen has set it up (its lws context); a
      * signal before that fires the cancellation instead, and the run below does not start. */
     if (rc == 0)

@@ -1,9 +1,38 @@
 #include "support/natsserver.h"
 
+#include <nats/nats.h>
+
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A loopback TCP port that was free a moment ago, or -1. */
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0)
+        return -1;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    int port = -1;
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    close(fd);
+    return port;
+}
 
 #ifndef NATS_SERVER_BIN
 #define NATS_SERVER_BIN "/usr/sbin/nats-server"
@@ -21,6 +50,13 @@ static int write_conf(cs_nats_server *s)
             s->port ? s->port : -1, store);
     if (s->max_payload > 0)
         fprintf(f, "max_payload: %lld\n", (long long)s->max_payload);
+    if (s->clustered) {
+        fprintf(f, "server_name: n%d\ncluster {\n  name: cs\n  listen: \"127.0.0.1:%d\"\n  routes: [\n",
+                s->index, s->route_port);
+        for (int i = 0; i < s->npeers; i++)
+            fprintf(f, "    \"nats-route://127.0.0.1:%d\"\n", s->peer_routes[i]);
+        fprintf(f, "  ]\n}\n");
+    }
     return fclose(f) == 0 ? 0 : -1;
 }
 
@@ -47,16 +83,90 @@ static int launch(cs_nats_server *s, int timeout_ms)
     return cs_proc_wait_line(&s->proc, "Server is ready", timeout_ms);
 }
 
-int cs_nats_start(cs_nats_server *s, int64_t max_payload, int timeout_ms)
+static void init_server(cs_nats_server *s, int64_t max_payload)
 {
     memset(s, 0, sizeof *s);
     s->proc.pid = -1;
     s->proc.out_fd = -1;
     s->proc.pidfd = -1;
     s->max_payload = max_payload;
+}
+
+int cs_nats_start(cs_nats_server *s, int64_t max_payload, int timeout_ms)
+{
+    init_server(s, max_payload);
     if (cs_tmpdir_make(&s->dir, "nats") != 0)
         return -1;
     return launch(s, timeout_ms);
+}
+
+int cs_nats_cluster_start(cs_nats_cluster *c, int n, int timeout_ms)
+{
+    memset(c, 0, sizeof *c);
+    if (n < 1 || n > CS_NATS_CLUSTER_MAX)
+        return -1;
+    c->n = n;
+    for (int i = 0; i < n; i++)
+        init_server(&c->node[i], 0);
+    int64_t deadline = mono_ms() + timeout_ms;
+    /* JetStream clustering needs configured routes, so the route ports are chosen before any node
+     * starts: ports the kernel hands out for an ephemeral bind, released just before. */
+    for (int i = 0; i < n; i++)
+        if ((c->route_port[i] = free_port()) <= 0)
+            return -1;
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+        cs_nats_server *s = &c->node[i];
+        s->clustered = true;
+        s->index = i;
+        s->route_port = c->route_port[i];
+        for (int j = 0; j < n; j++)
+            if (j != i)
+                s->peer_routes[s->npeers++] = c->route_port[j];
+        if (cs_tmpdir_make(&s->dir, "natsc") != 0 || launch(s, timeout_ms) != 0)
+            return -1;
+        off += (size_t)snprintf(c->urls + off, sizeof c->urls - off, "%s%s", i ? "," : "", s->url);
+    }
+    /* The meta group has formed when the cluster can place an R3 stream: create one (retried,
+     * bounded: a node that joined after the election may still be registering) and delete it. */
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    int rc = -1;
+    while (rc != 0 && mono_ms() < deadline) {
+        if (!nc && natsConnection_ConnectTo(&nc, c->node[0].url) != NATS_OK)
+            nc = NULL;
+        if (nc && !js && natsConnection_JetStream(&js, nc, NULL) != NATS_OK)
+            js = NULL;
+        if (js) {
+            jsStreamConfig cfg;
+            jsStreamConfig_Init(&cfg);
+            const char *subj[] = {"clusterprobe.>"};
+            cfg.Name = "CLUSTERPROBE";
+            cfg.Subjects = subj;
+            cfg.SubjectsLen = 1;
+            cfg.Replicas = n;
+            cfg.Storage = js_MemoryStorage;
+            jsStreamInfo *si = NULL;
+            if (js_AddStream(&si, js, &cfg, NULL, NULL) == NATS_OK) {
+                jsStreamInfo_Destroy(si);
+                rc = js_DeleteStream(js, "CLUSTERPROBE", NULL, NULL) == NATS_OK ? 0 : -1;
+            }
+        }
+        if (rc != 0) {
+            struct timespec ts = {0, 100 * 1000000L}; /* a retry interval, not a synchronisation */
+            nanosleep(&ts, NULL);
+        }
+    }
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    return rc;
+}
+
+void cs_nats_cluster_free(cs_nats_cluster *c)
+{
+    for (int i = 0; i < c->n; i++)
+        cs_nats_free(&c->node[i]);
+    c->n = 0;
 }
 
 int cs_nats_restart(cs_nats_server *s, int timeout_ms)

@@ -19,7 +19,33 @@ typedef struct cs_nats_server {
     char url[64];     /* nats://127.0.0.1:<port> */
     int64_t max_payload; /* 0: the server's default (1 MiB) */
     bool running;
+    /* A cluster node (cs_nats_cluster_start): its index, its route port and its peers'. */
+    bool clustered;
+    int index;
+    int route_port;
+    int peer_routes[4];
+    int npeers;
 } cs_nats_server;
+
+/* A JetStream cluster of n nodes on loopback (cluster "cs", each node with routes to all the
+ * others and its own scratch directory, server_name n0..n<n-1>), for R3 streams. Client ports are
+ * the servers' own ephemeral picks (port -1); JetStream clustering wants its routes configured up
+ * front, so the route ports are ephemeral ports taken from the kernel and released just before
+ * the nodes start. A restarted node (cs_nats_restart) keeps its ports and store. */
+#define CS_NATS_CLUSTER_MAX 5
+typedef struct cs_nats_cluster {
+    cs_nats_server node[CS_NATS_CLUSTER_MAX];
+    int route_port[CS_NATS_CLUSTER_MAX];
+    int n;
+    char urls[CS_NATS_CLUSTER_MAX * 32]; /* every node's client URL, comma-separated */
+} cs_nats_cluster;
+
+/* Starts the nodes and waits (bounded by timeout_ms) until the cluster can place a stream with
+ * n replicas: a probe stream is created (retried every 100 ms while the meta group forms) and
+ * deleted. 0, or -1 (the nodes' output is in node[i].proc.log). */
+int cs_nats_cluster_start(cs_nats_cluster *c, int n, int timeout_ms);
+/* Kills every node and removes their directories. Idempotent. */
+void cs_nats_cluster_free(cs_nats_cluster *c);
 
 /* Makes the scratch directory, writes the config and starts the server; returns once it says
  * "Server is ready" (0), or -1 (the server's output is then in proc.log). */

@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "corestream/wire.h"
 #include "corestreamd/jetstream/naming.h"
+#include "corestreamd/jetstream/servers.h"
 #include "corestreamd/jetstream/stream.h"
 #include "corestreamd/server/replay.h"
 #include "wire/wire.h"
@@ -523,7 +524,7 @@ int cs_js_publisher_new(cs_js_publisher **out, const cs_js_config *cfg, cs_broad
     int64_t timeout = cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 5000;
     natsStatus s = natsOptions_Create(&p->opts);
     if (s == NATS_OK)
-        s = natsOptions_SetURL(p->opts, p->url);
+        s = cs_js_set_servers(p->opts, p->url);
     if (s == NATS_OK)
         s = natsOptions_SetName(p->opts, "corestreamd");
     if (s == NATS_OK)

@@ -189,6 +189,38 @@ static void process_metrics(cs_strbuf *b)
         metric_u(b, "process_max_fds", "gauge", "The soft limit on open file descriptors.", (uint64_t)rl.rlim_cur);
 }
 
+/* The publisher's families (PORTSPEC has none: they are corestream_, not corestreamd_, as the
+ * issue names them, so one dashboard covers a core's publishing and nothing else). */
+static void jetstream_metrics(cs_strbuf *b, const cs_metrics_jetstream *j)
+{
+    metric_u(b, "corestreamd_jetstream_published_total", "counter",
+             "Wire messages (BEGIN, CHUNK, END) handed to NATS for the JetStream stream.", j->published);
+    metric_u(b, "corestreamd_jetstream_acked_total", "counter",
+             "Published messages the stream acknowledged, duplicates included.", j->acked);
+    metric_u(b, "corestreamd_jetstream_duplicates_total", "counter",
+             "Acknowledgements that named a duplicate (a republish the server deduplicated by Nats-Msg-Id).",
+             j->duplicates);
+    metric_u(b, "corestreamd_jetstream_ack_failures_total", "counter",
+             "Publishes whose acknowledgement failed or timed out (the position is then re-read from the stream).",
+             j->ack_failures);
+    metric_u(b, "corestreamd_jetstream_stalls_total", "counter",
+             "Publishes that found the window of messages in flight full (--jetstream-max-pending).", j->stalls);
+    metric_u(b, "corestreamd_jetstream_ledgers_total", "counter", "Ledgers whose END was published.", j->ledgers);
+    metric_u(b, "corestreamd_jetstream_ring_ledgers_total", "counter",
+             "Of the published ledgers, those read back from the ring because the live flow had moved on.",
+             j->ring_ledgers);
+    metric_u(b, "corestreamd_jetstream_gaps_total", "counter",
+             "Times the ring no longer held a ledger the stream needed (`jetstream stream gap`).", j->gaps);
+    metric_u(b, "corestreamd_jetstream_behind_episodes_total", "counter",
+             "Transitions into behind (`jetstream publisher behind`).", j->behind_episodes);
+    metric_u(b, "corestreamd_jetstream_resyncs_total", "counter",
+             "Times the publishing position was re-read from the stream (start, reconnect, failed ack).", j->resyncs);
+    metric_u(b, "corestreamd_jetstream_behind", "gauge",
+             "1 while the publisher is behind the live flow or cannot reach NATS, else 0.", j->behind ? 1 : 0);
+    metric_u(b, "corestreamd_jetstream_connected", "gauge", "1 while the publisher's NATS connection is up, else 0.",
+             j->connected ? 1 : 0);
+}
+
 void cs_metrics_render(cs_strbuf *b, const cs_metrics *m, const cs_metrics_view *v)
 {
     family(b, "corestreamd_build_info", "gauge",
@@ -284,5 +316,7 @@ void cs_metrics_render(cs_strbuf *b, const cs_metrics *m, const cs_metrics_view 
             snprintf(label, sizeof label, "{code=\"other\"}");
         sample_u(b, "corestreamd_closes_sent_total", label, cs_m_get(&m->closes[i]));
     }
+    if (v->jetstream)
+        jetstream_metrics(b, v->jetstream);
     process_metrics(b);
 }

@@ -105,6 +105,14 @@ static inline cs_source_state cs_m_state(const cs_metrics *m)
     return (cs_source_state)atomic_load_explicit(&((cs_metrics *)m)->source_state, memory_order_relaxed);
 }
 
+/* The JetStream publisher's counters at scrape time (the daemon's hook copies them from
+ * cs_js_stats, jetstream/publisher.h: the streaming core itself knows nothing of NATS). */
+typedef struct cs_metrics_jetstream {
+    uint64_t published, acked, duplicates, ack_failures, stalls;
+    uint64_t ledgers, ring_ledgers, gaps, behind_episodes, resyncs;
+    bool behind, connected;
+} cs_metrics_jetstream;
+
 /* What the server knows at scrape time, beyond the counters. */
 typedef struct cs_metrics_view {
     const char *version;      /* build info */
@@ -125,9 +133,11 @@ typedef struct cs_metrics_view {
     uint64_t live_abandons;
     uint64_t raw_fallbacks;
     uint32_t replays_running, replays_waiting;
+    const cs_metrics_jetstream *jetstream; /* NULL: no publisher, the corestreamd_jetstream_* families left out */
 } cs_metrics_view;
 
-/* Appends the whole exposition: every family with its HELP and TYPE lines, then the process
+/* Appends the whole exposition: every family with its HELP and TYPE lines (the
+ * corestreamd_jetstream_* ones when v->jetstream is set), then the process
  * metrics read from /proc/self (CPU, RSS, open and max descriptors, start time), which are left
  * out when /proc cannot be read. */
 void cs_metrics_render(cs_strbuf *out, const cs_metrics *m, const cs_metrics_view *v);

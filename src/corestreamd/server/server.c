@@ -142,6 +142,8 @@ struct cs_server {
     bool source_started;
     int source_rc;
     cs_err source_err;
+    void (*jetstream_stats)(void *arg, cs_metrics_jetstream *out); /* set before listen */
+    void *jetstream_arg;
 };
 
 /* ---- waking the I/O thread ------------------------------------------------------------------ */
@@ -404,6 +406,12 @@ static int serve_metrics(cs_server *s, struct lws *wsi, unsigned head)
         .replays_running = cs_replay_slots_running(s->replay_slots),
         .replays_waiting = cs_replay_slots_waiting(s->replay_slots),
     };
+    cs_metrics_jetstream js;
+    if (s->jetstream_stats) {
+        memset(&js, 0, sizeof js);
+        s->jetstream_stats(s->jetstream_arg, &js);
+        v.jetstream = &js;
+    }
     cs_strbuf b = CS_STRBUF_INIT;
     cs_metrics_render(&b, s->metrics, &v);
     char *text = cs_strbuf_take(&b, NULL);
@@ -1397,6 +1405,12 @@ int cs_server_listen(cs_server *s, cs_err *err)
                    KV_S("paths", "/healthz /readyz /metrics"));
     }
     return 0;
+}
+
+void cs_server_set_jetstream_stats(cs_server *s, void (*fn)(void *arg, cs_metrics_jetstream *out), void *arg)
+{
+    s->jetstream_stats = fn;
+    s->jetstream_arg = arg;
 }
 
 const char *cs_server_addr(const cs_server *s)

@@ -10,6 +10,7 @@
 
 #include "common/err.h"
 #include "common/cancel.h"
+#include "corestreamd/server/metrics.h"
 #include "corestreamd/sources/source.h"
 #include "store/ring.h"
 
@@ -82,6 +83,11 @@ typedef struct cs_server cs_server;
  * `server: source range [a,b] ends before it starts`, `server: chunk size …`,
  * `server: compress workers N is outside [1,64]`. */
 int cs_server_new(cs_server **out, const cs_server_config *cfg, cs_err *err);
+
+/* The JetStream publisher's counters for /metrics (the corestreamd_jetstream_* families): fn fills
+ * out at each scrape, on the I/O thread, and must be quick and thread-safe (cs_js_publisher_stats
+ * is). Call before cs_server_listen; fn and arg must outlive the server's run. */
+void cs_server_set_jetstream_stats(cs_server *s, void (*fn)(void *arg, cs_metrics_jetstream *out), void *arg);
 
 /* Binds the listener: `listen on <addr>: <reason>`. Logs `corestreamd listening`. */
 int cs_server_listen(cs_server *s, cs_err *err);

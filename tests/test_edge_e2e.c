@@ -1,0 +1,592 @@
+/* The edge (corestreamd --source jetstream) end to end: a core publishing to real Debian
+ * nats-server processes (support/natsserver), an edge consuming the stream, and a subscriber of
+ * the edge that verifies every ledger with libremoteledger and checks its bytes against the
+ * synthetic source. Cases: byte-exact delivery of zstd and raw chunk streams; an edge restarted
+ * resumes where its ring ends; the core killed and restarted mid-stream; a 3-node JetStream
+ * cluster with an R3 stream losing a node mid-stream; the NATS server killed and restarted; a gap and a corrupt ledger in the stream
+ * fail the edge loudly. Every ledger must arrive exactly once, in order. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <limits.h>
+#include <nats/nats.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <xxhash.h>
+
+#include "common/synthetic.h"
+#include "corestream/remoteledger.h"
+#include "support/jsreader.h"
+#include "support/natsserver.h"
+#include "support/procharness.h"
+#include "support/tmpdir.h"
+#include "support/wsclient.h"
+#include "wire/wire.h"
+
+#ifndef CORESTREAMD_BIN
+#error "CORESTREAMD_BIN must name the binary under test"
+#endif
+#define WAIT_MS 30000
+#define STREAM "CORESTREAM"
+#define SIZE 300000
+#define MAX_SEQ 128
+
+static cs_tmpdir g_tmp;
+static cs_nats_server g_nats;
+static cs_nats_cluster g_cluster;
+static bool g_clustered;
+static cs_proc g_core, g_edge;
+static bool g_core_live, g_edge_live;
+
+static const char *nats_urls(void) { return g_clustered ? g_cluster.urls : g_nats.url; }
+
+static int setup(void **state)
+{
+    (void)state;
+    g_clustered = false;
+    if (cs_tmpdir_make(&g_tmp, "edgee2e") != 0)
+        return -1;
+    if (cs_nats_start(&g_nats, 0, WAIT_MS) != 0) {
+        fprintf(stderr, "nats-server did not start:\n%s\n", g_nats.proc.log ? g_nats.proc.log : "");
+        /* cmocka runs no teardown after a failed setup. */
+        cs_nats_free(&g_nats);
+        cs_tmpdir_remove(&g_tmp);
+        return -1;
+    }
+    return 0;
+}
+
+static int setup_cluster(void **state)
+{
+    (void)state;
+    g_clustered = true;
+    if (cs_tmpdir_make(&g_tmp, "edgee2e") != 0)
+        return -1;
+    if (cs_nats_cluster_start(&g_cluster, 3, 60000) != 0) {
+        for (int i = 0; i < g_cluster.n; i++)
+            fprintf(stderr, "node %d:\n%s\n", i, g_cluster.node[i].proc.log ? g_cluster.node[i].proc.log : "");
+        /* cmocka runs no teardown after a failed setup. */
+        cs_nats_cluster_free(&g_cluster);
+        cs_tmpdir_remove(&g_tmp);
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    if (g_edge_live)
+        cs_proc_free(&g_edge);
+    if (g_core_live)
+        cs_proc_free(&g_core);
+    g_edge_live = g_core_live = false;
+    if (g_clustered)
+        cs_nats_cluster_free(&g_cluster);
+    else
+        cs_nats_free(&g_nats);
+    cs_tmpdir_remove(&g_tmp);
+    return 0;
+}
+
+/* argv: the binary, the common flags, then extra (NULL-terminated). */
+static void start(cs_proc *p, bool *live, const char *const *common, size_t ncommon, const char *const *extra)
+{
+    char *argv[48];
+    size_t n = 0;
+    argv[n++] = CORESTREAMD_BIN;
+    for (size_t i = 0; i < ncommon; i++)
+        argv[n++] = (char *)common[i];
+    for (; extra && *extra && n < 46; extra++)
+        argv[n++] = (char *)*extra;
+    argv[n] = NULL;
+    assert_int_equal(cs_proc_start(p, argv), 0);
+    *live = true;
+}
+
+/* The core: synthetic ledgers of SIZE bytes in 64 KiB chunks every 100 ms, published to the
+ * test's NATS; run gets the run token. */
+static void start_core(const char *const *extra, char *run, size_t runlen)
+{
+    char datadir[PATH_MAX + 32], url[512];
+    snprintf(datadir, sizeof datadir, "--data-dir=%s/core", g_tmp.path);
+    snprintf(url, sizeof url, "--jetstream-url=%s", nats_urls());
+    const char *common[] = {datadir,
+                            "--listen=127.0.0.1:0",
+                            url,
+                            "--jetstream-max-bytes=268435456",
+                            g_clustered ? "--jetstream-replicas=3" : "--jetstream-replicas=1",
+                            "--synthetic-size=300000",
+                            "--chunk-size=65536",
+                            "--synthetic-interval=100ms",
+                            "--emit-window=20ms"};
+    start(&g_core, &g_core_live, common, sizeof common / sizeof common[0], extra);
+    if (cs_proc_wait_line(&g_core, "jetstream publisher ready", WAIT_MS) != 0) {
+        for (int i = 0; g_clustered && i < g_cluster.n; i++) {
+            cs_proc_drain(&g_cluster.node[i].proc);
+            fprintf(stderr, "node %d:\n%s\n", i, g_cluster.node[i].proc.log);
+        }
+        fail_msg("no `jetstream publisher ready` in:\n%s", g_core.log);
+    }
+    char line[2048];
+    cs_proc_line(&g_core, line, sizeof line);
+    const char *r = strstr(line, " run=");
+    assert_non_null(r);
+    r += 5;
+    size_t k = strcspn(r, " ");
+    assert_true(k > 0 && k < runlen);
+    memcpy(run, r, k);
+    run[k] = '\0';
+    if (cs_proc_wait_listening(&g_core, WAIT_MS) != 0)
+        fail_msg("core not listening:\n%s", g_core.log);
+}
+
+/* The edge on its own data dir; returns once it follows the stream and listens. following gets
+ * the `jetstream source following` line. */
+static void start_edge(const char *const *extra, char *following, size_t flen)
+{
+    char datadir[PATH_MAX + 32], url[512];
+    snprintf(datadir, sizeof datadir, "--data-dir=%s/edge", g_tmp.path);
+    snprintf(url, sizeof url, "--jetstream-source-url=%s", nats_urls());
+    const char *common[] = {datadir, "--listen=127.0.0.1:0", "--source=jetstream", url, "--retention=1000"};
+    start(&g_edge, &g_edge_live, common, sizeof common / sizeof common[0], extra);
+    if (cs_proc_wait_listening(&g_edge, WAIT_MS) != 0)
+        fail_msg("edge not listening:\n%s", g_edge.log);
+    if (cs_proc_wait_line(&g_edge, "jetstream source following", WAIT_MS) != 0)
+        fail_msg("no `jetstream source following` in:\n%s", g_edge.log);
+    if (following)
+        cs_proc_line(&g_edge, following, flen);
+}
+
+static void wait_stream_ledger(const char *run, uint32_t seq)
+{
+    /* A node that stays up in the cluster case. */
+    const char *url = g_clustered ? g_cluster.node[1].url : g_nats.url;
+    if (cs_jsr_wait_ledger(url, STREAM, run, seq, WAIT_MS) != 0)
+        fail_msg("ledger %u never reached the stream; core:\n%s", seq, g_core.log);
+}
+
+/* ---- a verified subscriber of the edge, on its own thread ------------------------------------- */
+
+typedef struct subscriber {
+    pthread_t thread;
+    int port;
+    uint32_t from, to;
+    bool compressible;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    unsigned counts[MAX_SEQ + 1]; /* deliveries per ledger */
+    uint32_t last;
+    size_t received;
+    char error[512];
+    bool done;
+} subscriber;
+
+static void *subscriber_main(void *arg)
+{
+    subscriber *s = arg;
+    char url[64];
+    snprintf(url, sizeof url, "ws://127.0.0.1:%d", s->port);
+    rl_stream *st = NULL;
+    rl_options o;
+    rl_options_init(&o);
+    uint8_t *want = malloc(SIZE);
+    char error[512] = "";
+    if (rl_stream_new(&st, url, &o) != RL_OK || rl_stream_open(st, rl_bounded_range(s->from, s->to)) != RL_OK)
+        snprintf(error, sizeof error, "open: %s", st ? rl_stream_error(st) : "rl_stream_new failed");
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (!error[0]) {
+        const uint8_t *p;
+        size_t len;
+        rl_ledger_info info;
+        rl_result r = rl_stream_next(st, 1000000000LL, &p, &len, &info);
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (r == RL_END)
+            break;
+        if (r == RL_AGAIN) {
+            if (now.tv_sec - t0.tv_sec > 120)
+                snprintf(error, sizeof error, "no end after 120 s (last ledger %u)", s->last);
+            continue;
+        }
+        if (r != RL_OK) {
+            snprintf(error, sizeof error, "%s: %s", rl_result_name(r), rl_stream_error(st));
+            break;
+        }
+        cs_synthetic_fill(want, SIZE, info.sequence, s->compressible);
+        pthread_mutex_lock(&s->mu);
+        if (info.sequence <= MAX_SEQ)
+            s->counts[info.sequence]++;
+        if (len != SIZE || memcmp(want, p, len) != 0)
+            snprintf(error, sizeof error, "ledger %u differs from its source bytes (%zu bytes)", info.sequence, len);
+        else if (s->received && info.sequence != s->last + 1)
+            snprintf(error, sizeof error, "ledger %u after %u", info.sequence, s->last);
+        else if (!s->received && info.sequence != s->from)
+            snprintf(error, sizeof error, "first ledger %u, want %u", info.sequence, s->from);
+        s->last = info.sequence;
+        s->received++;
+        pthread_cond_broadcast(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+    }
+    if (st) {
+        rl_stream_close(st);
+        rl_stream_free(st);
+    }
+    free(want);
+    pthread_mutex_lock(&s->mu);
+    snprintf(s->error, sizeof s->error, "%s", error);
+    s->done = true;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+static void subscriber_start(subscriber *s, int port, uint32_t from, uint32_t to, bool compressible)
+{
+    memset(s, 0, sizeof *s);
+    s->port = port;
+    s->from = from;
+    s->to = to;
+    s->compressible = compressible;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    assert_int_equal(pthread_create(&s->thread, NULL, subscriber_main, s), 0);
+}
+
+/* Waits (bounded) until the subscriber has ledger seq, or is done. */
+static void subscriber_wait(subscriber *s, uint32_t seq)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += 60;
+    pthread_mutex_lock(&s->mu);
+    while (!s->done && (!s->received || s->last < seq))
+        if (pthread_cond_timedwait(&s->cv, &s->mu, &ts) != 0)
+            break;
+    bool ok = s->received && s->last >= seq;
+    pthread_mutex_unlock(&s->mu);
+    if (!ok)
+        fail_msg("the edge's subscriber never got ledger %u (%s); edge:\n%s", seq, s->error, g_edge.log);
+}
+
+/* Joins the subscriber (it ends at the range's end) and checks that every ledger of the range
+ * came exactly once. */
+static void subscriber_finish(subscriber *s)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += 150;
+    pthread_mutex_lock(&s->mu);
+    while (!s->done)
+        if (pthread_cond_timedwait(&s->cv, &s->mu, &ts) != 0)
+            break;
+    bool done = s->done;
+    pthread_mutex_unlock(&s->mu);
+    if (!done)
+        fail_msg("the edge's subscriber did not finish; edge:\n%s", g_edge.log);
+    pthread_join(s->thread, NULL);
+    if (s->error[0])
+        fail_msg("edge subscriber: %s\nedge:\n%s", s->error, g_edge.log);
+    for (uint32_t q = s->from; q <= s->to; q++)
+        if (s->counts[q] != 1)
+            fail_msg("ledger %u arrived %u times", q, s->counts[q]);
+    assert_int_equal(s->received, s->to - s->from + 1);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+}
+
+static void expect_clean_edge(void)
+{
+    cs_proc_drain(&g_edge);
+    assert_int_equal(cs_proc_log_count(&g_edge, "not a clean flow"), 0);
+    assert_int_equal(cs_proc_log_count(&g_edge, "level=ERROR"), 0);
+}
+
+/* ---- byte-exact through the edge -------------------------------------------------------------- */
+
+static void through_edge(bool compressible)
+{
+    const char *args[] = {"--synthetic-count=12",
+                          compressible ? "--synthetic-compressible" : "--synthetic-compressible=false", NULL};
+    char run[128], following[2048];
+    start_core(args, run, sizeof run);
+    wait_stream_ledger(run, 1);
+    start_edge(NULL, following, sizeof following);
+    /* An empty ring follows the newest run from its first ledger. */
+    char want[192];
+    snprintf(want, sizeof want, "run=%s", run);
+    assert_non_null(strstr(following, want));
+    assert_non_null(strstr(following, "from_ledger=0"));
+
+    subscriber sub;
+    subscriber_start(&sub, g_edge.port, 1, 12, compressible);
+    subscriber_finish(&sub);
+    assert_int_equal(cs_proc_wait_exit(&g_core, WAIT_MS), 0);
+
+    /* What the edge relayed was the stream's chunking: zstd frames for the compressible run,
+     * raw chunks for the other. */
+    cs_jsr r;
+    char err[256];
+    if (cs_jsr_read(g_nats.url, STREAM, run, &r, err, sizeof err) != 0)
+        fail_msg("reading the stream: %s", err);
+    assert_int_equal(r.nledgers, 12);
+    for (size_t i = 0; i < r.nledgers; i++)
+        assert_int_equal(r.ledgers[i].zstd_chunks, compressible ? r.ledgers[i].chunks : 0);
+    cs_jsr_free(&r);
+    assert_int_equal(cs_proc_stop(&g_edge, SIGTERM, WAIT_MS), 0);
+    expect_clean_edge();
+}
+
+static void test_edge_byte_exact_zstd(void **state)
+{
+    (void)state;
+    through_edge(true);
+}
+
+static void test_edge_byte_exact_raw(void **state)
+{
+    (void)state;
+    through_edge(false);
+}
+
+/* ---- an edge restarted resumes where its ring ends -------------------------------------------- */
+
+static uint64_t metric(const char *text, const char *name)
+{
+    char needle[128];
+    snprintf(needle, sizeof needle, "\n%s ", name);
+    const char *p = strstr(text, needle);
+    if (!p)
+        fail_msg("no %s in /metrics:\n%s", name, text);
+    return strtoull(p + strlen(needle), NULL, 10);
+}
+
+/* The core's /metrics show a connected publisher that has published at least `ledgers`. */
+static void expect_core_publishing(uint64_t ledgers)
+{
+    enum { CAP = 1 << 17 };
+    char *body = malloc(CAP);
+    assert_int_equal(cs_http_get("127.0.0.1", g_core.port, "/metrics", WAIT_MS, body, CAP, NULL, 0), 200);
+    assert_int_equal(metric(body, "corestreamd_jetstream_connected"), 1);
+    assert_int_equal(metric(body, "corestreamd_jetstream_gaps_total"), 0);
+    assert_true(metric(body, "corestreamd_jetstream_ledgers_total") >= ledgers);
+    /* A ledger counts once its END is handed to NATS: BEGIN, 5 chunks and END; acks come later. */
+    assert_true(metric(body, "corestreamd_jetstream_published_total") >= ledgers * 7);
+    assert_true(metric(body, "corestreamd_jetstream_acked_total") > 0);
+    free(body);
+}
+
+static uint32_t from_ledger(const char *following)
+{
+    const char *p = strstr(following, "from_ledger=");
+    assert_non_null(p);
+    return (uint32_t)strtoul(p + 12, NULL, 10);
+}
+
+static void test_edge_restart_resumes_at_ring_end(void **state)
+{
+    (void)state;
+    const char *args[] = {"--synthetic-count=40", "--synthetic-compressible", NULL};
+    char run[128], following[2048];
+    start_core(args, run, sizeof run);
+    wait_stream_ledger(run, 1);
+    start_edge(NULL, NULL, 0);
+    subscriber sub;
+    subscriber_start(&sub, g_edge.port, 1, 10, true);
+    subscriber_finish(&sub);
+    expect_core_publishing(10);
+    assert_int_equal(cs_proc_stop(&g_edge, SIGTERM, WAIT_MS), 0);
+    expect_clean_edge();
+    cs_proc_free(&g_edge);
+    g_edge_live = false;
+
+    start_edge(NULL, following, sizeof following);
+    uint32_t from = from_ledger(following);
+    assert_true(from >= 11); /* the ring held at least what the subscriber was served */
+    assert_int_equal(cs_proc_log_count(&g_edge, "ring reset at start"), 0);
+    /* Ring replay below `from`, the stream after it: one unbroken run from 1. */
+    subscriber_start(&sub, g_edge.port, 1, 40, true);
+    subscriber_finish(&sub);
+    assert_int_equal(cs_proc_stop(&g_edge, SIGTERM, WAIT_MS), 0);
+    expect_clean_edge();
+}
+
+/* ---- the core killed and restarted mid-stream ------------------------------------------------- */
+
+static void test_core_restart_edge_sees_no_gap_no_dup(void **state)
+{
+    (void)state;
+    const char *args[] = {"--synthetic-compressible", NULL};
+    char run[128], run2[128];
+    start_core(args, run, sizeof run);
+    wait_stream_ledger(run, 1);
+    start_edge(NULL, NULL, 0);
+    subscriber sub;
+    subscriber_start(&sub, g_edge.port, 1, 40, true);
+    subscriber_wait(&sub, 8);
+    cs_proc_stop(&g_core, SIGKILL, WAIT_MS);
+    cs_proc_free(&g_core);
+    g_core_live = false;
+    start_core(args, run2, sizeof run2);
+    assert_string_equal(run, run2);
+    subscriber_finish(&sub);
+    assert_int_equal(cs_proc_stop(&g_edge, SIGTERM, WAIT_MS), 0);
+    expect_clean_edge();
+}
+
+/* ---- the NATS server killed and restarted mid-stream ------------------------------------------ */
+
+static void test_nats_restart_edge_resumes(void **state)
+{
+    (void)state;
+    const char *args[] = {"--synthetic-compressible", NULL};
+    char run[128];
+    start_core(args, run, sizeof run);
+    wait_stream_ledger(run, 1);
+    start_edge(NULL, NULL, 0);
+    subscriber sub;
+    subscriber_start(&sub, g_edge.port, 1, 40, true);
+    subscriber_wait(&sub, 8);
+    assert_int_equal(cs_nats_stop(&g_nats, SIGKILL, WAIT_MS), 0);
+    /* The edge's tip stands still while NATS is away; the core's ring keeps what it misses. */
+    if (cs_proc_wait_line(&g_edge, "jetstream source lost the stream; resuming", WAIT_MS) != 0)
+        fail_msg("the edge did not notice NATS going away:\n%s", g_edge.log);
+    if (cs_nats_restart(&g_nats, WAIT_MS) != 0)
+        fail_msg("nats-server did not restart:\n%s", g_nats.proc.log);
+    subscriber_finish(&sub);
+    assert_int_equal(cs_proc_stop(&g_edge, SIGTERM, WAIT_MS), 0);
+    expect_clean_edge();
+    assert_int_equal(cs_proc_log_count(&g_edge, "jetstream source resumed"), 1);
+}
+
+/* ---- a 3-node cluster, R3, one node killed mid-stream ----------------------------------------- */
+
+static void test_cluster_node_loss_edge_keeps_serving(void **state)
+{
+    (void)state;
+    const char *args[] = {"--synthetic-compressible", NULL};
+    char run[128];
+    start_core(args, run, sizeof run);
+    wait_stream_ledger(run, 1);
+    char following[2048];
+    start_edge(NULL, following, sizeof following);
+    /* The node the edge reads from is the one that dies. */
+    int victim = -1;
+    for (int i = 0; i < g_cluster.n; i++) {
+        char want[96];
+        snprintf(want, sizeof want, "server=%s", g_cluster.node[i].url);
+        if (strstr(following, want))
+            victim = i;
+    }
+    if (victim < 0)
+        fail_msg("the edge names no cluster node it reads from: %s", following);
+    subscriber sub;
+    subscriber_start(&sub, g_edge.port, 1, 45, true);
+    subscriber_wait(&sub, 10);
+    assert_int_equal(cs_nats_stop(&g_cluster.node[victim], SIGKILL, WAIT_MS), 0);
+    subscriber_finish(&sub);
+    assert_int_equal(cs_proc_stop(&g_edge, SIGTERM, WAIT_MS), 0);
+    expect_clean_edge();
+    /* It noticed, once, and came back. */
+    assert_int_equal(cs_proc_log_count(&g_edge, "jetstream source lost the stream; resuming"), 1);
+    assert_int_equal(cs_proc_log_count(&g_edge, "jetstream source resumed"), 1);
+}
+
+/* ---- a gap and a corrupt ledger in the stream ------------------------------------------------- */
+
+/* Publishes ledger seq of run as the core would (BEGIN, raw chunks of 64 KiB, END) with the
+ * synthetic payload; a non-zero xor flips the END's checksum. */
+static void put_ledger(jsCtx *js, const char *run, uint32_t seq, uint64_t xor)
+{
+    uint8_t *body = malloc(SIZE), *msg = malloc(65536 + CS_WIRE_CHUNK_HEADER_LEN);
+    cs_synthetic_fill(body, SIZE, seq, false);
+    char subj[128];
+    snprintf(subj, sizeof subj, "%s.%s.%u", STREAM, run, seq);
+    jsErrCode jerr = 0;
+    size_t n = cs_wire_put_begin(msg, seq, 1);
+    assert_int_equal(js_Publish(NULL, js, subj, msg, (int)n, NULL, &jerr), NATS_OK);
+    uint32_t idx = 0;
+    for (size_t off = 0; off < SIZE; off += 65536, idx++) {
+        size_t k = SIZE - off < 65536 ? SIZE - off : 65536;
+        n = cs_wire_append_chunk(msg, seq, idx, CS_CODEC_RAW, body + off, k);
+        assert_int_equal(js_Publish(NULL, js, subj, msg, (int)n, NULL, &jerr), NATS_OK);
+    }
+    n = cs_wire_put_end(msg, seq, idx, SIZE, 2, XXH64(body, SIZE, 0) ^ xor);
+    assert_int_equal(js_Publish(NULL, js, subj, msg, (int)n, NULL, &jerr), NATS_OK);
+    free(body);
+    free(msg);
+}
+
+/* A stream holding ledgers 1, 2 and then third (a gap when it is 4, a corrupt ledger 3 when
+ * xor is set). The edge serves 1 and 2, then fails with the fault named. */
+static void bad_stream(uint32_t third, uint64_t xor, const char *want)
+{
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    assert_int_equal(natsConnection_ConnectTo(&nc, g_nats.url), NATS_OK);
+    assert_int_equal(natsConnection_JetStream(&js, nc, NULL), NATS_OK);
+    jsStreamConfig cfg;
+    jsStreamConfig_Init(&cfg);
+    const char *subj[] = {STREAM ".>"};
+    cfg.Name = STREAM;
+    cfg.Subjects = subj;
+    cfg.SubjectsLen = 1;
+    jsStreamInfo *si = NULL;
+    assert_int_equal(js_AddStream(&si, js, &cfg, NULL, NULL), NATS_OK);
+    jsStreamInfo_Destroy(si);
+    put_ledger(js, "test-fault", 1, 0);
+    put_ledger(js, "test-fault", 2, 0);
+    put_ledger(js, "test-fault", third, xor);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+
+    const char *args[] = {"--jetstream-run=test-fault", NULL};
+    start_edge(args, NULL, 0);
+    int st = cs_proc_wait_exit(&g_edge, WAIT_MS);
+    if (st != 1)
+        fail_msg("edge exit status %d, want 1:\n%s", st, g_edge.log);
+    assert_true(cs_proc_log_count(&g_edge, "jetstream stream is not a clean flow") == 1);
+    if (!strstr(g_edge.log, want))
+        fail_msg("no `%s` in:\n%s", want, g_edge.log);
+    /* What came before the fault was served and kept. */
+    assert_true(cs_proc_log_count(&g_edge, "corestreamd failed") == 1);
+}
+
+static void test_gap_in_stream_fails_loudly(void **state)
+{
+    (void)state;
+    bad_stream(4, 0, "error=\"remoteledger: ledger sequence gap: got ledger 4, expected 3\"");
+}
+
+static void test_corrupt_ledger_fails_loudly(void **state)
+{
+    (void)state;
+    bad_stream(3, 1, "jetstream source: ledger 3 at stream sequence 21: remoteledger: protocol violation: ledger 3 checksum mismatch");
+}
+
+int main(void)
+{
+    nats_Open(-1);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_edge_byte_exact_zstd, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_edge_byte_exact_raw, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_edge_restart_resumes_at_ring_end, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_core_restart_edge_sees_no_gap_no_dup, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_nats_restart_edge_resumes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gap_in_stream_fails_loudly, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_corrupt_ledger_fails_loudly, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cluster_node_loss_edge_keeps_serving, setup_cluster, teardown),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    nats_Close();
+    return rc;
+}
