@@ -137,11 +137,13 @@ struct cs_server {
     cs_headreader *heads;
     conn_tag *adopting; /* during lws_adopt_socket_vhost_readbuf: the tag for the new wsi */
 
-    struct lws_context *ctx;
-    struct lws_vhost *vhost;
     atomic_bool wake_pending;
     atomic_bool stop_requested;
     atomic_bool source_done;
+    /* The pointers keep the atomics above out of the 8-byte word of the flags below: GCC merges
+     * `shutting_down || draining` into one wide load, which TSan reports as a race with them. */
+    struct lws_context *ctx;
+    struct lws_vhost *vhost;
     bool shutting_down; /* I/O thread only, from here down */
     bool draining;
     bool deadline_passed;
