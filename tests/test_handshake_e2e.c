@@ -1,19 +1,28 @@
 /* The /stream handshake answers of issue 10, byte for byte, from a real server in process: the
  * prototype's WebSocket rules that libwebsockets did not enforce (version, key, method, HTTP/1.0),
- * the URI limit it answered by hanging up (414), and `too many query parameters` instead of
- * dropping pairs. Every refusal is one DEBUG line naming the peer. */
+ * the URI and header limits it answered by hanging up (414, 431: the request-head reader in front
+ * of lws answers them), the header deadline, and `too many query parameters` instead of dropping
+ * pairs. Every refusal is one DEBUG line naming the peer. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/log.h"
+#include "corestreamd/server/server.h"
 #include "support/logcapture.h"
 #include "support/serverharness.h"
 #include "support/wsclient.h"
@@ -120,7 +129,7 @@ static void test_http_1_0_gets_426(void **state)
 static void test_query_pairs_are_never_dropped(void **state)
 {
     (void)state;
-    char req[2048];
+    char req[4096];
     int n = snprintf(req, sizeof req, "GET /stream?");
     for (int i = 0; i < 32; i++)
         n += snprintf(req + n, sizeof req - (size_t)n, "x%d=1&", i);
@@ -133,15 +142,31 @@ static void test_query_pairs_are_never_dropped(void **state)
         n += snprintf(req + n, sizeof req - (size_t)n, "x%d=1&", i);
     snprintf(req + n, sizeof req - (size_t)n, "start=abc HTTP/1.1\r\n" UPGRADE V13 KEY "\r\n");
     expect_answer(req, 400, "Bad Request", "", "invalid start parameter \"abc\"");
+    /* More pairs than lws can hold (the head reader answers), and as many as fit in the URI
+     * limit: still that answer, not a hang-up. */
+    n = snprintf(req, sizeof req, "GET /stream?");
+    for (int i = 0; i < 36; i++)
+        n += snprintf(req + n, sizeof req - (size_t)n, "x&");
+    snprintf(req + n, sizeof req - (size_t)n, "x HTTP/1.1\r\n" UPGRADE V13 KEY "\r\n");
+    expect_answer(req, 400, "Bad Request", "", "too many query parameters");
+    n = snprintf(req, sizeof req, "GET /stream?");
+    for (int i = 0; i < 1000; i++)
+        n += snprintf(req + n, sizeof req - (size_t)n, "x&");
+    snprintf(req + n, sizeof req - (size_t)n, "x HTTP/1.1\r\n" UPGRADE V13 KEY "\r\n");
+    expect_answer(req, 400, "Bad Request", "", "too many query parameters");
 }
 
-/* A URI past 4 KiB is answered 414. A request past lws' 16 KiB header store is closed with no
- * answer (libwebsockets 4.1 hangs up on it): the server must carry on serving. */
+/* A URI past 4 KiB is answered 414, a head past 16 KiB or 64 header lines 431, whatever the
+ * path; the server carries on serving. */
 static void test_oversized_requests(void **state)
 {
     (void)state;
+    char refused_line[128];
+    snprintf(refused_line, sizeof refused_line, "level=DEBUG msg=\"request refused\" pid=%ld remote=127.0.0.1:",
+             (long)getpid());
+    int refused_before = cs_logcap_count(refused_line);
     size_t big = 70 * 1024;
-    char *req = malloc(big + 256);
+    char *req = malloc(big + 8192);
     char *p = req + sprintf(req, "GET /stream?x=");
     memset(p, 'a', 5000);
     sprintf(p + 5000, " HTTP/1.1\r\n" UPGRADE V13 KEY "\r\n");
@@ -154,11 +179,148 @@ static void test_oversized_requests(void **state)
     p = req + sprintf(req, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: ");
     memset(p, 'b', big);
     sprintf(p + big, "\r\n\r\n");
-    static char resp[4096];
-    assert_true(cs_http_raw("127.0.0.1", g_h.port, req, WAIT_MS, resp, sizeof resp) <= 0);
+    expect_answer(req, 431, "Request Header Fields Too Large", "", "request header fields too large");
+    /* Over the URI limit and the size limit at once: the request line comes first. */
+    p = req + sprintf(req, "GET /stream?x=");
+    memset(p, 'a', 5000);
+    p += 5000;
+    p += sprintf(p, " HTTP/1.1\r\n" UPGRADE V13 KEY "X-Big: ");
+    memset(p, 'b', big);
+    sprintf(p + big, "\r\n\r\n");
+    expect_answer(req, 414, "Request URI Too Long", "", "request URI too long");
+    /* 49 header lines, each short. */
+    p = req + sprintf(req, "GET /stream HTTP/1.1\r\n" UPGRADE V13 KEY);
+    for (int i = 0; i < 44; i++)
+        p += sprintf(p, "X-H%d: v\r\n", i);
+    sprintf(p, "\r\n");
+    expect_answer(req, 431, "Request Header Fields Too Large", "", "request header fields too large");
+    assert_int_equal(cs_logcap_count("status=431 error=\"request header fields too large\""), 2);
+    assert_int_equal(cs_logcap_count("status=414 error=\"request URI too long\""), 3);
+    assert_int_equal(cs_logcap_count(refused_line) - refused_before, 5);
     free(req);
     char body[512];
     assert_int_equal(cs_http_get("127.0.0.1", g_h.port, "/healthz", WAIT_MS, body, sizeof body, NULL, 0), 200);
+}
+
+/* Heads just within the limits reach lws whole and are served: 48 header lines (repeats of a
+ * header lws knows among them) with 36 query pairs, a head of exactly 16 KiB. */
+static void test_heads_within_the_limits_are_served(void **state)
+{
+    (void)state;
+    char *req = malloc(20000);
+    char *p = req + sprintf(req, "GET /healthz?a=1");
+    for (int i = 1; i < 36; i++)
+        p += sprintf(p, "&a=1");
+    p += sprintf(p, " HTTP/1.1\r\nHost: 127.0.0.1\r\n");
+    for (int i = 0; i < 47; i++)
+        p += sprintf(p, "Accept: text/plain\r\n");
+    sprintf(p, "\r\n");
+    static char resp[4096];
+    assert_int_equal(cs_http_raw("127.0.0.1", g_h.port, req, WAIT_MS, resp, sizeof resp), 200);
+    p = req + sprintf(req, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: ");
+    size_t fill = 16384 - (size_t)(p - req) - 4; /* the head is exactly 16 KiB */
+    memset(p, 'b', fill);
+    sprintf(p + fill, "\r\n\r\n");
+    assert_int_equal(strlen(req), 16384);
+    assert_int_equal(cs_http_raw("127.0.0.1", g_h.port, req, WAIT_MS, resp, sizeof resp), 200);
+    free(req);
+}
+
+static int connect_to(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in dst = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &dst.sin_addr);
+    assert_int_equal(connect(fd, (struct sockaddr *)&dst, sizeof dst), 0);
+    return fd;
+}
+
+static void pause_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL); /* the trickle itself is what is tested, not a wait for an event */
+}
+
+/* Everything the peer sends until it closes, NUL-terminated; -1 on timeout. */
+static int read_to_eof(int fd, char *buf, size_t len, int timeout_ms)
+{
+    size_t got = 0;
+    int64_t deadline = cs_mono_ns() + (int64_t)timeout_ms * T_MS;
+    while (cs_mono_ns() < deadline) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 50) != 1)
+            continue;
+        ssize_t n = recv(fd, buf + got, len - 1 - got, 0);
+        if (n == 0 || (n < 0 && errno == ECONNRESET) || got + (size_t)(n > 0 ? n : 0) >= len - 1) {
+            if (n > 0)
+                got += (size_t)n;
+            buf[got] = '\0';
+            return 0;
+        }
+        if (n > 0)
+            got += (size_t)n;
+    }
+    buf[got] = '\0';
+    return -1;
+}
+
+/* A head that arrives a few bytes at a time but is complete within the deadline is served. */
+static void test_a_slow_head_within_the_deadline_is_served(void **state)
+{
+    (void)state;
+    harness h;
+    harness_opts o = {.start = 1, .size = 1024, .interval_ms = 100, .retention = 100, .header_timeout_s = 3};
+    harness_start(&h, &o);
+    static const char req[] = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    int fd = connect_to(h.port);
+    for (size_t off = 0; off < sizeof req - 1; off += 8) { /* 9 pieces over about 1.6 s */
+        size_t n = sizeof req - 1 - off < 8 ? sizeof req - 1 - off : 8;
+        assert_int_equal(send(fd, req + off, n, MSG_NOSIGNAL), (ssize_t)n);
+        pause_ms(200);
+    }
+    char resp[2048];
+    assert_int_equal(read_to_eof(fd, resp, sizeof resp, WAIT_MS), 0);
+    if (strncmp(resp, "HTTP/1.1 200 OK\r\n", 17) != 0)
+        fail_msg("response %s", resp);
+    close(fd);
+    harness_stop(&h);
+}
+
+/* A head still incomplete at the deadline is closed then with no answer, however busily it
+ * trickles: the deadline is counted from accept, not from the last byte. The connection's place
+ * is released. */
+static void test_a_head_past_the_deadline_is_closed(void **state)
+{
+    (void)state;
+    harness h;
+    harness_opts o = {.start = 1, .size = 1024, .interval_ms = 100, .retention = 100, .header_timeout_s = 1};
+    harness_start(&h, &o);
+    int fd = connect_to(h.port);
+    int64_t t0 = cs_mono_ns();
+    static const char head[] = "GET /stream HTTP/1.1\r\nHost: 127.0.0.1\r\n";
+    assert_int_equal(send(fd, head, sizeof head - 1, MSG_NOSIGNAL), (ssize_t)(sizeof head - 1));
+    int closed = 0;
+    for (int i = 0; i < 50 && !closed; i++) { /* a header line every 100 ms, for at most 5 s */
+        pause_ms(100);
+        if (send(fd, "X-A: b\r\n", 8, MSG_NOSIGNAL) != 8)
+            closed = 1;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 0) == 1)
+            closed = 1;
+    }
+    assert_true(closed);
+    char resp[256];
+    assert_int_equal(read_to_eof(fd, resp, sizeof resp, WAIT_MS), 0);
+    assert_string_equal(resp, ""); /* no answer */
+    int64_t took = cs_mono_ns() - t0;
+    if (took < 900 * T_MS || took > 3000 * T_MS)
+        fail_msg("closed after %lld ms; the deadline is 1 s", (long long)(took / T_MS));
+    for (int i = 0; i < 500 && cs_server_connections(h.srv) != 0; i++)
+        pause_ms(10); /* the count has no event to wait on; bounded */
+    assert_int_equal(cs_server_connections(h.srv), 0);
+    close(fd);
+    harness_stop(&h);
 }
 
 static void test_valid_handshake_still_upgrades(void **state)
@@ -179,6 +341,9 @@ int main(void)
         cmocka_unit_test(test_http_1_0_gets_426),
         cmocka_unit_test(test_query_pairs_are_never_dropped),
         cmocka_unit_test(test_oversized_requests),
+        cmocka_unit_test(test_heads_within_the_limits_are_served),
+        cmocka_unit_test(test_a_slow_head_within_the_deadline_is_served),
+        cmocka_unit_test(test_a_head_past_the_deadline_is_closed),
         cmocka_unit_test(test_valid_handshake_still_upgrades),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

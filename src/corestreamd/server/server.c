@@ -23,6 +23,7 @@
 #include "corestreamd/server/broadcast.h"
 #include "corestreamd/server/compress.h"
 #include "corestreamd/server/cursor.h"
+#include "corestreamd/server/headreader.h"
 #include "corestreamd/server/listener.h"
 #include "corestreamd/server/metrics.h"
 #include "corestreamd/server/readiness.h"
@@ -45,9 +46,19 @@ _Static_assert(LWS_PRE == CS_MSG_HEADROOM, "message headroom must match libwebso
 #define REFUSAL_WARN_NS (10 * CS_SEC) /* at most one WARN line per this about refusals */
 #define MAX_QUERY_ARGS 32 /* more pairs: 400 `too many query parameters` */
 #define URI_MAX 4096      /* request path and query bytes; longer: 414 */
-/* lws' per-connection header store, and so the bound on a request's headers. lws 4.1 hangs up
- * on a request past it without an answer (later versions answer 431 or 414 themselves). */
-#define HEADER_STORE_BYTES 16384
+/* A plaintext request's head is read by the head reader (headreader.h) first, within these
+ * limits: 414 past URI_MAX, 431 past HEAD_MAX bytes or HEAD_FIELDS_MAX header lines, 400 `too
+ * many query parameters` past HEAD_PAIRS_MAX. Beside the bytes, lws 4.1 holds at most about 95
+ * pieces of a request (each header line, each query pair, the path, the version) and hangs up
+ * past that (measured), so lines and pairs together stay below it. Pairs past MAX_QUERY_ARGS but
+ * within HEAD_PAIRS_MAX get the same 400 from check_stream. */
+#define HEAD_MAX 16384
+#define HEAD_FIELDS_MAX 48
+#define HEAD_PAIRS_MAX 36
+/* lws' per-connection header store, above HEAD_MAX so that lws never meets a head it cannot hold:
+ * lws 4.1 hangs up on a request past its store without an answer. (Over TLS, until heads are read
+ * off the lws thread there too, this store is the bound, with that silent hang-up.) */
+#define HEADER_STORE_BYTES (2 * HEAD_MAX)
 #define HEADER_STORES 256 /* connections parsing headers at once; others wait their turn */
 /* The admin listener's own caps: scrapers and probes, never subscribers. */
 #define ADMIN_MAX_CONNECTIONS 64
@@ -78,6 +89,8 @@ typedef struct conn_tag {
     cs_addr_key key;
     bool admin; /* accepted on --admin-listen: /healthz, /readyz and /metrics only */
 } conn_tag;
+
+static void release_tag(struct cs_server *s, conn_tag *tag);
 
 struct cs_server {
     cs_server_config cfg;
@@ -122,14 +135,18 @@ struct cs_server {
     SSL_CTX *ssl_ctx;
     atomic_bool tls_reload_pending;
 
-    struct lws_context *ctx;
-    struct lws_vhost *vhost;
+    /* Plaintext connections wait here for their request head before lws adopts them. */
+    cs_headreader *heads;
+    conn_tag *adopting; /* during lws_adopt_socket_vhost_readbuf: the tag for the new wsi */
+
     atomic_bool wake_pending;
     atomic_bool stop_requested;
     atomic_bool source_done;
-    /* I/O thread only, from here down. Aligned so that an optimised load of several of these
-     * bools never spans the atomics above (TSan reads such a load as a race with server_wake). */
-    _Alignas(8) bool shutting_down;
+    /* The pointers keep the atomics above out of the 8-byte word of the flags below: GCC merges
+     * `shutting_down || draining` into one wide load, which TSan reports as a race with them. */
+    struct lws_context *ctx;
+    struct lws_vhost *vhost;
+    bool shutting_down; /* I/O thread only, from here down */
     bool draining;
     bool deadline_passed;
     bool loop_done;
@@ -1065,22 +1082,63 @@ static int accept_ready(cs_server *s, bool admin)
         setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
         setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
         setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
-        /* lws closes fd itself when adoption fails. */
-        struct lws *wsi = lws_adopt_socket_vhost(s->vhost, fd);
-        if (!wsi) {
-            cs_admission_leave(adm, &key);
-            free(tag);
-            continue;
-        }
-        lws_set_opaque_user_data(wsi, tag);
         if (admin) {
             cs_m_add1(&s->metrics->admin_connections_accepted, 1);
         } else {
             cs_m_add1(&s->metrics->connections_accepted, 1);
             atomic_fetch_add(&s->connections, 1);
         }
+        /* Plaintext: the head reader has it until its request head is complete (it still counts
+         * toward the caps meanwhile). TLS: lws adopts it now. */
+        if (s->heads) {
+            if (cs_headreader_add(s->heads, fd, tag) != 0) {
+                close(fd);
+                release_tag(s, tag);
+            }
+            continue;
+        }
+        /* lws closes fd itself when adoption fails. */
+        struct lws *wsi = lws_adopt_socket_vhost(s->vhost, fd);
+        if (!wsi) {
+            release_tag(s, tag);
+            continue;
+        }
+        lws_set_opaque_user_data(wsi, tag);
     }
     return 0;
+}
+
+/* A connection whose head the head reader finished, on the I/O thread: lws adopts it with the
+ * bytes read so far; fd -1: it ended in the head reader, only its count is released. */
+static void adopt_head(void *ctx, int fd, void *tag, const char *buf, size_t len)
+{
+    cs_server *s = ctx;
+    conn_tag *t = tag;
+    if (fd < 0 || s->shutting_down || s->draining || s->ctx_destroying) {
+        if (fd >= 0)
+            close(fd);
+        release_tag(s, t);
+        return;
+    }
+    /* lws serves the new wsi within this call, before it returns it: callback_stream gives the
+     * wsi its tag at its first callback, so that a close during the call releases it. */
+    s->adopting = t;
+    struct lws *wsi = lws_adopt_socket_vhost_readbuf(s->vhost, fd, buf, len);
+    if (s->adopting) {
+        s->adopting = NULL;
+        if (wsi)
+            lws_set_opaque_user_data(wsi, t);
+        else
+            release_tag(s, t); /* no wsi ever existed; lws closed fd */
+    }
+}
+
+/* Head reader thread: connections are waiting for adopt_head; cs_server_run drains them once
+ * lws_service returns. */
+static void heads_ready(void *arg)
+{
+    cs_server *s = arg;
+    lws_cancel_service(s->ctx);
 }
 
 /* Every wsi ends here, accepted sockets and the listener alike. */
@@ -1090,6 +1148,12 @@ static void connection_gone(cs_server *s, struct lws *wsi)
     if (!tag)
         return;
     lws_set_opaque_user_data(wsi, NULL);
+    release_tag(s, tag);
+}
+
+/* Releases what admission counted for an accepted connection. */
+static void release_tag(cs_server *s, conn_tag *tag)
+{
     if (tag->admin) {
         cs_admission_leave(s->admin_conns, &tag->key);
     } else {
@@ -1109,6 +1173,11 @@ static int callback_stream(struct lws *wsi, enum lws_callback_reasons reason, vo
     (void)len;
     if (!s)
         return lws_callback_http_dummy(wsi, reason, user, in, len);
+    /* Not at WSI_CREATE: lws sets the new wsi's opaque data (to NULL) after that one. */
+    if (s->adopting && wsi && reason != LWS_CALLBACK_WSI_CREATE && !lws_get_opaque_user_data(wsi)) {
+        lws_set_opaque_user_data(wsi, s->adopting);
+        s->adopting = NULL;
+    }
 
     switch (reason) {
     case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
@@ -1394,6 +1463,17 @@ int cs_server_listen(cs_server *s, cs_err *err)
         s->admin_listener = s->admin_wsi;
     }
     lws_sul_schedule(s->ctx, 0, &s->write_check, check_stalled_writes, WRITE_CHECK_US);
+    if (!(s->cfg.tls_cert && *s->cfg.tls_cert)) {
+        cs_headreader_config hc = {
+            .limits = {.uri_max = URI_MAX, .head_max = HEAD_MAX, .fields_max = HEAD_FIELDS_MAX,
+                       .pairs_max = HEAD_PAIRS_MAX},
+            .timeout_ns = (int64_t)info.timeout_secs * CS_SEC,
+            .ready = heads_ready,
+            .ctx = s,
+        };
+        if (cs_headreader_start(&s->heads, &hc, err) != 0)
+            return -1;
+    }
     if (!s->cfg.quiet_listen) {
         CS_LOG(CS_LOG_INFO, "corestreamd listening", KV_S("addr", s->addr),
                KV_S("source", s->cfg.source_name ? s->cfg.source_name : ""),
@@ -1433,6 +1513,9 @@ int cs_server_run(cs_server *s, cs_err *err)
     while (!s->loop_done) {
         if (lws_service(s->ctx, 0) < 0)
             break;
+        /* Outside any lws callback: adoption serves the new connection at once. */
+        if (s->heads)
+            cs_headreader_drain(s->heads, adopt_head, s);
         bool winding_down = s->shutting_down || s->draining;
         if (winding_down && (!s->subs || s->deadline_passed))
             s->loop_done = true;
@@ -1571,6 +1654,9 @@ void cs_server_free(cs_server *s)
         cs_cancel_fire(s->cfg.cancel);
         pthread_join(s->source_thread, NULL);
     }
+    /* Before the context: its thread wakes lws, and what it holds is released here. */
+    cs_headreader_free(s->heads, adopt_head, s);
+    s->heads = NULL;
     if (s->ctx) {
         s->ctx_destroying = true;
         lws_context_destroy(s->ctx); /* closes every connection: cursors release their flows */

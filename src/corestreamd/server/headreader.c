@@ -1,0 +1,448 @@
+#include "corestreamd/server/headreader.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/thread.h"
+#include "corestreamd/server/listener.h"
+
+#define FIRST_BUF 2048 /* most heads fit; the buffer doubles up to the head limit */
+/* After a refusal the peer's unread bytes are read and dropped for this long (or until it closes)
+ * before the close: closing on unread data sends a reset, which can destroy the answer before the
+ * peer reads it. */
+#define LINGER_NS (2 * 1000000000LL)
+#define LINGER_MAX_BYTES (1u << 20)
+#define EVENTS_PER_WAIT 64
+
+typedef enum hstate { ST_READING, ST_ANSWERING, ST_LINGER } hstate;
+
+typedef struct hconn {
+    int fd;
+    void *tag;
+    char *buf;
+    size_t len, cap;
+    cs_head_scan sc;
+    hstate st;
+    char *resp;
+    size_t resp_len, resp_off;
+    size_t dropped; /* bytes read and dropped while lingering */
+    int64_t deadline;
+    struct hconn *prev, *next;
+} hconn;
+
+/* A FIFO of connections; with one timeout per list, it is also in deadline order. */
+typedef struct hlist {
+    hconn *head, *tail;
+} hlist;
+
+struct cs_headreader {
+    cs_headreader_config cfg;
+    int ep, evfd;
+    pthread_t thread;
+    bool started;
+    atomic_bool stop;
+    atomic_size_t holding;
+    pthread_mutex_t mu; /* inbox and done */
+    hlist inbox, done;
+    /* the head reader thread's own */
+    hlist reading; /* reading and answering, by the header deadline */
+    hlist linger;  /* answered, by LINGER_NS */
+    bool any_done; /* since the last ready call */
+};
+
+static void list_push(hlist *l, hconn *c)
+{
+    c->next = NULL;
+    c->prev = l->tail;
+    if (l->tail)
+        l->tail->next = c;
+    else
+        l->head = c;
+    l->tail = c;
+}
+
+static void list_remove(hlist *l, hconn *c)
+{
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        l->head = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    else
+        l->tail = c->prev;
+    c->prev = c->next = NULL;
+}
+
+static void hconn_free(hconn *c)
+{
+    free(c->buf);
+    free(c->resp);
+    free(c);
+}
+
+/* Hands c to drain: with its fd (head complete) or without (closed here). */
+static void finish(cs_headreader *hr, hlist *from, hconn *c, bool keep_fd)
+{
+    list_remove(from, c);
+    epoll_ctl(hr->ep, EPOLL_CTL_DEL, c->fd, NULL);
+    if (!keep_fd) {
+        close(c->fd);
+        c->fd = -1;
+        free(c->buf);
+        c->buf = NULL;
+        c->len = 0;
+    }
+    free(c->resp);
+    c->resp = NULL;
+    pthread_mutex_lock(&hr->mu);
+    list_push(&hr->done, c);
+    pthread_mutex_unlock(&hr->mu);
+    hr->any_done = true;
+}
+
+static void peer_of(int fd, char *buf, size_t len)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0)
+        cs_format_sockaddr((struct sockaddr *)&ss, buf, len);
+    else
+        snprintf(buf, len, "unknown");
+}
+
+/* The answer in the server's style (server.c respond_with): our HTTP/1.1 status line, lws'
+ * lower-case headers, a text body ending in a newline. */
+static char *answer(unsigned status, const char *reason, const char *body, size_t *len)
+{
+    size_t cap = strlen(reason) + strlen(body) + 256;
+    char *out = malloc(cap);
+    if (!out)
+        return NULL;
+    int n = snprintf(out, cap,
+                     "HTTP/1.1 %u %s\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: %zu\r\n"
+                     "x-content-type-options: nosniff\r\n\r\n%s\n",
+                     status, reason, strlen(body) + 1, body);
+    *len = (size_t)n;
+    return out;
+}
+
+static void linger_read(cs_headreader *hr, hconn *c)
+{
+    char scratch[16384];
+    for (;;) {
+        ssize_t n = recv(c->fd, scratch, sizeof scratch, 0);
+        if (n > 0) {
+            c->dropped += (size_t)n;
+            if (c->dropped <= LINGER_MAX_BYTES)
+                continue;
+        } else if (n < 0 && errno == EINTR) {
+            continue;
+        } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            return;
+        }
+        finish(hr, &hr->linger, c, false); /* the peer closed, failed or sent too much */
+        return;
+    }
+}
+
+static void write_answer(cs_headreader *hr, hconn *c)
+{
+    while (c->resp_off < c->resp_len) {
+        ssize_t n = send(c->fd, c->resp + c->resp_off, c->resp_len - c->resp_off, MSG_NOSIGNAL);
+        if (n > 0) {
+            c->resp_off += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            struct epoll_event ev = {.events = EPOLLOUT, .data.ptr = c};
+            if (epoll_ctl(hr->ep, EPOLL_CTL_MOD, c->fd, &ev) == 0)
+                return;
+        }
+        finish(hr, &hr->reading, c, false);
+        return;
+    }
+    shutdown(c->fd, SHUT_WR);
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+    if (epoll_ctl(hr->ep, EPOLL_CTL_MOD, c->fd, &ev) != 0) {
+        finish(hr, &hr->reading, c, false);
+        return;
+    }
+    list_remove(&hr->reading, c);
+    c->st = ST_LINGER;
+    c->deadline = cs_mono_ns() + LINGER_NS;
+    list_push(&hr->linger, c);
+    linger_read(hr, c);
+}
+
+/* Strangers choose what gets refused, so each refusal is one DEBUG line, as the lws path's. */
+static void refuse(cs_headreader *hr, hconn *c, unsigned status, const char *reason, const char *body)
+{
+    if (cs_log_enabled(CS_LOG_DEBUG)) {
+        char remote[64];
+        peer_of(c->fd, remote, sizeof remote);
+        CS_LOG(CS_LOG_DEBUG, "request refused", KV_S("remote", remote), KV_U("status", status),
+               KV_S("error", body));
+    }
+    free(c->buf);
+    c->buf = NULL;
+    c->len = c->cap = 0;
+    c->resp = answer(status, reason, body, &c->resp_len);
+    if (!c->resp) {
+        finish(hr, &hr->reading, c, false);
+        return;
+    }
+    c->st = ST_ANSWERING;
+    write_answer(hr, c);
+}
+
+static void read_head(cs_headreader *hr, hconn *c)
+{
+    size_t limit = hr->cfg.limits.head_max + 1; /* one byte past the limit proves it passed */
+    for (;;) {
+        if (c->len == c->cap) {
+            size_t cap = c->cap ? c->cap * 2 : FIRST_BUF;
+            if (cap > limit)
+                cap = limit;
+            char *nb = cap > c->cap ? realloc(c->buf, cap) : NULL;
+            if (!nb) {
+                finish(hr, &hr->reading, c, false);
+                return;
+            }
+            c->buf = nb;
+            c->cap = cap;
+        }
+        ssize_t n = recv(c->fd, c->buf + c->len, c->cap - c->len, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        if (n <= 0) {
+            finish(hr, &hr->reading, c, false); /* closed or failed before its head was complete */
+            return;
+        }
+        c->len += (size_t)n;
+        size_t head_len = 0;
+        switch (cs_head_scan_feed(&c->sc, c->buf, c->len, &hr->cfg.limits, &head_len)) {
+        case CS_HEAD_MORE:
+            continue;
+        case CS_HEAD_DONE:
+        case CS_HEAD_NOT_HTTP:
+            finish(hr, &hr->reading, c, true);
+            return;
+        case CS_HEAD_URI_TOO_LONG:
+            refuse(hr, c, 414, "Request URI Too Long", "request URI too long");
+            return;
+        case CS_HEAD_TOO_LARGE:
+            refuse(hr, c, 431, "Request Header Fields Too Large", "request header fields too large");
+            return;
+        case CS_HEAD_TOO_MANY_PAIRS:
+            refuse(hr, c, 400, "Bad Request", "too many query parameters");
+            return;
+        }
+    }
+}
+
+static void take_inbox(cs_headreader *hr)
+{
+    uint64_t v;
+    while (read(hr->evfd, &v, sizeof v) < 0 && errno == EINTR)
+        ;
+    pthread_mutex_lock(&hr->mu);
+    hconn *c = hr->inbox.head;
+    hr->inbox.head = hr->inbox.tail = NULL;
+    pthread_mutex_unlock(&hr->mu);
+    int64_t now = cs_mono_ns();
+    while (c) {
+        hconn *next = c->next;
+        c->deadline = now + hr->cfg.timeout_ns;
+        list_push(&hr->reading, c);
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+        if (epoll_ctl(hr->ep, EPOLL_CTL_ADD, c->fd, &ev) != 0)
+            finish(hr, &hr->reading, c, false);
+        else
+            read_head(hr, c); /* the head is often there already */
+        c = next;
+    }
+}
+
+static void expire(cs_headreader *hr, int64_t now)
+{
+    while (hr->reading.head && hr->reading.head->deadline <= now) {
+        hconn *c = hr->reading.head;
+        if (c->st == ST_READING && cs_log_enabled(CS_LOG_DEBUG)) {
+            char remote[64];
+            peer_of(c->fd, remote, sizeof remote);
+            CS_LOG(CS_LOG_DEBUG, "connection closed: request head not complete by the deadline",
+                   KV_S("remote", remote), KV_U("read_bytes", c->len));
+        }
+        finish(hr, &hr->reading, c, false);
+    }
+    while (hr->linger.head && hr->linger.head->deadline <= now)
+        finish(hr, &hr->linger, hr->linger.head, false);
+}
+
+static int wait_ms(const cs_headreader *hr, int64_t now)
+{
+    int64_t next = -1;
+    if (hr->reading.head)
+        next = hr->reading.head->deadline;
+    if (hr->linger.head && (next < 0 || hr->linger.head->deadline < next))
+        next = hr->linger.head->deadline;
+    if (next < 0)
+        return -1;
+    int64_t ms = (next - now + 999999) / 1000000;
+    return ms < 0 ? 0 : ms > 60000 ? 60000 : (int)ms;
+}
+
+static void *reader_main(void *arg)
+{
+    cs_headreader *hr = arg;
+    cs_thread_role("cs-heads", 0);
+    struct epoll_event evs[EVENTS_PER_WAIT];
+    while (!atomic_load(&hr->stop)) {
+        int n = epoll_wait(hr->ep, evs, EVENTS_PER_WAIT, wait_ms(hr, cs_mono_ns()));
+        if (n < 0 && errno != EINTR)
+            break; /* cannot happen with a valid epoll fd; the deadlines then wait for free */
+        for (int i = 0; i < n; i++) {
+            hconn *c = evs[i].data.ptr;
+            if (!c) {
+                take_inbox(hr);
+                continue;
+            }
+            if (c->st == ST_READING)
+                read_head(hr, c);
+            else if (c->st == ST_ANSWERING)
+                write_answer(hr, c);
+            else
+                linger_read(hr, c);
+        }
+        expire(hr, cs_mono_ns());
+        if (hr->any_done) {
+            hr->any_done = false;
+            hr->cfg.ready(hr->cfg.ctx);
+        }
+    }
+    return NULL;
+}
+
+int cs_headreader_start(cs_headreader **out, const cs_headreader_config *cfg, cs_err *err)
+{
+    *out = NULL;
+    cs_headreader *hr = calloc(1, sizeof *hr);
+    if (!hr)
+        return cs_err_set(err, 0, "request head reader: out of memory");
+    hr->cfg = *cfg;
+    hr->ep = epoll_create1(EPOLL_CLOEXEC);
+    hr->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    pthread_mutex_init(&hr->mu, NULL);
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+    if (hr->ep < 0 || hr->evfd < 0 || epoll_ctl(hr->ep, EPOLL_CTL_ADD, hr->evfd, &ev) != 0) {
+        char why[128];
+        cs_err_set(err, 0, "request head reader: %s", cs_go_errno(errno, why, sizeof why));
+        cs_headreader_free(hr, NULL, NULL);
+        return -1;
+    }
+    if (pthread_create(&hr->thread, NULL, reader_main, hr) != 0) {
+        cs_headreader_free(hr, NULL, NULL);
+        return cs_err_set(err, 0, "request head reader: cannot start its thread");
+    }
+    hr->started = true;
+    *out = hr;
+    return 0;
+}
+
+int cs_headreader_add(cs_headreader *hr, int fd, void *tag)
+{
+    hconn *c = calloc(1, sizeof *c);
+    if (!c)
+        return -1;
+    c->fd = fd;
+    c->tag = tag;
+    c->st = ST_READING;
+    atomic_fetch_add(&hr->holding, 1);
+    pthread_mutex_lock(&hr->mu);
+    bool was_empty = !hr->inbox.head;
+    list_push(&hr->inbox, c);
+    pthread_mutex_unlock(&hr->mu);
+    if (was_empty) {
+        uint64_t one = 1;
+        while (write(hr->evfd, &one, sizeof one) < 0 && errno == EINTR)
+            ;
+    }
+    return 0;
+}
+
+size_t cs_headreader_drain(cs_headreader *hr, cs_head_done_fn fn, void *ctx)
+{
+    pthread_mutex_lock(&hr->mu);
+    hconn *c = hr->done.head;
+    hr->done.head = hr->done.tail = NULL;
+    pthread_mutex_unlock(&hr->mu);
+    size_t n = 0;
+    while (c) {
+        hconn *next = c->next;
+        atomic_fetch_sub(&hr->holding, 1);
+        fn(ctx, c->fd, c->tag, c->buf, c->len);
+        hconn_free(c);
+        c = next;
+        n++;
+    }
+    return n;
+}
+
+size_t cs_headreader_holding(cs_headreader *hr)
+{
+    return atomic_load(&hr->holding);
+}
+
+static void give_back_all(hlist *l, cs_head_done_fn fn, void *ctx)
+{
+    hconn *c = l->head;
+    while (c) {
+        hconn *next = c->next;
+        if (c->fd >= 0)
+            close(c->fd);
+        if (fn)
+            fn(ctx, -1, c->tag, NULL, 0);
+        hconn_free(c);
+        c = next;
+    }
+    l->head = l->tail = NULL;
+}
+
+void cs_headreader_free(cs_headreader *hr, cs_head_done_fn fn, void *ctx)
+{
+    if (!hr)
+        return;
+    if (hr->started) {
+        atomic_store(&hr->stop, true);
+        uint64_t one = 1;
+        while (write(hr->evfd, &one, sizeof one) < 0 && errno == EINTR)
+            ;
+        pthread_join(hr->thread, NULL);
+    }
+    give_back_all(&hr->reading, fn, ctx);
+    give_back_all(&hr->linger, fn, ctx);
+    give_back_all(&hr->inbox, fn, ctx);
+    give_back_all(&hr->done, fn, ctx);
+    if (hr->ep >= 0)
+        close(hr->ep);
+    if (hr->evfd >= 0)
+        close(hr->evfd);
+    pthread_mutex_destroy(&hr->mu);
+    free(hr);
+}

@@ -1,0 +1,59 @@
+/* The request-head reader: accepted plaintext connections wait here, on a thread of their own,
+ * until their HTTP request head is complete, before libwebsockets gets them. It enforces the
+ * server's own limits (cs_head_limits: 414 past the URI limit, 431 past the head size or header
+ * line count, 400 `too many query parameters` past the pair count, each with a body and one DEBUG
+ * line naming the peer) and the header deadline (a
+ * head not complete by then: the connection is closed). A complete head is handed back with the
+ * bytes read so far, for lws_adopt_socket_vhost_readbuf on the lws service thread: lws then only
+ * ever parses heads that fit its header store, which it would otherwise hang up on in silence.
+ *
+ * Bytes that cannot start a request line (a TLS ClientHello on the plaintext port) are handed
+ * back at once, as they are: lws refuses them as it always did.
+ *
+ * Threads: cs_headreader_add and cs_headreader_drain from the lws service thread (add may be
+ * called from any one thread); the ready callback runs on the head reader's own thread. */
+#ifndef CS_CORESTREAMD_HEADREADER_H
+#define CS_CORESTREAMD_HEADREADER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "corestreamd/server/headscan.h"
+
+typedef struct cs_headreader cs_headreader;
+
+typedef struct cs_headreader_config {
+    cs_head_limits limits;
+    int64_t timeout_ns; /* from add until the head must be complete */
+    /* Head reader thread: connections are waiting in cs_headreader_drain. It must only wake the
+     * thread that drains (lws_cancel_service); it is called once per batch, not per connection. */
+    void (*ready)(void *ctx);
+    void *ctx;
+} cs_headreader_config;
+
+/* Starts the thread. -1 with err on failure (epoll, eventfd, thread creation). */
+int cs_headreader_start(cs_headreader **out, const cs_headreader_config *cfg, cs_err *err);
+
+/* Takes fd (an accepted, non-blocking socket) and tag (the caller's, opaque here, given back by
+ * drain exactly once) for reading. 0, or -1 out of memory: the caller still owns both. */
+int cs_headreader_add(cs_headreader *hr, int fd, void *tag);
+
+/* What became of a connection. With fd >= 0 its head is complete (or not HTTP at all): the caller
+ * owns fd from now on, and buf[0..len) are the bytes read from it, valid during the call only.
+ * With fd == -1 the head reader answered and closed it (414, 431), or closed it at the deadline
+ * or on a read error: only tag is given back (buf NULL, len 0). */
+typedef void (*cs_head_done_fn)(void *ctx, int fd, void *tag, const char *buf, size_t len);
+
+/* Calls fn for every connection finished since the last drain, in order, on the caller's thread.
+ * Returns how many. */
+size_t cs_headreader_drain(cs_headreader *hr, cs_head_done_fn fn, void *ctx);
+
+/* Connections the head reader holds (reading, answering, or waiting in drain). Any thread. */
+size_t cs_headreader_holding(cs_headreader *hr);
+
+/* Stops and joins the thread, closes every connection it still holds and gives every tag back
+ * through fn with fd -1 (those waiting in drain included: their fds are closed too). NULL-safe. */
+void cs_headreader_free(cs_headreader *hr, cs_head_done_fn fn, void *ctx);
+
+#endif
