@@ -262,7 +262,8 @@ server_start() {
   record_cmd "${cmd[@]}"
   bg_start SERVER_PID "$log" "${cmd[@]}"
   for ((i = 0; i < 300; i++)); do
-    addr=$(sed -n 's/.*msg="corestreamd listening" pid=[0-9]* addr=\([^ ]*\).*/\1/p' "$log" | head -1)
+    # The log may not exist yet: the redirection happens in the background child.
+    [[ -f $log ]] && addr=$(sed -n 's/.*msg="corestreamd listening" pid=[0-9]* addr=\([^ ]*\).*/\1/p' "$log" | head -1)
     [[ -n $addr ]] && break
     if ! pid_alive "$SERVER_PID"; then
       cat "$log" >&2
