@@ -3000,6 +3000,9 @@ static void test_handshake_check(void **state)
         {"HTTP/1.1 200 OK\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: " HS_ACC
          "\r\n\r\n", "HS: ws upgrade response not 101"},
         {"HTTP/1.1 401 Unauthorized\r\n\r\n", "server requires a token (401)"},
+        {"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nx-corestream-tls: required\r\n\r\n",
+         "the server speaks TLS on this port (is it wss://?)"},
+        {"HTTP/1.1 400 Bad Request\r\nX-Corestream-TLS: optional\r\n\r\n", "HS: ws upgrade response not 101"},
         {"SSH-2.0-OpenSSH_9.2\r\n\r\n", "HS: URI missing"},
         {"HTTP/1.1 1O1 Switching\r\n\r\n", "HS: URI missing"},
         {"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",

@@ -22,6 +22,7 @@
 #include "support/certs.h"
 #include "support/logcapture.h"
 #include "support/serverharness.h"
+#include "support/wsclient.h"
 
 #define WAIT_NS (20 * T_SEC)
 
@@ -142,6 +143,37 @@ static void test_refused_access_is_named(void **state)
     harness_stop(&h);
 }
 
+/* A plaintext client on the TLS port is told so in plaintext, byte for byte, whatever it asked
+ * for; libremoteledger on ws:// names the cause as a TLS mismatch. */
+static void test_plaintext_on_the_tls_port_is_answered(void **state)
+{
+    (void)state;
+    harness h;
+    start(&h, g_certs.server_cert, g_certs.server_key, NULL);
+    static const char want[] =
+        "HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: 45\r\n"
+        "x-content-type-options: nosniff\r\nx-corestream-tls: required\r\n\r\n"
+        "this port speaks TLS: use wss:// or https://\n";
+    const char *requests[] = {
+        "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+        "GET /stream?start=1 HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+        "x",
+    };
+    for (size_t i = 0; i < sizeof requests / sizeof requests[0]; i++) {
+        char resp[1024];
+        assert_int_equal(cs_http_raw("127.0.0.1", h.port, requests[i], 5000, resp, sizeof resp), 400);
+        assert_string_equal(resp, want);
+    }
+    client plain = {.scheme = "ws"};
+    assert_int_equal(run(&h, &plain, 3), RL_ERR_TLS);
+    assert_non_null(strstr(plain.err, "the server speaks TLS on this port (is it wss://?)"));
+    /* The TLS port still serves TLS after those. */
+    client c = {.scheme = "wss", .ca = g_certs.ca};
+    assert_int_equal(run(&h, &c, 3), RL_OK);
+    harness_stop(&h);
+}
+
 static void test_mutual_tls(void **state)
 {
     (void)state;
@@ -241,6 +273,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_wss_streams_verified_ledgers),
         cmocka_unit_test(test_refused_access_is_named),
+        cmocka_unit_test(test_plaintext_on_the_tls_port_is_answered),
         cmocka_unit_test(test_mutual_tls),
         cmocka_unit_test(test_reload_swaps_the_certificate_for_new_connections),
     };

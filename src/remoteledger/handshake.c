@@ -61,6 +61,9 @@ void rli_hs_reader_init(rli_hs_reader *r)
     r->buf[0] = '\0';
 }
 
+/* corestreamd's plaintext 400 on its TLS port (it carries `x-corestream-tls: required`). */
+static const char tls_port[] = "the server speaks TLS on this port (is it wss://?)";
+
 /* The first bytes of a TLS record (handshake or alert, versions SSL 3.0 to TLS 1.3): what a TLS
  * server answers an HTTP request with, if anything. */
 static bool looks_like_tls(const char *b)
@@ -97,6 +100,7 @@ rli_hs_status rli_hs_feed(rli_hs_reader *r, const uint8_t *in, size_t len, size_
             r->buf[r->line] = '\0';
             *err = rli_hs_check(r->buf, r->line, key);
             r->status = rli_hs_status_code(r->buf, r->line);
+            r->tls = *err == tls_port; /* a mismatch of TLS itself, as an answer in TLS is */
             return *err ? RLI_HS_FAILED : RLI_HS_DONE;
         }
     }
@@ -187,7 +191,7 @@ const char *rli_hs_check(const char *head, size_t len, const char *key)
 {
     span status = {NULL, 0}, upgrade = {NULL, 0}, accept = {NULL, 0}, protocol = {NULL, 0},
          extensions = {NULL, 0};
-    bool has_upgrade = false, has_accept = false, conn_upgrade = false;
+    bool has_upgrade = false, has_accept = false, conn_upgrade = false, tls_required = false;
     const char *p = head, *end = head + len;
     bool first = true;
     while (p < end) {
@@ -216,6 +220,8 @@ const char *rli_hs_check(const char *head, size_t len, const char *key)
                     protocol = value;
                 } else if (span_is(name, "Sec-WebSocket-Extensions") && !extensions.n) {
                     extensions = value;
+                } else if (span_is(name, "X-Corestream-TLS")) {
+                    tls_required = span_is(value, "required");
                 }
             }
         }
@@ -229,6 +235,8 @@ const char *rli_hs_check(const char *head, size_t len, const char *key)
         return "HS: URI missing";
     if (code == 401)
         return "server requires a token (401)";
+    if (code == 400 && tls_required)
+        return tls_port;
     if (code != 101)
         return "HS: ws upgrade response not 101";
     if (!accept.n)

@@ -5,8 +5,10 @@
  * order, no Sec-WebSocket-Protocol, no Sec-WebSocket-Extensions: permessage-deflate stays off),
  * plus an Authorization: Bearer header when there is a token. The response is checked in lws's
  * order and a failure is worded as lws words it ("HS: ..."), so dial errors read as they did;
- * two answers get plain words instead: a 401 ("server requires a token (401)") and a TLS record
- * where HTTP was expected ("the server answered in TLS (is it wss://?)"). */
+ * three answers get plain words instead: a 401 ("server requires a token (401)"), a TLS record
+ * where HTTP was expected ("the server answered in TLS (is it wss://?)") and corestreamd's
+ * plaintext 400 on its TLS port, known by its `x-corestream-tls: required` header ("the server
+ * speaks TLS on this port (is it wss://?)"). */
 #ifndef RLI_HANDSHAKE_H
 #define RLI_HANDSHAKE_H
 
@@ -38,7 +40,8 @@ typedef struct rli_hs_reader {
     size_t len;  /* bytes collected */
     size_t line; /* where the line being scanned starts */
     int status;  /* the response's HTTP status once the head is complete (-1: unreadable), else 0 */
-    bool tls;    /* the failure was a TLS record where the status line should be */
+    bool tls;    /* the failure was TLS itself: a TLS record where the status line should be, or
+                    the server's word that its port speaks TLS */
     char buf[RLI_HS_MAX_RESPONSE + 1];
 } rli_hs_reader;
 

@@ -124,16 +124,16 @@ static void peer_of(int fd, char *buf, size_t len)
 
 /* The answer in the server's style (server.c respond_with): our HTTP/1.1 status line, lws'
  * lower-case headers, a text body ending in a newline. */
-static char *answer(unsigned status, const char *reason, const char *body, size_t *len)
+static char *answer(unsigned status, const char *reason, const char *extra, const char *body, size_t *len)
 {
-    size_t cap = strlen(reason) + strlen(body) + 256;
+    size_t cap = strlen(reason) + strlen(extra) + strlen(body) + 256;
     char *out = malloc(cap);
     if (!out)
         return NULL;
     int n = snprintf(out, cap,
                      "HTTP/1.1 %u %s\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: %zu\r\n"
-                     "x-content-type-options: nosniff\r\n\r\n%s\n",
-                     status, reason, strlen(body) + 1, body);
+                     "x-content-type-options: nosniff\r\n%s\r\n%s\n",
+                     status, reason, strlen(body) + 1, extra, body);
     *len = (size_t)n;
     return out;
 }
@@ -188,8 +188,10 @@ static void write_answer(cs_headreader *hr, hconn *c)
     linger_read(hr, c);
 }
 
-/* Strangers choose what gets refused, so each refusal is one DEBUG line, as the lws path's. */
-static void refuse(cs_headreader *hr, hconn *c, unsigned status, const char *reason, const char *body)
+/* Strangers choose what gets refused, so each refusal is one DEBUG line, as the lws path's.
+ * extra: more header lines, each ending in CRLF, or "". */
+static void refuse(cs_headreader *hr, hconn *c, unsigned status, const char *reason, const char *extra,
+                   const char *body)
 {
     if (cs_log_enabled(CS_LOG_DEBUG)) {
         char remote[64];
@@ -200,7 +202,7 @@ static void refuse(cs_headreader *hr, hconn *c, unsigned status, const char *rea
     free(c->buf);
     c->buf = NULL;
     c->len = c->cap = 0;
-    c->resp = answer(status, reason, body, &c->resp_len);
+    c->resp = answer(status, reason, extra, body, &c->resp_len);
     if (!c->resp) {
         finish(hr, &hr->reading, c, false);
         return;
@@ -209,8 +211,33 @@ static void refuse(cs_headreader *hr, hconn *c, unsigned status, const char *rea
     write_answer(hr, c);
 }
 
+/* A TLS port: the first byte says whether a TLS handshake (a handshake record, 0x16) is coming,
+ * which lws then gets untouched (only peeked at), or a plaintext request, which is answered here
+ * in plaintext: lws would close it without a word. */
+static void peek_tls(cs_headreader *hr, hconn *c)
+{
+    unsigned char first;
+    ssize_t n;
+    do
+        n = recv(c->fd, &first, 1, MSG_PEEK);
+    while (n < 0 && errno == EINTR);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return;
+    if (n <= 0)
+        finish(hr, &hr->reading, c, false);
+    else if (first == 0x16)
+        finish(hr, &hr->reading, c, true);
+    else
+        refuse(hr, c, 400, "Bad Request", CS_HEAD_TLS_REQUIRED_HEADER "\r\n",
+               "this port speaks TLS: use wss:// or https://");
+}
+
 static void read_head(cs_headreader *hr, hconn *c)
 {
+    if (hr->cfg.tls) {
+        peek_tls(hr, c);
+        return;
+    }
     size_t limit = hr->cfg.limits.head_max + 1; /* one byte past the limit proves it passed */
     for (;;) {
         if (c->len == c->cap) {
@@ -244,13 +271,13 @@ static void read_head(cs_headreader *hr, hconn *c)
             finish(hr, &hr->reading, c, true);
             return;
         case CS_HEAD_URI_TOO_LONG:
-            refuse(hr, c, 414, "Request URI Too Long", "request URI too long");
+            refuse(hr, c, 414, "Request URI Too Long", "", "request URI too long");
             return;
         case CS_HEAD_TOO_LARGE:
-            refuse(hr, c, 431, "Request Header Fields Too Large", "request header fields too large");
+            refuse(hr, c, 431, "Request Header Fields Too Large", "", "request header fields too large");
             return;
         case CS_HEAD_TOO_MANY_PAIRS:
-            refuse(hr, c, 400, "Bad Request", "too many query parameters");
+            refuse(hr, c, 400, "Bad Request", "", "too many query parameters");
             return;
         }
     }

@@ -10,11 +10,19 @@
  * Bytes that cannot start a request line (a TLS ClientHello on the plaintext port) are handed
  * back at once, as they are: lws refuses them as it always did.
  *
+ * On a TLS port (cfg.tls) no head is read: lws still terminates TLS. A connection whose first byte
+ * starts a TLS handshake record is handed back at once with nothing read (len 0: the byte was only
+ * peeked at); any other first byte is a plaintext client on the TLS port, answered in plaintext
+ * with `400 Bad Request`, the header line CS_HEAD_TLS_REQUIRED_HEADER (by which libremoteledger
+ * names the cause) and the body `this port speaks TLS: use wss:// or https://`, then closed. The
+ * deadline applies until that first byte.
+ *
  * Threads: cs_headreader_add and cs_headreader_drain from the lws service thread (add may be
  * called from any one thread); the ready callback runs on the head reader's own thread. */
 #ifndef CS_CORESTREAMD_HEADREADER_H
 #define CS_CORESTREAMD_HEADREADER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -23,8 +31,12 @@
 
 typedef struct cs_headreader cs_headreader;
 
+/* The header line of the plaintext refusal on a TLS port (without its CRLF). */
+#define CS_HEAD_TLS_REQUIRED_HEADER "x-corestream-tls: required"
+
 typedef struct cs_headreader_config {
     cs_head_limits limits;
+    bool tls; /* the port speaks TLS: only its first byte is judged (above) */
     int64_t timeout_ns; /* from add until the head must be complete */
     /* Head reader thread: connections are waiting in cs_headreader_drain. It must only wake the
      * thread that drains (lws_cancel_service); it is called once per batch, not per connection. */

@@ -1088,28 +1088,19 @@ static int accept_ready(cs_server *s, bool admin)
             cs_m_add1(&s->metrics->connections_accepted, 1);
             atomic_fetch_add(&s->connections, 1);
         }
-        /* Plaintext: the head reader has it until its request head is complete (it still counts
-         * toward the caps meanwhile). TLS: lws adopts it now. */
-        if (s->heads) {
-            if (cs_headreader_add(s->heads, fd, tag) != 0) {
-                close(fd);
-                release_tag(s, tag);
-            }
-            continue;
-        }
-        /* lws closes fd itself when adoption fails. */
-        struct lws *wsi = lws_adopt_socket_vhost(s->vhost, fd);
-        if (!wsi) {
+        /* The head reader has it until its request head is complete (TLS: until its first byte
+         * shows a handshake); it still counts toward the caps meanwhile. */
+        if (cs_headreader_add(s->heads, fd, tag) != 0) {
+            close(fd);
             release_tag(s, tag);
-            continue;
         }
-        lws_set_opaque_user_data(wsi, tag);
     }
     return 0;
 }
 
 /* A connection whose head the head reader finished, on the I/O thread: lws adopts it with the
- * bytes read so far; fd -1: it ended in the head reader, only its count is released. */
+ * bytes read so far (TLS: none, lws reads the handshake itself); fd -1: it ended in the head
+ * reader, only its count is released. */
 static void adopt_head(void *ctx, int fd, void *tag, const char *buf, size_t len)
 {
     cs_server *s = ctx;
@@ -1432,7 +1423,7 @@ int cs_server_listen(cs_server *s, cs_err *err)
     info.timeout_secs_ah_idle = info.timeout_secs; /* a request whose headers never finish */
     info.options = LWS_SERVER_OPTION_DISABLE_OS_CA_CERTS;
     if (s->cfg.tls_cert && *s->cfg.tls_cert) {
-        /* A plaintext request on this port fails the TLS handshake: lws closes it at once. */
+        /* A plaintext request on this port never reaches lws: the head reader answers it. */
         info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
         /* HTTP/1.1 only: the WebSocket upgrade and our own status lines are HTTP/1.1 things, and
          * curl or a browser would otherwise negotiate HTTP/2 by ALPN. */
@@ -1463,17 +1454,16 @@ int cs_server_listen(cs_server *s, cs_err *err)
         s->admin_listener = s->admin_wsi;
     }
     lws_sul_schedule(s->ctx, 0, &s->write_check, check_stalled_writes, WRITE_CHECK_US);
-    if (!(s->cfg.tls_cert && *s->cfg.tls_cert)) {
-        cs_headreader_config hc = {
-            .limits = {.uri_max = URI_MAX, .head_max = HEAD_MAX, .fields_max = HEAD_FIELDS_MAX,
-                       .pairs_max = HEAD_PAIRS_MAX},
-            .timeout_ns = (int64_t)info.timeout_secs * CS_SEC,
-            .ready = heads_ready,
-            .ctx = s,
-        };
-        if (cs_headreader_start(&s->heads, &hc, err) != 0)
-            return -1;
-    }
+    cs_headreader_config hc = {
+        .limits = {.uri_max = URI_MAX, .head_max = HEAD_MAX, .fields_max = HEAD_FIELDS_MAX,
+                   .pairs_max = HEAD_PAIRS_MAX},
+        .tls = s->cfg.tls_cert && *s->cfg.tls_cert,
+        .timeout_ns = (int64_t)info.timeout_secs * CS_SEC,
+        .ready = heads_ready,
+        .ctx = s,
+    };
+    if (cs_headreader_start(&s->heads, &hc, err) != 0)
+        return -1;
     if (!s->cfg.quiet_listen) {
         CS_LOG(CS_LOG_INFO, "corestreamd listening", KV_S("addr", s->addr),
                KV_S("source", s->cfg.source_name ? s->cfg.source_name : ""),
@@ -1514,8 +1504,7 @@ int cs_server_run(cs_server *s, cs_err *err)
         if (lws_service(s->ctx, 0) < 0)
             break;
         /* Outside any lws callback: adoption serves the new connection at once. */
-        if (s->heads)
-            cs_headreader_drain(s->heads, adopt_head, s);
+        cs_headreader_drain(s->heads, adopt_head, s);
         bool winding_down = s->shutting_down || s->draining;
         if (winding_down && (!s->subs || s->deadline_passed))
             s->loop_done = true;
