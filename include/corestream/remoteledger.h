@@ -73,7 +73,7 @@ extern "C" {
 /* The version of this header. rl_version_number() and rl_version_string() give the library's,
  * which may be newer (same major, see the ABI rules above). */
 #define RL_VERSION_MAJOR 1
-#define RL_VERSION_MINOR 0
+#define RL_VERSION_MINOR 1
 #define RL_VERSION_PATCH 0
 #define RL_VERSION_NUMBER (RL_VERSION_MAJOR * 10000 + RL_VERSION_MINOR * 100 + RL_VERSION_PATCH)
 #define RL_VERSION_STR_(x) #x
@@ -291,7 +291,7 @@ typedef struct rl_stream rl_stream;
  * (the message says why: in the prototype's words for a URL, naming the field for an option, e.g.
  *   remoteledger: rl_options.struct_size is 0: set it to sizeof(rl_options) (rl_options_init does)
  *   remoteledger: rl_options.struct_size 12 is not a multiple of 8
- *   remoteledger: rl_options.struct_size 200 sets options this library (1.0.0, 144 bytes) does not know
+ *   remoteledger: rl_options.struct_size 200 sets options this library (1.1.0, 144 bytes) does not know
  * ; *out is still set so rl_stream_error can be read, every later rl_stream_raw_ledgers returns the
  * same error, and the stream must be freed). Returns RL_ERR_NOMEM with *out NULL when the stream
  * cannot be allocated. */
