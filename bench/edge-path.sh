@@ -24,7 +24,7 @@ COUNT_SMALL=${COUNT_SMALL:-300}
 COUNT_GATE=${COUNT_GATE:-100}
 SHAPES=${SHAPES:-small gate}
 CLUSTER=${CLUSTER:-0}
-LEAD=8
+LEAD=40 # slack for the edge and (CLUSTER=1) the R3 stream to come up before the range starts
 if ((TINY)); then SHAPES=tiny; fi
 
 plane=$([[ $CLUSTER == 1 ]] && echo "3-node R3 cluster" || echo "one nats-server")
@@ -62,7 +62,7 @@ nats_start() {
     NATS_PIDS+=("$NATS_PID")
     port=""
     for ((j = 0; j < 200; j++)); do
-      port=$(sed -n 's/.*Listening for client connections on 127.0.0.1:\([0-9]*\).*/\1/p' "$log" | head -1)
+      [[ -f $log ]] && port=$(sed -n 's/.*Listening for client connections on 127.0.0.1:\([0-9]*\).*/\1/p' "$log" | head -1)
       [[ -n $port ]] && grep -q "Server is ready" "$log" && break
       pid_alive "$NATS_PID" || { cat "$log" >&2; die "nats-server $i exited"; }
       sleep 0.05
