@@ -25,6 +25,7 @@
 #include <xxhash.h>
 
 #include "support/procharness.h"
+#include "support/ringfixture.h"
 #include "support/tmpdir.h"
 #include "support/wsclient.h"
 #include "wire/wire.h"
@@ -36,45 +37,16 @@
 #define WAIT_MS 20000
 #define STOP_MS 10000
 
-typedef struct fixture {
-    cs_tmpdir dir;
-    char data[700]; /* <dir>/data, the --data-dir */
-    char ring[720]; /* <data>/ledgers */
-    cs_proc proc;
-    bool started;
-} fixture;
+typedef cs_ringfx fixture;
 
 static int setup(void **state)
 {
-    fixture *f = calloc(1, sizeof *f);
-    if (!f || cs_tmpdir_make(&f->dir, "ringfaults") != 0) {
-        free(f);
-        return -1;
-    }
-    /* Scratch paths are short; a longer one fails the setup rather than being cut. */
-    if (strlen(f->dir.path) > sizeof f->data - 16) {
-        cs_tmpdir_remove(&f->dir);
-        free(f);
-        return -1;
-    }
-    memcpy(f->data, f->dir.path, strlen(f->dir.path));
-    strcpy(f->data + strlen(f->dir.path), "/data");
-    strcpy(f->ring, f->data);
-    strcat(f->ring, "/ledgers");
-    *state = f;
-    return 0;
+    return cs_ringfx_setup(state, "ringfaults");
 }
 
 static int teardown(void **state)
 {
-    fixture *f = *state;
-    if (f->started)
-        cs_proc_free(&f->proc);
-    /* A case may leave the ring unwritable to its owner. */
-    chmod(f->ring, 0755);
-    cs_tmpdir_remove(&f->dir);
-    free(f);
-    return 0;
+    return cs_ringfx_teardown(state);
 }
 
 /* Whether `unshare -rm` can make a private mount namespace with tmpfs mounts here. */
@@ -88,54 +60,21 @@ static bool can_mount_tmpfs(void)
     return known == 1;
 }
 
-/* Starts corestreamd with args (NULL-terminated) after the common ones. With mount_script, the
- * daemon runs inside `unshare -rm sh -c '<mount_script> && exec "$0" "$@"'`: the same process
- * (unshare and sh exec), so the harness's PID is the daemon's. */
+/* Starts corestreamd with args after the common ones, under mount_script when set
+ * (cs_ringfx_start). */
 static void start_daemon(fixture *f, const char *mount_script, const char *const *args)
 {
-    const char *argv[64];
-    int n = 0;
-    if (mount_script) {
-        argv[n++] = "/usr/bin/unshare";
-        argv[n++] = "-rm";
-        argv[n++] = "/bin/sh";
-        argv[n++] = "-c";
-        static char script[4200];
-        snprintf(script, sizeof script, "%s && exec \"$0\" \"$@\"", mount_script);
-        argv[n++] = script;
-    }
-    argv[n++] = CORESTREAMD_BIN;
-    argv[n++] = "--listen";
-    argv[n++] = "127.0.0.1:0";
-    argv[n++] = "--data-dir";
-    argv[n++] = f->data;
-    while (*args)
-        argv[n++] = *args++;
-    argv[n] = NULL;
-    assert_int_equal(cs_proc_start(&f->proc, (char *const *)argv), 0);
-    f->started = true;
+    cs_ringfx_start(f, mount_script, CORESTREAMD_BIN, args);
 }
 
-/* Every log line carries pid= right after msg=; needles are written without it, and this puts the
- * daemon's pid in (the mount wrapper execs the daemon, so the pid is the one started). */
 static const char *with_pid(const fixture *f, const char *needle)
 {
-    static char buf[8192];
-    const char *m = strstr(needle, "msg=\"");
-    const char *q = m ? strchr(m + 5, '"') : NULL;
-    while (q && q[-1] == '\\') /* an escaped quote inside the message */
-        q = strchr(q + 1, '"');
-    if (!q || q[1] != ' ')
-        return needle; /* the needle ends at the message: nothing follows to separate */
-    snprintf(buf, sizeof buf, "%.*s pid=%d%s", (int)(q + 1 - needle), needle, (int)f->proc.pid, q + 1);
-    return buf;
+    return cs_ringfx_with_pid(f, needle);
 }
 
 static void wait_line(fixture *f, const char *needle)
 {
-    needle = with_pid(f, needle);
-    if (cs_proc_wait_line(&f->proc, needle, WAIT_MS) != 0)
-        fail_msg("no log line with %s; log:\n%s", needle, f->proc.log);
+    cs_ringfx_wait_line(f, needle, WAIT_MS);
 }
 
 static void healthz(fixture *f, char *body, size_t len)

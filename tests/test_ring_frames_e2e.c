@@ -23,6 +23,7 @@
 #include <xxhash.h>
 
 #include "support/procharness.h"
+#include "support/ringfixture.h"
 #include "support/tmpdir.h"
 #include "support/wsclient.h"
 #include "wire/wire.h"
@@ -35,58 +36,21 @@
 #define STOP_MS 10000
 #define MAX_CHUNKS 128
 
-typedef struct fixture {
-    cs_tmpdir dir;
-    char data[700];
-    char ring[720];
-    cs_proc proc;
-    bool started;
-} fixture;
+typedef cs_ringfx fixture;
 
 static int setup(void **state)
 {
-    fixture *f = calloc(1, sizeof *f);
-    if (!f || cs_tmpdir_make(&f->dir, "ringframes") != 0) {
-        free(f);
-        return -1;
-    }
-    if (strlen(f->dir.path) > sizeof f->data - 16) {
-        cs_tmpdir_remove(&f->dir);
-        free(f);
-        return -1;
-    }
-    memcpy(f->data, f->dir.path, strlen(f->dir.path));
-    strcpy(f->data + strlen(f->dir.path), "/data");
-    strcpy(f->ring, f->data);
-    strcat(f->ring, "/ledgers");
-    *state = f;
-    return 0;
+    return cs_ringfx_setup(state, "ringframes");
 }
 
 static int teardown(void **state)
 {
-    fixture *f = *state;
-    if (f->started)
-        cs_proc_free(&f->proc);
-    cs_tmpdir_remove(&f->dir);
-    free(f);
-    return 0;
+    return cs_ringfx_teardown(state);
 }
 
 static void start_daemon(fixture *f, const char *const *args)
 {
-    const char *argv[64];
-    int n = 0;
-    argv[n++] = CORESTREAMD_BIN;
-    argv[n++] = "--listen";
-    argv[n++] = "127.0.0.1:0";
-    argv[n++] = "--data-dir";
-    argv[n++] = f->data;
-    while (*args)
-        argv[n++] = *args++;
-    argv[n] = NULL;
-    assert_int_equal(cs_proc_start(&f->proc, (char *const *)argv), 0);
-    f->started = true;
+    cs_ringfx_start(f, NULL, CORESTREAMD_BIN, args);
 }
 
 static void stop_daemon(fixture *f)
@@ -107,23 +71,14 @@ static void run_to_exit(fixture *f, const char *const *args)
     f->started = false;
 }
 
-/* Log lines carry pid= right after msg=; needles are written without it. */
 static const char *with_pid(const fixture *f, const char *needle)
 {
-    static char buf[8192];
-    const char *m = strstr(needle, "msg=\"");
-    const char *q = m ? strchr(m + 5, '"') : NULL;
-    if (!q || q[1] != ' ')
-        return needle;
-    snprintf(buf, sizeof buf, "%.*s pid=%d%s", (int)(q + 1 - needle), needle, (int)f->proc.pid, q + 1);
-    return buf;
+    return cs_ringfx_with_pid(f, needle);
 }
 
 static void wait_line(fixture *f, const char *needle)
 {
-    needle = with_pid(f, needle);
-    if (cs_proc_wait_line(&f->proc, needle, WAIT_MS) != 0)
-        fail_msg("no log line with %s; log:\n%s", needle, f->proc.log);
+    cs_ringfx_wait_line(f, needle, WAIT_MS);
 }
 
 /* For a line that may already have been logged before one waited for earlier (the frames pass

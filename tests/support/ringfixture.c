@@ -1,0 +1,92 @@
+#include "support/ringfixture.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+int cs_ringfx_setup(void **state, const char *tag)
+{
+    cs_ringfx *f = calloc(1, sizeof *f);
+    if (!f || cs_tmpdir_make(&f->dir, tag) != 0) {
+        free(f);
+        return -1;
+    }
+    if (strlen(f->dir.path) > sizeof f->data - 16) {
+        cs_tmpdir_remove(&f->dir);
+        free(f);
+        return -1;
+    }
+    /* The length is checked above: both fit. */
+    size_t n = strlen(f->dir.path);
+    memcpy(f->data, f->dir.path, n);
+    strcpy(f->data + n, "/data");
+    strcpy(f->ring, f->data);
+    strcat(f->ring, "/ledgers");
+    *state = f;
+    return 0;
+}
+
+int cs_ringfx_teardown(void **state)
+{
+    cs_ringfx *f = *state;
+    if (f->started)
+        cs_proc_free(&f->proc);
+    chmod(f->ring, 0755);
+    cs_tmpdir_remove(&f->dir);
+    free(f);
+    return 0;
+}
+
+void cs_ringfx_start(cs_ringfx *f, const char *mount_script, const char *bin, const char *const *args)
+{
+    const char *argv[64];
+    int n = 0;
+    static char script[4200];
+    if (mount_script) {
+        argv[n++] = "/usr/bin/unshare";
+        argv[n++] = "-rm";
+        argv[n++] = "/bin/sh";
+        argv[n++] = "-c";
+        snprintf(script, sizeof script, "%s && exec \"$0\" \"$@\"", mount_script);
+        argv[n++] = script;
+    }
+    argv[n++] = bin;
+    argv[n++] = "--listen";
+    argv[n++] = "127.0.0.1:0";
+    argv[n++] = "--data-dir";
+    argv[n++] = f->data;
+    while (*args) {
+        assert_true(n < 63);
+        argv[n++] = *args++;
+    }
+    argv[n] = NULL;
+    assert_int_equal(cs_proc_start(&f->proc, (char *const *)argv), 0);
+    f->started = true;
+}
+
+const char *cs_ringfx_with_pid(const cs_ringfx *f, const char *needle)
+{
+    static char buf[8192];
+    const char *m = strstr(needle, "msg=\"");
+    const char *q = m ? strchr(m + 5, '"') : NULL;
+    while (q && q[-1] == '\\') /* an escaped quote inside the message */
+        q = strchr(q + 1, '"');
+    if (!q || q[1] != ' ')
+        return needle;
+    snprintf(buf, sizeof buf, "%.*s pid=%d%s", (int)(q + 1 - needle), needle, (int)f->proc.pid, q + 1);
+    return buf;
+}
+
+void cs_ringfx_wait_line(cs_ringfx *f, const char *needle, int timeout_ms)
+{
+    needle = cs_ringfx_with_pid(f, needle);
+    if (cs_proc_wait_line(&f->proc, needle, timeout_ms) != 0)
+        fail_msg("no log line with %s; log:\n%s", needle, f->proc.log);
+}
