@@ -310,6 +310,7 @@ int br_consume(const br_consume_spec *spec, br_subscriber **out, cs_err *err)
     }
     if (spec->resume)
         opts.resume_retries = spec->resume_retries;
+    opts.busy_poll_ns = spec->busy_poll_us * 1000;
     verifier v = {.on = spec->verify, .compressible = spec->compressible, .size = spec->size};
 
     /* Every stream exists (and a signal can cancel it) before the first dial, and every session

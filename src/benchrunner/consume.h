@@ -30,6 +30,7 @@ typedef struct br_consume_spec {
     size_t subscribers;       /* 1..BR_MAX_SUBSCRIBERS */
     bool resume;
     int64_t resume_retries;
+    int64_t busy_poll_us;     /* rl_options.busy_poll_ns in microseconds; 0 off */
     /* Called with the run's streams once they exist (and with NULL, 0 before they are freed), so
      * a signal can rl_stream_cancel them; may be NULL. */
     void (*publish)(rl_stream *const *streams, size_t n);

@@ -179,6 +179,7 @@ static int consume(const char *label, const char *url, const br_options *o, bool
         .subscribers = (size_t)o->subscribers,
         .resume = o->resume,
         .resume_retries = o->resume_retries,
+        .busy_poll_us = o->busy_poll_us,
         .publish = set_current_streams,
         .progress = on_progress,
         .progress_ctx = prog,

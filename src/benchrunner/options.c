@@ -38,7 +38,7 @@ void br_options_defaults(br_options *o)
     o->resume_retries = 10;
 }
 
-#define BR_NFLAGS 31
+#define BR_NFLAGS 32
 
 static void fill_flags(cs_flag *f, br_options *o)
 {
@@ -89,6 +89,8 @@ static void fill_flags(cs_flag *f, br_options *o)
          "remote and loopback: reconnect when a connection is lost and go on from the next ledger"},
         {"resume-retries", CS_FLAG_INT, &o->resume_retries,
          "with -resume: attempts in a row without a ledger before giving up (negative = no limit)"},
+        {"busy-poll-us", CS_FLAG_INT, &o->busy_poll_us,
+         "remote and loopback, one subscriber: busy-poll the socket this many microseconds before blocking (0 = off)"},
         {"version", CS_FLAG_BOOL, &o->version,
          "print the version, commit, build type and library versions, then exit"},
     };
@@ -159,6 +161,15 @@ int br_options_validate(const br_options *o, cs_err *err)
     if (o->resume && o->resume_retries == 0)
         return cs_err_set(err, 0, "--resume-retries 0 would never reconnect: give a positive budget, or a "
                                   "negative one for no limit");
+    if (o->busy_poll_us < 0 || o->busy_poll_us > BR_MAX_BUSY_POLL_US)
+        return cs_err_set(err, 0, "--busy-poll-us must be 0 to %d, got %lld", BR_MAX_BUSY_POLL_US,
+                          (long long)o->busy_poll_us);
+    if (o->busy_poll_us && !streams)
+        return set_quoted(err, "--busy-poll-us applies to the remote and loopback modes, not ", o->mode);
+    if (o->busy_poll_us && o->subscribers > 1)
+        return cs_err_set(err, 0, "--busy-poll-us applies to one subscriber: --subscribers %lld polls its sessions "
+                                  "without blocking in any one of them",
+                          (long long)o->subscribers);
     if (*o->tls_key && !*o->tls_cert)
         return cs_err_set(err, 0, "--tls-key needs --tls-cert");
     if (*o->token && *o->token_file)

@@ -43,11 +43,14 @@ typedef struct br_options {
     int64_t subscribers;         /* remote and loopback: sessions served by one thread (1..1024) */
     bool resume;                 /* remote and loopback: reconnect and go on (rl_options resume) */
     int64_t resume_retries;      /* --resume's budget: attempts in a row without a ledger; <0 none */
+    int64_t busy_poll_us;        /* remote and loopback: rl_options.busy_poll_ns / 1000; 0 off */
     bool version;                /* --version: print the build information and exit 0 */
 } br_options;
 
 /* --subscribers' ceiling: sessions one process (and its descriptor limit) serves. */
 #define BR_MAX_SUBSCRIBERS 1024
+/* --busy-poll-us' ceiling: the library's RL_MAX_BUSY_POLL_NS, 1 s. */
+#define BR_MAX_BUSY_POLL_US 1000000
 
 /* The defaults of PORTSPEC 4.1 (mode loopback, url ws://127.0.0.1:8462, count 100, ...). */
 void br_options_defaults(br_options *o);

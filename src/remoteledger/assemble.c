@@ -167,7 +167,8 @@ static bool scratch_append(rli_asm *a, const uint8_t *p, size_t n)
         a->scratch = s;
         a->scratch_cap = cap;
     }
-    memcpy(a->scratch + a->scratch_len, p, n);
+    if (p != a->scratch + a->scratch_len) /* else received in place (rli_asm_recv_slot) */
+        memcpy(a->scratch + a->scratch_len, p, n);
     a->scratch_len += n;
     return true;
 }
@@ -266,9 +267,46 @@ static void append_raw(rli_asm *a, const uint8_t *p, size_t n)
         pend(a, RL_ERR_NOMEM, "remoteledger: out of memory");
         return;
     }
-    memcpy(a->buf + a->len, p, n);
+    if (p != a->buf + a->len) /* else received in place (rli_asm_recv_slot) */
+        memcpy(a->buf + a->len, p, n);
     XXH64_update(a->hash, p, n);
     a->len += n;
+}
+
+uint8_t *rli_asm_recv_slot(rli_asm *a, size_t want, size_t *room)
+{
+    *room = 0;
+    if (want == 0)
+        return NULL;
+    if (a->mode == M_RAW) {
+        if (a->cap >= 0) {
+            if ((uint64_t)a->len >= (uint64_t)a->cap)
+                return NULL; /* the next byte is over the cap: append_raw says so */
+            if ((uint64_t)want > (uint64_t)a->cap - a->len)
+                want = (size_t)((uint64_t)a->cap - a->len);
+        }
+        if (want > SIZE_MAX - a->len || !reserve(a, a->len + want))
+            return NULL;
+        *room = want;
+        return a->buf + a->len;
+    }
+    if (a->mode == M_ZSTD && !a->whole && !a->direct) {
+        if (a->scratch_len + want > a->scratch_cap) {
+            if (want > SIZE_MAX / 2 - a->scratch_len)
+                return NULL;
+            size_t cap = a->scratch_cap ? a->scratch_cap : MIN_BUFFER;
+            while (cap < a->scratch_len + want)
+                cap *= 2;
+            uint8_t *s = realloc(a->scratch, cap);
+            if (!s)
+                return NULL;
+            a->scratch = s;
+            a->scratch_cap = cap;
+        }
+        *room = want;
+        return a->scratch + a->scratch_len;
+    }
+    return NULL;
 }
 
 static bool is_chunk_header(const uint8_t *h)

@@ -2,7 +2,8 @@
  * independent of the transport.
  *
  * Messages are fed either whole (rli_asm_message) or as a run of fragments (rli_asm_msg_begin,
- * rli_asm_msg_data..., rli_asm_msg_end). Raw chunk bytes are appended to the assembly buffer as they
+ * rli_asm_msg_data..., rli_asm_msg_end); a fragment may have been received in place
+ * (rli_asm_recv_slot). Raw chunk bytes are appended to the assembly buffer as they
  * arrive; a zstd chunk is decoded straight into the assembly buffer when it is complete (from the
  * caller's buffer when it came whole, from a reused scratch copy of the compressed bytes when it
  * came in fragments). XXH64 runs incrementally over the appended raw bytes, so END verification
@@ -48,6 +49,17 @@ rli_asm_status rli_asm_message(rli_asm *a, const uint8_t *msg, size_t len, cs_er
 void rli_asm_msg_begin(rli_asm *a, uint64_t size_hint);
 void rli_asm_msg_data(rli_asm *a, const uint8_t *p, size_t n);
 rli_asm_status rli_asm_msg_end(rli_asm *a, cs_err *err);
+
+/* Receiving in place, so that payload bytes cost no copy past the read itself. During a raw
+ * CHUNK's payload the slot is the end of the assembly buffer (within the cap); during a
+ * fragmented zstd CHUNK's, the end of the compressed bytes gathered so far (decoded from there at
+ * the message's end). Makes room for up to `want` bytes and returns the slot with *room set
+ * (1..want), or NULL when the next bytes must come through the caller's own buffer: the message's
+ * header still being collected, an error pending, the cap reached, no memory, want 0.
+ * Bytes received into the slot are then fed as any others, rli_asm_msg_data(a, slot, n) with
+ * n <= *room, before any other call on the assembler; it sees that they are already in place and
+ * only accounts for them (length, hash, checks: the same verification and errors as a copy). */
+uint8_t *rli_asm_recv_slot(rli_asm *a, size_t want, size_t *room);
 
 /* After RLI_ASM_LEDGER: the verified ledger (borrowed until the next feed or reset) and its info;
  * received_unix_nano is left 0 for the caller to stamp. */

@@ -37,6 +37,15 @@
  * client more often and lengthen the delivery tail of 200 KiB ledgers; 1 MiB gave the best tail
  * and 4 MiB nothing more. */
 #define RBUF_SIZE (1024u << 10)
+/* Payload the assembler can take in place (a raw CHUNK's bytes, a fragmented zstd CHUNK's) is read
+ * straight into the assembly buffer, at most this much per read. Once frames are this large
+ * (CHUNK-sized), a read at a frame boundary takes only HEAD_READ bytes into rbuf: the frame header
+ * and the CHUNK header (2 + 8 + 11 bytes) with a little payload, so the rest of the frame lands in
+ * place instead of being read into rbuf and copied. One more read per frame buys a copy less per
+ * payload byte. */
+#define INPLACE_MAX (4096u << 10)
+#define INPLACE_FRAME_MIN (16u << 10)
+#define HEAD_READ 64u
 /* How long to let a close frame of ours (or the echo of the server's) get written, at most. */
 #define LINGER_MS 1000
 #define CLOSE_PROTOCOL_ERROR 1002 /* what coder/websocket closes with on a framing violation */
@@ -156,6 +165,10 @@ static int check_options(const rl_options *o, cs_err *err)
         for (const unsigned char *p = (const unsigned char *)o->bearer_token; *p; p++)
             if (*p < 0x20 || *p == 0x7F)
                 return cs_err_set(err, RL_ERR_INVALID, "remoteledger: bearer_token holds a control character");
+    if (o->busy_poll_ns > RL_MAX_BUSY_POLL_NS)
+        return cs_err_set(err, RL_ERR_INVALID,
+                          "remoteledger: rl_options.busy_poll_ns %" PRId64 " is over the 1 s (%lld ns) bound",
+                          o->busy_poll_ns, RL_MAX_BUSY_POLL_NS);
     return 0;
 }
 
@@ -320,6 +333,7 @@ typedef struct rli_conn {
 
     bool in_msg;      /* a data message has started and not ended */
     uint64_t msg_len; /* its length so far, as declared by its frames */
+    bool big_frames;  /* the last data frame longer than HEAD_READ was CHUNK-sized (see HEAD_READ) */
 
     char key[RLI_HS_KEY_LEN + 1];
     uint64_t msg_hint; /* the message's length when its first frame is its last, else 0 */
@@ -630,6 +644,8 @@ static int on_frames(rli_conn *c, const uint8_t *in, size_t len, size_t *used)
                 return 0;
             }
             c->msg_len += ev.frame_len;
+            if (ev.frame_len > HEAD_READ) /* BEGIN, END and control frames leave it as it was */
+                c->big_frames = ev.frame_len >= INPLACE_FRAME_MIN;
             continue;
         case RLI_WS_EV_DATA: {
             cs_err err;
@@ -710,6 +726,17 @@ static int on_bytes(rli_conn *c, const uint8_t *in, size_t len, size_t *used)
     return 0;
 }
 
+/* Where the next read may land in place: inside a data frame's payload that the assembler takes
+ * as it is (see rli_asm_recv_slot), at most what the frame has left, so the read holds no header.
+ * NULL: read into rbuf. */
+static uint8_t *rx_slot(rli_conn *c, size_t *room)
+{
+    uint64_t left = rli_ws_payload_left(&c->wp);
+    if (!c->in_msg || left == 0)
+        return NULL;
+    return rli_asm_recv_slot(c->a, left < INPLACE_MAX ? (size_t)left : INPLACE_MAX, room);
+}
+
 /* ---- the connection's loop ---------------------------------------------------------------------- */
 
 typedef enum serve_status {
@@ -769,9 +796,25 @@ static serve_status serve(rli_conn *c, bool until_established, int64_t call_dead
             }
         }
         if (!c->rx_off && !c->done) {
-            size_t n = 0;
-            rli_tp_status st = rli_tp_read(&c->tp, c->rbuf, RBUF_SIZE, &n);
-            if (st == RLI_TP_OK) {
+            size_t n = 0, room = 0;
+            uint8_t *slot = c->established ? rx_slot(c, &room) : NULL;
+            size_t cap = RBUF_SIZE;
+            if (slot)
+                cap = room;
+            else if (c->established && c->big_frames)
+                cap = HEAD_READ;
+            rli_tp_status st = rli_tp_read(&c->tp, slot ? slot : c->rbuf, cap, &n);
+            if (st == RLI_TP_OK && slot) {
+                /* All payload of the current frame (n <= what it has left), already where the
+                 * assembler keeps it: parsed there, nothing copied. */
+                size_t used = 0;
+                int rc = on_bytes(c, slot, n, &used);
+                if (rc < 0)
+                    return SERVE_DONE;
+                if (c->ready)
+                    return SERVE_READY; /* never here: only an END completes a ledger */
+                continue;
+            } else if (st == RLI_TP_OK) {
                 c->in_off = 0;
                 c->in_len = n;
                 continue;
@@ -793,7 +836,11 @@ static serve_status serve(rli_conn *c, bool until_established, int64_t call_dead
             deadline = c->linger_deadline_ms;
         else if (call_deadline_ms >= 0 && (deadline < 0 || call_deadline_ms < deadline))
             deadline = call_deadline_ms;
-        rli_tp_status st = rli_tp_wait(&c->tp, !c->rx_off && !c->done, c->out_off < c->out_len, deadline);
+        bool want_read = !c->rx_off && !c->done;
+        if (want_read && c->established && c->out_off == c->out_len && c->s->opts.busy_poll_ns > 0 &&
+            rli_tp_spin(&c->tp, c->s->opts.busy_poll_ns))
+            continue; /* readable (or woken) without sleeping */
+        rli_tp_status st = rli_tp_wait(&c->tp, want_read, c->out_off < c->out_len, deadline);
         if (st == RLI_TP_TIMEOUT) {
             if (c->done) {
                 c->linger = false;

@@ -89,6 +89,28 @@ static rli_tp_status fail(rli_tp *t, bool tls, const char *fmt, ...)
     return RLI_TP_ERROR;
 }
 
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+bool rli_tp_spin(rli_tp *t, int64_t spin_ns)
+{
+    if (spin_ns <= 0 || t->rd_want_write)
+        return false;
+    int64_t end = mono_ns() + spin_ns;
+    /* A zero-timeout poll per round: the thread stays on its CPU (no sleep, no wake-up latency)
+     * and sees data the moment the kernel queues it. */
+    struct pollfd p[2] = {{.fd = t->fd, .events = POLLIN}, {.fd = t->wake_fd, .events = POLLIN}};
+    do {
+        if (poll(p, 2, 0) > 0)
+            return true;
+    } while (mono_ns() < end);
+    return false;
+}
+
 rli_tp_status rli_tp_wait(rli_tp *t, bool want_read, bool want_write, int64_t deadline_ms)
 {
     short ev = 0;

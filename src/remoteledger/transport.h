@@ -85,6 +85,12 @@ rli_tp_status rli_tp_write(rli_tp *t, const uint8_t *p, size_t len, size_t *n);
  * signalled, or deadline_ms (< 0: none). Returns OK, TIMEOUT, WOKEN or ERROR. */
 rli_tp_status rli_tp_wait(rli_tp *t, bool want_read, bool want_write, int64_t deadline_ms);
 
+/* Busy-polls the socket for up to spin_ns before the caller blocks in rli_tp_wait: polls it (and
+ * the wake descriptor) without sleeping until something is readable or the time is up. Returns
+ * true when the socket (or the wake descriptor) is ready, false when the time ran out. Only for
+ * reads that want the socket readable (not a TLS read that waits to write). */
+bool rli_tp_spin(rli_tp *t, int64_t spin_ns);
+
 /* CLOCK_MONOTONIC in milliseconds. */
 int64_t rli_mono_ms(void);
 

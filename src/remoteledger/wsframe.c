@@ -25,6 +25,8 @@ void rli_ws_parser_init(rli_ws_parser *p)
 
 bool rli_ws_parser_in_message(const rli_ws_parser *p) { return p->in_msg; }
 
+uint64_t rli_ws_payload_left(const rli_ws_parser *p) { return p->state == S_PAYLOAD ? p->remaining : 0; }
+
 static const char *op_name(uint8_t op, char *buf, size_t len)
 {
     switch (op) {

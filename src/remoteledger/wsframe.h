@@ -86,6 +86,12 @@ size_t rli_ws_parse(rli_ws_parser *p, const uint8_t *in, size_t len, rli_ws_even
 /* A data message has started (its first frame header is complete) and has not ended. */
 bool rli_ws_parser_in_message(const rli_ws_parser *p);
 
+/* Payload bytes of the current data frame still to come; 0 outside a data frame's payload (a
+ * header or a control frame being collected, or a failed parser). Input of at most this many bytes
+ * is all payload: the caller may receive it wherever the payload belongs and parse it there (a
+ * DATA event then points at it), so it needs no copy. */
+uint64_t rli_ws_payload_left(const rli_ws_parser *p);
+
 /* Writes a masked client frame (FIN set) with payload p[0..n) into out, which needs
  * RLI_WS_MAX_HEADER + n bytes; returns its length. The payload is masked with `mask`. */
 size_t rli_ws_build_frame(uint8_t *out, uint8_t opcode, const uint8_t *p, size_t n, const uint8_t mask[4]);
