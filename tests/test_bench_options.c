@@ -498,6 +498,34 @@ static void subscribers_and_resume_flags(void **state)
     free(usage);
 }
 
+/* --busy-poll-us: off by default, microseconds into rl_options.busy_poll_ns, one subscriber only. */
+static void busy_poll_flag(void **state)
+{
+    (void)state;
+    br_options o;
+    cs_err err;
+    assert_int_equal(parse(ARGV("--mode", "remote"), &o, &err, NULL), 0);
+    assert_int_equal(o.busy_poll_us, 0);
+    assert_int_equal(parse(ARGV("--mode", "remote", "--busy-poll-us", "50"), &o, &err, NULL), 0);
+    assert_int_equal(o.busy_poll_us, 50);
+    EXPECT_OK("--mode", "loopback", "-busy-poll-us", "1000000");
+    EXPECT_OK("--mode", "remote", "--subscribers", "8", "--busy-poll-us", "0");
+    EXPECT_ERROR("--busy-poll-us must be 0 to 1000000, got -1", "--mode", "remote", "--busy-poll-us", "-1");
+    EXPECT_ERROR("--busy-poll-us must be 0 to 1000000, got 1000001", "--busy-poll-us", "1000001");
+    EXPECT_ERROR("--busy-poll-us applies to the remote and loopback modes, not \"localtap\"", "--mode", "localtap",
+                 "--pipe-cmd", "x", "--busy-poll-us", "10");
+    EXPECT_ERROR("--busy-poll-us applies to one subscriber: --subscribers 4 polls its sessions without blocking in "
+                 "any one of them",
+                 "--mode", "remote", "--subscribers", "4", "--busy-poll-us", "10");
+    char *usage = NULL;
+    assert_int_equal(parse(ARGV("-h"), &o, &err, &usage), 1);
+    const char *want = "\n  -busy-poll-us int\n    \tremote and loopback, one subscriber: busy-poll the socket this "
+                       "many microseconds before blocking (0 = off)\n  -chunk-size int\n";
+    if (!strstr(usage, want))
+        fail_msg("usage is missing \"%s\":\n%s", want, usage);
+    free(usage);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -516,6 +544,7 @@ int main(void)
         cmocka_unit_test(validate_directly),
         cmocka_unit_test(tls_and_token_flags),
         cmocka_unit_test(subscribers_and_resume_flags),
+        cmocka_unit_test(busy_poll_flag),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,7 +7,8 @@
  *               run of one byte, with or without the content size, optionally corrupted), 4 END
  *               with the totals of the flow so far, 5 and 7 arbitrary bytes, 6 a truncated END;
  *   bit 3       perturbs the message (sequence, index or END field off by one, repetitive zstd);
- *   bit 7       feeds it in fragments (piece size and size hint from the next byte).
+ *   bit 7       feeds it in fragments (piece size, size hint and whether pieces are received in
+ *               place, into rli_asm_recv_slot's slot, from the next byte).
  * The sequence is fed twice to fresh assemblers, every message whole and then as the input says;
  * after an error the assembler is reset to the first ledger, as the stream does. Checked:
  *  - both runs agree message by message: status, error kind and text, ledger bytes and info;
@@ -59,6 +60,7 @@ typedef struct msg {
     size_t n;
     size_t piece; /* 0: whole; otherwise fed in pieces of this size */
     uint64_t hint;
+    bool in_place; /* the pieces are received into rli_asm_recv_slot's slot whenever it offers one */
 } msg;
 
 /* The flow the generator is building, so that well-formed flows are likely. */
@@ -172,6 +174,7 @@ static void gen(src *s, model *md, ZSTD_CCtx *cc, int64_t cap, msg *out)
     if (op & 0x80) {
         uint8_t f = byte(s);
         out->piece = (size_t)(f & 15) + 1;
+        out->in_place = f & 0x40;
         switch (f >> 4 & 3) {
         case 0: out->hint = 0; break;
         case 1: out->hint = out->n; break;
@@ -217,13 +220,23 @@ static void feed(rli_asm *a, const msg *m, bool as_given, result *r)
         return;
     }
     rli_asm_msg_begin(a, m->hint);
-    for (size_t off = 0; off < m->n; off += m->piece) {
+    for (size_t off = 0; off < m->n;) {
         size_t k = m->n - off < m->piece ? m->n - off : m->piece;
+        size_t room = 0;
+        uint8_t *slot = m->in_place ? rli_asm_recv_slot(a, k, &room) : NULL;
+        if (slot) { /* as the client's in-place read: the bytes land in the slot, then are fed */
+            check(room >= 1 && room <= k, "a slot of 1..want bytes");
+            memcpy(slot, m->p + off, room);
+            rli_asm_msg_data(a, slot, room);
+            off += room; /* a short slot (the cap): the rest comes through the next piece */
+            continue;
+        }
         uint8_t *copy = malloc(k);
         check(copy != NULL, "malloc");
         memcpy(copy, m->p + off, k);
         rli_asm_msg_data(a, copy, k);
         free(copy);
+        off += k;
     }
     r->st = rli_asm_msg_end(a, &r->err);
     take_ledger(a, r);

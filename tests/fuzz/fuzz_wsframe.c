@@ -8,7 +8,10 @@
  *  - a data slice lies inside the input just fed, at the parser's position (no copy);
  *  - every frame's slices add up to its declared length, flagged first/last as the header said;
  *  - control payloads stay within 125 bytes; the parser never reports using more than it got and
- *    stays failed after an error.
+ *    stays failed after an error;
+ *  - rli_ws_payload_left is always what the current data frame has left (0 outside one), and a
+ *    third run that never reads past it inside a payload (the client's in-place reads) gives the
+ *    same events, each such read one payload slice.
  *
  * Build and run: tests/fuzz/CMakeLists.txt (clang, -DCS_FUZZ=ON). */
 #include <stdbool.h>
@@ -153,6 +156,9 @@ static void feed(run *r, const uint8_t *in, size_t len)
             check(false, "event kind");
         }
         off += used;
+        /* What stream.c asks before reading in place: exactly the current frame's payload to come. */
+        check(rli_ws_payload_left(&r->p) == (r->in_frame && !r->failed ? r->frame_len - r->frame_got : 0),
+              "payload_left is what the frame has left");
     }
     r->consumed += off;
 }
@@ -209,6 +215,35 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     check(whole->t.len == cut->t.len && memcmp(whole->t.p, cut->t.p, whole->t.len) == 0,
           "the same events whatever the split");
+
+    /* As the client reads in place: inside a data frame's payload no read goes past what the
+     * frame has left (rli_ws_payload_left), so such a piece is all payload, one slice. */
+    run *inplace = calloc(1, sizeof *inplace);
+    check(inplace != NULL, "calloc");
+    rli_ws_parser_init(&inplace->p);
+    off = 0;
+    for (size_t i = 0; off < len && !inplace->failed; i++) {
+        size_t n = splits[i % nsplit];
+        n = n ? n : 1;
+        if (n > len - off)
+            n = len - off;
+        uint64_t left = rli_ws_payload_left(&inplace->p);
+        if (left && n > left)
+            n = (size_t)left;
+        size_t payload_before = inplace->payload.len;
+        feed_copy(inplace, stream + off, n);
+        if (left && !inplace->failed)
+            check(rli_ws_payload_left(&inplace->p) == left - n &&
+                      (left > n ? inplace->payload.len == payload_before + n : true),
+                  "a read within payload_left is all payload");
+        off += n;
+    }
+    finish(inplace);
+    check(whole->t.len == inplace->t.len && memcmp(whole->t.p, inplace->t.p, whole->t.len) == 0,
+          "the same events read as the client reads in place");
+    free(inplace->t.p);
+    free(inplace->payload.p);
+    free(inplace);
 
     free(whole->t.p);
     free(whole->payload.p);
