@@ -481,18 +481,20 @@ static void big_ledgers(rl_options *o, bool compressed)
 }
 
 /* Large ledgers arrive intact through the real client, raw and compressed, with busy-polling off
- * (the default) and on. */
+ * (the default) and on, by callback and by a poll loop of rl_stream_next(s, 0) (which never spins). */
 static void test_large_ledgers_with_and_without_busy_poll(void **state)
 {
     (void)state;
-    for (int busy = 0; busy < 2; busy++) {
+    for (int mode = 0; mode < 3; mode++) {
         for (int compressed = 0; compressed < 2; compressed++) {
             rl_options o;
             rl_options_init(&o);
-            o.busy_poll_ns = busy ? 50000 : 0;
+            o.busy_poll_ns = mode ? 50000 : 0;
+            rlclient_poll = mode == 2;
             big_ledgers(&o, compressed);
         }
     }
+    rlclient_poll = false;
 }
 
 /* The busy-poll bound, named in the error; negative is off, like 0. */

@@ -267,7 +267,7 @@ typedef struct rl_options {
      * data that arrives within that time is read with no wake-up from sleep (a shorter, steadier
      * delivery latency on a box with a core to spare, paid in CPU while it spins: up to this much
      * per wait). Spinning polls the cancellation descriptor too, so rl_stream_cancel is seen at
-     * once. 0 (or negative): the default, off. Above 1 s (1000000000) is RL_ERR_INVALID at
+     * once; rl_stream_next with a timeout of 0 never spins. 0 (or negative): the default, off. Above 1 s (1000000000) is RL_ERR_INVALID at
      * rl_stream_new. */
     int64_t busy_poll_ns;
 } rl_options;

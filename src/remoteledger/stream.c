@@ -837,7 +837,9 @@ static serve_status serve(rli_conn *c, bool until_established, int64_t call_dead
         else if (call_deadline_ms >= 0 && (deadline < 0 || call_deadline_ms < deadline))
             deadline = call_deadline_ms;
         bool want_read = !c->rx_off && !c->done;
-        if (want_read && c->established && c->out_off == c->out_len && c->s->opts.busy_poll_ns > 0 &&
+        /* Busy-poll first, unless the caller asked not to wait (rl_stream_next with timeout 0). */
+        bool may_wait = call_deadline_ms < 0 || call_deadline_ms > rli_mono_ms();
+        if (want_read && may_wait && c->established && c->out_off == c->out_len && c->s->opts.busy_poll_ns > 0 &&
             rli_tp_spin(&c->tp, c->s->opts.busy_poll_ns))
             continue; /* readable (or woken) without sleeping */
         rli_tp_status st = rli_tp_wait(&c->tp, want_read, c->out_off < c->out_len, deadline);
