@@ -128,7 +128,7 @@ static uint8_t *rx_slot(rx *r, size_t *room)
 
 /* Reads s[0..n) as a socket would deliver it: never past `cut` in the first read (0: no cut), at
  * most max_read bytes a read, and each read either in place (when in_place and a slot is offered)
- * or into the receive buffer (at most head bytes then, when head is not 0). */
+ * or into the receive buffer (at most head bytes at a frame boundary, when head is not 0). */
 static void rx_run(rx *r, const uint8_t *s, size_t n, int64_t cap, bool in_place, size_t cut, size_t max_read,
                    size_t head)
 {
@@ -144,7 +144,7 @@ static void rx_run(rx *r, const uint8_t *s, size_t n, int64_t cap, bool in_place
         assert_true(guard < 1000000);
         size_t room = 0;
         uint8_t *slot = in_place ? rx_slot(r, &room) : NULL;
-        size_t want = slot ? room : head ? head : RBUF;
+        size_t want = slot ? room : head && rli_ws_payload_left(&r->p) == 0 ? head : RBUF;
         if (want > max_read)
             want = max_read;
         if (cut && pos < cut && want > cut - pos)

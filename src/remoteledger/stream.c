@@ -801,8 +801,9 @@ static serve_status serve(rli_conn *c, bool until_established, int64_t call_dead
             size_t cap = RBUF_SIZE;
             if (slot)
                 cap = room;
-            else if (c->established && c->big_frames)
-                cap = HEAD_READ;
+            else if (c->established && c->big_frames && rli_ws_payload_left(&c->wp) == 0)
+                cap = HEAD_READ; /* at a header: see HEAD_READ (a payload with no slot, one being
+                                  * skipped after an error, is read in full) */
             rli_tp_status st = rli_tp_read(&c->tp, slot ? slot : c->rbuf, cap, &n);
             if (st == RLI_TP_OK && slot) {
                 /* All payload of the current frame (n <= what it has left), already where the
