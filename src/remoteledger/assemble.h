@@ -3,11 +3,12 @@
  *
  * Messages are fed either whole (rli_asm_message) or as a run of fragments (rli_asm_msg_begin,
  * rli_asm_msg_data..., rli_asm_msg_end); a fragment may have been received in place
- * (rli_asm_recv_slot). Raw chunk bytes are appended to the assembly buffer as they
- * arrive; a zstd chunk is decoded straight into the assembly buffer when it is complete (from the
- * caller's buffer when it came whole, from a reused scratch copy of the compressed bytes when it
- * came in fragments). XXH64 runs incrementally over the appended raw bytes, so END verification
- * costs nothing extra. The assembly buffer is reused across ledgers and never shrinks.
+ * (rli_asm_recv_slot). Raw chunk bytes are appended to the assembly buffer as they arrive; a zstd
+ * chunk is decoded straight into the assembly buffer when it is complete (from the caller's buffer
+ * when it came whole, from a reused scratch buffer of the compressed bytes when it came in
+ * fragments, which the transport may receive into directly). XXH64 runs incrementally over the
+ * appended raw bytes, so END verification costs nothing extra. The assembly buffer is reused
+ * across ledgers and never shrinks.
  *
  * Errors are reported when the message that caused them is complete, in the order the prototype
  * checks them (decode, flow, index, expansion, cap), so a transport error that cuts a message
