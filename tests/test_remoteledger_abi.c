@@ -94,6 +94,8 @@ static void old_size_run(size_t old_size)
 static void test_old_size_options_accepted(void **state)
 {
     (void)state;
+    old_size_run(offsetof(rl_options, busy_poll_ns));         /* a 1.1 caller's struct (144 bytes) */
+    assert_int_equal(offsetof(rl_options, busy_poll_ns), 144);  /* 1.2 appended after 1.1's last byte */
     old_size_run(offsetof(rl_options, tls_ca_file));          /* as if the TLS fields were newer */
     old_size_run(offsetof(rl_options, handshake_timeout_ns)); /* ...or the timeouts and resume */
     old_size_run(offsetof(rl_options, max_message_size));     /* struct_size alone: all defaults */
