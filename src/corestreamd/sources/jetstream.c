@@ -12,6 +12,7 @@
 #include "common/godur.h"
 #include "common/log.h"
 #include "corestream/wire.h"
+#include "corestreamd/jetstream/library.h"
 #include "corestreamd/jetstream/naming.h"
 #include "corestreamd/jetstream/servers.h"
 #include "remoteledger/assemble.h"
@@ -399,7 +400,9 @@ static int newest_run(js_source *s, cs_err *err)
 
 static int connect(js_source *s, int64_t timeout_ms, cs_err *err)
 {
-    natsStatus st = natsOptions_Create(&s->opts);
+    natsStatus st = cs_js_library_open();
+    if (st == NATS_OK)
+        st = natsOptions_Create(&s->opts);
     if (st == NATS_OK)
         st = cs_js_set_servers(s->opts, s->url);
     if (st == NATS_OK)
