@@ -21,8 +21,8 @@
 
 /* The longest one wait for the next message lasts, so cancellation and outages are seen promptly. */
 #define NEXT_WAIT_MS 250
-/* The server's idle heartbeat on the push consumer: a consumer that stops hearing from its server
- * gets NATS_MISSED_HEARTBEAT after a few of these and is recreated. */
+/* The server's idle heartbeat on the push consumer: after a few missed ones nats.c either resets
+ * the ordered consumer itself or reports NATS_MISSED_HEARTBEAT, and next_msg recreates it. */
 #define HEARTBEAT_NS (1 * CS_SEC)
 /* An idle consumer is asked for its info after this long without a message: a consumer whose
  * server is gone answers nothing, and is recreated. */
