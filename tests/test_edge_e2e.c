@@ -503,25 +503,27 @@ static void test_cluster_node_loss_edge_keeps_serving(void **state)
 
 /* ---- a gap and a corrupt ledger in the stream ------------------------------------------------- */
 
-/* Publishes ledger seq of run as the core would (BEGIN, raw chunks of 64 KiB, then END unless
- * body_only) with the synthetic payload; a non-zero xor flips the END's checksum. */
-static void put_ledger_part(jsCtx *js, const char *run, uint32_t seq, uint64_t xor, bool body_only)
+/* Publishes ledger seq of run as the core would (BEGIN, raw chunks of 64 KiB, END) with the
+ * synthetic payload of ledger `fill`: at most max_chunks chunks, and END only when with_end and
+ * every chunk went; a non-zero xor flips the END's checksum. */
+static void put_copy(jsCtx *js, const char *run, uint32_t seq, uint32_t fill, uint32_t max_chunks, bool with_end,
+                     uint64_t xor)
 {
     uint8_t *body = malloc(SIZE), *msg = malloc(65536 + CS_WIRE_CHUNK_HEADER_LEN);
-    cs_synthetic_fill(body, SIZE, seq, false);
+    cs_synthetic_fill(body, SIZE, fill, false);
     char subj[128];
     snprintf(subj, sizeof subj, "%s.%s.%u", STREAM, run, seq);
     jsErrCode jerr = 0;
     size_t n = cs_wire_put_begin(msg, seq, 1);
     assert_int_equal(js_Publish(NULL, js, subj, msg, (int)n, NULL, &jerr), NATS_OK);
     uint32_t idx = 0;
-    for (size_t off = 0; off < SIZE; off += 65536, idx++) {
+    for (size_t off = 0; off < SIZE && idx < max_chunks; off += 65536, idx++) {
         size_t k = SIZE - off < 65536 ? SIZE - off : 65536;
         n = cs_wire_append_chunk(msg, seq, idx, CS_CODEC_RAW, body + off, k);
         assert_int_equal(js_Publish(NULL, js, subj, msg, (int)n, NULL, &jerr), NATS_OK);
     }
     n = cs_wire_put_end(msg, seq, idx, SIZE, 2, XXH64(body, SIZE, 0) ^ xor);
-    if (!body_only)
+    if (with_end && idx * (size_t)65536 >= SIZE)
         assert_int_equal(js_Publish(NULL, js, subj, msg, (int)n, NULL, &jerr), NATS_OK);
     free(body);
     free(msg);
@@ -529,7 +531,7 @@ static void put_ledger_part(jsCtx *js, const char *run, uint32_t seq, uint64_t x
 
 static void put_ledger(jsCtx *js, const char *run, uint32_t seq, uint64_t xor)
 {
-    put_ledger_part(js, run, seq, xor, false);
+    put_copy(js, run, seq, seq, UINT32_MAX, true, xor);
 }
 
 /* Publishes only ledger seq's END (as put_ledger would), checksum flipped by a non-zero xor. */
@@ -629,7 +631,7 @@ static void test_corrupt_ledger_mid_forward_sends_no_end(void **state)
         assert_int_equal(l.seq, want);
         cs_ledger_free(&l);
     }
-    put_ledger_part(js, "test-fault", 3, 0, true);
+    put_copy(js, "test-fault", 3, 3, UINT32_MAX, false, 0);
     /* The edge's 256 KiB chunk fills from the stream's 64 KiB ones before any END exists. */
     cs_ws_msg m;
     assert_int_equal(cs_ws_read(ws, &m, WAIT_MS), CS_WS_BINARY);
@@ -663,6 +665,67 @@ static void test_corrupt_ledger_mid_forward_sends_no_end(void **state)
         fail_msg("no checksum mismatch named in:\n%s", g_edge.log);
 }
 
+/* The stream begins ledger 3 again after the edge has forwarded its first 256 KiB: a second copy
+ * with the same bytes is served to the end; one with other bytes is a fault, with no END. */
+static void restarted_ledger(uint32_t second_fill)
+{
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    fault_stream(&nc, &js);
+    put_ledger(js, "test-fault", 1, 0);
+    put_ledger(js, "test-fault", 2, 0);
+    const char *args[] = {"--jetstream-run=test-fault", NULL};
+    start_edge(args, NULL, 0);
+    int status = 0;
+    cs_ws *ws = cs_ws_connect("127.0.0.1", g_edge.port, "/stream?start=3", WAIT_MS, &status, NULL, 0);
+    if (!ws)
+        fail_msg("connect to the edge: status %d\n%s", status, g_edge.log);
+    put_copy(js, "test-fault", 3, 3, 4, false, 0); /* BEGIN and 4 of its 5 chunks */
+    cs_ws_msg m;
+    cs_wire_msg w;
+    for (int type = CS_WIRE_TYPE_BEGIN; type; type = type == CS_WIRE_TYPE_BEGIN ? CS_WIRE_TYPE_CHUNK : 0) {
+        assert_int_equal(cs_ws_read(ws, &m, WAIT_MS), CS_WS_BINARY);
+        assert_int_equal(cs_wire_decode(m.data, m.len, &w, NULL), 0);
+        assert_int_equal(w.type, type);
+        assert_int_equal(w.seq, 3);
+    }
+    put_copy(js, "test-fault", 3, second_fill, UINT32_MAX, true, 0);
+    bool ended = false;
+    for (int i = 0; i < 8 && !ended && cs_ws_read(ws, &m, WAIT_MS) == CS_WS_BINARY; i++) {
+        assert_int_equal(cs_wire_decode(m.data, m.len, &w, NULL), 0);
+        ended = w.type == CS_WIRE_TYPE_END;
+    }
+    cs_ws_close(ws);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    if (second_fill == 3) {
+        if (!ended)
+            fail_msg("no END of ledger 3 from the edge:\n%s", g_edge.log);
+        if (cs_proc_wait_line(&g_edge, "jetstream stream began a ledger again", WAIT_MS) != 0)
+            fail_msg("no `began a ledger again` in:\n%s", g_edge.log);
+        assert_int_equal(cs_proc_stop(&g_edge, SIGTERM, WAIT_MS), 0);
+        assert_int_equal(cs_proc_log_count(&g_edge, "level=ERROR"), 0);
+    } else {
+        if (ended)
+            fail_msg("the edge ended ledger 3 with bytes the stream replaced:\n%s", g_edge.log);
+        assert_int_equal(cs_proc_wait_exit(&g_edge, WAIT_MS), 1);
+        if (!strstr(g_edge.log, "the stream began the ledger again with other bytes than those already forwarded"))
+            fail_msg("no restart fault in:\n%s", g_edge.log);
+    }
+}
+
+static void test_ledger_begun_again_same_bytes_is_served(void **state)
+{
+    (void)state;
+    restarted_ledger(3);
+}
+
+static void test_ledger_begun_again_other_bytes_fails(void **state)
+{
+    (void)state;
+    restarted_ledger(7);
+}
+
 int main(void)
 {
     nats_Open(-1);
@@ -675,6 +738,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_gap_in_stream_fails_loudly, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_ledger_fails_loudly, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_ledger_mid_forward_sends_no_end, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ledger_begun_again_same_bytes_is_served, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ledger_begun_again_other_bytes_fails, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cluster_node_loss_edge_keeps_serving, setup_cluster, teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
