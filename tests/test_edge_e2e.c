@@ -504,31 +504,52 @@ static void test_cluster_node_loss_edge_keeps_serving(void **state)
 /* ---- a gap and a corrupt ledger in the stream ------------------------------------------------- */
 
 /* Publishes ledger seq of run as the core would (BEGIN, raw chunks of 64 KiB, END) with the
- * synthetic payload; a non-zero xor flips the END's checksum. */
-static void put_ledger(jsCtx *js, const char *run, uint32_t seq, uint64_t xor)
+ * synthetic payload of ledger `fill`: at most max_chunks chunks, and END only when with_end and
+ * every chunk went; a non-zero xor flips the END's checksum. */
+static void put_copy(jsCtx *js, const char *run, uint32_t seq, uint32_t fill, uint32_t max_chunks, bool with_end,
+                     uint64_t xor)
 {
     uint8_t *body = malloc(SIZE), *msg = malloc(65536 + CS_WIRE_CHUNK_HEADER_LEN);
-    cs_synthetic_fill(body, SIZE, seq, false);
+    cs_synthetic_fill(body, SIZE, fill, false);
     char subj[128];
     snprintf(subj, sizeof subj, "%s.%s.%u", STREAM, run, seq);
     jsErrCode jerr = 0;
     size_t n = cs_wire_put_begin(msg, seq, 1);
     assert_int_equal(js_Publish(NULL, js, subj, msg, (int)n, NULL, &jerr), NATS_OK);
     uint32_t idx = 0;
-    for (size_t off = 0; off < SIZE; off += 65536, idx++) {
+    for (size_t off = 0; off < SIZE && idx < max_chunks; off += 65536, idx++) {
         size_t k = SIZE - off < 65536 ? SIZE - off : 65536;
         n = cs_wire_append_chunk(msg, seq, idx, CS_CODEC_RAW, body + off, k);
         assert_int_equal(js_Publish(NULL, js, subj, msg, (int)n, NULL, &jerr), NATS_OK);
     }
     n = cs_wire_put_end(msg, seq, idx, SIZE, 2, XXH64(body, SIZE, 0) ^ xor);
-    assert_int_equal(js_Publish(NULL, js, subj, msg, (int)n, NULL, &jerr), NATS_OK);
+    if (with_end && idx * (size_t)65536 >= SIZE)
+        assert_int_equal(js_Publish(NULL, js, subj, msg, (int)n, NULL, &jerr), NATS_OK);
     free(body);
     free(msg);
 }
 
-/* A stream holding ledgers 1, 2 and then third (a gap when it is 4, a corrupt ledger 3 when
- * xor is set). The edge serves 1 and 2, then fails with the fault named. */
-static void bad_stream(uint32_t third, uint64_t xor, const char *want)
+static void put_ledger(jsCtx *js, const char *run, uint32_t seq, uint64_t xor)
+{
+    put_copy(js, run, seq, seq, UINT32_MAX, true, xor);
+}
+
+/* Publishes only ledger seq's END (as put_ledger would), checksum flipped by a non-zero xor. */
+static void put_end(jsCtx *js, const char *run, uint32_t seq, uint64_t xor)
+{
+    uint8_t *body = malloc(SIZE), msg[CS_WIRE_END_LEN];
+    cs_synthetic_fill(body, SIZE, seq, false);
+    char subj[128];
+    snprintf(subj, sizeof subj, "%s.%s.%u", STREAM, run, seq);
+    uint32_t chunks = (SIZE + 65535) / 65536;
+    size_t n = cs_wire_put_end(msg, seq, chunks, SIZE, 2, XXH64(body, SIZE, 0) ^ xor);
+    jsErrCode jerr = 0;
+    assert_int_equal(js_Publish(NULL, js, subj, msg, (int)n, NULL, &jerr), NATS_OK);
+    free(body);
+}
+
+/* Connects to the single server and creates the stream the fault tests write by hand. */
+static void fault_stream(natsConnection **ncp, jsCtx **jsp)
 {
     natsConnection *nc = NULL;
     jsCtx *js = NULL;
@@ -543,6 +564,17 @@ static void bad_stream(uint32_t third, uint64_t xor, const char *want)
     jsStreamInfo *si = NULL;
     assert_int_equal(js_AddStream(&si, js, &cfg, NULL, NULL), NATS_OK);
     jsStreamInfo_Destroy(si);
+    *ncp = nc;
+    *jsp = js;
+}
+
+/* A stream holding ledgers 1, 2 and then third (a gap when it is 4, a corrupt ledger 3 when
+ * xor is set). The edge serves 1 and 2, then fails with the fault named. */
+static void bad_stream(uint32_t third, uint64_t xor, const char *want)
+{
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    fault_stream(&nc, &js);
     put_ledger(js, "test-fault", 1, 0);
     put_ledger(js, "test-fault", 2, 0);
     put_ledger(js, "test-fault", third, xor);
@@ -573,6 +605,127 @@ static void test_corrupt_ledger_fails_loudly(void **state)
     bad_stream(3, 1, "jetstream source: ledger 3 at stream sequence 21: remoteledger: protocol violation: ledger 3 checksum mismatch");
 }
 
+/* The edge forwards a ledger's body as the stream delivers it, and holds its END back until the
+ * stream's END verifies: a subscriber of the edge gets BEGIN and the first chunk of ledger 3
+ * while the stream holds no END for it yet, and when that END comes with a wrong checksum, no
+ * END at all: the edge logs the fault and closes the connection. */
+static void test_corrupt_ledger_mid_forward_sends_no_end(void **state)
+{
+    (void)state;
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    fault_stream(&nc, &js);
+    put_ledger(js, "test-fault", 1, 0);
+    put_ledger(js, "test-fault", 2, 0);
+    const char *args[] = {"--jetstream-run=test-fault", NULL};
+    start_edge(args, NULL, 0);
+    int status = 0;
+    cs_ws *ws = cs_ws_connect("127.0.0.1", g_edge.port, "/stream?start=1", WAIT_MS, &status, NULL, 0);
+    if (!ws)
+        fail_msg("connect to the edge: status %d\n%s", status, g_edge.log);
+    char err[256];
+    for (uint32_t want = 1; want <= 2; want++) {
+        cs_ledger l;
+        if (cs_ws_read_ledger(ws, &l, WAIT_MS, err, sizeof err) != 1)
+            fail_msg("ledger %u from the edge: %s\n%s", want, err, g_edge.log);
+        assert_int_equal(l.seq, want);
+        cs_ledger_free(&l);
+    }
+    put_copy(js, "test-fault", 3, 3, UINT32_MAX, false, 0);
+    /* The edge's 256 KiB chunk fills from the stream's 64 KiB ones before any END exists. */
+    cs_ws_msg m;
+    assert_int_equal(cs_ws_read(ws, &m, WAIT_MS), CS_WS_BINARY);
+    cs_wire_msg w;
+    assert_int_equal(cs_wire_decode(m.data, m.len, &w, NULL), 0);
+    assert_int_equal(w.type, CS_WIRE_TYPE_BEGIN);
+    assert_int_equal(w.seq, 3);
+    assert_int_equal(cs_ws_read(ws, &m, WAIT_MS), CS_WS_BINARY);
+    assert_int_equal(cs_wire_decode(m.data, m.len, &w, NULL), 0);
+    assert_int_equal(w.type, CS_WIRE_TYPE_CHUNK);
+    assert_int_equal(w.seq, 3);
+    put_end(js, "test-fault", 3, 1);
+    /* Whatever else arrives, it is never an END: the connection ends first. */
+    for (int i = 0; i < 8; i++) {
+        int k = cs_ws_read(ws, &m, WAIT_MS);
+        if (k == CS_WS_CLOSE || k == CS_WS_EOF)
+            break;
+        assert_int_equal(k, CS_WS_BINARY);
+        assert_int_equal(cs_wire_decode(m.data, m.len, &w, NULL), 0);
+        if (w.type == CS_WIRE_TYPE_END)
+            fail_msg("the edge sent END of ledger %u, whose stream END does not verify", w.seq);
+    }
+    cs_ws_close(ws);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    int st = cs_proc_wait_exit(&g_edge, WAIT_MS);
+    if (st != 1)
+        fail_msg("edge exit status %d, want 1:\n%s", st, g_edge.log);
+    assert_int_equal(cs_proc_log_count(&g_edge, "jetstream stream is not a clean flow"), 1);
+    if (!strstr(g_edge.log, "ledger 3 checksum mismatch"))
+        fail_msg("no checksum mismatch named in:\n%s", g_edge.log);
+}
+
+/* The stream begins ledger 3 again after the edge has forwarded its first 256 KiB: a second copy
+ * with the same bytes is served to the end; one with other bytes is a fault, with no END. */
+static void restarted_ledger(uint32_t second_fill)
+{
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    fault_stream(&nc, &js);
+    put_ledger(js, "test-fault", 1, 0);
+    put_ledger(js, "test-fault", 2, 0);
+    const char *args[] = {"--jetstream-run=test-fault", NULL};
+    start_edge(args, NULL, 0);
+    int status = 0;
+    cs_ws *ws = cs_ws_connect("127.0.0.1", g_edge.port, "/stream?start=3", WAIT_MS, &status, NULL, 0);
+    if (!ws)
+        fail_msg("connect to the edge: status %d\n%s", status, g_edge.log);
+    put_copy(js, "test-fault", 3, 3, 4, false, 0); /* BEGIN and 4 of its 5 chunks */
+    cs_ws_msg m;
+    cs_wire_msg w;
+    for (int type = CS_WIRE_TYPE_BEGIN; type; type = type == CS_WIRE_TYPE_BEGIN ? CS_WIRE_TYPE_CHUNK : 0) {
+        assert_int_equal(cs_ws_read(ws, &m, WAIT_MS), CS_WS_BINARY);
+        assert_int_equal(cs_wire_decode(m.data, m.len, &w, NULL), 0);
+        assert_int_equal(w.type, type);
+        assert_int_equal(w.seq, 3);
+    }
+    put_copy(js, "test-fault", 3, second_fill, UINT32_MAX, true, 0);
+    bool ended = false;
+    for (int i = 0; i < 8 && !ended && cs_ws_read(ws, &m, WAIT_MS) == CS_WS_BINARY; i++) {
+        assert_int_equal(cs_wire_decode(m.data, m.len, &w, NULL), 0);
+        ended = w.type == CS_WIRE_TYPE_END;
+    }
+    cs_ws_close(ws);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    if (second_fill == 3) {
+        if (!ended)
+            fail_msg("no END of ledger 3 from the edge:\n%s", g_edge.log);
+        if (cs_proc_wait_line(&g_edge, "jetstream stream began a ledger again", WAIT_MS) != 0)
+            fail_msg("no `began a ledger again` in:\n%s", g_edge.log);
+        assert_int_equal(cs_proc_stop(&g_edge, SIGTERM, WAIT_MS), 0);
+        assert_int_equal(cs_proc_log_count(&g_edge, "level=ERROR"), 0);
+    } else {
+        if (ended)
+            fail_msg("the edge ended ledger 3 with bytes the stream replaced:\n%s", g_edge.log);
+        assert_int_equal(cs_proc_wait_exit(&g_edge, WAIT_MS), 1);
+        if (!strstr(g_edge.log, "the stream began the ledger again with other bytes than those already forwarded"))
+            fail_msg("no restart fault in:\n%s", g_edge.log);
+    }
+}
+
+static void test_ledger_begun_again_same_bytes_is_served(void **state)
+{
+    (void)state;
+    restarted_ledger(3);
+}
+
+static void test_ledger_begun_again_other_bytes_fails(void **state)
+{
+    (void)state;
+    restarted_ledger(7);
+}
+
 int main(void)
 {
     nats_Open(-1);
@@ -584,6 +737,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_nats_restart_edge_resumes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gap_in_stream_fails_loudly, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_ledger_fails_loudly, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_corrupt_ledger_mid_forward_sends_no_end, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ledger_begun_again_same_bytes_is_served, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ledger_begun_again_other_bytes_fails, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cluster_node_loss_edge_keeps_serving, setup_cluster, teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -127,6 +127,13 @@ bool rli_asm_active(const rli_asm *a, uint32_t *seq)
 
 size_t rli_asm_capacity(const rli_asm *a) { return a->bufcap; }
 
+const uint8_t *rli_asm_partial(const rli_asm *a, size_t *len, uint32_t *discarded)
+{
+    *len = a->len;
+    *discarded = a->discarded;
+    return a->buf;
+}
+
 const uint8_t *rli_asm_ledger(const rli_asm *a, size_t *len, rl_ledger_info *info)
 {
     if (len)

@@ -66,6 +66,12 @@ uint8_t *rli_asm_recv_slot(rli_asm *a, size_t want, size_t *room);
  * received_unix_nano is left 0 for the caller to stamp. */
 const uint8_t *rli_asm_ledger(const rli_asm *a, size_t *len, rl_ledger_info *info);
 
+/* While a flow is open: the raw bytes assembled so far (*len of them, not yet verified; borrowed
+ * until the next feed or reset, and a later feed may move them) and how many partial copies of
+ * this ledger a repeated BEGIN has discarded so far (a discard restarts the bytes from 0). Lets a
+ * relay forward bytes as they arrive and still hold back the ledger's end until END verifies. */
+const uint8_t *rli_asm_partial(const rli_asm *a, size_t *len, uint32_t *discarded);
+
 /* The sequence the tracker expects next (0: any, or wrapped after the last representable one). */
 uint32_t rli_asm_expected(const rli_asm *a);
 

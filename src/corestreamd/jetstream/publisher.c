@@ -10,6 +10,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "corestream/wire.h"
+#include "corestreamd/jetstream/library.h"
 #include "corestreamd/jetstream/naming.h"
 #include "corestreamd/jetstream/servers.h"
 #include "corestreamd/jetstream/stream.h"
@@ -522,7 +523,9 @@ int cs_js_publisher_new(cs_js_publisher **out, const cs_js_config *cfg, cs_broad
     }
 
     int64_t timeout = cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 5000;
-    natsStatus s = natsOptions_Create(&p->opts);
+    natsStatus s = cs_js_library_open();
+    if (s == NATS_OK)
+        s = natsOptions_Create(&p->opts);
     if (s == NATS_OK)
         s = cs_js_set_servers(p->opts, p->url);
     if (s == NATS_OK)
@@ -542,9 +545,9 @@ int cs_js_publisher_new(cs_js_publisher **out, const cs_js_config *cfg, cs_broad
         s = natsOptions_SetPingInterval(p->opts, 2000);
     if (s == NATS_OK)
         s = natsOptions_SetMaxPingsOut(p->opts, 2);
-    /* One chunk per socket write instead of 32 KiB pieces. */
-    if (s == NATS_OK)
-        s = natsOptions_SetIOBufSize(p->opts, (int)cs_js_max_message(cfg->chunk_size) + 1024);
+    /* The write buffer stays at nats.c's 32 KiB: a message larger than what is left in it goes
+     * from the message straight to the socket on this thread. A buffer sized for a whole chunk
+     * cost a 256 KiB copy per chunk and a hand-off to nats.c's flusher thread. */
     if (s == NATS_OK)
         s = natsOptions_SetDisconnectedCB(p->opts, on_disconnected, p);
     if (s == NATS_OK)

@@ -7,18 +7,23 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <xxhash.h>
 
 #include "common/clock.h"
 #include "common/godur.h"
 #include "common/log.h"
 #include "corestream/wire.h"
+#include "corestreamd/jetstream/library.h"
 #include "corestreamd/jetstream/naming.h"
 #include "corestreamd/jetstream/servers.h"
 #include "remoteledger/assemble.h"
 #include "wire/wire.h"
 
-#define FETCH_BATCH 64
-#define FETCH_WAIT_MS 250
+/* The longest one wait for the next message lasts, so cancellation and outages are seen promptly. */
+#define NEXT_WAIT_MS 250
+/* The server's idle heartbeat on the push consumer: after a few missed ones nats.c either resets
+ * the ordered consumer itself or reports NATS_MISSED_HEARTBEAT, and next_msg recreates it. */
+#define HEARTBEAT_NS (1 * CS_SEC)
 /* An idle consumer is asked for its info after this long without a message: a consumer whose
  * server is gone answers nothing, and is recreated. */
 #define IDLE_CHECK_NS (1 * CS_SEC)
@@ -53,11 +58,20 @@ typedef struct js_source {
     uint64_t last_sseq; /* stream sequence of the last message consumed (0: none) */
     uint64_t from_sseq; /* 0: the run's first message */
     bool lost;          /* in an outage (logged once) */
-    natsMsgList batch;
-    int bpos;
+    natsMsg *cur; /* the message last returned by next_msg, owned here until the next one */
     int64_t last_msg_ns;
-    const uint8_t *ledger; /* the verified ledger being read */
+    /* The ledger being forwarded: its bytes go out as they are assembled; the end of the body
+     * (read returning 0, after which the source loop sends END and the ring keeps the ledger)
+     * waits for the assembler to verify END. */
+    bool open;             /* a ledger was started by next() (until the next next()) */
+    uint32_t seq;          /* that ledger */
+    bool verified;         /* END verified: ledger/ledger_len are the whole ledger */
+    const uint8_t *ledger;
     size_t ledger_len, ledger_off;
+    uint32_t discarded;      /* the assembler's discard count when forwarding of this copy began */
+    XXH64_state_t *fwd_hash; /* over the bytes forwarded of the current ledger */
+    size_t recheck_len;      /* a repeated BEGIN restarted the ledger after this many bytes had */
+    uint64_t recheck_sum;    /* gone out (with this XXH64): the new copy must start with them */
 } js_source;
 
 static const char *nats_detail(natsStatus s)
@@ -100,10 +114,8 @@ static void close_connection(js_source *s)
 
 static void drop_sub(js_source *s)
 {
-    natsMsgList_Destroy(&s->batch);
-    s->batch.Msgs = NULL;
-    s->batch.Count = 0;
-    s->bpos = 0;
+    natsMsg_Destroy(s->cur);
+    s->cur = NULL;
     /* No unsubscribe: on a lost server it would wait for a reply that never comes; the server
      * removes the ephemeral consumer after CONSUMER_INACTIVE_NS. */
     natsSubscription_Destroy(s->sub);
@@ -119,13 +131,16 @@ static void lost(js_source *s, const char *why)
     s->lost = true;
 }
 
-/* An ephemeral pull consumer on the run, from the message after the last one consumed. */
+/* An ordered push consumer on the run (ephemeral, no acks, flow control and idle heartbeats), from
+ * the message after the last one consumed: the server sends each message as soon as it is
+ * stored, where a pull consumer waited for a fetch to ask. */
 static int subscribe(js_source *s, cs_err *err)
 {
     jsSubOptions so;
     jsSubOptions_Init(&so);
     so.Stream = s->stream;
-    so.Config.AckPolicy = js_AckNone;
+    so.Ordered = true; /* which implies no acks */
+    so.Config.Heartbeat = HEARTBEAT_NS;
     so.Config.InactiveThreshold = CONSUMER_INACTIVE_NS;
     uint64_t from = s->last_sseq ? s->last_sseq + 1 : s->from_sseq;
     if (from) {
@@ -136,7 +151,7 @@ static int subscribe(js_source *s, cs_err *err)
     }
     jsErrCode jerr = 0;
     s->sub_disconnects = atomic_load(&s->disconnects);
-    natsStatus st = js_PullSubscribe(&s->sub, s->js, s->filter, NULL, NULL, &so, &jerr);
+    natsStatus st = js_SubscribeSync(&s->sub, s->js, s->filter, NULL, &so, &jerr);
     if (st != NATS_OK) {
         s->sub = NULL;
         return cs_err_set(err, 0, "create a consumer on %s from stream sequence %llu: %s (code %d)", s->filter,
@@ -182,20 +197,17 @@ static int position(js_source *s, cs_err *err)
 
 /* The next message of the run, waiting as long as it takes (nats.c reconnecting, the consumer
  * recreated as needed: anything that keeps it from reading counts as an outage, logged once);
- * NULL with err (CS_ERR_CANCELLED) only on cancellation. The message stays owned by the batch. */
+ * NULL with err (CS_ERR_CANCELLED) only on cancellation. The message stays owned by the source
+ * until the next call. */
 static natsMsg *next_msg(js_source *s, cs_err *err)
 {
+    natsMsg_Destroy(s->cur);
+    s->cur = NULL;
     for (;;) {
         if (cs_cancel_is_set(s->cancel)) {
             cs_err_set(err, CS_ERR_CANCELLED, "cancelled");
             return NULL;
         }
-        if (s->bpos < s->batch.Count)
-            return s->batch.Msgs[s->bpos++];
-        natsMsgList_Destroy(&s->batch);
-        s->batch.Msgs = NULL;
-        s->batch.Count = 0;
-        s->bpos = 0;
         if (s->sub && atomic_load(&s->disconnects) != s->sub_disconnects)
             lost(s, "the connection to NATS was lost");
         if (!s->sub) {
@@ -207,16 +219,16 @@ static natsMsg *next_msg(js_source *s, cs_err *err)
             }
         }
         jsErrCode jerr = 0;
-        natsStatus st = natsSubscription_Fetch(&s->batch, s->sub, FETCH_BATCH, FETCH_WAIT_MS, &jerr);
-        if (st == NATS_OK && s->batch.Count > 0) {
+        natsStatus st = natsSubscription_NextMsg(&s->cur, s->sub, NEXT_WAIT_MS);
+        if (st == NATS_OK && s->cur) {
             if (s->lost)
                 CS_LOG(CS_LOG_INFO, "jetstream source resumed", KV_S("stream", s->stream), KV_S("run", s->run),
                        KV_U("at_stream_seq", s->last_sseq + 1));
             s->lost = false;
             s->last_msg_ns = cs_mono_ns();
-            continue;
+            return s->cur;
         }
-        if (st == NATS_OK || st == NATS_TIMEOUT) {
+        if (st == NATS_TIMEOUT) {
             if (cs_mono_ns() - s->last_msg_ns < IDLE_CHECK_NS)
                 continue;
             jsOptions jo;
@@ -261,85 +273,160 @@ static int64_t subject_seq(const js_source *s, const char *subj)
     return (int64_t)v;
 }
 
+/* Feeds the next message of the run to the assembler. Returns 1 when fed (*rs says what it did),
+ * 0 when the message was skipped (already consumed, or before the first ledger served), -1 with
+ * err on a fault or cancellation. seq names the ledger expected, for messages. */
+static int feed(js_source *s, uint32_t seq, rli_asm_status *rs, cs_err *err)
+{
+    natsMsg *m = next_msg(s, err);
+    if (!m)
+        return -1;
+    jsMsgMetaData *meta = NULL;
+    uint64_t sseq = 0;
+    if (natsMsg_GetMetaData(&meta, m) == NATS_OK) {
+        sseq = meta->Sequence.Stream;
+        jsMsgMetaData_Destroy(meta);
+    }
+    if (sseq == 0)
+        return stream_fault(s, seq, s->last_sseq + 1, "a message without JetStream metadata", err);
+    if (sseq <= s->last_sseq)
+        return 0; /* delivered again after a consumer was recreated: already consumed */
+    s->last_sseq = sseq;
+    const uint8_t *data = (const uint8_t *)natsMsg_GetData(m);
+    size_t len = (size_t)natsMsg_GetDataLength(m);
+    cs_wire_msg w;
+    cs_err e;
+    bool decoded = cs_wire_decode(data, len, &w, &e) == 0;
+    if (decoded) {
+        int64_t subj = subject_seq(s, natsMsg_GetSubject(m));
+        if (subj != (int64_t)w.seq) {
+            char what[CS_JS_SUBJECT_MAX + 96];
+            snprintf(what, sizeof what, "a message of ledger %u stored under subject %s", w.seq,
+                     natsMsg_GetSubject(m));
+            return stream_fault(s, w.seq, sseq, what, err);
+        }
+    }
+    if (!s->started) {
+        /* Ledgers before the one wanted (or, wanting any, before the first BEGIN) are not ours to
+         * serve; the first one that is must begin here. */
+        if (decoded && s->need && w.seq < s->need)
+            return 0;
+        if (decoded && !s->need && w.type != CS_WIRE_TYPE_BEGIN)
+            return 0;
+        s->started = true;
+    }
+    *rs = rli_asm_message(s->asm_, data, len, &e);
+    if (*rs == RLI_ASM_ERROR)
+        return stream_fault(s, decoded ? w.seq : seq, sseq, e.msg, err);
+    if (*rs == RLI_ASM_LEDGER) {
+        rl_ledger_info info;
+        s->ledger = rli_asm_ledger(s->asm_, &s->ledger_len, &info);
+        s->verified = true;
+        if (info.discarded_partials)
+            CS_LOG(CS_LOG_WARN, "jetstream stream began a ledger again; the partial copy was dropped",
+                   KV_S("stream", s->stream), KV_S("run", s->run), KV_U("ledger", info.sequence),
+                   KV_U("stream_seq", sseq));
+    }
+    return 1;
+}
+
+/* Starts the next ledger as soon as its BEGIN is in: the body follows through read as the stream
+ * delivers it. */
 static int js_next(cs_source *base, cs_emission *em, cs_err *err)
 {
     js_source *s = (js_source *)base;
-    s->ledger = NULL;
     em->seq = s->need ? s->need : rli_asm_expected(s->asm_);
     em->declared_size = 0;
+    if (s->open && !(s->verified && s->ledger_off == s->ledger_len))
+        return cs_err_set(err, 0, "jetstream source: next before the body of ledger %u was read", s->seq);
+    s->open = false;
     if (!s->positioned && position(s, err) != 0)
         return -1;
+    s->verified = false;
+    s->ledger = NULL;
     for (;;) {
         uint32_t expect = rli_asm_expected(s->asm_);
         if (expect)
             em->seq = expect;
-        natsMsg *m = next_msg(s, err);
-        if (!m)
+        rli_asm_status rs;
+        int r = feed(s, em->seq, &rs, err);
+        if (r < 0)
             return -1;
-        jsMsgMetaData *meta = NULL;
-        uint64_t sseq = 0;
-        if (natsMsg_GetMetaData(&meta, m) == NATS_OK) {
-            sseq = meta->Sequence.Stream;
-            jsMsgMetaData_Destroy(meta);
-        }
-        if (sseq == 0)
-            return stream_fault(s, em->seq, s->last_sseq + 1, "a message without JetStream metadata", err);
-        if (sseq <= s->last_sseq)
-            continue; /* delivered again after a consumer was recreated: already consumed */
-        s->last_sseq = sseq;
-        const uint8_t *data = (const uint8_t *)natsMsg_GetData(m);
-        size_t len = (size_t)natsMsg_GetDataLength(m);
-        cs_wire_msg w;
-        cs_err e;
-        bool decoded = cs_wire_decode(data, len, &w, &e) == 0;
-        if (decoded) {
-            int64_t subj = subject_seq(s, natsMsg_GetSubject(m));
-            if (subj != (int64_t)w.seq) {
-                char what[CS_JS_SUBJECT_MAX + 96];
-                snprintf(what, sizeof what, "a message of ledger %u stored under subject %s", w.seq,
-                         natsMsg_GetSubject(m));
-                return stream_fault(s, w.seq, sseq, what, err);
-            }
-        }
-        if (!s->started) {
-            /* Ledgers before the one wanted (or, wanting any, before the first BEGIN) are not
-             * ours to serve; the first one that is must begin here. */
-            if (decoded && s->need && w.seq < s->need)
-                continue;
-            if (decoded && !s->need && w.type != CS_WIRE_TYPE_BEGIN)
-                continue;
-            s->started = true;
-        }
-        rli_asm_status rs = rli_asm_message(s->asm_, data, len, &e);
-        if (rs == RLI_ASM_ERROR)
-            return stream_fault(s, decoded ? w.seq : em->seq, sseq, e.msg, err);
-        if (rs == RLI_ASM_LEDGER) {
-            rl_ledger_info info;
-            s->ledger = rli_asm_ledger(s->asm_, &s->ledger_len, &info);
-            s->ledger_off = 0;
-            s->need = 0;
-            if (info.discarded_partials)
-                CS_LOG(CS_LOG_WARN, "jetstream stream began a ledger again; the partial copy was dropped",
-                       KV_S("stream", s->stream), KV_S("run", s->run), KV_U("ledger", info.sequence),
-                       KV_U("stream_seq", sseq));
-            em->seq = info.sequence;
-            em->declared_size = s->ledger_len;
-            return 1;
-        }
+        uint32_t seq;
+        if (r == 0 || !rli_asm_active(s->asm_, &seq))
+            continue; /* a BEGIN opens a flow; no single message can complete one */
+        size_t have;
+        rli_asm_partial(s->asm_, &have, &s->discarded);
+        s->open = true;
+        s->need = 0;
+        s->ledger_off = 0;
+        s->recheck_len = 0;
+        XXH64_reset(s->fwd_hash, 0);
+        s->seq = seq;
+        em->seq = seq;
+        return 1;
     }
+}
+
+/* A repeated BEGIN restarted the ledger after part of it had gone out: what went out must be the
+ * new copy's first bytes, or the subscribers hold bytes no END can vouch for. */
+static int check_restart(js_source *s, const uint8_t *p, size_t have, uint32_t seq, cs_err *err)
+{
+    if (have < s->recheck_len)
+        return 0;
+    if (XXH64(p, s->recheck_len, 0) != s->recheck_sum)
+        return stream_fault(s, seq, s->last_sseq,
+                            "the stream began the ledger again with other bytes than those already forwarded", err);
+    s->recheck_len = 0;
+    return 0;
 }
 
 static ssize_t js_read(cs_source *base, uint8_t *buf, size_t len, cs_err *err)
 {
     js_source *s = (js_source *)base;
-    if (!s->ledger)
+    if (!s->open)
         return cs_err_set(err, 0, "jetstream source: read without a ledger");
-    size_t n = s->ledger_len - s->ledger_off;
-    if (n > len)
-        n = len;
-    memcpy(buf, s->ledger + s->ledger_off, n);
-    s->ledger_off += n;
-    return (ssize_t)n;
+    uint32_t seq = s->seq;
+    for (;;) {
+        size_t have;
+        uint32_t discarded;
+        const uint8_t *p;
+        if (s->verified) {
+            p = s->ledger;
+            have = s->ledger_len;
+        } else {
+            p = rli_asm_partial(s->asm_, &have, &discarded);
+            if (discarded != s->discarded) {
+                s->discarded = discarded;
+                if (s->ledger_off > 0 && s->recheck_len == 0) {
+                    s->recheck_len = s->ledger_off;
+                    s->recheck_sum = XXH64_digest(s->fwd_hash);
+                }
+            }
+        }
+        if (s->recheck_len) {
+            if (s->verified && have < s->recheck_len)
+                return stream_fault(s, seq, s->last_sseq,
+                                    "the stream began the ledger again with fewer bytes than those already forwarded",
+                                    err);
+            if (check_restart(s, p, have, seq, err) != 0)
+                return -1;
+        }
+        if (!s->recheck_len && have > s->ledger_off) {
+            size_t n = have - s->ledger_off;
+            if (n > len)
+                n = len;
+            memcpy(buf, p + s->ledger_off, n);
+            XXH64_update(s->fwd_hash, buf, n);
+            s->ledger_off += n;
+            return (ssize_t)n;
+        }
+        if (s->verified)
+            return 0; /* every byte out and END verified: the source loop may end the ledger */
+        rli_asm_status rs;
+        if (feed(s, seq, &rs, err) < 0)
+            return -1;
+    }
 }
 
 static void js_destroy(cs_source *base)
@@ -347,7 +434,7 @@ static void js_destroy(cs_source *base)
     js_source *s = (js_source *)base;
     if (!s)
         return;
-    natsMsgList_Destroy(&s->batch);
+    natsMsg_Destroy(s->cur);
     if (s->sub) {
         if (!s->lost)
             natsSubscription_Unsubscribe(s->sub); /* deletes the ephemeral consumer now */
@@ -360,6 +447,8 @@ static void js_destroy(cs_source *base)
     }
     natsOptions_Destroy(s->opts);
     rli_asm_free(s->asm_);
+    if (s->fwd_hash)
+        XXH64_freeState(s->fwd_hash);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s->url);
@@ -399,7 +488,9 @@ static int newest_run(js_source *s, cs_err *err)
 
 static int connect(js_source *s, int64_t timeout_ms, cs_err *err)
 {
-    natsStatus st = natsOptions_Create(&s->opts);
+    natsStatus st = cs_js_library_open();
+    if (st == NATS_OK)
+        st = natsOptions_Create(&s->opts);
     if (st == NATS_OK)
         st = cs_js_set_servers(s->opts, s->url);
     if (st == NATS_OK)
@@ -443,7 +534,8 @@ int cs_js_source_new(cs_source **out, const cs_js_source_config *cfg, cs_ring *r
         return cs_err_set(err, 0, "jetstream source: out of memory");
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
-    if (!(s->url = strdup(cfg->url)) || !(s->asm_ = rli_asm_new(CS_MAX_PAYLOAD_SIZE, CS_MAX_CHUNK_SIZE))) {
+    if (!(s->url = strdup(cfg->url)) || !(s->asm_ = rli_asm_new(CS_MAX_PAYLOAD_SIZE, CS_MAX_CHUNK_SIZE)) ||
+        !(s->fwd_hash = XXH64_createState())) {
         js_destroy(&s->base);
         return cs_err_set(err, 0, "jetstream source: out of memory");
     }

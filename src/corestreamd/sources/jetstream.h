@@ -1,9 +1,17 @@
 /* The edge source (--source jetstream): follows one run of a JetStream stream that a core's
  * publisher fills (jetstream/publisher.h, subjects "<stream>.<run>.<seq>", bodies the wire
- * messages BEGIN/CHUNK…/END) and hands each ledger to the source loop once it has verified it
- * exactly as libremoteledger verifies a WebSocket flow (the same assembler: BEGIN/CHUNK/END order,
- * chunk indices and count, length, XXH64, zstd expansion). The source loop then chunks, encodes
- * and serves it with the edge's own ring, so a subscriber cannot tell an edge from a core.
+ * messages BEGIN/CHUNK…/END) and verifies every ledger exactly as libremoteledger verifies a
+ * WebSocket flow (the same assembler: BEGIN/CHUNK/END order, chunk indices and count, length,
+ * XXH64, zstd expansion). The source loop chunks, encodes and serves it with the edge's own ring,
+ * so a subscriber cannot tell an edge from a core.
+ *
+ * Forwarding: next() returns as soon as the stream's BEGIN of the ledger is in; read() hands out
+ * the assembled bytes as each stream chunk arrives (zstd chunks once decoded), so the edge's
+ * subscribers get the body while it is still arriving. read() returns 0 (the body's end, after
+ * which the source loop sends END and the ring keeps the ledger) only once the stream's END has
+ * verified; on a fault read() fails instead, so the ledger never ends and is never retained. A
+ * BEGIN repeated mid-ledger restarts the assembly: the new copy must begin with the bytes already
+ * handed out (XXH64 of that prefix), else that is a fault too.
  *
  * Where it starts: the ledger the edge's ring needs next (ring latest+1); with an empty ring,
  * --start-ledger when given, else the run's first ledger in the stream. It asks the stream for
@@ -11,11 +19,13 @@
  * END is not in the stream, from the run's first message. Ledgers before the one needed are passed
  * over unread; the first one that matters must begin at its BEGIN.
  *
- * The consumer is an ephemeral pull consumer (no ack, filtered on the run) that this source
- * recreates, after the last stream sequence it consumed, whenever it cannot trust it: the
- * connection was lost since the consumer was made (nats.c reconnects, through every URL given and
- * every server the cluster announces), a fetch fails, or an idle consumer no longer answers for
- * its info (its server is gone). So a node loss or a NATS restart resumes at the next message expected, with no
+ * The consumer is an ordered push consumer (nats.c's jsSubOptions.Ordered: ephemeral, no ack,
+ * flow control, a 1 s idle heartbeat, filtered on the run), so the server sends each message as
+ * soon as it is stored. This source recreates it, after the last stream sequence it consumed,
+ * whenever it cannot trust it: the connection was lost since the consumer was made (nats.c
+ * reconnects, through every URL given and every server the cluster announces), the next message
+ * fails with anything but a timeout (missed heartbeats included), or an idle consumer no longer
+ * answers for its info (its server is gone). So a node loss or a NATS restart resumes at the next message expected, with no
  * duplicate and no gap. WARN `jetstream source lost the stream; resuming` once per outage, INFO
  * `jetstream source resumed` when messages flow again.
  *
