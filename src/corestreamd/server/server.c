@@ -59,8 +59,8 @@ _Static_assert(LWS_PRE == CS_MSG_HEADROOM, "message headroom must match libwebso
 #define HEAD_FIELDS_MAX 48
 #define HEAD_PAIRS_MAX 36
 /* lws' per-connection header store, above HEAD_MAX so that lws never meets a head it cannot hold:
- * lws 4.1 hangs up on a request past its store without an answer. (Over TLS, until heads are read
- * off the lws thread there too, this store is the bound, with that silent hang-up.) */
+ * lws 4.1 hangs up on a request past its store without an answer. (TLS requests never reach lws:
+ * the head reader judges them through tls_judge.) */
 #define HEADER_STORE_BYTES (2 * HEAD_MAX)
 #define HEADER_STORES 256 /* connections parsing headers at once; others wait their turn */
 /* The admin listener's own caps: scrapers and probes, never subscribers. */
