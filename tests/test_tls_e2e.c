@@ -272,7 +272,7 @@ static void test_reload_swaps_the_certificate_for_new_connections(void **state)
 /* The TLS I/O threads' own framing, seen by the test's WebSocket client through a tunnel: a
  * verified 101 (Sec-WebSocket-Accept checked), binary ledger frames byte-exact, a ping answered
  * (the stream carries on), a data message closed 1008 `unexpected data message`, a client close
- * echoed, an unmasked frame closed 1002. */
+ * echoed, an unmasked frame closed 1002, and a shutdown's 1001. */
 static void test_tls_subscriber_framing(void **state)
 {
     (void)state;
@@ -324,6 +324,21 @@ static void test_tls_subscriber_framing(void **state)
             break;
     assert_int_equal(m.kind, CS_WS_CLOSE);
     assert_int_equal(m.close_code, 1002);
+    cs_ws_close(ws);
+
+    /* Shutdown reaches the TLS threads' subscribers: 1001. */
+    ws = cs_ws_connect("127.0.0.1", port, "/stream?start=1", 10000, &st, body, sizeof body);
+    assert_non_null(ws);
+    cs_ledger l;
+    assert_int_equal(cs_ws_read_ledger(ws, &l, 10000, err, sizeof err), 1);
+    cs_ledger_free(&l);
+    cs_server_stop(h.srv);
+    for (int i = 0; i < 100000; i++)
+        if (cs_ws_read(ws, &m, 10000) != CS_WS_BINARY)
+            break;
+    assert_int_equal(m.kind, CS_WS_CLOSE);
+    assert_int_equal(m.close_code, 1001);
+    assert_int_equal(harness_join(&h), 0);
     cs_ws_close(ws);
     cs_tlstunnel_stop(tun);
     harness_stop(&h);

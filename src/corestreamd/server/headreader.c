@@ -599,11 +599,13 @@ size_t cs_headreader_holding(cs_headreader *hr)
     return atomic_load(&hr->holding);
 }
 
-static void give_back_all(hlist *l, cs_head_done_fn fn, void *ctx)
+static void give_back_all(cs_headreader *hr, hlist *l, cs_head_done_fn fn, void *ctx)
 {
     hconn *c = l->head;
     while (c) {
         hconn *next = c->next;
+        if (c->arg && hr->cfg.discard)
+            hr->cfg.discard(hr->cfg.ctx, c->arg);
         if (c->fd >= 0)
             close(c->fd);
         if (fn)
@@ -625,10 +627,10 @@ void cs_headreader_free(cs_headreader *hr, cs_head_done_fn fn, void *ctx)
             ;
         pthread_join(hr->thread, NULL);
     }
-    give_back_all(&hr->reading, fn, ctx);
-    give_back_all(&hr->linger, fn, ctx);
-    give_back_all(&hr->inbox, fn, ctx);
-    give_back_all(&hr->done, fn, ctx);
+    give_back_all(hr, &hr->reading, fn, ctx);
+    give_back_all(hr, &hr->linger, fn, ctx);
+    give_back_all(hr, &hr->inbox, fn, ctx);
+    give_back_all(hr, &hr->done, fn, ctx);
     if (hr->ep >= 0)
         close(hr->ep);
     if (hr->evfd >= 0)

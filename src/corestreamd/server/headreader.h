@@ -53,7 +53,8 @@ typedef struct cs_headreader_config {
      * upgraded: the 101 is written. fd, ssl (the caller frees it) and tag are the caller's from
      *   now on; early[0..n) are bytes read past the head (WebSocket frames sent early), valid
      *   during the call only. The connection no longer counts as held.
-     * discard: frees an arg whose connection ended before upgraded. */
+     * discard: frees an arg whose connection ended before upgraded (the tag still comes back through
+ *   drain or cs_headreader_free, as any other). */
     SSL_CTX *(*tls_ctx)(void *ctx);
     int (*judge)(void *ctx, int fd, void *tag, const char *buf, size_t len, char **resp, size_t *resp_len,
                  void **arg);

@@ -1314,6 +1314,7 @@ static void tls_tick(void *ctx, int thread)
     drop_stalled(s, s->tw[thread].subs);
 }
 
+/* An upgrade that never reached its TLS thread's open hook: the tag is the TLS side's by then. */
 static void tls_discard(void *ctx, void *arg)
 {
     upgrade_info *u = arg;
@@ -1321,6 +1322,13 @@ static void tls_discard(void *ctx, void *arg)
         return;
     post_release(ctx, u->tag);
     free(u);
+}
+
+/* The head reader still owns the tag (it gives it back through drain): only the info goes. */
+static void heads_discard(void *ctx, void *arg)
+{
+    (void)ctx;
+    free(arg);
 }
 
 /* Head reader thread: the context in force for a new connection. */
@@ -1871,7 +1879,7 @@ int cs_server_listen(cs_server *s, cs_err *err)
         .tls_ctx = tls_ctx_now,
         .judge = tls_judge,
         .upgraded = tls_upgraded,
-        .discard = tls_discard,
+        .discard = heads_discard,
         .timeout_ns = (int64_t)info.timeout_secs * CS_SEC,
         .ready = heads_ready,
         .ctx = s,
