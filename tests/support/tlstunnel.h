@@ -4,7 +4,8 @@
  * CA file), its bytes passed through both ways until either side closes; the tunnel then closes
  * the other. The harness switch CS_TEST_TLS=1 uses it (test_handshake_e2e).
  *
- * Threads: an accept thread and one thread per connection, all joined by cs_tlstunnel_stop. */
+ * Threads: an accept thread and one thread per connection, all joined by cs_tlstunnel_stop.
+ * Starting one ignores SIGPIPE in the process (a write to a closed peer is then an error). */
 #ifndef CS_TESTS_SUPPORT_TLSTUNNEL_H
 #define CS_TESTS_SUPPORT_TLSTUNNEL_H
 
