@@ -1301,7 +1301,8 @@ static void tls_wake(void *ctx, int thread)
         revoke_gone_tokens(s, w->subs);
     }
     for (subscriber *sub = w->subs; sub; sub = sub->next)
-        if (atomic_exchange(&sub->granted, false) && !sub->closing) {
+        if (atomic_load_explicit(&sub->granted, memory_order_relaxed) && atomic_exchange(&sub->granted, false) &&
+            !sub->closing) {
             sub->waiting = false;
             want_write(sub);
         }

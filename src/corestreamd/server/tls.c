@@ -90,9 +90,10 @@ SSL_CTX *cs_tls_ctx_new(const char *cert, const char *key, const char *client_ca
         SSL_CTX_free(ctx);
         return NULL;
     }
-    /* Messages are written whole from a buffer that does not move (the cs_msg); the same pointer
-     * is offered again after WANT_WRITE. Release the read/write buffers of idle connections. */
-    SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+    /* Messages are written whole from a buffer that does not move (the cs_msg): the same pointer
+     * is offered again after WANT_WRITE, so neither partial nor moving writes are needed. Buffers
+     * are kept (no SSL_MODE_RELEASE_BUFFERS): a streaming connection would free and reallocate
+     * its write buffer at every message. */
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
     SSL_CTX_set_alpn_select_cb(ctx, select_alpn, NULL);
     return ctx;
