@@ -31,20 +31,6 @@ static int load_pair(SSL_CTX *ctx, const char *cert, const char *key, cs_err *er
     return 0;
 }
 
-int cs_tls_check(const char *cert, const char *key, const char *client_ca, cs_err *err)
-{
-    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
-    if (!ctx)
-        return cs_err_set(err, 0, "tls: out of memory");
-    int rc = load_pair(ctx, cert, key, err);
-    if (rc == 0 && client_ca && *client_ca && SSL_CTX_load_verify_locations(ctx, client_ca, NULL) != 1) {
-        char why[256];
-        rc = cs_err_set(err, 0, "--tls-client-ca %s: %s", client_ca, ssl_cause(why, sizeof why));
-    }
-    SSL_CTX_free(ctx);
-    return rc;
-}
-
 /* ALPN: HTTP/1.1 only. A client offering only h2 gets no ALPN answer and carries on with
  * HTTP/1.1 as a client without ALPN would (OpenSSL's NOACK). */
 static int select_alpn(SSL *ssl, const unsigned char **out, unsigned char *outlen, const unsigned char *in,

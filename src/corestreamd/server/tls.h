@@ -10,16 +10,11 @@
 
 #include "common/err.h"
 
-/* Loads cert (PEM, chain allowed) and key into a scratch context and checks that they match and
- * that the client CA (NULL for none) loads. Errors: `--tls-cert <f>: <cause>`, `--tls-key <f>:
- * <cause>`, `--tls-key <f> does not match --tls-cert <g>`, `--tls-client-ca <f>: <cause>`. Any
- * thread. */
-int cs_tls_check(const char *cert, const char *key, const char *client_ca, cs_err *err);
-
 /* A server context: cert (chain) and key, TLS 1.2 minimum, ALPN http/1.1, and with client_ca
  * (NULL or "" for none) client certificates required and verified against it
- * (SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT). NULL with err as cs_tls_check's. Any
- * thread. */
+ * (SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT). NULL with err naming the file and the
+ * cause: `--tls-cert <f>: <cause>`, `--tls-key <f>: <cause>`, `--tls-key <f> does not match
+ * --tls-cert <g>`, `--tls-client-ca <f>: <cause>`. Any thread. */
 SSL_CTX *cs_tls_ctx_new(const char *cert, const char *key, const char *client_ca, cs_err *err);
 
 /* The context in force, behind a mutex: a reload swaps it while the head reader makes SSLs. */
