@@ -499,7 +499,7 @@ static int wait_ms(const cs_headreader *hr, int64_t now)
 static void *reader_main(void *arg)
 {
     cs_headreader *hr = arg;
-    cs_thread_role("cs-heads", 0);
+    cs_thread_role("cs-heads", CS_NICE_ADMISSION);
     struct epoll_event evs[EVENTS_PER_WAIT];
     while (!atomic_load(&hr->stop)) {
         int n = epoll_wait(hr->ep, evs, EVENTS_PER_WAIT, wait_ms(hr, cs_mono_ns()));

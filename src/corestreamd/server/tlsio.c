@@ -389,7 +389,7 @@ static void *worker_main(void *arg)
     cs_tlsio *io = w->io;
     char name[16];
     snprintf(name, sizeof name, "cs-tls-%d", w->idx);
-    cs_thread_role(name, 0);
+    cs_thread_role(name, CS_NICE_LIVE); /* the live path, as the lws I/O thread */
     struct epoll_event evs[EVENTS_PER_WAIT];
     int64_t next_tick = cs_mono_ns() + TICK_NS;
     while (!atomic_load(&io->stop)) {
