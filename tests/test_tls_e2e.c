@@ -272,7 +272,8 @@ static void test_reload_swaps_the_certificate_for_new_connections(void **state)
 /* The TLS I/O threads' own framing, seen by the test's WebSocket client through a tunnel: a
  * verified 101 (Sec-WebSocket-Accept checked), binary ledger frames byte-exact, a ping answered
  * (the stream carries on), a data message closed 1008 `unexpected data message`, a client close
- * echoed, an unmasked frame closed 1002, and a shutdown's 1001. */
+ * echoed, an unmasked frame closed 1002, /healthz, /readyz and /metrics over TLS, and a
+ * shutdown's 1001. */
 static void test_tls_subscriber_framing(void **state)
 {
     (void)state;
@@ -325,6 +326,16 @@ static void test_tls_subscriber_framing(void **state)
     assert_int_equal(m.kind, CS_WS_CLOSE);
     assert_int_equal(m.close_code, 1002);
     cs_ws_close(ws);
+
+    /* The probes and the scrape over TLS, answered on the head reader. */
+    char page[1 << 16], ctype[128];
+    assert_int_equal(cs_http_get("127.0.0.1", port, "/healthz", 10000, page, sizeof page, NULL, 0), 200);
+    assert_non_null(strstr(page, "\"subscribers\":"));
+    assert_int_equal(cs_http_get("127.0.0.1", port, "/readyz", 10000, page, sizeof page, NULL, 0), 200);
+    assert_int_equal(cs_http_get("127.0.0.1", port, "/metrics", 10000, page, sizeof page, ctype, sizeof ctype), 200);
+    assert_string_equal(ctype, "text/plain; version=0.0.4; charset=utf-8");
+    assert_non_null(strstr(page, "corestreamd_"));
+    assert_int_equal(cs_http_get("127.0.0.1", port, "/nowhere", 10000, page, sizeof page, NULL, 0), 404);
 
     /* Shutdown reaches the TLS threads' subscribers: 1001. */
     ws = cs_ws_connect("127.0.0.1", port, "/stream?start=1", 10000, &st, body, sizeof body);

@@ -8,7 +8,8 @@
  * system call, except cs_metrics_render, which runs on the I/O thread at each scrape.
  *
  * Threads: cs_metrics_new/free by the server's owner; the cs_m_* bumps from the thread each
- * field names; cs_metrics_render from any one thread at a time (the I/O thread). */
+ * field names; cs_metrics_render from any thread (the lws thread for plaintext scrapes, the head
+ * reader for scrapes over TLS), several at once. */
 #ifndef CS_CORESTREAMD_METRICS_H
 #define CS_CORESTREAMD_METRICS_H
 
