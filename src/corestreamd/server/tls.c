@@ -81,6 +81,10 @@ SSL_CTX *cs_tls_ctx_new(const char *cert, const char *key, const char *client_ca
      * are kept (no SSL_MODE_RELEASE_BUFFERS): a streaming connection would free and reallocate
      * its write buffer at every message. */
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+    /* No resumption (clients reconnect rarely) and no renegotiation: a stranger's storm of
+     * handshakes costs one handshake each and no tickets, and a write never waits on a read. */
+    SSL_CTX_set_num_tickets(ctx, 0);
+    SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET | SSL_OP_NO_RENEGOTIATION);
     SSL_CTX_set_alpn_select_cb(ctx, select_alpn, NULL);
     return ctx;
 }
