@@ -17,6 +17,8 @@
 #include "corestream/remoteledger.h"
 #include "support/logcapture.h"
 #include "support/serverharness.h"
+#include "support/certs.h"
+#include "support/tlstunnel.h"
 #include "support/tmpdir.h"
 #include "support/wsclient.h"
 
@@ -27,6 +29,12 @@
                 "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
 
 static cs_tmpdir g_dir;
+/* CS_TEST_TLS=1 (ctest test_auth_e2e_tls): the server speaks TLS and every client goes through a
+ * plaintext-to-TLS tunnel; refusals, revocation and all come from the TLS path. */
+static bool g_tls;
+static cs_certs g_certs;
+static cs_tlstunnel *g_tun;
+static int g_port;
 static char g_tokens[PATH_MAX + 16];
 
 static void write_tokens(const char *text)
@@ -45,6 +53,10 @@ static int setup(void **state)
     cs_tmpdir_join(&g_dir, "tokens", g_tokens, sizeof g_tokens);
     if (cs_logcap_start(CS_LOG_DEBUG) != 0)
         return -1;
+    const char *t = getenv("CS_TEST_TLS");
+    g_tls = t && strcmp(t, "1") == 0;
+    if (g_tls && cs_certs_make(&g_certs) != 0)
+        return -1;
     return 0;
 }
 
@@ -53,6 +65,8 @@ static int teardown(void **state)
     (void)state;
     cs_logcap_stop();
     cs_tmpdir_remove(&g_dir);
+    if (g_tls)
+        cs_certs_remove(&g_certs);
     return 0;
 }
 
@@ -61,14 +75,30 @@ static void start(harness *h, bool auth_healthz)
     write_tokens("# test tokens\nrpc-a " TOKEN_A "\nrpc-b " TOKEN_B "\n");
     harness_opts o = {.start = 1, .size = 2048, .interval_ms = 20, .retention = 1000,
                       .auth_tokens = g_tokens, .auth_healthz = auth_healthz};
+    if (g_tls) {
+        o.tls_cert = g_certs.server_cert;
+        o.tls_key = g_certs.server_key;
+    }
     harness_start(h, &o);
+    g_port = h->port;
+    g_tun = NULL;
+    if (g_tls)
+        assert_int_equal(cs_tlstunnel_start(&g_tun, h->port, g_certs.ca, &g_port), 0);
+}
+
+static void stop(harness *h)
+{
+    cs_tlstunnel_stop(g_tun);
+    g_tun = NULL;
+    harness_stop(h);
 }
 
 static void expect_401(const harness *h, const char *extra_header, const char *body)
 {
+    (void)h; /* reached at g_port: its port, or the tunnel's */
     char req[1024], resp[4096], want[1024];
     snprintf(req, sizeof req, "GET /stream?start=1&end=2 HTTP/1.1\r\n" UPGRADE "%s\r\n", extra_header);
-    int st = cs_http_raw("127.0.0.1", h->port, req, WAIT_MS, resp, sizeof resp);
+    int st = cs_http_raw("127.0.0.1", g_port, req, WAIT_MS, resp, sizeof resp);
     snprintf(want, sizeof want,
              "HTTP/1.1 401 Unauthorized\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: %zu\r\n"
              "x-content-type-options: nosniff\r\nwww-authenticate: Bearer realm=\"corestream\"\r\n\r\n%s\n",
@@ -87,14 +117,14 @@ static void test_missing_or_unknown_token_gets_401(void **state)
     expect_401(&h, "Authorization: Basic cnBjOnB3\r\n", "a bearer token is required");
     /* Even a bad query learns nothing before the token. */
     char resp[2048];
-    assert_int_equal(cs_http_raw("127.0.0.1", h.port, "GET /stream?start=x HTTP/1.1\r\n" UPGRADE "\r\n", WAIT_MS,
+    assert_int_equal(cs_http_raw("127.0.0.1", g_port, "GET /stream?start=x HTTP/1.1\r\n" UPGRADE "\r\n", WAIT_MS,
                                  resp, sizeof resp),
                      401);
     /* /healthz stays open without --auth-healthz. */
     char body[512];
-    assert_int_equal(cs_http_get("127.0.0.1", h.port, "/healthz", WAIT_MS, body, sizeof body, NULL, 0), 200);
+    assert_int_equal(cs_http_get("127.0.0.1", g_port, "/healthz", WAIT_MS, body, sizeof body, NULL, 0), 200);
     assert_int_equal(cs_logcap_count(TOKEN_A), 0);
-    harness_stop(&h);
+    stop(&h);
 }
 
 typedef struct counted {
@@ -113,8 +143,9 @@ static int count_ledger(const uint8_t *l, size_t len, const rl_ledger_info *info
 static rl_result run_client(const harness *h, const char *token, uint32_t from, uint32_t to, counted *c,
                             char *err, size_t errlen)
 {
+    (void)h; /* reached at g_port */
     char url[128];
-    snprintf(url, sizeof url, "ws://127.0.0.1:%d", h->port);
+    snprintf(url, sizeof url, "ws://127.0.0.1:%d", g_port);
     rl_options o;
     rl_options_init(&o);
     o.bearer_token = token;
@@ -147,7 +178,7 @@ static void test_library_streams_with_a_token_and_names_refusals(void **state)
     assert_true(cs_logcap_count("msg=\"subscriber connected\"") >= 1);
     assert_true(cs_logcap_count("token=rpc-b") >= 1);
     assert_int_equal(cs_logcap_count(TOKEN_B), 0);
-    harness_stop(&h);
+    stop(&h);
 }
 
 static void test_reload_revokes_open_streams(void **state)
@@ -158,11 +189,11 @@ static void test_reload_revokes_open_streams(void **state)
     cs_ws_opts wo = {.extra_headers = "Authorization: Bearer " TOKEN_A "\r\n"};
     int status;
     char body[256];
-    cs_ws *a = cs_ws_connect_opts("127.0.0.1", h.port, "/stream", &wo, WAIT_MS, &status, body, sizeof body);
+    cs_ws *a = cs_ws_connect_opts("127.0.0.1", g_port, "/stream", &wo, WAIT_MS, &status, body, sizeof body);
     if (!a)
         fail_msg("status %d %s", status, body);
     cs_ws_opts wb = {.extra_headers = "Authorization: Bearer " TOKEN_B "\r\n"};
-    cs_ws *b = cs_ws_connect_opts("127.0.0.1", h.port, "/stream", &wb, WAIT_MS, &status, body, sizeof body);
+    cs_ws *b = cs_ws_connect_opts("127.0.0.1", g_port, "/stream", &wb, WAIT_MS, &status, body, sizeof body);
     assert_non_null(b);
     cs_ledger l;
     assert_int_equal(cs_ws_read_ledger(a, &l, WAIT_MS, NULL, 0), 1);
@@ -194,7 +225,7 @@ static void test_reload_revokes_open_streams(void **state)
     }
     cs_ws_close(a);
     cs_ws_close(b);
-    harness_stop(&h);
+    stop(&h);
 }
 
 static void test_auth_healthz(void **state)
@@ -203,14 +234,14 @@ static void test_auth_healthz(void **state)
     harness h;
     start(&h, true);
     char resp[2048];
-    assert_int_equal(cs_http_raw("127.0.0.1", h.port, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", WAIT_MS, resp,
+    assert_int_equal(cs_http_raw("127.0.0.1", g_port, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", WAIT_MS, resp,
                                  sizeof resp),
                      401);
-    assert_int_equal(cs_http_raw("127.0.0.1", h.port,
+    assert_int_equal(cs_http_raw("127.0.0.1", g_port,
                                  "GET /healthz HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " TOKEN_A "\r\n\r\n",
                                  WAIT_MS, resp, sizeof resp),
                      200);
-    harness_stop(&h);
+    stop(&h);
 }
 
 int main(void)

@@ -2,7 +2,11 @@
  * low `ulimit -n`, a verified subscriber is streaming, and a stranger opens more WebSocket
  * connections than the daemon has descriptors. The subscriber must receive every ledger
  * byte-exact, the ring must keep being written (a failed ring write would stop the daemon with
- * exit 1), the excess must be closed at accept (and logged), and accept must not spin. */
+ * exit 1), the excess must be closed at accept (and logged), and accept must not spin.
+ *
+ * With CS_TEST_TLS=1 (ctest test_fd_exhaustion_tls) the daemon serves TLS: every stranger
+ * completes a TLS handshake before its upgrade request, and the subscriber streams through a
+ * plaintext-to-TLS tunnel (support/tlstunnel.h). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -13,14 +17,21 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdbool.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
 #include "common/synthetic.h"
+#include "support/certs.h"
 #include "support/procharness.h"
+#include "support/tlstunnel.h"
 #include "support/tmpdir.h"
 #include "support/wsclient.h"
 
@@ -51,8 +62,11 @@ static long cpu_ticks(pid_t pid)
     return ut + st;
 }
 
+static SSL_CTX *g_tls; /* CS_TEST_TLS: the strangers' client context */
+static SSL *g_ssl[ATTACKERS];
+
 /* A stranger's WebSocket upgrade for a ledger far in the future: held open, never served. */
-static int attacker(int port)
+static int attacker(int port, int i)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
@@ -66,6 +80,20 @@ static int attacker(int port)
     static const char req[] = "GET /stream?start=4000000000 HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                               "Upgrade: websocket\r\nConnection: Upgrade\r\n"
                               "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";
+    if (g_tls) {
+        /* A refused connection is closed at accept: the handshake then fails at once. */
+        struct timeval tv = {.tv_sec = 5};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        SSL *ssl = SSL_new(g_tls);
+        if (ssl && SSL_set_fd(ssl, fd) == 1 && SSL_connect(ssl) == 1) {
+            (void)SSL_write(ssl, req, sizeof req - 1);
+            g_ssl[i] = ssl;
+        } else {
+            SSL_free(ssl);
+        }
+        ERR_clear_error();
+        return fd;
+    }
     (void)send(fd, req, sizeof req - 1, MSG_NOSIGNAL);
     return fd;
 }
@@ -75,11 +103,23 @@ static void test_more_connections_than_descriptors(void **state)
     (void)state;
     cs_tmpdir tmp;
     assert_int_equal(cs_tmpdir_make(&tmp, "fdx"), 0);
-    char cmd[PATH_MAX * 2 + 512];
+    const char *t = getenv("CS_TEST_TLS");
+    bool tls = t && strcmp(t, "1") == 0;
+    cs_certs certs;
+    char tls_args[PATH_MAX * 2 + 64] = "";
+    if (tls) {
+        signal(SIGPIPE, SIG_IGN); /* SSL_write to a refused stranger's socket */
+        assert_int_equal(cs_certs_make(&certs), 0);
+        snprintf(tls_args, sizeof tls_args, " --tls-cert '%s' --tls-key '%s'", certs.server_cert, certs.server_key);
+        g_tls = SSL_CTX_new(TLS_client_method());
+        assert_non_null(g_tls);
+        assert_int_equal(SSL_CTX_load_verify_locations(g_tls, certs.ca, NULL), 1);
+    }
+    char cmd[PATH_MAX * 4 + 512];
     snprintf(cmd, sizeof cmd,
              "ulimit -n %d && exec '%s' --listen 127.0.0.1:0 --data-dir '%s/data' --synthetic-size %d "
-             "--synthetic-interval 50ms --emit-window 0s --synthetic-count %d --max-connections-per-ip -1",
-             NOFILE, CORESTREAMD_BIN, tmp.path, LEDGER_SIZE, LEDGERS);
+             "--synthetic-interval 50ms --emit-window 0s --synthetic-count %d --max-connections-per-ip -1%s",
+             NOFILE, CORESTREAMD_BIN, tmp.path, LEDGER_SIZE, LEDGERS, tls_args);
     char *argv[] = {"/bin/sh", "-c", cmd, NULL};
     cs_proc p;
     assert_int_equal(cs_proc_start(&p, argv), 0);
@@ -87,7 +127,11 @@ static void test_more_connections_than_descriptors(void **state)
 
     int status = 0;
     char body[256];
-    cs_ws *ws = cs_ws_connect("127.0.0.1", p.port, "/stream?start=1&end=60", WAIT_MS, &status, body, sizeof body);
+    cs_tlstunnel *tun = NULL;
+    int port = p.port;
+    if (tls)
+        assert_int_equal(cs_tlstunnel_start(&tun, p.port, certs.ca, &port), 0);
+    cs_ws *ws = cs_ws_connect("127.0.0.1", port, "/stream?start=1&end=60", WAIT_MS, &status, body, sizeof body);
     if (!ws)
         fail_msg("subscriber: status %d %s", status, body);
 
@@ -95,7 +139,7 @@ static void test_more_connections_than_descriptors(void **state)
     static int fds[ATTACKERS];
     int opened = 0;
     for (int i = 0; i < ATTACKERS; i++)
-        if ((fds[i] = attacker(p.port)) >= 0)
+        if ((fds[i] = attacker(p.port, i)) >= 0)
             opened++;
     assert_true(opened > NOFILE);
 
@@ -127,9 +171,15 @@ static void test_more_connections_than_descriptors(void **state)
     assert_true(cpu0 >= 0 && cpu1 >= cpu0);
     if ((cpu1 - cpu0) * 1000 / hz > 1500)
         fail_msg("the daemon used %ld ms of CPU during the flood", (cpu1 - cpu0) * 1000 / hz);
-    for (int i = 0; i < ATTACKERS; i++)
+    for (int i = 0; i < ATTACKERS; i++) {
+        SSL_free(g_ssl[i]);
         if (fds[i] >= 0)
             close(fds[i]);
+    }
+    cs_tlstunnel_stop(tun);
+    SSL_CTX_free(g_tls);
+    if (tls)
+        cs_certs_remove(&certs);
     cs_proc_free(&p);
     cs_tmpdir_remove(&tmp);
 }

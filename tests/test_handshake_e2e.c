@@ -2,7 +2,11 @@
  * prototype's WebSocket rules that libwebsockets did not enforce (version, key, method, HTTP/1.0),
  * the URI and header limits it answered by hanging up (414, 431: the request-head reader in front
  * of lws answers them), the header deadline, and `too many query parameters` instead of dropping
- * pairs. Every refusal is one DEBUG line naming the peer. */
+ * pairs. Every refusal is one DEBUG line naming the peer.
+ *
+ * With CS_TEST_TLS=1 (ctest test_handshake_e2e_tls) every case runs against a TLS port, through a
+ * plaintext-to-TLS tunnel (support/tlstunnel.h): the same bytes must come back, from the head
+ * reader's own TLS path instead of libwebsockets. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -23,7 +27,9 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "corestreamd/server/server.h"
+#include "support/certs.h"
 #include "support/logcapture.h"
+#include "support/tlstunnel.h"
 #include "support/serverharness.h"
 #include "support/wsclient.h"
 
@@ -33,22 +39,50 @@
 #define UPGRADE "Host: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
 
 static harness g_h;
+static int g_port; /* the server's port, or the tunnel's to it */
+static bool g_tls;
+static cs_certs g_certs;
+
+/* A server for o (TLS with CS_TEST_TLS) and the port its clients use. */
+static int start_server(harness *h, harness_opts *o, cs_tlstunnel **tun)
+{
+    if (g_tls) {
+        o->tls_cert = g_certs.server_cert;
+        o->tls_key = g_certs.server_key;
+    }
+    harness_start(h, o);
+    *tun = NULL;
+    if (!g_tls)
+        return h->port;
+    int port = 0;
+    assert_int_equal(cs_tlstunnel_start(tun, h->port, g_certs.ca, &port), 0);
+    return port;
+}
+
+static cs_tlstunnel *g_tun;
 
 static int setup(void **state)
 {
     (void)state;
+    const char *t = getenv("CS_TEST_TLS");
+    g_tls = t && strcmp(t, "1") == 0;
+    if (g_tls && cs_certs_make(&g_certs) != 0)
+        return -1;
     if (cs_logcap_start(CS_LOG_DEBUG) != 0)
         return -1;
     harness_opts o = {.start = 1, .size = 1024, .interval_ms = 100, .retention = 100};
-    harness_start(&g_h, &o);
+    g_port = start_server(&g_h, &o, &g_tun);
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
+    cs_tlstunnel_stop(g_tun);
     harness_stop(&g_h);
     cs_logcap_stop();
+    if (g_tls)
+        cs_certs_remove(&g_certs);
     return 0;
 }
 
@@ -67,7 +101,7 @@ static void expect_answer(const char *request, unsigned code, const char *reason
                           const char *body)
 {
     static char resp[1 << 16];
-    int st = cs_http_raw("127.0.0.1", g_h.port, request, WAIT_MS, resp, sizeof resp);
+    int st = cs_http_raw("127.0.0.1", g_port, request, WAIT_MS, resp, sizeof resp);
     char *want = expected(code, reason, extra, body);
     if (st != (int)code || strcmp(resp, want) != 0)
         fail_msg("status %d, response\n%s\nwant\n%s", st, resp, want);
@@ -199,7 +233,7 @@ static void test_oversized_requests(void **state)
     assert_int_equal(cs_logcap_count(refused_line) - refused_before, 5);
     free(req);
     char body[512];
-    assert_int_equal(cs_http_get("127.0.0.1", g_h.port, "/healthz", WAIT_MS, body, sizeof body, NULL, 0), 200);
+    assert_int_equal(cs_http_get("127.0.0.1", g_port, "/healthz", WAIT_MS, body, sizeof body, NULL, 0), 200);
 }
 
 /* Heads just within the limits reach lws whole and are served: 48 header lines (repeats of a
@@ -216,13 +250,13 @@ static void test_heads_within_the_limits_are_served(void **state)
         p += sprintf(p, "Accept: text/plain\r\n");
     sprintf(p, "\r\n");
     static char resp[4096];
-    assert_int_equal(cs_http_raw("127.0.0.1", g_h.port, req, WAIT_MS, resp, sizeof resp), 200);
+    assert_int_equal(cs_http_raw("127.0.0.1", g_port, req, WAIT_MS, resp, sizeof resp), 200);
     p = req + sprintf(req, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: ");
     size_t fill = 16384 - (size_t)(p - req) - 4; /* the head is exactly 16 KiB */
     memset(p, 'b', fill);
     sprintf(p + fill, "\r\n\r\n");
     assert_int_equal(strlen(req), 16384);
-    assert_int_equal(cs_http_raw("127.0.0.1", g_h.port, req, WAIT_MS, resp, sizeof resp), 200);
+    assert_int_equal(cs_http_raw("127.0.0.1", g_port, req, WAIT_MS, resp, sizeof resp), 200);
     free(req);
 }
 
@@ -271,9 +305,10 @@ static void test_a_slow_head_within_the_deadline_is_served(void **state)
     (void)state;
     harness h;
     harness_opts o = {.start = 1, .size = 1024, .interval_ms = 100, .retention = 100, .header_timeout_s = 3};
-    harness_start(&h, &o);
+    cs_tlstunnel *tun;
+    int port = start_server(&h, &o, &tun);
     static const char req[] = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-    int fd = connect_to(h.port);
+    int fd = connect_to(port);
     for (size_t off = 0; off < sizeof req - 1; off += 8) { /* 9 pieces over about 1.6 s */
         size_t n = sizeof req - 1 - off < 8 ? sizeof req - 1 - off : 8;
         assert_int_equal(send(fd, req + off, n, MSG_NOSIGNAL), (ssize_t)n);
@@ -284,6 +319,7 @@ static void test_a_slow_head_within_the_deadline_is_served(void **state)
     if (strncmp(resp, "HTTP/1.1 200 OK\r\n", 17) != 0)
         fail_msg("response %s", resp);
     close(fd);
+    cs_tlstunnel_stop(tun);
     harness_stop(&h);
 }
 
@@ -295,8 +331,9 @@ static void test_a_head_past_the_deadline_is_closed(void **state)
     (void)state;
     harness h;
     harness_opts o = {.start = 1, .size = 1024, .interval_ms = 100, .retention = 100, .header_timeout_s = 1};
-    harness_start(&h, &o);
-    int fd = connect_to(h.port);
+    cs_tlstunnel *tun;
+    int port = start_server(&h, &o, &tun);
+    int fd = connect_to(port);
     int64_t t0 = cs_mono_ns();
     static const char head[] = "GET /stream HTTP/1.1\r\nHost: 127.0.0.1\r\n";
     assert_int_equal(send(fd, head, sizeof head - 1, MSG_NOSIGNAL), (ssize_t)(sizeof head - 1));
@@ -320,6 +357,7 @@ static void test_a_head_past_the_deadline_is_closed(void **state)
         pause_ms(10); /* the count has no event to wait on; bounded */
     assert_int_equal(cs_server_connections(h.srv), 0);
     close(fd);
+    cs_tlstunnel_stop(tun);
     harness_stop(&h);
 }
 
@@ -327,7 +365,7 @@ static void test_valid_handshake_still_upgrades(void **state)
 {
     (void)state;
     char resp[1024];
-    int st = cs_http_raw("127.0.0.1", g_h.port, "GET /stream?start=1&end=1 HTTP/1.1\r\n" UPGRADE V13 KEY "\r\n",
+    int st = cs_http_raw("127.0.0.1", g_port, "GET /stream?start=1&end=1 HTTP/1.1\r\n" UPGRADE V13 KEY "\r\n",
                          WAIT_MS, resp, sizeof resp);
     assert_int_equal(st, 101);
 }

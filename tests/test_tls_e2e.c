@@ -22,6 +22,7 @@
 #include "support/certs.h"
 #include "support/logcapture.h"
 #include "support/serverharness.h"
+#include "support/tlstunnel.h"
 #include "support/wsclient.h"
 
 #define WAIT_NS (20 * T_SEC)
@@ -268,6 +269,92 @@ static void test_reload_swaps_the_certificate_for_new_connections(void **state)
     cs_tmpdir_remove(&d);
 }
 
+/* The TLS I/O threads' own framing, seen by the test's WebSocket client through a tunnel: a
+ * verified 101 (Sec-WebSocket-Accept checked), binary ledger frames byte-exact, a ping answered
+ * (the stream carries on), a data message closed 1008 `unexpected data message`, a client close
+ * echoed, an unmasked frame closed 1002, /healthz, /readyz and /metrics over TLS, and a
+ * shutdown's 1001. */
+static void test_tls_subscriber_framing(void **state)
+{
+    (void)state;
+    harness h;
+    start(&h, g_certs.server_cert, g_certs.server_key, NULL);
+    cs_tlstunnel *tun;
+    int port = 0;
+    assert_int_equal(cs_tlstunnel_start(&tun, h.port, g_certs.ca, &port), 0);
+    int st = 0;
+    char body[512];
+    cs_ws *ws = cs_ws_connect("127.0.0.1", port, "/stream?start=1", 10000, &st, body, sizeof body);
+    if (!ws)
+        fail_msg("connect: status %d %s", st, body);
+    char err[256];
+    for (uint32_t seq = 1; seq <= 3; seq++) {
+        cs_ledger l;
+        if (cs_ws_read_ledger(ws, &l, 10000, err, sizeof err) != 1)
+            fail_msg("ledger %u: %s", seq, err);
+        assert_int_equal(l.seq, seq);
+        cs_ledger_free(&l);
+        assert_int_equal(cs_ws_send(ws, 9, "ping", 4), 0);
+    }
+    assert_int_equal(cs_ws_send(ws, 2, "hello", 5), 0);
+    cs_ws_msg m;
+    for (int i = 0; i < 200; i++)
+        if (cs_ws_read(ws, &m, 10000) != CS_WS_BINARY)
+            break;
+    assert_int_equal(m.kind, CS_WS_CLOSE);
+    assert_int_equal(m.close_code, 1008);
+    assert_string_equal(m.reason, "unexpected data message");
+    cs_ws_close(ws);
+
+    ws = cs_ws_connect("127.0.0.1", port, "/stream?start=1", 10000, &st, body, sizeof body);
+    assert_non_null(ws);
+    assert_int_equal(cs_ws_send_close(ws, 1000, "bye"), 0);
+    for (int i = 0; i < 200; i++)
+        if (cs_ws_read(ws, &m, 10000) != CS_WS_BINARY)
+            break;
+    assert_int_equal(m.kind, CS_WS_CLOSE);
+    assert_int_equal(m.close_code, 1000);
+    cs_ws_close(ws);
+
+    ws = cs_ws_connect("127.0.0.1", port, "/stream?start=1", 10000, &st, body, sizeof body);
+    assert_non_null(ws);
+    static const uint8_t unmasked[] = {0x89, 0x00}; /* a ping without a mask */
+    assert_int_equal(cs_ws_send_raw(ws, unmasked, sizeof unmasked), 0);
+    for (int i = 0; i < 200; i++)
+        if (cs_ws_read(ws, &m, 10000) != CS_WS_BINARY)
+            break;
+    assert_int_equal(m.kind, CS_WS_CLOSE);
+    assert_int_equal(m.close_code, 1002);
+    cs_ws_close(ws);
+
+    /* The probes and the scrape over TLS, answered on the head reader. */
+    char page[1 << 16], ctype[128];
+    assert_int_equal(cs_http_get("127.0.0.1", port, "/healthz", 10000, page, sizeof page, NULL, 0), 200);
+    assert_non_null(strstr(page, "\"subscribers\":"));
+    assert_int_equal(cs_http_get("127.0.0.1", port, "/readyz", 10000, page, sizeof page, NULL, 0), 200);
+    assert_int_equal(cs_http_get("127.0.0.1", port, "/metrics", 10000, page, sizeof page, ctype, sizeof ctype), 200);
+    assert_string_equal(ctype, "text/plain; version=0.0.4; charset=utf-8");
+    assert_non_null(strstr(page, "corestreamd_"));
+    assert_int_equal(cs_http_get("127.0.0.1", port, "/nowhere", 10000, page, sizeof page, NULL, 0), 404);
+
+    /* Shutdown reaches the TLS threads' subscribers: 1001. */
+    ws = cs_ws_connect("127.0.0.1", port, "/stream?start=1", 10000, &st, body, sizeof body);
+    assert_non_null(ws);
+    cs_ledger l;
+    assert_int_equal(cs_ws_read_ledger(ws, &l, 10000, err, sizeof err), 1);
+    cs_ledger_free(&l);
+    cs_server_stop(h.srv);
+    for (int i = 0; i < 100000; i++)
+        if (cs_ws_read(ws, &m, 10000) != CS_WS_BINARY)
+            break;
+    assert_int_equal(m.kind, CS_WS_CLOSE);
+    assert_int_equal(m.close_code, 1001);
+    assert_int_equal(harness_join(&h), 0);
+    cs_ws_close(ws);
+    cs_tlstunnel_stop(tun);
+    harness_stop(&h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -276,6 +363,7 @@ int main(void)
         cmocka_unit_test(test_plaintext_on_the_tls_port_is_answered),
         cmocka_unit_test(test_mutual_tls),
         cmocka_unit_test(test_reload_swaps_the_certificate_for_new_connections),
+        cmocka_unit_test(test_tls_subscriber_framing),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

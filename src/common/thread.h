@@ -13,6 +13,10 @@
  * source; they still get a large share of a busy core (nice 2 weighs about 2/3 of nice 0), which
  * the auto level (levelctl.h) sees as compression time and adapts to. */
 #define CS_NICE_LIVE 2
+/* Steps for what strangers start: request heads and TLS handshakes (cs-heads). A storm of
+ * connects then takes what the live path leaves (nice 5 weighs about a third of nice 0) instead of
+ * competing with the threads that write to subscribers; a lone connect is still served at once. */
+#define CS_NICE_ADMISSION 5
 /* Steps for work that may always wait: the lowest priority there is (nice 19). */
 #define CS_NICE_BACKGROUND 19
 

@@ -3,7 +3,9 @@
  * replay encoders, under a replay slot), live following of the current flow, and the close
  * decision. There is no per-subscriber queue: the cursor's whole state is where it is.
  *
- * I/O thread only: the cursor, its replay ticket and the slot table are never touched elsewhere. */
+ * Its owner's I/O thread only (the lws thread, or the TLS I/O thread of a wss:// subscriber): the
+ * cursor and its replay ticket are never touched elsewhere; the slot table is shared under its own
+ * mutex (replayslots.h). */
 #ifndef CS_CORESTREAMD_CURSOR_H
 #define CS_CORESTREAMD_CURSOR_H
 

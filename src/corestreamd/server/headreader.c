@@ -12,6 +12,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/thread.h"
@@ -25,7 +28,7 @@
 #define LINGER_MAX_BYTES (1u << 20)
 #define EVENTS_PER_WAIT 64
 
-typedef enum hstate { ST_READING, ST_ANSWERING, ST_LINGER } hstate;
+typedef enum hstate { ST_READING, ST_HANDSHAKE, ST_ANSWERING, ST_LINGER } hstate;
 
 typedef struct hconn {
     int fd;
@@ -37,6 +40,10 @@ typedef struct hconn {
     char *resp;
     size_t resp_len, resp_off;
     size_t dropped; /* bytes read and dropped while lingering */
+    SSL *ssl;       /* TLS: from the first byte on */
+    void *arg;      /* TLS: judge's for an upgrade, until upgraded */
+    bool upgrade;   /* TLS: the answer is a 101 */
+    size_t head_len;
     int64_t deadline;
     struct hconn *prev, *next;
 } hconn;
@@ -87,6 +94,8 @@ static void list_remove(hlist *l, hconn *c)
 
 static void hconn_free(hconn *c)
 {
+    if (c->ssl)
+        SSL_free(c->ssl);
     free(c->buf);
     free(c->resp);
     free(c);
@@ -98,6 +107,13 @@ static void finish(cs_headreader *hr, hlist *from, hconn *c, bool keep_fd)
     list_remove(from, c);
     epoll_ctl(hr->ep, EPOLL_CTL_DEL, c->fd, NULL);
     if (!keep_fd) {
+        if (c->ssl) {
+            SSL_free(c->ssl);
+            c->ssl = NULL;
+        }
+        if (c->arg && hr->cfg.discard)
+            hr->cfg.discard(hr->cfg.ctx, c->arg);
+        c->arg = NULL;
         close(c->fd);
         c->fd = -1;
         free(c->buf);
@@ -138,11 +154,50 @@ static char *answer(unsigned status, const char *reason, const char *extra, cons
     return out;
 }
 
+/* recv, or SSL_read on a TLS connection, with recv's results (-1 EAGAIN when TLS wants either
+ * direction: the socket is watched for input, and a TLS write stall this early is one the peer's
+ * next bytes resolve). */
+static ssize_t conn_recv(hconn *c, void *buf, size_t len)
+{
+    if (!c->ssl)
+        return recv(c->fd, buf, len, 0);
+    ERR_clear_error();
+    int n = SSL_read(c->ssl, buf, (int)(len > INT32_MAX ? INT32_MAX : len));
+    if (n > 0)
+        return n;
+    int e = SSL_get_error(c->ssl, n);
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+        errno = EAGAIN;
+        return -1;
+    }
+    if (e == SSL_ERROR_ZERO_RETURN)
+        return 0;
+    errno = ECONNRESET;
+    return -1;
+}
+
+static ssize_t conn_send(hconn *c, const void *buf, size_t len)
+{
+    if (!c->ssl)
+        return send(c->fd, buf, len, MSG_NOSIGNAL);
+    ERR_clear_error();
+    int n = SSL_write(c->ssl, buf, (int)len);
+    if (n > 0)
+        return n;
+    int e = SSL_get_error(c->ssl, n);
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+        errno = EAGAIN;
+        return -1;
+    }
+    errno = EPIPE;
+    return -1;
+}
+
 static void linger_read(cs_headreader *hr, hconn *c)
 {
     char scratch[16384];
     for (;;) {
-        ssize_t n = recv(c->fd, scratch, sizeof scratch, 0);
+        ssize_t n = conn_recv(c, scratch, sizeof scratch);
         if (n > 0) {
             c->dropped += (size_t)n;
             if (c->dropped <= LINGER_MAX_BYTES)
@@ -157,10 +212,12 @@ static void linger_read(cs_headreader *hr, hconn *c)
     }
 }
 
+static void upgraded(cs_headreader *hr, hconn *c);
+
 static void write_answer(cs_headreader *hr, hconn *c)
 {
     while (c->resp_off < c->resp_len) {
-        ssize_t n = send(c->fd, c->resp + c->resp_off, c->resp_len - c->resp_off, MSG_NOSIGNAL);
+        ssize_t n = conn_send(c, c->resp + c->resp_off, c->resp_len - c->resp_off);
         if (n > 0) {
             c->resp_off += (size_t)n;
             continue;
@@ -175,6 +232,12 @@ static void write_answer(cs_headreader *hr, hconn *c)
         finish(hr, &hr->reading, c, false);
         return;
     }
+    if (c->upgrade) {
+        upgraded(hr, c);
+        return;
+    }
+    if (c->ssl)
+        SSL_shutdown(c->ssl); /* close_notify; the peer's is not waited for */
     shutdown(c->fd, SHUT_WR);
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
     if (epoll_ctl(hr->ep, EPOLL_CTL_MOD, c->fd, &ev) != 0) {
@@ -211,6 +274,62 @@ static void refuse(cs_headreader *hr, hconn *c, unsigned status, const char *rea
     write_answer(hr, c);
 }
 
+/* The 101 is out: the connection leaves for the TLS I/O threads with the bytes past its head. */
+static void upgraded(cs_headreader *hr, hconn *c)
+{
+    list_remove(&hr->reading, c);
+    epoll_ctl(hr->ep, EPOLL_CTL_DEL, c->fd, NULL);
+    size_t early = c->len > c->head_len ? c->len - c->head_len : 0;
+    atomic_fetch_sub(&hr->holding, 1);
+    hr->cfg.upgraded(hr->cfg.ctx, c->fd, c->ssl, c->tag, (const unsigned char *)c->buf + c->head_len, early,
+                     c->arg);
+    c->ssl = NULL;
+    c->arg = NULL;
+    hconn_free(c);
+}
+
+static void read_head(cs_headreader *hr, hconn *c);
+
+static void handshake(cs_headreader *hr, hconn *c)
+{
+    ERR_clear_error();
+    int rc = SSL_accept(c->ssl);
+    if (rc == 1) {
+        c->st = ST_READING;
+        read_head(hr, c);
+        return;
+    }
+    int e = SSL_get_error(c->ssl, rc);
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+        struct epoll_event ev = {.events = e == SSL_ERROR_WANT_READ ? EPOLLIN : EPOLLOUT, .data.ptr = c};
+        if (epoll_ctl(hr->ep, EPOLL_CTL_MOD, c->fd, &ev) == 0)
+            return;
+    }
+    if (cs_log_enabled(CS_LOG_DEBUG)) {
+        char remote[64];
+        peer_of(c->fd, remote, sizeof remote);
+        unsigned long le = ERR_peek_error();
+        const char *why = le ? ERR_reason_error_string(le) : NULL;
+        CS_LOG(CS_LOG_DEBUG, "TLS handshake failed", KV_S("remote", remote),
+               KV_S("error", why ? why : e == SSL_ERROR_SYSCALL ? "connection closed" : "unknown"));
+    }
+    ERR_clear_error();
+    finish(hr, &hr->reading, c, false);
+}
+
+static void start_tls(cs_headreader *hr, hconn *c)
+{
+    SSL_CTX *ctx = hr->cfg.tls_ctx(hr->cfg.ctx);
+    c->ssl = ctx ? SSL_new(ctx) : NULL;
+    SSL_CTX_free(ctx); /* the SSL holds its own reference */
+    if (!c->ssl || SSL_set_fd(c->ssl, c->fd) != 1) {
+        finish(hr, &hr->reading, c, false);
+        return;
+    }
+    c->st = ST_HANDSHAKE;
+    handshake(hr, c);
+}
+
 /* A TLS port: the first byte says whether a TLS handshake (a handshake record, 0x16) is coming,
  * which lws then gets untouched (only peeked at), or a plaintext request, which is answered here
  * in plaintext: lws would close it without a word. */
@@ -226,15 +345,42 @@ static void peek_tls(cs_headreader *hr, hconn *c)
     if (n <= 0)
         finish(hr, &hr->reading, c, false);
     else if (first == 0x16)
-        finish(hr, &hr->reading, c, true);
+        start_tls(hr, c);
     else
         refuse(hr, c, 400, "Bad Request", CS_HEAD_TLS_REQUIRED_HEADER "\r\n",
                "this port speaks TLS: use wss:// or https://");
 }
 
+/* A complete head over TLS: the server's judge answers it (a 101 included). */
+static void judged(cs_headreader *hr, hconn *c, size_t head_len)
+{
+    char *resp = NULL;
+    size_t rlen = 0;
+    void *arg = NULL;
+    int v = hr->cfg.judge(hr->cfg.ctx, c->fd, c->tag, c->buf, head_len, &resp, &rlen, &arg);
+    if (!resp) {
+        if (arg && hr->cfg.discard)
+            hr->cfg.discard(hr->cfg.ctx, arg);
+        finish(hr, &hr->reading, c, false);
+        return;
+    }
+    c->head_len = head_len;
+    c->upgrade = v == 1;
+    c->arg = v == 1 ? arg : NULL;
+    if (!c->upgrade) {
+        free(c->buf);
+        c->buf = NULL;
+        c->len = c->cap = 0;
+    }
+    c->resp = resp;
+    c->resp_len = rlen;
+    c->st = ST_ANSWERING;
+    write_answer(hr, c);
+}
+
 static void read_head(cs_headreader *hr, hconn *c)
 {
-    if (hr->cfg.tls) {
+    if (hr->cfg.tls && !c->ssl) {
         peek_tls(hr, c);
         return;
     }
@@ -252,11 +398,16 @@ static void read_head(cs_headreader *hr, hconn *c)
             c->buf = nb;
             c->cap = cap;
         }
-        ssize_t n = recv(c->fd, c->buf + c->len, c->cap - c->len, 0);
+        ssize_t n = conn_recv(c, c->buf + c->len, c->cap - c->len);
         if (n < 0 && errno == EINTR)
             continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (c->ssl) { /* the handshake may have left EPOLLOUT armed */
+                struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+                epoll_ctl(hr->ep, EPOLL_CTL_MOD, c->fd, &ev);
+            }
             return;
+        }
         if (n <= 0) {
             finish(hr, &hr->reading, c, false); /* closed or failed before its head was complete */
             return;
@@ -267,7 +418,17 @@ static void read_head(cs_headreader *hr, hconn *c)
         case CS_HEAD_MORE:
             continue;
         case CS_HEAD_DONE:
+            if (c->ssl) {
+                judged(hr, c, head_len);
+                return;
+            }
+            finish(hr, &hr->reading, c, true);
+            return;
         case CS_HEAD_NOT_HTTP:
+            if (c->ssl) {
+                refuse(hr, c, 400, "Bad Request", "", "malformed HTTP request");
+                return;
+            }
             finish(hr, &hr->reading, c, true);
             return;
         case CS_HEAD_URI_TOO_LONG:
@@ -338,7 +499,7 @@ static int wait_ms(const cs_headreader *hr, int64_t now)
 static void *reader_main(void *arg)
 {
     cs_headreader *hr = arg;
-    cs_thread_role("cs-heads", 0);
+    cs_thread_role("cs-heads", CS_NICE_ADMISSION);
     struct epoll_event evs[EVENTS_PER_WAIT];
     while (!atomic_load(&hr->stop)) {
         int n = epoll_wait(hr->ep, evs, EVENTS_PER_WAIT, wait_ms(hr, cs_mono_ns()));
@@ -352,6 +513,8 @@ static void *reader_main(void *arg)
             }
             if (c->st == ST_READING)
                 read_head(hr, c);
+            else if (c->st == ST_HANDSHAKE)
+                handshake(hr, c);
             else if (c->st == ST_ANSWERING)
                 write_answer(hr, c);
             else
@@ -436,11 +599,13 @@ size_t cs_headreader_holding(cs_headreader *hr)
     return atomic_load(&hr->holding);
 }
 
-static void give_back_all(hlist *l, cs_head_done_fn fn, void *ctx)
+static void give_back_all(cs_headreader *hr, hlist *l, cs_head_done_fn fn, void *ctx)
 {
     hconn *c = l->head;
     while (c) {
         hconn *next = c->next;
+        if (c->arg && hr->cfg.discard)
+            hr->cfg.discard(hr->cfg.ctx, c->arg);
         if (c->fd >= 0)
             close(c->fd);
         if (fn)
@@ -462,10 +627,10 @@ void cs_headreader_free(cs_headreader *hr, cs_head_done_fn fn, void *ctx)
             ;
         pthread_join(hr->thread, NULL);
     }
-    give_back_all(&hr->reading, fn, ctx);
-    give_back_all(&hr->linger, fn, ctx);
-    give_back_all(&hr->inbox, fn, ctx);
-    give_back_all(&hr->done, fn, ctx);
+    give_back_all(hr, &hr->reading, fn, ctx);
+    give_back_all(hr, &hr->linger, fn, ctx);
+    give_back_all(hr, &hr->inbox, fn, ctx);
+    give_back_all(hr, &hr->done, fn, ctx);
     if (hr->ep >= 0)
         close(hr->ep);
     if (hr->evfd >= 0)

@@ -10,12 +10,15 @@
  * Bytes that cannot start a request line (a TLS ClientHello on the plaintext port) are handed
  * back at once, as they are: lws refuses them as it always did.
  *
- * On a TLS port (cfg.tls) no head is read: lws still terminates TLS. A connection whose first byte
- * starts a TLS handshake record is handed back at once with nothing read (len 0: the byte was only
- * peeked at); any other first byte is a plaintext client on the TLS port, answered in plaintext
- * with `400 Bad Request`, the header line CS_HEAD_TLS_REQUIRED_HEADER (by which libremoteledger
- * names the cause) and the body `this port speaks TLS: use wss:// or https://`, then closed. The
- * deadline applies until that first byte.
+ * On a TLS port (cfg.tls) the head reader terminates TLS (docs/TLS-THREADS.md): a connection
+ * whose first byte starts a TLS handshake record gets a non-blocking SSL_accept on the server's
+ * own context (cfg.tls_ctx), then its head is read through SSL_read under the same limits and
+ * answered through SSL_write; cfg.judge decides every answer, a 101 included, and an upgraded
+ * connection leaves through cfg.upgraded (never through drain). Any other first byte is a
+ * plaintext client on the TLS port, answered in plaintext with `400 Bad Request`, the header line
+ * CS_HEAD_TLS_REQUIRED_HEADER (by which libremoteledger names the cause) and the body `this port
+ * speaks TLS: use wss:// or https://`, then closed. The header deadline covers the handshake. A
+ * failed handshake is one DEBUG line (`TLS handshake failed`, the peer, OpenSSL's reason).
  *
  * Threads: cs_headreader_add and cs_headreader_drain from the lws service thread (add may be
  * called from any one thread); the ready callback runs on the head reader's own thread. */
@@ -34,9 +37,29 @@ typedef struct cs_headreader cs_headreader;
 /* The header line of the plaintext refusal on a TLS port (without its CRLF). */
 #define CS_HEAD_TLS_REQUIRED_HEADER "x-corestream-tls: required"
 
+/* TLS ports (cfg.tls): the head reader terminates TLS itself (below). */
+typedef struct ssl_st SSL;
+typedef struct ssl_ctx_st SSL_CTX;
+
 typedef struct cs_headreader_config {
     cs_head_limits limits;
-    bool tls; /* the port speaks TLS: only its first byte is judged (above) */
+    bool tls; /* the port speaks TLS: handshake and head here, judged by `judge` */
+    /* TLS only, all on the head reader's thread:
+     * tls_ctx: the context in force, with a reference the head reader frees after SSL_new.
+     * judge: a complete head (buf[0..len), within the limits) of the connection fd. It puts the
+     *   whole answer, malloc'd, in *resp. Returns 0 to close after it, or 1 when the answer is
+     *   a 101: *arg is then the caller's, given to upgraded (or to discard if the 101 cannot be
+     *   written).
+     * upgraded: the 101 is written. fd, ssl (the caller frees it) and tag are the caller's from
+     *   now on; early[0..n) are bytes read past the head (WebSocket frames sent early), valid
+     *   during the call only. The connection no longer counts as held.
+     * discard: frees an arg whose connection ended before upgraded (the tag still comes back through
+ *   drain or cs_headreader_free, as any other). */
+    SSL_CTX *(*tls_ctx)(void *ctx);
+    int (*judge)(void *ctx, int fd, void *tag, const char *buf, size_t len, char **resp, size_t *resp_len,
+                 void **arg);
+    void (*upgraded)(void *ctx, int fd, SSL *ssl, void *tag, const unsigned char *early, size_t n, void *arg);
+    void (*discard)(void *ctx, void *arg);
     int64_t timeout_ns; /* from add until the head must be complete */
     /* Head reader thread: connections are waiting in cs_headreader_drain. It must only wake the
      * thread that drains (lws_cancel_service); it is called once per batch, not per connection. */

@@ -28,8 +28,40 @@ static cs_msg *msg_alloc(size_t cap, cs_msg_pool *pool)
 static cs_msg *msg_reset(cs_msg *m)
 {
     atomic_init(&m->refs, 1);
+    atomic_init(&m->ws_header, 0);
     m->len = 0;
     return m;
+}
+
+size_t cs_msg_ws_header(cs_msg *m)
+{
+    size_t hl = m->len < 126 ? 2 : m->len <= 0xffff ? 4 : 10;
+    unsigned st = atomic_load_explicit(&m->ws_header, memory_order_acquire);
+    if (st == 2)
+        return hl;
+    unsigned zero = 0;
+    if (st == 0 && atomic_compare_exchange_strong_explicit(&m->ws_header, &zero, 1, memory_order_acq_rel,
+                                                           memory_order_acquire)) {
+        uint8_t *h = m->data - hl;
+        h[0] = 0x82; /* FIN, binary */
+        if (hl == 2) {
+            h[1] = (uint8_t)m->len;
+        } else if (hl == 4) {
+            h[1] = 126;
+            h[2] = (uint8_t)(m->len >> 8);
+            h[3] = (uint8_t)m->len;
+        } else {
+            h[1] = 127;
+            for (int i = 0; i < 8; i++)
+                h[2 + i] = (uint8_t)((uint64_t)m->len >> (56 - 8 * i));
+        }
+        atomic_store_explicit(&m->ws_header, 2, memory_order_release);
+        return hl;
+    }
+    /* Another thread is writing the same ten bytes at most: a few instructions. */
+    while (atomic_load_explicit(&m->ws_header, memory_order_acquire) != 2)
+        ;
+    return hl;
 }
 
 cs_msg *cs_msg_new(size_t cap)

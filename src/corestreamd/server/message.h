@@ -1,6 +1,6 @@
 /* An immutable, reference-counted wire message with LWS_PRE bytes of headroom in front of it, so
- * libwebsockets can build the frame header in place. Built once, written to every subscriber by
- * the I/O thread only, so the shared headroom is never raced. */
+ * libwebsockets (or the TLS I/O threads, cs_msg_ws_header) can build the frame header in place.
+ * Built once, written to every subscriber without a copy. */
 #ifndef CS_CORESTREAMD_MESSAGE_H
 #define CS_CORESTREAMD_MESSAGE_H
 
@@ -22,6 +22,9 @@ typedef struct cs_msg {
      * broadcaster, read by the I/O thread for corestreamd_publish_to_write_seconds); 0 for a
      * message built from the ring. */
     int64_t published_ns;
+    /* The RFC 6455 frame header in the headroom for the TLS I/O threads (cs_msg_ws_header):
+     * 0 not written, 1 being written, 2 written. */
+    atomic_uint ws_header;
     uint8_t *data;
     uint8_t buf[]; /* CS_MSG_HEADROOM + cap */
 } cs_msg;
@@ -29,6 +32,12 @@ typedef struct cs_msg {
 /* A message with room for cap bytes; len starts at 0 and refs at 1. NULL on allocation failure. */
 cs_msg *cs_msg_new(size_t cap);
 cs_msg *cs_msg_retain(cs_msg *m);
+/* Writes the server-to-client frame header (FIN, binary, unmasked, the 2/4/10-byte length) just in
+ * front of data, once per message whichever thread comes first, and returns its length: the frame
+ * is data - n .. data + len. Any thread, once the message is complete (len final); several TLS
+ * I/O threads may ask at once. The lws path never calls it (lws writes its own header there, on
+ * its one thread; a port is either TLS, served by the TLS threads, or plaintext, served by lws). */
+size_t cs_msg_ws_header(cs_msg *m);
 /* Drops a reference (NULL is ignored). The last one frees the message, or hands a pooled
  * message back to its pool. Any thread. */
 void cs_msg_release(cs_msg *m);

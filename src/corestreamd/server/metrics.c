@@ -46,8 +46,8 @@ void cs_m_observe_ns(cs_m_histogram *h, int64_t ns)
     size_t i = 0;
     while (i < CS_M_BUCKETS && ns > k_bounds_ns[i])
         i++;
-    cs_m_add1(&h->buckets[i], 1);
-    cs_m_add1(&h->sum_ns, (uint64_t)ns);
+    cs_m_add(&h->buckets[i], 1);
+    cs_m_add(&h->sum_ns, (uint64_t)ns);
 }
 
 void cs_m_count_close(cs_metrics *m, int code)
@@ -55,7 +55,7 @@ void cs_m_count_close(cs_metrics *m, int code)
     size_t i = 0;
     while (i < CS_M_CLOSE_CODES - 1 && k_close_codes[i] != code)
         i++;
-    cs_m_add1(&m->closes[i], 1);
+    cs_m_add(&m->closes[i], 1);
 }
 
 /* ---- exposition ---- */

@@ -8,7 +8,8 @@
  * system call, except cs_metrics_render, which runs on the I/O thread at each scrape.
  *
  * Threads: cs_metrics_new/free by the server's owner; the cs_m_* bumps from the thread each
- * field names; cs_metrics_render from any one thread at a time (the I/O thread). */
+ * field names; cs_metrics_render from any thread (the lws thread for plaintext scrapes, the head
+ * reader for scrapes over TLS), several at once. */
 #ifndef CS_CORESTREAMD_METRICS_H
 #define CS_CORESTREAMD_METRICS_H
 
@@ -59,7 +60,7 @@ typedef struct cs_metrics {
     /* Encoders (several threads): chunk messages published, by codec; their wire bytes. */
     atomic_uint_fast64_t chunks_zstd, chunks_raw;
     atomic_uint_fast64_t bytes_chunks_wire;
-    /* I/O thread. */
+    /* I/O threads (lws' and the TLS ones): bumped with cs_m_add. */
     atomic_uint_fast64_t sent_bytes_live, sent_bytes_replay; /* message bytes written to sockets */
     cs_m_histogram publish_to_write;     /* a live message's publish to its write to one subscriber */
     atomic_uint_fast64_t connections_accepted, admin_connections_accepted;
@@ -88,10 +89,10 @@ static inline uint64_t cs_m_get(const atomic_uint_fast64_t *c)
     return atomic_load_explicit((atomic_uint_fast64_t *)c, memory_order_relaxed);
 }
 
-/* One writer per histogram. */
+/* Several writers (the lws thread and the TLS I/O threads observe publish_to_write). */
 void cs_m_observe_ns(cs_m_histogram *h, int64_t ns);
 
-/* One writer (the I/O thread). */
+/* Several writers (every I/O thread). */
 void cs_m_count_close(cs_metrics *m, int code);
 
 /* The state, for the source thread and the server. */

@@ -1,9 +1,11 @@
 #include "corestreamd/server/replayslots.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
 struct cs_replay_slots {
+    pthread_mutex_t mu; /* every I/O thread acquires and releases: the table and the queue */
     cs_admission *held; /* the slots as counts per address, with the two caps */
     cs_replay_ticket *head, *tail;
     /* Mirrors of the held total and the queue length, for the getters on other threads. */
@@ -20,6 +22,7 @@ cs_replay_slots *cs_replay_slots_new(uint32_t max_total, uint32_t max_per_addr)
         free(s);
         return NULL;
     }
+    pthread_mutex_init(&s->mu, NULL);
     return s;
 }
 
@@ -27,6 +30,7 @@ void cs_replay_slots_free(cs_replay_slots *s)
 {
     if (s) {
         cs_admission_free(s->held);
+        pthread_mutex_destroy(&s->mu);
         free(s);
     }
 }
@@ -55,7 +59,7 @@ static bool take(cs_replay_slots *s, cs_replay_ticket *t, cs_admit *why)
     return true;
 }
 
-bool cs_replay_slots_acquire(cs_replay_slots *s, cs_replay_ticket *t, size_t *position)
+static bool acquire_locked(cs_replay_slots *s, cs_replay_ticket *t, size_t *position)
 {
     if (t->state == CS_TICKET_HELD)
         return true;
@@ -79,7 +83,15 @@ bool cs_replay_slots_acquire(cs_replay_slots *s, cs_replay_ticket *t, size_t *po
     return false;
 }
 
-void cs_replay_slots_release(cs_replay_slots *s, cs_replay_ticket *t)
+bool cs_replay_slots_acquire(cs_replay_slots *s, cs_replay_ticket *t, size_t *position)
+{
+    pthread_mutex_lock(&s->mu);
+    bool held = acquire_locked(s, t, position);
+    pthread_mutex_unlock(&s->mu);
+    return held;
+}
+
+static void release_locked(cs_replay_slots *s, cs_replay_ticket *t)
 {
     if (t->state == CS_TICKET_WAITING) {
         dequeue(s, t);
@@ -101,6 +113,13 @@ void cs_replay_slots_release(cs_replay_slots *s, cs_replay_ticket *t)
             break; /* nobody else fits either */
         }
     }
+}
+
+void cs_replay_slots_release(cs_replay_slots *s, cs_replay_ticket *t)
+{
+    pthread_mutex_lock(&s->mu);
+    release_locked(s, t);
+    pthread_mutex_unlock(&s->mu);
 }
 
 uint32_t cs_replay_slots_running(const cs_replay_slots *s)

@@ -5,8 +5,11 @@
  * handed a slot, in arrival order, when one frees; a waiter whose address is at its own cap is
  * passed over, so it never holds back waiters from other addresses.
  *
- * Every call but the counter getters belongs to the I/O thread, which owns the table; the
- * granted callback runs there too, inside the cs_replay_slots_release that freed the slot. */
+ * Threads: any I/O thread (the lws thread, the TLS I/O threads) acquires and releases; the table
+ * is under a mutex. The granted callback runs inside the cs_replay_slots_release that freed the
+ * slot, on the releasing thread and with that mutex held: it must only post the grant to the
+ * waiter's own thread (a flag and a wake), never step a cursor or take another lock. Holding the
+ * mutex is what keeps the waiter alive meanwhile: its own release waits for it. */
 #ifndef CS_CORESTREAMD_REPLAYSLOTS_H
 #define CS_CORESTREAMD_REPLAYSLOTS_H
 

@@ -24,6 +24,7 @@
 #include "corestreamd/server/compress.h"
 #include "corestreamd/server/cursor.h"
 #include "corestreamd/server/headreader.h"
+#include "corestreamd/server/httphead.h"
 #include "corestreamd/server/listener.h"
 #include "corestreamd/server/metrics.h"
 #include "corestreamd/server/readiness.h"
@@ -33,6 +34,8 @@
 #include "corestreamd/server/request.h"
 #include "corestreamd/server/sourceloop.h"
 #include "corestreamd/server/tls.h"
+#include "corestreamd/server/tlsio.h"
+#include "corestreamd/server/wsserver.h"
 #include "corestreamd/server/tokens.h"
 #include "wire/wire.h"
 
@@ -56,16 +59,35 @@ _Static_assert(LWS_PRE == CS_MSG_HEADROOM, "message headroom must match libwebso
 #define HEAD_FIELDS_MAX 48
 #define HEAD_PAIRS_MAX 36
 /* lws' per-connection header store, above HEAD_MAX so that lws never meets a head it cannot hold:
- * lws 4.1 hangs up on a request past its store without an answer. (Over TLS, until heads are read
- * off the lws thread there too, this store is the bound, with that silent hang-up.) */
+ * lws 4.1 hangs up on a request past its store without an answer. (TLS requests never reach lws:
+ * the head reader judges them through tls_judge.) */
 #define HEADER_STORE_BYTES (2 * HEAD_MAX)
 #define HEADER_STORES 256 /* connections parsing headers at once; others wait their turn */
 /* The admin listener's own caps: scrapers and probes, never subscribers. */
 #define ADMIN_MAX_CONNECTIONS 64
 #define ADMIN_MAX_CONNECTIONS_PER_IP 16
 
-typedef struct subscriber {
-    struct lws *wsi;
+typedef struct subscriber subscriber;
+
+/* How a subscriber's connection is written and closed: libwebsockets' (plaintext, the lws thread)
+ * or the TLS I/O threads' (tlsio.h). Everything else about a subscriber is shared. */
+typedef struct sub_ops {
+    void (*want_write)(subscriber *sub);
+    int (*write)(subscriber *sub, cs_msg *m); /* 1 whole, 0 pending (writable again later), -1 failed */
+    bool (*more)(subscriber *sub);            /* another write now would not wait */
+    void (*close)(subscriber *sub, int code, const char *reason); /* a close frame, then the end */
+    void (*shut)(subscriber *sub);            /* a stalled peer: end it now */
+} sub_ops;
+
+struct subscriber {
+    const sub_ops *ops;
+    struct lws *wsi;       /* lws */
+    cs_tlsconn *tc;        /* TLS */
+    subscriber **list;     /* the owning thread's list */
+    atomic_bool granted;   /* TLS: a replay slot was handed over on another thread */
+    int thread;            /* TLS: the I/O thread's index */
+    struct conn_tag *tag;  /* TLS: admission's count, released when the connection ends */
+    cs_server *srv;
     cs_cursor cursor;
     cs_stream_request req;
     char remote[64];
@@ -77,7 +99,7 @@ typedef struct subscriber {
     char token_name[CS_TOKEN_NAME_MAX + 1]; /* "" without --auth-tokens */
     uint8_t token_digest[CS_TOKEN_DIGEST_LEN];
     struct subscriber *prev, *next;
-} subscriber;
+};
 
 typedef struct pss {
     subscriber *sub;
@@ -88,7 +110,23 @@ typedef struct pss {
 typedef struct conn_tag {
     cs_addr_key key;
     bool admin; /* accepted on --admin-listen: /healthz, /readyz and /metrics only */
+    struct conn_tag *next; /* waiting for the lws thread to release it (TLS connections) */
 } conn_tag;
+
+/* A TLS I/O thread's own subscribers and what it has seen of the lws thread's decisions. */
+typedef struct tls_worker {
+    subscriber *subs;
+    bool stopping_seen;
+    unsigned tokens_gen_seen;
+} tls_worker;
+
+/* What the judge passes from the 101 to the TLS I/O thread's new subscriber. */
+typedef struct upgrade_info {
+    conn_tag *tag;
+    cs_stream_request req;
+    char token_name[CS_TOKEN_NAME_MAX + 1];
+    uint8_t token_digest[CS_TOKEN_DIGEST_LEN];
+} upgrade_info;
 
 static void release_tag(struct cs_server *s, conn_tag *tag);
 
@@ -128,12 +166,23 @@ struct cs_server {
 
     /* Bearer tokens: the I/O thread's table, and one a reload hands over (under reload_mu). */
     cs_tokens *tokens;
+    bool auth_on; /* --auth-tokens: set once, before any thread starts */
     pthread_mutex_t reload_mu;
     cs_tokens *tokens_pending;
     atomic_bool tokens_reload_pending; /* lets every other wake skip the mutex */
-    /* TLS: lws' server SSL_CTX (I/O thread), and a checked certificate waiting to be applied. */
-    SSL_CTX *ssl_ctx;
-    atomic_bool tls_reload_pending;
+    /* Tokens are read by the head reader (TLS requests) as well: swapped under tokens_rw. */
+    pthread_rwlock_t tokens_rw;
+    atomic_uint tokens_gen; /* bumped per swap, for the TLS threads' revocation walk */
+    /* TLS: the server's own context, the I/O threads, and the tags of their ended connections,
+     * which only the lws thread may release (the admission table is its own). */
+    bool tls_on;
+    bool tls_store_ready;
+    cs_tls_store tls;
+    cs_tlsio *tlsio;
+    tls_worker tw[CS_TLSIO_MAX_THREADS];
+    pthread_mutex_t released_mu;
+    conn_tag *released;
+    atomic_bool stopping; /* shutting_down, for the TLS threads */
 
     /* Plaintext connections wait here for their request head before lws adopts them. */
     cs_headreader *heads;
@@ -171,6 +220,7 @@ static void server_wake(void *arg)
     cs_server *s = arg;
     if (s->ctx && !atomic_exchange(&s->wake_pending, true))
         lws_cancel_service(s->ctx);
+    cs_tlsio_wake(s->tlsio, -1);
 }
 
 static void publish_chunk(void *ctx, cs_msg *chunk)
@@ -198,6 +248,16 @@ static void publish_chunk(void *ctx, cs_msg *chunk)
 #define OFFER_BEARER 4u  /* WWW-Authenticate: Bearer (401) */
 #define OFFER_ALLOW 8u   /* Allow: GET, HEAD (405 on the probe and metrics paths) */
 #define NO_BODY 16u      /* HEAD: the GET answer's headers, Content-Length included, no body */
+
+/* A request being judged: from lws' header table (plaintext, wsi set) or from the head reader's
+ * own split of a TLS request (head set), whose answer goes into out, the same bytes lws writes. */
+typedef struct http_req {
+    struct lws *wsi;
+    const cs_http_head *head;
+    int fd;         /* own path: the socket, for the peer's name */
+    bool admin;     /* own path: accepted on --admin-listen */
+    cs_strbuf *out; /* own path: the answer */
+} http_req;
 
 static int add_header(struct lws *wsi, const char *name, const char *value, unsigned char **p,
                       unsigned char *end)
@@ -227,8 +287,27 @@ static const char *status_text(unsigned code)
  * may be long: a 400 quotes the offending query value whole. The status line is ours, always
  * HTTP/1.1 as Go writes it: lws would answer an upgrade request it has not yet versioned with
  * HTTP/1.0, and has no words for 426. */
-static int respond_with(struct lws *wsi, unsigned code, const char *ctype, const char *body, unsigned extra)
+static int respond_with(http_req *r, unsigned code, const char *ctype, const char *body, unsigned extra)
 {
+    struct lws *wsi = r->wsi;
+    if (!wsi) {
+        /* lws' bytes exactly: its header style, in the same order. */
+        cs_strbuf *o = r->out;
+        cs_strbuf_printf(o, "HTTP/1.1 %u %s\r\ncontent-type: %s\r\ncontent-length: %zu\r\n"
+                            "x-content-type-options: nosniff\r\n", code, status_text(code), ctype, strlen(body));
+        if (extra & OFFER_UPGRADE)
+            cs_strbuf_puts(o, "connection: Upgrade\r\nupgrade: websocket\r\n");
+        if (extra & OFFER_VERSION)
+            cs_strbuf_puts(o, "sec-websocket-version: 13\r\n");
+        if (extra & OFFER_BEARER)
+            cs_strbuf_puts(o, "www-authenticate: Bearer realm=\"corestream\"\r\n");
+        if (extra & OFFER_ALLOW)
+            cs_strbuf_puts(o, "allow: GET, HEAD\r\n");
+        cs_strbuf_puts(o, "\r\n");
+        if (!(extra & NO_BODY))
+            cs_strbuf_puts(o, body);
+        return 0;
+    }
     size_t blen = strlen(body), total = LWS_PRE + HEADERS_MAX + blen + 1;
     unsigned char *buf = malloc(total);
     if (!buf)
@@ -259,12 +338,12 @@ static int respond_with(struct lws *wsi, unsigned code, const char *ctype, const
     return rc;
 }
 
-static int respond(struct lws *wsi, unsigned code, const char *ctype, const char *body)
+static int respond(http_req *r, unsigned code, const char *ctype, const char *body)
 {
-    return respond_with(wsi, code, ctype, body, 0);
+    return respond_with(r, code, ctype, body, 0);
 }
 
-static int respond_text_with(struct lws *wsi, unsigned code, const char *msg, unsigned extra)
+static int respond_text_with(http_req *r, unsigned code, const char *msg, unsigned extra)
 {
     size_t n = strlen(msg);
     char *body = malloc(n + 2);
@@ -272,17 +351,17 @@ static int respond_text_with(struct lws *wsi, unsigned code, const char *msg, un
         return -1;
     memcpy(body, msg, n);
     memcpy(body + n, "\n", 2);
-    int rc = respond_with(wsi, code, "text/plain; charset=utf-8", body, extra);
+    int rc = respond_with(r, code, "text/plain; charset=utf-8", body, extra);
     free(body);
     return rc;
 }
 
 
-static void peer_name(struct lws *wsi, char *buf, size_t len)
+static void peer_of_fd(int fd, char *buf, size_t len)
 {
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
-    if (getpeername(lws_get_socket_fd(wsi), (struct sockaddr *)&ss, &sl) == 0)
+    if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0)
         cs_format_sockaddr((struct sockaddr *)&ss, buf, len);
     else
         snprintf(buf, len, "unknown");
@@ -297,11 +376,24 @@ typedef struct query {
 
 /* Copies every pair, or fails (-1) when there are more than MAX_QUERY_ARGS of them: a pair is
  * never silently dropped, or `start`/`end` after junk pairs would be lost. */
-static int read_query(struct lws *wsi, query *q)
+static int read_query(http_req *r, query *q)
 {
+    struct lws *wsi = r->wsi;
     size_t used = 0;
     q->n = 0;
     for (int i = 0;; i++) {
+        const char *pair = wsi ? NULL : cs_http_head_pair(r->head, (size_t)i);
+        if (!wsi) {
+            if (!pair)
+                return 0;
+            size_t len = strlen(pair);
+            if (q->n == MAX_QUERY_ARGS || used + len + 1 > sizeof q->storage)
+                return -1;
+            memcpy(q->storage + used, pair, len + 1);
+            q->args[q->n++] = q->storage + used;
+            used += len + 1;
+            continue;
+        }
         int len = lws_hdr_fragment_length(wsi, WSI_TOKEN_HTTP_URI_ARGS, i);
         if (len <= 0)
             return 0;
@@ -324,7 +416,7 @@ static const struct {
     {WSI_TOKEN_HEAD_URI, "HEAD"},
 };
 
-static const char *request_method(struct lws *wsi, enum lws_token_indexes *token)
+static const char *request_method_lws(struct lws *wsi, enum lws_token_indexes *token)
 {
     for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
         if (lws_hdr_total_length(wsi, methods[i].token) > 0) {
@@ -335,21 +427,33 @@ static const char *request_method(struct lws *wsi, enum lws_token_indexes *token
     return "";
 }
 
-static int uri_path(struct lws *wsi, char *buf, int len)
+static const char *request_method(http_req *r)
+{
+    return r->wsi ? request_method_lws(r->wsi, NULL) : r->head->method;
+}
+
+static int uri_path(http_req *r, char *buf, int len)
 {
     enum lws_token_indexes t;
-    if (*request_method(wsi, &t) && lws_hdr_copy(wsi, buf, len, t) > 0)
+    if (!r->wsi) {
+        snprintf(buf, (size_t)len, "%s", r->head->path);
+        return 0;
+    }
+    if (*request_method_lws(r->wsi, &t) && lws_hdr_copy(r->wsi, buf, len, t) > 0)
         return 0;
     buf[0] = '\0';
     return -1;
 }
 
 /* Bytes of the request's path and query as lws holds them. */
-static size_t request_uri_len(struct lws *wsi)
+static size_t request_uri_len(http_req *r)
 {
+    struct lws *wsi = r->wsi;
+    if (!wsi)
+        return r->head->target_len;
     enum lws_token_indexes t;
     size_t uri = 0;
-    if (*request_method(wsi, &t))
+    if (*request_method_lws(wsi, &t))
         uri = (size_t)lws_hdr_total_length(wsi, t);
     for (int i = 0;; i++) {
         int n = lws_hdr_fragment_length(wsi, WSI_TOKEN_HTTP_URI_ARGS, i);
@@ -360,7 +464,7 @@ static size_t request_uri_len(struct lws *wsi)
     return uri;
 }
 
-static int serve_healthz(cs_server *s, struct lws *wsi, unsigned head)
+static int serve_healthz(cs_server *s, http_req *wsi, unsigned head)
 {
     uint32_t oldest, latest;
     cs_ring_bounds(s->cfg.ring, &oldest, &latest);
@@ -378,7 +482,7 @@ static int serve_healthz(cs_server *s, struct lws *wsi, unsigned head)
     return respond_with(wsi, 200, "application/json", body, head);
 }
 
-static int serve_readyz(cs_server *s, struct lws *wsi, unsigned head)
+static int serve_readyz(cs_server *s, http_req *wsi, unsigned head)
 {
     char body[256];
     cs_ring_health_t h;
@@ -393,7 +497,7 @@ static int serve_readyz(cs_server *s, struct lws *wsi, unsigned head)
     return respond_with(wsi, code, "application/json", body, head);
 }
 
-static int serve_metrics(cs_server *s, struct lws *wsi, unsigned head)
+static int serve_metrics(cs_server *s, http_req *wsi, unsigned head)
 {
     uint32_t oldest, latest;
     cs_ring_bounds(s->cfg.ring, &oldest, &latest);
@@ -441,8 +545,28 @@ static int serve_metrics(cs_server *s, struct lws *wsi, unsigned head)
 
 
 /* A header's whole value, malloc'd ("" when absent); NULL only when out of memory. */
-static char *header_dup(struct lws *wsi, enum lws_token_indexes h)
+static const char *header_name(enum lws_token_indexes h)
 {
+    switch (h) {
+    case WSI_TOKEN_CONNECTION: return "connection";
+    case WSI_TOKEN_UPGRADE: return "upgrade";
+    case WSI_TOKEN_VERSION: return "sec-websocket-version";
+    case WSI_TOKEN_KEY: return "sec-websocket-key";
+    case WSI_TOKEN_ORIGIN: return "origin";
+    case WSI_TOKEN_HOST: return "host";
+    case WSI_TOKEN_HTTP_AUTHORIZATION: return "authorization";
+    default: return "";
+    }
+}
+
+static char *header_dup(http_req *r, enum lws_token_indexes h)
+{
+    if (!r->wsi) {
+        if (h == WSI_TOKEN_HTTP) /* lws keeps the request line's version under this token */
+            return strdup(r->head->version);
+        return cs_http_head_get(r->head, header_name(h));
+    }
+    struct lws *wsi = r->wsi;
     int n = lws_hdr_total_length(wsi, h);
     char *v = malloc(n > 0 ? (size_t)n + 1 : 1);
     if (v && (n <= 0 || lws_hdr_copy(wsi, v, n + 1, h) < 0))
@@ -451,18 +575,18 @@ static char *header_dup(struct lws *wsi, enum lws_token_indexes h)
 }
 
 /* Strangers choose what gets refused, so each refusal is one DEBUG line, never louder. */
-static int refuse(struct lws *wsi, unsigned status, const char *logmsg, const char *body, unsigned extra)
+static int refuse(http_req *wsi, unsigned status, const char *logmsg, const char *body, unsigned extra)
 {
     if (cs_log_enabled(CS_LOG_DEBUG)) {
         char remote[64];
-        peer_name(wsi, remote, sizeof remote);
+        peer_of_fd(wsi->wsi ? lws_get_socket_fd(wsi->wsi) : wsi->fd, remote, sizeof remote);
         CS_LOG(CS_LOG_DEBUG, logmsg, KV_S("remote", remote), KV_U("status", status), KV_S("error", body));
     }
     return respond_text_with(wsi, status, body, extra);
 }
 
 /* The handshake rules on this request's headers; 0 when it may upgrade. */
-static int upgrade_verdict(struct lws *wsi, cs_upgrade_refusal *out)
+static int upgrade_verdict(http_req *wsi, cs_upgrade_refusal *out)
 {
     enum { MAX_KEYS = 4 };
     char *version = header_dup(wsi, WSI_TOKEN_HTTP), *conn = header_dup(wsi, WSI_TOKEN_CONNECTION);
@@ -471,11 +595,13 @@ static int upgrade_verdict(struct lws *wsi, cs_upgrade_refusal *out)
     const char *keys[MAX_KEYS];
     size_t nkeys = 0;
     for (int i = 0; i < 64; i++) { /* every key is counted; only the first few are read */
-        int n = lws_hdr_fragment_length(wsi, WSI_TOKEN_KEY, i);
+        const char *own = wsi->wsi ? NULL : cs_http_head_nth(wsi->head, "sec-websocket-key", (size_t)i);
+        int n = wsi->wsi ? lws_hdr_fragment_length(wsi->wsi, WSI_TOKEN_KEY, i) : own ? 1 : 0;
         if (n <= 0)
             break;
         if (nkeys < MAX_KEYS) {
-            if (lws_hdr_copy_fragment(wsi, keybuf[nkeys], sizeof keybuf[nkeys], WSI_TOKEN_KEY, i) < 0)
+            if (own ? (size_t)snprintf(keybuf[nkeys], sizeof keybuf[nkeys], "%s", own) >= sizeof keybuf[nkeys]
+                    : lws_hdr_copy_fragment(wsi->wsi, keybuf[nkeys], sizeof keybuf[nkeys], WSI_TOKEN_KEY, i) < 0)
                 snprintf(keybuf[nkeys], sizeof keybuf[nkeys], "?"); /* over-long: no 24-byte key */
             keys[nkeys] = keybuf[nkeys];
         }
@@ -488,7 +614,7 @@ static int upgrade_verdict(struct lws *wsi, cs_upgrade_refusal *out)
         snprintf(out->body, sizeof out->body, "out of memory");
         rc = -1;
     } else {
-        cs_upgrade_request r = {.method = request_method(wsi, NULL),
+        cs_upgrade_request r = {.method = request_method(wsi),
                                 .version = version,
                                 .connection = conn,
                                 .upgrade = upgrade,
@@ -507,9 +633,10 @@ static int upgrade_verdict(struct lws *wsi, cs_upgrade_refusal *out)
 /* Origin must match Host, as the prototype's WebSocket library insists (403 otherwise). Both are
  * copied whole, sized by lws' own count: a fixed buffer made lws_hdr_copy fail on a long Origin,
  * which then passed as no Origin at all. */
-static int check_origin(struct lws *wsi, char *msg, size_t mlen)
+static int check_origin(http_req *wsi, char *msg, size_t mlen)
 {
-    if (lws_hdr_total_length(wsi, WSI_TOKEN_ORIGIN) <= 0)
+    if (wsi->wsi ? lws_hdr_total_length(wsi->wsi, WSI_TOKEN_ORIGIN) <= 0
+                 : !cs_http_head_nth(wsi->head, "origin", 0))
         return 0;
     char *origin = header_dup(wsi, WSI_TOKEN_ORIGIN), *host = header_dup(wsi, WSI_TOKEN_HOST);
     int rc = -1;
@@ -524,7 +651,7 @@ static int check_origin(struct lws *wsi, char *msg, size_t mlen)
 
 /* What every request answers first, whatever the path: 414 past the URI limit. (A request past
  * the header store never gets this far.) */
-static int refuse_over_limits(struct lws *wsi)
+static int refuse_over_limits(http_req *wsi)
 {
     if (request_uri_len(wsi) <= URI_MAX)
         return 0;
@@ -535,39 +662,44 @@ static int refuse_over_limits(struct lws *wsi)
 /* The name of the token in the request's `Authorization: Bearer` header, or NULL; *given says
  * whether a bearer token was there at all. Compared in constant time; the header's copy is wiped
  * and the token itself is never logged. */
-static const char *request_token(cs_server *s, struct lws *wsi, uint8_t digest[CS_TOKEN_DIGEST_LEN],
-                                 bool *given)
+static bool request_token(cs_server *s, http_req *wsi, uint8_t digest[CS_TOKEN_DIGEST_LEN], bool *given,
+                          char name_out[CS_TOKEN_NAME_MAX + 1])
 {
     char *auth = header_dup(wsi, WSI_TOKEN_HTTP_AUTHORIZATION);
     const char *tok, *name = NULL;
     size_t len;
     *given = auth && cs_bearer_token(auth, &tok, &len);
-    if (*given)
+    if (*given) {
+        pthread_rwlock_rdlock(&s->tokens_rw); /* a reload may swap the table meanwhile */
         name = cs_tokens_match(s->tokens, tok, len, digest);
+        if (name && name_out)
+            snprintf(name_out, CS_TOKEN_NAME_MAX + 1, "%s", name);
+        pthread_rwlock_unlock(&s->tokens_rw);
+    }
     if (auth)
         OPENSSL_cleanse(auth, strlen(auth));
     free(auth);
-    return name;
+    return name != NULL;
 }
 
 /* With --auth-tokens: the request's token name, or NULL once the 401 is sent. */
-static const char *authenticate(cs_server *s, struct lws *wsi, uint8_t digest[CS_TOKEN_DIGEST_LEN])
+static bool authenticate(cs_server *s, http_req *wsi, uint8_t digest[CS_TOKEN_DIGEST_LEN])
 {
     bool given;
-    const char *name = request_token(s, wsi, digest, &given);
-    if (!name)
+    bool found = request_token(s, wsi, digest, &given, NULL);
+    if (!found)
         refuse(wsi, 401, "request refused", given ? "unknown bearer token" : "a bearer token is required",
                OFFER_BEARER);
-    return name;
+    return found;
 }
 
 /* /stream before an upgrade, in the prototype's order: the query (400), the handshake (426, 405,
  * 400), the Origin (403); a token (401) before all of them when tokens are set. Returns 0 to
  * allow, 1 when answered. */
-static int check_stream(cs_server *s, struct lws *wsi)
+static int check_stream(cs_server *s, http_req *wsi)
 {
     uint8_t digest[CS_TOKEN_DIGEST_LEN];
-    if (s->tokens && !authenticate(s, wsi, digest))
+    if (s->auth_on && !authenticate(s, wsi, digest))
         return 1;
     query q;
     cs_stream_request req;
@@ -598,7 +730,7 @@ static int check_stream(cs_server *s, struct lws *wsi)
 
 /* The probe and scrape paths: GET, and HEAD as RFC 9110 requires of a server that serves GET
  * (the same status and headers, no body); any other method gets 405 with `Allow: GET, HEAD`. */
-typedef int (*admin_fn)(cs_server *s, struct lws *wsi, unsigned head);
+typedef int (*admin_fn)(cs_server *s, http_req *wsi, unsigned head);
 
 static admin_fn admin_endpoint(const char *path)
 {
@@ -611,26 +743,28 @@ static admin_fn admin_endpoint(const char *path)
     return NULL;
 }
 
-static int serve_admin(cs_server *s, struct lws *wsi, admin_fn fn)
+static int serve_admin(cs_server *s, http_req *wsi, admin_fn fn)
 {
     uint8_t digest[CS_TOKEN_DIGEST_LEN];
-    if (s->tokens && s->cfg.auth_healthz && !authenticate(s, wsi, digest))
+    if (s->auth_on && s->cfg.auth_healthz && !authenticate(s, wsi, digest))
         return 0;
-    const char *method = request_method(wsi, NULL);
+    const char *method = request_method(wsi);
     if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)
         return fn(s, wsi, strcmp(method, "HEAD") == 0 ? NO_BODY : 0);
     return respond_with(wsi, 405, "text/plain; charset=utf-8", "Method Not Allowed\n", OFFER_ALLOW);
 }
 
-static bool on_admin_listener(struct lws *wsi)
+static bool on_admin_listener(http_req *r)
 {
-    const conn_tag *tag = lws_get_opaque_user_data(wsi);
+    if (!r->wsi)
+        return r->admin;
+    const conn_tag *tag = lws_get_opaque_user_data(r->wsi);
     return tag && tag->admin;
 }
 
 /* A plain (non-upgrade) request: /healthz, /readyz, /metrics, /stream (always refused: it must
  * upgrade; not served on the admin listener), or 404. Returns the value for the lws callback. */
-static int serve_http(cs_server *s, struct lws *wsi)
+static int serve_request(cs_server *s, http_req *wsi)
 {
     int rc = 0;
     if (!refuse_over_limits(wsi)) {
@@ -647,14 +781,20 @@ static int serve_http(cs_server *s, struct lws *wsi)
         } else
             rc = respond(wsi, 404, "text/plain; charset=utf-8", "404 page not found\n");
     }
-    if (rc != 0 || lws_http_transaction_completed(wsi))
+    return rc;
+}
+
+static int serve_http(cs_server *s, struct lws *wsi)
+{
+    http_req r = {.wsi = wsi};
+    if (serve_request(s, &r) != 0 || lws_http_transaction_completed(wsi))
         return -1;
     return 0;
 }
 
 /* Before the upgrade: limits, path, query, handshake and origin. Returns 0 to allow, 1 when
  * answered. */
-static int confirm_upgrade(cs_server *s, struct lws *wsi)
+static int confirm_upgrade_req(cs_server *s, http_req *wsi)
 {
     if (refuse_over_limits(wsi))
         return 1;
@@ -665,6 +805,12 @@ static int confirm_upgrade(cs_server *s, struct lws *wsi)
         return 1;
     }
     return check_stream(s, wsi);
+}
+
+static int confirm_upgrade(cs_server *s, struct lws *wsi)
+{
+    http_req r = {.wsi = wsi};
+    return confirm_upgrade_req(s, &r);
 }
 
 /* ---- what libwebsockets reports ----------------------------------------------------------- */
@@ -705,17 +851,107 @@ static void want_write(subscriber *sub)
 {
     if (!sub->write_started)
         sub->write_started = cs_mono_ns();
+    sub->ops->want_write(sub);
+}
+
+/* ---- the two transports ---- */
+
+static void lws_want_write(subscriber *sub)
+{
     lws_callback_on_writable(sub->wsi);
 }
 
-/* A replay slot freed by another subscriber was handed to this waiting one. */
+static int lws_write_msg(subscriber *sub, cs_msg *m)
+{
+    int n = lws_write(sub->wsi, m->data, m->len, LWS_WRITE_BINARY);
+    return n >= 0 && (size_t)n == m->len ? 1 : -1;
+}
+
+/* lws' own rule: write again only when the socket has room and nothing is left buffered. */
+static bool lws_more(subscriber *sub)
+{
+    return !lws_partial_buffered(sub->wsi) && !lws_send_pipe_choked(sub->wsi);
+}
+
+static void lws_close_sub(subscriber *sub, int code, const char *reason)
+{
+    lws_close_reason(sub->wsi, (enum lws_close_status)code, (unsigned char *)reason, strlen(reason));
+}
+
+/* Shut down rather than closed through lws, which would first wait to flush what the peer will
+ * never read. */
+static void lws_shut(subscriber *sub)
+{
+    shutdown(lws_get_socket_fd(sub->wsi), SHUT_RDWR);
+}
+
+static const sub_ops lws_ops = {lws_want_write, lws_write_msg, lws_more, lws_close_sub, lws_shut};
+
+static void tls_want_write(subscriber *sub)
+{
+    cs_tlsio_want_write(sub->tc);
+}
+
+static int tls_write_msg(subscriber *sub, cs_msg *m)
+{
+    return cs_tlsio_write(sub->tc, m);
+}
+
+static bool tls_more(subscriber *sub)
+{
+    return cs_tlsio_can_write(sub->tc);
+}
+
+static void tls_close_sub(subscriber *sub, int code, const char *reason)
+{
+    cs_tlsio_close(sub->tc, code, reason);
+}
+
+static void tls_shut(subscriber *sub)
+{
+    cs_tlsio_drop(sub->tc);
+}
+
+static const sub_ops tls_ops = {tls_want_write, tls_write_msg, tls_more, tls_close_sub, tls_shut};
+
+/* A replay slot freed by another subscriber was handed to this waiting one. On the lws thread
+ * (plaintext: every subscriber is there) it is acted on at once; a TLS subscriber's grant may come
+ * from another TLS thread, under the slot table's mutex: it is posted to its own thread. */
 static void replay_granted(void *ctx)
 {
     subscriber *sub = ctx;
-    cs_server *s = lws_context_user(lws_get_context(sub->wsi));
+    cs_server *s = sub->srv;
+    if (sub->tc) {
+        atomic_store(&sub->granted, true);
+        cs_tlsio_wake(s->tlsio, sub->thread);
+        return;
+    }
     if (s->ctx_destroying || sub->closing)
         return;
     sub->waiting = false;
+    want_write(sub);
+}
+
+/* Sets up what both transports share and puts sub on list; token and request already filled. */
+static void subscriber_start(cs_server *s, subscriber *sub, subscriber **list, const conn_tag *tag)
+{
+    sub->srv = s;
+    sub->list = list;
+    cs_cursor_env env = {.bc = s->bc, .ring = s->cfg.ring, .replays = s->replays,
+                         .slots = s->replay_slots, .live_abandons = &s->live_abandons};
+    cs_cursor_init(&sub->cursor, &env, sub->req.start, sub->req.bounded, sub->req.end);
+    /* Replays are counted per address as connections are: the key admission took at accept. */
+    if (tag)
+        sub->cursor.ticket.key = tag->key;
+    sub->cursor.ticket.granted = replay_granted;
+    sub->cursor.ticket.granted_ctx = sub;
+    sub->next = *list;
+    if (*list)
+        (*list)->prev = sub;
+    *list = sub;
+    int n = atomic_fetch_add(&s->subscribers, 1) + 1;
+    cs_kv extra[] = {KV_I("subscribers", n)};
+    log_subscriber(CS_LOG_INFO, "subscriber connected", sub, 1, extra);
     want_write(sub);
 }
 
@@ -725,42 +961,43 @@ static int subscriber_open(cs_server *s, struct lws *wsi, pss *ps)
     if (!sub)
         return -1;
     query q;
+    http_req r = {.wsi = wsi};
     /* confirm_upgrade has answered a bad query already. */
-    if (read_query(wsi, &q) != 0 || cs_stream_request_parse(q.args, q.n, &sub->req, NULL) != 0) {
+    if (read_query(&r, &q) != 0 || cs_stream_request_parse(q.args, q.n, &sub->req, NULL) != 0) {
         free(sub);
         return -1;
     }
-    if (s->tokens) {
+    if (s->auth_on) {
         /* confirm_upgrade checked the token; this names it for the logs and a later reload. */
         bool given;
-        const char *name = request_token(s, wsi, sub->token_digest, &given);
-        if (!name) {
+        if (!request_token(s, &r, sub->token_digest, &given, sub->token_name)) {
             free(sub);
             return -1;
         }
-        snprintf(sub->token_name, sizeof sub->token_name, "%s", name);
     }
+    sub->ops = &lws_ops;
     sub->wsi = wsi;
-    peer_name(wsi, sub->remote, sizeof sub->remote);
-    cs_cursor_env env = {.bc = s->bc, .ring = s->cfg.ring, .replays = s->replays,
-                         .slots = s->replay_slots, .live_abandons = &s->live_abandons};
-    cs_cursor_init(&sub->cursor, &env, sub->req.start, sub->req.bounded, sub->req.end);
-    /* Replays are counted per address as connections are: the key admission took at accept. */
-    const conn_tag *tag = lws_get_opaque_user_data(wsi);
-    if (tag)
-        sub->cursor.ticket.key = tag->key;
-    sub->cursor.ticket.granted = replay_granted;
-    sub->cursor.ticket.granted_ctx = sub;
-    sub->next = s->subs;
-    if (s->subs)
-        s->subs->prev = sub;
-    s->subs = sub;
+    peer_of_fd(lws_get_socket_fd(wsi), sub->remote, sizeof sub->remote);
     ps->sub = sub;
-    int n = atomic_fetch_add(&s->subscribers, 1) + 1;
-    cs_kv extra[] = {KV_I("subscribers", n)};
-    log_subscriber(CS_LOG_INFO, "subscriber connected", sub, 1, extra);
-    want_write(sub);
+    subscriber_start(s, sub, &s->subs, lws_get_opaque_user_data(wsi));
     return 0;
+}
+
+static void subscriber_end(cs_server *s, subscriber *sub)
+{
+    if (!sub->closing) {
+        cs_kv extra[] = {KV_S("error", "connection closed")};
+        log_subscriber(CS_LOG_INFO, "subscriber disconnected", sub, 1, extra);
+    }
+    if (sub->prev)
+        sub->prev->next = sub->next;
+    else
+        *sub->list = sub->next;
+    if (sub->next)
+        sub->next->prev = sub->prev;
+    cs_cursor_destroy(&sub->cursor);
+    free(sub);
+    atomic_fetch_sub(&s->subscribers, 1);
 }
 
 static void subscriber_gone(cs_server *s, pss *ps)
@@ -769,29 +1006,16 @@ static void subscriber_gone(cs_server *s, pss *ps)
     if (!sub)
         return;
     ps->sub = NULL;
-    if (!sub->closing) {
-        cs_kv extra[] = {KV_S("error", "connection closed")};
-        log_subscriber(CS_LOG_INFO, "subscriber disconnected", sub, 1, extra);
-    }
-    if (sub->prev)
-        sub->prev->next = sub->next;
-    else
-        s->subs = sub->next;
-    if (sub->next)
-        sub->next->prev = sub->prev;
-    cs_cursor_destroy(&sub->cursor);
-    free(sub);
-    atomic_fetch_sub(&s->subscribers, 1);
+    subscriber_end(s, sub);
 }
 
-static int close_subscriber(struct lws *wsi, subscriber *sub, int code, const char *reason)
+static int close_subscriber(cs_server *s, subscriber *sub, int code, const char *reason)
 {
     cs_kv extra[] = {KV_I("code", code), KV_S("reason", reason)};
     log_subscriber(CS_LOG_INFO, "closing subscriber", sub, 2, extra);
-    cs_server *s = lws_context_user(lws_get_context(wsi));
     cs_m_count_close(s->metrics, code);
     sub->closing = true;
-    lws_close_reason(wsi, (enum lws_close_status)code, (unsigned char *)reason, strlen(reason));
+    sub->ops->close(sub, code, reason);
     return -1;
 }
 
@@ -801,17 +1025,17 @@ static int close_subscriber(struct lws *wsi, subscriber *sub, int code, const ch
  * I/O thread while others wait. */
 #define WRITES_PER_CALLBACK 8
 
-static int subscriber_writable(cs_server *s, struct lws *wsi, subscriber *sub)
+static int subscriber_writable(cs_server *s, subscriber *sub)
 {
     if (sub->closing)
         return 0; /* the close frame is on its way */
     for (int round = 0;; round++) {
         sub->write_started = 0;
         sub->waiting = false;
-        if (s->shutting_down)
-            return close_subscriber(wsi, sub, CS_CLOSE_GOING_AWAY, CS_REASON_SHUTTING_DOWN);
+        if (atomic_load_explicit(&s->stopping, memory_order_relaxed))
+            return close_subscriber(s, sub, CS_CLOSE_GOING_AWAY, CS_REASON_SHUTTING_DOWN);
         if (sub->revoked)
-            return close_subscriber(wsi, sub, CS_CLOSE_POLICY, "token revoked");
+            return close_subscriber(s, sub, CS_CLOSE_POLICY, "token revoked");
 
         cs_step st;
         cs_cursor_step(&sub->cursor, &st);
@@ -831,24 +1055,24 @@ static int subscriber_writable(cs_server *s, struct lws *wsi, subscriber *sub)
         }
         switch (st.kind) {
         case CS_STEP_WRITE: {
-            int n = lws_write(wsi, st.msg->data, st.msg->len, LWS_WRITE_BINARY);
             size_t len = st.msg->len;
-            if (n >= 0 && (size_t)n == len) {
+            int n = sub->ops->write(sub, st.msg); /* 0: the TLS thread holds it until it is out */
+            if (n >= 0) {
                 if (st.msg->published_ns) {
                     cs_m_observe_ns(&s->metrics->publish_to_write, cs_mono_ns() - st.msg->published_ns);
-                    cs_m_add1(&s->metrics->sent_bytes_live, len);
+                    cs_m_add(&s->metrics->sent_bytes_live, len);
                 } else {
-                    cs_m_add1(&s->metrics->sent_bytes_replay, len);
+                    cs_m_add(&s->metrics->sent_bytes_replay, len);
                 }
             }
             cs_msg_release(st.msg);
-            if (n < 0 || (size_t)n < len) {
+            if (n < 0) {
                 sub->closing = true;
                 cs_kv extra[] = {KV_S("error", "write failed")};
                 log_subscriber(CS_LOG_INFO, "subscriber disconnected", sub, 1, extra);
                 return -1;
             }
-            if (round + 1 < WRITES_PER_CALLBACK && !lws_partial_buffered(wsi) && !lws_send_pipe_choked(wsi))
+            if (n == 1 && round + 1 < WRITES_PER_CALLBACK && sub->ops->more(sub))
                 continue;
             /* lws holds what the socket did not take and calls back only once it drained; either
              * way the next message now waits for the socket, on the clock. */
@@ -861,7 +1085,7 @@ static int subscriber_writable(cs_server *s, struct lws *wsi, subscriber *sub)
             sub->waiting = sub->cursor.mode != CS_CUR_QUEUED;
             return 0;
         case CS_STEP_CLOSE:
-            return close_subscriber(wsi, sub, st.code, st.reason);
+            return close_subscriber(s, sub, st.code, st.reason);
         case CS_STEP_DROP:
         default: {
             sub->closing = true;
@@ -886,19 +1110,24 @@ static void deadline_cb(lws_sorted_usec_list_t *sul)
 /* A subscriber that keeps draining is never dropped, however slowly; one whose socket has taken
  * nothing for WRITE_TIMEOUT_SECS while a message waited is. The socket is shut down rather than closed through lws,
  * which would first wait to flush what the peer will never read. */
-static void check_stalled_writes(lws_sorted_usec_list_t *sul)
+static void drop_stalled(cs_server *s, subscriber *list)
 {
-    cs_server *s = lws_container_of(sul, cs_server, write_check);
     int64_t now = cs_mono_ns();
-    for (subscriber *sub = s->subs; sub; sub = sub->next) {
+    for (subscriber *sub = list; sub; sub = sub->next) {
         if (sub->closing || !sub->write_started || now - sub->write_started < WRITE_TIMEOUT_SECS * CS_SEC)
             continue;
         sub->closing = true;
-        cs_m_add1(&s->metrics->write_deadline_drops, 1);
+        cs_m_add(&s->metrics->write_deadline_drops, 1);
         cs_kv extra[] = {KV_S("error", "write timed out: the subscriber stopped reading")};
         log_subscriber(CS_LOG_INFO, "subscriber disconnected", sub, 1, extra);
-        shutdown(lws_get_socket_fd(sub->wsi), SHUT_RDWR);
+        sub->ops->shut(sub);
     }
+}
+
+static void check_stalled_writes(lws_sorted_usec_list_t *sul)
+{
+    cs_server *s = lws_container_of(sul, cs_server, write_check);
+    drop_stalled(s, s->subs);
     lws_sul_schedule(s->ctx, 0, &s->write_check, check_stalled_writes, WRITE_CHECK_US);
 }
 
@@ -916,6 +1145,18 @@ static void close_listener(cs_server *s)
 
 /* Reacts to a wake: subscribers waiting for data get a writable callback; stop and source end
  * start the bounded wind-down. */
+/* Subscribers on list (the caller's thread's) whose token is no longer in the table: closed 1008. */
+static void revoke_gone_tokens(cs_server *s, subscriber *list)
+{
+    pthread_rwlock_rdlock(&s->tokens_rw);
+    for (subscriber *sub = list; sub; sub = sub->next)
+        if (sub->token_name[0] && !sub->closing && !cs_tokens_has(s->tokens, sub->token_digest)) {
+            sub->revoked = true;
+            want_write(sub);
+        }
+    pthread_rwlock_unlock(&s->tokens_rw);
+}
+
 /* A reload's tokens replace the table in force; subscribers whose token is gone are closed. */
 static void take_reloaded_tokens(cs_server *s)
 {
@@ -927,40 +1168,37 @@ static void take_reloaded_tokens(cs_server *s)
     pthread_mutex_unlock(&s->reload_mu);
     if (!fresh)
         return;
-    cs_tokens_free(s->tokens);
+    pthread_rwlock_wrlock(&s->tokens_rw);
+    cs_tokens *old = s->tokens;
     s->tokens = fresh;
-    for (subscriber *sub = s->subs; sub; sub = sub->next)
-        if (sub->token_name[0] && !sub->closing && !cs_tokens_has(fresh, sub->token_digest)) {
-            sub->revoked = true;
+    pthread_rwlock_unlock(&s->tokens_rw);
+    cs_tokens_free(old);
+    revoke_gone_tokens(s, s->subs);
+    atomic_fetch_add(&s->tokens_gen, 1);
+    cs_tlsio_wake(s->tlsio, -1); /* each TLS thread walks its own subscribers */
+}
+
+/* The subscribers on list waiting for data get a writable callback. */
+static void wake_waiting(subscriber *list)
+{
+    for (subscriber *sub = list; sub; sub = sub->next)
+        if (sub->waiting) {
+            sub->waiting = false;
             want_write(sub);
         }
 }
 
-/* A reload's checked certificate goes into lws' SSL_CTX here, where SSL objects are made. */
-static void take_reloaded_certificate(cs_server *s)
-{
-    if (!atomic_exchange(&s->tls_reload_pending, false))
-        return;
-    cs_err err;
-    char subject[256];
-    if (!s->ssl_ctx)
-        CS_LOG0(CS_LOG_ERROR, "reload: TLS certificate kept: no TLS context");
-    else if (cs_tls_apply(s->ssl_ctx, s->cfg.tls_cert, s->cfg.tls_key, &err) != 0)
-        CS_LOG(CS_LOG_ERROR, "reload: TLS certificate kept", KV_S("error", err.msg));
-    else {
-        cs_tls_subject(s->cfg.tls_cert, subject, sizeof subject);
-        CS_LOG(CS_LOG_INFO, "reload: TLS certificate reloaded", KV_S("cert", s->cfg.tls_cert),
-               KV_S("subject", subject));
-    }
-}
+static void take_released_tags(cs_server *s);
 
 static void on_wake(cs_server *s)
 {
     atomic_store(&s->wake_pending, false);
-    take_reloaded_certificate(s);
     take_reloaded_tokens(s);
+    take_released_tags(s);
     if (atomic_load(&s->stop_requested) && !s->shutting_down) {
         s->shutting_down = true;
+        atomic_store(&s->stopping, true);
+        cs_tlsio_wake(s->tlsio, -1);
         cs_cancel_fire(s->cfg.cancel);
         close_listener(s);
         lws_sul_schedule(s->ctx, 0, &s->deadline, deadline_cb, SHUTDOWN_TIMEOUT_US);
@@ -973,11 +1211,188 @@ static void on_wake(cs_server *s)
         if (!s->shutting_down)
             lws_sul_schedule(s->ctx, 0, &s->deadline, deadline_cb, DRAIN_TIMEOUT_US);
     }
-    for (subscriber *sub = s->subs; sub; sub = sub->next)
-        if (sub->waiting) {
+    wake_waiting(s->subs);
+}
+
+/* ---- TLS subscribers (the TLS I/O threads, tlsio.h) ------------------------------------------ */
+
+/* A TLS connection's tag goes back to the lws thread, which owns the admission table. */
+static void post_release(cs_server *s, conn_tag *tag)
+{
+    pthread_mutex_lock(&s->released_mu);
+    tag->next = s->released;
+    s->released = tag;
+    pthread_mutex_unlock(&s->released_mu);
+    if (s->ctx)
+        lws_cancel_service(s->ctx);
+}
+
+static void take_released_tags(cs_server *s)
+{
+    pthread_mutex_lock(&s->released_mu);
+    conn_tag *t = s->released;
+    s->released = NULL;
+    pthread_mutex_unlock(&s->released_mu);
+    while (t) {
+        conn_tag *next = t->next;
+        release_tag(s, t);
+        t = next;
+    }
+}
+
+static void *tls_open(void *ctx, int thread, cs_tlsconn *c, void *arg)
+{
+    cs_server *s = ctx;
+    upgrade_info *u = arg;
+    subscriber *sub = calloc(1, sizeof *sub);
+    if (!sub) {
+        post_release(s, u->tag);
+        free(u);
+        return NULL;
+    }
+    sub->ops = &tls_ops;
+    sub->tc = c;
+    sub->thread = thread;
+    sub->req = u->req;
+    memcpy(sub->token_name, u->token_name, sizeof sub->token_name);
+    memcpy(sub->token_digest, u->token_digest, sizeof sub->token_digest);
+    sub->tag = u->tag;
+    free(u);
+    peer_of_fd(cs_tlsio_fd(c), sub->remote, sizeof sub->remote);
+    subscriber_start(s, sub, &s->tw[thread].subs, sub->tag);
+    return sub;
+}
+
+static int tls_writable(void *ctx, void *user)
+{
+    return subscriber_writable(ctx, user);
+}
+
+static void tls_data(void *ctx, void *user)
+{
+    subscriber *sub = user;
+    if (!sub->closing)
+        close_subscriber(ctx, sub, CS_CLOSE_POLICY, "unexpected data message");
+}
+
+static void tls_gone(void *ctx, void *user)
+{
+    cs_server *s = ctx;
+    subscriber *sub = user;
+    conn_tag *tag = sub->tag;
+    subscriber_end(s, sub);
+    post_release(s, tag);
+}
+
+/* What the lws thread decided (shutdown, a token reload), and what woke this thread's own
+ * subscribers (publishes, replays, granted slots). */
+static void tls_wake(void *ctx, int thread)
+{
+    cs_server *s = ctx;
+    tls_worker *w = &s->tw[thread];
+    if (atomic_load(&s->stopping) && !w->stopping_seen) {
+        w->stopping_seen = true;
+        for (subscriber *sub = w->subs; sub; sub = sub->next)
+            want_write(sub);
+    }
+    unsigned gen = atomic_load(&s->tokens_gen);
+    if (gen != w->tokens_gen_seen) {
+        w->tokens_gen_seen = gen;
+        revoke_gone_tokens(s, w->subs);
+    }
+    for (subscriber *sub = w->subs; sub; sub = sub->next)
+        if (atomic_load_explicit(&sub->granted, memory_order_relaxed) && atomic_exchange(&sub->granted, false) &&
+            !sub->closing) {
             sub->waiting = false;
             want_write(sub);
         }
+    wake_waiting(w->subs);
+}
+
+static void tls_tick(void *ctx, int thread)
+{
+    cs_server *s = ctx;
+    drop_stalled(s, s->tw[thread].subs);
+}
+
+/* An upgrade that never reached its TLS thread's open hook: the tag is the TLS side's by then. */
+static void tls_discard(void *ctx, void *arg)
+{
+    upgrade_info *u = arg;
+    if (!u)
+        return;
+    post_release(ctx, u->tag);
+    free(u);
+}
+
+/* The head reader still owns the tag (it gives it back through drain): only the info goes. */
+static void heads_discard(void *ctx, void *arg)
+{
+    (void)ctx;
+    free(arg);
+}
+
+/* Head reader thread: the context in force for a new connection. */
+static SSL_CTX *tls_ctx_now(void *ctx)
+{
+    cs_server *s = ctx;
+    return cs_tls_store_get(&s->tls);
+}
+
+/* Head reader thread: a TLS request head, judged as the lws path judges one, with the same
+ * bytes out; a good /stream upgrade gets our own 101. */
+static int tls_judge(void *ctx, int fd, void *tagp, const char *buf, size_t len, char **resp, size_t *resp_len,
+                     void **arg)
+{
+    cs_server *s = ctx;
+    conn_tag *tag = tagp;
+    cs_http_head head;
+    cs_strbuf out = CS_STRBUF_INIT;
+    http_req r = {.head = &head, .fd = fd, .admin = tag->admin, .out = &out};
+    int verdict = 0;
+    *arg = NULL;
+    if (cs_http_head_parse(buf, len, &head) != 0) {
+        refuse(&r, 400, "request refused", "malformed HTTP request", 0);
+    } else {
+        char *up = cs_http_head_get(&head, "upgrade");
+        /* lws routes a request as an upgrade by its Upgrade header alone */
+        bool upgrade = up && strcasecmp(up, "websocket") == 0;
+        free(up);
+        if (!upgrade) {
+            serve_request(s, &r);
+        } else if (confirm_upgrade_req(s, &r) == 0) {
+            upgrade_info *u = calloc(1, sizeof *u);
+            query q;
+            const char *key = cs_http_head_nth(&head, "sec-websocket-key", 0);
+            if (u && key && read_query(&r, &q) == 0 && cs_stream_request_parse(q.args, q.n, &u->req, NULL) == 0 &&
+                (!s->auth_on || request_token(s, &r, u->token_digest, &(bool){false}, u->token_name))) {
+                char accept[29];
+                cs_wss_accept(key, strlen(key), accept);
+                cs_strbuf_printf(&out, "HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\n"
+                                       "connection: Upgrade\r\nsec-websocket-accept: %s\r\n\r\n", accept);
+                u->tag = tag;
+                *arg = u;
+                verdict = 1;
+            } else {
+                free(u);
+            }
+        }
+    }
+    cs_http_head_free(&head);
+    *resp = cs_strbuf_take(&out, resp_len);
+    return verdict;
+}
+
+/* Head reader thread: the 101 is out; the subscriber moves to a TLS I/O thread. */
+static void tls_upgraded(void *ctx, int fd, SSL *ssl, void *tagp, const unsigned char *early, size_t n, void *arg)
+{
+    cs_server *s = ctx;
+    (void)tagp;
+    if (cs_tlsio_add(s->tlsio, fd, ssl, early, n, arg) != 0) {
+        SSL_free(ssl);
+        close(fd);
+        tls_discard(s, arg);
+    }
 }
 
 /* One WARN line per REFUSAL_WARN_NS at most, so a connection flood cannot flood the log too; each
@@ -1181,11 +1596,11 @@ static int callback_stream(struct lws *wsi, enum lws_callback_reasons reason, vo
     case LWS_CALLBACK_ESTABLISHED:
         return subscriber_open(s, wsi, ps) == 0 ? 0 : -1;
     case LWS_CALLBACK_SERVER_WRITEABLE:
-        return ps && ps->sub ? subscriber_writable(s, wsi, ps->sub) : 0;
+        return ps && ps->sub ? subscriber_writable(s, ps->sub) : 0;
     case LWS_CALLBACK_RECEIVE:
         /* Subscribers only ever send control frames. */
         if (ps && ps->sub)
-            return close_subscriber(wsi, ps->sub, CS_CLOSE_POLICY, "unexpected data message");
+            return close_subscriber(s, ps->sub, CS_CLOSE_POLICY, "unexpected data message");
         return -1;
     case LWS_CALLBACK_CLOSED:
         if (ps)
@@ -1193,11 +1608,6 @@ static int callback_stream(struct lws *wsi, enum lws_callback_reasons reason, vo
         return 0;
     case LWS_CALLBACK_WSI_DESTROY:
         connection_gone(s, wsi);
-        return 0;
-    case LWS_CALLBACK_OPENSSL_LOAD_EXTRA_SERVER_VERIFY_CERTS:
-        /* lws' server context, as it is made: where TLS 1.2 is required and a reload goes. */
-        s->ssl_ctx = user;
-        SSL_CTX_set_min_proto_version(s->ssl_ctx, TLS1_2_VERSION);
         return 0;
     default:
         return lws_callback_http_dummy(wsi, reason, user, in, len);
@@ -1281,6 +1691,8 @@ int cs_server_new(cs_server **out, const cs_server_config *cfg, cs_err *err)
     s->listen_fd = -1;
     s->admin_fd = -1;
     pthread_mutex_init(&s->reload_mu, NULL);
+    pthread_mutex_init(&s->released_mu, NULL);
+    pthread_rwlock_init(&s->tokens_rw, NULL);
     if (!s->cfg.max_payload)
         s->cfg.max_payload = CS_MAX_PAYLOAD_SIZE;
     int rc = 0;
@@ -1300,13 +1712,18 @@ int cs_server_new(cs_server **out, const cs_server_config *cfg, cs_err *err)
     }
     if (rc == 0)
         rc = cs_compress_workers_resolve(cfg->compress_workers, &s->workers, err);
-    if (rc == 0 && cfg->auth_tokens && *cfg->auth_tokens)
+    if (rc == 0 && cfg->auth_tokens && *cfg->auth_tokens) {
         rc = cs_tokens_load(&s->tokens, cfg->auth_tokens, err);
+        s->auth_on = true;
+    }
     if (rc == 0 && cfg->tls_cert && *cfg->tls_cert) {
-        if (!cfg->tls_key || !*cfg->tls_key)
+        if (!cfg->tls_key || !*cfg->tls_key) {
             rc = cs_err_set(err, 0, "server: --tls-key is required with --tls-cert");
-        else
-            rc = cs_tls_check(cfg->tls_cert, cfg->tls_key, cfg->tls_client_ca, err);
+        } else {
+            s->tls_on = true;
+            s->tls_store_ready = true;
+            rc = cs_tls_store_init(&s->tls, cfg->tls_cert, cfg->tls_key, cfg->tls_client_ca, err);
+        }
     }
     /* 0 is auto: the live chunks' level adapts; ring replays, which no source waits for, keep
      * the default level. */
@@ -1389,6 +1806,13 @@ static int admission_setup(cs_server *s, cs_err *err)
     return 0;
 }
 
+/* One TLS I/O thread per core beyond the lws thread, at least 1, at most CS_TLSIO_MAX_THREADS. */
+static int tls_io_threads(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN) - 1;
+    return n < 1 ? 1 : n > CS_TLSIO_MAX_THREADS ? CS_TLSIO_MAX_THREADS : (int)n;
+}
+
 int cs_server_listen(cs_server *s, cs_err *err)
 {
     if (cs_listen_tcp(s->cfg.listen, &s->listen_fd, s->addr, sizeof s->addr, err) != 0)
@@ -1421,20 +1845,9 @@ int cs_server_listen(cs_server *s, cs_err *err)
     info.timeout_secs = s->cfg.header_timeout_s > 0 ? (unsigned)s->cfg.header_timeout_s
                                                     : CS_DEFAULT_HEADER_TIMEOUT_S;
     info.timeout_secs_ah_idle = info.timeout_secs; /* a request whose headers never finish */
+    /* No TLS in lws: a TLS connection never reaches it (the head reader terminates TLS, the TLS
+     * I/O threads serve its subscriber). */
     info.options = LWS_SERVER_OPTION_DISABLE_OS_CA_CERTS;
-    if (s->cfg.tls_cert && *s->cfg.tls_cert) {
-        /* A plaintext request on this port never reaches lws: the head reader answers it. */
-        info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
-        /* HTTP/1.1 only: the WebSocket upgrade and our own status lines are HTTP/1.1 things, and
-         * curl or a browser would otherwise negotiate HTTP/2 by ALPN. */
-        info.alpn = "http/1.1";
-        info.ssl_cert_filepath = s->cfg.tls_cert;
-        info.ssl_private_key_filepath = s->cfg.tls_key;
-        if (s->cfg.tls_client_ca && *s->cfg.tls_client_ca) {
-            info.ssl_ca_filepath = s->cfg.tls_client_ca;
-            info.options |= LWS_SERVER_OPTION_REQUIRE_VALID_OPENSSL_CLIENT_CERT;
-        }
-    }
     lws_set_log_level(LLL_ERR, lws_log_line);
     s->ctx = lws_create_context(&info);
     if (!s->ctx)
@@ -1454,10 +1867,20 @@ int cs_server_listen(cs_server *s, cs_err *err)
         s->admin_listener = s->admin_wsi;
     }
     lws_sul_schedule(s->ctx, 0, &s->write_check, check_stalled_writes, WRITE_CHECK_US);
+    if (s->tls_on) {
+        cs_tlsio_hooks th = {.ctx = s, .open = tls_open, .writable = tls_writable, .data = tls_data,
+                             .gone = tls_gone, .wake = tls_wake, .tick = tls_tick, .discard = tls_discard};
+        if (cs_tlsio_start(&s->tlsio, tls_io_threads(), &th, err) != 0)
+            return -1;
+    }
     cs_headreader_config hc = {
         .limits = {.uri_max = URI_MAX, .head_max = HEAD_MAX, .fields_max = HEAD_FIELDS_MAX,
                    .pairs_max = HEAD_PAIRS_MAX},
-        .tls = s->cfg.tls_cert && *s->cfg.tls_cert,
+        .tls = s->tls_on,
+        .tls_ctx = tls_ctx_now,
+        .judge = tls_judge,
+        .upgraded = tls_upgraded,
+        .discard = heads_discard,
         .timeout_ns = (int64_t)info.timeout_secs * CS_SEC,
         .ready = heads_ready,
         .ctx = s,
@@ -1505,8 +1928,9 @@ int cs_server_run(cs_server *s, cs_err *err)
             break;
         /* Outside any lws callback: adoption serves the new connection at once. */
         cs_headreader_drain(s->heads, adopt_head, s);
+        take_released_tags(s);
         bool winding_down = s->shutting_down || s->draining;
-        if (winding_down && (!s->subs || s->deadline_passed))
+        if (winding_down && (atomic_load(&s->subscribers) == 0 || s->deadline_passed))
             s->loop_done = true;
     }
     cs_cancel_fire(s->cfg.cancel);
@@ -1530,11 +1954,16 @@ void cs_server_reload(cs_server *s)
     }
     cs_err err;
     if (tls) {
-        if (cs_tls_check(s->cfg.tls_cert, s->cfg.tls_key, s->cfg.tls_client_ca, &err) != 0)
+        /* A fresh context for new connections; the open ones keep theirs. */
+        SSL_CTX *fresh = cs_tls_ctx_new(s->cfg.tls_cert, s->cfg.tls_key, s->cfg.tls_client_ca, &err);
+        if (!fresh) {
             CS_LOG(CS_LOG_ERROR, "reload: TLS certificate kept", KV_S("error", err.msg));
-        else {
-            atomic_store(&s->tls_reload_pending, true);
-            server_wake(s);
+        } else {
+            cs_tls_store_swap(&s->tls, fresh);
+            char subject[256];
+            cs_tls_subject(s->cfg.tls_cert, subject, sizeof subject);
+            CS_LOG(CS_LOG_INFO, "reload: TLS certificate reloaded", KV_S("cert", s->cfg.tls_cert),
+                   KV_S("subject", subject));
         }
     }
     if (!tokens)
@@ -1646,6 +2075,8 @@ void cs_server_free(cs_server *s)
     /* Before the context: its thread wakes lws, and what it holds is released here. */
     cs_headreader_free(s->heads, adopt_head, s);
     s->heads = NULL;
+    cs_tlsio_stop(s->tlsio); /* its subscribers end here; their tags come back below */
+    take_released_tags(s);
     if (s->ctx) {
         s->ctx_destroying = true;
         lws_context_destroy(s->ctx); /* closes every connection: cursors release their flows */
@@ -1654,6 +2085,7 @@ void cs_server_free(cs_server *s)
         close(s->listen_fd);
     if (s->admin_fd >= 0)
         close(s->admin_fd);
+    take_released_tags(s);
     cs_admission_free(s->conns); /* after the context: its teardown releases every connection */
     cs_admission_free(s->admin_conns);
     cs_tokens_free(s->tokens);
@@ -1663,6 +2095,11 @@ void cs_server_free(cs_server *s)
     cs_frames_fill_stop(s->frames_fill);
     cs_replay_pool_free(s->replays);
     cs_pipeline_destroy(s->pipeline);
+    cs_tlsio_free(s->tlsio); /* after every thread that wakes it */
+    if (s->tls_store_ready)
+        cs_tls_store_destroy(&s->tls);
+    pthread_mutex_destroy(&s->released_mu);
+    pthread_rwlock_destroy(&s->tokens_rw);
     cs_broadcaster_free(s->bc);
     cs_metrics_free(s->metrics);
     if (s->cfg.source)

@@ -1,7 +1,9 @@
 /* corestreamd's server: the HTTP surface on one port (/stream upgrades to a WebSocket subscriber,
- * /healthz, /readyz and /metrics, 404 otherwise; optionally the last three on an admin port too), served by one libwebsockets I/O thread, plus the source thread and the
- * encoder pools around it. The I/O thread never compresses, hashes or reads a ledger: it writes
- * messages other threads built. */
+ * /healthz, /readyz and /metrics, 404 otherwise; optionally the last three on an admin port too),
+ * served by one libwebsockets I/O thread (plaintext) or, on a --tls-cert port, by the head reader
+ * (handshakes, requests) and the TLS I/O threads (subscribers; docs/TLS-THREADS.md), plus the
+ * source thread and the encoder pools around them. No I/O thread compresses, hashes or reads a
+ * ledger: they write messages other threads built. */
 #ifndef CS_CORESTREAMD_SERVER_H
 #define CS_CORESTREAMD_SERVER_H
 
@@ -85,7 +87,8 @@ typedef struct cs_server cs_server;
 int cs_server_new(cs_server **out, const cs_server_config *cfg, cs_err *err);
 
 /* The JetStream publisher's counters for /metrics (the corestreamd_jetstream_* families): fn fills
- * out at each scrape, on the I/O thread, and must be quick and thread-safe (cs_js_publisher_stats
+ * out at each scrape, on the I/O thread (the head reader for a scrape over TLS), and must be quick
+ * and thread-safe (cs_js_publisher_stats
  * is). Call before cs_server_listen; fn and arg must outlive the server's run. */
 void cs_server_set_jetstream_stats(cs_server *s, void (*fn)(void *arg, cs_metrics_jetstream *out), void *arg);
 
@@ -108,7 +111,8 @@ void cs_server_stop(cs_server *s);
 
 /* SIGHUP: re-reads what can be reloaded (the --auth-tokens file, the TLS certificate and key) and
  * logs what it did. A file that fails to load is logged at ERROR and what is in force is kept; a
- * new certificate serves new connections, open ones keep theirs. Once the I/O thread takes
+ * new certificate (a fresh TLS context, swapped in here) serves new connections, open ones keep
+ * theirs. Once the I/O thread takes
  * the new tokens, every subscriber whose token is gone is closed with 1008 `token revoked`. Safe
  * from any thread but the I/O thread (it reads the file); never concurrently with itself. */
 void cs_server_reload(cs_server *s);

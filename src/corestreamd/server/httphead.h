@@ -1,0 +1,46 @@
+/* A complete HTTP/1 request head (as cs_head_scan found it) split into its request line and
+ * header fields, for the requests the server judges without libwebsockets (TLS connections: the
+ * head reader terminates TLS itself). It gives the same views server.c reads from lws' header
+ * table: a field named more than once is all its values joined by ',' (as lws_hdr_copy joins
+ * them), the path and each query pair percent-decoded ('+' as a space in the query), values
+ * without surrounding spaces or tabs. Pure; any thread.
+ *
+ * Ownership: the head copies what it needs; buf need not outlive the parse. */
+#ifndef CS_CORESTREAMD_HTTPHEAD_H
+#define CS_CORESTREAMD_HTTPHEAD_H
+
+#include <stddef.h>
+
+#define CS_HTTP_FIELDS_MAX 64
+
+typedef struct cs_http_field {
+    const char *name; /* NUL-terminated, as sent */
+    const char *value;
+} cs_http_field;
+
+typedef struct cs_http_head {
+    char *mem;          /* everything below points in here */
+    const char *method; /* "GET" */
+    const char *path;   /* decoded, before '?' */
+    const char *version; /* "HTTP/1.1" */
+    size_t target_len;  /* the request-target's bytes as sent (path and query) */
+    char *query;        /* decoded pairs, each NUL-terminated, in order */
+    size_t npairs;
+    cs_http_field fields[CS_HTTP_FIELDS_MAX];
+    size_t nfields;
+} cs_http_head;
+
+/* Splits buf[0..len) (the head, up to and including its empty line). 0, or -1 when it is not an
+ * HTTP/1 request head or out of memory (the head is then empty but safe to free). */
+int cs_http_head_parse(const char *buf, size_t len, cs_http_head *out);
+void cs_http_head_free(cs_http_head *h);
+
+/* Every value of the field name (case-insensitive) joined by ',', malloc'd; "" when absent; NULL
+ * only when out of memory. */
+char *cs_http_head_get(const cs_http_head *h, const char *name);
+/* The i-th value of name (0-based) or NULL. */
+const char *cs_http_head_nth(const cs_http_head *h, const char *name, size_t i);
+/* The i-th decoded query pair ("start=5") or NULL. */
+const char *cs_http_head_pair(const cs_http_head *h, size_t i);
+
+#endif

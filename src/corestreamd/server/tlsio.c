@@ -1,0 +1,552 @@
+#include "corestreamd/server/tlsio.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/godur.h"
+#include "common/thread.h"
+#include "corestreamd/server/wsserver.h"
+
+#define RBUF 1024 /* client frames are control frames (131 bytes at most) or refused at the header */
+#define LINGER_NS (2 * CS_SEC) /* after our close frame, how long the peer's answer is waited for */
+#define EVENTS_PER_WAIT 64
+#define TICK_NS CS_SEC
+
+typedef struct worker worker;
+
+struct cs_tlsconn {
+    worker *w;
+    int fd;
+    SSL *ssl;
+    void *user, *arg;
+    uint8_t rbuf[RBUF];
+    size_t rlen;
+    cs_msg *pend; /* a message being written: the same pointer and length go to SSL_write again */
+    const uint8_t *pend_ptr;
+    size_t pend_len;
+    uint8_t pong[2 + CS_WSS_MAX_CONTROL], closef[2 + CS_WSS_MAX_CONTROL];
+    size_t pong_len, close_len;
+    bool want, in_ready, doomed, closing, close_sent, shut_sent, end_after_close;
+    bool out_armed;
+    int64_t linger_until;
+    cs_tlsconn *prev, *next, *ready_next, *doomed_next;
+};
+
+struct worker {
+    cs_tlsio *io;
+    int idx, ep, evfd;
+    pthread_t th;
+    bool started;
+    atomic_bool wake_pending;
+    pthread_mutex_t mu;
+    cs_tlsconn *inbox; /* under mu */
+    cs_tlsconn *conns, *ready, *ready_tail, *doomed;
+};
+
+struct cs_tlsio {
+    cs_tlsio_hooks h;
+    int n;
+    atomic_bool stop;
+    bool stopped;
+    worker w[CS_TLSIO_MAX_THREADS];
+};
+
+static void doom(cs_tlsconn *c)
+{
+    if (c->doomed)
+        return;
+    c->doomed = true;
+    c->doomed_next = c->w->doomed;
+    c->w->doomed = c;
+}
+
+static void arm(cs_tlsconn *c, bool out)
+{
+    if (c->out_armed == out)
+        return;
+    struct epoll_event ev = {.events = EPOLLIN | (out ? EPOLLOUT : 0), .data.ptr = c};
+    if (epoll_ctl(c->w->ep, EPOLL_CTL_MOD, c->fd, &ev) == 0)
+        c->out_armed = out;
+    else
+        doom(c);
+}
+
+/* One SSL_write of p[0..len): 1 done, 0 wants the socket again, -1 failed. */
+static int ssl_put(cs_tlsconn *c, const uint8_t *p, size_t len)
+{
+    ERR_clear_error();
+    int n = SSL_write(c->ssl, p, (int)len);
+    if (n > 0)
+        return 1;
+    int e = SSL_get_error(c->ssl, n);
+    if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ)
+        return 0;
+    ERR_clear_error();
+    return -1;
+}
+
+/* Writes what is pending in order: the message, a pong, the close frame. 1 all out, 0 waiting
+ * for the socket, -1 failed (the connection is doomed). */
+static int flush(cs_tlsconn *c)
+{
+    int r = 1;
+    if (c->pend) {
+        r = ssl_put(c, c->pend_ptr, c->pend_len);
+        if (r == 1) {
+            cs_msg_release(c->pend);
+            c->pend = NULL;
+        }
+    }
+    if (r == 1 && c->pong_len) {
+        r = ssl_put(c, c->pong, c->pong_len);
+        if (r == 1)
+            c->pong_len = 0;
+    }
+    if (r == 1 && c->close_len && !c->close_sent) {
+        r = ssl_put(c, c->closef, c->close_len);
+        if (r == 1) {
+            c->close_sent = true;
+            c->linger_until = cs_mono_ns() + LINGER_NS;
+        }
+    }
+    if (r == 1 && c->close_sent && !c->shut_sent) {
+        c->shut_sent = true;
+        ERR_clear_error();
+        SSL_shutdown(c->ssl); /* close_notify; the peer's close frame or EOF ends it */
+        ERR_clear_error();
+        if (c->end_after_close)
+            doom(c);
+    }
+    if (r < 0) {
+        doom(c);
+        return -1;
+    }
+    arm(c, r == 0);
+    return r;
+}
+
+static void push_ready(cs_tlsconn *c)
+{
+    if (c->in_ready || c->doomed || c->closing)
+        return;
+    c->in_ready = true;
+    c->ready_next = NULL;
+    if (c->w->ready_tail)
+        c->w->ready_tail->ready_next = c;
+    else
+        c->w->ready = c;
+    c->w->ready_tail = c;
+}
+
+void cs_tlsio_want_write(cs_tlsconn *c)
+{
+    c->want = true;
+    if (!c->pend)
+        push_ready(c);
+}
+
+bool cs_tlsio_can_write(const cs_tlsconn *c)
+{
+    return !c->pend && !c->doomed;
+}
+
+int cs_tlsio_fd(const cs_tlsconn *c)
+{
+    return c->fd;
+}
+
+int cs_tlsio_write(cs_tlsconn *c, cs_msg *m)
+{
+    if (c->pend || c->doomed)
+        return -1;
+    size_t hl = cs_msg_ws_header(m);
+    c->pend = cs_msg_retain(m);
+    c->pend_ptr = m->data - hl;
+    c->pend_len = m->len + hl;
+    int r = flush(c);
+    return r < 0 ? -1 : c->pend ? 0 : 1;
+}
+
+void cs_tlsio_close(cs_tlsconn *c, int code, const char *reason)
+{
+    if (c->closing || c->doomed)
+        return;
+    c->closing = true;
+    c->close_len = cs_wss_close(c->closef, code, reason);
+    flush(c);
+}
+
+void cs_tlsio_drop(cs_tlsconn *c)
+{
+    shutdown(c->fd, SHUT_RDWR);
+    doom(c);
+}
+
+/* Reads and acts on the client's frames. */
+static void read_frames(cs_tlsio *io, cs_tlsconn *c)
+{
+    for (int rounds = 0; rounds < 64 && !c->doomed; rounds++) {
+        if (c->rlen < RBUF) {
+            ERR_clear_error();
+            int n = SSL_read(c->ssl, c->rbuf + c->rlen, (int)(RBUF - c->rlen));
+            if (n <= 0) {
+                int e = SSL_get_error(c->ssl, n);
+                ERR_clear_error();
+                if (e == SSL_ERROR_WANT_READ)
+                    return;
+                if (e == SSL_ERROR_WANT_WRITE) {
+                    arm(c, true);
+                    return;
+                }
+                doom(c); /* closed or failed */
+                return;
+            }
+            c->rlen += (size_t)n;
+        }
+        size_t off = 0;
+        while (!c->doomed) {
+            cs_wss_frame f;
+            size_t used = cs_wss_parse(c->rbuf + off, c->rlen - off, &f);
+            if (f.kind == CS_WSS_MORE)
+                break;
+            if (f.kind == CS_WSS_ERROR) {
+                c->rlen = 0;
+                if (c->closing)
+                    doom(c);
+                else
+                    cs_tlsio_close(c, 1002, f.err);
+                return;
+            }
+            off += used;
+            if (f.kind == CS_WSS_DATA) {
+                c->rlen = 0; /* its payload is never read: the connection is closing */
+                if (c->closing)
+                    continue;
+                if (c->user)
+                    io->h.data(io->h.ctx, c->user);
+                if (!c->closing)
+                    cs_tlsio_close(c, 1008, "unexpected data message");
+                return;
+            }
+            if (f.opcode == CS_WSS_OP_PING && !c->closing) {
+                c->pong_len = cs_wss_control(c->pong, CS_WSS_OP_PONG, f.payload, f.len);
+                flush(c);
+            } else if (f.opcode == CS_WSS_OP_CLOSE) {
+                if (c->closing) { /* the answer to ours */
+                    doom(c);
+                    return;
+                }
+                /* Echo the code (RFC 6455 5.5.1); the connection ends once it is out. */
+                c->closing = true;
+                c->end_after_close = true;
+                uint8_t code[2];
+                size_t cl = f.len >= 2 ? 2 : 0;
+                if (cl)
+                    memcpy(code, f.payload, 2);
+                c->close_len = cs_wss_control(c->closef, CS_WSS_OP_CLOSE, code, cl);
+                flush(c);
+            }
+        }
+        if (off) {
+            memmove(c->rbuf, c->rbuf + off, c->rlen - off);
+            c->rlen -= off;
+        }
+        if (c->rlen == RBUF) { /* cannot happen with frames this small; refuse rather than spin */
+            cs_tlsio_close(c, 1009, "frame too large");
+            return;
+        }
+    }
+}
+
+static void end_conn(cs_tlsio *io, cs_tlsconn *c)
+{
+    worker *w = c->w;
+    epoll_ctl(w->ep, EPOLL_CTL_DEL, c->fd, NULL);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        w->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    close(c->fd);
+    SSL_free(c->ssl);
+    cs_msg_release(c->pend);
+    if (c->user)
+        io->h.gone(io->h.ctx, c->user);
+    free(c);
+}
+
+static void reap(cs_tlsio *io, worker *w)
+{
+    while (w->doomed) {
+        cs_tlsconn *c = w->doomed;
+        w->doomed = c->doomed_next;
+        if (c->in_ready) { /* out of the ready list first */
+            cs_tlsconn **pp = &w->ready, *prev = NULL;
+            while (*pp && *pp != c) {
+                prev = *pp;
+                pp = &(*pp)->ready_next;
+            }
+            if (*pp)
+                *pp = c->ready_next;
+            if (w->ready_tail == c)
+                w->ready_tail = prev;
+        }
+        end_conn(io, c);
+    }
+}
+
+static void open_conn(cs_tlsio *io, worker *w, cs_tlsconn *c)
+{
+    int one = 1;
+    setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    c->w = w;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+    void *arg = c->arg;
+    c->arg = NULL;
+    c->next = w->conns;
+    if (w->conns)
+        w->conns->prev = c;
+    w->conns = c;
+    if (epoll_ctl(w->ep, EPOLL_CTL_ADD, c->fd, &ev) != 0) {
+        io->h.discard(io->h.ctx, arg);
+        end_conn(io, c);
+        return;
+    }
+    c->user = io->h.open(io->h.ctx, w->idx, c, arg);
+    if (!c->user) {
+        end_conn(io, c);
+        return;
+    }
+    read_frames(io, c); /* early frames, and what SSL holds already */
+}
+
+static void take_inbox(cs_tlsio *io, worker *w)
+{
+    uint64_t v;
+    while (read(w->evfd, &v, sizeof v) < 0 && errno == EINTR)
+        ;
+    atomic_store(&w->wake_pending, false);
+    pthread_mutex_lock(&w->mu);
+    cs_tlsconn *c = w->inbox;
+    w->inbox = NULL;
+    pthread_mutex_unlock(&w->mu);
+    /* The inbox is a stack: open in arrival order. */
+    cs_tlsconn *rev = NULL;
+    while (c) {
+        cs_tlsconn *next = c->next;
+        c->next = rev;
+        rev = c;
+        c = next;
+    }
+    while (rev) {
+        cs_tlsconn *next = rev->next;
+        rev->next = rev->prev = NULL;
+        open_conn(io, w, rev);
+        rev = next;
+    }
+    io->h.wake(io->h.ctx, w->idx);
+}
+
+static void run_ready(cs_tlsio *io, worker *w)
+{
+    cs_tlsconn *c = w->ready;
+    w->ready = w->ready_tail = NULL; /* what the hooks ask for now waits for the next round */
+    while (c) {
+        cs_tlsconn *next = c->ready_next;
+        c->in_ready = false;
+        if (!c->doomed && !c->closing && c->want && !c->pend) {
+            c->want = false;
+            if (io->h.writable(io->h.ctx, c->user) < 0 && !c->closing)
+                doom(c);
+        }
+        c = next;
+    }
+}
+
+static void tick(cs_tlsio *io, worker *w, int64_t now)
+{
+    for (cs_tlsconn *c = w->conns; c; c = c->next)
+        if (c->close_sent && !c->doomed && now >= c->linger_until)
+            doom(c);
+    io->h.tick(io->h.ctx, w->idx);
+}
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    cs_tlsio *io = w->io;
+    char name[16];
+    snprintf(name, sizeof name, "cs-tls-%d", w->idx);
+    cs_thread_role(name, CS_NICE_LIVE); /* the live path, as the lws I/O thread */
+    struct epoll_event evs[EVENTS_PER_WAIT];
+    int64_t next_tick = cs_mono_ns() + TICK_NS;
+    while (!atomic_load(&io->stop)) {
+        int64_t now = cs_mono_ns();
+        int timeout = w->ready ? 0 : (int)((next_tick - now) / 1000000 + 1);
+        if (timeout < 0)
+            timeout = 0;
+        int n = epoll_wait(w->ep, evs, EVENTS_PER_WAIT, timeout);
+        for (int i = 0; i < n; i++) {
+            cs_tlsconn *c = evs[i].data.ptr;
+            if (!c) {
+                take_inbox(io, w);
+                continue;
+            }
+            if (c->doomed)
+                continue;
+            if (evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP))
+                read_frames(io, c);
+            if (!c->doomed && (evs[i].events & EPOLLOUT))
+                flush(c);
+            if (!c->doomed && !c->pend && c->want)
+                push_ready(c);
+        }
+        run_ready(io, w);
+        now = cs_mono_ns();
+        if (now >= next_tick) {
+            next_tick = now + TICK_NS;
+            tick(io, w, now);
+        }
+        reap(io, w);
+    }
+    return NULL;
+}
+
+int cs_tlsio_start(cs_tlsio **out, int n, const cs_tlsio_hooks *hooks, cs_err *err)
+{
+    *out = NULL;
+    if (n < 1)
+        n = 1;
+    if (n > CS_TLSIO_MAX_THREADS)
+        n = CS_TLSIO_MAX_THREADS;
+    cs_tlsio *io = calloc(1, sizeof *io);
+    if (!io)
+        return cs_err_set(err, 0, "TLS I/O threads: out of memory");
+    io->h = *hooks;
+    io->n = n;
+    for (int i = 0; i < n; i++) {
+        worker *w = &io->w[i];
+        w->io = io;
+        w->idx = i;
+        pthread_mutex_init(&w->mu, NULL);
+        w->ep = epoll_create1(EPOLL_CLOEXEC);
+        w->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+        if (w->ep < 0 || w->evfd < 0 || epoll_ctl(w->ep, EPOLL_CTL_ADD, w->evfd, &ev) != 0 ||
+            pthread_create(&w->th, NULL, worker_main, w) != 0) {
+            io->n = i + 1;
+            cs_tlsio_free(io);
+            return cs_err_set(err, 0, "TLS I/O threads: cannot start thread %d", i);
+        }
+        w->started = true;
+    }
+    *out = io;
+    return 0;
+}
+
+int cs_tlsio_threads(const cs_tlsio *io)
+{
+    return io->n;
+}
+
+static void kick(worker *w)
+{
+    if (atomic_load(&w->io->stop))
+        return;
+    if (!atomic_exchange(&w->wake_pending, true)) {
+        uint64_t one = 1;
+        while (write(w->evfd, &one, sizeof one) < 0 && errno == EINTR)
+            ;
+    }
+}
+
+int cs_tlsio_add(cs_tlsio *io, int fd, SSL *ssl, const uint8_t *early, size_t n, void *arg)
+{
+    cs_tlsconn *c = calloc(1, sizeof *c);
+    if (!c)
+        return -1;
+    c->fd = fd;
+    c->ssl = ssl;
+    c->arg = arg;
+    if (n > RBUF)
+        n = RBUF;
+    if (n)
+        memcpy(c->rbuf, early, n);
+    c->rlen = n;
+    worker *w = &io->w[(unsigned)fd % (unsigned)io->n];
+    pthread_mutex_lock(&w->mu);
+    c->next = w->inbox;
+    w->inbox = c;
+    pthread_mutex_unlock(&w->mu);
+    atomic_store(&w->wake_pending, false); /* the inbox must be looked at even mid-burst */
+    kick(w);
+    return 0;
+}
+
+void cs_tlsio_wake(cs_tlsio *io, int thread)
+{
+    if (!io)
+        return;
+    for (int i = 0; i < io->n; i++)
+        if (thread < 0 || thread == i)
+            kick(&io->w[i]);
+}
+
+void cs_tlsio_stop(cs_tlsio *io)
+{
+    if (!io || io->stopped)
+        return;
+    io->stopped = true;
+    atomic_store(&io->stop, true);
+    for (int i = 0; i < io->n; i++) {
+        worker *w = &io->w[i];
+        if (w->started) {
+            uint64_t one = 1;
+            while (write(w->evfd, &one, sizeof one) < 0 && errno == EINTR)
+                ;
+            pthread_join(w->th, NULL);
+        }
+    }
+    for (int i = 0; i < io->n; i++) {
+        worker *w = &io->w[i];
+        while (w->inbox) {
+            cs_tlsconn *c = w->inbox;
+            w->inbox = c->next;
+            close(c->fd);
+            SSL_free(c->ssl);
+            io->h.discard(io->h.ctx, c->arg);
+            free(c);
+        }
+        w->doomed = NULL;
+        while (w->conns)
+            end_conn(io, w->conns);
+    }
+}
+
+void cs_tlsio_free(cs_tlsio *io)
+{
+    if (!io)
+        return;
+    cs_tlsio_stop(io);
+    for (int i = 0; i < io->n; i++) {
+        worker *w = &io->w[i];
+        if (w->ep > 0)
+            close(w->ep);
+        if (w->evfd > 0)
+            close(w->evfd);
+        pthread_mutex_destroy(&w->mu);
+    }
+    free(io);
+}
