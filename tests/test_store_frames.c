@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -354,6 +355,87 @@ static void prune_removes_frames(void **state)
     cs_ring_close(r);
 }
 
+/* Pages of a ring file in the page cache now (mincore of a shared mapping). */
+static size_t resident_pages(const fixture *f, const char *name)
+{
+    char p[1024];
+    path(f, name, p, sizeof p);
+    int fd = open(p, O_RDONLY);
+    assert_true(fd >= 0);
+    struct stat st;
+    assert_int_equal(fstat(fd, &st), 0);
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE), n = ((size_t)st.st_size + pg - 1) / pg;
+    void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    assert_true(m != MAP_FAILED);
+    unsigned char *vec = calloc(n, 1);
+    assert_non_null(vec);
+    assert_int_equal(mincore(m, (size_t)st.st_size, vec), 0);
+    size_t in = 0;
+    for (size_t i = 0; i < n; i++)
+        in += vec[i] & 1;
+    free(vec);
+    munmap(m, (size_t)st.st_size);
+    close(fd);
+    return in;
+}
+
+/* Waits until a ring file is on disk, so its pages are clean (what write-back started at put
+ * reaches in time; the test does not depend on the disk's speed). */
+static void settle(const fixture *f, const char *name)
+{
+    char p[1024];
+    path(f, name, p, sizeof p);
+    int fd = open(p, O_RDONLY);
+    assert_true(fd >= 0);
+    assert_int_equal(fdatasync(fd), 0);
+    close(fd);
+}
+
+static void put_seq(fixture *f, cs_ring *r, uint32_t seq)
+{
+    struct iovec part = {f->raw, LEN};
+    bool reset;
+    cs_err err = {0};
+    cs_ledger_record rec = f->rec;
+    if (cs_ring_put(r, seq, &part, 1, f->chunks, 3, &rec, &reset, &err) != 0)
+        fail_msg("put %u: %s", seq, err.msg);
+}
+
+/* With a cache of n ledgers, the put of ledger s drops ledger s-n's file and frames from the page
+ * cache, and only those; with 0 the ring drops nothing. What is stored is the same either way. */
+static void cache_ledgers_bounds_the_page_cache(void **state)
+{
+    fixture *f = *state;
+    cs_ring *r = open_ring(f);
+    put_seq(f, r, 7); /* the default: 0 */
+    settle(f, "ledger-7.xdr");
+    settle(f, "ledger-7.frames");
+    put_seq(f, r, 8);
+    put_seq(f, r, 9);
+    assert_true(resident_pages(f, "ledger-7.xdr") > 0);
+    assert_true(resident_pages(f, "ledger-7.frames") > 0);
+
+    cs_ring_set_cache_ledgers(r, 2);
+    settle(f, "ledger-8.xdr");
+    settle(f, "ledger-8.frames");
+    put_seq(f, r, 10);
+    assert_int_equal(resident_pages(f, "ledger-8.xdr"), 0);
+    assert_int_equal(resident_pages(f, "ledger-8.frames"), 0);
+    assert_true(resident_pages(f, "ledger-7.xdr") > 0); /* only the one n behind */
+    assert_true(resident_pages(f, "ledger-9.xdr") > 0);
+    assert_true(resident_pages(f, "ledger-10.xdr") > 0);
+
+    cs_ledger_ref *ref;
+    cs_err err = {0};
+    assert_int_equal(cs_ring_get(r, 8, &ref, &err), 0);
+    uint8_t back[LEN];
+    assert_int_equal(cs_ledger_read(ref, 0, back, LEN, &err), 0); /* from disk, as stored */
+    assert_memory_equal(back, f->raw, LEN);
+    assert_true(ref->rec.frames_len > 0);
+    cs_ledger_ref_release(ref);
+    cs_ring_close(r);
+}
+
 /* The index parser: what a good tail parses to, and each way a tail can disagree. */
 static void parse_tail_cases(void **state)
 {
@@ -411,6 +493,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(attach_refuses_a_replaced_ledger, setup, teardown),
         cmocka_unit_test_setup_teardown(open_upgrades_and_cleans, setup, teardown),
         cmocka_unit_test_setup_teardown(prune_removes_frames, setup, teardown),
+        cmocka_unit_test_setup_teardown(cache_ledgers_bounds_the_page_cache, setup, teardown),
         cmocka_unit_test(parse_tail_cases),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
