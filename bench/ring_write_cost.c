@@ -12,12 +12,15 @@
  *              back by then), so the ring keeps only its newest `keep` ledgers in the page cache
  *   direct     O_DIRECT from 4096-aligned buffers (no page-cache copy; the write waits for the disk)
  *
- * Usage: ring_write_cost DIR STRATEGY LEDGERS [LEDGER_BYTES [CHUNK [KEEP [RETAIN]]]]
- * Defaults: the gate shape, 14.5 MiB in 256 KiB chunks, keep 8, retain 64. Prints one line:
+ * Usage: ring_write_cost DIR STRATEGY LEDGERS [LEDGER_BYTES [CHUNK [KEEP [RETAIN [PACE_MS]]]]]
+ * Defaults: the gate shape, 14.5 MiB in 256 KiB chunks, keep 8, retain 64, unpaced (PACE_MS 0; the
+ * live ring writes one ledger per 600 ms and sleeps between them). Prints one line:
  *   strategy=… ledgers=… bytes=… cpu_ms_per_ledger=… sys_ms_per_ledger=… p50_ms=… max_ms=… wall_ms_per_ledger=…
  * (getrusage has tick granularity on some kernels: trust the per-run mean over p50 and max.)
  * Wall time is printed for completeness only: it depends on the disk and on everyone else. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -62,7 +65,8 @@ static void name_for(char *out, size_t cap, const char *dir, unsigned seq)
 int main(int argc, char **argv)
 {
     if (argc < 4) {
-        fprintf(stderr, "usage: ring_write_cost DIR buffered|sfr|sfr-drop|direct LEDGERS [LEDGER_BYTES [CHUNK [KEEP [RETAIN]]]]\n");
+        fprintf(stderr, "usage: ring_write_cost DIR buffered|sfr|sfr-drop|direct LEDGERS [LEDGER_BYTES [CHUNK [KEEP [RETAIN "
+                        "[PACE_MS]]]]]\n");
         return 2;
     }
     const char *dir = argv[1], *mode = argv[2];
@@ -71,6 +75,7 @@ int main(int argc, char **argv)
     size_t chunk = argc > 5 ? strtoul(argv[5], NULL, 10) : 256 << 10;
     long keep = argc > 6 ? strtol(argv[6], NULL, 10) : 8;
     long retain = argc > 7 ? strtol(argv[7], NULL, 10) : 64;
+    long pace_ms = argc > 8 ? strtol(argv[8], NULL, 10) : 0;
     int direct = strcmp(mode, "direct") == 0;
     int sfr = strncmp(mode, "sfr", 3) == 0;
     int drop = strcmp(mode, "sfr-drop") == 0;
@@ -138,6 +143,10 @@ int main(int argc, char **argv)
         }
         struct rusage rn;
         getrusage(RUSAGE_THREAD, &rn);
+        if (pace_ms > 0) {
+            struct timespec nap = {pace_ms / 1000, (pace_ms % 1000) * 1000000L};
+            nanosleep(&nap, NULL);
+        }
         per[s - 1] = tv_ms(rn.ru_utime) + tv_ms(rn.ru_stime) - tv_ms(rl.ru_utime) - tv_ms(rl.ru_stime);
         rl = rn;
     }

@@ -22,6 +22,7 @@ static void set_defaults(cs_daemon_config *c)
     c->listen = ":8462";
     c->source = "synthetic";
     c->retention = 10000;
+    c->ring_direct = true;
     c->pipe_size = 1048576;
     c->data_dir = "corestreamd-data";
     c->log_level = "info";
@@ -156,9 +157,6 @@ static int validate(cs_daemon_config *c, cs_err *err)
     bool captive = strcmp(src, "captive") == 0, pipe = strcmp(src, "pipe") == 0;
     bool edge = strcmp(src, "jetstream") == 0;
     char a[CS_DUR_STR_MAX], b[CS_DUR_STR_MAX];
-    if (c->ring_cache_ledgers < 0 || c->ring_cache_ledgers > UINT32_MAX)
-        return cs_err_set(err, 0, "--ring-cache-ledgers %lld is outside [0,%u] (0 leaves caching to the kernel)",
-                          (long long)c->ring_cache_ledgers, UINT32_MAX);
     if (!synthetic && !file && !captive && !pipe && !edge) {
         char q[CS_ERR_MSG_MAX / 2];
         cs_go_quote(q, sizeof q, src);
@@ -254,9 +252,9 @@ int cs_daemon_config_parse(cs_daemon_config *c, int argc, char **argv, FILE *usa
          "second TCP `address` serving only /healthz, /readyz and /metrics (default: none)"},
         {"source", CS_FLAG_STRING, &c->source, "ledger source: captive, file, synthetic, pipe or jetstream"},
         {"retention", CS_FLAG_INT, &c->retention, "number of completed ledgers kept in the disk ring"},
-        {"ring-cache-ledgers", CS_FLAG_INT, &c->ring_cache_ledgers,
-         "newest ring ledgers left in the page cache; older ones are dropped from it as each ledger "
-         "is written, so a catch-up from further back reads the disk (0 leaves caching to the kernel)"},
+        {"ring-direct", CS_FLAG_BOOL, &c->ring_direct,
+         "write ring ledger files with O_DIRECT from the chunk buffers, not through the page cache "
+         "(where the file system allows it)"},
         {"start-ledger", CS_FLAG_UINT, &c->start_ledger,
          "first ledger sequence (0 means 1, for --source jetstream the run's first; required with --source captive)"},
         {"pipe-size", CS_FLAG_INT, &c->pipe_size,

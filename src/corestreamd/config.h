@@ -15,7 +15,7 @@ typedef struct cs_daemon_config {
     const char *listen;
     const char *source;
     int64_t retention;
-    int64_t ring_cache_ledgers;
+    bool ring_direct;
     uint64_t start_ledger;
     int64_t pipe_size;
     const char *data_dir;

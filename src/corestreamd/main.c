@@ -322,7 +322,7 @@ int main(int argc, char **argv)
     /* The ring first: the edge's source reads where it ends (at its first ledger, after the claim). */
     rc = cs_ring_open(&ring, ring_dir, cfg.retention, &err);
     if (rc == 0)
-        cs_ring_set_cache_ledgers(ring, (uint32_t)cfg.ring_cache_ledgers);
+        cs_ring_set_direct(ring, cfg.ring_direct);
     if (rc == 0 && (rc = build_source(&cfg, &cancel, ring, &src, &range, &err)) != 0) {
         cs_ring_close(ring);
         ring = NULL;
