@@ -22,7 +22,7 @@ typedef struct cs_msg {
      * broadcaster, read by the I/O thread for corestreamd_publish_to_write_seconds); 0 for a
      * message built from the ring. */
     int64_t published_ns;
-    uint8_t *data; /* CS_MSG_HEADROOM bytes after data - CS_MSG_HEADROOM are the message's */
+    uint8_t *data; /* the CS_MSG_HEADROOM bytes just before it are the message's too */
     uint8_t buf[]; /* CS_MSG_HEADROOM + cap, data at buf + CS_MSG_HEADROOM (unless aligned) */
 } cs_msg;
 
