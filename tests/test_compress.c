@@ -404,6 +404,46 @@ static void test_pipeline_publishes_in_order(void **state)
     rec_free(&r);
 }
 
+/* Issue 12: a worker compresses straight into a pooled message sized for the worst-case frame, so
+ * the next chunk after a release reuses that memory; a frame that does not shrink gives its message
+ * back and the raw message itself ships. */
+static void test_frames_are_built_in_reused_messages(void **state)
+{
+    (void)state;
+    enum { LEN = CS_DEFAULT_CHUNK_SIZE };
+    static uint8_t text[LEN], noise[LEN];
+    fill_pattern(text, LEN, 3);
+    fill_random(noise, LEN, 5);
+    recorder r;
+    rec_init(&r, 3);
+    cs_chunk_pipeline *p;
+    cs_err err = {0};
+    assert_int_equal(cs_pipeline_new(&p, 1, true, CS_DEFAULT_COMPRESS_LEVEL, CS_DEFAULT_CHUNK_SIZE, rec_publish, &r, &err), 0);
+
+    cs_pipeline_submit(p, make_raw(text, LEN), 4, 0);
+    cs_pipeline_flush(p);
+    assert_int_equal(check_chunk(r.msgs[0], 4, 0, text, LEN), CS_CODEC_ZSTD);
+    cs_msg *first = r.msgs[0];
+    assert_non_null(first->pool);
+    assert_true(first->cap >= HDR + ZSTD_compressBound(LEN));
+    cs_msg_release(first); /* the subscribers and the ring are done with it */
+    r.msgs[0] = NULL;
+
+    cs_msg *raw = make_raw(noise, LEN);
+    cs_pipeline_submit(p, raw, 4, 1);
+    cs_pipeline_flush(p);
+    assert_ptr_equal(r.msgs[1], raw); /* did not shrink: framed in place */
+    assert_int_equal(check_chunk(r.msgs[1], 4, 1, noise, LEN), CS_CODEC_RAW);
+
+    cs_pipeline_submit(p, make_raw(text, LEN), 4, 2);
+    cs_pipeline_flush(p);
+    assert_int_equal(check_chunk(r.msgs[2], 4, 2, text, LEN), CS_CODEC_ZSTD);
+    assert_ptr_equal(r.msgs[2], first); /* the same memory, twice given back */
+    cs_pipeline_destroy(p);
+    r.msgs[0] = cs_msg_new(0);
+    rec_free(&r); /* the pool outlived the pipeline until this last release */
+}
+
 /* Many small chunks through many workers, with publish() yielding: the chunks complete in every
  * order, yet publication stays serial and in submission order. */
 static void test_publish_is_serial_and_ordered_under_load(void **state)
@@ -751,6 +791,7 @@ int main(void)
         cmocka_unit_test(test_compressible_ratio_is_chunk_invariant),
         cmocka_unit_test(test_pipeline_publishes_in_order),
         cmocka_unit_test(test_publish_is_serial_and_ordered_under_load),
+        cmocka_unit_test(test_frames_are_built_in_reused_messages),
         cmocka_unit_test(test_raw_fallback_when_workers_busy),
         cmocka_unit_test(test_submit_blocks_at_1024_pending),
         cmocka_unit_test(test_destroy_publishes_pending_then_nothing),

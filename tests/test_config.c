@@ -141,6 +141,7 @@ static void test_defaults(void **state)
     assert_string_equal(c->listen, ":8462");
     assert_string_equal(c->source, "synthetic");
     assert_int_equal(c->retention, 10000);
+    assert_true(c->ring_direct);
     assert_int_equal(c->synthetic_interval, CS_SEC);
     assert_int_equal(c->chunk_size, 262144);
     assert_int_equal(c->emit_window, 15 * CS_MS);
@@ -314,6 +315,7 @@ static void test_pacing_and_chunk_bounds(void **state)
     ERR("--emit-window -1ms is negative", "--emit-window", "-1ms");
     ERR("--cadence -1ms is negative", "--cadence", "-1ms");
     OK("--chunk-size", "65536", "--emit-window", "0", "--cadence", "0");
+    OK("--ring-direct=false");
 
     /* The window must fit inside the grid it paces: the cadence for file... */
     ERR("--emit-window 1s does not fit inside --cadence 600ms", "--source", "file", "--file-dir", "d",

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -354,6 +355,98 @@ static void prune_removes_frames(void **state)
     cs_ring_close(r);
 }
 
+/* Pages of a ring file in the page cache now (mincore of a shared mapping). */
+static size_t resident_pages(const fixture *f, const char *name)
+{
+    char p[1024];
+    path(f, name, p, sizeof p);
+    int fd = open(p, O_RDONLY);
+    assert_true(fd >= 0);
+    struct stat st;
+    assert_int_equal(fstat(fd, &st), 0);
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE), n = ((size_t)st.st_size + pg - 1) / pg;
+    void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    assert_true(m != MAP_FAILED);
+    unsigned char *vec = calloc(n, 1);
+    assert_non_null(vec);
+    assert_int_equal(mincore(m, (size_t)st.st_size, vec), 0);
+    size_t in = 0;
+    for (size_t i = 0; i < n; i++)
+        in += vec[i] & 1;
+    free(vec);
+    munmap(m, (size_t)st.st_size);
+    close(fd);
+    return in;
+}
+
+/* Puts ledger seq from the fixture's bytes, cut so that they can never go by O_DIRECT (a first part
+ * of one byte). */
+static void put_seq(fixture *f, cs_ring *r, uint32_t seq)
+{
+    struct iovec part[2] = {{f->raw, 1}, {f->raw + 1, LEN - 1}};
+    bool reset;
+    cs_err err = {0};
+    cs_ledger_record rec = f->rec;
+    if (cs_ring_put(r, seq, part, 2, f->chunks, 3, &rec, &reset, &err) != 0)
+        fail_msg("put %u: %s", seq, err.msg);
+}
+
+/* Puts ledger seq from parts laid out as the source loop's chunks are (each on a 4096-byte
+ * boundary, whole pages but the last), checks how many of its pages the page cache holds, then
+ * reads it back whole through the ring. */
+static void put_aligned_and_check(fixture *f, cs_ring *r, uint32_t seq, size_t len, bool cached)
+{
+    enum { PG = 4096 };
+    size_t nparts = (len + PG - 1) / PG;
+    uint8_t *buf = aligned_alloc(PG, nparts * PG);
+    assert_non_null(buf);
+    struct iovec part[8];
+    assert_true(nparts <= 8);
+    for (size_t i = 0; i < len; i++)
+        buf[i] = (uint8_t)(i * 13 + seq);
+    for (size_t i = 0; i < nparts; i++)
+        part[i] = (struct iovec){buf + i * PG, i + 1 < nparts ? PG : len - i * PG};
+    cs_ledger_record rec = {.len = len, .chunks = (uint32_t)nparts, .chunk_size = PG, .xxh64 = XXH64(buf, len, 0)};
+    bool reset;
+    cs_err err = {0};
+    if (cs_ring_put(r, seq, part, nparts, NULL, 0, &rec, &reset, &err) != 0)
+        fail_msg("put %u: %s", seq, err.msg);
+    char name[64], p[1024];
+    snprintf(name, sizeof name, "ledger-%u.xdr", seq);
+    path(f, name, p, sizeof p);
+    struct stat st;
+    assert_int_equal(stat(p, &st), 0);
+    assert_int_equal(st.st_size, len); /* the padded last block is cut off */
+    if (cached)
+        assert_true(resident_pages(f, name) > 0);
+    else
+        assert_int_equal(resident_pages(f, name), 0);
+    cs_ledger_ref *ref;
+    assert_int_equal(cs_ring_get(r, seq, &ref, &err), 0);
+    uint8_t *back = malloc(len);
+    assert_non_null(back);
+    assert_int_equal(cs_ledger_read(ref, 0, back, len, &err), 0);
+    assert_memory_equal(back, buf, len);
+    cs_ledger_ref_release(ref);
+    free(back);
+    free(buf);
+}
+
+/* Issue 12: aligned parts go to disk with O_DIRECT, so the ledger file takes no page cache; the
+ * stored bytes are the same as through the page cache (direct off, or parts not aligned). */
+static void direct_writes_skip_the_page_cache(void **state)
+{
+    fixture *f = *state;
+    cs_ring *r = open_ring(f);
+    put_aligned_and_check(f, r, 7, 3 * 4096 + 100, false); /* a partial last block */
+    put_aligned_and_check(f, r, 8, 2 * 4096, false);       /* whole blocks only */
+    put_seq(f, r, 9); /* the fixture's parts are not aligned: through the page cache */
+    assert_true(resident_pages(f, "ledger-9.xdr") > 0);
+    cs_ring_set_direct(r, false);
+    put_aligned_and_check(f, r, 10, 3 * 4096 + 100, true);
+    cs_ring_close(r);
+}
+
 /* The index parser: what a good tail parses to, and each way a tail can disagree. */
 static void parse_tail_cases(void **state)
 {
@@ -411,6 +504,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(attach_refuses_a_replaced_ledger, setup, teardown),
         cmocka_unit_test_setup_teardown(open_upgrades_and_cleans, setup, teardown),
         cmocka_unit_test_setup_teardown(prune_removes_frames, setup, teardown),
+        cmocka_unit_test_setup_teardown(direct_writes_skip_the_page_cache, setup, teardown),
         cmocka_unit_test(parse_tail_cases),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -22,6 +22,7 @@ static void set_defaults(cs_daemon_config *c)
     c->listen = ":8462";
     c->source = "synthetic";
     c->retention = 10000;
+    c->ring_direct = true;
     c->pipe_size = 1048576;
     c->data_dir = "corestreamd-data";
     c->log_level = "info";
@@ -251,6 +252,9 @@ int cs_daemon_config_parse(cs_daemon_config *c, int argc, char **argv, FILE *usa
          "second TCP `address` serving only /healthz, /readyz and /metrics (default: none)"},
         {"source", CS_FLAG_STRING, &c->source, "ledger source: captive, file, synthetic, pipe or jetstream"},
         {"retention", CS_FLAG_INT, &c->retention, "number of completed ledgers kept in the disk ring"},
+        {"ring-direct", CS_FLAG_BOOL, &c->ring_direct,
+         "write ring ledger files with O_DIRECT from the chunk buffers, not through the page cache "
+         "(where the file system allows it)"},
         {"start-ledger", CS_FLAG_UINT, &c->start_ledger,
          "first ledger sequence (0 means 1, for --source jetstream the run's first; required with --source captive)"},
         {"pipe-size", CS_FLAG_INT, &c->pipe_size,

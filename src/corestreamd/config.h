@@ -15,6 +15,7 @@ typedef struct cs_daemon_config {
     const char *listen;
     const char *source;
     int64_t retention;
+    bool ring_direct;
     uint64_t start_ledger;
     int64_t pipe_size;
     const char *data_dir;

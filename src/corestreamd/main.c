@@ -321,6 +321,8 @@ int main(int argc, char **argv)
     snprintf(ring_dir, sizeof ring_dir, "%s/ledgers", cfg.data_dir);
     /* The ring first: the edge's source reads where it ends (at its first ledger, after the claim). */
     rc = cs_ring_open(&ring, ring_dir, cfg.retention, &err);
+    if (rc == 0)
+        cs_ring_set_direct(ring, cfg.ring_direct);
     if (rc == 0 && (rc = build_source(&cfg, &cancel, ring, &src, &range, &err)) != 0) {
         cs_ring_close(ring);
         ring = NULL;

@@ -35,6 +35,10 @@ struct cs_ring {
     atomic_uint_fast64_t dropped;
     /* Serializes the bound changes of put with those of cs_ring_reject (any thread). */
     pthread_mutex_t wmu;
+    /* The put thread's: write ledger files with O_DIRECT when the parts allow it (set before
+     * puts begin); refused once the file system said no, so it is asked once. */
+    bool direct;
+    bool direct_refused;
 };
 
 #define FORMAT_NAME "ring-format"
@@ -709,6 +713,7 @@ int cs_ring_open(cs_ring **out, const char *dir, int64_t retention, cs_err *err)
         return cs_err_set(err, 0, "store: open \"%s\": %s", dir, strerror(ENOMEM));
     }
     r->dir = copy;
+    r->direct = true;
     r->retention = (uint64_t)retention;
     r->dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (r->dfd < 0) {
@@ -804,6 +809,114 @@ static void frames_tmp_name(char tmp[CS_LEDGER_NAME_MAX], uint32_t seq)
 {
     frames_name(tmp, seq);
     strcat(tmp, ".tmp");
+}
+
+void cs_ring_set_direct(cs_ring *r, bool on)
+{
+    r->direct = on;
+}
+
+/* Hands a file just written to write-back without waiting for it, so the ring's dirty pages never
+ * pile up to the kernel's dirty limits and are written while the disk is idle between ledgers.
+ * Advisory: a failure loses nothing (the kernel writes the pages back anyway), so it is ignored. */
+static void start_writeback(int fd)
+{
+    (void)sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+}
+
+/* O_DIRECT wants the buffer, the length and the file offset on the device's block boundary; 4096
+ * is a multiple of the block size of every file system the ring is meant for. */
+#define DIRECT_ALIGN 4096
+
+/* Every part starts on a block and all but the last are whole blocks: the ledger can go to the
+ * disk straight from them. */
+static bool direct_fits(const struct iovec *parts, size_t nparts)
+{
+    for (size_t i = 0; i < nparts; i++) {
+        if ((uintptr_t)parts[i].iov_base % DIRECT_ALIGN != 0)
+            return false;
+        if (i + 1 < nparts && parts[i].iov_len % DIRECT_ALIGN != 0)
+            return false;
+    }
+    return true;
+}
+
+static ssize_t writev_retry(int fd, const struct iovec *iov, int cnt)
+{
+    ssize_t w;
+    do
+        w = writev(fd, iov, cnt);
+    while (w < 0 && errno == EINTR);
+    return w;
+}
+
+/* Writes the ledger file with O_DIRECT: the whole blocks straight from the parts (no copy into
+ * the page cache, whose cost per ledger was the ring thread's largest: docs/BENCHMARKS.md), the
+ * last partial block through a zero-padded bounce block, then the file is cut to its length.
+ * Returns 0 written, -1 failed (errno), 1 the file system refused O_DIRECT (EINVAL) or a write came
+ * back short: the caller writes the file through the page cache instead. */
+static int write_direct(cs_ring *r, const char *tmp, const struct iovec *parts, size_t nparts)
+{
+    int fd = openat(r->dfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC | O_DIRECT, 0644);
+    if (fd < 0)
+        return errno == EINVAL ? 1 : -1;
+    size_t last = nparts ? parts[nparts - 1].iov_len : 0;
+    size_t head = last - last % DIRECT_ALIGN, tail = last % DIRECT_ALIGN;
+    uint64_t len = 0;
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < nparts;) {
+        struct iovec win[64];
+        int cnt = 0;
+        size_t want = 0, next = i;
+        for (; next < nparts && cnt < (int)(sizeof win / sizeof win[0]); next++) {
+            size_t l = next + 1 == nparts ? head : parts[next].iov_len;
+            if (l == 0)
+                continue;
+            win[cnt++] = (struct iovec){parts[next].iov_base, l};
+            want += l;
+        }
+        i = next;
+        if (cnt == 0)
+            break;
+        ssize_t w = writev_retry(fd, win, cnt);
+        if (w < 0)
+            rc = errno == EINVAL ? 1 : -1;
+        else if ((size_t)w != want)
+            rc = 1;
+        else
+            len += want;
+    }
+    if (rc == 0 && tail) {
+        void *bounce = NULL;
+        if (posix_memalign(&bounce, DIRECT_ALIGN, DIRECT_ALIGN) != 0) {
+            errno = ENOMEM;
+            rc = -1;
+        } else {
+            memset(bounce, 0, DIRECT_ALIGN);
+            memcpy(bounce, (const uint8_t *)parts[nparts - 1].iov_base + head, tail);
+            ssize_t w;
+            do
+                w = pwrite(fd, bounce, DIRECT_ALIGN, (off_t)len);
+            while (w < 0 && errno == EINTR);
+            rc = w == DIRECT_ALIGN ? 0 : w < 0 && errno != EINVAL ? -1 : 1;
+            free(bounce);
+            len += tail;
+        }
+    }
+    if (rc == 0 && ftruncate(fd, (off_t)len) != 0)
+        rc = -1;
+    int e = errno;
+    if (close(fd) != 0 && rc == 0) {
+        rc = -1;
+        e = errno;
+    }
+    if (rc == 1 && !r->direct_refused) {
+        r->direct_refused = true;
+        CS_LOG(CS_LOG_WARN, "ring: O_DIRECT write refused; ledger files are written through the page cache",
+               KV_S("dir", r->dir));
+    }
+    errno = e;
+    return rc;
 }
 
 static bool retained(cs_ring *r, uint32_t seq);
@@ -933,6 +1046,8 @@ static int frames_finish(cs_frames_writer *w, cs_ledger_record *rec)
     XXH3_64bits_update(w->hash, w->tail, tail_len);
     int rc = write_all(w->fd, w->tail, tail_len);
     int e = errno;
+    if (rc == 0)
+        start_writeback(w->fd);
     if (close(w->fd) != 0 && rc == 0) {
         rc = -1;
         e = errno;
@@ -955,14 +1070,20 @@ static int write_tmp(cs_ring *r, uint32_t seq, const struct iovec *parts, size_t
 {
     char tmp[CS_LEDGER_NAME_MAX];
     tmp_name(tmp, seq);
-    int fd = openat(r->dfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return cs_err_set(err, CS_RING_ERR_IO, "store: write ledger %" PRIu32 ": %s", seq, strerror(errno));
-    int rc = write_parts(fd, parts, nparts);
+    int rc = r->direct && !r->direct_refused && direct_fits(parts, nparts) ? write_direct(r, tmp, parts, nparts) : 1;
     int e = errno;
-    if (close(fd) != 0 && rc == 0) {
-        rc = -1;
+    if (rc == 1) {
+        int fd = openat(r->dfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd < 0)
+            return cs_err_set(err, CS_RING_ERR_IO, "store: write ledger %" PRIu32 ": %s", seq, strerror(errno));
+        rc = write_parts(fd, parts, nparts);
         e = errno;
+        if (rc == 0)
+            start_writeback(fd);
+        if (close(fd) != 0 && rc == 0) {
+            rc = -1;
+            e = errno;
+        }
     }
     rec->frames_len = 0;
     rec->frames_xxh3 = 0;

@@ -76,6 +76,18 @@ typedef struct cs_ledger_ref {
 int cs_ring_open(cs_ring **out, const char *dir, int64_t retention, cs_err *err);
 void cs_ring_close(cs_ring *r);
 
+/* How put writes a ledger file. With direct on (the default), a ledger whose parts all start on
+ * a 4096-byte boundary, all but the last a multiple of 4096 long (the source loop's chunks are), is
+ * written with O_DIRECT straight from those buffers: no copy into the page cache, and the ring
+ * does not fill the page cache with ledgers (a catch-up reading the file reads the disk; stored
+ * frames, which a catch-up reads instead where they exist, go through the page cache as before).
+ * Other parts, a file system that refuses O_DIRECT (logged once: WARN `ring: O_DIRECT write
+ * refused; ledger files are written through the page cache`) or direct off: through the page
+ * cache. Either way each file put writes is handed to write-back as soon as it is written
+ * (sync_file_range SYNC_FILE_RANGE_WRITE, no wait), and what is stored, and when it is visible, is
+ * the same. Called by the put thread, or before it starts. */
+void cs_ring_set_direct(cs_ring *r, bool on);
+
 /* Writes ledger seq from parts (written in order, never joined in memory), its stored frames when
  * chunks is non-NULL (the ledger's nchunks CHUNK messages as published, header included: their
  * zstd payloads are written, never recompressed; rec->chunk_size must be the live one and nchunks

@@ -16,6 +16,10 @@
 #define WORK_SLOTS 16
 #define WORKER_QUEUE 16 /* a power of two holding any worker's share */
 #define ORDERED_SLOTS 1024
+/* Idle frame messages kept for the next chunks: about what two ledgers of the gate shape hold in
+ * flight (the flow being sent and the one the ring is writing). A compressed frame touches only its
+ * own length of a pooled message, so idle capacity beyond that costs address space, not memory. */
+#define FRAME_POOL_KEEP 256
 
 int cs_compress_workers_resolve(int64_t n, int *out, cs_err *err)
 {
@@ -107,8 +111,6 @@ typedef struct worker {
     pthread_t thread;
     ZSTD_CCtx *cctx;
     int cctx_level;
-    uint8_t *scratch; /* the frame is built here, then copied into an exactly sized message */
-    size_t scratch_cap;
     /* Jobs handed to this worker, a single-producer single-consumer ring of job numbers: the
      * source writes q[pushed % WORKER_QUEUE] then pushed; the worker reads it, then popped. */
     uint64_t q[WORKER_QUEUE];
@@ -129,6 +131,9 @@ struct cs_chunk_pipeline {
     unsigned wcap; /* jobs that may wait (not yet started) per worker */
     bool autolevel;
     int fixed_level;
+    /* Messages of HDR + ZSTD_compressBound(chunk size): a worker compresses straight into one, so
+     * a frame is written once and never copied; a frame that does not shrink goes back here. */
+    cs_msg_pool *frames;
 
     /* Ordered ring: job n lives in ring[n % ORDERED_SLOTS]; jobs [head, tail) are unpublished. */
     job ring[ORDERED_SLOTS];
@@ -201,7 +206,7 @@ static void wait_progress(cs_chunk_pipeline *p, bool (*done)(cs_chunk_pipeline *
     atomic_fetch_sub(&p->waiters, 1);
 }
 
-/* Compresses one job's payload; returns the message to publish. */
+/* Compresses one job's payload straight into a pooled message; returns the message to publish. */
 static cs_msg *encode_job(worker *w, job *j)
 {
     if (j->level != w->cctx_level &&
@@ -209,17 +214,18 @@ static cs_msg *encode_job(worker *w, job *j)
         w->cctx_level = j->level;
     const uint8_t *payload = j->raw->data + HDR;
     size_t n = j->raw->len - HDR;
+    cs_msg *m = cs_msg_pool_get(w->p->frames);
     int64_t t0 = cs_mono_ns();
-    size_t z = compress_frame(w->cctx, w->scratch, w->scratch_cap, payload, n);
+    size_t z = m ? compress_frame(w->cctx, m->data + HDR, m->cap - HDR, payload, n) : 0;
     j->took_ns = cs_mono_ns() - t0;
     if (j->took_ns <= 0)
         j->took_ns = 1;
     j->level = w->cctx_level; /* what was really used, should setting it have failed */
-    cs_msg *m = z ? cs_msg_new(HDR + z) : NULL;
-    if (!m) /* incompressible, or no memory for the frame: the raw message still ships */
+    if (!z) { /* incompressible, or no memory for the frame: the raw message still ships */
+        cs_msg_release(m);
         return frame_raw(j);
+    }
     cs_wire_put_chunk_header(m->data, j->seq, j->idx, CS_CODEC_ZSTD);
-    memcpy(m->data + HDR, w->scratch, z);
     m->len = HDR + z;
     cs_msg_release(j->raw);
     return m;
@@ -255,10 +261,8 @@ static void *worker_main(void *arg)
 
 static void free_workers(cs_chunk_pipeline *p)
 {
-    for (int i = 0; i < p->nworkers; i++) {
+    for (int i = 0; i < p->nworkers; i++)
         ZSTD_freeCCtx(p->workers[i].cctx);
-        free(p->workers[i].scratch);
-    }
     free(p->workers);
 }
 
@@ -275,6 +279,7 @@ static void join_workers(cs_chunk_pipeline *p, int n)
 static void free_pipeline(cs_chunk_pipeline *p)
 {
     free_workers(p);
+    cs_msg_pool_free(p->frames); /* frames still in a flow or the ring writer free themselves later */
     free(p);
 }
 
@@ -286,15 +291,14 @@ static int alloc_workers(cs_chunk_pipeline *p, int n, int level, size_t chunk_si
     if (!p->workers)
         return cs_err_set(err, 0, "server: compression: out of memory");
     p->nworkers = n;
-    size_t cap = ZSTD_compressBound(chunk_size);
+    if (!(p->frames = cs_msg_pool_new(HDR + ZSTD_compressBound(chunk_size), FRAME_POOL_KEEP)))
+        return cs_err_set(err, 0, "server: compression: out of memory");
     for (int i = 0; i < n; i++) {
         worker *w = &p->workers[i];
         w->p = p;
         w->cctx = cs_chunk_cctx_new(chunk_size, level);
         w->cctx_level = level;
-        w->scratch = malloc(cap);
-        w->scratch_cap = cap;
-        if (!w->cctx || !w->scratch)
+        if (!w->cctx)
             return cs_err_set(err, 0, "server: compression: cannot allocate a zstd context");
     }
     return 0;

@@ -9,6 +9,11 @@
  * queue is full the chunk ships raw instead (counted in raw_fallbacks), framed in place, the
  * same bytes as an incompressible chunk: compression never back-pressures the source.
  *
+ * A worker compresses straight into a message from the pipeline's pool (capacity 11 +
+ * ZSTD_compressBound(chunk size)): the frame is written once, never copied. A compressed chunk's
+ * message goes back to that pool on its last release, which may come after destroy. A frame that
+ * does not shrink goes back at once and the raw message ships.
+ *
  * Publication is in submission order and never concurrent: whichever thread completes the job at
  * the head (a worker, or the source for a raw chunk) publishes it and every ready job after it.
  *

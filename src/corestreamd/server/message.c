@@ -2,11 +2,13 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 struct cs_msg_pool {
     pthread_mutex_t mu;
     size_t cap, keep;
+    size_t align_at; /* SIZE_MAX: plain messages; else data + align_at is CS_MSG_ALIGN-aligned */
     cs_msg **idle; /* a stack of `keep` slots */
     size_t nidle;
     /* One reference for the owner, one for every message out of the pool. */
@@ -15,13 +17,25 @@ struct cs_msg_pool {
 
 static cs_msg *msg_alloc(size_t cap, cs_msg_pool *pool)
 {
-    cs_msg *m = malloc(sizeof *m + CS_MSG_HEADROOM + cap);
-    if (!m)
-        return NULL;
+    cs_msg *m;
+    uint8_t *data;
+    if (pool && pool->align_at != SIZE_MAX) {
+        /* The struct at the start of an aligned block, data placed so that data + align_at starts
+         * the block's second CS_MSG_ALIGN page; the headroom fits in between. */
+        void *blk;
+        if (posix_memalign(&blk, CS_MSG_ALIGN, CS_MSG_ALIGN - pool->align_at + cap) != 0)
+            return NULL;
+        m = blk;
+        data = (uint8_t *)blk + CS_MSG_ALIGN - pool->align_at;
+    } else {
+        if (!(m = malloc(sizeof *m + CS_MSG_HEADROOM + cap)))
+            return NULL;
+        data = m->buf + CS_MSG_HEADROOM;
+    }
     m->pool = pool;
     m->cap = cap;
     m->published_ns = 0;
-    m->data = m->buf + CS_MSG_HEADROOM;
+    m->data = data;
     return m;
 }
 
@@ -118,6 +132,13 @@ void cs_msg_release(cs_msg *m)
 
 cs_msg_pool *cs_msg_pool_new(size_t cap, size_t keep)
 {
+    return cs_msg_pool_new_aligned(cap, keep, SIZE_MAX);
+}
+
+cs_msg_pool *cs_msg_pool_new_aligned(size_t cap, size_t keep, size_t align_at)
+{
+    if (align_at != SIZE_MAX && (align_at > CS_MSG_ALIGN_AT_MAX))
+        return NULL;
     cs_msg_pool *p = calloc(1, sizeof *p);
     if (!p)
         return NULL;
@@ -129,6 +150,7 @@ cs_msg_pool *cs_msg_pool_new(size_t cap, size_t keep)
     }
     p->cap = cap;
     p->keep = keep;
+    p->align_at = align_at;
     p->refs = 1;
     return p;
 }

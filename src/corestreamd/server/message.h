@@ -25,8 +25,8 @@ typedef struct cs_msg {
     /* The RFC 6455 frame header in the headroom for the TLS I/O threads (cs_msg_ws_header):
      * 0 not written, 1 being written, 2 written. */
     atomic_uint ws_header;
-    uint8_t *data;
-    uint8_t buf[]; /* CS_MSG_HEADROOM + cap */
+    uint8_t *data; /* the CS_MSG_HEADROOM bytes just before it are the message's too */
+    uint8_t buf[]; /* CS_MSG_HEADROOM + cap, data at buf + CS_MSG_HEADROOM (unless aligned) */
 } cs_msg;
 
 /* A message with room for cap bytes; len starts at 0 and refs at 1. NULL on allocation failure. */
@@ -56,6 +56,12 @@ void cs_msg_release(cs_msg *m);
  *   pool's remains alive and free them with the last release. The owner calls no other pool
  *   function afterwards; NULL is ignored. */
 cs_msg_pool *cs_msg_pool_new(size_t cap, size_t keep);
+/* The same, with every message's data + align_at on a CS_MSG_ALIGN boundary (the source loop's
+ * raw chunks: their payloads, at data + 11, can then be written to the ring with O_DIRECT).
+ * align_at at most CS_MSG_ALIGN_AT_MAX, else NULL. Such a message's data is not at buf. */
+#define CS_MSG_ALIGN 4096
+#define CS_MSG_ALIGN_AT_MAX (CS_MSG_ALIGN - CS_MSG_HEADROOM - sizeof(cs_msg))
+cs_msg_pool *cs_msg_pool_new_aligned(size_t cap, size_t keep, size_t align_at);
 cs_msg *cs_msg_pool_get(cs_msg_pool *p);
 size_t cs_msg_pool_idle(cs_msg_pool *p);
 void cs_msg_pool_free(cs_msg_pool *p);

@@ -176,7 +176,8 @@ int cs_source_loop_run(cs_source_loop *l, cs_err *err)
      * wait for the next ledger instead of going back to malloc. */
     size_t chunk_cap = CS_WIRE_CHUNK_HEADER_LEN + l->chunk_size;
     size_t keep = CHUNK_POOL_BYTES / chunk_cap;
-    cs_msg_pool *chunk_pool = cs_msg_pool_new(chunk_cap, keep < 16 ? 16 : keep);
+    /* Payloads page-aligned, so the ring can write them with O_DIRECT (store/ring.h). */
+    cs_msg_pool *chunk_pool = cs_msg_pool_new_aligned(chunk_cap, keep < 16 ? 16 : keep, CS_WIRE_CHUNK_HEADER_LEN);
     if (!hash || !chunk_pool || cs_ring_writer_new(&writer, l->ring, err) != 0) {
         XXH64_freeState(hash);
         cs_msg_pool_free(chunk_pool);
