@@ -29,6 +29,7 @@ static cs_msg *msg_reset(cs_msg *m)
 {
     atomic_init(&m->refs, 1);
     m->len = 0;
+    m->origin = 0;
     return m;
 }
 

@@ -22,11 +22,17 @@ typedef struct cs_msg {
      * broadcaster, read by the I/O thread for corestreamd_publish_to_write_seconds); 0 for a
      * message built from the ring. */
     int64_t published_ns;
+    /* A replay CHUNK's origin, for corestreamd_replay_chunk_bytes_total: CS_MSG_STORED (the ring's
+     * stored frames, sent as published) or CS_MSG_ENCODED (compressed again at replay); 0 for
+     * anything else. Set by its maker before it is shared. */
+    uint8_t origin;
     uint8_t *data;
     uint8_t buf[]; /* CS_MSG_HEADROOM + cap */
 } cs_msg;
 
 /* A message with room for cap bytes; len starts at 0 and refs at 1. NULL on allocation failure. */
+enum { CS_MSG_STORED = 1, CS_MSG_ENCODED = 2 };
+
 cs_msg *cs_msg_new(size_t cap);
 cs_msg *cs_msg_retain(cs_msg *m);
 /* Drops a reference (NULL is ignored). The last one frees the message, or hands a pooled

@@ -156,6 +156,7 @@ static cs_msg *read_stored(cs_replay_pool *p, cs_replay *r, size_t k, int *statu
     }
     cs_wire_put_chunk_header(m->data, r->seq, (uint32_t)(k - 1), f->codec);
     m->len = need;
+    m->origin = CS_MSG_STORED;
     XXH3_64bits_update(f->codec == 0 ? r->rawhash : r->fhash, m->data + CS_WIRE_CHUNK_HEADER_LEN, f->len);
     return m;
 }
@@ -319,8 +320,8 @@ static void *worker_main(void *argp)
                 if (!r->queued && needs_work_locked(r))
                     enqueue_locked(p, r);
                 pthread_mutex_unlock(&p->mu);
-                if (raw)
-                    m[0] = cs_encode_chunk(a->cctx, r->seq, (uint32_t)(k - 1), raw, len);
+                if (raw && (m[0] = cs_encode_chunk(a->cctx, r->seq, (uint32_t)(k - 1), raw, len)))
+                    m[0]->origin = CS_MSG_ENCODED;
                 free(raw);
             } else {
                 m[0] = produce_end(r, &status, &frames_fault, &err);
