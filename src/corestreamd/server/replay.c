@@ -22,6 +22,10 @@ struct cs_replay {
     bool opening;  /* a worker is mapping the ledger */
     int status;    /* CS_REPLAY_PENDING until a terminal error */
     cs_err err;
+    /* The item that failed: the items before it are still handed out first, so the error comes in
+     * their place of the flow whatever the workers' timing (an END that fails is never sent, the
+     * chunks before it are). 0 for a failure before any item (the open). */
+    size_t fail_at;
     cs_ledger_ref *ledger; /* NULL until opened */
     size_t chunk_size;     /* the recorded live chunking, else the pool's */
     /* The file is read and hashed in order, one chunk at a time (reading: a worker is at it), so
@@ -335,12 +339,15 @@ static void *worker_main(void *argp)
             else if (status == CS_REPLAY_CORRUPT)
                 cs_ring_reject(p->ring, r->seq, err.msg);
             pthread_mutex_lock(&p->mu);
-            if (status != CS_REPLAY_PENDING) {
+            if (status == CS_REPLAY_PENDING && made < n) {
+                status = CS_REPLAY_FAILED;
+                cs_err_set(&err, 0, "replay ledger %u: out of memory", r->seq);
+            }
+            /* The earliest failure wins: a worker still producing an earlier item may fail too. */
+            if (status != CS_REPLAY_PENDING && (r->status == CS_REPLAY_PENDING || k + made < r->fail_at)) {
                 r->status = status;
                 r->err = err;
-            } else if (made < n) {
-                r->status = CS_REPLAY_FAILED;
-                cs_err_set(&r->err, 0, "replay ledger %u: out of memory", r->seq);
+                r->fail_at = k + made;
             }
             for (size_t i = 0; i < made; i++)
                 r->slot[(k + i) % CS_REPLAY_DEPTH] = m[i];
@@ -443,7 +450,7 @@ int cs_replay_next(cs_replay *r, cs_msg **out, cs_err *err)
     int rc;
     pthread_mutex_lock(&p->mu);
     size_t k = r->handed_out;
-    if (r->status != CS_REPLAY_PENDING) {
+    if (r->status != CS_REPLAY_PENDING && k >= r->fail_at) {
         if (err)
             *err = r->err;
         rc = r->status;

@@ -51,6 +51,8 @@ enum {
     CS_REPLAY_CORRUPT = 5,      /* the file differs from its record (truncated, changed): err says
                                    how; the ring has dropped it, and no END was sent */
 };
+/* A terminal status comes in the flow's place of the item that failed: every message before it is
+ * handed out first (CS_REPLAY_MSG), whatever the workers' timing. */
 int cs_replay_next(cs_replay *r, cs_msg **out, cs_err *err);
 
 /* The cursor is done with r (finished, or its connection went away). */
