@@ -28,6 +28,7 @@
 #include "support/serverharness.h"
 #include "support/tmpdir.h"
 #include "support/wsclient.h"
+#include "wire/wire.h"
 
 #ifndef CORESTREAMD_BIN
 #error "CORESTREAMD_BIN must name the binary under test"
@@ -276,12 +277,35 @@ static void test_metrics_move_as_ledgers_stream(void **state)
     assert_true(sample(m, "corestreamd_ring_oldest_ledger") == 1);
     assert_true(sample(m, "corestreamd_ring_latest_ledger") == COUNT);
     assert_true(sample(m, "corestreamd_ring_size_bytes") == (double)COUNT * SIZE);
+    /* Every ledger's published chunks are stored beside it, compressed. */
+    double frames = sample(m, "corestreamd_ring_frames_size_bytes");
+    assert_true(frames > 0 && frames < (double)COUNT * SIZE / 2);
     assert_true(sample(m, "corestreamd_sent_bytes_total{flow=\"live\"}") + sample(m, "corestreamd_sent_bytes_total{flow=\"replay\"}") >= wire);
     assert_true(sample(m, "corestreamd_closes_sent_total{code=\"1001\"}") == 1);
     assert_true(sample(m, "corestreamd_source_state{state=\"ended\"}") == 1);
     assert_true(sample(m, "corestreamd_ring_write_failures_total") == 0);
     assert_true(sample(m, "process_resident_memory_bytes") > 0);
     assert_true(sample(m, "process_open_fds") > 0);
+    /* A catch-up from the ring (the server lingers after its source ended) is sent from the stored
+     * frames: every replay byte but BEGIN and END is a stored CHUNK, none re-encoded. */
+    double replay0 = sample(m, "corestreamd_sent_bytes_total{flow=\"replay\"}");
+    double stored0 = sample(m, "corestreamd_replay_chunk_bytes_total{source=\"stored\"}");
+    free(m);
+    snprintf(path, sizeof path, "/stream?start=1&end=%d", COUNT);
+    ws = cs_ws_connect("127.0.0.1", h.port, path, WAIT_MS, NULL, NULL, 0);
+    assert_non_null(ws);
+    for (int i = 0; i < COUNT; i++) {
+        assert_int_equal(cs_ws_read_ledger(ws, &l, WAIT_MS, NULL, 0), 1);
+        cs_ledger_free(&l);
+    }
+    assert_int_equal(cs_ws_read_ledger(ws, &l, WAIT_MS, NULL, 0), 0);
+    cs_ws_close(ws);
+    m = scrape(h.port);
+    double replay = sample(m, "corestreamd_sent_bytes_total{flow=\"replay\"}") - replay0;
+    double stored = sample(m, "corestreamd_replay_chunk_bytes_total{source=\"stored\"}") - stored0;
+    assert_true(stored > 0);
+    assert_true(replay == stored + COUNT * (double)(CS_WIRE_BEGIN_LEN + CS_WIRE_END_LEN));
+    assert_true(sample(m, "corestreamd_replay_chunk_bytes_total{source=\"encoded\"}") == 0);
     free(m);
     harness_stop(&h);
 }

@@ -444,6 +444,57 @@ static void direct_writes_skip_the_page_cache(void **state)
     assert_true(resident_pages(f, "ledger-9.xdr") > 0);
     cs_ring_set_direct(r, false);
     put_aligned_and_check(f, r, 10, 3 * 4096 + 100, true);
+static uint64_t file_size(const fixture *f, const char *name)
+{
+    char p[1024];
+    struct stat st;
+    path(f, name, p, sizeof p);
+    return lstat(p, &st) == 0 ? (uint64_t)st.st_size : 0;
+}
+
+/* cs_ring_frames_bytes (corestreamd_ring_frames_size_bytes) follows the frames files on disk:
+ * put, attach, drop, prune and a reopen. */
+static void frames_bytes_follow_the_files(void **state)
+{
+    fixture *f = *state;
+    cs_ring *r;
+    cs_err err = {0};
+    assert_int_equal(cs_ring_open(&r, f->ring, 2, &err), 0);
+    assert_int_equal(cs_ring_frames_bytes(r), 0);
+    put7(f, r, true);
+    uint64_t one = file_size(f, "ledger-7.frames");
+    assert_true(one > 0);
+    assert_int_equal(cs_ring_frames_bytes(r), one);
+    struct iovec part = {f->raw, LEN};
+    bool reset;
+    cs_ledger_record rec = f->rec;
+    assert_int_equal(cs_ring_put(r, 8, &part, 1, NULL, 0, &rec, &reset, &err), 0); /* no frames */
+    assert_int_equal(cs_ring_frames_bytes(r), one);
+    cs_ledger_ref *ref;
+    assert_int_equal(cs_ring_get(r, 8, &ref, &err), 0);
+    cs_frames_writer *w;
+    assert_int_equal(cs_ring_frames_begin(r, 8, CS, &w, &err), 0);
+    for (uint32_t k = 0; k < 3; k++)
+        cs_frames_writer_add(w, k == 1 ? 0 : 1, f->msg[k] + CS_WIRE_CHUNK_HEADER_LEN,
+                             f->chunks[k].iov_len - CS_WIRE_CHUNK_HEADER_LEN);
+    assert_int_equal(cs_ring_frames_attach(r, ref, w, &err), 0);
+    cs_ledger_ref_release(ref);
+    assert_int_equal(cs_ring_frames_bytes(r), one + file_size(f, "ledger-8.frames"));
+    ref = get7(r);
+    uint64_t h = ref->rec.frames_xxh3;
+    cs_ledger_ref_release(ref);
+    cs_ring_drop_frames(r, 7, h, "test");
+    assert_int_equal(cs_ring_frames_bytes(r), file_size(f, "ledger-8.frames"));
+    cs_ring_close(r);
+    /* Reopened: counted from the files; then 8 is pruned by 9 and 10. */
+    assert_int_equal(cs_ring_open(&r, f->ring, 2, &err), 0);
+    assert_int_equal(cs_ring_frames_bytes(r), file_size(f, "ledger-8.frames"));
+    for (uint32_t s = 9; s <= 10; s++) {
+        rec = f->rec;
+        assert_int_equal(cs_ring_put(r, s, &part, 1, NULL, 0, &rec, &reset, &err), 0);
+    }
+    assert_false(exists(f, "ledger-8.frames"));
+    assert_int_equal(cs_ring_frames_bytes(r), 0);
     cs_ring_close(r);
 }
 
@@ -505,6 +556,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(open_upgrades_and_cleans, setup, teardown),
         cmocka_unit_test_setup_teardown(prune_removes_frames, setup, teardown),
         cmocka_unit_test_setup_teardown(direct_writes_skip_the_page_cache, setup, teardown),
+        cmocka_unit_test_setup_teardown(frames_bytes_follow_the_files, setup, teardown),
         cmocka_unit_test(parse_tail_cases),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

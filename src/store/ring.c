@@ -27,8 +27,9 @@ struct cs_ring {
     pthread_rwlock_t lock;
     bool filled;
     uint32_t oldest, latest;
-    /* Bytes of the ledger files in the bounds (for /metrics): changed under wmu, read by anyone. */
-    atomic_uint_fast64_t bytes;
+    /* Bytes of the ledger files in the bounds, and of their stored frames files (for /metrics):
+     * changed under wmu (or by the open, alone), read by anyone. */
+    atomic_uint_fast64_t bytes, frames_bytes;
     /* Health, for /healthz: written by the put thread, read by anyone. */
     atomic_uint_fast64_t write_failures;
     atomic_bool degraded;
@@ -82,11 +83,21 @@ static int sidecar_name_parse(const char *name, const char *suffix, uint32_t *se
     return cs_ledger_name_parse(copy, seq);
 }
 
+static void counter_adjust(atomic_uint_fast64_t *c, int64_t delta)
+{
+    uint64_t v = atomic_load_explicit(c, memory_order_relaxed);
+    v = delta < 0 && (uint64_t)-delta > v ? 0 : v + (uint64_t)delta;
+    atomic_store_explicit(c, v, memory_order_relaxed);
+}
+
 static void bytes_adjust(cs_ring *r, int64_t delta)
 {
-    uint64_t v = atomic_load_explicit(&r->bytes, memory_order_relaxed);
-    v = delta < 0 && (uint64_t)-delta > v ? 0 : v + (uint64_t)delta;
-    atomic_store_explicit(&r->bytes, v, memory_order_relaxed);
+    counter_adjust(&r->bytes, delta);
+}
+
+static void frames_bytes_adjust(cs_ring *r, int64_t delta)
+{
+    counter_adjust(&r->frames_bytes, delta);
 }
 
 /* Size of a regular ledger file, 0 for anything else. */
@@ -96,8 +107,8 @@ static uint64_t ledger_size(int dfd, const char *name)
     return fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
 }
 
-/* Returns the bytes of the ledger file removed. */
-static uint64_t unlink_ledger(int dfd, uint32_t seq)
+/* Returns the bytes of the ledger file removed; adds those of its frames file to *frames. */
+static uint64_t unlink_ledger(int dfd, uint32_t seq, uint64_t *frames)
 {
     char name[CS_LEDGER_NAME_MAX];
     cs_ledger_name_format(name, sizeof name, seq);
@@ -109,20 +120,30 @@ static uint64_t unlink_ledger(int dfd, uint32_t seq)
     if (unlinkat(dfd, name, 0) != 0)
         size = 0;
     frames_name(name, seq);
-    unlinkat(dfd, name, 0);
+    uint64_t fsize = ledger_size(dfd, name);
+    if (unlinkat(dfd, name, 0) == 0)
+        *frames += fsize;
     record_name(name, seq);
     unlinkat(dfd, name, 0);
     return size;
 }
 
 /* Unlinks [from, to], both inclusive; the 64-bit counter ends the loop at 4294967295. Returns the
- * bytes of the ledger files removed. */
-static uint64_t unlink_range(int dfd, uint32_t from, uint32_t to)
+ * bytes of the ledger files removed; adds those of their frames files to *frames. */
+static uint64_t unlink_range(int dfd, uint32_t from, uint32_t to, uint64_t *frames)
 {
     uint64_t bytes = 0;
     for (uint64_t s = from; s <= to; s++)
-        bytes += unlink_ledger(dfd, (uint32_t)s);
+        bytes += unlink_ledger(dfd, (uint32_t)s, frames);
     return bytes;
+}
+
+/* unlink_range for a ring whose counters follow the files (not the open's scan). */
+static void unlink_counted(cs_ring *r, uint32_t from, uint32_t to)
+{
+    uint64_t frames = 0;
+    bytes_adjust(r, -(int64_t)unlink_range(r->dfd, from, to, &frames));
+    frames_bytes_adjust(r, -(int64_t)frames);
 }
 
 static void set_bounds(cs_ring *r, bool filled, uint32_t oldest, uint32_t latest)
@@ -458,7 +479,8 @@ static void forget_frames(cs_ring *r, uint32_t seq, const cs_ledger_record *rec)
         return;
     char name[CS_LEDGER_NAME_MAX];
     frames_name(name, seq);
-    unlinkat(r->dfd, name, 0);
+    if (unlinkat(r->dfd, name, 0) == 0)
+        frames_bytes_adjust(r, -(int64_t)rec->frames_len);
 }
 
 /* The frames file's type and size against the record. Returns 0 or -1 with problem. */
@@ -490,9 +512,10 @@ static int check_frames_at_open(cs_ring *r, uint32_t seq, const cs_ledger_record
 /* Checks ledger seq at open: a regular file of the recorded length. With records absent (a ring
  * from before them), makes the record by hashing. Returns 0, -1 with problem (drop from here
  * down), or -2 with err (the open fails). */
-static int check_at_open(cs_ring *r, const entry *ledger, bool upgrade, uint64_t *size, char *problem, size_t plen,
-                         cs_err *err)
+static int check_at_open(cs_ring *r, const entry *ledger, bool upgrade, uint64_t *size, uint64_t *frames_size,
+                         char *problem, size_t plen, cs_err *err)
 {
+    *frames_size = 0;
     uint32_t seq = ledger->seq;
     if (!ledger->canonical) {
         snprintf(problem, plen, "unexpected file name %s", ledger->name);
@@ -533,6 +556,8 @@ static int check_at_open(cs_ring *r, const entry *ledger, bool upgrade, uint64_t
     if (rec.frames_len && check_frames_at_open(r, seq, &rec, fproblem, sizeof fproblem) != 0) {
         log_frames_problem(r, seq, fproblem);
         forget_frames(r, seq, &rec);
+    } else {
+        *frames_size = rec.frames_len;
     }
     return 0;
 }
@@ -566,7 +591,7 @@ static int rescan(cs_ring *r, cs_err *err)
             v[nledgers++] = v[i];
     bool filled = false, failed = false;
     uint32_t oldest = 0, latest = 0, bad = 0;
-    uint64_t bytes = 0; /* of the ledgers kept, as the checks found them */
+    uint64_t bytes = 0, fbytes = 0; /* of the ledgers kept and their frames, as the checks found them */
     char problem[600] = "";
     for (size_t k = nledgers; k-- > 0;) {
         const entry *e = &v[k];
@@ -582,8 +607,8 @@ static int rescan(cs_ring *r, cs_err *err)
             snprintf(problem, sizeof problem, "is missing (the ring resumes at ledger %" PRIu32 ")", oldest);
             break;
         }
-        uint64_t size = 0;
-        int c = check_at_open(r, e, upgrade, &size, problem, sizeof problem, err);
+        uint64_t size = 0, fsize = 0;
+        int c = check_at_open(r, e, upgrade, &size, &fsize, problem, sizeof problem, err);
         if (c == -2) {
             free(v);
             return -1;
@@ -595,6 +620,7 @@ static int rescan(cs_ring *r, cs_err *err)
         }
         made += upgrade;
         bytes += size;
+        fbytes += fsize;
         if (!filled)
             latest = e->seq;
         filled = true;
@@ -632,8 +658,9 @@ static int rescan(cs_ring *r, cs_err *err)
     if (filled) {
         uint32_t keep = pruned_oldest(r, oldest, latest);
         if (keep != oldest) {
-            uint64_t pruned = unlink_range(r->dfd, oldest, keep - 1);
+            uint64_t fpruned = 0, pruned = unlink_range(r->dfd, oldest, keep - 1, &fpruned);
             bytes = pruned > bytes ? 0 : bytes - pruned;
+            fbytes = fpruned > fbytes ? 0 : fbytes - fpruned;
         }
         oldest = keep;
     }
@@ -641,6 +668,7 @@ static int rescan(cs_ring *r, cs_err *err)
     r->oldest = filled ? oldest : 0;
     r->latest = filled ? latest : 0;
     atomic_store(&r->bytes, filled ? bytes : 0);
+    atomic_store(&r->frames_bytes, filled ? fbytes : 0);
     if (failed) {
         atomic_fetch_add(&r->dropped, dropped);
         log_reject(r, bad, problem, dropped, filled, oldest, latest);
@@ -1186,7 +1214,7 @@ int cs_ring_put(cs_ring *r, uint32_t seq, const struct iovec *parts, size_t npar
         uint32_t oldest = r->oldest, latest = r->latest;
         /* Empty the bounds first so no reader is sent to a file about to disappear. */
         set_bounds(r, false, 0, 0);
-        bytes_adjust(r, -(int64_t)unlink_range(r->dfd, oldest, latest));
+        unlink_counted(r, oldest, latest);
         if (reset)
             *reset = true;
     }
@@ -1200,11 +1228,12 @@ int cs_ring_put(cs_ring *r, uint32_t seq, const struct iovec *parts, size_t npar
     for (size_t i = 0; i < nparts; i++)
         written += parts[i].iov_len;
     bytes_adjust(r, (int64_t)written);
+    frames_bytes_adjust(r, (int64_t)rec.frames_len);
     uint32_t oldest = r->filled ? r->oldest : seq;
     uint32_t keep = pruned_oldest(r, oldest, seq);
     set_bounds(r, true, keep, seq);
     if (keep != oldest)
-        bytes_adjust(r, -(int64_t)unlink_range(r->dfd, oldest, keep - 1));
+        unlink_counted(r, oldest, keep - 1);
     pthread_mutex_unlock(&r->wmu);
     return 0;
 }
@@ -1235,8 +1264,10 @@ int cs_ring_claim(cs_ring *r, const char *identity, uint32_t first_seq, cs_err *
     uint32_t oldest = r->oldest, latest = r->latest;
     if (*reason) {
         set_bounds(r, false, 0, 0);
-        unlink_range(r->dfd, oldest, latest);
+        uint64_t ignored = 0;
+        unlink_range(r->dfd, oldest, latest, &ignored);
         atomic_store(&r->bytes, 0);
+        atomic_store(&r->frames_bytes, 0);
     }
     pthread_mutex_unlock(&r->wmu);
     if (*reason)
@@ -1287,6 +1318,8 @@ int cs_ring_frames_attach(cs_ring *r, const cs_ledger_ref *ref, cs_frames_writer
     } else if (renameat(r->dfd, ftmp, r->dfd, fname) != 0 || write_record(r->dfd, seq, &rec) != 0) {
         rc = cs_err_set(err, CS_RING_ERR_IO, "store: publish ledger %" PRIu32 " frames: %s", seq, strerror(errno));
         unlinkat(r->dfd, fname, 0);
+    } else {
+        frames_bytes_adjust(r, (int64_t)rec.frames_len);
     }
     pthread_mutex_unlock(&r->wmu);
     frames_writer_free(w, rc != 0);
@@ -1318,7 +1351,7 @@ void cs_ring_reject(cs_ring *r, uint32_t seq, const char *problem)
     bool filled = seq != latest;
     /* The bounds first, so no reader is sent to the files about to go. */
     set_bounds(r, filled, filled ? seq + 1 : 0, filled ? latest : 0);
-    bytes_adjust(r, -(int64_t)unlink_range(r->dfd, oldest, seq));
+    unlink_counted(r, oldest, seq);
     uint64_t dropped = (uint64_t)seq - oldest + 1;
     atomic_fetch_add(&r->dropped, dropped);
     pthread_mutex_unlock(&r->wmu);
@@ -1564,4 +1597,9 @@ const char *cs_ring_dir(const cs_ring *r)
 uint64_t cs_ring_bytes(cs_ring *r)
 {
     return atomic_load_explicit(&r->bytes, memory_order_relaxed);
+}
+
+uint64_t cs_ring_frames_bytes(cs_ring *r)
+{
+    return atomic_load_explicit(&r->frames_bytes, memory_order_relaxed);
 }

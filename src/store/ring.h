@@ -189,6 +189,9 @@ void cs_ring_health(cs_ring *r, cs_ring_health_t *out);
 /* Bytes of the ledger files in the ring (as found at open, then as written, pruned and dropped).
  * Any thread. */
 uint64_t cs_ring_bytes(cs_ring *r);
+/* Bytes of the stored frames files (ledger-<seq>.frames) of the ledgers in the ring, counted the
+ * same way: at open, then as put, attached, dropped and pruned. Any thread. */
+uint64_t cs_ring_frames_bytes(cs_ring *r);
 
 const char *cs_ring_dir(const cs_ring *r);
 

@@ -44,6 +44,7 @@ static cs_msg *msg_reset(cs_msg *m)
     atomic_init(&m->refs, 1);
     atomic_init(&m->ws_header, 0);
     m->len = 0;
+    m->origin = 0;
     return m;
 }
 

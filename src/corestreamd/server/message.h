@@ -25,11 +25,17 @@ typedef struct cs_msg {
     /* The RFC 6455 frame header in the headroom for the TLS I/O threads (cs_msg_ws_header):
      * 0 not written, 1 being written, 2 written. */
     atomic_uint ws_header;
+    /* A replay CHUNK's origin, for corestreamd_replay_chunk_bytes_total: CS_MSG_STORED (the ring's
+     * stored frames, sent as published) or CS_MSG_ENCODED (compressed again at replay); 0 for
+     * anything else. Set by its maker before it is shared. */
+    uint8_t origin;
     uint8_t *data; /* the CS_MSG_HEADROOM bytes just before it are the message's too */
     uint8_t buf[]; /* CS_MSG_HEADROOM + cap, data at buf + CS_MSG_HEADROOM (unless aligned) */
 } cs_msg;
 
 /* A message with room for cap bytes; len starts at 0 and refs at 1. NULL on allocation failure. */
+enum { CS_MSG_STORED = 1, CS_MSG_ENCODED = 2 };
+
 cs_msg *cs_msg_new(size_t cap);
 cs_msg *cs_msg_retain(cs_msg *m);
 /* Writes the server-to-client frame header (FIN, binary, unmasked, the 2/4/10-byte length) just in

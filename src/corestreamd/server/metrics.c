@@ -274,6 +274,9 @@ void cs_metrics_render(cs_strbuf *b, const cs_metrics *m, const cs_metrics_view 
     metric_u(b, "corestreamd_ring_retention_ledgers", "gauge", "Ledgers the ring keeps (--retention).",
              v->retention > 0 ? (uint64_t)v->retention : 0);
     metric_u(b, "corestreamd_ring_size_bytes", "gauge", "Bytes of the ledger files in the ring.", v->ring_bytes);
+    metric_u(b, "corestreamd_ring_frames_size_bytes", "gauge",
+             "Bytes of the stored wire frames (ledger-<seq>.frames) beside the ledgers in the ring.",
+             v->ring_frames_bytes);
     metric_u(b, "corestreamd_ring_write_failures_total", "counter",
              "Ledgers the ring failed to store (the live flow carries on; the ring resets after the gap).",
              v->ring_write_failures);
@@ -284,6 +287,11 @@ void cs_metrics_render(cs_strbuf *b, const cs_metrics *m, const cs_metrics_view 
            "Message bytes written to subscribers' sockets, by flow: live or replay (from the ring).");
     sample_u(b, "corestreamd_sent_bytes_total", "{flow=\"live\"}", cs_m_get(&m->sent_bytes_live));
     sample_u(b, "corestreamd_sent_bytes_total", "{flow=\"replay\"}", cs_m_get(&m->sent_bytes_replay));
+    family(b, "corestreamd_replay_chunk_bytes_total", "counter",
+           "Replay CHUNK message bytes written to subscribers, by source: stored (the ring's stored frames, "
+           "sent as published) or encoded (compressed again at replay: a ledger without stored frames).");
+    sample_u(b, "corestreamd_replay_chunk_bytes_total", "{source=\"stored\"}", cs_m_get(&m->replay_bytes_stored));
+    sample_u(b, "corestreamd_replay_chunk_bytes_total", "{source=\"encoded\"}", cs_m_get(&m->replay_bytes_encoded));
 
     metric_u(b, "corestreamd_subscribers", "gauge", "WebSocket subscribers connected now.",
              v->subscribers > 0 ? (uint64_t)v->subscribers : 0);

@@ -62,6 +62,9 @@ typedef struct cs_metrics {
     atomic_uint_fast64_t bytes_chunks_wire;
     /* I/O threads (lws' and the TLS ones): bumped with cs_m_add. */
     atomic_uint_fast64_t sent_bytes_live, sent_bytes_replay; /* message bytes written to sockets */
+    /* Of the replay bytes, those of CHUNK messages sent from the ring's stored frames, and of those
+     * compressed again at replay (a ledger without stored frames). */
+    atomic_uint_fast64_t replay_bytes_stored, replay_bytes_encoded;
     cs_m_histogram publish_to_write;     /* a live message's publish to its write to one subscriber */
     atomic_uint_fast64_t connections_accepted, admin_connections_accepted;
     atomic_uint_fast64_t write_deadline_drops;
@@ -125,6 +128,7 @@ typedef struct cs_metrics_view {
     int compress_workers;
     uint32_t ring_oldest, ring_latest; /* 0/0: empty */
     uint64_t ring_bytes;
+    uint64_t ring_frames_bytes; /* cs_ring_frames_bytes */
     uint64_t ring_write_failures; /* cs_ring_health */
     int64_t retention;
     int subscribers;

@@ -22,6 +22,10 @@ struct cs_replay {
     bool opening;  /* a worker is mapping the ledger */
     int status;    /* CS_REPLAY_PENDING until a terminal error */
     cs_err err;
+    /* The item that failed: the items before it are still handed out first, so the error comes in
+     * their place of the flow whatever the workers' timing (an END that fails is never sent, the
+     * chunks before it are). 0 for a failure before any item (the open). */
+    size_t fail_at;
     cs_ledger_ref *ledger; /* NULL until opened */
     size_t chunk_size;     /* the recorded live chunking, else the pool's */
     /* The file is read and hashed in order, one chunk at a time (reading: a worker is at it), so
@@ -79,12 +83,15 @@ static bool can_claim_locked(const cs_replay *r)
            r->claimed < r->nitems && r->claimed < r->handed_out + CS_REPLAY_DEPTH;
 }
 
-/* Whether a worker should look at r: to open it, or to produce its next item. */
+/* Whether a worker should look at r: to open it, or to produce its next items. Not for one free
+ * slot: a worker woken per message costs the replay a futex, a context switch and (for the I/O
+ * thread) a wake-up each, more than the pread itself, so the window refills in batches once half
+ * of it was handed out. */
 static bool needs_work_locked(const cs_replay *r)
 {
     if (r->released || r->status != CS_REPLAY_PENDING)
         return false;
-    return r->ledger ? can_claim_locked(r) : !r->opening;
+    return r->ledger ? can_claim_locked(r) && r->claimed - r->handed_out <= CS_REPLAY_DEPTH / 2 : !r->opening;
 }
 
 static void replay_free(cs_replay *r)
@@ -153,6 +160,7 @@ static cs_msg *read_stored(cs_replay_pool *p, cs_replay *r, size_t k, int *statu
     }
     cs_wire_put_chunk_header(m->data, r->seq, (uint32_t)(k - 1), f->codec);
     m->len = need;
+    m->origin = CS_MSG_STORED;
     XXH3_64bits_update(f->codec == 0 ? r->rawhash : r->fhash, m->data + CS_WIRE_CHUNK_HEADER_LEN, f->len);
     return m;
 }
@@ -279,42 +287,51 @@ static void *worker_main(void *argp)
                 notify(p);
         }
         if (can_claim_locked(r)) {
-            size_t k = r->claimed++;
+            size_t k = r->claimed++, n = 1;
             bool chunk = k > 0 && k < r->nitems - 1;
+            /* Stored chunks are only read: this worker takes every free slot (in order, so the
+             * hash still sees the bytes in ledger order) and wakes the I/O thread once for all. */
+            if (chunk && r->stored)
+                for (; n < CS_REPLAY_DEPTH && r->claimed < r->nitems - 1 && can_claim_locked(r); n++)
+                    r->claimed++;
             r->reading = chunk;
             /* Let another worker take the next item of the same ledger meanwhile. */
-            if (!r->queued && can_claim_locked(r))
+            if (!r->queued && needs_work_locked(r))
                 enqueue_locked(p, r);
             pthread_mutex_unlock(&p->mu);
             int status = CS_REPLAY_PENDING;
             bool frames_fault = false;
             cs_err err = {0};
-            cs_msg *m = NULL;
+            cs_msg *m[CS_REPLAY_DEPTH] = {0};
+            size_t made = 0;
             if (k == 0) {
-                if ((m = cs_msg_new(CS_WIRE_BEGIN_LEN)))
-                    m->len = cs_wire_put_begin(m->data, r->seq, 0);
+                if ((m[0] = cs_msg_new(CS_WIRE_BEGIN_LEN)))
+                    m[0]->len = cs_wire_put_begin(m[0]->data, r->seq, 0);
             } else if (chunk && r->stored) {
                 /* No compression: the read is the whole job, done in order. */
-                m = read_stored(p, r, k, &status, &frames_fault, &err);
+                while (made < n && (m[made] = read_stored(p, r, k + made, &status, &frames_fault, &err)))
+                    made++;
                 pthread_mutex_lock(&p->mu);
                 r->reading = false;
-                if (!r->queued && can_claim_locked(r))
+                if (!r->queued && needs_work_locked(r))
                     enqueue_locked(p, r);
                 pthread_mutex_unlock(&p->mu);
             } else if (chunk) {
-                size_t n;
-                uint8_t *raw = read_chunk(r, k, &n, &status, &err);
+                size_t len;
+                uint8_t *raw = read_chunk(r, k, &len, &status, &err);
                 pthread_mutex_lock(&p->mu);
                 r->reading = false; /* the next chunk may be read while this one is compressed */
-                if (!r->queued && can_claim_locked(r))
+                if (!r->queued && needs_work_locked(r))
                     enqueue_locked(p, r);
                 pthread_mutex_unlock(&p->mu);
-                if (raw)
-                    m = cs_encode_chunk(a->cctx, r->seq, (uint32_t)(k - 1), raw, n);
+                if (raw && (m[0] = cs_encode_chunk(a->cctx, r->seq, (uint32_t)(k - 1), raw, len)))
+                    m[0]->origin = CS_MSG_ENCODED;
                 free(raw);
             } else {
-                m = produce_end(r, &status, &frames_fault, &err);
+                m[0] = produce_end(r, &status, &frames_fault, &err);
             }
+            if (!(chunk && r->stored))
+                made = m[0] != NULL;
             /* A ledger that differs from its record leaves the ring (with everything older); frames
              * that differ leave the ledger to be re-encoded. */
             if (status == CS_REPLAY_CORRUPT && frames_fault)
@@ -322,14 +339,18 @@ static void *worker_main(void *argp)
             else if (status == CS_REPLAY_CORRUPT)
                 cs_ring_reject(p->ring, r->seq, err.msg);
             pthread_mutex_lock(&p->mu);
-            if (status != CS_REPLAY_PENDING) {
+            if (status == CS_REPLAY_PENDING && made < n) {
+                status = CS_REPLAY_FAILED;
+                cs_err_set(&err, 0, "replay ledger %u: out of memory", r->seq);
+            }
+            /* The earliest failure wins: a worker still producing an earlier item may fail too. */
+            if (status != CS_REPLAY_PENDING && (r->status == CS_REPLAY_PENDING || k + made < r->fail_at)) {
                 r->status = status;
                 r->err = err;
-            } else if (!m) {
-                r->status = CS_REPLAY_FAILED;
-                cs_err_set(&r->err, 0, "replay ledger %u: out of memory", r->seq);
+                r->fail_at = k + made;
             }
-            r->slot[k % CS_REPLAY_DEPTH] = m;
+            for (size_t i = 0; i < made; i++)
+                r->slot[(k + i) % CS_REPLAY_DEPTH] = m[i];
             notify(p);
         }
         unref_locked(p, r);
@@ -353,7 +374,7 @@ cs_replay_pool *cs_replay_pool_new(int workers, cs_ring *ring, bool compress, in
     p->ring = ring;
     p->chunk_size = chunk_size;
     /* Catch-up reuses its message memory instead of faulting in fresh pages per chunk. */
-    p->msgs = cs_msg_pool_new(CS_WIRE_CHUNK_HEADER_LEN + chunk_size, 8 * CS_REPLAY_DEPTH * (size_t)workers);
+    p->msgs = cs_msg_pool_new(CS_WIRE_CHUNK_HEADER_LEN + chunk_size, 2 * CS_REPLAY_DEPTH * (size_t)workers);
     p->wake = wake;
     p->wake_ctx = wake_ctx;
     p->threads = calloc((size_t)workers, sizeof *p->threads);
@@ -429,7 +450,7 @@ int cs_replay_next(cs_replay *r, cs_msg **out, cs_err *err)
     int rc;
     pthread_mutex_lock(&p->mu);
     size_t k = r->handed_out;
-    if (r->status != CS_REPLAY_PENDING) {
+    if (r->status != CS_REPLAY_PENDING && k >= r->fail_at) {
         if (err)
             *err = r->err;
         rc = r->status;

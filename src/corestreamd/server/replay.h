@@ -23,13 +23,17 @@
 #include "store/ring.h"
 
 #define CS_REPLAY_WORKERS 2
-/* Messages prepared ahead of the subscriber: bounds a slow subscriber's replay memory. */
-#define CS_REPLAY_DEPTH 2
+/* Messages prepared ahead of the subscriber: bounds a slow subscriber's replay memory (up to
+ * this many chunk buffers per replaying subscriber). The window is refilled once half of it was
+ * handed out, stored chunks a batch per worker, so a catch-up costs one wake-up per few messages
+ * rather than per message. */
+#define CS_REPLAY_DEPTH 8
 
 typedef struct cs_replay_pool cs_replay_pool;
 typedef struct cs_replay cs_replay;
 
-/* wake runs on a worker thread each time a message becomes ready or a replay fails. */
+/* wake runs on a worker thread each time a message or a batch of them becomes ready, or a replay
+ * fails. */
 cs_replay_pool *cs_replay_pool_new(int workers, cs_ring *ring, bool compress, int level, size_t chunk_size,
                                    void (*wake)(void *), void *wake_ctx, cs_err *err);
 /* Stops the workers; replays still held by cursors stay valid but produce nothing more. */
@@ -47,6 +51,8 @@ enum {
     CS_REPLAY_CORRUPT = 5,      /* the file differs from its record (truncated, changed): err says
                                    how; the ring has dropped it, and no END was sent */
 };
+/* A terminal status comes in the flow's place of the item that failed: every message before it is
+ * handed out first (CS_REPLAY_MSG), whatever the workers' timing. */
 int cs_replay_next(cs_replay *r, cs_msg **out, cs_err *err);
 
 /* The cursor is done with r (finished, or its connection went away). */

@@ -514,6 +514,7 @@ static int serve_metrics(cs_server *s, http_req *wsi, unsigned head)
         .ring_oldest = oldest,
         .ring_latest = latest,
         .ring_bytes = cs_ring_bytes(s->cfg.ring),
+        .ring_frames_bytes = cs_ring_frames_bytes(s->cfg.ring),
         .ring_write_failures = h.write_failures,
         .retention = s->cfg.retention,
         .subscribers = atomic_load(&s->subscribers),
@@ -1063,6 +1064,9 @@ static int subscriber_writable(cs_server *s, subscriber *sub)
                     cs_m_add(&s->metrics->sent_bytes_live, len);
                 } else {
                     cs_m_add(&s->metrics->sent_bytes_replay, len);
+                    if (st.msg->origin)
+                        cs_m_add(st.msg->origin == CS_MSG_STORED ? &s->metrics->replay_bytes_stored
+                                                                  : &s->metrics->replay_bytes_encoded, len);
                 }
             }
             cs_msg_release(st.msg);
