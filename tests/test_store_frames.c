@@ -444,6 +444,9 @@ static void direct_writes_skip_the_page_cache(void **state)
     assert_true(resident_pages(f, "ledger-9.xdr") > 0);
     cs_ring_set_direct(r, false);
     put_aligned_and_check(f, r, 10, 3 * 4096 + 100, true);
+    cs_ring_close(r);
+}
+
 static uint64_t file_size(const fixture *f, const char *name)
 {
     char p[1024];
