@@ -105,6 +105,19 @@ static int thread_count(void)
     return n;
 }
 
+/* The thread count once it settles at want, or what it is after about 2 s: a joined thread's task
+ * can stay listed in /proc for a moment after pthread_join returns (the kernel clears the tid
+ * before it reaps the task), so a loaded machine may still show it. */
+static int thread_count_settled(int want)
+{
+    int n = thread_count();
+    for (int i = 0; i < 2000 && n != want; i++) {
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+        n = thread_count();
+    }
+    return n;
+}
+
 static struct timespec deadline(void)
 {
     struct timespec ts;
@@ -604,7 +617,7 @@ static void test_destroy_publishes_pending_then_nothing(void **state)
     static uint8_t raws[N][LEN];
     recorder r;
     rec_init(&r, N);
-    int threads_before = thread_count();
+    int threads_before = thread_count_settled(1); /* the main thread, once earlier tests' are gone */
     cs_chunk_pipeline *p;
     cs_err err = {0};
     assert_int_equal(cs_pipeline_new(&p, 4, true, CS_DEFAULT_COMPRESS_LEVEL, CS_DEFAULT_CHUNK_SIZE, rec_publish, &r, &err), 0);
@@ -619,7 +632,7 @@ static void test_destroy_publishes_pending_then_nothing(void **state)
     cs_pipeline_destroy(p); /* no flush first */
     rec_check_clean(&r, N);
     /* The workers are joined: no thread is left that could publish, so the count is final. */
-    assert_int_equal(thread_count(), threads_before);
+    assert_int_equal(thread_count_settled(threads_before), threads_before);
     for (uint32_t i = 0; i < N; i++)
         check_chunk(r.msgs[i], 8, i, raws[i], LEN);
     rec_free(&r);
@@ -634,7 +647,7 @@ static void test_compress_off_publishes_inline(void **state)
     uint8_t payload[LEN];
     recorder r;
     rec_init(&r, N);
-    int threads_before = thread_count();
+    int threads_before = thread_count_settled(1); /* the main thread, once earlier tests' are gone */
     cs_chunk_pipeline *p;
     cs_err err = {0};
     /* workers is ignored when compression is off. */
