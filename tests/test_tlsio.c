@@ -39,7 +39,8 @@ typedef struct fixture {
     cs_tlsconn *conn;  /* the server's, set by open (its thread) */
     atomic_int send_msg; /* wake: write one message of this many bytes */
     atomic_int write_rc;
-    event opened, gone;
+    atomic_int close_now; /* wake: queue a close frame with this code */
+    event opened, gone, wrote;
 } fixture;
 
 static void *h_open(void *ctx, int thread, cs_tlsconn *c, void *arg)
@@ -63,6 +64,7 @@ static int h_writable(void *ctx, void *user)
         m->len = (size_t)n;
         atomic_store(&f->write_rc, cs_tlsio_write(f->conn, m));
         cs_msg_release(m);
+        event_set(&f->wrote);
     }
     return 0;
 }
@@ -85,6 +87,9 @@ static void h_wake(void *ctx, int thread)
     fixture *f = ctx;
     if (f->conn && atomic_load(&f->send_msg) > 0)
         cs_tlsio_want_write(f->conn);
+    int code = f->conn ? atomic_exchange(&f->close_now, 0) : 0;
+    if (code)
+        cs_tlsio_close(f->conn, code, "going");
 }
 
 static void h_tick(void *ctx, int thread)
@@ -118,6 +123,7 @@ static void fixture_up(fixture *f, bool small)
     memset(f, 0, sizeof *f);
     event_init(&f->opened);
     event_init(&f->gone);
+    event_init(&f->wrote);
     cs_err err;
     f->sctx = cs_tls_ctx_new(g_certs.server_cert, g_certs.server_key, NULL, &err);
     assert_non_null(f->sctx);
@@ -173,6 +179,7 @@ static void fixture_down(fixture *f)
     SSL_CTX_free(f->cctx);
     event_destroy(&f->opened);
     event_destroy(&f->gone);
+    event_destroy(&f->wrote);
 }
 
 static void client_write(fixture *f, const uint8_t *p, size_t n)
@@ -299,6 +306,24 @@ static void test_pong_pending_is_retried_before_anything_else(void **state)
     fixture_down(&f);
 }
 
+/* A close decided while a message is stuck behind a peer that reads nothing: the close frame can
+ * never go out, and the connection must still end (the write deadline no longer watches a
+ * closing subscriber), not hold its socket and admission slot for ever. */
+static void test_close_behind_a_stalled_write_still_ends(void **state)
+{
+    (void)state;
+    fixture f;
+    fixture_up(&f, true);
+    atomic_store(&f.send_msg, 4 << 20);
+    cs_tlsio_wake(f.io, 0);
+    assert_true(event_wait(&f.wrote, WAIT_NS));
+    assert_int_equal(atomic_load(&f.write_rc), 0); /* pending: the peer reads nothing */
+    atomic_store(&f.close_now, 1008);
+    cs_tlsio_wake(f.io, 0);
+    assert_true(event_wait(&f.gone, WAIT_NS));
+    fixture_down(&f);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -318,6 +343,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_data_frame_while_closing_ends_the_connection),
         cmocka_unit_test(test_pong_pending_is_retried_before_anything_else),
+        cmocka_unit_test(test_close_behind_a_stalled_write_still_ends),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -20,6 +20,9 @@
 
 #define RBUF 1024 /* client frames are control frames (131 bytes at most) or refused at the header */
 #define LINGER_NS (2 * CS_SEC) /* after our close frame, how long the peer's answer is waited for */
+/* A close frame stuck behind a write the peer does not read: the server's write deadline no
+ * longer watches a closing subscriber, so this bounds it (as the server's per-message bound). */
+#define CLOSE_SEND_NS (10 * CS_SEC)
 #define EVENTS_PER_WAIT 64
 #define TICK_NS CS_SEC
 
@@ -43,6 +46,7 @@ struct cs_tlsconn {
      * buffer, same length) before any other write, and a newer ping may not rewrite it. */
     bool pong_inflight;
     int64_t linger_until;
+    int64_t close_by; /* closing, the close frame not out yet: ended at this time */
     cs_tlsconn *prev, *next, *ready_next, *doomed_next;
 };
 
@@ -196,6 +200,7 @@ void cs_tlsio_close(cs_tlsconn *c, int code, const char *reason)
         return;
     c->closing = true;
     c->close_len = cs_wss_close(c->closef, code, reason);
+    c->close_by = cs_mono_ns() + CLOSE_SEND_NS;
     flush(c);
 }
 
@@ -271,6 +276,7 @@ static void read_frames(cs_tlsio *io, cs_tlsconn *c)
                 if (cl)
                     memcpy(code, f.payload, 2);
                 c->close_len = cs_wss_control(c->closef, CS_WSS_OP_CLOSE, code, cl);
+                c->close_by = cs_mono_ns() + CLOSE_SEND_NS;
                 flush(c);
             }
         }
@@ -394,7 +400,7 @@ static void run_ready(cs_tlsio *io, worker *w)
 static void tick(cs_tlsio *io, worker *w, int64_t now)
 {
     for (cs_tlsconn *c = w->conns; c; c = c->next)
-        if (c->close_sent && !c->doomed && now >= c->linger_until)
+        if (!c->doomed && (c->close_sent ? now >= c->linger_until : c->closing && now >= c->close_by))
             doom(c);
     io->h.tick(io->h.ctx, w->idx);
 }
