@@ -1262,6 +1262,13 @@ static void *tls_open(void *ctx, int thread, cs_tlsconn *c, void *arg)
     memcpy(sub->token_digest, u->token_digest, sizeof sub->token_digest);
     sub->tag = u->tag;
     free(u);
+    if (s->auth_on) {
+        /* The token was judged on cs-heads; a reload since then may have revoked it, and its
+         * generation walk may have run before this subscriber joined the list. */
+        pthread_rwlock_rdlock(&s->tokens_rw);
+        sub->revoked = !cs_tokens_has(s->tokens, sub->token_digest);
+        pthread_rwlock_unlock(&s->tokens_rw);
+    }
     peer_of_fd(cs_tlsio_fd(c), sub->remote, sizeof sub->remote);
     subscriber_start(s, sub, &s->tw[thread].subs, sub->tag);
     return sub;

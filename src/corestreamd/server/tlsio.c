@@ -20,6 +20,9 @@
 
 #define RBUF 1024 /* client frames are control frames (131 bytes at most) or refused at the header */
 #define LINGER_NS (2 * CS_SEC) /* after our close frame, how long the peer's answer is waited for */
+/* A close frame stuck behind a write the peer does not read: the server's write deadline no
+ * longer watches a closing subscriber, so this bounds it (as the server's per-message bound). */
+#define CLOSE_SEND_NS (10 * CS_SEC)
 #define EVENTS_PER_WAIT 64
 #define TICK_NS CS_SEC
 
@@ -39,7 +42,11 @@ struct cs_tlsconn {
     size_t pong_len, close_len;
     bool want, in_ready, doomed, closing, close_sent, shut_sent, end_after_close;
     bool out_armed;
+    /* The pong met SSL_ERROR_WANT_WRITE: OpenSSL holds it half-written, so it goes again (same
+     * buffer, same length) before any other write, and a newer ping may not rewrite it. */
+    bool pong_inflight;
     int64_t linger_until;
+    int64_t close_by; /* closing, the close frame not out yet: ended at this time */
     cs_tlsconn *prev, *next, *ready_next, *doomed_next;
 };
 
@@ -101,7 +108,14 @@ static int ssl_put(cs_tlsconn *c, const uint8_t *p, size_t len)
 static int flush(cs_tlsconn *c)
 {
     int r = 1;
-    if (c->pend) {
+    if (c->pong_inflight) {
+        r = ssl_put(c, c->pong, c->pong_len);
+        if (r == 1) {
+            c->pong_len = 0;
+            c->pong_inflight = false;
+        }
+    }
+    if (r == 1 && c->pend) {
         r = ssl_put(c, c->pend_ptr, c->pend_len);
         if (r == 1) {
             cs_msg_release(c->pend);
@@ -112,6 +126,8 @@ static int flush(cs_tlsconn *c)
         r = ssl_put(c, c->pong, c->pong_len);
         if (r == 1)
             c->pong_len = 0;
+        else if (r == 0)
+            c->pong_inflight = true;
     }
     if (r == 1 && c->close_len && !c->close_sent) {
         r = ssl_put(c, c->closef, c->close_len);
@@ -158,7 +174,7 @@ void cs_tlsio_want_write(cs_tlsconn *c)
 
 bool cs_tlsio_can_write(const cs_tlsconn *c)
 {
-    return !c->pend && !c->doomed;
+    return !c->pend && !c->pong_inflight && !c->doomed;
 }
 
 int cs_tlsio_fd(const cs_tlsconn *c)
@@ -184,6 +200,7 @@ void cs_tlsio_close(cs_tlsconn *c, int code, const char *reason)
         return;
     c->closing = true;
     c->close_len = cs_wss_close(c->closef, code, reason);
+    c->close_by = cs_mono_ns() + CLOSE_SEND_NS;
     flush(c);
 }
 
@@ -230,16 +247,20 @@ static void read_frames(cs_tlsio *io, cs_tlsconn *c)
             }
             off += used;
             if (f.kind == CS_WSS_DATA) {
-                c->rlen = 0; /* its payload is never read: the connection is closing */
+                /* Its payload is never read: what follows in the buffer is dropped with it (off
+                 * must not outrun rlen, or the parser would run past rbuf). */
+                c->rlen = 0;
                 if (c->closing)
-                    continue;
+                    return;
                 if (c->user)
                     io->h.data(io->h.ctx, c->user);
                 if (!c->closing)
                     cs_tlsio_close(c, 1008, "unexpected data message");
                 return;
             }
-            if (f.opcode == CS_WSS_OP_PING && !c->closing) {
+            /* While a pong is half-written, newer pings go unanswered (RFC 6455 5.5.3 allows
+             * answering only the latest; this one is still on its way). */
+            if (f.opcode == CS_WSS_OP_PING && !c->closing && !c->pong_inflight) {
                 c->pong_len = cs_wss_control(c->pong, CS_WSS_OP_PONG, f.payload, f.len);
                 flush(c);
             } else if (f.opcode == CS_WSS_OP_CLOSE) {
@@ -255,6 +276,7 @@ static void read_frames(cs_tlsio *io, cs_tlsconn *c)
                 if (cl)
                     memcpy(code, f.payload, 2);
                 c->close_len = cs_wss_control(c->closef, CS_WSS_OP_CLOSE, code, cl);
+                c->close_by = cs_mono_ns() + CLOSE_SEND_NS;
                 flush(c);
             }
         }
@@ -378,7 +400,7 @@ static void run_ready(cs_tlsio *io, worker *w)
 static void tick(cs_tlsio *io, worker *w, int64_t now)
 {
     for (cs_tlsconn *c = w->conns; c; c = c->next)
-        if (c->close_sent && !c->doomed && now >= c->linger_until)
+        if (!c->doomed && (c->close_sent ? now >= c->linger_until : c->closing && now >= c->close_by))
             doom(c);
     io->h.tick(io->h.ctx, w->idx);
 }

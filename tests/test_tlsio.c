@@ -1,0 +1,349 @@
+/* The TLS I/O threads (corestreamd/server/tlsio.h) against a real in-process TLS client over
+ * loopback: what a subscriber can send after the server's close, and pings answered while the
+ * socket is full, must neither corrupt the connection's state nor break OpenSSL's write-retry rule
+ * (the same buffer and length again after SSL_ERROR_WANT_WRITE). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "corestreamd/server/message.h"
+#include "corestreamd/server/tls.h"
+#include "corestreamd/server/tlsio.h"
+#include "support/certs.h"
+#include "support/event.h"
+
+#define WAIT_NS (20 * 1000000000LL)
+
+static cs_certs g_certs;
+
+typedef struct fixture {
+    cs_tlsio *io;
+    SSL_CTX *sctx, *cctx;
+    int cfd;
+    SSL *cssl;
+    cs_tlsconn *conn;  /* the server's, set by open (its thread) */
+    atomic_int send_msg; /* wake: write one message of this many bytes */
+    atomic_int write_rc;
+    atomic_int close_now; /* wake: queue a close frame with this code */
+    event opened, gone, wrote;
+} fixture;
+
+static void *h_open(void *ctx, int thread, cs_tlsconn *c, void *arg)
+{
+    (void)thread;
+    (void)arg;
+    fixture *f = ctx;
+    f->conn = c;
+    event_set(&f->opened);
+    return f;
+}
+
+static int h_writable(void *ctx, void *user)
+{
+    (void)user;
+    fixture *f = ctx;
+    int n = atomic_exchange(&f->send_msg, 0);
+    if (n > 0) {
+        cs_msg *m = cs_msg_new((size_t)n);
+        memset(m->data, 'm', (size_t)n);
+        m->len = (size_t)n;
+        atomic_store(&f->write_rc, cs_tlsio_write(f->conn, m));
+        cs_msg_release(m);
+        event_set(&f->wrote);
+    }
+    return 0;
+}
+
+static void h_data(void *ctx, void *user)
+{
+    (void)ctx;
+    (void)user;
+}
+
+static void h_gone(void *ctx, void *user)
+{
+    (void)user;
+    event_set(&((fixture *)ctx)->gone);
+}
+
+static void h_wake(void *ctx, int thread)
+{
+    (void)thread;
+    fixture *f = ctx;
+    if (f->conn && atomic_load(&f->send_msg) > 0)
+        cs_tlsio_want_write(f->conn);
+    int code = f->conn ? atomic_exchange(&f->close_now, 0) : 0;
+    if (code)
+        cs_tlsio_close(f->conn, code, "going");
+}
+
+static void h_tick(void *ctx, int thread)
+{
+    (void)ctx;
+    (void)thread;
+}
+
+static void h_discard(void *ctx, void *arg)
+{
+    (void)ctx;
+    (void)arg;
+}
+
+typedef struct client_hs {
+    SSL *ssl;
+    int rc;
+} client_hs;
+
+static void *client_connect(void *arg)
+{
+    client_hs *h = arg;
+    h->rc = SSL_connect(h->ssl);
+    return NULL;
+}
+
+/* A handshaken pair: the server end goes to the TLS I/O thread, the client end stays here
+ * (blocking, with 20 s timeouts). small: tiny socket buffers, so that the server's writes stall. */
+static void fixture_up(fixture *f, bool small)
+{
+    memset(f, 0, sizeof *f);
+    event_init(&f->opened);
+    event_init(&f->gone);
+    event_init(&f->wrote);
+    cs_err err;
+    f->sctx = cs_tls_ctx_new(g_certs.server_cert, g_certs.server_key, NULL, &err);
+    assert_non_null(f->sctx);
+    f->cctx = SSL_CTX_new(TLS_client_method());
+    assert_non_null(f->cctx);
+    cs_tlsio_hooks h = {.ctx = f, .open = h_open, .writable = h_writable, .data = h_data, .gone = h_gone,
+                        .wake = h_wake, .tick = h_tick, .discard = h_discard};
+    assert_int_equal(cs_tlsio_start(&f->io, 1, &h, &err), 0);
+
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    socklen_t al = sizeof a;
+    assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(lfd, 1), 0);
+    assert_int_equal(getsockname(lfd, (struct sockaddr *)&a, &al), 0);
+    f->cfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int sz = 4096;
+    if (small)
+        setsockopt(f->cfd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);
+    assert_int_equal(connect(f->cfd, (struct sockaddr *)&a, sizeof a), 0);
+    int sfd = accept(lfd, NULL, NULL);
+    assert_true(sfd >= 0);
+    close(lfd);
+    if (small)
+        setsockopt(sfd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
+    struct timeval tv = {.tv_sec = 20};
+    setsockopt(f->cfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(f->cfd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+
+    f->cssl = SSL_new(f->cctx);
+    SSL_set_fd(f->cssl, f->cfd);
+    SSL *sssl = SSL_new(f->sctx);
+    SSL_set_fd(sssl, sfd);
+    client_hs ch = {.ssl = f->cssl};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, client_connect, &ch), 0);
+    int src = SSL_accept(sssl);
+    pthread_join(th, NULL);
+    assert_int_equal(src, 1);
+    assert_int_equal(ch.rc, 1);
+    fcntl(sfd, F_SETFL, fcntl(sfd, F_GETFL) | O_NONBLOCK);
+    assert_int_equal(cs_tlsio_add(f->io, sfd, sssl, NULL, 0, NULL), 0);
+    assert_true(event_wait(&f->opened, WAIT_NS));
+}
+
+static void fixture_down(fixture *f)
+{
+    cs_tlsio_free(f->io);
+    SSL_free(f->cssl);
+    close(f->cfd);
+    SSL_CTX_free(f->sctx);
+    SSL_CTX_free(f->cctx);
+    event_destroy(&f->opened);
+    event_destroy(&f->gone);
+    event_destroy(&f->wrote);
+}
+
+static void client_write(fixture *f, const uint8_t *p, size_t n)
+{
+    assert_int_equal(SSL_write(f->cssl, p, (int)n), (int)n);
+}
+
+/* One server frame: opcode, payload length; -1 on EOF or error. Payload into out (cap bytes). */
+static int client_frame(fixture *f, uint8_t *op, uint8_t *out, size_t cap, size_t *len)
+{
+    uint8_t h[10];
+    if (SSL_read(f->cssl, h, 2) != 2)
+        return -1;
+    size_t plen = h[1] & 0x7f, ext = plen == 126 ? 2 : plen == 127 ? 8 : 0;
+    size_t got = 0;
+    while (got < ext) {
+        int n = SSL_read(f->cssl, h + 2 + got, (int)(ext - got));
+        if (n <= 0)
+            return -1;
+        got += (size_t)n;
+    }
+    if (plen >= 126) {
+        plen = 0;
+        for (size_t i = 0; i < ext; i++)
+            plen = plen << 8 | h[2 + i];
+    }
+    *op = h[0] & 0x0f;
+    *len = plen;
+    for (got = 0; got < plen;) {
+        uint8_t scratch[4096];
+        size_t want = plen - got > sizeof scratch ? sizeof scratch : plen - got;
+        int n = SSL_read(f->cssl, scratch, (int)want);
+        if (n <= 0)
+            return -1;
+        if (got < cap)
+            memcpy(out + got, scratch, (size_t)n > cap - got ? cap - got : (size_t)n);
+        got += (size_t)n;
+    }
+    return 0;
+}
+
+/* After the server's 1008 the peer sends another data frame and, in the same read, more frames.
+ * The buffer's used bytes must not be reset under the parser: those frames would be parsed past
+ * the end of the read buffer, and a ping there unmasked (written) over the connection's own state
+ * (here: its pending-message pointer, freed when the connection ends). The connection must
+ * simply end. */
+static void test_data_frame_while_closing_ends_the_connection(void **state)
+{
+    (void)state;
+    fixture f;
+    fixture_up(&f, false);
+    const uint8_t data[] = {0x82, 0x80, 0, 0, 0, 0};
+    client_write(&f, data, sizeof data);
+    uint8_t op, pl[128];
+    size_t len;
+    assert_int_equal(client_frame(&f, &op, pl, sizeof pl, &len), 0);
+    assert_int_equal(op, 0x8);
+    assert_int_equal(pl[0] << 8 | pl[1], 1008);
+
+    /* 1024 bytes, the read buffer's size: a data header, more empty data headers up to byte
+     * 1018, then a masked ping whose 16-byte payload lies past the buffer's end. */
+    uint8_t evil[1024];
+    size_t o = 0;
+    memcpy(evil, data, 6);
+    o = 6;
+    while (o + 6 <= 1002) {
+        memcpy(evil + o, data, 6);
+        o += 6;
+    }
+    const uint8_t data126[] = {0x82, 0xfe, 0, 0, 0, 0, 0, 0};
+    memcpy(evil + o, data126, 8);
+    o += 8;
+    memcpy(evil + o, data126, 8);
+    o += 8;
+    assert_int_equal(o, 1018);
+    const uint8_t ping[] = {0x89, 0x80 | 16, 0x41, 0x41, 0x41, 0x41};
+    memcpy(evil + o, ping, 6);
+    client_write(&f, evil, sizeof evil);
+
+    assert_true(event_wait(&f.gone, WAIT_NS));
+    fixture_down(&f);
+}
+
+/* Pings of alternating sizes while the client reads nothing, then a message: once a pong has met
+ * SSL_ERROR_WANT_WRITE, OpenSSL must get that pong again (same buffer, same length) before any
+ * other write. The connection survives, and the message arrives whole after the pongs. */
+static void test_pong_pending_is_retried_before_anything_else(void **state)
+{
+    (void)state;
+    fixture f;
+    fixture_up(&f, true);
+    uint8_t big[6 + 125], small[6] = {0x89, 0x80, 1, 2, 3, 4};
+    big[0] = 0x89;
+    big[1] = 0x80 | 125;
+    memset(big + 2, 0, sizeof big - 2);
+    /* ~300 KB of pongs asked for: far more than the two small socket buffers hold. */
+    for (int i = 0; i < 2000; i++) {
+        client_write(&f, big, sizeof big);
+        client_write(&f, small, sizeof small);
+    }
+    atomic_store(&f.send_msg, 1000);
+    cs_tlsio_wake(f.io, 0);
+
+    int pongs = 0, msgs = 0;
+    for (int i = 0; i < 10000 && !msgs; i++) {
+        uint8_t op, pl[1000];
+        size_t len;
+        if (client_frame(&f, &op, pl, sizeof pl, &len) != 0)
+            break;
+        if (op == 0xA) {
+            assert_true(len == 125 || len == 0);
+            pongs++;
+        } else {
+            assert_int_equal(op, 0x2);
+            assert_int_equal(len, 1000);
+            assert_int_equal(pl[0], 'm');
+            assert_int_equal(pl[999], 'm');
+            msgs++;
+        }
+    }
+    assert_true(pongs > 0);
+    assert_int_equal(msgs, 1);
+    assert_true(atomic_load(&f.write_rc) >= 0);
+    fixture_down(&f);
+}
+
+/* A close decided while a message is stuck behind a peer that reads nothing: the close frame can
+ * never go out, and the connection must still end (the write deadline no longer watches a
+ * closing subscriber), not hold its socket and admission slot for ever. */
+static void test_close_behind_a_stalled_write_still_ends(void **state)
+{
+    (void)state;
+    fixture f;
+    fixture_up(&f, true);
+    atomic_store(&f.send_msg, 4 << 20);
+    cs_tlsio_wake(f.io, 0);
+    assert_true(event_wait(&f.wrote, WAIT_NS));
+    assert_int_equal(atomic_load(&f.write_rc), 0); /* pending: the peer reads nothing */
+    atomic_store(&f.close_now, 1008);
+    cs_tlsio_wake(f.io, 0);
+    assert_true(event_wait(&f.gone, WAIT_NS));
+    fixture_down(&f);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    return cs_certs_make(&g_certs);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    cs_certs_remove(&g_certs);
+    return 0;
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN); /* as corestreamd: a dropped connection is an error, not a signal */
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_data_frame_while_closing_ends_the_connection),
+        cmocka_unit_test(test_pong_pending_is_retried_before_anything_else),
+        cmocka_unit_test(test_close_behind_a_stalled_write_still_ends),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
