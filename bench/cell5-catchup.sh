@@ -2,7 +2,10 @@
 # Cell 5: catch-up. A ring of RING (200) x 15196160-byte (14.5 MiB) compressible ledgers is
 # replayed by 1 subscriber, then by 8 at once, while corestreamd keeps publishing the live tip at
 # the gate shape (compressible, zstd on, every 600 ms over 7500 us) to one tip subscriber.
-#   1. fill:  corestreamd --synthetic-count RING, unpaced, compressing as the live tip does,
+#   1. fill:  corestreamd --synthetic-count RING, one ledger every FILL_INTERVAL emitted over
+#             FILL_WINDOW at zstd level FILL_LEVEL, so that the encoders compress nearly every
+#             chunk (a chunk submitted while every encoder is busy ships raw: an unpaced burst
+#             fill ships a third of them raw, and a replay reads those from the ledger file),
 #             writes ledgers 1..RING to a scratch ring and exits: each ledger's raw file and its
 #             stored frames (the zstd chunks as published, docs/RING.md), as a live run leaves them.
 #   2. live:  corestreamd on the same --data-dir with --start-ledger RING+1 continues that ring and
@@ -36,7 +39,8 @@
 # --remote-compressible --synthetic-size to the catch-up subscribers), FILL_FRAMES (1; 0 deletes
 # the stored frames after the fill and sets the marker back to format 2, so the live server
 # replays by re-encoding: the before figure on this build; its background pass then makes the
-# frames again, so only the first phase measures re-encoding).
+# frames again, so only the first phase measures re-encoding), FILL_INTERVAL (100ms), FILL_WINDOW
+# (80ms), FILL_LEVEL (1).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 RING=${RING:-200}
@@ -45,6 +49,9 @@ CATCHUP_LIMIT=${CATCHUP_LIMIT:-600}
 CATCHUP_VERIFY=${CATCHUP_VERIFY:-0}
 SIZE=${SIZE:-15196160}
 FILL_FRAMES=${FILL_FRAMES:-1}
+FILL_INTERVAL=${FILL_INTERVAL:-100ms}
+FILL_WINDOW=${FILL_WINDOW:-80ms}
+FILL_LEVEL=${FILL_LEVEL:-1}
 RETENTION=${RETENTION:-1000}
 QUIET=${QUIET:-6}
 
@@ -68,11 +75,11 @@ wait_latest() {
 # 1. Fill the ring.
 SERVER_DATA_DIR=$SCRATCH/ring
 mkdir -p "$SERVER_DATA_DIR"
-note "1. filling a ring of $RING ledgers (unpaced, about $((RING * SIZE / 1000000)) MB)"
+note "1. filling a ring of $RING ledgers (one every $FILL_INTERVAL over $FILL_WINDOW, zstd level $FILL_LEVEL, about $((RING * SIZE / 1000000)) MB)"
 tf0=$(now)
 server_start fill 900 --retention "$RETENTION" --source synthetic --synthetic-compressible \
-  --synthetic-size "$SIZE" --synthetic-interval=-1ns --emit-window 0 --chunk-size 262144 \
-  --compress=true --synthetic-count "$RING"
+  --synthetic-size "$SIZE" --synthetic-interval="$FILL_INTERVAL" --emit-window "$FILL_WINDOW" --chunk-size 262144 \
+  --compress=true --compress-level "$FILL_LEVEL" --synthetic-count "$RING"
 wait_rc "$SERVER_PID"
 fill_rc=$RC
 tf1=$(now)
