@@ -33,6 +33,7 @@
 
 static cs_certs g_certs;
 static int g_plain = 1; /* a test's prestate: plaintext (NULL: TLS) */
+static int64_t g_busy_ns; /* the I/O threads' busy poll for the next fixture */
 
 typedef struct fixture {
     cs_wsio *io;
@@ -142,7 +143,7 @@ static void fixture_up(fixture *f, bool small, bool plain)
     assert_non_null(f->cctx);
     cs_wsio_hooks h = {.ctx = f, .open = h_open, .writable = h_writable, .data = h_data, .gone = h_gone,
                         .wake = h_wake, .tick = h_tick, .discard = h_discard};
-    assert_int_equal(cs_wsio_start(&f->io, 1, &h, &err), 0);
+    assert_int_equal(cs_wsio_start(&f->io, 1, g_busy_ns, &h, &err), 0);
 
     int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_in a = {.sin_family = AF_INET};
@@ -402,6 +403,15 @@ static void test_plain_batch_survives_partial_writes(void **state)
     fixture_down(&f);
 }
 
+/* --busy-poll-us: the same batch while the I/O thread spins before each wait; wakes, reads and
+ * EPOLLOUT resumptions are all found by the non-blocking polls. */
+static void test_plain_batch_with_busy_polling(void **state)
+{
+    g_busy_ns = 200 * 1000;
+    test_plain_batch_survives_partial_writes(state);
+    g_busy_ns = 0;
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -426,6 +436,7 @@ int main(void)
         cmocka_unit_test_prestate(test_pong_pending_is_retried_before_anything_else, &g_plain),
         cmocka_unit_test_prestate(test_close_behind_a_stalled_write_still_ends, &g_plain),
         cmocka_unit_test(test_plain_batch_survives_partial_writes),
+        cmocka_unit_test(test_plain_batch_with_busy_polling),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1926,7 +1926,7 @@ int cs_server_listen(cs_server *s, cs_err *err)
     lws_sul_schedule(s->ctx, 0, &s->write_check, check_stalled_writes, WRITE_CHECK_US);
     cs_wsio_hooks th = {.ctx = s, .open = io_open, .writable = io_writable, .data = io_data,
                         .gone = io_gone, .wake = io_wake, .tick = io_tick, .discard = io_discard};
-    if (cs_wsio_start(&s->wsio, io_threads(), &th, err) != 0)
+    if (cs_wsio_start(&s->wsio, io_threads(), s->cfg.busy_poll_us * CS_US, &th, err) != 0)
         return -1;
     cs_headreader_config hc = {
         .limits = {.uri_max = URI_MAX, .head_max = HEAD_MAX, .fields_max = HEAD_FIELDS_MAX,

@@ -47,6 +47,7 @@ typedef struct cs_server_config {
      * means the default; negative means no cap. */
     int64_t max_replays;        /* 0 → CS_DEFAULT_MAX_REPLAYS */
     int64_t max_replays_per_ip; /* 0 → CS_DEFAULT_MAX_REPLAYS_PER_IP */
+    int64_t busy_poll_us;       /* stream I/O threads' busy poll before each blocking wait; 0: off */
     /* --auth-tokens: when set, /stream (and /healthz with auth_healthz) needs `Authorization:
      * Bearer <token>` naming a token of this file (tokens.h); cs_server_reload re-reads it. */
     const char *auth_tokens;

@@ -85,6 +85,7 @@ struct worker {
 struct cs_wsio {
     cs_wsio_hooks h;
     int n;
+    int64_t busy_ns; /* 0: block at once */
     atomic_bool stop;
     bool stopped;
     worker w[CS_WSIO_MAX_THREADS];
@@ -578,6 +579,22 @@ static void tick(cs_wsio *io, worker *w, int64_t now)
     io->h.tick(io->h.ctx, w->idx);
 }
 
+/* epoll_wait; with busy polling, a wait that would block first polls without blocking until an
+ * event comes or busy_ns pass (the tick may then come that much late: it is about once a
+ * second). */
+static int wait_events(cs_wsio *io, worker *w, struct epoll_event *evs, int timeout)
+{
+    if (timeout != 0 && io->busy_ns > 0) {
+        int64_t until = cs_mono_ns() + io->busy_ns;
+        do {
+            int n = epoll_wait(w->ep, evs, EVENTS_PER_WAIT, 0);
+            if (n != 0)
+                return n;
+        } while (cs_mono_ns() < until && !atomic_load_explicit(&io->stop, memory_order_relaxed));
+    }
+    return epoll_wait(w->ep, evs, EVENTS_PER_WAIT, timeout);
+}
+
 static void *worker_main(void *arg)
 {
     worker *w = arg;
@@ -592,7 +609,7 @@ static void *worker_main(void *arg)
         int timeout = w->ready ? 0 : (int)((next_tick - now) / 1000000 + 1);
         if (timeout < 0)
             timeout = 0;
-        int n = epoll_wait(w->ep, evs, EVENTS_PER_WAIT, timeout);
+        int n = wait_events(io, w, evs, timeout);
         for (int i = 0; i < n; i++) {
             cs_wsconn *c = evs[i].data.ptr;
             if (!c) {
@@ -619,7 +636,7 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-int cs_wsio_start(cs_wsio **out, int n, const cs_wsio_hooks *hooks, cs_err *err)
+int cs_wsio_start(cs_wsio **out, int n, int64_t busy_poll_ns, const cs_wsio_hooks *hooks, cs_err *err)
 {
     *out = NULL;
     if (n < 1)
@@ -631,6 +648,7 @@ int cs_wsio_start(cs_wsio **out, int n, const cs_wsio_hooks *hooks, cs_err *err)
         return cs_err_set(err, 0, "stream I/O threads: out of memory");
     io->h = *hooks;
     io->n = n;
+    io->busy_ns = busy_poll_ns > 0 ? busy_poll_ns : 0;
     for (int i = 0; i < n; i++) {
         worker *w = &io->w[i];
         w->io = io;

@@ -50,9 +50,11 @@ typedef struct cs_wsio_hooks {
     void (*discard)(void *ctx, void *arg);
 } cs_wsio_hooks;
 
-/* n threads (1..CS_WSIO_MAX_THREADS). -1 with err. */
+/* n threads (1..CS_WSIO_MAX_THREADS). busy_poll_ns > 0: a thread about to block in epoll_wait
+ * first polls without blocking for up to that long (--busy-poll-us), trading a core's idle time
+ * for the wake-up latency of a blocked thread. -1 with err. */
 #define CS_WSIO_MAX_THREADS 4
-int cs_wsio_start(cs_wsio **out, int n, const cs_wsio_hooks *hooks, cs_err *err);
+int cs_wsio_start(cs_wsio **out, int n, int64_t busy_poll_ns, const cs_wsio_hooks *hooks, cs_err *err);
 int cs_wsio_threads(const cs_wsio *io);
 
 /* Takes fd (non-blocking; TLS: handshake done), ssl (NULL: plaintext) and early[0..n) (copied:
