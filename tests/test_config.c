@@ -174,6 +174,7 @@ static void test_defaults(void **state)
     assert_int_equal(c->max_connections_per_ip, 256);
     assert_int_equal(c->max_replays, 8);
     assert_int_equal(c->max_replays_per_ip, 2);
+    assert_int_equal(c->busy_poll_us, 0); /* off */
     parsed_free(&p);
 }
 
@@ -482,6 +483,12 @@ static void test_connection_caps(void **state)
         "0");
     ERR("--max-replays-per-ip 0 would leave every replay waiting; use a negative value for no cap",
         "--max-replays-per-ip", "0");
+    const char *bp[] = {"--busy-poll-us", "50"};
+    expect_ok_into(&p, bp, NARGS(bp));
+    assert_int_equal(p.cfg.busy_poll_us, 50);
+    parsed_free(&p);
+    ERR("--busy-poll-us -1 is outside [0, 100000]", "--busy-poll-us=-1");
+    ERR("--busy-poll-us 100001 is outside [0, 100000]", "--busy-poll-us", "100001");
     ERR("--auth-healthz needs --auth-tokens", "--auth-healthz");
     OK("--auth-tokens", "/etc/corestream/tokens", "--auth-healthz");
 }

@@ -370,6 +370,96 @@ static void test_valid_handshake_still_upgrades(void **state)
     assert_int_equal(st, 101);
 }
 
+/* A plaintext /stream upgrade is the server's own (judged on the head reader, its subscriber on
+ * the stream I/O threads), as a TLS one: our 101's exact bytes, not lws'. */
+static void test_stream_upgrade_gets_the_servers_own_101(void **state)
+{
+    (void)state;
+    char resp[1024];
+    int st = cs_http_raw("127.0.0.1", g_port, "GET /stream?start=1&end=1 HTTP/1.1\r\n" UPGRADE V13 KEY "\r\n",
+                         WAIT_MS, resp, sizeof resp);
+    assert_int_equal(st, 101);
+    assert_string_equal(resp, "HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\n"
+                              "sec-websocket-accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n");
+}
+
+/* Reads from fd until the peer closes or WAIT_MS passes; returns the bytes read. */
+static size_t read_to_end(int fd, char *buf, size_t cap)
+{
+    size_t n = 0;
+    int64_t until = cs_mono_ns() + (int64_t)WAIT_MS * 1000000;
+    while (n < cap) {
+        int left = (int)((until - cs_mono_ns()) / 1000000);
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (left <= 0 || poll(&p, 1, left) <= 0)
+            break;
+        ssize_t r = recv(fd, buf + n, cap - n, 0);
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+    }
+    return n;
+}
+
+/* Plaintext keep-alive stays lws': a probe, then an upgrade on the same connection (sent in one
+ * go) is served by lws as before (its 200, its 101), and that subscriber, the one that lives on the
+ * lws thread, is still woken by publishes: its bounded stream runs to the close 1000. */
+static void test_an_upgrade_after_a_probe_on_one_connection_still_streams(void **state)
+{
+    (void)state;
+    if (g_tls)
+        skip(); /* one request per TLS connection */
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)g_port)};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    /* Ledgers past the tip, so the subscriber waits for them live. */
+    assert_true(cs_server_wait_retained(g_h.srv, 3, (int64_t)WAIT_MS * 1000000));
+    uint32_t tip = 3;
+    while (tip < 100000 && cs_server_wait_retained(g_h.srv, tip + 1, 0))
+        tip++;
+    char req[512];
+    snprintf(req, sizeof req, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                              "GET /stream?start=%u&end=%u HTTP/1.1\r\n" UPGRADE V13 KEY "\r\n",
+             tip + 2, tip + 3);
+    assert_int_equal(send(fd, req, strlen(req), MSG_NOSIGNAL), (ssize_t)strlen(req));
+    static char buf[1 << 20];
+    size_t n = read_to_end(fd, buf, sizeof buf);
+    close(fd);
+    assert_true(n > 0);
+    buf[n < sizeof buf ? n : sizeof buf - 1] = '\0';
+    assert_true(strncmp(buf, "HTTP/1.1 200 OK\r\n", 17) == 0);
+    const char *up = strstr(buf, "HTTP/1.1 101 ");
+    assert_non_null(up);
+    const char *end = strstr(up, "\r\n\r\n");
+    assert_non_null(end);
+    /* The frames: at least one binary message, then the close 1000 as the last. */
+    size_t off = (size_t)(end + 4 - buf), binaries = 0;
+    int close_code = -1;
+    while (off + 2 <= n && close_code < 0) {
+        const uint8_t *h = (const uint8_t *)buf + off;
+        size_t plen = h[1] & 0x7f, hl = 2;
+        if (plen == 126) {
+            plen = (size_t)h[2] << 8 | h[3];
+            hl = 4;
+        } else if (plen == 127) {
+            plen = 0;
+            for (int i = 0; i < 8; i++)
+                plen = plen << 8 | h[2 + i];
+            hl = 10;
+        }
+        if (off + hl + plen > n)
+            break;
+        if ((h[0] & 0x0f) == 0x2)
+            binaries++;
+        else if ((h[0] & 0x0f) == 0x8 && plen >= 2)
+            close_code = h[hl] << 8 | h[hl + 1];
+        off += hl + plen;
+    }
+    assert_true(binaries >= 2);
+    assert_int_equal(close_code, 1000);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -383,6 +473,8 @@ int main(void)
         cmocka_unit_test(test_a_slow_head_within_the_deadline_is_served),
         cmocka_unit_test(test_a_head_past_the_deadline_is_closed),
         cmocka_unit_test(test_valid_handshake_still_upgrades),
+        cmocka_unit_test(test_stream_upgrade_gets_the_servers_own_101),
+        cmocka_unit_test(test_an_upgrade_after_a_probe_on_one_connection_still_streams),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

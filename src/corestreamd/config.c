@@ -225,6 +225,9 @@ static int validate(cs_daemon_config *c, cs_err *err)
     if (c->max_replays_per_ip == 0)
         return cs_err_set(err, 0,
                           "--max-replays-per-ip 0 would leave every replay waiting; use a negative value for no cap");
+    if (c->busy_poll_us < 0 || c->busy_poll_us > CS_BUSY_POLL_US_MAX)
+        return cs_err_set(err, 0, "--busy-poll-us %lld is outside [0, %d]", (long long)c->busy_poll_us,
+                          CS_BUSY_POLL_US_MAX);
     if (cs_compress_level_parse(c->compress_level_text, &c->compress_level, err) != 0)
         return -1;
     char q[CS_ERR_MSG_MAX / 2];
@@ -304,6 +307,9 @@ int cs_daemon_config_parse(cs_daemon_config *c, int argc, char **argv, FILE *usa
          "subscribers catching up from the ring at once; more wait their turn, in order (negative: no cap)"},
         {"max-replays-per-ip", CS_FLAG_INT, &c->max_replays_per_ip,
          "subscribers catching up from the ring at once per IPv4 address or IPv6 /64 (negative: no cap)"},
+        {"busy-poll-us", CS_FLAG_INT, &c->busy_poll_us,
+         "stream I/O threads: poll the sockets this many `microseconds` without blocking before each "
+         "wait (0 = off; a waiting thread then spins that long, burning CPU, to shave wake-up latency)"},
         {"auth-tokens", CS_FLAG_STRING, &c->auth_tokens,
          "`file` of \"name token\" lines: /stream then needs Authorization: Bearer <token> (SIGHUP "
          "reloads it)"},

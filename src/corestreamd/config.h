@@ -45,6 +45,7 @@ typedef struct cs_daemon_config {
     int64_t max_connections_per_ip;
     int64_t max_replays;
     int64_t max_replays_per_ip;
+    int64_t busy_poll_us; /* stream I/O threads: poll this long before each blocking wait; 0 off */
     const char *auth_tokens;
     bool auth_healthz;
     const char *tls_cert;
@@ -76,6 +77,8 @@ typedef struct cs_daemon_config {
  * caller prints cs_build_print's text and exits 0), or -1 with the message in err (for a flag syntax error the usage is printed to
  * usage_out first, as Go's flag package does). Free with cs_daemon_config_free. */
 #define CS_CONFIG_VERSION 2
+/* --busy-poll-us at most: a spin that long already costs a core per idle I/O thread. */
+#define CS_BUSY_POLL_US_MAX 100000
 int cs_daemon_config_parse(cs_daemon_config *cfg, int argc, char **argv, FILE *usage_out, cs_err *err);
 void cs_daemon_config_free(cs_daemon_config *cfg);
 

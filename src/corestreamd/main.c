@@ -357,6 +357,7 @@ int main(int argc, char **argv)
             .max_connections_per_ip = cfg.max_connections_per_ip,
             .max_replays = cfg.max_replays,
             .max_replays_per_ip = cfg.max_replays_per_ip,
+            .busy_poll_us = cfg.busy_poll_us,
             .auth_tokens = cfg.auth_tokens,
             .auth_healthz = cfg.auth_healthz,
             .tls_cert = cfg.tls_cert,

@@ -41,8 +41,8 @@ typedef struct hconn {
     size_t resp_len, resp_off;
     size_t dropped; /* bytes read and dropped while lingering */
     SSL *ssl;       /* TLS: from the first byte on */
-    void *arg;      /* TLS: judge's for an upgrade, until upgraded */
-    bool upgrade;   /* TLS: the answer is a 101 */
+    void *arg;      /* judge's for an upgrade, until upgraded */
+    bool upgrade;   /* the answer is a 101 */
     size_t head_len;
     int64_t deadline;
     struct hconn *prev, *next;
@@ -274,7 +274,7 @@ static void refuse(cs_headreader *hr, hconn *c, unsigned status, const char *rea
     write_answer(hr, c);
 }
 
-/* The 101 is out: the connection leaves for the TLS I/O threads with the bytes past its head. */
+/* The 101 is out: the connection leaves for the stream I/O threads with the bytes past its head. */
 static void upgraded(cs_headreader *hr, hconn *c)
 {
     list_remove(&hr->reading, c);
@@ -351,13 +351,19 @@ static void peek_tls(cs_headreader *hr, hconn *c)
                "this port speaks TLS: use wss:// or https://");
 }
 
-/* A complete head over TLS: the server's judge answers it (a 101 included). */
+/* A complete head: the server's judge answers it (a 101 included), or, plaintext only, passes it
+ * on to drain untouched. */
 static void judged(cs_headreader *hr, hconn *c, size_t head_len)
 {
     char *resp = NULL;
     size_t rlen = 0;
     void *arg = NULL;
-    int v = hr->cfg.judge(hr->cfg.ctx, c->fd, c->tag, c->buf, head_len, &resp, &rlen, &arg);
+    int v = hr->cfg.judge(hr->cfg.ctx, c->fd, c->tag, c->ssl != NULL, c->buf, head_len, &resp, &rlen, &arg);
+    if (v == CS_HEAD_PASS && !c->ssl) {
+        free(resp);
+        finish(hr, &hr->reading, c, true);
+        return;
+    }
     if (!resp) {
         if (arg && hr->cfg.discard)
             hr->cfg.discard(hr->cfg.ctx, arg);
@@ -365,8 +371,8 @@ static void judged(cs_headreader *hr, hconn *c, size_t head_len)
         return;
     }
     c->head_len = head_len;
-    c->upgrade = v == 1;
-    c->arg = v == 1 ? arg : NULL;
+    c->upgrade = v == CS_HEAD_UPGRADE;
+    c->arg = v == CS_HEAD_UPGRADE ? arg : NULL;
     if (!c->upgrade) {
         free(c->buf);
         c->buf = NULL;
@@ -418,7 +424,7 @@ static void read_head(cs_headreader *hr, hconn *c)
         case CS_HEAD_MORE:
             continue;
         case CS_HEAD_DONE:
-            if (c->ssl) {
+            if (c->ssl || hr->cfg.judge_plain) {
                 judged(hr, c, head_len);
                 return;
             }

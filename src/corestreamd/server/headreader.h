@@ -10,7 +10,12 @@
  * Bytes that cannot start a request line (a TLS ClientHello on the plaintext port) are handed
  * back at once, as they are: lws refuses them as it always did.
  *
- * On a TLS port (cfg.tls) the head reader terminates TLS (docs/TLS-THREADS.md): a connection
+ * With cfg.judge_plain a complete plaintext head goes to cfg.judge first, which may answer it
+ * here (then the connection is closed, as on TLS), upgrade it (cfg.upgraded, ssl NULL) or pass it
+ * (CS_HEAD_PASS) to drain as above: the server keeps /stream upgrades for its own I/O threads and
+ * leaves every other request to lws.
+ *
+ * On a TLS port (cfg.tls) the head reader terminates TLS (docs/STREAM-THREADS.md): a connection
  * whose first byte starts a TLS handshake record gets a non-blocking SSL_accept on the server's
  * own context (cfg.tls_ctx), then its head is read through SSL_read under the same limits and
  * answered through SSL_write; cfg.judge decides every answer, a 101 included, and an upgraded
@@ -41,23 +46,29 @@ typedef struct cs_headreader cs_headreader;
 typedef struct ssl_st SSL;
 typedef struct ssl_ctx_st SSL_CTX;
 
+/* judge's verdicts. */
+#define CS_HEAD_ANSWER 0  /* *resp is the answer; the connection is closed after it */
+#define CS_HEAD_UPGRADE 1 /* *resp is a 101 */
+#define CS_HEAD_PASS 2    /* plaintext only: not judged here, the head goes to drain */
+
 typedef struct cs_headreader_config {
     cs_head_limits limits;
     bool tls; /* the port speaks TLS: handshake and head here, judged by `judge` */
-    /* TLS only, all on the head reader's thread:
+    bool judge_plain; /* plaintext heads go to `judge` too */
+    /* All on the head reader's thread (tls_ctx TLS only):
      * tls_ctx: the context in force, with a reference the head reader frees after SSL_new.
-     * judge: a complete head (buf[0..len), within the limits) of the connection fd. It puts the
-     *   whole answer, malloc'd, in *resp. Returns 0 to close after it, or 1 when the answer is
-     *   a 101: *arg is then the caller's, given to upgraded (or to discard if the 101 cannot be
-     *   written).
-     * upgraded: the 101 is written. fd, ssl (the caller frees it) and tag are the caller's from
-     *   now on; early[0..n) are bytes read past the head (WebSocket frames sent early), valid
-     *   during the call only. The connection no longer counts as held.
-     * discard: frees an arg whose connection ended before upgraded (the tag still comes back through
- *   drain or cs_headreader_free, as any other). */
+     * judge: a complete head (buf[0..len), within the limits) of the connection fd, over TLS or
+     *   not. It puts the whole answer, malloc'd, in *resp and returns CS_HEAD_ANSWER, or
+     *   CS_HEAD_UPGRADE when the answer is a 101: *arg is then the caller's, given to upgraded
+     *   (or to discard if the 101 cannot be written); or, plaintext only, CS_HEAD_PASS.
+     * upgraded: the 101 is written. fd, ssl (NULL on plaintext; the caller frees it) and tag are
+     *   the caller's from now on; early[0..n) are bytes read past the head (WebSocket frames sent
+     *   early), valid during the call only. The connection no longer counts as held.
+     * discard: frees an arg whose connection ended before upgraded (the tag still comes back
+     *   through drain or cs_headreader_free, as any other). */
     SSL_CTX *(*tls_ctx)(void *ctx);
-    int (*judge)(void *ctx, int fd, void *tag, const char *buf, size_t len, char **resp, size_t *resp_len,
-                 void **arg);
+    int (*judge)(void *ctx, int fd, void *tag, bool tls, const char *buf, size_t len, char **resp,
+                 size_t *resp_len, void **arg);
     void (*upgraded)(void *ctx, int fd, SSL *ssl, void *tag, const unsigned char *early, size_t n, void *arg);
     void (*discard)(void *ctx, void *arg);
     int64_t timeout_ns; /* from add until the head must be complete */

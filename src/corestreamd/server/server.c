@@ -34,7 +34,7 @@
 #include "corestreamd/server/request.h"
 #include "corestreamd/server/sourceloop.h"
 #include "corestreamd/server/tls.h"
-#include "corestreamd/server/tlsio.h"
+#include "corestreamd/server/wsio.h"
 #include "corestreamd/server/wsserver.h"
 #include "corestreamd/server/tokens.h"
 #include "wire/wire.h"
@@ -59,8 +59,8 @@ _Static_assert(LWS_PRE == CS_MSG_HEADROOM, "message headroom must match libwebso
 #define HEAD_FIELDS_MAX 48
 #define HEAD_PAIRS_MAX 36
 /* lws' per-connection header store, above HEAD_MAX so that lws never meets a head it cannot hold:
- * lws 4.1 hangs up on a request past its store without an answer. (TLS requests never reach lws:
- * the head reader judges them through tls_judge.) */
+ * lws 4.1 hangs up on a request past its store without an answer. (TLS requests and plaintext
+ * /stream upgrades never reach lws: the head reader judges them through judge_head.) */
 #define HEADER_STORE_BYTES (2 * HEAD_MAX)
 #define HEADER_STORES 256 /* connections parsing headers at once; others wait their turn */
 /* The admin listener's own caps: scrapers and probes, never subscribers. */
@@ -69,9 +69,11 @@ _Static_assert(LWS_PRE == CS_MSG_HEADROOM, "message headroom must match libwebso
 
 typedef struct subscriber subscriber;
 
-/* How a subscriber's connection is written and closed: libwebsockets' (plaintext, the lws thread)
- * or the TLS I/O threads' (tlsio.h). Everything else about a subscriber is shared. */
+/* How a subscriber's connection is written and closed: libwebsockets' (a plaintext upgrade lws
+ * got after an earlier request on a kept-alive connection, on the lws thread) or the stream I/O
+ * threads' (wsio.h: ws:// and wss://). Everything else about a subscriber is shared. */
 typedef struct sub_ops {
+    int writes_per_turn; /* messages one writable callback may hand over */
     void (*want_write)(subscriber *sub);
     int (*write)(subscriber *sub, cs_msg *m); /* 1 whole, 0 pending (writable again later), -1 failed */
     bool (*more)(subscriber *sub);            /* another write now would not wait */
@@ -82,11 +84,11 @@ typedef struct sub_ops {
 struct subscriber {
     const sub_ops *ops;
     struct lws *wsi;       /* lws */
-    cs_tlsconn *tc;        /* TLS */
+    cs_wsconn *tc;        /* stream I/O threads */
     subscriber **list;     /* the owning thread's list */
-    atomic_bool granted;   /* TLS: a replay slot was handed over on another thread */
-    int thread;            /* TLS: the I/O thread's index */
-    struct conn_tag *tag;  /* TLS: admission's count, released when the connection ends */
+    atomic_bool granted;   /* I/O threads: a replay slot was handed over on another thread */
+    int thread;            /* I/O threads: the thread's index */
+    struct conn_tag *tag;  /* I/O threads: admission's count, released when the connection ends */
     cs_server *srv;
     cs_cursor cursor;
     cs_stream_request req;
@@ -110,19 +112,20 @@ typedef struct pss {
 typedef struct conn_tag {
     cs_addr_key key;
     bool admin; /* accepted on --admin-listen: /healthz, /readyz and /metrics only */
-    struct conn_tag *next; /* waiting for the lws thread to release it (TLS connections) */
+    struct conn_tag *next; /* waiting for the lws thread to release it (I/O thread connections) */
 } conn_tag;
 
-/* A TLS I/O thread's own subscribers and what it has seen of the lws thread's decisions. */
-typedef struct tls_worker {
+/* A stream I/O thread's own subscribers and what it has seen of the lws thread's decisions. */
+typedef struct io_worker {
     subscriber *subs;
     bool stopping_seen;
     unsigned tokens_gen_seen;
-} tls_worker;
+} io_worker;
 
-/* What the judge passes from the 101 to the TLS I/O thread's new subscriber. */
+/* What the judge passes from the 101 to the stream I/O thread's new subscriber. */
 typedef struct upgrade_info {
     conn_tag *tag;
+    bool tls;
     cs_stream_request req;
     char token_name[CS_TOKEN_NAME_MAX + 1];
     uint8_t token_digest[CS_TOKEN_DIGEST_LEN];
@@ -170,19 +173,21 @@ struct cs_server {
     pthread_mutex_t reload_mu;
     cs_tokens *tokens_pending;
     atomic_bool tokens_reload_pending; /* lets every other wake skip the mutex */
-    /* Tokens are read by the head reader (TLS requests) as well: swapped under tokens_rw. */
+    /* Tokens are read by the head reader (upgrades it judges) as well: swapped under tokens_rw. */
     pthread_rwlock_t tokens_rw;
-    atomic_uint tokens_gen; /* bumped per swap, for the TLS threads' revocation walk */
+    atomic_uint tokens_gen; /* bumped per swap, for the I/O threads' revocation walk */
     /* TLS: the server's own context, the I/O threads, and the tags of their ended connections,
      * which only the lws thread may release (the admission table is its own). */
     bool tls_on;
     bool tls_store_ready;
     cs_tls_store tls;
-    cs_tlsio *tlsio;
-    tls_worker tw[CS_TLSIO_MAX_THREADS];
+    cs_wsio *wsio;
+    io_worker tw[CS_WSIO_MAX_THREADS];
     pthread_mutex_t released_mu;
     conn_tag *released;
-    atomic_bool stopping; /* shutting_down, for the TLS threads */
+    atomic_bool stopping; /* shutting_down, for the I/O threads */
+    /* Stream subscribers on the lws thread: a publish wakes lws only when there is one. */
+    atomic_int lws_subs;
 
     /* Plaintext connections wait here for their request head before lws adopts them. */
     cs_headreader *heads;
@@ -214,13 +219,29 @@ struct cs_server {
 
 /* ---- waking the I/O thread ------------------------------------------------------------------ */
 
-/* Any thread: one lws_cancel_service per burst of publishes, not one per chunk. */
+/* Any thread: the lws thread's on_wake runs soon, once per burst, not once per call. */
+static void wake_lws(cs_server *s)
+{
+    if (s->ctx && !atomic_exchange(&s->wake_pending, true))
+        lws_cancel_service(s->ctx);
+}
+
+/* A publish or a finished replay (the broadcaster's and the replay pool's wake): every I/O thread,
+ * and lws only when a stream subscriber lives there; its own work (stop, reload, the source's
+ * end, released tags) is posted with wake_all or lws_cancel_service. */
 static void server_wake(void *arg)
 {
     cs_server *s = arg;
-    if (s->ctx && !atomic_exchange(&s->wake_pending, true))
-        lws_cancel_service(s->ctx);
-    cs_tlsio_wake(s->tlsio, -1);
+    if (atomic_load_explicit(&s->lws_subs, memory_order_relaxed) > 0)
+        wake_lws(s);
+    cs_wsio_wake(s->wsio, -1);
+}
+
+/* Any thread: the lws thread and every I/O thread. */
+static void wake_all(cs_server *s)
+{
+    wake_lws(s);
+    cs_wsio_wake(s->wsio, -1);
 }
 
 static void publish_chunk(void *ctx, cs_msg *chunk)
@@ -249,8 +270,9 @@ static void publish_chunk(void *ctx, cs_msg *chunk)
 #define OFFER_ALLOW 8u   /* Allow: GET, HEAD (405 on the probe and metrics paths) */
 #define NO_BODY 16u      /* HEAD: the GET answer's headers, Content-Length included, no body */
 
-/* A request being judged: from lws' header table (plaintext, wsi set) or from the head reader's
- * own split of a TLS request (head set), whose answer goes into out, the same bytes lws writes. */
+/* A request being judged: from lws' header table (wsi set) or from the head reader's own split
+ * (head set: TLS, or a plaintext /stream upgrade), whose answer goes into out, the same bytes lws
+ * writes. */
 typedef struct http_req {
     struct lws *wsi;
     const cs_http_head *head;
@@ -886,34 +908,41 @@ static void lws_shut(subscriber *sub)
     shutdown(lws_get_socket_fd(sub->wsi), SHUT_RDWR);
 }
 
-static const sub_ops lws_ops = {lws_want_write, lws_write_msg, lws_more, lws_close_sub, lws_shut};
+/* Several messages per writable callback while the socket takes them whole (lws' own rule: write
+ * again only when lws_send_pipe_choked() says the socket has room and nothing is left buffered).
+ * It saves a trip through poll() per message; the cap keeps one fast subscriber from holding the
+ * I/O thread while others wait. */
+static const sub_ops lws_ops = {8, lws_want_write, lws_write_msg, lws_more, lws_close_sub, lws_shut};
 
-static void tls_want_write(subscriber *sub)
+static void io_want_write(subscriber *sub)
 {
-    cs_tlsio_want_write(sub->tc);
+    cs_wsio_want_write(sub->tc);
 }
 
-static int tls_write_msg(subscriber *sub, cs_msg *m)
+static int io_write_msg(subscriber *sub, cs_msg *m)
 {
-    return cs_tlsio_write(sub->tc, m);
+    return cs_wsio_write(sub->tc, m);
 }
 
-static bool tls_more(subscriber *sub)
+static bool io_more(subscriber *sub)
 {
-    return cs_tlsio_can_write(sub->tc);
+    return cs_wsio_can_write(sub->tc);
 }
 
-static void tls_close_sub(subscriber *sub, int code, const char *reason)
+static void io_close_sub(subscriber *sub, int code, const char *reason)
 {
-    cs_tlsio_close(sub->tc, code, reason);
+    cs_wsio_close(sub->tc, code, reason);
 }
 
-static void tls_shut(subscriber *sub)
+static void io_shut(subscriber *sub)
 {
-    cs_tlsio_drop(sub->tc);
+    cs_wsio_drop(sub->tc);
 }
 
-static const sub_ops tls_ops = {tls_want_write, tls_write_msg, tls_more, tls_close_sub, tls_shut};
+/* Plaintext queues a turn's messages for one writev, which io_more bounds (16 messages, about
+ * 1 MiB); TLS writes each at once (io_more: nothing pending), with lws' cap of 8. */
+static const sub_ops plain_ops = {16, io_want_write, io_write_msg, io_more, io_close_sub, io_shut};
+static const sub_ops tls_ops = {8, io_want_write, io_write_msg, io_more, io_close_sub, io_shut};
 
 /* A replay slot freed by another subscriber was handed to this waiting one. On the lws thread
  * (plaintext: every subscriber is there) it is acted on at once; a TLS subscriber's grant may come
@@ -924,7 +953,7 @@ static void replay_granted(void *ctx)
     cs_server *s = sub->srv;
     if (sub->tc) {
         atomic_store(&sub->granted, true);
-        cs_tlsio_wake(s->tlsio, sub->thread);
+        cs_wsio_wake(s->wsio, sub->thread);
         return;
     }
     if (s->ctx_destroying || sub->closing)
@@ -978,6 +1007,7 @@ static int subscriber_open(cs_server *s, struct lws *wsi, pss *ps)
     }
     sub->ops = &lws_ops;
     sub->wsi = wsi;
+    atomic_fetch_add(&s->lws_subs, 1);
     peer_of_fd(lws_get_socket_fd(wsi), sub->remote, sizeof sub->remote);
     ps->sub = sub;
     subscriber_start(s, sub, &s->subs, lws_get_opaque_user_data(wsi));
@@ -1008,6 +1038,7 @@ static void subscriber_gone(cs_server *s, pss *ps)
         return;
     ps->sub = NULL;
     subscriber_end(s, sub);
+    atomic_fetch_sub(&s->lws_subs, 1);
 }
 
 static int close_subscriber(cs_server *s, subscriber *sub, int code, const char *reason)
@@ -1019,12 +1050,6 @@ static int close_subscriber(cs_server *s, subscriber *sub, int code, const char 
     sub->ops->close(sub, code, reason);
     return -1;
 }
-
-/* Several messages per writable callback while the socket takes them whole (lws' own rule: write
- * again only when lws_send_pipe_choked() says the socket has room and nothing is left buffered).
- * It saves a trip through poll() per message; the cap keeps one fast subscriber from holding the
- * I/O thread while others wait. */
-#define WRITES_PER_CALLBACK 8
 
 static int subscriber_writable(cs_server *s, subscriber *sub)
 {
@@ -1057,7 +1082,7 @@ static int subscriber_writable(cs_server *s, subscriber *sub)
         switch (st.kind) {
         case CS_STEP_WRITE: {
             size_t len = st.msg->len;
-            int n = sub->ops->write(sub, st.msg); /* 0: the TLS thread holds it until it is out */
+            int n = sub->ops->write(sub, st.msg); /* 0: the I/O thread holds it until it is out */
             if (n >= 0) {
                 if (st.msg->published_ns) {
                     cs_m_observe_ns(&s->metrics->publish_to_write, cs_mono_ns() - st.msg->published_ns);
@@ -1076,7 +1101,7 @@ static int subscriber_writable(cs_server *s, subscriber *sub)
                 log_subscriber(CS_LOG_INFO, "subscriber disconnected", sub, 1, extra);
                 return -1;
             }
-            if (n == 1 && round + 1 < WRITES_PER_CALLBACK && sub->ops->more(sub))
+            if (n == 1 && round + 1 < sub->ops->writes_per_turn && sub->ops->more(sub))
                 continue;
             /* lws holds what the socket did not take and calls back only once it drained; either
              * way the next message now waits for the socket, on the clock. */
@@ -1179,7 +1204,7 @@ static void take_reloaded_tokens(cs_server *s)
     cs_tokens_free(old);
     revoke_gone_tokens(s, s->subs);
     atomic_fetch_add(&s->tokens_gen, 1);
-    cs_tlsio_wake(s->tlsio, -1); /* each TLS thread walks its own subscribers */
+    cs_wsio_wake(s->wsio, -1); /* each TLS thread walks its own subscribers */
 }
 
 /* The subscribers on list waiting for data get a writable callback. */
@@ -1202,7 +1227,7 @@ static void on_wake(cs_server *s)
     if (atomic_load(&s->stop_requested) && !s->shutting_down) {
         s->shutting_down = true;
         atomic_store(&s->stopping, true);
-        cs_tlsio_wake(s->tlsio, -1);
+        cs_wsio_wake(s->wsio, -1);
         cs_cancel_fire(s->cfg.cancel);
         close_listener(s);
         lws_sul_schedule(s->ctx, 0, &s->deadline, deadline_cb, SHUTDOWN_TIMEOUT_US);
@@ -1218,7 +1243,7 @@ static void on_wake(cs_server *s)
     wake_waiting(s->subs);
 }
 
-/* ---- TLS subscribers (the TLS I/O threads, tlsio.h) ------------------------------------------ */
+/* ---- TLS subscribers (the TLS I/O threads, wsio.h) ------------------------------------------ */
 
 /* A TLS connection's tag goes back to the lws thread, which owns the admission table. */
 static void post_release(cs_server *s, conn_tag *tag)
@@ -1244,7 +1269,7 @@ static void take_released_tags(cs_server *s)
     }
 }
 
-static void *tls_open(void *ctx, int thread, cs_tlsconn *c, void *arg)
+static void *io_open(void *ctx, int thread, cs_wsconn *c, void *arg)
 {
     cs_server *s = ctx;
     upgrade_info *u = arg;
@@ -1254,7 +1279,7 @@ static void *tls_open(void *ctx, int thread, cs_tlsconn *c, void *arg)
         free(u);
         return NULL;
     }
-    sub->ops = &tls_ops;
+    sub->ops = u->tls ? &tls_ops : &plain_ops;
     sub->tc = c;
     sub->thread = thread;
     sub->req = u->req;
@@ -1269,24 +1294,24 @@ static void *tls_open(void *ctx, int thread, cs_tlsconn *c, void *arg)
         sub->revoked = !cs_tokens_has(s->tokens, sub->token_digest);
         pthread_rwlock_unlock(&s->tokens_rw);
     }
-    peer_of_fd(cs_tlsio_fd(c), sub->remote, sizeof sub->remote);
+    peer_of_fd(cs_wsio_fd(c), sub->remote, sizeof sub->remote);
     subscriber_start(s, sub, &s->tw[thread].subs, sub->tag);
     return sub;
 }
 
-static int tls_writable(void *ctx, void *user)
+static int io_writable(void *ctx, void *user)
 {
     return subscriber_writable(ctx, user);
 }
 
-static void tls_data(void *ctx, void *user)
+static void io_data(void *ctx, void *user)
 {
     subscriber *sub = user;
     if (!sub->closing)
         close_subscriber(ctx, sub, CS_CLOSE_POLICY, "unexpected data message");
 }
 
-static void tls_gone(void *ctx, void *user)
+static void io_gone(void *ctx, void *user)
 {
     cs_server *s = ctx;
     subscriber *sub = user;
@@ -1297,10 +1322,10 @@ static void tls_gone(void *ctx, void *user)
 
 /* What the lws thread decided (shutdown, a token reload), and what woke this thread's own
  * subscribers (publishes, replays, granted slots). */
-static void tls_wake(void *ctx, int thread)
+static void io_wake(void *ctx, int thread)
 {
     cs_server *s = ctx;
-    tls_worker *w = &s->tw[thread];
+    io_worker *w = &s->tw[thread];
     if (atomic_load(&s->stopping) && !w->stopping_seen) {
         w->stopping_seen = true;
         for (subscriber *sub = w->subs; sub; sub = sub->next)
@@ -1320,14 +1345,14 @@ static void tls_wake(void *ctx, int thread)
     wake_waiting(w->subs);
 }
 
-static void tls_tick(void *ctx, int thread)
+static void io_tick(void *ctx, int thread)
 {
     cs_server *s = ctx;
     drop_stalled(s, s->tw[thread].subs);
 }
 
 /* An upgrade that never reached its TLS thread's open hook: the tag is the TLS side's by then. */
-static void tls_discard(void *ctx, void *arg)
+static void io_discard(void *ctx, void *arg)
 {
     upgrade_info *u = arg;
     if (!u)
@@ -1350,25 +1375,44 @@ static SSL_CTX *tls_ctx_now(void *ctx)
     return cs_tls_store_get(&s->tls);
 }
 
-/* Head reader thread: a TLS request head, judged as the lws path judges one, with the same
- * bytes out; a good /stream upgrade gets our own 101. */
-static int tls_judge(void *ctx, int fd, void *tagp, const char *buf, size_t len, char **resp, size_t *resp_len,
-                     void **arg)
+/* A plaintext head that stays lws': all but a /stream upgrade on the data listener (lws would
+ * answer those the same, but its subscriber would live on its one thread). A head the splitter
+ * cannot read goes to lws too, which answers it as it always did. */
+static bool stays_with_lws(http_req *r, bool parsed, bool upgrade)
+{
+    if (!parsed || !upgrade || r->admin)
+        return true;
+    char path[512];
+    uri_path(r, path, sizeof path);
+    return strcmp(path, CS_WIRE_STREAM_PATH) != 0;
+}
+
+/* Head reader thread: a TLS request head, or a plaintext one that may be a /stream upgrade (any
+ * other goes back to lws, CS_HEAD_PASS), judged as the lws path judges one, with the same bytes
+ * out; a good /stream upgrade gets our own 101. After any other answer the connection is closed,
+ * as lws closes one whose upgrade it refused. */
+static int judge_head(void *ctx, int fd, void *tagp, bool tls, const char *buf, size_t len, char **resp,
+                      size_t *resp_len, void **arg)
 {
     cs_server *s = ctx;
     conn_tag *tag = tagp;
     cs_http_head head;
     cs_strbuf out = CS_STRBUF_INIT;
     http_req r = {.head = &head, .fd = fd, .admin = tag->admin, .out = &out};
-    int verdict = 0;
+    int verdict = CS_HEAD_ANSWER;
     *arg = NULL;
-    if (cs_http_head_parse(buf, len, &head) != 0) {
-        refuse(&r, 400, "request refused", "malformed HTTP request", 0);
-    } else {
+    bool parsed = cs_http_head_parse(buf, len, &head) == 0, upgrade = false;
+    if (parsed) {
         char *up = cs_http_head_get(&head, "upgrade");
         /* lws routes a request as an upgrade by its Upgrade header alone */
-        bool upgrade = up && strcasecmp(up, "websocket") == 0;
+        upgrade = up && strcasecmp(up, "websocket") == 0;
         free(up);
+    }
+    if (!tls && stays_with_lws(&r, parsed, upgrade)) {
+        verdict = CS_HEAD_PASS;
+    } else if (!parsed) {
+        refuse(&r, 400, "request refused", "malformed HTTP request", 0);
+    } else {
         if (!upgrade) {
             serve_request(s, &r);
         } else if (confirm_upgrade_req(s, &r) == 0) {
@@ -1382,8 +1426,9 @@ static int tls_judge(void *ctx, int fd, void *tagp, const char *buf, size_t len,
                 cs_strbuf_printf(&out, "HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\n"
                                        "connection: Upgrade\r\nsec-websocket-accept: %s\r\n\r\n", accept);
                 u->tag = tag;
+                u->tls = tls;
                 *arg = u;
-                verdict = 1;
+                verdict = CS_HEAD_UPGRADE;
             } else {
                 free(u);
             }
@@ -1394,15 +1439,16 @@ static int tls_judge(void *ctx, int fd, void *tagp, const char *buf, size_t len,
     return verdict;
 }
 
-/* Head reader thread: the 101 is out; the subscriber moves to a TLS I/O thread. */
-static void tls_upgraded(void *ctx, int fd, SSL *ssl, void *tagp, const unsigned char *early, size_t n, void *arg)
+/* Head reader thread: the 101 is out; the subscriber moves to a stream I/O thread (ssl NULL:
+ * plaintext). */
+static void head_upgraded(void *ctx, int fd, SSL *ssl, void *tagp, const unsigned char *early, size_t n, void *arg)
 {
     cs_server *s = ctx;
     (void)tagp;
-    if (cs_tlsio_add(s->tlsio, fd, ssl, early, n, arg) != 0) {
+    if (cs_wsio_add(s->wsio, fd, ssl, early, n, arg) != 0) {
         SSL_free(ssl);
         close(fd);
-        tls_discard(s, arg);
+        io_discard(s, arg);
     }
 }
 
@@ -1672,7 +1718,7 @@ static void *source_main(void *arg)
     cs_pipeline_flush(s->pipeline);
     atomic_store(&s->source_done, true);
     cs_broadcast_finish(s->bc, s->source_rc != 0);
-    server_wake(s);
+    wake_all(s);
     return NULL;
 }
 
@@ -1817,11 +1863,11 @@ static int admission_setup(cs_server *s, cs_err *err)
     return 0;
 }
 
-/* One TLS I/O thread per core beyond the lws thread, at least 1, at most CS_TLSIO_MAX_THREADS. */
-static int tls_io_threads(void)
+/* One stream I/O thread per core beyond the lws thread, at least 1, at most CS_WSIO_MAX_THREADS. */
+static int io_threads(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN) - 1;
-    return n < 1 ? 1 : n > CS_TLSIO_MAX_THREADS ? CS_TLSIO_MAX_THREADS : (int)n;
+    return n < 1 ? 1 : n > CS_WSIO_MAX_THREADS ? CS_WSIO_MAX_THREADS : (int)n;
 }
 
 int cs_server_listen(cs_server *s, cs_err *err)
@@ -1878,19 +1924,18 @@ int cs_server_listen(cs_server *s, cs_err *err)
         s->admin_listener = s->admin_wsi;
     }
     lws_sul_schedule(s->ctx, 0, &s->write_check, check_stalled_writes, WRITE_CHECK_US);
-    if (s->tls_on) {
-        cs_tlsio_hooks th = {.ctx = s, .open = tls_open, .writable = tls_writable, .data = tls_data,
-                             .gone = tls_gone, .wake = tls_wake, .tick = tls_tick, .discard = tls_discard};
-        if (cs_tlsio_start(&s->tlsio, tls_io_threads(), &th, err) != 0)
-            return -1;
-    }
+    cs_wsio_hooks th = {.ctx = s, .open = io_open, .writable = io_writable, .data = io_data,
+                        .gone = io_gone, .wake = io_wake, .tick = io_tick, .discard = io_discard};
+    if (cs_wsio_start(&s->wsio, io_threads(), s->cfg.busy_poll_us * CS_US, &th, err) != 0)
+        return -1;
     cs_headreader_config hc = {
         .limits = {.uri_max = URI_MAX, .head_max = HEAD_MAX, .fields_max = HEAD_FIELDS_MAX,
                    .pairs_max = HEAD_PAIRS_MAX},
         .tls = s->tls_on,
+        .judge_plain = true, /* /stream upgrades: our own 101 and I/O threads */
         .tls_ctx = tls_ctx_now,
-        .judge = tls_judge,
-        .upgraded = tls_upgraded,
+        .judge = judge_head,
+        .upgraded = head_upgraded,
         .discard = heads_discard,
         .timeout_ns = (int64_t)info.timeout_secs * CS_SEC,
         .ready = heads_ready,
@@ -1991,14 +2036,14 @@ void cs_server_reload(cs_server *s)
     pthread_mutex_unlock(&s->reload_mu);
     atomic_store(&s->tokens_reload_pending, true);
     CS_LOG(CS_LOG_INFO, "reload: auth tokens reloaded", KV_S("file", s->cfg.auth_tokens), KV_U("tokens", n));
-    server_wake(s);
+    wake_all(s);
 }
 
 void cs_server_stop(cs_server *s)
 {
     atomic_store(&s->stop_requested, true);
     cs_cancel_fire(s->cfg.cancel);
-    server_wake(s);
+    wake_all(s);
 }
 
 bool cs_server_wait_retained(cs_server *s, uint32_t seq, int64_t timeout_ns)
@@ -2086,7 +2131,7 @@ void cs_server_free(cs_server *s)
     /* Before the context: its thread wakes lws, and what it holds is released here. */
     cs_headreader_free(s->heads, adopt_head, s);
     s->heads = NULL;
-    cs_tlsio_stop(s->tlsio); /* its subscribers end here; their tags come back below */
+    cs_wsio_stop(s->wsio); /* its subscribers end here; their tags come back below */
     take_released_tags(s);
     if (s->ctx) {
         s->ctx_destroying = true;
@@ -2106,7 +2151,7 @@ void cs_server_free(cs_server *s)
     cs_frames_fill_stop(s->frames_fill);
     cs_replay_pool_free(s->replays);
     cs_pipeline_destroy(s->pipeline);
-    cs_tlsio_free(s->tlsio); /* after every thread that wakes it */
+    cs_wsio_free(s->wsio); /* after every thread that wakes it */
     if (s->tls_store_ready)
         cs_tls_store_destroy(&s->tls);
     pthread_mutex_destroy(&s->released_mu);

@@ -1,7 +1,8 @@
 /* corestreamd's server: the HTTP surface on one port (/stream upgrades to a WebSocket subscriber,
  * /healthz, /readyz and /metrics, 404 otherwise; optionally the last three on an admin port too),
- * served by one libwebsockets I/O thread (plaintext) or, on a --tls-cert port, by the head reader
- * (handshakes, requests) and the TLS I/O threads (subscribers; docs/TLS-THREADS.md), plus the
+ * its HTTP requests served by one libwebsockets I/O thread (plaintext) or, on a --tls-cert port,
+ * by the head reader (handshakes, requests), and every /stream subscriber, ws:// and wss://, by
+ * the head reader (its upgrade) and the stream I/O threads (docs/STREAM-THREADS.md), plus the
  * source thread and the encoder pools around them. No I/O thread compresses, hashes or reads a
  * ledger: they write messages other threads built. */
 #ifndef CS_CORESTREAMD_SERVER_H
@@ -46,6 +47,7 @@ typedef struct cs_server_config {
      * means the default; negative means no cap. */
     int64_t max_replays;        /* 0 → CS_DEFAULT_MAX_REPLAYS */
     int64_t max_replays_per_ip; /* 0 → CS_DEFAULT_MAX_REPLAYS_PER_IP */
+    int64_t busy_poll_us;       /* stream I/O threads' busy poll before each blocking wait; 0: off */
     /* --auth-tokens: when set, /stream (and /healthz with auth_healthz) needs `Authorization:
      * Bearer <token>` naming a token of this file (tokens.h); cs_server_reload re-reads it. */
     const char *auth_tokens;

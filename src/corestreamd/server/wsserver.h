@@ -1,4 +1,4 @@
-/* RFC 6455 framing for the server end of a TLS subscriber (the TLS I/O threads, tlsio.h): what a
+/* RFC 6455 framing for the server end of a TLS subscriber (the TLS I/O threads, wsio.h): what a
  * client may send, and the few frames the server writes besides messages (those get their header
  * in the message's headroom, cs_msg_ws_header).
  *

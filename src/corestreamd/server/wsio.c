@@ -1,4 +1,4 @@
-#include "corestreamd/server/tlsio.h"
+#include "corestreamd/server/wsio.h"
 
 #include <errno.h>
 #include <netinet/in.h>
@@ -11,6 +11,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "common/clock.h"
@@ -25,17 +26,29 @@
 #define CLOSE_SEND_NS (10 * CS_SEC)
 #define EVENTS_PER_WAIT 64
 #define TICK_NS CS_SEC
+/* Plaintext: what one writev may carry. A catch-up subscriber's chunks are 30 KB-256 KB, so a turn
+ * is a few hundred KB to 1 MiB in one call instead of one send per chunk; the byte bound keeps one
+ * fast reader from holding the thread long while others wait. */
+#define PLAIN_QUEUE 16
+#define PLAIN_QUEUE_BYTES (1u << 20)
+
+/* A queued plaintext message: header (in its headroom) and payload, contiguous. */
+typedef struct qmsg {
+    cs_msg *m;
+    const uint8_t *p;
+    size_t len;
+} qmsg;
 
 typedef struct worker worker;
 
-struct cs_tlsconn {
+struct cs_wsconn {
     worker *w;
     int fd;
-    SSL *ssl;
+    SSL *ssl; /* NULL: plaintext */
     void *user, *arg;
     uint8_t rbuf[RBUF];
     size_t rlen;
-    cs_msg *pend; /* a message being written: the same pointer and length go to SSL_write again */
+    cs_msg *pend; /* TLS: a message being written: the same pointer and length go to SSL_write again */
     const uint8_t *pend_ptr;
     size_t pend_len;
     uint8_t pong[2 + CS_WSS_MAX_CONTROL], closef[2 + CS_WSS_MAX_CONTROL];
@@ -43,33 +56,42 @@ struct cs_tlsconn {
     bool want, in_ready, doomed, closing, close_sent, shut_sent, end_after_close;
     bool out_armed;
     /* The pong met SSL_ERROR_WANT_WRITE: OpenSSL holds it half-written, so it goes again (same
-     * buffer, same length) before any other write, and a newer ping may not rewrite it. */
+     * buffer, same length) before any other write, and a newer ping may not rewrite it. Plaintext:
+     * part of it is written (pong_off), the rest goes first. */
     bool pong_inflight;
+    /* Plaintext: messages queued by cs_wsio_write during the writable hook, written (with a pong
+     * and the close frame behind them) by one writev at the end of the turn. Each holds its
+     * reference until its last byte is out; q[qhead] has qoff bytes out already. */
+    qmsg q[PLAIN_QUEUE];
+    unsigned qhead, qn;
+    size_t qbytes; /* not yet written, over the queue */
+    size_t qoff, pong_off, close_off;
     int64_t linger_until;
     int64_t close_by; /* closing, the close frame not out yet: ended at this time */
-    cs_tlsconn *prev, *next, *ready_next, *doomed_next;
+    cs_wsconn *prev, *next, *ready_next, *doomed_next;
 };
 
 struct worker {
-    cs_tlsio *io;
+    cs_wsio *io;
     int idx, ep, evfd;
     pthread_t th;
     bool started;
     atomic_bool wake_pending;
     pthread_mutex_t mu;
-    cs_tlsconn *inbox; /* under mu */
-    cs_tlsconn *conns, *ready, *ready_tail, *doomed;
+    cs_wsconn *inbox; /* under mu */
+    cs_wsconn *conns, *ready, *ready_tail, *doomed;
 };
 
-struct cs_tlsio {
-    cs_tlsio_hooks h;
+struct cs_wsio {
+    cs_wsio_hooks h;
     int n;
+    int64_t busy_ns; /* 0: block at once */
     atomic_bool stop;
     bool stopped;
-    worker w[CS_TLSIO_MAX_THREADS];
+    worker w[CS_WSIO_MAX_THREADS];
 };
 
-static void doom(cs_tlsconn *c)
+static void doom(cs_wsconn *c)
 {
     if (c->doomed)
         return;
@@ -78,7 +100,7 @@ static void doom(cs_tlsconn *c)
     c->w->doomed = c;
 }
 
-static void arm(cs_tlsconn *c, bool out)
+static void arm(cs_wsconn *c, bool out)
 {
     if (c->out_armed == out)
         return;
@@ -90,7 +112,7 @@ static void arm(cs_tlsconn *c, bool out)
 }
 
 /* One SSL_write of p[0..len): 1 done, 0 wants the socket again, -1 failed. */
-static int ssl_put(cs_tlsconn *c, const uint8_t *p, size_t len)
+static int ssl_put(cs_wsconn *c, const uint8_t *p, size_t len)
 {
     ERR_clear_error();
     int n = SSL_write(c->ssl, p, (int)len);
@@ -103,10 +125,117 @@ static int ssl_put(cs_tlsconn *c, const uint8_t *p, size_t len)
     return -1;
 }
 
+static void close_out(cs_wsconn *c)
+{
+    c->close_sent = true;
+    c->linger_until = cs_mono_ns() + LINGER_NS;
+}
+
+/* Plaintext output, in the order one writev carries it: a pong goes at the first frame boundary
+ * (before the queue, or after the message the last writev left half-written), then the queued
+ * messages, then the close frame. seg[i] says what iov[i] is: -1 the pong, -2 the close frame,
+ * k >= 0 the k-th queued message. */
+static int plain_layout(const cs_wsconn *c, struct iovec *iov, int *seg)
+{
+    int n = 0;
+    bool pong_front = c->pong_len && (c->pong_off || c->qoff == 0 || !c->qn);
+    if (pong_front) {
+        seg[n] = -1;
+        iov[n++] = (struct iovec){(void *)(c->pong + c->pong_off), c->pong_len - c->pong_off};
+    }
+    for (unsigned i = 0; i < c->qn; i++) {
+        const qmsg *e = &c->q[(c->qhead + i) % PLAIN_QUEUE];
+        size_t skip = i == 0 ? c->qoff : 0;
+        seg[n] = (int)i;
+        iov[n++] = (struct iovec){(void *)(e->p + skip), e->len - skip};
+        if (i == 0 && c->pong_len && !pong_front) {
+            seg[n] = -1;
+            iov[n++] = (struct iovec){(void *)c->pong, c->pong_len};
+        }
+    }
+    if (c->close_len && !c->close_sent) {
+        seg[n] = -2;
+        iov[n++] = (struct iovec){(void *)(c->closef + c->close_off), c->close_len - c->close_off};
+    }
+    return n;
+}
+
+/* Takes w written bytes off the output laid out as iov/seg. */
+static void plain_consume(cs_wsconn *c, const struct iovec *iov, const int *seg, int n, size_t w)
+{
+    unsigned done_msgs = 0;
+    for (int i = 0; i < n && w; i++) {
+        size_t k = iov[i].iov_len < w ? iov[i].iov_len : w;
+        w -= k;
+        if (seg[i] == -1) {
+            c->pong_off += k;
+            if (c->pong_off == c->pong_len)
+                c->pong_len = c->pong_off = 0;
+        } else if (seg[i] == -2) {
+            c->close_off += k;
+            if (c->close_off == c->close_len)
+                close_out(c);
+        } else {
+            c->qbytes -= k;
+            c->qoff += k;
+            if (k == iov[i].iov_len) {
+                done_msgs++;
+                c->qoff = 0;
+            }
+        }
+    }
+    for (; done_msgs; done_msgs--) {
+        cs_msg_release(c->q[c->qhead].m);
+        c->q[c->qhead].m = NULL;
+        c->qhead = (c->qhead + 1) % PLAIN_QUEUE;
+        c->qn--;
+    }
+    c->pong_inflight = c->pong_off > 0;
+}
+
+/* Plaintext: one writev of what is pending (plain_layout). 1 all out, 0 the socket is full, -1
+ * failed. */
+static int plain_put(cs_wsconn *c)
+{
+    for (;;) {
+        struct iovec iov[PLAIN_QUEUE + 2];
+        int seg[PLAIN_QUEUE + 2];
+        int n = plain_layout(c, iov, seg);
+        if (n == 0)
+            return 1;
+        size_t want = 0;
+        for (int i = 0; i < n; i++)
+            want += iov[i].iov_len;
+        ssize_t w = writev(c->fd, iov, n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
+        }
+        plain_consume(c, iov, seg, n, (size_t)w);
+        if ((size_t)w < want)
+            return 0; /* the socket is full: the rest goes on EPOLLOUT */
+    }
+}
+
 /* Writes what is pending in order: the message, a pong, the close frame. 1 all out, 0 waiting
  * for the socket, -1 failed (the connection is doomed). */
-static int flush(cs_tlsconn *c)
+static int flush(cs_wsconn *c)
 {
+    if (!c->ssl) {
+        int r = plain_put(c);
+        if (r == 1 && c->close_sent && !c->shut_sent) {
+            c->shut_sent = true;
+            if (c->end_after_close)
+                doom(c);
+        }
+        if (r < 0) {
+            doom(c);
+            return -1;
+        }
+        arm(c, r == 0);
+        return r;
+    }
     int r = 1;
     if (c->pong_inflight) {
         r = ssl_put(c, c->pong, c->pong_len);
@@ -131,10 +260,8 @@ static int flush(cs_tlsconn *c)
     }
     if (r == 1 && c->close_len && !c->close_sent) {
         r = ssl_put(c, c->closef, c->close_len);
-        if (r == 1) {
-            c->close_sent = true;
-            c->linger_until = cs_mono_ns() + LINGER_NS;
-        }
+        if (r == 1)
+            close_out(c);
     }
     if (r == 1 && c->close_sent && !c->shut_sent) {
         c->shut_sent = true;
@@ -152,7 +279,7 @@ static int flush(cs_tlsconn *c)
     return r;
 }
 
-static void push_ready(cs_tlsconn *c)
+static void push_ready(cs_wsconn *c)
 {
     if (c->in_ready || c->doomed || c->closing)
         return;
@@ -165,25 +292,47 @@ static void push_ready(cs_tlsconn *c)
     c->w->ready_tail = c;
 }
 
-void cs_tlsio_want_write(cs_tlsconn *c)
+/* Nothing of a message is waiting for the socket. */
+static bool out_idle(const cs_wsconn *c)
+{
+    return c->ssl ? !c->pend : c->qn == 0;
+}
+
+void cs_wsio_want_write(cs_wsconn *c)
 {
     c->want = true;
-    if (!c->pend)
+    if (out_idle(c))
         push_ready(c);
 }
 
-bool cs_tlsio_can_write(const cs_tlsconn *c)
+bool cs_wsio_can_write(const cs_wsconn *c)
 {
-    return !c->pend && !c->pong_inflight && !c->doomed;
+    if (c->doomed)
+        return false;
+    if (!c->ssl)
+        return c->qn < PLAIN_QUEUE && c->qbytes < PLAIN_QUEUE_BYTES;
+    return !c->pend && !c->pong_inflight;
 }
 
-int cs_tlsio_fd(const cs_tlsconn *c)
+int cs_wsio_fd(const cs_wsconn *c)
 {
     return c->fd;
 }
 
-int cs_tlsio_write(cs_tlsconn *c, cs_msg *m)
+int cs_wsio_write(cs_wsconn *c, cs_msg *m)
 {
+    if (!c->ssl) {
+        if (c->doomed || c->qn == PLAIN_QUEUE)
+            return -1;
+        size_t hl = cs_msg_ws_header(m);
+        qmsg *e = &c->q[(c->qhead + c->qn) % PLAIN_QUEUE];
+        e->m = cs_msg_retain(m);
+        e->p = m->data - hl;
+        e->len = m->len + hl;
+        c->qn++;
+        c->qbytes += e->len;
+        return 1; /* out with the turn's writev */
+    }
     if (c->pend || c->doomed)
         return -1;
     size_t hl = cs_msg_ws_header(m);
@@ -194,7 +343,7 @@ int cs_tlsio_write(cs_tlsconn *c, cs_msg *m)
     return r < 0 ? -1 : c->pend ? 0 : 1;
 }
 
-void cs_tlsio_close(cs_tlsconn *c, int code, const char *reason)
+void cs_wsio_close(cs_wsconn *c, int code, const char *reason)
 {
     if (c->closing || c->doomed)
         return;
@@ -204,33 +353,54 @@ void cs_tlsio_close(cs_tlsconn *c, int code, const char *reason)
     flush(c);
 }
 
-void cs_tlsio_drop(cs_tlsconn *c)
+void cs_wsio_drop(cs_wsconn *c)
 {
     shutdown(c->fd, SHUT_RDWR);
     doom(c);
 }
 
-/* Reads and acts on the client's frames. */
-static void read_frames(cs_tlsio *io, cs_tlsconn *c)
+/* More of the client's bytes into rbuf: 1 some, 0 none for now, -1 closed or failed (doomed). */
+static int conn_read(cs_wsconn *c)
+{
+    if (!c->ssl) {
+        ssize_t n;
+        do
+            n = read(c->fd, c->rbuf + c->rlen, RBUF - c->rlen);
+        while (n < 0 && errno == EINTR);
+        if (n > 0) {
+            c->rlen += (size_t)n;
+            return 1;
+        }
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return 0;
+        doom(c); /* closed or failed */
+        return -1;
+    }
+    ERR_clear_error();
+    int n = SSL_read(c->ssl, c->rbuf + c->rlen, (int)(RBUF - c->rlen));
+    if (n > 0) {
+        c->rlen += (size_t)n;
+        return 1;
+    }
+    int e = SSL_get_error(c->ssl, n);
+    ERR_clear_error();
+    if (e == SSL_ERROR_WANT_READ)
+        return 0;
+    if (e == SSL_ERROR_WANT_WRITE) {
+        arm(c, true);
+        return 0;
+    }
+    doom(c); /* closed or failed */
+    return -1;
+}
+
+/* Acts on the client's frames: what is buffered already (bytes sent with the upgrade request
+ * included), then what the socket has. */
+static void read_frames(cs_wsio *io, cs_wsconn *c)
 {
     for (int rounds = 0; rounds < 64 && !c->doomed; rounds++) {
-        if (c->rlen < RBUF) {
-            ERR_clear_error();
-            int n = SSL_read(c->ssl, c->rbuf + c->rlen, (int)(RBUF - c->rlen));
-            if (n <= 0) {
-                int e = SSL_get_error(c->ssl, n);
-                ERR_clear_error();
-                if (e == SSL_ERROR_WANT_READ)
-                    return;
-                if (e == SSL_ERROR_WANT_WRITE) {
-                    arm(c, true);
-                    return;
-                }
-                doom(c); /* closed or failed */
-                return;
-            }
-            c->rlen += (size_t)n;
-        }
+        if (rounds > 0 && conn_read(c) <= 0)
+            return;
         size_t off = 0;
         while (!c->doomed) {
             cs_wss_frame f;
@@ -242,7 +412,7 @@ static void read_frames(cs_tlsio *io, cs_tlsconn *c)
                 if (c->closing)
                     doom(c);
                 else
-                    cs_tlsio_close(c, 1002, f.err);
+                    cs_wsio_close(c, 1002, f.err);
                 return;
             }
             off += used;
@@ -255,7 +425,7 @@ static void read_frames(cs_tlsio *io, cs_tlsconn *c)
                 if (c->user)
                     io->h.data(io->h.ctx, c->user);
                 if (!c->closing)
-                    cs_tlsio_close(c, 1008, "unexpected data message");
+                    cs_wsio_close(c, 1008, "unexpected data message");
                 return;
             }
             /* While a pong is half-written, newer pings go unanswered (RFC 6455 5.5.3 allows
@@ -285,13 +455,13 @@ static void read_frames(cs_tlsio *io, cs_tlsconn *c)
             c->rlen -= off;
         }
         if (c->rlen == RBUF) { /* cannot happen with frames this small; refuse rather than spin */
-            cs_tlsio_close(c, 1009, "frame too large");
+            cs_wsio_close(c, 1009, "frame too large");
             return;
         }
     }
 }
 
-static void end_conn(cs_tlsio *io, cs_tlsconn *c)
+static void end_conn(cs_wsio *io, cs_wsconn *c)
 {
     worker *w = c->w;
     epoll_ctl(w->ep, EPOLL_CTL_DEL, c->fd, NULL);
@@ -304,18 +474,20 @@ static void end_conn(cs_tlsio *io, cs_tlsconn *c)
     close(c->fd);
     SSL_free(c->ssl);
     cs_msg_release(c->pend);
+    for (; c->qn; c->qn--, c->qhead = (c->qhead + 1) % PLAIN_QUEUE)
+        cs_msg_release(c->q[c->qhead].m);
     if (c->user)
         io->h.gone(io->h.ctx, c->user);
     free(c);
 }
 
-static void reap(cs_tlsio *io, worker *w)
+static void reap(cs_wsio *io, worker *w)
 {
     while (w->doomed) {
-        cs_tlsconn *c = w->doomed;
+        cs_wsconn *c = w->doomed;
         w->doomed = c->doomed_next;
         if (c->in_ready) { /* out of the ready list first */
-            cs_tlsconn **pp = &w->ready, *prev = NULL;
+            cs_wsconn **pp = &w->ready, *prev = NULL;
             while (*pp && *pp != c) {
                 prev = *pp;
                 pp = &(*pp)->ready_next;
@@ -329,7 +501,7 @@ static void reap(cs_tlsio *io, worker *w)
     }
 }
 
-static void open_conn(cs_tlsio *io, worker *w, cs_tlsconn *c)
+static void open_conn(cs_wsio *io, worker *w, cs_wsconn *c)
 {
     int one = 1;
     setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -354,26 +526,26 @@ static void open_conn(cs_tlsio *io, worker *w, cs_tlsconn *c)
     read_frames(io, c); /* early frames, and what SSL holds already */
 }
 
-static void take_inbox(cs_tlsio *io, worker *w)
+static void take_inbox(cs_wsio *io, worker *w)
 {
     uint64_t v;
     while (read(w->evfd, &v, sizeof v) < 0 && errno == EINTR)
         ;
     atomic_store(&w->wake_pending, false);
     pthread_mutex_lock(&w->mu);
-    cs_tlsconn *c = w->inbox;
+    cs_wsconn *c = w->inbox;
     w->inbox = NULL;
     pthread_mutex_unlock(&w->mu);
     /* The inbox is a stack: open in arrival order. */
-    cs_tlsconn *rev = NULL;
+    cs_wsconn *rev = NULL;
     while (c) {
-        cs_tlsconn *next = c->next;
+        cs_wsconn *next = c->next;
         c->next = rev;
         rev = c;
         c = next;
     }
     while (rev) {
-        cs_tlsconn *next = rev->next;
+        cs_wsconn *next = rev->next;
         rev->next = rev->prev = NULL;
         open_conn(io, w, rev);
         rev = next;
@@ -381,36 +553,54 @@ static void take_inbox(cs_tlsio *io, worker *w)
     io->h.wake(io->h.ctx, w->idx);
 }
 
-static void run_ready(cs_tlsio *io, worker *w)
+static void run_ready(cs_wsio *io, worker *w)
 {
-    cs_tlsconn *c = w->ready;
+    cs_wsconn *c = w->ready;
     w->ready = w->ready_tail = NULL; /* what the hooks ask for now waits for the next round */
     while (c) {
-        cs_tlsconn *next = c->ready_next;
+        cs_wsconn *next = c->ready_next;
         c->in_ready = false;
-        if (!c->doomed && !c->closing && c->want && !c->pend) {
+        if (!c->doomed && !c->closing && c->want && out_idle(c)) {
             c->want = false;
             if (io->h.writable(io->h.ctx, c->user) < 0 && !c->closing)
                 doom(c);
+            else if (!c->ssl && c->qn && !c->doomed && flush(c) == 1 && c->want)
+                push_ready(c); /* all out: the next turn may write again */
         }
         c = next;
     }
 }
 
-static void tick(cs_tlsio *io, worker *w, int64_t now)
+static void tick(cs_wsio *io, worker *w, int64_t now)
 {
-    for (cs_tlsconn *c = w->conns; c; c = c->next)
+    for (cs_wsconn *c = w->conns; c; c = c->next)
         if (!c->doomed && (c->close_sent ? now >= c->linger_until : c->closing && now >= c->close_by))
             doom(c);
     io->h.tick(io->h.ctx, w->idx);
 }
 
+/* epoll_wait; with busy polling, a wait that would block first polls without blocking until an
+ * event comes or busy_ns pass (the tick may then come that much late: it is about once a
+ * second). */
+static int wait_events(cs_wsio *io, worker *w, struct epoll_event *evs, int timeout)
+{
+    if (timeout != 0 && io->busy_ns > 0) {
+        int64_t until = cs_mono_ns() + io->busy_ns;
+        do {
+            int n = epoll_wait(w->ep, evs, EVENTS_PER_WAIT, 0);
+            if (n != 0)
+                return n;
+        } while (cs_mono_ns() < until && !atomic_load_explicit(&io->stop, memory_order_relaxed));
+    }
+    return epoll_wait(w->ep, evs, EVENTS_PER_WAIT, timeout);
+}
+
 static void *worker_main(void *arg)
 {
     worker *w = arg;
-    cs_tlsio *io = w->io;
+    cs_wsio *io = w->io;
     char name[16];
-    snprintf(name, sizeof name, "cs-tls-%d", w->idx);
+    snprintf(name, sizeof name, "cs-ws-%d", w->idx);
     cs_thread_role(name, CS_NICE_LIVE); /* the live path, as the lws I/O thread */
     struct epoll_event evs[EVENTS_PER_WAIT];
     int64_t next_tick = cs_mono_ns() + TICK_NS;
@@ -419,9 +609,9 @@ static void *worker_main(void *arg)
         int timeout = w->ready ? 0 : (int)((next_tick - now) / 1000000 + 1);
         if (timeout < 0)
             timeout = 0;
-        int n = epoll_wait(w->ep, evs, EVENTS_PER_WAIT, timeout);
+        int n = wait_events(io, w, evs, timeout);
         for (int i = 0; i < n; i++) {
-            cs_tlsconn *c = evs[i].data.ptr;
+            cs_wsconn *c = evs[i].data.ptr;
             if (!c) {
                 take_inbox(io, w);
                 continue;
@@ -432,7 +622,7 @@ static void *worker_main(void *arg)
                 read_frames(io, c);
             if (!c->doomed && (evs[i].events & EPOLLOUT))
                 flush(c);
-            if (!c->doomed && !c->pend && c->want)
+            if (!c->doomed && out_idle(c) && c->want)
                 push_ready(c);
         }
         run_ready(io, w);
@@ -446,18 +636,19 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-int cs_tlsio_start(cs_tlsio **out, int n, const cs_tlsio_hooks *hooks, cs_err *err)
+int cs_wsio_start(cs_wsio **out, int n, int64_t busy_poll_ns, const cs_wsio_hooks *hooks, cs_err *err)
 {
     *out = NULL;
     if (n < 1)
         n = 1;
-    if (n > CS_TLSIO_MAX_THREADS)
-        n = CS_TLSIO_MAX_THREADS;
-    cs_tlsio *io = calloc(1, sizeof *io);
+    if (n > CS_WSIO_MAX_THREADS)
+        n = CS_WSIO_MAX_THREADS;
+    cs_wsio *io = calloc(1, sizeof *io);
     if (!io)
-        return cs_err_set(err, 0, "TLS I/O threads: out of memory");
+        return cs_err_set(err, 0, "stream I/O threads: out of memory");
     io->h = *hooks;
     io->n = n;
+    io->busy_ns = busy_poll_ns > 0 ? busy_poll_ns : 0;
     for (int i = 0; i < n; i++) {
         worker *w = &io->w[i];
         w->io = io;
@@ -469,8 +660,8 @@ int cs_tlsio_start(cs_tlsio **out, int n, const cs_tlsio_hooks *hooks, cs_err *e
         if (w->ep < 0 || w->evfd < 0 || epoll_ctl(w->ep, EPOLL_CTL_ADD, w->evfd, &ev) != 0 ||
             pthread_create(&w->th, NULL, worker_main, w) != 0) {
             io->n = i + 1;
-            cs_tlsio_free(io);
-            return cs_err_set(err, 0, "TLS I/O threads: cannot start thread %d", i);
+            cs_wsio_free(io);
+            return cs_err_set(err, 0, "stream I/O threads: cannot start thread %d", i);
         }
         w->started = true;
     }
@@ -478,7 +669,7 @@ int cs_tlsio_start(cs_tlsio **out, int n, const cs_tlsio_hooks *hooks, cs_err *e
     return 0;
 }
 
-int cs_tlsio_threads(const cs_tlsio *io)
+int cs_wsio_threads(const cs_wsio *io)
 {
     return io->n;
 }
@@ -494,9 +685,9 @@ static void kick(worker *w)
     }
 }
 
-int cs_tlsio_add(cs_tlsio *io, int fd, SSL *ssl, const uint8_t *early, size_t n, void *arg)
+int cs_wsio_add(cs_wsio *io, int fd, SSL *ssl, const uint8_t *early, size_t n, void *arg)
 {
-    cs_tlsconn *c = calloc(1, sizeof *c);
+    cs_wsconn *c = calloc(1, sizeof *c);
     if (!c)
         return -1;
     c->fd = fd;
@@ -517,7 +708,7 @@ int cs_tlsio_add(cs_tlsio *io, int fd, SSL *ssl, const uint8_t *early, size_t n,
     return 0;
 }
 
-void cs_tlsio_wake(cs_tlsio *io, int thread)
+void cs_wsio_wake(cs_wsio *io, int thread)
 {
     if (!io)
         return;
@@ -526,7 +717,7 @@ void cs_tlsio_wake(cs_tlsio *io, int thread)
             kick(&io->w[i]);
 }
 
-void cs_tlsio_stop(cs_tlsio *io)
+void cs_wsio_stop(cs_wsio *io)
 {
     if (!io || io->stopped)
         return;
@@ -544,7 +735,7 @@ void cs_tlsio_stop(cs_tlsio *io)
     for (int i = 0; i < io->n; i++) {
         worker *w = &io->w[i];
         while (w->inbox) {
-            cs_tlsconn *c = w->inbox;
+            cs_wsconn *c = w->inbox;
             w->inbox = c->next;
             close(c->fd);
             SSL_free(c->ssl);
@@ -557,11 +748,11 @@ void cs_tlsio_stop(cs_tlsio *io)
     }
 }
 
-void cs_tlsio_free(cs_tlsio *io)
+void cs_wsio_free(cs_wsio *io)
 {
     if (!io)
         return;
-    cs_tlsio_stop(io);
+    cs_wsio_stop(io);
     for (int i = 0; i < io->n; i++) {
         worker *w = &io->w[i];
         if (w->ep > 0)

@@ -1,7 +1,9 @@
-/* The TLS I/O threads (corestreamd/server/tlsio.h) against a real in-process TLS client over
- * loopback: what a subscriber can send after the server's close, and pings answered while the
- * socket is full, must neither corrupt the connection's state nor break OpenSSL's write-retry rule
- * (the same buffer and length again after SSL_ERROR_WANT_WRITE). */
+/* The stream I/O threads (corestreamd/server/wsio.h) against a real in-process client over
+ * loopback, TLS and plaintext: what a subscriber can send after the server's close, and pings
+ * answered while the socket is full, must neither corrupt the connection's state nor break
+ * OpenSSL's write-retry rule (the same buffer and length again after SSL_ERROR_WANT_WRITE);
+ * plaintext batches (several messages in one writev) must arrive whole and in order across
+ * partial writes, with pongs between whole frames only. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -23,27 +25,30 @@
 
 #include "corestreamd/server/message.h"
 #include "corestreamd/server/tls.h"
-#include "corestreamd/server/tlsio.h"
+#include "corestreamd/server/wsio.h"
 #include "support/certs.h"
 #include "support/event.h"
 
 #define WAIT_NS (20 * 1000000000LL)
 
 static cs_certs g_certs;
+static int g_plain = 1; /* a test's prestate: plaintext (NULL: TLS) */
+static int64_t g_busy_ns; /* the I/O threads' busy poll for the next fixture */
 
 typedef struct fixture {
-    cs_tlsio *io;
+    cs_wsio *io;
     SSL_CTX *sctx, *cctx;
     int cfd;
     SSL *cssl;
-    cs_tlsconn *conn;  /* the server's, set by open (its thread) */
-    atomic_int send_msg; /* wake: write one message of this many bytes */
+    cs_wsconn *conn;  /* the server's, set by open (its thread) */
+    atomic_int send_msg; /* wake: write send_n messages of this many bytes */
+    atomic_int send_n;   /* 0: 1 */
     atomic_int write_rc;
     atomic_int close_now; /* wake: queue a close frame with this code */
     event opened, gone, wrote;
 } fixture;
 
-static void *h_open(void *ctx, int thread, cs_tlsconn *c, void *arg)
+static void *h_open(void *ctx, int thread, cs_wsconn *c, void *arg)
 {
     (void)thread;
     (void)arg;
@@ -58,14 +63,20 @@ static int h_writable(void *ctx, void *user)
     (void)user;
     fixture *f = ctx;
     int n = atomic_exchange(&f->send_msg, 0);
-    if (n > 0) {
+    int count = atomic_load(&f->send_n);
+    for (int i = 0; n > 0 && i < (count ? count : 1); i++) {
         cs_msg *m = cs_msg_new((size_t)n);
-        memset(m->data, 'm', (size_t)n);
+        memset(m->data, 'm' + i, (size_t)n);
         m->len = (size_t)n;
-        atomic_store(&f->write_rc, cs_tlsio_write(f->conn, m));
-        cs_msg_release(m);
-        event_set(&f->wrote);
+        int rc = cs_wsio_write(f->conn, m);
+        cs_msg_release(m); /* the connection holds its own until the bytes are out */
+        if (rc < 0 || i + 1 == (count ? count : 1) || !cs_wsio_can_write(f->conn)) {
+            atomic_store(&f->write_rc, rc);
+            break;
+        }
     }
+    if (n > 0)
+        event_set(&f->wrote);
     return 0;
 }
 
@@ -86,10 +97,10 @@ static void h_wake(void *ctx, int thread)
     (void)thread;
     fixture *f = ctx;
     if (f->conn && atomic_load(&f->send_msg) > 0)
-        cs_tlsio_want_write(f->conn);
+        cs_wsio_want_write(f->conn);
     int code = f->conn ? atomic_exchange(&f->close_now, 0) : 0;
     if (code)
-        cs_tlsio_close(f->conn, code, "going");
+        cs_wsio_close(f->conn, code, "going");
 }
 
 static void h_tick(void *ctx, int thread)
@@ -116,9 +127,10 @@ static void *client_connect(void *arg)
     return NULL;
 }
 
-/* A handshaken pair: the server end goes to the TLS I/O thread, the client end stays here
- * (blocking, with 20 s timeouts). small: tiny socket buffers, so that the server's writes stall. */
-static void fixture_up(fixture *f, bool small)
+/* A connected pair (handshaken unless plain): the server end goes to the I/O thread, the client
+ * end stays here (blocking, with 20 s timeouts). small: tiny socket buffers, so that the server's
+ * writes stall. */
+static void fixture_up(fixture *f, bool small, bool plain)
 {
     memset(f, 0, sizeof *f);
     event_init(&f->opened);
@@ -129,9 +141,9 @@ static void fixture_up(fixture *f, bool small)
     assert_non_null(f->sctx);
     f->cctx = SSL_CTX_new(TLS_client_method());
     assert_non_null(f->cctx);
-    cs_tlsio_hooks h = {.ctx = f, .open = h_open, .writable = h_writable, .data = h_data, .gone = h_gone,
+    cs_wsio_hooks h = {.ctx = f, .open = h_open, .writable = h_writable, .data = h_data, .gone = h_gone,
                         .wake = h_wake, .tick = h_tick, .discard = h_discard};
-    assert_int_equal(cs_tlsio_start(&f->io, 1, &h, &err), 0);
+    assert_int_equal(cs_wsio_start(&f->io, 1, g_busy_ns, &h, &err), 0);
 
     int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_in a = {.sin_family = AF_INET};
@@ -154,6 +166,12 @@ static void fixture_up(fixture *f, bool small)
     setsockopt(f->cfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     setsockopt(f->cfd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 
+    if (plain) {
+        fcntl(sfd, F_SETFL, fcntl(sfd, F_GETFL) | O_NONBLOCK);
+        assert_int_equal(cs_wsio_add(f->io, sfd, NULL, NULL, 0, NULL), 0);
+        assert_true(event_wait(&f->opened, WAIT_NS));
+        return;
+    }
     f->cssl = SSL_new(f->cctx);
     SSL_set_fd(f->cssl, f->cfd);
     SSL *sssl = SSL_new(f->sctx);
@@ -166,13 +184,13 @@ static void fixture_up(fixture *f, bool small)
     assert_int_equal(src, 1);
     assert_int_equal(ch.rc, 1);
     fcntl(sfd, F_SETFL, fcntl(sfd, F_GETFL) | O_NONBLOCK);
-    assert_int_equal(cs_tlsio_add(f->io, sfd, sssl, NULL, 0, NULL), 0);
+    assert_int_equal(cs_wsio_add(f->io, sfd, sssl, NULL, 0, NULL), 0);
     assert_true(event_wait(&f->opened, WAIT_NS));
 }
 
 static void fixture_down(fixture *f)
 {
-    cs_tlsio_free(f->io);
+    cs_wsio_free(f->io);
     SSL_free(f->cssl);
     close(f->cfd);
     SSL_CTX_free(f->sctx);
@@ -184,23 +202,42 @@ static void fixture_down(fixture *f)
 
 static void client_write(fixture *f, const uint8_t *p, size_t n)
 {
+    if (!f->cssl) {
+        assert_int_equal(send(f->cfd, p, n, MSG_NOSIGNAL), (ssize_t)n);
+        return;
+    }
     assert_int_equal(SSL_write(f->cssl, p, (int)n), (int)n);
+}
+
+static int client_read(fixture *f, uint8_t *p, size_t n)
+{
+    if (!f->cssl)
+        return (int)recv(f->cfd, p, n, 0);
+    return SSL_read(f->cssl, p, (int)n);
+}
+
+/* Exactly n bytes, or -1. */
+static int client_read_all(fixture *f, uint8_t *p, size_t n)
+{
+    for (size_t got = 0; got < n;) {
+        int r = client_read(f, p + got, n - got);
+        if (r <= 0)
+            return -1;
+        got += (size_t)r;
+    }
+    return 0;
 }
 
 /* One server frame: opcode, payload length; -1 on EOF or error. Payload into out (cap bytes). */
 static int client_frame(fixture *f, uint8_t *op, uint8_t *out, size_t cap, size_t *len)
 {
     uint8_t h[10];
-    if (SSL_read(f->cssl, h, 2) != 2)
+    if (client_read_all(f, h, 2) != 0)
         return -1;
     size_t plen = h[1] & 0x7f, ext = plen == 126 ? 2 : plen == 127 ? 8 : 0;
     size_t got = 0;
-    while (got < ext) {
-        int n = SSL_read(f->cssl, h + 2 + got, (int)(ext - got));
-        if (n <= 0)
-            return -1;
-        got += (size_t)n;
-    }
+    if (client_read_all(f, h + 2, ext) != 0)
+        return -1;
     if (plen >= 126) {
         plen = 0;
         for (size_t i = 0; i < ext; i++)
@@ -211,7 +248,7 @@ static int client_frame(fixture *f, uint8_t *op, uint8_t *out, size_t cap, size_
     for (got = 0; got < plen;) {
         uint8_t scratch[4096];
         size_t want = plen - got > sizeof scratch ? sizeof scratch : plen - got;
-        int n = SSL_read(f->cssl, scratch, (int)want);
+        int n = client_read(f, scratch, want);
         if (n <= 0)
             return -1;
         if (got < cap)
@@ -228,9 +265,9 @@ static int client_frame(fixture *f, uint8_t *op, uint8_t *out, size_t cap, size_
  * simply end. */
 static void test_data_frame_while_closing_ends_the_connection(void **state)
 {
-    (void)state;
+    bool plain = *state != NULL;
     fixture f;
-    fixture_up(&f, false);
+    fixture_up(&f, false, plain);
     const uint8_t data[] = {0x82, 0x80, 0, 0, 0, 0};
     client_write(&f, data, sizeof data);
     uint8_t op, pl[128];
@@ -268,9 +305,9 @@ static void test_data_frame_while_closing_ends_the_connection(void **state)
  * other write. The connection survives, and the message arrives whole after the pongs. */
 static void test_pong_pending_is_retried_before_anything_else(void **state)
 {
-    (void)state;
+    bool plain = *state != NULL;
     fixture f;
-    fixture_up(&f, true);
+    fixture_up(&f, true, plain);
     uint8_t big[6 + 125], small[6] = {0x89, 0x80, 1, 2, 3, 4};
     big[0] = 0x89;
     big[1] = 0x80 | 125;
@@ -281,7 +318,7 @@ static void test_pong_pending_is_retried_before_anything_else(void **state)
         client_write(&f, small, sizeof small);
     }
     atomic_store(&f.send_msg, 1000);
-    cs_tlsio_wake(f.io, 0);
+    cs_wsio_wake(f.io, 0);
 
     int pongs = 0, msgs = 0;
     for (int i = 0; i < 10000 && !msgs; i++) {
@@ -311,17 +348,68 @@ static void test_pong_pending_is_retried_before_anything_else(void **state)
  * closing subscriber), not hold its socket and admission slot for ever. */
 static void test_close_behind_a_stalled_write_still_ends(void **state)
 {
-    (void)state;
+    bool plain = *state != NULL;
     fixture f;
-    fixture_up(&f, true);
+    fixture_up(&f, true, plain);
     atomic_store(&f.send_msg, 4 << 20);
-    cs_tlsio_wake(f.io, 0);
+    cs_wsio_wake(f.io, 0);
     assert_true(event_wait(&f.wrote, WAIT_NS));
-    assert_int_equal(atomic_load(&f.write_rc), 0); /* pending: the peer reads nothing */
+    /* TLS: pending, the peer reads nothing; plaintext: queued, then stuck in the same way */
+    assert_int_equal(atomic_load(&f.write_rc), plain ? 1 : 0);
     atomic_store(&f.close_now, 1008);
-    cs_tlsio_wake(f.io, 0);
+    cs_wsio_wake(f.io, 0);
     assert_true(event_wait(&f.gone, WAIT_NS));
     fixture_down(&f);
+}
+
+/* Plaintext: 16 messages of 50 KB in one writable turn, through tiny socket buffers (so every
+ * writev is partial and resumes mid-message), with pings arriving meanwhile: every message
+ * arrives whole and in order, each pong lies between whole frames, and the messages stay alive
+ * (the hook dropped its references at once) until their last byte is out. */
+static void test_plain_batch_survives_partial_writes(void **state)
+{
+    (void)state;
+    fixture f;
+    fixture_up(&f, true, true);
+    atomic_store(&f.send_n, 16);
+    atomic_store(&f.send_msg, 50000);
+    cs_wsio_wake(f.io, 0);
+    assert_true(event_wait(&f.wrote, WAIT_NS));
+    assert_int_equal(atomic_load(&f.write_rc), 1);
+    const uint8_t ping[] = {0x89, 0x84, 1, 2, 3, 4, 'p' ^ 1, 'i' ^ 2, 'n' ^ 3, 'g' ^ 4};
+    int msgs = 0, pongs = 0;
+    static uint8_t pl[100000];
+    for (int i = 0; i < 1000 && msgs < 16; i++) {
+        if (i % 3 == 0)
+            client_write(&f, ping, sizeof ping);
+        uint8_t op;
+        size_t len;
+        assert_int_equal(client_frame(&f, &op, pl, sizeof pl, &len), 0);
+        if (op == 0xA) {
+            assert_int_equal(len, 4);
+            assert_memory_equal(pl, "ping", 4);
+            pongs++;
+            continue;
+        }
+        assert_int_equal(op, 0x2);
+        assert_int_equal(len, 50000);
+        for (size_t k = 0; k < len; k += 997)
+            assert_int_equal(pl[k], 'm' + msgs);
+        assert_int_equal(pl[len - 1], 'm' + msgs);
+        msgs++;
+    }
+    assert_int_equal(msgs, 16);
+    assert_true(pongs > 0);
+    fixture_down(&f);
+}
+
+/* --busy-poll-us: the same batch while the I/O thread spins before each wait; wakes, reads and
+ * EPOLLOUT resumptions are all found by the non-blocking polls. */
+static void test_plain_batch_with_busy_polling(void **state)
+{
+    g_busy_ns = 200 * 1000;
+    test_plain_batch_survives_partial_writes(state);
+    g_busy_ns = 0;
 }
 
 static int setup(void **state)
@@ -341,9 +429,14 @@ int main(void)
 {
     signal(SIGPIPE, SIG_IGN); /* as corestreamd: a dropped connection is an error, not a signal */
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_data_frame_while_closing_ends_the_connection),
-        cmocka_unit_test(test_pong_pending_is_retried_before_anything_else),
-        cmocka_unit_test(test_close_behind_a_stalled_write_still_ends),
+        cmocka_unit_test_prestate(test_data_frame_while_closing_ends_the_connection, NULL),
+        cmocka_unit_test_prestate(test_pong_pending_is_retried_before_anything_else, NULL),
+        cmocka_unit_test_prestate(test_close_behind_a_stalled_write_still_ends, NULL),
+        cmocka_unit_test_prestate(test_data_frame_while_closing_ends_the_connection, &g_plain),
+        cmocka_unit_test_prestate(test_pong_pending_is_retried_before_anything_else, &g_plain),
+        cmocka_unit_test_prestate(test_close_behind_a_stalled_write_still_ends, &g_plain),
+        cmocka_unit_test(test_plain_batch_survives_partial_writes),
+        cmocka_unit_test(test_plain_batch_with_busy_polling),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
