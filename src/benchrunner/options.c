@@ -90,7 +90,7 @@ static void fill_flags(cs_flag *f, br_options *o)
         {"resume-retries", CS_FLAG_INT, &o->resume_retries,
          "with -resume: attempts in a row without a ledger before giving up (negative = no limit)"},
         {"busy-poll-us", CS_FLAG_INT, &o->busy_poll_us,
-         "remote and loopback, one subscriber: busy-poll the socket this many microseconds before blocking (0 = off)"},
+         "remote and loopback, one subscriber: busy-poll the socket this many microseconds before blocking (0 = off); loopback: the in-process server's stream I/O threads too"},
         {"version", CS_FLAG_BOOL, &o->version,
          "print the version, commit, build type and library versions, then exit"},
     };
