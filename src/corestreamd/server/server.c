@@ -1063,11 +1063,11 @@ static int close_subscriber(cs_server *s, subscriber *sub, int code, const char 
     return -1;
 }
 
-/* A catch-up on the background I/O thread that reached the live flow (it has followed the tip and
- * so holds no replay slot: cs_cursor_step released it, and it never queues again) goes to a live thread: cs_wsio_move hands it over
- * once this turn's messages are out, and io_moved asks for its next write there. True: asked
- * (write nothing more here); the write clock runs meanwhile, so a peer that stops reading before
- * the hand-off is still dropped by this thread's drop_stalled. */
+/* A catch-up on the background I/O thread that reached the live flow (it has followed the tip, so
+ * it holds no replay slot: cs_cursor_step released it, and it never queues again) goes to a live
+ * thread: cs_wsio_move hands it over once this turn's messages are out, and io_moved asks for its
+ * next write there. True: asked (write nothing more here); the write clock runs meanwhile, so a
+ * peer that stops reading before the hand-off is still dropped by this thread's drop_stalled. */
 static bool move_caught_up(cs_server *s, subscriber *sub)
 {
     if (!sub->tc || sub->thread != cs_wsio_bulk_thread(s->wsio) || !sub->cursor.followed_live ||

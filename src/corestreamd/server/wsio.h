@@ -58,9 +58,9 @@ typedef struct cs_wsio_hooks {
     void (*moved)(void *ctx, int thread, void *user);
 } cs_wsio_hooks;
 
-/* n live threads (1..CS_WSIO_MAX_THREADS) and the background one. busy_poll_ns > 0: a thread about to block in epoll_wait
- * first polls without blocking for up to that long (--busy-poll-us), trading a core's idle time
- * for the wake-up latency of a blocked thread. -1 with err. */
+/* n live threads (1..CS_WSIO_MAX_THREADS) and the background one. busy_poll_ns > 0: a thread about
+ * to block in epoll_wait first polls without blocking for up to that long (--busy-poll-us),
+ * trading a core's idle time for the wake-up latency of a blocked thread. -1 with err. */
 #define CS_WSIO_MAX_THREADS 4
 int cs_wsio_start(cs_wsio **out, int n, int64_t busy_poll_ns, const cs_wsio_hooks *hooks, cs_err *err);
 /* The live threads' count N (0..N-1), and the background thread's index (N). */
