@@ -5,7 +5,9 @@
  * changed, emptied, a symlink or missing, before start or while replayed, never makes a
  * subscriber accept wrong bytes: it gets the ledger whole (re-encoded) or a 1011 naming the
  * ledger with no END, and the daemon logs an ERROR naming the frames file and stays up; a new
- * ring is still a dump `--source file` replays. CORESTREAMD_BIN is the daemon's absolute path. */
+ * ring is still a dump `--source file` replays. A catch-up served on the background stream I/O
+ * thread crosses to the live tip without a gap or a duplicate, and is moved to a live thread
+ * (logged). CORESTREAMD_BIN is the daemon's absolute path. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -22,6 +24,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "common/synthetic.h"
 #include "support/procharness.h"
 #include "support/ringfixture.h"
 #include "support/tmpdir.h"
@@ -645,10 +648,60 @@ WHILE_REPLAYING(F_TRUNCATE, frames_truncated_while_replaying)
 WHILE_REPLAYING(F_FLIP, frames_flipped_while_replaying)
 WHILE_REPLAYING(F_MISSING, frames_removed_while_replaying)
 
+/* ---- a catch-up reaches the live flow ----------------------------------------------------------- */
+
+/* An unbounded catch-up from ledger 1 of a 20-ledger ring while the source publishes every 50 ms:
+ * every ledger in order, byte for byte, from the ring (stampless, on cs-ws-bulk) through to the
+ * live flow (stamped), with no gap and no duplicate across the hand-off; the daemon logs the move
+ * once, and a SIGTERM with the subscriber now on its live thread ends the daemon cleanly. */
+static void catch_up_moves_to_the_live_thread(void **state)
+{
+    fixture *f = *state;
+    enum { SIZE = 200000 };
+    const char *args[] = {"--source", "synthetic", "--synthetic-size", "200000", "--chunk-size", "65536",
+                          "--synthetic-interval", "50ms", "--emit-window", "0", NULL};
+    start_daemon(f, args);
+    if (cs_proc_wait_listening(&f->proc, WAIT_MS) != 0)
+        fail_msg("not listening:\n%s", f->proc.log);
+    wait_retained(f, 20);
+    cs_ws *ws = cs_ws_connect("127.0.0.1", f->proc.port, "/stream?start=1", WAIT_MS, NULL, NULL, 0);
+    assert_non_null(ws);
+    uint8_t *want = malloc(SIZE);
+    assert_non_null(want);
+    int stamped = 0, stampless = 0;
+    for (uint32_t seq = 1; seq < 2000 && stamped < 5; seq++) {
+        cs_ledger l;
+        char err[256];
+        int rc = cs_ws_read_ledger(ws, &l, WAIT_MS, err, sizeof err);
+        if (rc != 1)
+            fail_msg("ledger %u: %d %s\n%s", seq, rc, err, f->proc.log);
+        assert_int_equal(l.seq, seq);
+        assert_int_equal(l.len, SIZE);
+        assert_int_equal(l.discarded, 0);
+        cs_synthetic_fill(want, SIZE, seq, false);
+        assert_memory_equal(l.data, want, SIZE);
+        if (l.emit_end)
+            stamped++;
+        else if (!stamped)
+            stampless++;
+        cs_ledger_free(&l);
+    }
+    free(want);
+    assert_true(stampless >= 20); /* the ring's part */
+    assert_int_equal(stamped, 5);
+    wait_line_anywhere(f, "msg=\"caught up, moved to the live thread\"");
+    cs_proc_drain(&f->proc);
+    assert_int_equal(cs_proc_log_count(&f->proc, "caught up, moved to the live thread"), 1);
+    assert_int_equal(cs_proc_log_count(&f->proc, "level=ERROR"), 0);
+    stop_daemon(f);
+    cs_ws_close(ws);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(catch_up_moves_to_the_live_thread, setup, teardown),
         cmocka_unit_test_setup_teardown(replay_matches_live_zstd, setup, teardown),
         cmocka_unit_test_setup_teardown(replay_matches_live_raw, setup, teardown),
         cmocka_unit_test_setup_teardown(format2_ring_served_then_frames_made, setup, teardown),

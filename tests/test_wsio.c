@@ -3,7 +3,9 @@
  * answered while the socket is full, must neither corrupt the connection's state nor break
  * OpenSSL's write-retry rule (the same buffer and length again after SSL_ERROR_WANT_WRITE);
  * plaintext batches (several messages in one writev) must arrive whole and in order across
- * partial writes, with pongs between whole frames only. */
+ * partial writes, with pongs between whole frames only. cs_wsio_move hands a connection from the
+ * background thread to a live one mid-stream: its byte stream stays whole and in order, pings are
+ * answered on the new thread, a close works there, and a stop with it in transit ends it once. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -45,15 +47,20 @@ typedef struct fixture {
     atomic_int send_n;   /* 0: 1 */
     atomic_int write_rc;
     atomic_int close_now; /* wake: queue a close frame with this code */
-    event opened, gone, wrote;
+    atomic_int letter;    /* the next message's fill byte is 'a' + letter % 26 */
+    atomic_int move_to;   /* -1: none; else the writable hook asks cs_wsio_move after writing */
+    atomic_int thread;    /* the connection's thread (open, moved) */
+    atomic_int left_from, gone_count;
+    atomic_bool hold_wake; /* thread 0's wake hook waits for release (stop-in-transit test) */
+    event opened, gone, wrote, moved, left, held, release;
 } fixture;
 
 static void *h_open(void *ctx, int thread, cs_wsconn *c, void *arg)
 {
-    (void)thread;
     (void)arg;
     fixture *f = ctx;
     f->conn = c;
+    atomic_store(&f->thread, thread);
     event_set(&f->opened);
     return f;
 }
@@ -66,7 +73,7 @@ static int h_writable(void *ctx, void *user)
     int count = atomic_load(&f->send_n);
     for (int i = 0; n > 0 && i < (count ? count : 1); i++) {
         cs_msg *m = cs_msg_new((size_t)n);
-        memset(m->data, 'm' + i, (size_t)n);
+        memset(m->data, 'a' + atomic_fetch_add(&f->letter, 1) % 26, (size_t)n);
         m->len = (size_t)n;
         int rc = cs_wsio_write(f->conn, m);
         cs_msg_release(m); /* the connection holds its own until the bytes are out */
@@ -75,9 +82,29 @@ static int h_writable(void *ctx, void *user)
             break;
         }
     }
+    int to = atomic_exchange(&f->move_to, -1);
+    if (to >= 0)
+        cs_wsio_move(f->conn, to);
     if (n > 0)
         event_set(&f->wrote);
     return 0;
+}
+
+static void h_leave(void *ctx, void *user)
+{
+    (void)user;
+    fixture *f = ctx;
+    atomic_store(&f->left_from, atomic_load(&f->thread));
+    atomic_store(&f->thread, -1);
+    event_set(&f->left);
+}
+
+static void h_moved(void *ctx, int thread, void *user)
+{
+    (void)user;
+    fixture *f = ctx;
+    atomic_store(&f->thread, thread);
+    event_set(&f->moved);
 }
 
 static void h_data(void *ctx, void *user)
@@ -89,13 +116,20 @@ static void h_data(void *ctx, void *user)
 static void h_gone(void *ctx, void *user)
 {
     (void)user;
-    event_set(&((fixture *)ctx)->gone);
+    fixture *f = ctx;
+    atomic_fetch_add(&f->gone_count, 1);
+    event_set(&f->gone);
 }
 
 static void h_wake(void *ctx, int thread)
 {
-    (void)thread;
     fixture *f = ctx;
+    if (thread == 0 && atomic_exchange(&f->hold_wake, false)) {
+        event_set(&f->held);
+        (void)event_wait(&f->release, WAIT_NS); /* bounded: the test's own asserts say the rest */
+    }
+    if (thread != atomic_load(&f->thread))
+        return; /* the connection is another thread's (or in transit) */
     if (f->conn && atomic_load(&f->send_msg) > 0)
         cs_wsio_want_write(f->conn);
     int code = f->conn ? atomic_exchange(&f->close_now, 0) : 0;
@@ -130,19 +164,26 @@ static void *client_connect(void *arg)
 /* A connected pair (handshaken unless plain): the server end goes to the I/O thread, the client
  * end stays here (blocking, with 20 s timeouts). small: tiny socket buffers, so that the server's
  * writes stall. */
-static void fixture_up(fixture *f, bool small, bool plain)
+static void fixture_up_on(fixture *f, bool small, bool plain, bool bulk)
 {
     memset(f, 0, sizeof *f);
+    atomic_store(&f->move_to, -1);
+    atomic_store(&f->thread, -1);
     event_init(&f->opened);
     event_init(&f->gone);
     event_init(&f->wrote);
+    event_init(&f->moved);
+    event_init(&f->left);
+    event_init(&f->held);
+    event_init(&f->release);
     cs_err err;
     f->sctx = cs_tls_ctx_new(g_certs.server_cert, g_certs.server_key, NULL, &err);
     assert_non_null(f->sctx);
     f->cctx = SSL_CTX_new(TLS_client_method());
     assert_non_null(f->cctx);
     cs_wsio_hooks h = {.ctx = f, .open = h_open, .writable = h_writable, .data = h_data, .gone = h_gone,
-                        .wake = h_wake, .tick = h_tick, .discard = h_discard};
+                        .wake = h_wake, .tick = h_tick, .discard = h_discard, .leave = h_leave,
+                        .moved = h_moved};
     assert_int_equal(cs_wsio_start(&f->io, 1, g_busy_ns, &h, &err), 0);
 
     int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -168,7 +209,7 @@ static void fixture_up(fixture *f, bool small, bool plain)
 
     if (plain) {
         fcntl(sfd, F_SETFL, fcntl(sfd, F_GETFL) | O_NONBLOCK);
-        assert_int_equal(cs_wsio_add(f->io, sfd, NULL, NULL, 0, NULL), 0);
+        assert_int_equal(cs_wsio_add(f->io, sfd, NULL, NULL, 0, bulk, NULL), 0);
         assert_true(event_wait(&f->opened, WAIT_NS));
         return;
     }
@@ -184,8 +225,13 @@ static void fixture_up(fixture *f, bool small, bool plain)
     assert_int_equal(src, 1);
     assert_int_equal(ch.rc, 1);
     fcntl(sfd, F_SETFL, fcntl(sfd, F_GETFL) | O_NONBLOCK);
-    assert_int_equal(cs_wsio_add(f->io, sfd, sssl, NULL, 0, NULL), 0);
+    assert_int_equal(cs_wsio_add(f->io, sfd, sssl, NULL, 0, bulk, NULL), 0);
     assert_true(event_wait(&f->opened, WAIT_NS));
+}
+
+static void fixture_up(fixture *f, bool small, bool plain)
+{
+    fixture_up_on(f, small, plain, false);
 }
 
 static void fixture_down(fixture *f)
@@ -198,6 +244,10 @@ static void fixture_down(fixture *f)
     event_destroy(&f->opened);
     event_destroy(&f->gone);
     event_destroy(&f->wrote);
+    event_destroy(&f->moved);
+    event_destroy(&f->left);
+    event_destroy(&f->held);
+    event_destroy(&f->release);
 }
 
 static void client_write(fixture *f, const uint8_t *p, size_t n)
@@ -332,8 +382,8 @@ static void test_pong_pending_is_retried_before_anything_else(void **state)
         } else {
             assert_int_equal(op, 0x2);
             assert_int_equal(len, 1000);
-            assert_int_equal(pl[0], 'm');
-            assert_int_equal(pl[999], 'm');
+            assert_int_equal(pl[0], 'a');
+            assert_int_equal(pl[999], 'a');
             msgs++;
         }
     }
@@ -394,8 +444,8 @@ static void test_plain_batch_survives_partial_writes(void **state)
         assert_int_equal(op, 0x2);
         assert_int_equal(len, 50000);
         for (size_t k = 0; k < len; k += 997)
-            assert_int_equal(pl[k], 'm' + msgs);
-        assert_int_equal(pl[len - 1], 'm' + msgs);
+            assert_int_equal(pl[k], 'a' + msgs);
+        assert_int_equal(pl[len - 1], 'a' + msgs);
         msgs++;
     }
     assert_int_equal(msgs, 16);
@@ -410,6 +460,124 @@ static void test_plain_batch_with_busy_polling(void **state)
     g_busy_ns = 200 * 1000;
     test_plain_batch_survives_partial_writes(state);
     g_busy_ns = 0;
+}
+
+/* Reads want messages of len bytes (fill 'a' + k % 26 for the k-th from first), pinging every
+ * third frame: every message whole and in order, every pong whole and between frames. The
+ * pongs read. */
+static int read_messages(fixture *f, int first, int want, size_t len)
+{
+    static uint8_t pl[100000];
+    const uint8_t ping[] = {0x89, 0x84, 1, 2, 3, 4, 'p' ^ 1, 'i' ^ 2, 'n' ^ 3, 'g' ^ 4};
+    int msgs = 0, pongs = 0;
+    for (int i = 0; i < 10 * want + 100 && msgs < want; i++) {
+        if (i % 3 == 0)
+            client_write(f, ping, sizeof ping);
+        uint8_t op;
+        size_t got;
+        assert_int_equal(client_frame(f, &op, pl, sizeof pl, &got), 0);
+        if (op == 0xA) {
+            assert_int_equal(got, 4);
+            assert_memory_equal(pl, "ping", 4);
+            pongs++;
+            continue;
+        }
+        assert_int_equal(op, 0x2);
+        assert_int_equal(got, len);
+        uint8_t c = (uint8_t)('a' + (first + msgs) % 26);
+        for (size_t k = 0; k < got; k += 997)
+            assert_int_equal(pl[k], c);
+        assert_int_equal(pl[got - 1], c);
+        msgs++;
+    }
+    assert_int_equal(msgs, want);
+    return pongs;
+}
+
+/* A ping with its own payload, answered (older pongs may come first). */
+static void ping_answered(fixture *f)
+{
+    const uint8_t ping[] = {0x89, 0x84, 1, 2, 3, 4, 'm' ^ 1, 'o' ^ 2, 'v' ^ 3, 'd' ^ 4};
+    client_write(f, ping, sizeof ping);
+    for (int i = 0; i < 100; i++) {
+        uint8_t op, pl[128];
+        size_t len;
+        assert_int_equal(client_frame(f, &op, pl, sizeof pl, &len), 0);
+        assert_int_equal(op, 0xA);
+        if (len == 4 && memcmp(pl, "movd", 4) == 0)
+            return;
+    }
+    fail_msg("no pong for the ping sent after the move");
+}
+
+/* A connection added as bulk lives on the background thread (index 1 beside one live thread);
+ * a move asked in the same turn as a 16-message batch (TLS: with a message still pending) waits
+ * for the output to be idle, then the connection goes to thread 0: the batch and the next one,
+ * written there, arrive whole and in order across the hand-off, pings are answered on both
+ * threads, and the client's close is echoed by the new thread. */
+static void test_move_keeps_the_stream_whole(void **state)
+{
+    bool plain = *state != NULL;
+    fixture f;
+    fixture_up_on(&f, true, plain, true);
+    assert_int_equal(cs_wsio_threads(f.io), 1);
+    assert_int_equal(cs_wsio_bulk_thread(f.io), 1);
+    assert_int_equal(atomic_load(&f.thread), 1);
+    atomic_store(&f.send_n, 16);
+    atomic_store(&f.move_to, 0);
+    atomic_store(&f.send_msg, 30000);
+    cs_wsio_wake(f.io, 1);
+    assert_true(event_wait(&f.wrote, WAIT_NS));
+    int pongs = read_messages(&f, 0, plain ? 16 : 1, 30000); /* TLS: one SSL_write per turn */
+    assert_true(event_wait(&f.moved, WAIT_NS));
+    assert_int_equal(atomic_load(&f.left_from), 1);
+    assert_int_equal(atomic_load(&f.thread), 0);
+    ping_answered(&f);
+    int next = atomic_load(&f.letter);
+    atomic_store(&f.send_msg, 30000);
+    cs_wsio_wake(f.io, 0);
+    pongs += read_messages(&f, next, plain ? 16 : 1, 30000);
+    if (plain)
+        assert_true(pongs > 0);
+    const uint8_t close_frame[] = {0x88, 0x82, 0, 0, 0, 0, 0x03, 0xe8};
+    client_write(&f, close_frame, sizeof close_frame);
+    uint8_t op, pl[128];
+    size_t len;
+    for (int i = 0; i < 10; i++) {
+        assert_int_equal(client_frame(&f, &op, pl, sizeof pl, &len), 0);
+        if (op != 0xA)
+            break;
+    }
+    assert_int_equal(op, 0x8);
+    assert_int_equal(pl[0] << 8 | pl[1], 1000);
+    assert_true(event_wait(&f.gone, WAIT_NS));
+    assert_int_equal(atomic_load(&f.gone_count), 1);
+    fixture_down(&f);
+}
+
+/* A stop while a moved connection sits in the target's inbox (thread 0 is held in its wake hook
+ * as the connection leaves thread 1): it ends once, with gone, and nothing leaks. */
+static void test_stop_with_a_connection_in_transit(void **state)
+{
+    bool plain = *state != NULL;
+    fixture f;
+    fixture_up_on(&f, false, plain, true);
+    atomic_store(&f.hold_wake, true);
+    cs_wsio_wake(f.io, 0);
+    assert_true(event_wait(&f.held, WAIT_NS));
+    atomic_store(&f.move_to, 0);
+    atomic_store(&f.send_msg, 100);
+    cs_wsio_wake(f.io, 1);
+    assert_true(event_wait(&f.left, WAIT_NS));
+    /* thread 0 stops right after its hook: its stop flag may come before or after it looks at
+     * its inbox, and the connection must end once either way */
+    atomic_store(&f.thread, -2);
+    event_set(&f.release);
+    cs_wsio_stop(f.io);
+    assert_int_equal(atomic_load(&f.gone_count), 1);
+    if (event_wait(&f.moved, 0)) /* adopted just before the stop: by thread 0 */
+        assert_int_equal(atomic_load(&f.thread), 0);
+    fixture_down(&f);
 }
 
 static int setup(void **state)
@@ -437,6 +605,10 @@ int main(void)
         cmocka_unit_test_prestate(test_close_behind_a_stalled_write_still_ends, &g_plain),
         cmocka_unit_test(test_plain_batch_survives_partial_writes),
         cmocka_unit_test(test_plain_batch_with_busy_polling),
+        cmocka_unit_test_prestate(test_move_keeps_the_stream_whole, NULL),
+        cmocka_unit_test_prestate(test_move_keeps_the_stream_whole, &g_plain),
+        cmocka_unit_test_prestate(test_stop_with_a_connection_in_transit, NULL),
+        cmocka_unit_test_prestate(test_stop_with_a_connection_in_transit, &g_plain),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -85,9 +85,9 @@ struct subscriber {
     const sub_ops *ops;
     struct lws *wsi;       /* lws */
     cs_wsconn *tc;        /* stream I/O threads */
-    subscriber **list;     /* the owning thread's list */
+    subscriber **list;     /* the owning thread's list; NULL in transit between I/O threads */
     atomic_bool granted;   /* I/O threads: a replay slot was handed over on another thread */
-    int thread;            /* I/O threads: the thread's index */
+    int thread;            /* I/O threads: the thread's index (a caught-up catch-up moves once) */
     struct conn_tag *tag;  /* I/O threads: admission's count, released when the connection ends */
     cs_server *srv;
     cs_cursor cursor;
@@ -182,7 +182,7 @@ struct cs_server {
     bool tls_store_ready;
     cs_tls_store tls;
     cs_wsio *wsio;
-    io_worker tw[CS_WSIO_MAX_THREADS];
+    io_worker tw[CS_WSIO_MAX_THREADS + 1]; /* the live threads, then the background one (wsio.h) */
     pthread_mutex_t released_mu;
     conn_tag *released;
     atomic_bool stopping; /* shutting_down, for the I/O threads */
@@ -945,8 +945,10 @@ static const sub_ops plain_ops = {16, io_want_write, io_write_msg, io_more, io_c
 static const sub_ops tls_ops = {8, io_want_write, io_write_msg, io_more, io_close_sub, io_shut};
 
 /* A replay slot freed by another subscriber was handed to this waiting one. On the lws thread
- * (plaintext: every subscriber is there) it is acted on at once; a TLS subscriber's grant may come
- * from another TLS thread, under the slot table's mutex: it is posted to its own thread. */
+ * it is acted on at once; an I/O-thread subscriber's grant may come from another I/O thread, under
+ * the slot table's mutex: it is posted to its own thread. sub->thread is stable here: a subscriber
+ * only moves (io_moved) once its ticket is released for good (followed live: it never queues
+ * again), and that release took the same mutex after any grant. */
 static void replay_granted(void *ctx)
 {
     subscriber *sub = ctx;
@@ -1014,18 +1016,28 @@ static int subscriber_open(cs_server *s, struct lws *wsi, pss *ps)
     return 0;
 }
 
-static void subscriber_end(cs_server *s, subscriber *sub)
+/* Off its thread's list (none in transit). */
+static void unlink_subscriber(subscriber *sub)
 {
-    if (!sub->closing) {
-        cs_kv extra[] = {KV_S("error", "connection closed")};
-        log_subscriber(CS_LOG_INFO, "subscriber disconnected", sub, 1, extra);
-    }
+    if (!sub->list)
+        return;
     if (sub->prev)
         sub->prev->next = sub->next;
     else
         *sub->list = sub->next;
     if (sub->next)
         sub->next->prev = sub->prev;
+    sub->prev = sub->next = NULL;
+    sub->list = NULL;
+}
+
+static void subscriber_end(cs_server *s, subscriber *sub)
+{
+    if (!sub->closing) {
+        cs_kv extra[] = {KV_S("error", "connection closed")};
+        log_subscriber(CS_LOG_INFO, "subscriber disconnected", sub, 1, extra);
+    }
+    unlink_subscriber(sub);
     cs_cursor_destroy(&sub->cursor);
     free(sub);
     atomic_fetch_sub(&s->subscribers, 1);
@@ -1049,6 +1061,22 @@ static int close_subscriber(cs_server *s, subscriber *sub, int code, const char 
     sub->closing = true;
     sub->ops->close(sub, code, reason);
     return -1;
+}
+
+/* A catch-up on the background I/O thread that reached the live flow (it has followed the tip, so
+ * it holds no replay slot: cs_cursor_step released it, and it never queues again) goes to a live
+ * thread: cs_wsio_move hands it over once this turn's messages are out, and io_moved asks for its
+ * next write there. True: asked (write nothing more here); the write clock runs meanwhile, so a
+ * peer that stops reading before the hand-off is still dropped by this thread's drop_stalled. */
+static bool move_caught_up(cs_server *s, subscriber *sub)
+{
+    if (!sub->tc || sub->thread != cs_wsio_bulk_thread(s->wsio) || !sub->cursor.followed_live ||
+        sub->cursor.mode == CS_CUR_REPLAY || sub->cursor.mode == CS_CUR_QUEUED)
+        return false;
+    if (!sub->write_started)
+        sub->write_started = cs_mono_ns();
+    cs_wsio_move(sub->tc, (int)((unsigned)cs_wsio_fd(sub->tc) % (unsigned)cs_wsio_threads(s->wsio)));
+    return true;
 }
 
 static int subscriber_writable(cs_server *s, subscriber *sub)
@@ -1101,6 +1129,8 @@ static int subscriber_writable(cs_server *s, subscriber *sub)
                 log_subscriber(CS_LOG_INFO, "subscriber disconnected", sub, 1, extra);
                 return -1;
             }
+            if (move_caught_up(s, sub))
+                return 0;
             if (n == 1 && round + 1 < sub->ops->writes_per_turn && sub->ops->more(sub))
                 continue;
             /* lws holds what the socket did not take and calls back only once it drained; either
@@ -1112,6 +1142,8 @@ static int subscriber_writable(cs_server *s, subscriber *sub)
             /* A cursor queued for a replay slot is woken by its grant, not by every publish: a
              * long queue costs the live path's wake-ups nothing. */
             sub->waiting = sub->cursor.mode != CS_CUR_QUEUED;
+            if (move_caught_up(s, sub))
+                sub->waiting = false; /* io_moved steps it again on the live thread */
             return 0;
         case CS_STEP_CLOSE:
             return close_subscriber(s, sub, st.code, st.reason);
@@ -1304,6 +1336,36 @@ static int io_writable(void *ctx, void *user)
     return subscriber_writable(ctx, user);
 }
 
+/* cs_wsio_move: off the background thread's list, on its last call there. */
+static void io_leave(void *ctx, void *user)
+{
+    (void)ctx;
+    unlink_subscriber(user);
+}
+
+/* On the live thread it moved to: on that thread's list, its token looked at again (a reload's
+ * walks may have missed it in transit), and its next step asked for. */
+static void io_moved(void *ctx, int thread, void *user)
+{
+    cs_server *s = ctx;
+    subscriber *sub = user;
+    sub->thread = thread;
+    sub->list = &s->tw[thread].subs;
+    sub->prev = NULL;
+    sub->next = *sub->list;
+    if (*sub->list)
+        (*sub->list)->prev = sub;
+    *sub->list = sub;
+    if (s->auth_on && sub->token_name[0]) {
+        pthread_rwlock_rdlock(&s->tokens_rw);
+        sub->revoked = !cs_tokens_has(s->tokens, sub->token_digest);
+        pthread_rwlock_unlock(&s->tokens_rw);
+    }
+    cs_kv extra[] = {KV_U("ledger", sub->cursor.next), KV_I("thread", thread)};
+    log_subscriber(CS_LOG_INFO, "caught up, moved to the live thread", sub, 2, extra);
+    want_write(sub);
+}
+
 static void io_data(void *ctx, void *user)
 {
     subscriber *sub = user;
@@ -1439,13 +1501,30 @@ static int judge_head(void *ctx, int fd, void *tagp, bool tls, const char *buf, 
     return verdict;
 }
 
+/* A request whose first step reads the ring (its start is before the tip, or there is no tip
+ * yet): a catch-up, served on the background I/O thread until it reaches the live flow. Decided
+ * here, before the connection exists on any I/O thread, so no thread ever hands over a cursor
+ * mid-replay. The tip only moves forward, so a start before it stays before it; a start at the
+ * tip that the tip passes before its first step replays those few ledgers on its live thread. */
+static bool starts_with_catch_up(cs_server *s, const cs_stream_request *req)
+{
+    if (req->start == 0)
+        return false;
+    cs_snap snap;
+    cs_broadcast_watch(s->bc, &snap);
+    bool behind = snap.seq == 0 || req->start < snap.seq;
+    cs_snap_release(&snap);
+    return behind;
+}
+
 /* Head reader thread: the 101 is out; the subscriber moves to a stream I/O thread (ssl NULL:
- * plaintext). */
+ * plaintext), the background one for a catch-up. */
 static void head_upgraded(void *ctx, int fd, SSL *ssl, void *tagp, const unsigned char *early, size_t n, void *arg)
 {
     cs_server *s = ctx;
     (void)tagp;
-    if (cs_wsio_add(s->wsio, fd, ssl, early, n, arg) != 0) {
+    upgrade_info *u = arg;
+    if (cs_wsio_add(s->wsio, fd, ssl, early, n, starts_with_catch_up(s, &u->req), arg) != 0) {
         SSL_free(ssl);
         close(fd);
         io_discard(s, arg);
@@ -1925,7 +2004,8 @@ int cs_server_listen(cs_server *s, cs_err *err)
     }
     lws_sul_schedule(s->ctx, 0, &s->write_check, check_stalled_writes, WRITE_CHECK_US);
     cs_wsio_hooks th = {.ctx = s, .open = io_open, .writable = io_writable, .data = io_data,
-                        .gone = io_gone, .wake = io_wake, .tick = io_tick, .discard = io_discard};
+                        .gone = io_gone, .wake = io_wake, .tick = io_tick, .discard = io_discard,
+                        .leave = io_leave, .moved = io_moved};
     if (cs_wsio_start(&s->wsio, io_threads(), s->cfg.busy_poll_us * CS_US, &th, err) != 0)
         return -1;
     cs_headreader_config hc = {

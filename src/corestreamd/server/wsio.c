@@ -59,6 +59,11 @@ struct cs_wsconn {
      * buffer, same length) before any other write, and a newer ping may not rewrite it. Plaintext:
      * part of it is written (pong_off), the rest goes first. */
     bool pong_inflight;
+    /* cs_wsio_move asked for thread move_to (-1: none): the connection leaves once nothing of a
+     * message is waiting for the socket; until then no writable hook runs for it here. moved: it
+     * sits in the target's inbox, opened there with the moved hook rather than open. */
+    int move_to;
+    bool in_moving, moved;
     /* Plaintext: messages queued by cs_wsio_write during the writable hook, written (with a pong
      * and the close frame behind them) by one writev at the end of the turn. Each holds its
      * reference until its last byte is out; q[qhead] has qoff bytes out already. */
@@ -68,7 +73,7 @@ struct cs_wsconn {
     size_t qoff, pong_off, close_off;
     int64_t linger_until;
     int64_t close_by; /* closing, the close frame not out yet: ended at this time */
-    cs_wsconn *prev, *next, *ready_next, *doomed_next;
+    cs_wsconn *prev, *next, *ready_next, *doomed_next, *moving_next;
 };
 
 struct worker {
@@ -79,16 +84,17 @@ struct worker {
     atomic_bool wake_pending;
     pthread_mutex_t mu;
     cs_wsconn *inbox; /* under mu */
-    cs_wsconn *conns, *ready, *ready_tail, *doomed;
+    cs_wsconn *conns, *ready, *ready_tail, *doomed, *moving;
 };
 
 struct cs_wsio {
     cs_wsio_hooks h;
-    int n;
+    int n;   /* live threads: 0..n-1; the background thread is w[n] */
+    int all; /* n + 1 */
     int64_t busy_ns; /* 0: block at once */
     atomic_bool stop;
     bool stopped;
-    worker w[CS_WSIO_MAX_THREADS];
+    worker w[CS_WSIO_MAX_THREADS + 1];
 };
 
 static void doom(cs_wsconn *c)
@@ -281,7 +287,7 @@ static int flush(cs_wsconn *c)
 
 static void push_ready(cs_wsconn *c)
 {
-    if (c->in_ready || c->doomed || c->closing)
+    if (c->in_ready || c->doomed || c->closing || c->move_to >= 0)
         return;
     c->in_ready = true;
     c->ready_next = NULL;
@@ -461,9 +467,9 @@ static void read_frames(cs_wsio *io, cs_wsconn *c)
     }
 }
 
-static void end_conn(cs_wsio *io, cs_wsconn *c)
+/* Out of w's epoll and connection list. */
+static void unlink_conn(worker *w, cs_wsconn *c)
 {
-    worker *w = c->w;
     epoll_ctl(w->ep, EPOLL_CTL_DEL, c->fd, NULL);
     if (c->prev)
         c->prev->next = c->next;
@@ -471,6 +477,29 @@ static void end_conn(cs_wsio *io, cs_wsconn *c)
         w->conns = c->next;
     if (c->next)
         c->next->prev = c->prev;
+    c->prev = c->next = NULL;
+}
+
+/* Out of w's ready list, if it is there. */
+static void unready(worker *w, cs_wsconn *c)
+{
+    if (!c->in_ready)
+        return;
+    cs_wsconn **pp = &w->ready, *prev = NULL;
+    while (*pp && *pp != c) {
+        prev = *pp;
+        pp = &(*pp)->ready_next;
+    }
+    if (*pp)
+        *pp = c->ready_next;
+    if (w->ready_tail == c)
+        w->ready_tail = prev;
+    c->in_ready = false;
+}
+
+/* Closes and frees c (in no list by now); gone for an opened one. */
+static void free_conn(cs_wsio *io, cs_wsconn *c)
+{
     close(c->fd);
     SSL_free(c->ssl);
     cs_msg_release(c->pend);
@@ -481,24 +510,55 @@ static void end_conn(cs_wsio *io, cs_wsconn *c)
     free(c);
 }
 
+static void end_conn(cs_wsio *io, cs_wsconn *c)
+{
+    unlink_conn(c->w, c);
+    free_conn(io, c);
+}
+
 static void reap(cs_wsio *io, worker *w)
 {
     while (w->doomed) {
         cs_wsconn *c = w->doomed;
         w->doomed = c->doomed_next;
-        if (c->in_ready) { /* out of the ready list first */
-            cs_wsconn **pp = &w->ready, *prev = NULL;
-            while (*pp && *pp != c) {
-                prev = *pp;
-                pp = &(*pp)->ready_next;
-            }
-            if (*pp)
-                *pp = c->ready_next;
-            if (w->ready_tail == c)
-                w->ready_tail = prev;
-        }
+        unready(w, c);
         end_conn(io, c);
     }
+}
+
+static void post(worker *w, cs_wsconn *c);
+
+/* The connections cs_wsio_move asked to leave: one whose output is idle goes to its target's inbox
+ * now (leave hook here first: nothing on this thread touches it afterwards); one doomed or closing
+ * stays and ends here; one with a message still going out waits for a later round (its EPOLLOUT,
+ * or the write deadline's drop). Runs just before reap, so a doomed one is still valid. */
+static void take_moves(cs_wsio *io, worker *w)
+{
+    cs_wsconn *c = w->moving, *keep = NULL;
+    w->moving = NULL;
+    while (c) {
+        cs_wsconn *next = c->moving_next;
+        c->moving_next = NULL;
+        if (c->doomed || c->closing) {
+            c->in_moving = false;
+            c->move_to = -1;
+        } else if (!out_idle(c)) {
+            c->moving_next = keep;
+            keep = c;
+        } else {
+            worker *to = &io->w[c->move_to];
+            c->in_moving = false;
+            c->move_to = -1;
+            unready(w, c);
+            unlink_conn(w, c);
+            c->out_armed = false;
+            c->moved = true;
+            io->h.leave(io->h.ctx, c->user);
+            post(to, c);
+        }
+        c = next;
+    }
+    w->moving = keep;
 }
 
 static void open_conn(cs_wsio *io, worker *w, cs_wsconn *c)
@@ -526,6 +586,30 @@ static void open_conn(cs_wsio *io, worker *w, cs_wsconn *c)
     read_frames(io, c); /* early frames, and what SSL holds already */
 }
 
+/* A connection cs_wsio_move sent here: its buffered bytes, pong and TLS state came with it (and no
+ * message: it left with its output idle). An epoll failure ends it before the server has re-linked
+ * it (gone without moved). */
+static void adopt_moved(cs_wsio *io, worker *w, cs_wsconn *c)
+{
+    c->w = w;
+    c->moved = false;
+    c->next = w->conns;
+    if (w->conns)
+        w->conns->prev = c;
+    w->conns = c;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+    if (epoll_ctl(w->ep, EPOLL_CTL_ADD, c->fd, &ev) != 0) {
+        end_conn(io, c);
+        return;
+    }
+    io->h.moved(io->h.ctx, w->idx, c->user);
+    if (c->pong_len)
+        flush(c); /* a pong the old thread had not written yet */
+    if (!c->doomed && c->want)
+        push_ready(c);
+    read_frames(io, c); /* what the old thread had buffered (and what SSL holds) */
+}
+
 static void take_inbox(cs_wsio *io, worker *w)
 {
     uint64_t v;
@@ -547,7 +631,10 @@ static void take_inbox(cs_wsio *io, worker *w)
     while (rev) {
         cs_wsconn *next = rev->next;
         rev->next = rev->prev = NULL;
-        open_conn(io, w, rev);
+        if (rev->moved)
+            adopt_moved(io, w, rev);
+        else
+            open_conn(io, w, rev);
         rev = next;
     }
     io->h.wake(io->h.ctx, w->idx);
@@ -600,8 +687,13 @@ static void *worker_main(void *arg)
     worker *w = arg;
     cs_wsio *io = w->io;
     char name[16];
-    snprintf(name, sizeof name, "cs-ws-%d", w->idx);
-    cs_thread_role(name, CS_NICE_LIVE); /* the live path, as the lws I/O thread */
+    if (w->idx == io->n) {
+        /* Catch-up sends: below the live threads, as the replay readers that feed them. */
+        cs_thread_role("cs-ws-bulk", CS_NICE_BACKGROUND);
+    } else {
+        snprintf(name, sizeof name, "cs-ws-%d", w->idx);
+        cs_thread_role(name, CS_NICE_LIVE); /* the live path, as the lws I/O thread */
+    }
     struct epoll_event evs[EVENTS_PER_WAIT];
     int64_t next_tick = cs_mono_ns() + TICK_NS;
     while (!atomic_load(&io->stop)) {
@@ -631,6 +723,8 @@ static void *worker_main(void *arg)
             next_tick = now + TICK_NS;
             tick(io, w, now);
         }
+        if (w->moving)
+            take_moves(io, w);
         reap(io, w);
     }
     return NULL;
@@ -648,8 +742,9 @@ int cs_wsio_start(cs_wsio **out, int n, int64_t busy_poll_ns, const cs_wsio_hook
         return cs_err_set(err, 0, "stream I/O threads: out of memory");
     io->h = *hooks;
     io->n = n;
+    io->all = n + 1;
     io->busy_ns = busy_poll_ns > 0 ? busy_poll_ns : 0;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < io->all; i++) {
         worker *w = &io->w[i];
         w->io = io;
         w->idx = i;
@@ -659,7 +754,7 @@ int cs_wsio_start(cs_wsio **out, int n, int64_t busy_poll_ns, const cs_wsio_hook
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
         if (w->ep < 0 || w->evfd < 0 || epoll_ctl(w->ep, EPOLL_CTL_ADD, w->evfd, &ev) != 0 ||
             pthread_create(&w->th, NULL, worker_main, w) != 0) {
-            io->n = i + 1;
+            io->all = i + 1;
             cs_wsio_free(io);
             return cs_err_set(err, 0, "stream I/O threads: cannot start thread %d", i);
         }
@@ -670,6 +765,11 @@ int cs_wsio_start(cs_wsio **out, int n, int64_t busy_poll_ns, const cs_wsio_hook
 }
 
 int cs_wsio_threads(const cs_wsio *io)
+{
+    return io->n;
+}
+
+int cs_wsio_bulk_thread(const cs_wsio *io)
 {
     return io->n;
 }
@@ -685,7 +785,18 @@ static void kick(worker *w)
     }
 }
 
-int cs_wsio_add(cs_wsio *io, int fd, SSL *ssl, const uint8_t *early, size_t n, void *arg)
+/* Into w's inbox; w opens (or adopts) it on its own thread. */
+static void post(worker *w, cs_wsconn *c)
+{
+    pthread_mutex_lock(&w->mu);
+    c->next = w->inbox;
+    w->inbox = c;
+    pthread_mutex_unlock(&w->mu);
+    atomic_store(&w->wake_pending, false); /* the inbox must be looked at even mid-burst */
+    kick(w);
+}
+
+int cs_wsio_add(cs_wsio *io, int fd, SSL *ssl, const uint8_t *early, size_t n, bool bulk, void *arg)
 {
     cs_wsconn *c = calloc(1, sizeof *c);
     if (!c)
@@ -693,26 +804,32 @@ int cs_wsio_add(cs_wsio *io, int fd, SSL *ssl, const uint8_t *early, size_t n, v
     c->fd = fd;
     c->ssl = ssl;
     c->arg = arg;
+    c->move_to = -1;
     if (n > RBUF)
         n = RBUF;
     if (n)
         memcpy(c->rbuf, early, n);
     c->rlen = n;
-    worker *w = &io->w[(unsigned)fd % (unsigned)io->n];
-    pthread_mutex_lock(&w->mu);
-    c->next = w->inbox;
-    w->inbox = c;
-    pthread_mutex_unlock(&w->mu);
-    atomic_store(&w->wake_pending, false); /* the inbox must be looked at even mid-burst */
-    kick(w);
+    post(&io->w[bulk ? io->n : (int)((unsigned)fd % (unsigned)io->n)], c);
     return 0;
+}
+
+void cs_wsio_move(cs_wsconn *c, int thread)
+{
+    cs_wsio *io = c->w->io;
+    if (thread < 0 || thread >= io->all || thread == c->w->idx || c->in_moving || c->doomed || c->closing)
+        return;
+    c->move_to = thread;
+    c->in_moving = true;
+    c->moving_next = c->w->moving;
+    c->w->moving = c;
 }
 
 void cs_wsio_wake(cs_wsio *io, int thread)
 {
     if (!io)
         return;
-    for (int i = 0; i < io->n; i++)
+    for (int i = 0; i < io->all; i++)
         if (thread < 0 || thread == i)
             kick(&io->w[i]);
 }
@@ -723,7 +840,7 @@ void cs_wsio_stop(cs_wsio *io)
         return;
     io->stopped = true;
     atomic_store(&io->stop, true);
-    for (int i = 0; i < io->n; i++) {
+    for (int i = 0; i < io->all; i++) {
         worker *w = &io->w[i];
         if (w->started) {
             uint64_t one = 1;
@@ -732,17 +849,18 @@ void cs_wsio_stop(cs_wsio *io)
             pthread_join(w->th, NULL);
         }
     }
-    for (int i = 0; i < io->n; i++) {
+    for (int i = 0; i < io->all; i++) {
         worker *w = &io->w[i];
         while (w->inbox) {
             cs_wsconn *c = w->inbox;
             w->inbox = c->next;
-            close(c->fd);
-            SSL_free(c->ssl);
-            io->h.discard(io->h.ctx, c->arg);
-            free(c);
+            if (!c->moved) {
+                io->h.discard(io->h.ctx, c->arg);
+                c->user = NULL;
+            }
+            free_conn(io, c); /* in transit: gone, here */
         }
-        w->doomed = NULL;
+        w->doomed = w->moving = NULL;
         while (w->conns)
             end_conn(io, w->conns);
     }
@@ -753,7 +871,7 @@ void cs_wsio_free(cs_wsio *io)
     if (!io)
         return;
     cs_wsio_stop(io);
-    for (int i = 0; i < io->n; i++) {
+    for (int i = 0; i < io->all; i++) {
         worker *w = &io->w[i];
         if (w->ep > 0)
             close(w->ep);

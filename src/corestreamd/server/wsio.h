@@ -1,7 +1,10 @@
 /* The stream I/O threads (`cs-ws-N`): upgraded /stream subscribers, ws:// and wss:// alike, after
- * the head reader's 101, each on one of N threads with its own epoll, so that no write to a
+ * the head reader's 101, each on one of N live threads with its own epoll, so that no write to a
  * subscriber shares a thread with libwebsockets' service loop or with the handshakes
- * (docs/STREAM-THREADS.md).
+ * (docs/STREAM-THREADS.md). Beside them one background thread (`cs-ws-bulk`, index N, nice
+ * CS_NICE_BACKGROUND) serves the connections added with bulk (catch-ups): its sends take what the
+ * live threads leave of the cores. cs_wsio_move hands a connection to another thread (a catch-up
+ * that reached the live flow goes to a live one).
  *
  * The module owns sockets and SSLs; the server owns what a connection means, through hooks run
  * on the connection's own thread: open (a new connection; its user pointer), writable (it may
@@ -48,21 +51,29 @@ typedef struct cs_wsio_hooks {
     void (*tick)(void *ctx, int thread);
     /* arg of a connection never opened (cs_wsio_free with it still queued). */
     void (*discard)(void *ctx, void *arg);
+    /* cs_wsio_move: leave runs on the old thread as the connection leaves it (its last call
+     * there), moved on the new thread `thread` before any other hook there. In between (in
+     * transit) no hook runs for it; a stop then ends it with gone alone. */
+    void (*leave)(void *ctx, void *user);
+    void (*moved)(void *ctx, int thread, void *user);
 } cs_wsio_hooks;
 
-/* n threads (1..CS_WSIO_MAX_THREADS). busy_poll_ns > 0: a thread about to block in epoll_wait
- * first polls without blocking for up to that long (--busy-poll-us), trading a core's idle time
- * for the wake-up latency of a blocked thread. -1 with err. */
+/* n live threads (1..CS_WSIO_MAX_THREADS) and the background one. busy_poll_ns > 0: a thread about
+ * to block in epoll_wait first polls without blocking for up to that long (--busy-poll-us),
+ * trading a core's idle time for the wake-up latency of a blocked thread. -1 with err. */
 #define CS_WSIO_MAX_THREADS 4
 int cs_wsio_start(cs_wsio **out, int n, int64_t busy_poll_ns, const cs_wsio_hooks *hooks, cs_err *err);
+/* The live threads' count N (0..N-1), and the background thread's index (N). */
 int cs_wsio_threads(const cs_wsio *io);
+int cs_wsio_bulk_thread(const cs_wsio *io);
 
 /* Takes fd (non-blocking; TLS: handshake done), ssl (NULL: plaintext) and early[0..n) (copied:
- * bytes read past the request head) to the thread fd % n. 0, or -1 out of memory (the caller
- * still owns all). */
-int cs_wsio_add(cs_wsio *io, int fd, SSL *ssl, const uint8_t *early, size_t n, void *arg);
+ * bytes read past the request head) to the background thread (bulk) or the live thread fd % N.
+ * 0, or -1 out of memory (the caller still owns all). */
+int cs_wsio_add(cs_wsio *io, int fd, SSL *ssl, const uint8_t *early, size_t n, bool bulk, void *arg);
 
-/* Runs the wake hook on thread `thread` (-1: every thread) soon, once per burst. Any thread. */
+/* Runs the wake hook on thread `thread` (-1: every thread, the background one too) soon, once per
+ * burst. Any thread. */
 void cs_wsio_wake(cs_wsio *io, int thread);
 
 /* The connection's thread only. */
@@ -79,6 +90,14 @@ void cs_wsio_close(cs_wsconn *c, int code, const char *reason);
 /* Ends the connection at once (the socket is shut down: a stalled peer). */
 void cs_wsio_drop(cs_wsconn *c);
 int cs_wsio_fd(const cs_wsconn *c);
+/* Hands c to thread `thread` (0..N) at a message boundary: once nothing of a message is waiting
+ * for the socket (a plaintext turn's writev done, a TLS SSL_write finished), at the end of this
+ * thread's round, c leaves this epoll (leave hook) and goes through the target's inbox (moved
+ * hook there), with its unread bytes, pong and TLS state; a pending want_write comes along. Until
+ * it leaves, no writable hook runs for it (the caller writes nothing more here). A connection
+ * that closes or is dropped first stays and ends here. No-op for its own thread or a move already
+ * asked. */
+void cs_wsio_move(cs_wsconn *c, int thread);
 
 /* Stops and joins the threads, then ends every connection (gone for each, on this thread).
  * cs_wsio_wake stays safe (it does nothing) until cs_wsio_free, so threads that wake the
