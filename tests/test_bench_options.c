@@ -520,7 +520,8 @@ static void busy_poll_flag(void **state)
     char *usage = NULL;
     assert_int_equal(parse(ARGV("-h"), &o, &err, &usage), 1);
     const char *want = "\n  -busy-poll-us int\n    \tremote and loopback, one subscriber: busy-poll the socket this "
-                       "many microseconds before blocking (0 = off)\n  -chunk-size int\n";
+                       "many microseconds before blocking (0 = off); loopback: the in-process server's stream I/O "
+                       "threads too\n  -chunk-size int\n";
     if (!strstr(usage, want))
         fail_msg("usage is missing \"%s\":\n%s", want, usage);
     free(usage);
