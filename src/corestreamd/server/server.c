@@ -2122,6 +2122,9 @@ void cs_server_reload(cs_server *s)
 void cs_server_stop(cs_server *s)
 {
     atomic_store(&s->stop_requested, true);
+    /* Before the cancel: the source it ends would otherwise reach a stream I/O thread as the end
+     * of the stream (1000) before the lws thread's decision did (1001). */
+    atomic_store(&s->stopping, true);
     cs_cancel_fire(s->cfg.cancel);
     wake_all(s);
 }
