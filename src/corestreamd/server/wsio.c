@@ -224,24 +224,10 @@ static int plain_put(cs_wsconn *c)
     }
 }
 
-/* Writes what is pending in order: the message, a pong, the close frame. 1 all out, 0 waiting
- * for the socket, -1 failed (the connection is doomed). */
-static int flush(cs_wsconn *c)
+/* TLS: one SSL_write at a time, in order: a pong being retried, the message, a pong, the close
+ * frame. 1 all out, 0 waiting for the socket, -1 failed. */
+static int ssl_flush(cs_wsconn *c)
 {
-    if (!c->ssl) {
-        int r = plain_put(c);
-        if (r == 1 && c->close_sent && !c->shut_sent) {
-            c->shut_sent = true;
-            if (c->end_after_close)
-                doom(c);
-        }
-        if (r < 0) {
-            doom(c);
-            return -1;
-        }
-        arm(c, r == 0);
-        return r;
-    }
     int r = 1;
     if (c->pong_inflight) {
         r = ssl_put(c, c->pong, c->pong_len);
@@ -269,11 +255,21 @@ static int flush(cs_wsconn *c)
         if (r == 1)
             close_out(c);
     }
+    return r;
+}
+
+/* Writes what is pending in order: the message, a pong, the close frame. 1 all out, 0 waiting
+ * for the socket, -1 failed (the connection is doomed). */
+static int flush(cs_wsconn *c)
+{
+    int r = c->ssl ? ssl_flush(c) : plain_put(c);
     if (r == 1 && c->close_sent && !c->shut_sent) {
         c->shut_sent = true;
-        ERR_clear_error();
-        SSL_shutdown(c->ssl); /* close_notify; the peer's close frame or EOF ends it */
-        ERR_clear_error();
+        if (c->ssl) {
+            ERR_clear_error();
+            SSL_shutdown(c->ssl); /* close_notify; the peer's close frame or EOF ends it */
+            ERR_clear_error();
+        }
         if (c->end_after_close)
             doom(c);
     }
