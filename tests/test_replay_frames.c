@@ -238,11 +238,105 @@ static void changed_frames_end_without_end_then_reencode(void **state)
     cs_replay_pool_free(p);
 }
 
+/* Puts ledger seq: n chunks of chunk_size bytes, each stored as published with codec `codec`
+ * (codec 1: a plen-byte stand-in payload; codec 0: the raw bytes). */
+static void put_ledger(fixture *f, uint32_t seq, uint32_t n, size_t chunk_size, int codec, size_t plen)
+{
+    size_t len = (size_t)n * chunk_size;
+    uint8_t *raw = malloc(len);
+    uint8_t *msgs = malloc((size_t)n * (CS_WIRE_CHUNK_HEADER_LEN + chunk_size));
+    struct iovec *chunks = calloc(n, sizeof *chunks);
+    assert_non_null(raw);
+    assert_non_null(msgs);
+    assert_non_null(chunks);
+    for (size_t i = 0; i < len; i++)
+        raw[i] = (uint8_t)(i * 7 + i / 4096);
+    for (uint32_t k = 0; k < n; k++) {
+        uint8_t *m = msgs + (size_t)k * (CS_WIRE_CHUNK_HEADER_LEN + chunk_size);
+        size_t l = codec ? plen : chunk_size;
+        cs_wire_put_chunk_header(m, seq, k, (uint8_t)codec);
+        if (codec)
+            memset(m + CS_WIRE_CHUNK_HEADER_LEN, 0x5A + (int)k, l);
+        else
+            memcpy(m + CS_WIRE_CHUNK_HEADER_LEN, raw + (size_t)k * chunk_size, l);
+        chunks[k] = (struct iovec){m, CS_WIRE_CHUNK_HEADER_LEN + l};
+    }
+    cs_ledger_record rec = {.len = len, .chunks = n, .chunk_size = chunk_size, .xxh64 = XXH64(raw, len, 0)};
+    struct iovec part = {raw, len};
+    bool reset;
+    cs_err err = {0};
+    if (cs_ring_put(f->ring, seq, &part, 1, chunks, n, &rec, &reset, &err) != 0)
+        fail_msg("put ledger %u: %s", seq, err.msg);
+    free(chunks);
+    free(msgs);
+    free(raw);
+}
+
+/* Waits (bounded at 10 s) until the replay holds exactly `want` prepared messages; none of the
+ * states seen on the way may exceed the window. */
+static void await_ahead(fixture *f, cs_replay *r, size_t want, size_t max_bytes)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 10;
+    for (;;) {
+        pthread_mutex_lock(&f->mu);
+        unsigned seen = f->wakes;
+        pthread_mutex_unlock(&f->mu);
+        size_t bytes, n = cs_replay_ahead(r, &bytes);
+        assert_true(n <= CS_REPLAY_DEPTH);
+        assert_true(bytes <= max_bytes);
+        if (n == want)
+            return;
+        pthread_mutex_lock(&f->mu);
+        int w = 0;
+        while (f->wakes == seen && w == 0)
+            w = pthread_cond_timedwait(&f->cv, &f->mu, &until);
+        pthread_mutex_unlock(&f->mu);
+        if (w != 0)
+            fail_msg("the replay holds %zu messages ahead, not %zu, after 10 s", n, want);
+    }
+}
+
+/* A subscriber that reads nothing costs the window and no more: CS_REPLAY_DEPTH messages of small
+ * stored chunks, CS_REPLAY_WINDOW_BYTES of 256 KiB raw ones (BEGIN counts as a message of no
+ * bytes). Handing one out lets the workers refill only once half the window is free. */
+static void window_bounds_what_is_prepared(void **state)
+{
+    fixture *f = *state;
+    put_ledger(f, 8, 3 * CS_REPLAY_DEPTH, CS, 1, 100);
+    enum { BIG = 256 << 10 };
+    put_ledger(f, 9, 3 * CS_REPLAY_WINDOW_BYTES / BIG, BIG, 0, 0);
+    cs_replay_pool *p = pool_new(f);
+    cs_replay *r = cs_replay_start(p, 8);
+    await_ahead(f, r, CS_REPLAY_DEPTH, CS_REPLAY_DEPTH * 100);
+    cs_msg *m;
+    cs_err err = {0};
+    for (size_t i = 0; i < CS_REPLAY_DEPTH / 2 - 1; i++) {
+        assert_int_equal(cs_replay_next(r, &m, &err), CS_REPLAY_MSG);
+        cs_msg_release(m);
+    }
+    size_t bytes;
+    assert_int_equal(cs_replay_ahead(r, &bytes), CS_REPLAY_DEPTH / 2 + 1); /* not refilled yet */
+    assert_int_equal(cs_replay_next(r, &m, &err), CS_REPLAY_MSG);
+    cs_msg_release(m);
+    await_ahead(f, r, CS_REPLAY_DEPTH, CS_REPLAY_DEPTH * 100);
+    cs_replay_release(r);
+
+    r = cs_replay_start(p, 9);
+    await_ahead(f, r, 1 + CS_REPLAY_WINDOW_BYTES / BIG, CS_REPLAY_WINDOW_BYTES);
+    assert_int_equal(cs_replay_ahead(r, &bytes), 1 + CS_REPLAY_WINDOW_BYTES / BIG);
+    assert_int_equal(bytes, CS_REPLAY_WINDOW_BYTES);
+    cs_replay_release(r);
+    cs_replay_pool_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(stored_chunks_are_sent_as_published, setup, teardown),
         cmocka_unit_test_setup_teardown(changed_frames_end_without_end_then_reencode, setup, teardown),
+        cmocka_unit_test_setup_teardown(window_bounds_what_is_prepared, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

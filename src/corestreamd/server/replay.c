@@ -10,6 +10,10 @@
 #include "corestreamd/server/compress.h"
 #include "wire/wire.h"
 
+/* The small stored-chunk buffers' payload capacity: a 256 KiB chunk of ledger XDR compresses to
+ * about 30 KB. */
+#define CS_REPLAY_SMALL_CHUNK (64u << 10)
+
 /* One ledger being turned into a stampless flow: item 0 is BEGIN, items 1..n the chunks, item
  * n+1 END. Items are claimed in order but produced by any free worker, so one catch-up
  * subscriber can use the whole pool; at most CS_REPLAY_DEPTH items exist ahead of the cursor. */
@@ -39,6 +43,7 @@ struct cs_replay {
     size_t nitems;
     size_t claimed;
     size_t handed_out;
+    size_t window; /* payload bytes of the items claimed and not yet handed out */
     cs_msg *slot[CS_REPLAY_DEPTH]; /* item k lives in slot[k % DEPTH] until handed out */
     cs_replay *next_job;
 };
@@ -50,7 +55,10 @@ struct cs_replay_pool {
     bool stopping;
     cs_ring *ring;
     size_t chunk_size;
-    cs_msg_pool *msgs; /* stored chunk messages up to the pool's chunk size */
+    /* Stored chunk messages: most zstd chunks fit the small ones; raw chunks (and zstd ones that
+     * barely shrank) take the chunk-sized ones. Two sizes keep the idle buffers' memory near
+     * what the chunks use. */
+    cs_msg_pool *small, *msgs;
     void (*wake)(void *);
     void *wake_ctx;
     int nworkers;
@@ -77,10 +85,30 @@ static void enqueue_locked(cs_replay_pool *p, cs_replay *r)
     pthread_cond_signal(&p->cond);
 }
 
+/* Item k's payload bytes as the window counts them: a stored chunk's recorded length, a chunk to
+ * encode its raw length (its upper bound), BEGIN and END nothing. */
+static size_t item_bytes(const cs_replay *r, size_t k)
+{
+    if (k == 0 || k >= r->nitems - 1)
+        return 0;
+    if (r->stored)
+        return r->ledger->frames[k - 1].len;
+    uint64_t off = (uint64_t)(k - 1) * r->chunk_size, left = r->ledger->rec.len - off;
+    return left < r->chunk_size ? (size_t)left : r->chunk_size;
+}
+
 static bool can_claim_locked(const cs_replay *r)
 {
     return r->ledger && !r->released && !r->reading && r->status == CS_REPLAY_PENDING &&
-           r->claimed < r->nitems && r->claimed < r->handed_out + CS_REPLAY_DEPTH;
+           r->claimed < r->nitems && r->claimed < r->handed_out + CS_REPLAY_DEPTH &&
+           (r->claimed == r->handed_out || r->window + item_bytes(r, r->claimed) <= CS_REPLAY_WINDOW_BYTES);
+}
+
+/* Takes the next item into the window; returns its index. */
+static size_t claim_locked(cs_replay *r)
+{
+    r->window += item_bytes(r, r->claimed);
+    return r->claimed++;
 }
 
 /* Whether a worker should look at r: to open it, or to produce its next items. Not for one free
@@ -91,7 +119,10 @@ static bool needs_work_locked(const cs_replay *r)
 {
     if (r->released || r->status != CS_REPLAY_PENDING)
         return false;
-    return r->ledger ? can_claim_locked(r) && r->claimed - r->handed_out <= CS_REPLAY_DEPTH / 2 : !r->opening;
+    if (!r->ledger)
+        return !r->opening;
+    return can_claim_locked(r) && r->claimed - r->handed_out <= CS_REPLAY_DEPTH / 2 &&
+           r->window <= CS_REPLAY_WINDOW_BYTES / 2;
 }
 
 static void replay_free(cs_replay *r)
@@ -122,8 +153,8 @@ static void unref_locked(cs_replay_pool *p, cs_replay *r)
  * and its length, or NULL with *status and err set. */
 static uint8_t *read_chunk(cs_replay *r, size_t k, size_t *n, int *status, cs_err *err)
 {
-    uint64_t off = (uint64_t)(k - 1) * r->chunk_size, len = r->ledger->rec.len;
-    *n = len - off < r->chunk_size ? (size_t)(len - off) : r->chunk_size;
+    uint64_t off = (uint64_t)(k - 1) * r->chunk_size;
+    *n = item_bytes(r, k);
     uint8_t *buf = malloc(*n ? *n : 1);
     if (!buf) {
         *status = CS_REPLAY_FAILED;
@@ -146,7 +177,9 @@ static cs_msg *read_stored(cs_replay_pool *p, cs_replay *r, size_t k, int *statu
 {
     const cs_frame *f = &r->ledger->frames[k - 1];
     size_t need = CS_WIRE_CHUNK_HEADER_LEN + f->len;
-    cs_msg *m = need <= CS_WIRE_CHUNK_HEADER_LEN + p->chunk_size ? cs_msg_pool_get(p->msgs) : cs_msg_new(need);
+    cs_msg *m = need <= CS_WIRE_CHUNK_HEADER_LEN + CS_REPLAY_SMALL_CHUNK ? cs_msg_pool_get(p->small)
+                : need <= CS_WIRE_CHUNK_HEADER_LEN + p->chunk_size ? cs_msg_pool_get(p->msgs)
+                                                                   : cs_msg_new(need);
     if (!m) {
         *status = CS_REPLAY_FAILED;
         cs_err_set(err, 0, "replay ledger %u: out of memory", r->seq);
@@ -287,13 +320,13 @@ static void *worker_main(void *argp)
                 notify(p);
         }
         if (can_claim_locked(r)) {
-            size_t k = r->claimed++, n = 1;
+            size_t k = claim_locked(r), n = 1;
             bool chunk = k > 0 && k < r->nitems - 1;
             /* Stored chunks are only read: this worker takes every free slot (in order, so the
              * hash still sees the bytes in ledger order) and wakes the I/O thread once for all. */
             if (chunk && r->stored)
                 for (; n < CS_REPLAY_DEPTH && r->claimed < r->nitems - 1 && can_claim_locked(r); n++)
-                    r->claimed++;
+                    claim_locked(r);
             r->reading = chunk;
             /* Let another worker take the next item of the same ledger meanwhile. */
             if (!r->queued && needs_work_locked(r))
@@ -373,12 +406,15 @@ cs_replay_pool *cs_replay_pool_new(int workers, cs_ring *ring, bool compress, in
     pthread_cond_init(&p->cond, NULL);
     p->ring = ring;
     p->chunk_size = chunk_size;
-    /* Catch-up reuses its message memory instead of faulting in fresh pages per chunk. */
-    p->msgs = cs_msg_pool_new(CS_WIRE_CHUNK_HEADER_LEN + chunk_size, 2 * CS_REPLAY_DEPTH * (size_t)workers);
+    /* Catch-up reuses its message memory instead of faulting in fresh pages per chunk: as many
+     * idle buffers as two windows per worker hold. */
+    p->small = cs_msg_pool_new(CS_WIRE_CHUNK_HEADER_LEN + CS_REPLAY_SMALL_CHUNK, 2 * CS_REPLAY_DEPTH * (size_t)workers);
+    size_t big = chunk_size ? CS_REPLAY_WINDOW_BYTES / chunk_size : 1;
+    p->msgs = cs_msg_pool_new(CS_WIRE_CHUNK_HEADER_LEN + chunk_size, 2 * (big ? big : 1) * (size_t)workers);
     p->wake = wake;
     p->wake_ctx = wake_ctx;
     p->threads = calloc((size_t)workers, sizeof *p->threads);
-    if (!p->threads || !p->msgs) {
+    if (!p->threads || !p->msgs || !p->small) {
         cs_replay_pool_free(p);
         cs_err_set(err, 0, "server: out of memory");
         return NULL;
@@ -422,7 +458,8 @@ void cs_replay_pool_free(cs_replay_pool *p)
     }
     pthread_mutex_unlock(&p->mu);
     free(p->threads);
-    cs_msg_pool_free(p->msgs); /* messages still held by cursors free themselves later */
+    cs_msg_pool_free(p->small); /* messages still held by cursors free themselves later */
+    cs_msg_pool_free(p->msgs);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cond);
     free(p);
@@ -459,6 +496,7 @@ int cs_replay_next(cs_replay *r, cs_msg **out, cs_err *err)
     } else if (k < r->claimed && r->slot[k % CS_REPLAY_DEPTH]) {
         *out = r->slot[k % CS_REPLAY_DEPTH];
         r->slot[k % CS_REPLAY_DEPTH] = NULL;
+        r->window -= item_bytes(r, k);
         r->handed_out++;
         rc = CS_REPLAY_MSG;
     } else {
@@ -469,6 +507,21 @@ int cs_replay_next(cs_replay *r, cs_msg **out, cs_err *err)
         enqueue_locked(p, r);
     pthread_mutex_unlock(&p->mu);
     return rc;
+}
+
+size_t cs_replay_ahead(cs_replay *r, size_t *bytes)
+{
+    cs_replay_pool *p = r->pool;
+    size_t n = 0, b = 0;
+    pthread_mutex_lock(&p->mu);
+    for (size_t k = r->handed_out; k < r->claimed; k++)
+        if (r->slot[k % CS_REPLAY_DEPTH]) {
+            n++;
+            b += item_bytes(r, k);
+        }
+    pthread_mutex_unlock(&p->mu);
+    *bytes = b;
+    return n;
 }
 
 void cs_replay_release(cs_replay *r)

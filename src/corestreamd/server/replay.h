@@ -23,11 +23,15 @@
 #include "store/ring.h"
 
 #define CS_REPLAY_WORKERS 2
-/* Messages prepared ahead of the subscriber: bounds a slow subscriber's replay memory (up to
- * this many chunk buffers per replaying subscriber). The window is refilled once half of it was
- * handed out, stored chunks a batch per worker, so a catch-up costs one wake-up per few messages
- * rather than per message. */
-#define CS_REPLAY_DEPTH 8
+/* Messages prepared ahead of the subscriber, bounded both in count and in payload bytes (a window
+ * always admits one message, whatever its size): what a slow subscriber's replay may hold in
+ * memory. Stored zstd chunks are ~30 KB, so the count bounds them (32 x 30 KB); raw 256 KiB chunks
+ * meet the byte bound first (8 of them, 2 MiB). The window is refilled once half of it was handed
+ * out, stored chunks a batch per worker, so a catch-up costs one wake-up of a worker and of the
+ * I/O thread per ~16 messages rather than per message: on this 2-core machine a wake-up costs
+ * about as much CPU as reading and hashing the ~30 KB it announces. */
+#define CS_REPLAY_DEPTH 32
+#define CS_REPLAY_WINDOW_BYTES (2u << 20)
 
 typedef struct cs_replay_pool cs_replay_pool;
 typedef struct cs_replay cs_replay;
@@ -54,6 +58,10 @@ enum {
 /* A terminal status comes in the flow's place of the item that failed: every message before it is
  * handed out first (CS_REPLAY_MSG), whatever the workers' timing. */
 int cs_replay_next(cs_replay *r, cs_msg **out, cs_err *err);
+
+/* Messages prepared and not yet handed out, and (in *bytes) their payload bytes as the window
+ * counts them: what r holds in memory now. Any thread. */
+size_t cs_replay_ahead(cs_replay *r, size_t *bytes);
 
 /* The cursor is done with r (finished, or its connection went away). */
 void cs_replay_release(cs_replay *r);
