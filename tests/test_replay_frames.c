@@ -41,8 +41,9 @@ typedef struct fixture {
     unsigned wakes;
 } fixture;
 
-static void wake(void *ctx)
+static void wake(void *ctx, int arg)
 {
+    (void)arg;
     fixture *f = ctx;
     pthread_mutex_lock(&f->mu);
     f->wakes++;
@@ -150,7 +151,7 @@ static void stored_chunks_are_sent_as_published(void **state)
 {
     fixture *f = *state;
     cs_replay_pool *p = pool_new(f);
-    cs_replay *r = cs_replay_start(p, 7);
+    cs_replay *r = cs_replay_start(p, 7, 0);
     expect_begin(f, r);
     cs_err err = {0};
     cs_msg *m;
@@ -184,7 +185,7 @@ static void changed_frames_end_without_end_then_reencode(void **state)
     assert_int_equal(pwrite(fd, &b, 1, 310), 1);
     close(fd);
     cs_replay_pool *p = pool_new(f);
-    cs_replay *r = cs_replay_start(p, 7);
+    cs_replay *r = cs_replay_start(p, 7, 0);
     expect_begin(f, r);
     cs_err err = {0};
     cs_msg *m;
@@ -207,7 +208,7 @@ static void changed_frames_end_without_end_then_reencode(void **state)
     assert_int_equal(o, 7);
 
     /* Re-encoded now: real zstd (or raw) chunks whose bytes are the ledger's, and the END. */
-    r = cs_replay_start(p, 7);
+    r = cs_replay_start(p, 7, 0);
     expect_begin(f, r);
     uint8_t got[LEN];
     size_t at = 0;
@@ -308,7 +309,7 @@ static void window_bounds_what_is_prepared(void **state)
     enum { BIG = 256 << 10 };
     put_ledger(f, 9, 3 * CS_REPLAY_WINDOW_BYTES / BIG, BIG, 0, 0);
     cs_replay_pool *p = pool_new(f);
-    cs_replay *r = cs_replay_start(p, 8);
+    cs_replay *r = cs_replay_start(p, 8, 0);
     await_ahead(f, r, CS_REPLAY_DEPTH, CS_REPLAY_DEPTH * 100);
     cs_msg *m;
     cs_err err = {0};
@@ -323,7 +324,7 @@ static void window_bounds_what_is_prepared(void **state)
     await_ahead(f, r, CS_REPLAY_DEPTH, CS_REPLAY_DEPTH * 100);
     cs_replay_release(r);
 
-    r = cs_replay_start(p, 9);
+    r = cs_replay_start(p, 9, 0);
     await_ahead(f, r, 1 + CS_REPLAY_WINDOW_BYTES / BIG, CS_REPLAY_WINDOW_BYTES);
     assert_int_equal(cs_replay_ahead(r, &bytes), 1 + CS_REPLAY_WINDOW_BYTES / BIG);
     assert_int_equal(bytes, CS_REPLAY_WINDOW_BYTES);

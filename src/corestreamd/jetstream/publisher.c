@@ -176,8 +176,9 @@ static void on_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void
     natsMsg_Destroy(msg);
 }
 
-static void on_replay_ready(void *ctx)
+static void on_replay_ready(void *ctx, int arg)
 {
+    (void)arg; /* one consumer: this publisher's thread */
     kick(ctx);
 }
 
@@ -294,7 +295,7 @@ static int step_flow(cs_js_publisher *p, cs_flow *f)
 static int step_ring(cs_js_publisher *p)
 {
     if (!p->rp) {
-        p->rp = cs_replay_start(p->replays, p->pos.seq);
+        p->rp = cs_replay_start(p->replays, p->pos.seq, 0);
         p->rp_item = 0;
         if (!p->rp)
             return STEP_WAIT_KICK; /* out of memory: try again shortly */

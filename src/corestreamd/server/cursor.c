@@ -257,7 +257,7 @@ static bool decide(cs_cursor *c, const cs_snap *s, cs_step *out)
         }
         if (!take_slot(c, out))
             return true;
-        c->replay = cs_replay_start(c->env.replays, (uint32_t)c->next);
+        c->replay = cs_replay_start(c->env.replays, (uint32_t)c->next, c->env.replay_wake);
         if (!c->replay) {
             oom(out);
             return true;

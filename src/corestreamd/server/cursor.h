@@ -23,6 +23,10 @@ typedef struct cs_cursor_env {
     cs_ring *ring;
     cs_replay_pool *replays;
     cs_replay_slots *slots; /* every ring replay runs under one of these */
+    /* The replay pool's wake argument for this cursor's replays: who steps it (the server: its
+     * I/O thread's index, or -1 for the lws thread). The owner updates it when the cursor moves;
+     * a move never happens mid-replay. */
+    int replay_wake;
     atomic_uint_fast64_t *live_abandons;
 } cs_cursor_env;
 

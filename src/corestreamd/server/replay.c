@@ -21,6 +21,7 @@ struct cs_replay {
     cs_replay_pool *pool;
     unsigned refs; /* the cursor's, one while queued, one per worker producing */
     uint32_t seq;
+    int wake_arg;
     bool queued;
     bool released; /* the cursor let go: stop producing */
     bool opening;  /* a worker is mapping the ledger */
@@ -59,7 +60,7 @@ struct cs_replay_pool {
      * barely shrank) take the chunk-sized ones. Two sizes keep the idle buffers' memory near
      * what the chunks use. */
     cs_msg_pool *small, *msgs;
-    void (*wake)(void *);
+    void (*wake)(void *, int);
     void *wake_ctx;
     int nworkers;
     pthread_t *threads;
@@ -243,6 +244,28 @@ static cs_msg *produce_end(cs_replay *r, int *status, bool *frames_fault, cs_err
     return m;
 }
 
+static cs_msg *produce_begin(const cs_replay *r, int *status, cs_err *err)
+{
+    cs_msg *m = cs_msg_new(CS_WIRE_BEGIN_LEN);
+    if (m) {
+        m->len = cs_wire_put_begin(m->data, r->seq, 0);
+    } else {
+        *status = CS_REPLAY_FAILED;
+        cs_err_set(err, 0, "replay ledger %u: out of memory", r->seq);
+    }
+    return m;
+}
+
+/* Item k of a stored replay: BEGIN, a stored chunk or END. */
+static cs_msg *produce_stored(cs_replay_pool *p, cs_replay *r, size_t k, int *status, bool *frames_fault, cs_err *err)
+{
+    if (k == 0)
+        return produce_begin(r, status, err);
+    if (k == r->nitems - 1)
+        return produce_end(r, status, frames_fault, err);
+    return read_stored(p, r, k, status, frames_fault, err);
+}
+
 /* Opens the ledger (checked against its record by the ring). Called and returns with the lock
  * held. */
 static void open_locked(cs_replay_pool *p, cs_replay *r)
@@ -288,11 +311,12 @@ static void open_locked(cs_replay_pool *p, cs_replay *r)
     r->nitems = (size_t)((ledger->rec.len + r->chunk_size - 1) / r->chunk_size) + 2;
 }
 
-static void notify(cs_replay_pool *p)
+static void notify(cs_replay_pool *p, const cs_replay *r)
 {
+    int arg = r->wake_arg;
     pthread_mutex_unlock(&p->mu);
     if (p->wake)
-        p->wake(p->wake_ctx);
+        p->wake(p->wake_ctx, arg);
     pthread_mutex_lock(&p->mu);
 }
 
@@ -317,17 +341,19 @@ static void *worker_main(void *argp)
         if (!r->ledger && !r->opening && !r->released && r->status == CS_REPLAY_PENDING) {
             open_locked(p, r);
             if (r->status != CS_REPLAY_PENDING)
-                notify(p);
+                notify(p, r);
         }
         if (can_claim_locked(r)) {
             size_t k = claim_locked(r), n = 1;
             bool chunk = k > 0 && k < r->nitems - 1;
-            /* Stored chunks are only read: this worker takes every free slot (in order, so the
-             * hash still sees the bytes in ledger order) and wakes the I/O thread once for all. */
-            if (chunk && r->stored)
-                for (; n < CS_REPLAY_DEPTH && r->claimed < r->nitems - 1 && can_claim_locked(r); n++)
+            /* A stored replay is only read: this worker takes every free slot, BEGIN and END
+             * included (in order, so the hashes still see the bytes in ledger order and END comes
+             * after the last chunk's read), and wakes the I/O thread once for all. */
+            bool batch = r->stored;
+            if (batch)
+                for (; n < CS_REPLAY_DEPTH && can_claim_locked(r); n++)
                     claim_locked(r);
-            r->reading = chunk;
+            r->reading = chunk || batch;
             /* Let another worker take the next item of the same ledger meanwhile. */
             if (!r->queued && needs_work_locked(r))
                 enqueue_locked(p, r);
@@ -337,18 +363,17 @@ static void *worker_main(void *argp)
             cs_err err = {0};
             cs_msg *m[CS_REPLAY_DEPTH] = {0};
             size_t made = 0;
-            if (k == 0) {
-                if ((m[0] = cs_msg_new(CS_WIRE_BEGIN_LEN)))
-                    m[0]->len = cs_wire_put_begin(m[0]->data, r->seq, 0);
-            } else if (chunk && r->stored) {
+            if (batch) {
                 /* No compression: the read is the whole job, done in order. */
-                while (made < n && (m[made] = read_stored(p, r, k + made, &status, &frames_fault, &err)))
+                while (made < n && (m[made] = produce_stored(p, r, k + made, &status, &frames_fault, &err)))
                     made++;
                 pthread_mutex_lock(&p->mu);
                 r->reading = false;
                 if (!r->queued && needs_work_locked(r))
                     enqueue_locked(p, r);
                 pthread_mutex_unlock(&p->mu);
+            } else if (k == 0) {
+                m[0] = produce_begin(r, &status, &err);
             } else if (chunk) {
                 size_t len;
                 uint8_t *raw = read_chunk(r, k, &len, &status, &err);
@@ -363,7 +388,7 @@ static void *worker_main(void *argp)
             } else {
                 m[0] = produce_end(r, &status, &frames_fault, &err);
             }
-            if (!(chunk && r->stored))
+            if (!batch)
                 made = m[0] != NULL;
             /* A ledger that differs from its record leaves the ring (with everything older); frames
              * that differ leave the ledger to be re-encoded. */
@@ -384,7 +409,7 @@ static void *worker_main(void *argp)
             }
             for (size_t i = 0; i < made; i++)
                 r->slot[(k + i) % CS_REPLAY_DEPTH] = m[i];
-            notify(p);
+            notify(p, r);
         }
         unref_locked(p, r);
     }
@@ -395,7 +420,7 @@ static void *worker_main(void *argp)
 }
 
 cs_replay_pool *cs_replay_pool_new(int workers, cs_ring *ring, bool compress, int level, size_t chunk_size,
-                                   void (*wake)(void *), void *wake_ctx, cs_err *err)
+                                   void (*wake)(void *, int), void *wake_ctx, cs_err *err)
 {
     cs_replay_pool *p = calloc(1, sizeof *p);
     if (!p) {
@@ -465,7 +490,7 @@ void cs_replay_pool_free(cs_replay_pool *p)
     free(p);
 }
 
-cs_replay *cs_replay_start(cs_replay_pool *p, uint32_t seq)
+cs_replay *cs_replay_start(cs_replay_pool *p, uint32_t seq, int wake_arg)
 {
     cs_replay *r = calloc(1, sizeof *r);
     if (!r)
@@ -473,6 +498,7 @@ cs_replay *cs_replay_start(cs_replay_pool *p, uint32_t seq)
     r->pool = p;
     r->refs = 1;
     r->seq = seq;
+    r->wake_arg = wake_arg;
     r->status = CS_REPLAY_PENDING;
     pthread_mutex_lock(&p->mu);
     if (!p->stopping)

@@ -36,15 +36,16 @@
 typedef struct cs_replay_pool cs_replay_pool;
 typedef struct cs_replay cs_replay;
 
-/* wake runs on a worker thread each time a message or a batch of them becomes ready, or a replay
- * fails. */
+/* wake(wake_ctx, arg) runs on a worker thread each time a message or a batch of them becomes
+ * ready, or a replay fails; arg is what cs_replay_start was given for that replay, so the wake can
+ * go to the one thread that consumes it. It may still run (once) for a replay just released. */
 cs_replay_pool *cs_replay_pool_new(int workers, cs_ring *ring, bool compress, int level, size_t chunk_size,
-                                   void (*wake)(void *), void *wake_ctx, cs_err *err);
+                                   void (*wake)(void *, int), void *wake_ctx, cs_err *err);
 /* Stops the workers; replays still held by cursors stay valid but produce nothing more. */
 void cs_replay_pool_free(cs_replay_pool *p);
 
-/* Starts preparing ledger seq. NULL on allocation failure. */
-cs_replay *cs_replay_start(cs_replay_pool *p, uint32_t seq);
+/* Starts preparing ledger seq; its wakes carry wake_arg. NULL on allocation failure. */
+cs_replay *cs_replay_start(cs_replay_pool *p, uint32_t seq, int wake_arg);
 
 enum {
     CS_REPLAY_MSG = 0,          /* *out holds the next message (caller owns the reference) */

@@ -226,15 +226,27 @@ static void wake_lws(cs_server *s)
         lws_cancel_service(s->ctx);
 }
 
-/* A publish or a finished replay (the broadcaster's and the replay pool's wake): every I/O thread,
- * and lws only when a stream subscriber lives there; its own work (stop, reload, the source's
- * end, released tags) is posted with wake_all or lws_cancel_service. */
+/* A publish (the broadcaster's wake): every I/O thread, and lws only when a stream subscriber
+ * lives there; its own work (stop, reload, the source's end, released tags) is posted with
+ * wake_all or lws_cancel_service. */
 static void server_wake(void *arg)
 {
     cs_server *s = arg;
     if (atomic_load_explicit(&s->lws_subs, memory_order_relaxed) > 0)
         wake_lws(s);
     cs_wsio_wake(s->wsio, -1);
+}
+
+/* Messages of one replay are ready (the replay pool's wake, on a replay worker): only the thread
+ * whose subscriber reads it (cs_cursor_env.replay_wake: an I/O thread's index, -1 lws). A
+ * catch-up wakes its thread once per batch of chunks; the live threads sleep through it. */
+static void replay_wake(void *arg, int thread)
+{
+    cs_server *s = arg;
+    if (thread < 0)
+        wake_lws(s);
+    else
+        cs_wsio_wake(s->wsio, thread);
 }
 
 /* Any thread: the lws thread and every I/O thread. */
@@ -970,7 +982,8 @@ static void subscriber_start(cs_server *s, subscriber *sub, subscriber **list, c
     sub->srv = s;
     sub->list = list;
     cs_cursor_env env = {.bc = s->bc, .ring = s->cfg.ring, .replays = s->replays,
-                         .slots = s->replay_slots, .live_abandons = &s->live_abandons};
+                         .slots = s->replay_slots, .live_abandons = &s->live_abandons,
+                         .replay_wake = sub->tc ? sub->thread : -1};
     cs_cursor_init(&sub->cursor, &env, sub->req.start, sub->req.bounded, sub->req.end);
     /* Replays are counted per address as connections are: the key admission took at accept. */
     if (tag)
@@ -1350,6 +1363,7 @@ static void io_moved(void *ctx, int thread, void *user)
     cs_server *s = ctx;
     subscriber *sub = user;
     sub->thread = thread;
+    sub->cursor.env.replay_wake = thread;
     sub->list = &s->tw[thread].subs;
     sub->prev = NULL;
     sub->next = *sub->list;
@@ -1874,7 +1888,7 @@ int cs_server_new(cs_server **out, const cs_server_config *cfg, cs_err *err)
     if (rc == 0)
         rc = cs_pipeline_new(&s->pipeline, s->workers, cfg->compress, live_level, s->chunk_size, publish_chunk, s, err);
     if (rc == 0 && !(s->replays = cs_replay_pool_new(CS_REPLAY_WORKERS, cfg->ring, cfg->compress, (int)level,
-                                                     s->chunk_size, server_wake, s, err)))
+                                                     s->chunk_size, replay_wake, s, err)))
         rc = -1;
     if (rc == 0)
         rc = cs_frames_fill_start(&s->frames_fill, cfg->ring, cfg->compress, (int)level, s->chunk_size, err);
