@@ -34,7 +34,8 @@
 # Disk: RING x 14.5 MiB (2.9 GB) plus 24 MB/s of live ledgers while it runs, in a mktemp -d
 # scratch dir removed at exit.
 # Environment: BUILD_DIR (default build), RING (200), SUBS (8), CATCHUP_LIMIT (600 s), QUIET (6 s,
-# the tip-only window; 10 live ledgers at the 600 ms cadence), SIZE
+# the tip-only window; 10 live ledgers at the 600 ms cadence), REPS (1; each phase runs this many
+# times in turn, each reported on its own), SIZE
 # (15196160; smaller only to prove the script at a tiny shape), CATCHUP_VERIFY (0; 1 adds --verify
 # --remote-compressible --synthetic-size to the catch-up subscribers), FILL_FRAMES (1; 0 deletes
 # the stored frames after the fill and sets the marker back to format 2, so the live server
@@ -54,6 +55,7 @@ FILL_WINDOW=${FILL_WINDOW:-80ms}
 FILL_LEVEL=${FILL_LEVEL:-1}
 RETENTION=${RETENTION:-1000}
 QUIET=${QUIET:-6}
+REPS=${REPS:-1}
 
 bench_init cell5-catchup "catch-up: $RING x 15196160 B compressible ledgers replayed by 1 and by $SUBS subscribers, live tip meanwhile"
 need_tools curl
@@ -206,8 +208,12 @@ phase() {
   metric "${name}_failed" "$PH_FAIL"
 }
 
+# A one-subscriber phase lasts about half a second, which CPU ticks measure to +-0.02 s/GiB:
+# REPS > 1 runs each phase again (catchup1_r2, ...) over the same ring, for a spread.
 phase catchup1 1
+for ((r = 2; r <= REPS; r++)); do phase "catchup1_r$r" 1; done
 phase catchup$SUBS "$SUBS"
+for ((r = 2; r <= REPS; r++)); do phase "catchup${SUBS}_r$r" "$SUBS"; done
 
 # 4. Two more live ledgers, then stop the tip subscriber.
 hz=$(healthz "$LIVE_ADDR")
