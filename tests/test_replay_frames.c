@@ -103,25 +103,43 @@ static int teardown(void **state)
     return 0;
 }
 
-/* The next message, or a terminal status: waits for wakes, bounded at 10 s. */
-static int next(fixture *f, cs_replay *r, cs_msg **m, cs_err *err)
+static struct timespec in_10s(void)
 {
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_sec += 10;
+    return until;
+}
+
+static unsigned wakes_seen(fixture *f)
+{
+    pthread_mutex_lock(&f->mu);
+    unsigned n = f->wakes;
+    pthread_mutex_unlock(&f->mu);
+    return n;
+}
+
+/* Waits for a wake after the seen-th, until the deadline: false when none came. */
+static bool await_wake(fixture *f, unsigned seen, const struct timespec *until)
+{
+    pthread_mutex_lock(&f->mu);
+    int w = 0;
+    while (f->wakes == seen && w == 0)
+        w = pthread_cond_timedwait(&f->cv, &f->mu, until);
+    pthread_mutex_unlock(&f->mu);
+    return w == 0;
+}
+
+/* The next message, or a terminal status: waits for wakes, bounded at 10 s. */
+static int next(fixture *f, cs_replay *r, cs_msg **m, cs_err *err)
+{
+    struct timespec until = in_10s();
     for (;;) {
-        pthread_mutex_lock(&f->mu);
-        unsigned seen = f->wakes;
-        pthread_mutex_unlock(&f->mu);
+        unsigned seen = wakes_seen(f);
         int rc = cs_replay_next(r, m, err);
         if (rc != CS_REPLAY_PENDING)
             return rc;
-        pthread_mutex_lock(&f->mu);
-        int w = 0;
-        while (f->wakes == seen && w == 0)
-            w = pthread_cond_timedwait(&f->cv, &f->mu, &until);
-        pthread_mutex_unlock(&f->mu);
-        if (w != 0)
+        if (!await_wake(f, seen, &until))
             fail_msg("replay made no progress in 10 s");
     }
 }
@@ -277,24 +295,15 @@ static void put_ledger(fixture *f, uint32_t seq, uint32_t n, size_t chunk_size, 
  * states seen on the way may exceed the window. */
 static void await_ahead(fixture *f, cs_replay *r, size_t want, size_t max_bytes)
 {
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += 10;
+    struct timespec until = in_10s();
     for (;;) {
-        pthread_mutex_lock(&f->mu);
-        unsigned seen = f->wakes;
-        pthread_mutex_unlock(&f->mu);
+        unsigned seen = wakes_seen(f);
         size_t bytes, n = cs_replay_ahead(r, &bytes);
         assert_true(n <= CS_REPLAY_DEPTH);
         assert_true(bytes <= max_bytes);
         if (n == want)
             return;
-        pthread_mutex_lock(&f->mu);
-        int w = 0;
-        while (f->wakes == seen && w == 0)
-            w = pthread_cond_timedwait(&f->cv, &f->mu, &until);
-        pthread_mutex_unlock(&f->mu);
-        if (w != 0)
+        if (!await_wake(f, seen, &until))
             fail_msg("the replay holds %zu messages ahead, not %zu, after 10 s", n, want);
     }
 }

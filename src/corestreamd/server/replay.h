@@ -38,7 +38,7 @@ typedef struct cs_replay cs_replay;
 
 /* wake(wake_ctx, arg) runs on a worker thread each time a message or a batch of them becomes
  * ready, or a replay fails; arg is what cs_replay_start was given for that replay, so the wake can
- * go to the one thread that consumes it. It may still run (once) for a replay just released. */
+ * go to the one thread that consumes it. It may still run for a replay just released. */
 cs_replay_pool *cs_replay_pool_new(int workers, cs_ring *ring, bool compress, int level, size_t chunk_size,
                                    void (*wake)(void *, int), void *wake_ctx, cs_err *err);
 /* Stops the workers; replays still held by cursors stay valid but produce nothing more. */
