@@ -2,7 +2,8 @@
  * were published (the stored "zstd" payloads here are not even zstd, so any recompression or
  * decoding would show), END carries the recorded checksum; frames changed on disk end the replay
  * CS_REPLAY_CORRUPT with no END and cost only the frames, so the next replay re-encodes the
- * intact ledger. */
+ * intact ledger. The window bounds what a replay holds ahead of its reader, and every wake carries
+ * the argument its replay was started with. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -39,13 +40,16 @@ typedef struct fixture {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     unsigned wakes;
+    int last_arg, other_args; /* the wakes' arguments: the last one, and how many differed from it */
 } fixture;
 
 static void wake(void *ctx, int arg)
 {
-    (void)arg;
     fixture *f = ctx;
     pthread_mutex_lock(&f->mu);
+    if (f->wakes && arg != f->last_arg)
+        f->other_args++;
+    f->last_arg = arg;
     f->wakes++;
     pthread_cond_broadcast(&f->cv);
     pthread_mutex_unlock(&f->mu);
@@ -169,7 +173,7 @@ static void stored_chunks_are_sent_as_published(void **state)
 {
     fixture *f = *state;
     cs_replay_pool *p = pool_new(f);
-    cs_replay *r = cs_replay_start(p, 7, 0);
+    cs_replay *r = cs_replay_start(p, 7, 5); /* its wakes say who reads it: 5 */
     expect_begin(f, r);
     cs_err err = {0};
     cs_msg *m;
@@ -188,6 +192,9 @@ static void stored_chunks_are_sent_as_published(void **state)
     assert_int_equal(next(f, r, &m, &err), CS_REPLAY_DONE);
     cs_replay_release(r);
     cs_replay_pool_free(p);
+    assert_true(f->wakes > 0);
+    assert_int_equal(f->last_arg, 5);
+    assert_int_equal(f->other_args, 0);
 }
 
 static void changed_frames_end_without_end_then_reencode(void **state)
