@@ -190,7 +190,7 @@ static void sleep_or_close(const cs_cursor *c, const cs_snap *s, cs_step *out)
 
 /* One decision against a snapshot. Returns false when it changed state without producing a step,
  * so the caller decides again. */
-static bool decide(cs_cursor *c, const cs_snap *s, cs_step *out)
+static bool decide(cs_cursor *c, const cs_snap *s, int stepper, cs_step *out)
 {
     if (c->next == 0)
         c->next = s->seq;
@@ -257,7 +257,7 @@ static bool decide(cs_cursor *c, const cs_snap *s, cs_step *out)
         }
         if (!take_slot(c, out))
             return true;
-        c->replay = cs_replay_start(c->env.replays, (uint32_t)c->next, c->env.replay_wake);
+        c->replay = cs_replay_start(c->env.replays, (uint32_t)c->next, stepper);
         if (!c->replay) {
             oom(out);
             return true;
@@ -270,7 +270,7 @@ static bool decide(cs_cursor *c, const cs_snap *s, cs_step *out)
     return true;
 }
 
-void cs_cursor_step(cs_cursor *c, cs_step *out)
+void cs_cursor_step(cs_cursor *c, int stepper, cs_step *out)
 {
     memset(out, 0, sizeof *out);
     bool decided = false;
@@ -285,7 +285,7 @@ void cs_cursor_step(cs_cursor *c, cs_step *out)
                 c->mode = CS_CUR_IDLE; /* ask again: the slot may have been granted */
             cs_snap s;
             cs_broadcast_watch(c->env.bc, &s);
-            decided = decide(c, &s, out);
+            decided = decide(c, &s, stepper, out);
             cs_snap_release(&s);
         }
     }

@@ -23,10 +23,6 @@ typedef struct cs_cursor_env {
     cs_ring *ring;
     cs_replay_pool *replays;
     cs_replay_slots *slots; /* every ring replay runs under one of these */
-    /* The replay pool's wake argument for this cursor's replays: who steps it (the server: its
-     * I/O thread's index, or -1 for the lws thread). The owner updates it when the cursor moves;
-     * a move never happens mid-replay. */
-    int replay_wake;
     atomic_uint_fast64_t *live_abandons;
 } cs_cursor_env;
 
@@ -85,6 +81,8 @@ void cs_cursor_init(cs_cursor *c, const cs_cursor_env *env, uint32_t start, bool
  * goes to the next waiter (its granted callback runs now). */
 void cs_cursor_destroy(cs_cursor *c);
 
-void cs_cursor_step(cs_cursor *c, cs_step *out);
+/* stepper names the thread stepping c (the server: its I/O thread's index, -1 for lws): a replay
+ * this step starts passes it to the replay pool's wake, so its wakes reach that thread alone. */
+void cs_cursor_step(cs_cursor *c, int stepper, cs_step *out);
 
 #endif

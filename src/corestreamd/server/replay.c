@@ -244,15 +244,12 @@ static cs_msg *produce_end(cs_replay *r, int *status, bool *frames_fault, cs_err
     return m;
 }
 
-static cs_msg *produce_begin(const cs_replay *r, int *status, cs_err *err)
+/* NULL when out of memory (the caller says so, as for every item). */
+static cs_msg *produce_begin(const cs_replay *r)
 {
     cs_msg *m = cs_msg_new(CS_WIRE_BEGIN_LEN);
-    if (m) {
+    if (m)
         m->len = cs_wire_put_begin(m->data, r->seq, 0);
-    } else {
-        *status = CS_REPLAY_FAILED;
-        cs_err_set(err, 0, "replay ledger %u: out of memory", r->seq);
-    }
     return m;
 }
 
@@ -260,7 +257,7 @@ static cs_msg *produce_begin(const cs_replay *r, int *status, cs_err *err)
 static cs_msg *produce_stored(cs_replay_pool *p, cs_replay *r, size_t k, int *status, bool *frames_fault, cs_err *err)
 {
     if (k == 0)
-        return produce_begin(r, status, err);
+        return produce_begin(r);
     if (k == r->nitems - 1)
         return produce_end(r, status, frames_fault, err);
     return read_stored(p, r, k, status, frames_fault, err);
@@ -373,7 +370,7 @@ static void *worker_main(void *argp)
                     enqueue_locked(p, r);
                 pthread_mutex_unlock(&p->mu);
             } else if (k == 0) {
-                m[0] = produce_begin(r, &status, &err);
+                m[0] = produce_begin(r);
             } else if (chunk) {
                 size_t len;
                 uint8_t *raw = read_chunk(r, k, &len, &status, &err);
@@ -434,8 +431,8 @@ cs_replay_pool *cs_replay_pool_new(int workers, cs_ring *ring, bool compress, in
     /* Catch-up reuses its message memory instead of faulting in fresh pages per chunk: as many
      * idle buffers as two windows per worker hold. */
     p->small = cs_msg_pool_new(CS_WIRE_CHUNK_HEADER_LEN + CS_REPLAY_SMALL_CHUNK, 2 * CS_REPLAY_DEPTH * (size_t)workers);
-    size_t big = chunk_size ? CS_REPLAY_WINDOW_BYTES / chunk_size : 1;
-    p->msgs = cs_msg_pool_new(CS_WIRE_CHUNK_HEADER_LEN + chunk_size, 2 * (big ? big : 1) * (size_t)workers);
+    size_t big = chunk_size && chunk_size < CS_REPLAY_WINDOW_BYTES ? CS_REPLAY_WINDOW_BYTES / chunk_size : 1;
+    p->msgs = cs_msg_pool_new(CS_WIRE_CHUNK_HEADER_LEN + chunk_size, 2 * big * (size_t)workers);
     p->wake = wake;
     p->wake_ctx = wake_ctx;
     p->threads = calloc((size_t)workers, sizeof *p->threads);

@@ -238,8 +238,9 @@ static void server_wake(void *arg)
 }
 
 /* Messages of one replay are ready (the replay pool's wake, on a replay worker): only the thread
- * whose subscriber reads it (cs_cursor_env.replay_wake: an I/O thread's index, -1 lws). A
- * catch-up wakes its thread once per batch of chunks; the live threads sleep through it. */
+ * whose subscriber reads it (the cursor's stepper: an I/O thread's index, -1 lws). A catch-up
+ * wakes its thread once per batch of chunks; the live threads sleep through it. A subscriber moves
+ * thread only outside a replay (move_caught_up), so a replay's index stays right. */
 static void replay_wake(void *arg, int thread)
 {
     cs_server *s = arg;
@@ -982,8 +983,7 @@ static void subscriber_start(cs_server *s, subscriber *sub, subscriber **list, c
     sub->srv = s;
     sub->list = list;
     cs_cursor_env env = {.bc = s->bc, .ring = s->cfg.ring, .replays = s->replays,
-                         .slots = s->replay_slots, .live_abandons = &s->live_abandons,
-                         .replay_wake = sub->tc ? sub->thread : -1};
+                         .slots = s->replay_slots, .live_abandons = &s->live_abandons};
     cs_cursor_init(&sub->cursor, &env, sub->req.start, sub->req.bounded, sub->req.end);
     /* Replays are counted per address as connections are: the key admission took at accept. */
     if (tag)
@@ -1105,7 +1105,7 @@ static int subscriber_writable(cs_server *s, subscriber *sub)
             return close_subscriber(s, sub, CS_CLOSE_POLICY, "token revoked");
 
         cs_step st;
-        cs_cursor_step(&sub->cursor, &st);
+        cs_cursor_step(&sub->cursor, sub->tc ? sub->thread : -1, &st);
         if (st.abandoned && cs_log_enabled(CS_LOG_DEBUG)) {
             cs_kv extra[] = {KV_U("ledger", sub->cursor.abandoned_seq)};
             log_subscriber(CS_LOG_DEBUG, "live chunk flow abandoned; redelivering from the ring", sub, 1, extra);
@@ -1363,7 +1363,6 @@ static void io_moved(void *ctx, int thread, void *user)
     cs_server *s = ctx;
     subscriber *sub = user;
     sub->thread = thread;
-    sub->cursor.env.replay_wake = thread;
     sub->list = &s->tw[thread].subs;
     sub->prev = NULL;
     sub->next = *sub->list;
