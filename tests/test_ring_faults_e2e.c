@@ -503,8 +503,9 @@ static int read_rest_of_2(cs_ws *ws, int *code, char *reason, size_t rlen)
 /* Corrupted after the replay opened ledger 2 (its BEGIN arrived; the subscriber reads slowly):
  * truncation and changed bytes end in 1011 naming the ledger, with no END, and the ring drops it;
  * a removed, replaced or extended file is still read whole from the descriptor the replay holds,
- * so the ledger arrives valid, and the next subscriber's open check drops it. Another subscriber
- * meanwhile is unaffected. */
+ * so the ledger arrives valid, and the next subscriber's open check drops it. So does a record
+ * removed or replaced under the replay: the record it loaded still vouches for the bytes it reads.
+ * Another subscriber meanwhile is unaffected. */
 static void corrupt_while_replaying(fixture *f, corruption c)
 {
     fill_ring(f);
@@ -565,6 +566,9 @@ WHILE_REPLAYING(C_FLIP, flipped_while_replaying)
 WHILE_REPLAYING(C_EXTEND, extended_while_replaying)
 WHILE_REPLAYING(C_REMOVE, removed_while_replaying)
 WHILE_REPLAYING(C_SYMLINK, symlink_while_replaying)
+WHILE_REPLAYING(C_DIRECTORY, directory_while_replaying)
+WHILE_REPLAYING(C_NO_RECORD, missing_record_while_replaying)
+WHILE_REPLAYING(C_OTHER_RECORD, other_record_while_replaying)
 
 /* A ring written before records (raw files only, no ring-format marker) opens: records are made
  * by hashing, logged at INFO, and its ledgers are served. */
@@ -712,6 +716,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(extended_while_replaying, setup, teardown),
         cmocka_unit_test_setup_teardown(removed_while_replaying, setup, teardown),
         cmocka_unit_test_setup_teardown(symlink_while_replaying, setup, teardown),
+        cmocka_unit_test_setup_teardown(directory_while_replaying, setup, teardown),
+        cmocka_unit_test_setup_teardown(missing_record_while_replaying, setup, teardown),
+        cmocka_unit_test_setup_teardown(other_record_while_replaying, setup, teardown),
         cmocka_unit_test_setup_teardown(old_format_ring_opens, setup, teardown),
         cmocka_unit_test_setup_teardown(stale_run_is_reset_before_listening, setup, teardown),
     };
