@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   gcc make cmake pkg-config
-  libwebsockets-dev libzstd-dev libxxhash-dev libssl-dev libcurl4-openssl-dev libcjson-dev
+  libzstd-dev libxxhash-dev libssl-dev libcurl4-openssl-dev libcjson-dev
   libsystemd-dev
   debhelper lintian systemd curl groff-base
   libcmocka-dev openssl

@@ -87,7 +87,7 @@ static int healthz_on(int fd)
     return sscanf(buf, "HTTP/1.1 %d", &code) == 1 ? code : -1;
 }
 
-/* The server counts a connection from accept until lws destroys it: wait until it holds n. */
+/* The server counts a connection from accept until it ends: wait until it holds n. */
 static void wait_connections(harness *h, int n)
 {
     int64_t deadline = cs_mono_ns() + WAIT_MS * T_MS;
@@ -182,6 +182,47 @@ static void test_header_deadline_closes_a_silent_connection(void **state)
     harness_stop(&h);
 }
 
+/* Under a low descriptor limit the total cap shrinks to what the limit leaves, and the
+ * per-address cap with it, to half the total: one address flooding the port holds at most half
+ * the slots, and a second address still gets in. */
+static void test_one_address_never_holds_every_slot(void **state)
+{
+    (void)state;
+    struct rlimit saved, low;
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &saved), 0);
+    int probe = dup(0); /* the descriptors in use now */
+    assert_true(probe >= 0);
+    close(probe);
+    low = saved;
+    low.rlim_cur = (rlim_t)(probe + CS_FD_RESERVE + 120); /* the server's own threads take some */
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+    harness h;
+    harness_opts o = tip_opts(); /* the default caps: 4096 in total, 256 per address */
+    harness_start(&h, &o);
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &saved), 0);
+    uint32_t total = cs_server_max_connections(h.srv), per = cs_server_max_connections_per_ip(h.srv);
+    assert_true(total > 10 && total < 120);
+    assert_int_equal(per, total / 2);
+    int flood[120];
+    size_t n = 0;
+    for (; n < total; n++)
+        flood[n] = connect_from("127.0.0.1", h.port);
+    int64_t deadline = cs_mono_ns() + WAIT_MS * T_MS;
+    while (cs_server_refused_per_ip(h.srv) < total - per && cs_mono_ns() < deadline) {
+        struct timespec ts = {0, 2 * 1000 * 1000};
+        nanosleep(&ts, NULL); /* the count has no event to wait on; bounded by the deadline */
+    }
+    assert_int_equal(cs_server_refused_per_ip(h.srv), total - per);
+    wait_connections(&h, (int)per);
+    int other = connect_from("127.0.0.2", h.port);
+    assert_int_equal(healthz_on(other), 200);
+    close(other);
+    for (size_t i = 0; i < n; i++)
+        close(flood[i]);
+    wait_connections(&h, 0);
+    harness_stop(&h);
+}
+
 /* With no descriptor left, accept4 fails with EMFILE while the listener stays readable: the
  * server must rest instead of retrying in a loop, and serve the waiting connection once a
  * descriptor is free again. The limit is lowered in this process after the sockets the test
@@ -229,6 +270,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_per_address_cap_closes_at_accept),
         cmocka_unit_test(test_total_cap_closes_at_accept),
+        cmocka_unit_test(test_one_address_never_holds_every_slot),
         cmocka_unit_test(test_header_deadline_closes_a_silent_connection),
         cmocka_unit_test(test_out_of_descriptors_pauses_accept),
     };

@@ -49,6 +49,7 @@ static int g_gate = -1;
 static const char *const k_pidfiles[] = {"escaped.pid", "ingroup.pid"};
 
 static pid_t read_pid(const char *name);
+static void scratch(const char *name, char *out, size_t len);
 
 /* Reads (and drops) ledgers until the stream ends, then checks the close frame it ended with. */
 static void expect_close(cs_ws *ws, int want_code, const char *want_reason)
@@ -219,6 +220,66 @@ static void test_sigterm_closes_subscribers_and_exits_zero(void **state)
     assert_non_null(strstr(p.log, "msg=\"source loop cancelled\""));
     assert_non_null(strstr(p.log, "msg=\"corestreamd stopped\""));
     cs_ws_close(ws);
+    cs_proc_free(&p);
+}
+
+/* The port of the `admin endpoints listening` line. */
+static int admin_port(cs_proc *p)
+{
+    assert_int_equal(cs_proc_wait_line(p, "msg=\"admin endpoints listening\"", WAIT_MS), 0);
+    char line[512];
+    cs_proc_line(p, line, sizeof line);
+    const char *a = strstr(line, " addr=127.0.0.1:");
+    assert_non_null(a);
+    return atoi(a + strlen(" addr=127.0.0.1:"));
+}
+
+/* Requests that declare a body, on the data and the admin listener (with --auth-healthz, whose 401
+ * wedged the daemon as well): each is refused with its status, and the daemon still accepts,
+ * answers its probes and stops on SIGTERM. */
+static void test_request_bodies_never_wedge_the_daemon(void **state)
+{
+    (void)state;
+    char tokens[PATH_MAX + 32];
+    scratch("tokens", tokens, sizeof tokens);
+    FILE *f = fopen(tokens, "w");
+    assert_non_null(f);
+    fputs("probe 0123456789abcdef0123456789abcdef\n", f);
+    fclose(f);
+    cs_proc p;
+    const char *args[] = {"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--synthetic-interval", "50ms",
+                          "--auth-tokens", tokens, "--auth-healthz", NULL};
+    start(&p, args);
+    assert_int_equal(cs_proc_wait_listening(&p, WAIT_MS), 0);
+    int ports[2] = {p.port, admin_port(&p)};
+    static const struct {
+        const char *req;
+        int status;
+    } cases[] = {
+        {"POST /healthz HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+         "Content-Length: 1\r\n\r\nx", 413},
+        {"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello", 413},
+        {"GET /nope HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx", 413},
+        {"POST /healthz HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\nabc", 400},
+        {"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 401},
+    };
+    static char resp[8192];
+    for (int round = 0; round < 2; round++)
+        for (size_t port = 0; port < 2; port++)
+            for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+                int st = cs_http_raw("127.0.0.1", ports[port], cases[i].req, WAIT_MS, resp, sizeof resp);
+                if (st != cases[i].status)
+                    fail_msg("port %d, request %zu: status %d\n%s", ports[port], i, st, resp);
+            }
+    for (size_t port = 0; port < 2; port++)
+        assert_int_equal(cs_http_raw("127.0.0.1", ports[port],
+                                     "GET /healthz HTTP/1.1\r\nHost: x\r\n"
+                                     "Authorization: Bearer 0123456789abcdef0123456789abcdef\r\n\r\n",
+                                     WAIT_MS, resp, sizeof resp),
+                         200);
+    kill(p.pid, SIGTERM);
+    assert_int_equal(cs_proc_wait_exit(&p, SHUTDOWN_MS), 0);
+    assert_non_null(strstr(p.log, "msg=\"corestreamd stopped\""));
     cs_proc_free(&p);
 }
 
@@ -863,6 +924,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_real_core_sources_validate, setup, teardown),
         cmocka_unit_test_setup_teardown(test_listen_failure_names_the_address, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unwritable_data_dir_is_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_request_bodies_never_wedge_the_daemon, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sigterm_closes_subscribers_and_exits_zero, setup, teardown),
         cmocka_unit_test_setup_teardown(test_thread_roles_and_priorities, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sighup_reloads_tokens_and_never_stops, setup, teardown),

@@ -13,7 +13,6 @@
 #include <time.h>
 
 #include <cmocka.h>
-#include <libwebsockets.h>
 #include <xxhash.h>
 #include <zstd.h>
 
@@ -3356,8 +3355,6 @@ static void test_handshake_failures(void **state)
 
 int main(void)
 {
-    /* The library leaves lws's global log level alone; the application (this test) may set it. */
-    lws_set_log_level(LLL_ERR, NULL);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_endpoint),
         cmocka_unit_test(test_endpoint_scrubs_stale_range_params),

@@ -10,7 +10,6 @@
 #include <cmocka.h>
 
 #include <errno.h>
-#include <libwebsockets.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -655,7 +654,6 @@ int main(void)
 {
     FILE *null = fopen("/dev/null", "w");
     cs_log_init(null, CS_LOG_ERROR + 4);
-    lws_set_log_level(LLL_ERR, NULL);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bounded_replay_from_retention),
         cmocka_unit_test(test_replay_to_live_handoff),

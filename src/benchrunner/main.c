@@ -9,7 +9,6 @@
  * Errors print `benchrunner: <err>` on stderr and exit 1. */
 #include <errno.h>
 #include <ftw.h>
-#include <libwebsockets.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -341,8 +340,6 @@ static int run_loopback(const br_options *o, progress *prog, run_out *out, cs_er
 
 int main(int argc, char **argv)
 {
-    lws_set_log_level(LLL_ERR, NULL);
-
     br_options o;
     cs_err err;
     int rc = br_options_parse(&o, argc, argv, stderr, &err);

@@ -20,7 +20,6 @@ const char *cs_build_type(void);
  *   <prog> <version>
  *   commit: <commit>
  *   build type: <build type>
- *   libwebsockets: <lws_get_library_version(), less a trailing "-" of an empty build hash>
  *   zstd: <ZSTD_versionString()>
  *   xxhash: <major.minor.release of XXH_versionNumber()>
  *   openssl: <OpenSSL_version(OPENSSL_VERSION_STRING)>

@@ -300,7 +300,14 @@ int main(int argc, char **argv)
     }
     g_notify = hook.notify;
     pthread_t sig_thread;
-    pthread_create(&sig_thread, NULL, signal_main, &set);
+    int perr = pthread_create(&sig_thread, NULL, signal_main, &set);
+    if (perr != 0) {
+        /* Without it SIGINT, SIGTERM and SIGHUP would stay blocked: only SIGKILL would stop us. */
+        char why[128], msg[192];
+        snprintf(msg, sizeof msg, "cannot start the signal thread: %s", cs_go_errno(perr, why, sizeof why));
+        cs_daemon_config_free(&cfg);
+        return fail(msg);
+    }
     pthread_detach(sig_thread);
 
     cs_cancel cancel;
@@ -373,8 +380,8 @@ int main(int argc, char **argv)
         rc = jetstream_new(&cfg, server, ring, &jetstream, &err);
     if (rc == 0 && jetstream)
         cs_server_set_jetstream_stats(server, jetstream_stats, jetstream);
-    /* The signal thread sees the server only once listen has set it up (its lws context); a
-     * signal before that fires the cancellation instead, and the run below does not start. */
+    /* The signal thread sees the server only once listen has set it up; a signal before that
+     * fires the cancellation instead, and the run below does not start. */
     if (rc == 0)
         rc = cs_server_listen(server, &err);
     if (rc == 0) {

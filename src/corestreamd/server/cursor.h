@@ -1,10 +1,10 @@
-/* One subscriber's cursor (PORTSPEC 2.6): a small state machine the I/O thread drives, one
- * message per writable callback. Anchor (tip or start), ring catch-up (stampless, prepared by the
+/* One subscriber's cursor: a small state machine its stream I/O thread drives, one message per
+ * step. Anchor (tip or start), ring catch-up (stampless, prepared by the
  * replay encoders, under a replay slot), live following of the current flow, and the close
  * decision. There is no per-subscriber queue: the cursor's whole state is where it is.
  *
- * Its owner's I/O thread only (the lws thread, or the TLS I/O thread of a wss:// subscriber): the
- * cursor and its replay ticket are never touched elsewhere; the slot table is shared under its own
+ * Its subscriber's stream I/O thread only (cs-ws-N or cs-ws-bulk): the cursor and its replay
+ * ticket are never touched elsewhere; the slot table is shared under its own
  * mutex (replayslots.h). */
 #ifndef CS_CORESTREAMD_CURSOR_H
 #define CS_CORESTREAMD_CURSOR_H
@@ -81,7 +81,7 @@ void cs_cursor_init(cs_cursor *c, const cs_cursor_env *env, uint32_t start, bool
  * goes to the next waiter (its granted callback runs now). */
 void cs_cursor_destroy(cs_cursor *c);
 
-/* stepper names the thread stepping c (the server: its I/O thread's index, -1 for lws): a replay
+/* stepper names the thread stepping c (the server: its stream I/O thread's index): a replay
  * this step starts passes it to the replay pool's wake, so its wakes reach that thread alone. */
 void cs_cursor_step(cs_cursor *c, int stepper, cs_step *out);
 

@@ -18,6 +18,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/thread.h"
+#include "corestreamd/server/httpanswer.h"
 #include "corestreamd/server/listener.h"
 
 #define FIRST_BUF 2048 /* most heads fit; the buffer doubles up to the head limit */
@@ -43,6 +44,8 @@ typedef struct hconn {
     SSL *ssl;       /* TLS: from the first byte on */
     void *arg;      /* judge's for an upgrade, until upgraded */
     bool upgrade;   /* the answer is a 101 */
+    bool keep;      /* after the answer, the next request on the connection is read */
+    unsigned served; /* requests answered on this connection */
     size_t head_len;
     int64_t deadline;
     struct hconn *prev, *next;
@@ -101,25 +104,23 @@ static void hconn_free(hconn *c)
     free(c);
 }
 
-/* Hands c to drain: with its fd (head complete) or without (closed here). */
-static void finish(cs_headreader *hr, hlist *from, hconn *c, bool keep_fd)
+/* Closes c and hands its tag to drain. */
+static void finish(cs_headreader *hr, hlist *from, hconn *c)
 {
     list_remove(from, c);
     epoll_ctl(hr->ep, EPOLL_CTL_DEL, c->fd, NULL);
-    if (!keep_fd) {
-        if (c->ssl) {
-            SSL_free(c->ssl);
-            c->ssl = NULL;
-        }
-        if (c->arg && hr->cfg.discard)
-            hr->cfg.discard(hr->cfg.ctx, c->arg);
-        c->arg = NULL;
-        close(c->fd);
-        c->fd = -1;
-        free(c->buf);
-        c->buf = NULL;
-        c->len = 0;
+    if (c->ssl) {
+        SSL_free(c->ssl);
+        c->ssl = NULL;
     }
+    if (c->arg && hr->cfg.discard)
+        hr->cfg.discard(hr->cfg.ctx, c->arg);
+    c->arg = NULL;
+    close(c->fd);
+    c->fd = -1;
+    free(c->buf);
+    c->buf = NULL;
+    c->len = 0;
     free(c->resp);
     c->resp = NULL;
     pthread_mutex_lock(&hr->mu);
@@ -128,31 +129,6 @@ static void finish(cs_headreader *hr, hlist *from, hconn *c, bool keep_fd)
     hr->any_done = true;
 }
 
-static void peer_of(int fd, char *buf, size_t len)
-{
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0)
-        cs_format_sockaddr((struct sockaddr *)&ss, buf, len);
-    else
-        snprintf(buf, len, "unknown");
-}
-
-/* The answer in the server's style (server.c respond_with): our HTTP/1.1 status line, lws'
- * lower-case headers, a text body ending in a newline. */
-static char *answer(unsigned status, const char *reason, const char *extra, const char *body, size_t *len)
-{
-    size_t cap = strlen(reason) + strlen(extra) + strlen(body) + 256;
-    char *out = malloc(cap);
-    if (!out)
-        return NULL;
-    int n = snprintf(out, cap,
-                     "HTTP/1.1 %u %s\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: %zu\r\n"
-                     "x-content-type-options: nosniff\r\n%s\r\n%s\n",
-                     status, reason, strlen(body) + 1, extra, body);
-    *len = (size_t)n;
-    return out;
-}
 
 /* recv, or SSL_read on a TLS connection, with recv's results (-1 EAGAIN when TLS wants either
  * direction: the socket is watched for input, and a TLS write stall this early is one the peer's
@@ -207,12 +183,37 @@ static void linger_read(cs_headreader *hr, hconn *c)
         } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             return;
         }
-        finish(hr, &hr->linger, c, false); /* the peer closed, failed or sent too much */
+        finish(hr, &hr->linger, c); /* the peer closed, failed or sent too much */
         return;
     }
 }
 
 static void upgraded(cs_headreader *hr, hconn *c);
+static void read_head(cs_headreader *hr, hconn *c);
+
+/* A kept-alive connection after its answer: the bytes past the answered head (a pipelined
+ * request) stay, and the next head is read under a fresh header deadline. */
+static void next_request(cs_headreader *hr, hconn *c)
+{
+    free(c->resp);
+    c->resp = NULL;
+    c->resp_len = c->resp_off = 0;
+    c->len -= c->head_len;
+    memmove(c->buf, c->buf + c->head_len, c->len);
+    c->head_len = 0;
+    c->sc = (cs_head_scan)CS_HEAD_SCAN_INIT;
+    c->keep = false;
+    c->st = ST_READING;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+    if (epoll_ctl(hr->ep, EPOLL_CTL_MOD, c->fd, &ev) != 0) {
+        finish(hr, &hr->reading, c);
+        return;
+    }
+    list_remove(&hr->reading, c);
+    c->deadline = cs_mono_ns() + hr->cfg.timeout_ns;
+    list_push(&hr->reading, c);
+    read_head(hr, c);
+}
 
 static void write_answer(cs_headreader *hr, hconn *c)
 {
@@ -229,11 +230,15 @@ static void write_answer(cs_headreader *hr, hconn *c)
             if (epoll_ctl(hr->ep, EPOLL_CTL_MOD, c->fd, &ev) == 0)
                 return;
         }
-        finish(hr, &hr->reading, c, false);
+        finish(hr, &hr->reading, c);
         return;
     }
     if (c->upgrade) {
         upgraded(hr, c);
+        return;
+    }
+    if (c->keep) {
+        next_request(hr, c);
         return;
     }
     if (c->ssl)
@@ -241,7 +246,7 @@ static void write_answer(cs_headreader *hr, hconn *c)
     shutdown(c->fd, SHUT_WR);
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
     if (epoll_ctl(hr->ep, EPOLL_CTL_MOD, c->fd, &ev) != 0) {
-        finish(hr, &hr->reading, c, false);
+        finish(hr, &hr->reading, c);
         return;
     }
     list_remove(&hr->reading, c);
@@ -251,23 +256,24 @@ static void write_answer(cs_headreader *hr, hconn *c)
     linger_read(hr, c);
 }
 
-/* Strangers choose what gets refused, so each refusal is one DEBUG line, as the lws path's.
- * extra: more header lines, each ending in CRLF, or "". */
-static void refuse(cs_headreader *hr, hconn *c, unsigned status, const char *reason, const char *extra,
-                   const char *body)
+/* Strangers choose what gets refused, so each refusal is one DEBUG line, as the routes' are.
+ * extra: CS_ANS_* bits. The connection is closed after the answer. */
+static void refuse(cs_headreader *hr, hconn *c, unsigned status, unsigned extra, const char *body)
 {
     if (cs_log_enabled(CS_LOG_DEBUG)) {
         char remote[64];
-        peer_of(c->fd, remote, sizeof remote);
+        cs_format_peer(c->fd, remote, sizeof remote);
         CS_LOG(CS_LOG_DEBUG, "request refused", KV_S("remote", remote), KV_U("status", status),
                KV_S("error", body));
     }
     free(c->buf);
     c->buf = NULL;
     c->len = c->cap = 0;
-    c->resp = answer(status, reason, extra, body, &c->resp_len);
+    cs_strbuf out = CS_STRBUF_INIT;
+    cs_http_answer_text(&out, status, body, extra);
+    c->resp = cs_strbuf_take(&out, &c->resp_len);
     if (!c->resp) {
-        finish(hr, &hr->reading, c, false);
+        finish(hr, &hr->reading, c);
         return;
     }
     c->st = ST_ANSWERING;
@@ -288,8 +294,6 @@ static void upgraded(cs_headreader *hr, hconn *c)
     hconn_free(c);
 }
 
-static void read_head(cs_headreader *hr, hconn *c);
-
 static void handshake(cs_headreader *hr, hconn *c)
 {
     ERR_clear_error();
@@ -307,14 +311,14 @@ static void handshake(cs_headreader *hr, hconn *c)
     }
     if (cs_log_enabled(CS_LOG_DEBUG)) {
         char remote[64];
-        peer_of(c->fd, remote, sizeof remote);
+        cs_format_peer(c->fd, remote, sizeof remote);
         unsigned long le = ERR_peek_error();
         const char *why = le ? ERR_reason_error_string(le) : NULL;
         CS_LOG(CS_LOG_DEBUG, "TLS handshake failed", KV_S("remote", remote),
                KV_S("error", why ? why : e == SSL_ERROR_SYSCALL ? "connection closed" : "unknown"));
     }
     ERR_clear_error();
-    finish(hr, &hr->reading, c, false);
+    finish(hr, &hr->reading, c);
 }
 
 static void start_tls(cs_headreader *hr, hconn *c)
@@ -323,16 +327,16 @@ static void start_tls(cs_headreader *hr, hconn *c)
     c->ssl = ctx ? SSL_new(ctx) : NULL;
     SSL_CTX_free(ctx); /* the SSL holds its own reference */
     if (!c->ssl || SSL_set_fd(c->ssl, c->fd) != 1) {
-        finish(hr, &hr->reading, c, false);
+        finish(hr, &hr->reading, c);
         return;
     }
     c->st = ST_HANDSHAKE;
     handshake(hr, c);
 }
 
-/* A TLS port: the first byte says whether a TLS handshake (a handshake record, 0x16) is coming,
- * which lws then gets untouched (only peeked at), or a plaintext request, which is answered here
- * in plaintext: lws would close it without a word. */
+/* A TLS port: the first byte says whether a TLS handshake (a handshake record, 0x16) is coming
+ * (only peeked at: SSL_accept reads it), or a plaintext request, which is answered in plaintext
+ * with the cause rather than closed without a word. */
 static void peek_tls(cs_headreader *hr, hconn *c)
 {
     unsigned char first;
@@ -343,45 +347,59 @@ static void peek_tls(cs_headreader *hr, hconn *c)
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
         return;
     if (n <= 0)
-        finish(hr, &hr->reading, c, false);
+        finish(hr, &hr->reading, c);
     else if (first == 0x16)
         start_tls(hr, c);
     else
-        refuse(hr, c, 400, "Bad Request", CS_HEAD_TLS_REQUIRED_HEADER "\r\n",
-               "this port speaks TLS: use wss:// or https://");
+        refuse(hr, c, 400, CS_ANS_TLS_REQUIRED, "this port speaks TLS: use wss:// or https://");
 }
 
-/* A complete head: the server's judge answers it (a 101 included), or, plaintext only, passes it
- * on to drain untouched. */
+/* A complete head: the server's judge answers it, a 101 included. */
 static void judged(cs_headreader *hr, hconn *c, size_t head_len)
 {
     char *resp = NULL;
     size_t rlen = 0;
     void *arg = NULL;
     int v = hr->cfg.judge(hr->cfg.ctx, c->fd, c->tag, c->ssl != NULL, c->buf, head_len, &resp, &rlen, &arg);
-    if (v == CS_HEAD_PASS && !c->ssl) {
-        free(resp);
-        finish(hr, &hr->reading, c, true);
-        return;
-    }
     if (!resp) {
         if (arg && hr->cfg.discard)
             hr->cfg.discard(hr->cfg.ctx, arg);
-        finish(hr, &hr->reading, c, false);
+        finish(hr, &hr->reading, c);
         return;
     }
     c->head_len = head_len;
     c->upgrade = v == CS_HEAD_UPGRADE;
     c->arg = v == CS_HEAD_UPGRADE ? arg : NULL;
-    if (!c->upgrade) {
-        free(c->buf);
-        c->buf = NULL;
-        c->len = c->cap = 0;
-    }
+    c->keep = v == CS_HEAD_KEEP && ++c->served < hr->cfg.keepalive_max;
     c->resp = resp;
     c->resp_len = rlen;
+    c->resp_off = 0;
     c->st = ST_ANSWERING;
     write_answer(hr, c);
+}
+
+/* The scanner's final verdict on c's head. */
+static void head_scanned(cs_headreader *hr, hconn *c, cs_head_verdict v, size_t head_len)
+{
+    switch (v) {
+    case CS_HEAD_DONE:
+        judged(hr, c, head_len);
+        return;
+    case CS_HEAD_URI_TOO_LONG:
+        refuse(hr, c, 414, 0, "request URI too long");
+        return;
+    case CS_HEAD_TOO_LARGE:
+        refuse(hr, c, 431, 0, "request header fields too large");
+        return;
+    case CS_HEAD_TOO_MANY_PAIRS:
+        refuse(hr, c, 400, 0, "too many query parameters");
+        return;
+    case CS_HEAD_NOT_HTTP: /* a TLS ClientHello on the plaintext port, say */
+    case CS_HEAD_MORE:
+    default:
+        refuse(hr, c, 400, 0, "malformed HTTP request");
+        return;
+    }
 }
 
 static void read_head(cs_headreader *hr, hconn *c)
@@ -392,13 +410,21 @@ static void read_head(cs_headreader *hr, hconn *c)
     }
     size_t limit = hr->cfg.limits.head_max + 1; /* one byte past the limit proves it passed */
     for (;;) {
+        if (c->len > c->sc.pos) { /* new bytes, or a pipelined request kept from the last one */
+            size_t head_len = 0;
+            cs_head_verdict v = cs_head_scan_feed(&c->sc, c->buf, c->len, &hr->cfg.limits, &head_len);
+            if (v != CS_HEAD_MORE) {
+                head_scanned(hr, c, v, head_len);
+                return;
+            }
+        }
         if (c->len == c->cap) {
             size_t cap = c->cap ? c->cap * 2 : FIRST_BUF;
             if (cap > limit)
                 cap = limit;
             char *nb = cap > c->cap ? realloc(c->buf, cap) : NULL;
             if (!nb) {
-                finish(hr, &hr->reading, c, false);
+                finish(hr, &hr->reading, c);
                 return;
             }
             c->buf = nb;
@@ -415,38 +441,10 @@ static void read_head(cs_headreader *hr, hconn *c)
             return;
         }
         if (n <= 0) {
-            finish(hr, &hr->reading, c, false); /* closed or failed before its head was complete */
+            finish(hr, &hr->reading, c); /* closed or failed before its head was complete */
             return;
         }
         c->len += (size_t)n;
-        size_t head_len = 0;
-        switch (cs_head_scan_feed(&c->sc, c->buf, c->len, &hr->cfg.limits, &head_len)) {
-        case CS_HEAD_MORE:
-            continue;
-        case CS_HEAD_DONE:
-            if (c->ssl || hr->cfg.judge_plain) {
-                judged(hr, c, head_len);
-                return;
-            }
-            finish(hr, &hr->reading, c, true);
-            return;
-        case CS_HEAD_NOT_HTTP:
-            if (c->ssl) {
-                refuse(hr, c, 400, "Bad Request", "", "malformed HTTP request");
-                return;
-            }
-            finish(hr, &hr->reading, c, true);
-            return;
-        case CS_HEAD_URI_TOO_LONG:
-            refuse(hr, c, 414, "Request URI Too Long", "", "request URI too long");
-            return;
-        case CS_HEAD_TOO_LARGE:
-            refuse(hr, c, 431, "Request Header Fields Too Large", "", "request header fields too large");
-            return;
-        case CS_HEAD_TOO_MANY_PAIRS:
-            refuse(hr, c, 400, "Bad Request", "", "too many query parameters");
-            return;
-        }
     }
 }
 
@@ -466,7 +464,7 @@ static void take_inbox(cs_headreader *hr)
         list_push(&hr->reading, c);
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
         if (epoll_ctl(hr->ep, EPOLL_CTL_ADD, c->fd, &ev) != 0)
-            finish(hr, &hr->reading, c, false);
+            finish(hr, &hr->reading, c);
         else
             read_head(hr, c); /* the head is often there already */
         c = next;
@@ -479,14 +477,14 @@ static void expire(cs_headreader *hr, int64_t now)
         hconn *c = hr->reading.head;
         if (c->st == ST_READING && cs_log_enabled(CS_LOG_DEBUG)) {
             char remote[64];
-            peer_of(c->fd, remote, sizeof remote);
+            cs_format_peer(c->fd, remote, sizeof remote);
             CS_LOG(CS_LOG_DEBUG, "connection closed: request head not complete by the deadline",
                    KV_S("remote", remote), KV_U("read_bytes", c->len));
         }
-        finish(hr, &hr->reading, c, false);
+        finish(hr, &hr->reading, c);
     }
     while (hr->linger.head && hr->linger.head->deadline <= now)
-        finish(hr, &hr->linger, hr->linger.head, false);
+        finish(hr, &hr->linger, hr->linger.head);
 }
 
 static int wait_ms(const cs_headreader *hr, int64_t now)
@@ -592,7 +590,7 @@ size_t cs_headreader_drain(cs_headreader *hr, cs_head_done_fn fn, void *ctx)
     while (c) {
         hconn *next = c->next;
         atomic_fetch_sub(&hr->holding, 1);
-        fn(ctx, c->fd, c->tag, c->buf, c->len);
+        fn(ctx, c->tag);
         hconn_free(c);
         c = next;
         n++;
@@ -615,7 +613,7 @@ static void give_back_all(cs_headreader *hr, hlist *l, cs_head_done_fn fn, void 
         if (c->fd >= 0)
             close(c->fd);
         if (fn)
-            fn(ctx, -1, c->tag, NULL, 0);
+            fn(ctx, c->tag);
         hconn_free(c);
         c = next;
     }

@@ -1,6 +1,6 @@
 #include "corestreamd/server/headscan.h"
 
-/* A method longer than this is no method lws knows: it gets the bytes and refuses them. */
+/* A method longer than this is no method at all: the bytes are not HTTP. */
 #define METHOD_MAX 16
 
 cs_head_verdict cs_head_scan_feed(cs_head_scan *sc, const char *buf, size_t len, const cs_head_limits *lim,

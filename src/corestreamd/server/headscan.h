@@ -1,8 +1,7 @@
-/* Finds where an HTTP/1 request head ends and judges it against the server's own limits, before
- * libwebsockets sees a byte of it: lws 4.1 hangs up without an answer on a head past its header
- * store, so a head that would not fit is answered here (414 or 431) and lws only ever parses
- * heads within its store. This is not a parser of the request: it reads the request line's
- * request-target length, counts header lines and looks for the empty line; lws judges the rest.
+/* Finds where an HTTP/1 request head ends and judges it against the server's own limits while it
+ * arrives, so that a head past them is answered (414, 431, 400) without being held whole. This is
+ * not a parser of the request: it reads the request line's request-target length, counts header
+ * lines and query pairs and looks for the empty line; httphead.h splits a complete head.
  *
  * Incremental: feed the whole buffer received so far each time; bytes already examined are not
  * looked at again, so a head that trickles in a byte at a time costs O(length). Pure, any thread. */
@@ -25,8 +24,7 @@ typedef enum cs_head_verdict {
     CS_HEAD_URI_TOO_LONG, /* answer 414 */
     CS_HEAD_TOO_LARGE,    /* answer 431 */
     CS_HEAD_TOO_MANY_PAIRS, /* answer 400 `too many query parameters` */
-    CS_HEAD_NOT_HTTP,     /* does not start like a request line (a TLS ClientHello, say): lws
-                             gets it as it is and refuses it in its own way, as it did before */
+    CS_HEAD_NOT_HTTP,     /* does not start like a request line (a TLS ClientHello, say): 400 */
 } cs_head_verdict;
 
 /* The scan so far; zero it (CS_HEAD_SCAN_INIT) before the first byte. */

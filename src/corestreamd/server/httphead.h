@@ -1,8 +1,6 @@
 /* A complete HTTP/1 request head (as cs_head_scan found it) split into its request line and
- * header fields, for the requests the server judges without libwebsockets (TLS connections: the
- * head reader terminates TLS itself). It gives the same views server.c reads from lws' header
- * table: a field named more than once is all its values joined by ',' (as lws_hdr_copy joins
- * them), the path and each query pair percent-decoded ('+' as a space in the query), values
+ * header fields: the server's one parser of requests, which the routes (routes.c) judge. A field
+ * named more than once is all its values joined by ',' (RFC 9110 5.3), the path and each query pair percent-decoded ('+' as a space in the query), values
  * without surrounding spaces or tabs. Pure; any thread.
  *
  * Ownership: the head copies what it needs; buf need not outlive the parse. */

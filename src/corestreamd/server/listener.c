@@ -28,6 +28,16 @@ void cs_format_sockaddr(const struct sockaddr *sa, char *buf, size_t len)
     }
 }
 
+void cs_format_peer(int fd, char *buf, size_t len)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0)
+        cs_format_sockaddr((struct sockaddr *)&ss, buf, len);
+    else
+        snprintf(buf, len, "unknown");
+}
+
 /* Splits "host:port", "[v6]:port" or ":port". */
 static int split_hostport(const char *addr, char *host, size_t hlen, char *port, size_t plen)
 {

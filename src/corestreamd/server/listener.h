@@ -15,5 +15,7 @@ int cs_listen_tcp(const char *addr, int *fd, char *bound, size_t boundlen, cs_er
 
 /* "ip:port" or "[ip6]:port" of a socket address. */
 void cs_format_sockaddr(const struct sockaddr *sa, char *buf, size_t len);
+/* The peer of a connected socket as cs_format_sockaddr writes it, or "unknown". */
+void cs_format_peer(int fd, char *buf, size_t len);
 
 #endif

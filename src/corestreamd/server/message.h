@@ -1,5 +1,5 @@
-/* An immutable, reference-counted wire message with LWS_PRE bytes of headroom in front of it, so
- * libwebsockets (or the TLS I/O threads, cs_msg_ws_header) can build the frame header in place.
+/* An immutable, reference-counted wire message with CS_MSG_HEADROOM bytes of headroom in front of
+ * it, where the stream I/O threads (cs_msg_ws_header) build the WebSocket frame header in place.
  * Built once, written to every subscriber without a copy. */
 #ifndef CS_CORESTREAMD_MESSAGE_H
 #define CS_CORESTREAMD_MESSAGE_H
@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* libwebsockets' LWS_PRE on this platform; checked against the real value where lws is included. */
+/* Room for the longest server frame header (10 bytes), rounded up. */
 #define CS_MSG_HEADROOM 16
 
 typedef struct cs_msg_pool cs_msg_pool;
@@ -40,9 +40,8 @@ cs_msg *cs_msg_new(size_t cap);
 cs_msg *cs_msg_retain(cs_msg *m);
 /* Writes the server-to-client frame header (FIN, binary, unmasked, the 2/4/10-byte length) just in
  * front of data, once per message whichever thread comes first, and returns its length: the frame
- * is data - n .. data + len. Any thread, once the message is complete (len final); several TLS
- * I/O threads may ask at once. The lws path never calls it (lws writes its own header there, on
- * its one thread; a port is either TLS, served by the TLS threads, or plaintext, served by lws). */
+ * is data - n .. data + len. Any thread, once the message is complete (len final); several stream
+ * I/O threads may ask at once. */
 size_t cs_msg_ws_header(cs_msg *m);
 /* Drops a reference (NULL is ignored). The last one frees the message, or hands a pooled
  * message back to its pool. Any thread. */

@@ -8,8 +8,7 @@
  * system call, except cs_metrics_render, which runs on the I/O thread at each scrape.
  *
  * Threads: cs_metrics_new/free by the server's owner; the cs_m_* bumps from the thread each
- * field names; cs_metrics_render from any thread (the lws thread for plaintext scrapes, the head
- * reader for scrapes over TLS), several at once. */
+ * field names; cs_metrics_render from any thread (cs-heads at each scrape), several at once. */
 #ifndef CS_CORESTREAMD_METRICS_H
 #define CS_CORESTREAMD_METRICS_H
 
@@ -60,7 +59,7 @@ typedef struct cs_metrics {
     /* Encoders (several threads): chunk messages published, by codec; their wire bytes. */
     atomic_uint_fast64_t chunks_zstd, chunks_raw;
     atomic_uint_fast64_t bytes_chunks_wire;
-    /* I/O threads (lws' and the TLS ones): bumped with cs_m_add. */
+    /* Stream I/O threads: bumped with cs_m_add. */
     atomic_uint_fast64_t sent_bytes_live, sent_bytes_replay; /* message bytes written to sockets */
     /* Of the replay bytes, those of CHUNK messages sent from the ring's stored frames, and of those
      * compressed again at replay (a ledger without stored frames). */
@@ -92,7 +91,7 @@ static inline uint64_t cs_m_get(const atomic_uint_fast64_t *c)
     return atomic_load_explicit((atomic_uint_fast64_t *)c, memory_order_relaxed);
 }
 
-/* Several writers (the lws thread and the TLS I/O threads observe publish_to_write). */
+/* Several writers (every stream I/O thread observes publish_to_write). */
 void cs_m_observe_ns(cs_m_histogram *h, int64_t ns);
 
 /* Several writers (every I/O thread). */

@@ -1,11 +1,11 @@
-/* Replay admission (issue 10): how many subscribers read the ring at once, in total and per client
+/* Replay admission: how many subscribers read the ring at once, in total and per client
  * address (the same grouping as admission at accept, cs_addr_key). A subscriber holds a slot from
  * its first ring ledger until its cursor stops reading the ring (it reached the live flow, its
  * range is done, it was closed or it went away). One without a free slot waits in a queue and is
  * handed a slot, in arrival order, when one frees; a waiter whose address is at its own cap is
  * passed over, so it never holds back waiters from other addresses.
  *
- * Threads: any I/O thread (the lws thread, the TLS I/O threads) acquires and releases; the table
+ * Threads: any stream I/O thread acquires and releases; the table
  * is under a mutex. The granted callback runs inside the cs_replay_slots_release that freed the
  * slot, on the releasing thread and with that mutex held: it must only post the grant to the
  * waiter's own thread (a flag and a wake), never step a cursor or take another lock. Holding the

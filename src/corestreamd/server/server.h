@@ -1,10 +1,14 @@
 /* corestreamd's server: the HTTP surface on one port (/stream upgrades to a WebSocket subscriber,
  * /healthz, /readyz and /metrics, 404 otherwise; optionally the last three on an admin port too),
- * its HTTP requests served by one libwebsockets I/O thread (plaintext) or, on a --tls-cert port,
- * by the head reader (handshakes, requests), and every /stream subscriber, ws:// and wss://, by
- * the head reader (its upgrade) and the stream I/O threads (docs/STREAM-THREADS.md), plus the
- * source thread and the encoder pools around them. No I/O thread compresses, hashes or reads a
- * ledger: they write messages other threads built. */
+ * plaintext or TLS alike: connections accepted and admitted on the accept loop (the thread that
+ * calls cs_server_run), TLS handshakes and request heads on cs-heads (headreader.h), answers from
+ * routes.c, and every /stream subscriber on the stream I/O threads (docs/STREAM-THREADS.md),
+ * plus the source thread and the encoder pools around them. No stream I/O thread compresses,
+ * hashes or reads a ledger: they write messages other threads built.
+ *
+ * HTTP: one request per head, no request bodies (a request that declares one is refused with 413
+ * or 400 and closed); a probe, scrape or 404 answer keeps an HTTP/1.1 connection alive for up to
+ * 100 requests, each head due within the header timeout of the last answer; a refusal closes it. */
 #ifndef CS_CORESTREAMD_SERVER_H
 #define CS_CORESTREAMD_SERVER_H
 
@@ -89,12 +93,12 @@ typedef struct cs_server cs_server;
 int cs_server_new(cs_server **out, const cs_server_config *cfg, cs_err *err);
 
 /* The JetStream publisher's counters for /metrics (the corestreamd_jetstream_* families): fn fills
- * out at each scrape, on the I/O thread (the head reader for a scrape over TLS), and must be quick
- * and thread-safe (cs_js_publisher_stats
- * is). Call before cs_server_listen; fn and arg must outlive the server's run. */
+ * out at each scrape, on cs-heads, and must be quick and thread-safe (cs_js_publisher_stats is). Call before cs_server_listen; fn and arg must outlive the server's run. */
 void cs_server_set_jetstream_stats(cs_server *s, void (*fn)(void *arg, cs_metrics_jetstream *out), void *arg);
 
-/* Binds the listener: `listen on <addr>: <reason>`. Logs `corestreamd listening`. */
+/* Binds the listener: `listen on <addr>: <reason>`. Logs `corestreamd listening`. SIGPIPE is
+ * ignored from here on when its disposition is still the default (a peer that closes its TLS
+ * connection must not end the process); an embedder's own handler is kept. */
 int cs_server_listen(cs_server *s, cs_err *err);
 
 /* The bound address as logged, e.g. "127.0.0.1:41234" or "[::]:8462". */
@@ -102,7 +106,7 @@ const char *cs_server_addr(const cs_server *s);
 /* The admin listener's, "" without one. */
 const char *cs_server_admin_addr(const cs_server *s);
 
-/* Runs the source thread and the I/O loop on the calling thread until the source ends (subscribers
+/* Runs the source thread, and the accept loop on the calling thread, until the source ends (subscribers
  * get their close frames first, waited for up to 5 s), the run is stopped (every subscriber gets
  * 1001 `server shutting down`), or the source fails (subscribers get 1011; returns -1 with the
  * source's error). */
@@ -114,9 +118,9 @@ void cs_server_stop(cs_server *s);
 /* SIGHUP: re-reads what can be reloaded (the --auth-tokens file, the TLS certificate and key) and
  * logs what it did. A file that fails to load is logged at ERROR and what is in force is kept; a
  * new certificate (a fresh TLS context, swapped in here) serves new connections, open ones keep
- * theirs. Once the I/O thread takes
- * the new tokens, every subscriber whose token is gone is closed with 1008 `token revoked`. Safe
- * from any thread but the I/O thread (it reads the file); never concurrently with itself. */
+ * theirs. New tokens are in force at once: every subscriber whose token is gone is then closed with
+ * 1008 `token revoked` by its stream I/O thread. Safe from any thread but the accept loop (it reads
+ * files); never concurrently with itself. */
 void cs_server_reload(cs_server *s);
 
 /* Waits until ledger seq is in the ring (true) or the source ended without it or timeout_ns
@@ -133,6 +137,9 @@ int cs_server_subscribers(const cs_server *s);
 int cs_server_connections(const cs_server *s);
 /* The total cap in force once listening (after the descriptor limit); 0 means none. */
 uint32_t cs_server_max_connections(const cs_server *s);
+/* The per-address cap in force once listening: the configured one, at most half the total cap in
+ * force (so one address never holds every slot); 0 means none. */
+uint32_t cs_server_max_connections_per_ip(const cs_server *s);
 /* Connections closed at accept since start: over the total cap, over the per-address cap. */
 uint64_t cs_server_refused_total(const cs_server *s);
 uint64_t cs_server_refused_per_ip(const cs_server *s);

@@ -1,5 +1,5 @@
 /* TLS on the server's port (--tls-cert, --tls-key, --tls-client-ca): the server's own SSL_CTX
- * (not lws': docs/STREAM-THREADS.md), used by the head reader to make each connection's SSL. Errors
+ * (docs/STREAM-THREADS.md), used by the head reader to make each connection's SSL. Errors
  * name the file and the cause; TLS 1.2 is the minimum; SIGHUP builds a fresh context and swaps
  * it in for new connections, the open ones keep the one they were made from. */
 #ifndef CS_CORESTREAMD_TLS_H

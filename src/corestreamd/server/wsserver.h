@@ -1,9 +1,9 @@
-/* RFC 6455 framing for the server end of a TLS subscriber (the TLS I/O threads, wsio.h): what a
+/* RFC 6455 framing for the server end of a subscriber (the stream I/O threads, wsio.h): what a
  * client may send, and the few frames the server writes besides messages (those get their header
  * in the message's headroom, cs_msg_ws_header).
  *
  * A subscriber only ever sends control frames (ping, pong, close); the server answers any data
- * frame with 1008, as the lws path does, so a data frame is reported as soon as its header is
+ * frame with 1008, so a data frame is reported as soon as its header is
  * complete and its payload is never read. Client frames must be masked (RFC 6455 5.1): an unmasked
  * frame, RSV bits, an unknown opcode, a fragmented or over-long (> 125 bytes) control frame are
  * protocol errors (close 1002).

@@ -1,0 +1,39 @@
+/* The one formatter of the server's HTTP answers, every status on every port (plaintext and TLS,
+ * data and admin listener): the head reader's own refusals (414, 431, 400 past the pair count, the
+ * plaintext request on a TLS port) and everything the routes answer.
+ *
+ * The bytes: an HTTP/1.1 status line with Go's http.StatusText words, then lower-case header
+ * lines in a fixed order (content-type, content-length, x-content-type-options, then the extras
+ * asked for), the empty line and the body. Clients of the prototype parse these answers, and the
+ * e2e tests pin them byte for byte.
+ *
+ * Pure; any thread. */
+#ifndef CS_CORESTREAMD_HTTPANSWER_H
+#define CS_CORESTREAMD_HTTPANSWER_H
+
+#include "common/strbuf.h"
+
+/* Extra header lines of an answer (a bit set). */
+#define CS_ANS_UPGRADE 1u      /* connection: Upgrade, upgrade: websocket (426) */
+#define CS_ANS_WS_VERSION 2u   /* sec-websocket-version: 13 (400 for another version) */
+#define CS_ANS_BEARER 4u       /* www-authenticate: Bearer realm="corestream" (401) */
+#define CS_ANS_ALLOW 8u        /* allow: GET, HEAD (405 on the probe and metrics paths) */
+#define CS_ANS_NO_BODY 16u     /* HEAD: the GET answer's headers, content-length included, no body */
+#define CS_ANS_TLS_REQUIRED 32u /* x-corestream-tls: required (a plaintext request on a TLS port) */
+
+/* The header line CS_ANS_TLS_REQUIRED adds (without its CRLF): libremoteledger names the cause
+ * of a failed dial by it. */
+#define CS_HTTP_TLS_REQUIRED_HEADER "x-corestream-tls: required"
+
+/* Go's http.StatusText for the statuses this server sends; "" for any other. */
+const char *cs_http_status_text(unsigned status);
+
+/* Appends the whole answer to out: status line, headers (extra: CS_ANS_* bits), the empty line,
+ * body (NUL-terminated; content-length is its length). Out of memory shows as out's own failure
+ * (cs_strbuf_take returns NULL). */
+void cs_http_answer(cs_strbuf *out, unsigned status, const char *ctype, const char *body, unsigned extra);
+
+/* A text/plain answer whose body is msg and a newline, as Go's http.Error writes it. */
+void cs_http_answer_text(cs_strbuf *out, unsigned status, const char *msg, unsigned extra);
+
+#endif
