@@ -1,12 +1,10 @@
-/* The /stream handshake answers of issue 10, byte for byte, from a real server in process: the
- * prototype's WebSocket rules that libwebsockets did not enforce (version, key, method, HTTP/1.0),
- * the URI and header limits it answered by hanging up (414, 431: the request-head reader in front
- * of lws answers them), the header deadline, and `too many query parameters` instead of dropping
- * pairs. Every refusal is one DEBUG line naming the peer.
+/* The server's HTTP answers byte for byte, from a real server in process: the prototype's
+ * WebSocket handshake rules (version, key, method, HTTP/1.0), the URI and header limits (414,
+ * 431), the header deadline, `too many query parameters` instead of dropping pairs, request
+ * bodies refused, keep-alive. Every refusal is one DEBUG line naming the peer.
  *
  * With CS_TEST_TLS=1 (ctest test_handshake_e2e_tls) every case runs against a TLS port, through a
- * plaintext-to-TLS tunnel (support/tlstunnel.h): the same bytes must come back, from the head
- * reader's own TLS path instead of libwebsockets. */
+ * plaintext-to-TLS tunnel (support/tlstunnel.h): the same bytes must come back. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -86,7 +84,7 @@ static int teardown(void **state)
     return 0;
 }
 
-/* The exact response for a refusal: our status line, then lws' header style. */
+/* The exact response for a refusal (httpanswer.h). */
 static char *expected(unsigned code, const char *reason, const char *extra, const char *body)
 {
     char *out = malloc(strlen(body) + 512);
@@ -176,7 +174,7 @@ static void test_query_pairs_are_never_dropped(void **state)
         n += snprintf(req + n, sizeof req - (size_t)n, "x%d=1&", i);
     snprintf(req + n, sizeof req - (size_t)n, "start=abc HTTP/1.1\r\n" UPGRADE V13 KEY "\r\n");
     expect_answer(req, 400, "Bad Request", "", "invalid start parameter \"abc\"");
-    /* More pairs than lws can hold (the head reader answers), and as many as fit in the URI
+    /* More pairs than the pair limit (the head reader answers), and as many as fit in the URI
      * limit: still that answer, not a hang-up. */
     n = snprintf(req, sizeof req, "GET /stream?");
     for (int i = 0; i < 36; i++)
@@ -236,8 +234,8 @@ static void test_oversized_requests(void **state)
     assert_int_equal(cs_http_get("127.0.0.1", g_port, "/healthz", WAIT_MS, body, sizeof body, NULL, 0), 200);
 }
 
-/* Heads just within the limits reach lws whole and are served: 48 header lines (repeats of a
- * header lws knows among them) with 36 query pairs, a head of exactly 16 KiB. */
+/* Heads just within the limits are served: 48 header lines (repeats of a known header among
+ * them) with 36 query pairs, a head of exactly 16 KiB. */
 static void test_heads_within_the_limits_are_served(void **state)
 {
     (void)state;
@@ -370,8 +368,7 @@ static void test_valid_handshake_still_upgrades(void **state)
     assert_int_equal(st, 101);
 }
 
-/* A plaintext /stream upgrade is the server's own (judged on the head reader, its subscriber on
- * the stream I/O threads), as a TLS one: our 101's exact bytes, not lws'. */
+/* A /stream upgrade gets the server's own 101, its exact bytes. */
 static void test_stream_upgrade_gets_the_servers_own_101(void **state)
 {
     (void)state;

@@ -1,4 +1,4 @@
-/* corestreamd end to end through the real client library: an in-process server (libwebsockets on
+/* corestreamd end to end through the real client library: an in-process server (on
  * 127.0.0.1, an ephemeral port) fed by a paced synthetic source, and libremoteledger's
  * rl_stream_raw_ledgers as the subscriber, as the prototype's internal/server/server_test.go drives
  * it with its remoteledger client. PORTSPEC cases 63 and 96-116 seen from the public API: result

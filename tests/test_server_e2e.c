@@ -1,4 +1,4 @@
-/* corestreamd end to end, in process: a real server (libwebsockets on 127.0.0.1, an ephemeral
+/* corestreamd end to end, in process: a real server (on 127.0.0.1, an ephemeral
  * port) fed by a paced synthetic source, and a real WebSocket client. PORTSPEC cases 63-65 and
  * 95-117, plus the close codes and bad-input answers. */
 #include <stdarg.h>

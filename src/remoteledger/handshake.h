@@ -1,10 +1,10 @@
 /* libremoteledger internals: the client side of the WebSocket opening handshake (RFC 6455 4.1),
  * over the library's own transport (transport.h), for ws:// and wss:// alike.
  *
- * The request is the one libwebsockets 4.1 sent for the library before (same headers, same
- * order, no Sec-WebSocket-Protocol, no Sec-WebSocket-Extensions: permessage-deflate stays off),
- * plus an Authorization: Bearer header when there is a token. The response is checked in lws's
- * order and a failure is worded as lws words it ("HS: ..."), so dial errors read as they did;
+ * The request carries a fixed set of headers in a fixed order (no Sec-WebSocket-Protocol, no
+ * Sec-WebSocket-Extensions: permessage-deflate stays off), plus an Authorization: Bearer header
+ * when there is a token. The response is checked in a fixed order and a failure is worded
+ * "HS: ...", the library's stable dial errors since 1.0;
  * three answers get plain words instead: a 401 ("server requires a token (401)"), a TLS record
  * where HTTP was expected ("the server answered in TLS (is it wss://?)") and corestreamd's
  * plaintext 400 on its TLS port, known by its `x-corestream-tls: required` header ("the server
@@ -61,7 +61,7 @@ rli_hs_status rli_hs_feed(rli_hs_reader *r, const uint8_t *in, size_t len, size_
 int rli_hs_status_code(const char *head, size_t len);
 
 /* Checks a complete response head (status line and headers, blank line included) against the
- * key: NULL when it is a valid 101 for it, otherwise lws's description of the failure. */
+ * key: NULL when it is a valid 101 for it, otherwise the "HS: ..." description of the failure. */
 const char *rli_hs_check(const char *head, size_t len, const char *key);
 
 #endif

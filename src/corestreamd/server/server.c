@@ -35,11 +35,14 @@
 
 /* ---- wakes ---------------------------------------------------------------------------------- */
 
-/* A publish (the broadcaster's wake): every stream I/O thread. */
+/* A publish (the broadcaster's wake): the stream I/O threads that hold a subscriber. */
 static void server_wake(void *arg)
 {
     cs_server *s = arg;
-    cs_wsio_wake(s->wsio, -1);
+    int n = cs_wsio_bulk_thread(s->wsio);
+    for (int i = 0; i <= n; i++)
+        if (atomic_load_explicit(&s->tw[i].nsubs, memory_order_relaxed) > 0)
+            cs_wsio_wake(s->wsio, i);
 }
 
 /* Messages of one replay are ready (the replay pool's wake, on a replay worker): only the thread

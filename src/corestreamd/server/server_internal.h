@@ -60,6 +60,9 @@ typedef struct io_worker {
     subscriber *subs;
     bool stopping_seen;
     unsigned tokens_gen_seen;
+    /* Subscribers on the list, written by its thread, read by publishers: a publish wakes only
+     * threads that have one (a subscriber that joins later steps its cursor when it opens). */
+    atomic_int nsubs;
 } io_worker;
 
 /* The accept loop's own state, apart from the atomics other threads write (GCC may merge reads

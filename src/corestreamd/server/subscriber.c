@@ -71,8 +71,10 @@ static void replay_granted(void *ctx)
     cs_wsio_wake(sub->srv->wsio, sub->thread);
 }
 
-static void list_add(subscriber *sub, subscriber **list)
+static void list_add(cs_server *s, subscriber *sub, int thread)
 {
+    subscriber **list = &s->tw[thread].subs;
+    atomic_fetch_add_explicit(&s->tw[thread].nsubs, 1, memory_order_relaxed);
     sub->list = list;
     sub->prev = NULL;
     sub->next = *list;
@@ -86,6 +88,7 @@ static void list_unlink(subscriber *sub)
 {
     if (!sub->list)
         return;
+    atomic_fetch_sub_explicit(&sub->srv->tw[sub->thread].nsubs, 1, memory_order_relaxed);
     if (sub->prev)
         sub->prev->next = sub->next;
     else
@@ -264,7 +267,7 @@ static void *io_open(void *ctx, int thread, cs_wsconn *c, void *arg)
     sub->cursor.ticket.key = sub->tag->key; /* replays are counted per address, as connections */
     sub->cursor.ticket.granted = replay_granted;
     sub->cursor.ticket.granted_ctx = sub;
-    list_add(sub, &s->tw[thread].subs);
+    list_add(s, sub, thread);
     int n = atomic_fetch_add(&s->subscribers, 1) + 1;
     cs_kv extra[] = {KV_I("subscribers", n)};
     log_subscriber(CS_LOG_INFO, "subscriber connected", sub, 1, extra);
@@ -291,7 +294,7 @@ static void io_moved(void *ctx, int thread, void *user)
     cs_server *s = ctx;
     subscriber *sub = user;
     sub->thread = thread;
-    list_add(sub, &s->tw[thread].subs);
+    list_add(s, sub, thread);
     sub->revoked = sub->revoked || token_gone(s, sub);
     cs_kv extra[] = {KV_U("ledger", sub->cursor.next), KV_I("thread", thread)};
     log_subscriber(CS_LOG_INFO, "caught up, moved to the live thread", sub, 2, extra);
