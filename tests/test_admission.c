@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "corestreamd/server/admission.h"
+#include "common/admission.h"
 
 static cs_addr_key v4(const char *ip)
 {

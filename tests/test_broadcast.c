@@ -18,8 +18,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "corestreamd/server/broadcast.h"
-#include "corestreamd/server/message.h"
+#include "corestreamd/stream/broadcast.h"
+#include "corestreamd/stream/message.h"
 #include "support/event.h"
 #include "wire/wire.h"
 

@@ -21,7 +21,7 @@
 #include <zstd.h>
 
 #include "common/synthetic.h"
-#include "corestreamd/server/compress.h"
+#include "corestreamd/stream/compress.h"
 #include "wire/wire.h"
 
 #define HDR CS_WIRE_CHUNK_HEADER_LEN

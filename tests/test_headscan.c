@@ -1,4 +1,4 @@
-/* The request-head scanner (server/headscan.h): where a head ends, and which limit a head passes,
+/* The request-head scanner (net/headscan.h): where a head ends, and which limit a head passes,
  * the same whether it arrives whole or a byte at a time. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,7 +8,7 @@
 
 #include <string.h>
 
-#include "corestreamd/server/headscan.h"
+#include "corestreamd/net/headscan.h"
 
 static const cs_head_limits LIM = {.uri_max = 16, .head_max = 64, .fields_max = 3, .pairs_max = 3};
 

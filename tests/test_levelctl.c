@@ -6,7 +6,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "corestreamd/server/levelctl.h"
+#include "corestreamd/stream/levelctl.h"
 
 #define CHUNK 262144
 /* The gate shape: 14.5 MiB over 7.5 ms is about 0.5 ns of source time per byte. */

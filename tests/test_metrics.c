@@ -11,8 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "corestreamd/server/metrics.h"
-#include "corestreamd/server/readiness.h"
+#include "corestreamd/stream/metrics.h"
+#include "corestreamd/stream/readiness.h"
 
 static void test_readiness_verdicts(void **state)
 {

@@ -11,7 +11,7 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "corestreamd/server/message.h"
+#include "corestreamd/stream/message.h"
 
 static void test_released_messages_are_reused(void **state)
 {

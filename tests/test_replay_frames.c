@@ -21,7 +21,7 @@
 #include <xxhash.h>
 #include <zstd.h>
 
-#include "corestreamd/server/replay.h"
+#include "corestreamd/stream/replay.h"
 #include "store/ring.h"
 #include "support/tmpdir.h"
 #include "wire/wire.h"

@@ -10,7 +10,7 @@
 #include <netinet/in.h>
 #include <string.h>
 
-#include "corestreamd/server/replayslots.h"
+#include "corestreamd/stream/replayslots.h"
 
 typedef struct waiter {
     cs_replay_ticket t;

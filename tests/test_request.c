@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "corestream/wire.h"
-#include "corestreamd/server/request.h"
+#include "corestreamd/net/request.h"
 
 #define NARGS(a) (sizeof(a) / sizeof((a)[0]))
 

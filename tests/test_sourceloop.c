@@ -12,8 +12,8 @@
 #include <xxhash.h>
 
 #include "common/log.h"
-#include "corestreamd/server/broadcast.h"
-#include "corestreamd/server/sourceloop.h"
+#include "corestreamd/stream/broadcast.h"
+#include "corestreamd/stream/sourceloop.h"
 #include "wire/wire.h"
 #include "support/tmpdir.h"
 

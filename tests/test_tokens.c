@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "corestreamd/server/tokens.h"
+#include "corestreamd/net/tokens.h"
 
 #define T1 "0123456789abcdefghijklmnopqrstuvwxyz"
 #define T2 "ZYXWVUTSRQPONMLKJIHGFEDCBA9876543210-._~+/=="

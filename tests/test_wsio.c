@@ -26,9 +26,9 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "corestreamd/server/message.h"
-#include "corestreamd/server/tls.h"
-#include "corestreamd/server/wsio.h"
+#include "corestreamd/stream/message.h"
+#include "corestreamd/net/tls.h"
+#include "corestreamd/net/wsio.h"
 #include "support/certs.h"
 #include "support/event.h"
 

@@ -1,4 +1,4 @@
-/* The server's framing for TLS subscribers (corestreamd/server/wsserver.h): the RFC 6455 accept
+/* The server's framing for TLS subscribers (corestreamd/net/wsserver.h): the RFC 6455 accept
  * key, client frames as the TLS I/O threads read them (masked control frames unmasked in place,
  * data frames refused at their header, protocol errors named), and the frame header a message
  * gets in its headroom. */
@@ -10,8 +10,8 @@
 
 #include <string.h>
 
-#include "corestreamd/server/message.h"
-#include "corestreamd/server/wsserver.h"
+#include "corestreamd/stream/message.h"
+#include "corestreamd/net/wsserver.h"
 
 static void test_accept_key_is_rfc_6455s(void **state)
 {

@@ -14,7 +14,7 @@
 #include "corestreamd/jetstream/publisher.h"
 #include "corestreamd/notify.h"
 #include "corestreamd/sources/pace.h"
-#include "corestreamd/server/compress.h"
+#include "corestreamd/stream/compress.h"
 #include "corestreamd/server/server.h"
 #include "corestreamd/sources/captive/captive.h"
 #include "corestreamd/sources/file.h"

@@ -1,4 +1,4 @@
-/* libFuzzer target for the request-head scanner (corestreamd/server/headscan.h), which sees a
+/* libFuzzer target for the request-head scanner (corestreamd/net/headscan.h), which sees a
  * stranger's bytes before anything else does.
  *
  * Input: byte 0 picks the limits' scale, the rest is what a peer sends. Checked: the verdict and
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "corestreamd/server/headscan.h"
+#include "corestreamd/net/headscan.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

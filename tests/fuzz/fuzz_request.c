@@ -31,8 +31,8 @@
 
 #include "common/goquote.h"
 #include "corestream/wire.h"
-#include "corestreamd/server/listener.h"
-#include "corestreamd/server/request.h"
+#include "corestreamd/net/listener.h"
+#include "corestreamd/net/request.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

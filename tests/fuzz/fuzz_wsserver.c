@@ -1,6 +1,6 @@
-/* libFuzzer target for the server's parser of what a TLS subscriber sends
- * (corestreamd/server/wsserver.c) and for the request-head splitter in front of the TLS path's
- * judge (httphead.c), both of untrusted input.
+/* libFuzzer target for the server's parser of what a subscriber sends
+ * (corestreamd/net/wsserver.c) and for the request-head splitter in front of the routes
+ * (httphead.c), both of untrusted input.
  *
  * Input: byte 0 picks the parser (even: frames, odd: a head), the rest is the input.
  * Frames, parsed as the TLS I/O thread does (frame after frame from the start, from an exact-size
@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "corestreamd/server/httphead.h"
-#include "corestreamd/server/wsserver.h"
+#include "corestreamd/net/httphead.h"
+#include "corestreamd/net/wsserver.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -14,7 +14,7 @@
 #include "corestreamd/jetstream/naming.h"
 #include "corestreamd/jetstream/servers.h"
 #include "corestreamd/jetstream/stream.h"
-#include "corestreamd/server/replay.h"
+#include "corestreamd/stream/replay.h"
 #include "wire/wire.h"
 
 /* How long an ack may take before nats.c reports it as failed (then the position is re-read). */

@@ -31,7 +31,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
-#include "corestreamd/server/broadcast.h"
+#include "corestreamd/stream/broadcast.h"
 #include "store/ring.h"
 
 #define CS_JS_DEFAULT_STREAM "CORESTREAM"

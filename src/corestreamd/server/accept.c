@@ -21,7 +21,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "corestreamd/server/listener.h"
+#include "corestreamd/net/listener.h"
 #include "corestreamd/server/server_internal.h"
 
 #define ACCEPT_BATCH 64                 /* accepts per wake-up: a storm cannot hold the loop */

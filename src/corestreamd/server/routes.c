@@ -24,12 +24,12 @@
 #include "common/buildinfo.h"
 #include "common/log.h"
 #include "common/strbuf.h"
-#include "corestreamd/server/httpanswer.h"
-#include "corestreamd/server/httphead.h"
-#include "corestreamd/server/listener.h"
-#include "corestreamd/server/readiness.h"
+#include "corestreamd/net/httpanswer.h"
+#include "corestreamd/net/httphead.h"
+#include "corestreamd/net/listener.h"
+#include "corestreamd/stream/readiness.h"
 #include "corestreamd/server/server_internal.h"
-#include "corestreamd/server/wsserver.h"
+#include "corestreamd/net/wsserver.h"
 #include "wire/wire.h"
 
 #define MAX_QUERY_ARGS 32 /* more pairs: 400 `too many query parameters` */

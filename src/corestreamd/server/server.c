@@ -19,9 +19,9 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/thread.h"
-#include "corestreamd/server/listener.h"
+#include "corestreamd/net/listener.h"
 #include "corestreamd/server/server_internal.h"
-#include "corestreamd/server/sourceloop.h"
+#include "corestreamd/stream/sourceloop.h"
 #include "wire/wire.h"
 
 /* Request-head limits (headreader.h): 414 past URI_MAX, 431 past HEAD_MAX bytes or

@@ -17,7 +17,7 @@
 
 #include "common/err.h"
 #include "common/cancel.h"
-#include "corestreamd/server/metrics.h"
+#include "corestreamd/stream/metrics.h"
 #include "corestreamd/sources/source.h"
 #include "store/ring.h"
 

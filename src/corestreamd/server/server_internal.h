@@ -21,20 +21,20 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "corestreamd/server/admission.h"
-#include "corestreamd/server/broadcast.h"
-#include "corestreamd/server/compress.h"
-#include "corestreamd/server/cursor.h"
-#include "corestreamd/server/framesfill.h"
-#include "corestreamd/server/headreader.h"
-#include "corestreamd/server/metrics.h"
-#include "corestreamd/server/replay.h"
-#include "corestreamd/server/replayslots.h"
-#include "corestreamd/server/request.h"
+#include "common/admission.h"
+#include "corestreamd/stream/broadcast.h"
+#include "corestreamd/stream/compress.h"
+#include "corestreamd/stream/cursor.h"
+#include "corestreamd/stream/framesfill.h"
+#include "corestreamd/net/headreader.h"
+#include "corestreamd/stream/metrics.h"
+#include "corestreamd/stream/replay.h"
+#include "corestreamd/stream/replayslots.h"
+#include "corestreamd/net/request.h"
 #include "corestreamd/server/server.h"
-#include "corestreamd/server/tls.h"
-#include "corestreamd/server/tokens.h"
-#include "corestreamd/server/wsio.h"
+#include "corestreamd/net/tls.h"
+#include "corestreamd/net/tokens.h"
+#include "corestreamd/net/wsio.h"
 
 /* What admission counted for one accepted connection: it travels with the connection (head
  * reader, then a stream I/O thread) and comes back to the accept loop, which alone releases it. */

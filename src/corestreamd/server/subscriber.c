@@ -12,7 +12,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "corestreamd/server/listener.h"
+#include "corestreamd/net/listener.h"
 #include "corestreamd/server/server_internal.h"
 #include "wire/wire.h"
 

@@ -1,0 +1,644 @@
+#include "corestreamd/net/headreader.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/thread.h"
+#include "corestreamd/net/httpanswer.h"
+#include "corestreamd/net/listener.h"
+
+#define FIRST_BUF 2048 /* most heads fit; the buffer doubles up to the head limit */
+/* After a refusal the peer's unread bytes are read and dropped for this long (or until it closes)
+ * before the close: closing on unread data sends a reset, which can destroy the answer before the
+ * peer reads it. */
+#define LINGER_NS (2 * 1000000000LL)
+#define LINGER_MAX_BYTES (1u << 20)
+#define EVENTS_PER_WAIT 64
+
+typedef enum hstate { ST_READING, ST_HANDSHAKE, ST_ANSWERING, ST_LINGER } hstate;
+
+typedef struct hconn {
+    int fd;
+    void *tag;
+    char *buf;
+    size_t len, cap;
+    cs_head_scan sc;
+    hstate st;
+    char *resp;
+    size_t resp_len, resp_off;
+    size_t dropped; /* bytes read and dropped while lingering */
+    SSL *ssl;       /* TLS: from the first byte on */
+    void *arg;      /* judge's for an upgrade, until upgraded */
+    bool upgrade;   /* the answer is a 101 */
+    bool keep;      /* after the answer, the next request on the connection is read */
+    unsigned served; /* requests answered on this connection */
+    size_t head_len;
+    int64_t deadline;
+    struct hconn *prev, *next;
+} hconn;
+
+/* A FIFO of connections; with one timeout per list, it is also in deadline order. */
+typedef struct hlist {
+    hconn *head, *tail;
+} hlist;
+
+struct cs_headreader {
+    cs_headreader_config cfg;
+    int ep, evfd;
+    pthread_t thread;
+    bool started;
+    atomic_bool stop;
+    atomic_size_t holding;
+    pthread_mutex_t mu; /* inbox and done */
+    hlist inbox, done;
+    /* the head reader thread's own */
+    hlist reading; /* reading and answering, by the header deadline */
+    hlist linger;  /* answered, by LINGER_NS */
+    bool any_done; /* since the last ready call */
+};
+
+static void list_push(hlist *l, hconn *c)
+{
+    c->next = NULL;
+    c->prev = l->tail;
+    if (l->tail)
+        l->tail->next = c;
+    else
+        l->head = c;
+    l->tail = c;
+}
+
+static void list_remove(hlist *l, hconn *c)
+{
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        l->head = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    else
+        l->tail = c->prev;
+    c->prev = c->next = NULL;
+}
+
+static void hconn_free(hconn *c)
+{
+    if (c->ssl)
+        SSL_free(c->ssl);
+    free(c->buf);
+    free(c->resp);
+    free(c);
+}
+
+/* Closes c and hands its tag to drain. */
+static void finish(cs_headreader *hr, hlist *from, hconn *c)
+{
+    list_remove(from, c);
+    epoll_ctl(hr->ep, EPOLL_CTL_DEL, c->fd, NULL);
+    if (c->ssl) {
+        SSL_free(c->ssl);
+        c->ssl = NULL;
+    }
+    if (c->arg && hr->cfg.discard)
+        hr->cfg.discard(hr->cfg.ctx, c->arg);
+    c->arg = NULL;
+    close(c->fd);
+    c->fd = -1;
+    free(c->buf);
+    c->buf = NULL;
+    c->len = 0;
+    free(c->resp);
+    c->resp = NULL;
+    pthread_mutex_lock(&hr->mu);
+    list_push(&hr->done, c);
+    pthread_mutex_unlock(&hr->mu);
+    hr->any_done = true;
+}
+
+
+/* recv, or SSL_read on a TLS connection, with recv's results (-1 EAGAIN when TLS wants either
+ * direction: the socket is watched for input, and a TLS write stall this early is one the peer's
+ * next bytes resolve). */
+static ssize_t conn_recv(hconn *c, void *buf, size_t len)
+{
+    if (!c->ssl)
+        return recv(c->fd, buf, len, 0);
+    ERR_clear_error();
+    int n = SSL_read(c->ssl, buf, (int)(len > INT32_MAX ? INT32_MAX : len));
+    if (n > 0)
+        return n;
+    int e = SSL_get_error(c->ssl, n);
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+        errno = EAGAIN;
+        return -1;
+    }
+    if (e == SSL_ERROR_ZERO_RETURN)
+        return 0;
+    errno = ECONNRESET;
+    return -1;
+}
+
+static ssize_t conn_send(hconn *c, const void *buf, size_t len)
+{
+    if (!c->ssl)
+        return send(c->fd, buf, len, MSG_NOSIGNAL);
+    ERR_clear_error();
+    int n = SSL_write(c->ssl, buf, (int)len);
+    if (n > 0)
+        return n;
+    int e = SSL_get_error(c->ssl, n);
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+        errno = EAGAIN;
+        return -1;
+    }
+    errno = EPIPE;
+    return -1;
+}
+
+static void linger_read(cs_headreader *hr, hconn *c)
+{
+    char scratch[16384];
+    for (;;) {
+        ssize_t n = conn_recv(c, scratch, sizeof scratch);
+        if (n > 0) {
+            c->dropped += (size_t)n;
+            if (c->dropped <= LINGER_MAX_BYTES)
+                continue;
+        } else if (n < 0 && errno == EINTR) {
+            continue;
+        } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            return;
+        }
+        finish(hr, &hr->linger, c); /* the peer closed, failed or sent too much */
+        return;
+    }
+}
+
+static void upgraded(cs_headreader *hr, hconn *c);
+static void read_head(cs_headreader *hr, hconn *c);
+
+/* A kept-alive connection after its answer: the bytes past the answered head (a pipelined
+ * request) stay, and the next head is read under a fresh header deadline. */
+static void next_request(cs_headreader *hr, hconn *c)
+{
+    free(c->resp);
+    c->resp = NULL;
+    c->resp_len = c->resp_off = 0;
+    c->len -= c->head_len;
+    memmove(c->buf, c->buf + c->head_len, c->len);
+    c->head_len = 0;
+    c->sc = (cs_head_scan)CS_HEAD_SCAN_INIT;
+    c->keep = false;
+    c->st = ST_READING;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+    if (epoll_ctl(hr->ep, EPOLL_CTL_MOD, c->fd, &ev) != 0) {
+        finish(hr, &hr->reading, c);
+        return;
+    }
+    list_remove(&hr->reading, c);
+    c->deadline = cs_mono_ns() + hr->cfg.timeout_ns;
+    list_push(&hr->reading, c);
+    read_head(hr, c);
+}
+
+static void write_answer(cs_headreader *hr, hconn *c)
+{
+    while (c->resp_off < c->resp_len) {
+        ssize_t n = conn_send(c, c->resp + c->resp_off, c->resp_len - c->resp_off);
+        if (n > 0) {
+            c->resp_off += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            struct epoll_event ev = {.events = EPOLLOUT, .data.ptr = c};
+            if (epoll_ctl(hr->ep, EPOLL_CTL_MOD, c->fd, &ev) == 0)
+                return;
+        }
+        finish(hr, &hr->reading, c);
+        return;
+    }
+    if (c->upgrade) {
+        upgraded(hr, c);
+        return;
+    }
+    if (c->keep) {
+        next_request(hr, c);
+        return;
+    }
+    if (c->ssl)
+        SSL_shutdown(c->ssl); /* close_notify; the peer's is not waited for */
+    shutdown(c->fd, SHUT_WR);
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+    if (epoll_ctl(hr->ep, EPOLL_CTL_MOD, c->fd, &ev) != 0) {
+        finish(hr, &hr->reading, c);
+        return;
+    }
+    list_remove(&hr->reading, c);
+    c->st = ST_LINGER;
+    c->deadline = cs_mono_ns() + LINGER_NS;
+    list_push(&hr->linger, c);
+    linger_read(hr, c);
+}
+
+/* Strangers choose what gets refused, so each refusal is one DEBUG line, as the routes' are.
+ * extra: CS_ANS_* bits. The connection is closed after the answer. */
+static void refuse(cs_headreader *hr, hconn *c, unsigned status, unsigned extra, const char *body)
+{
+    if (cs_log_enabled(CS_LOG_DEBUG)) {
+        char remote[64];
+        cs_format_peer(c->fd, remote, sizeof remote);
+        CS_LOG(CS_LOG_DEBUG, "request refused", KV_S("remote", remote), KV_U("status", status),
+               KV_S("error", body));
+    }
+    free(c->buf);
+    c->buf = NULL;
+    c->len = c->cap = 0;
+    cs_strbuf out = CS_STRBUF_INIT;
+    cs_http_answer_text(&out, status, body, extra);
+    c->resp = cs_strbuf_take(&out, &c->resp_len);
+    if (!c->resp) {
+        finish(hr, &hr->reading, c);
+        return;
+    }
+    c->st = ST_ANSWERING;
+    write_answer(hr, c);
+}
+
+/* The 101 is out: the connection leaves for the stream I/O threads with the bytes past its head. */
+static void upgraded(cs_headreader *hr, hconn *c)
+{
+    list_remove(&hr->reading, c);
+    epoll_ctl(hr->ep, EPOLL_CTL_DEL, c->fd, NULL);
+    size_t early = c->len > c->head_len ? c->len - c->head_len : 0;
+    atomic_fetch_sub(&hr->holding, 1);
+    hr->cfg.upgraded(hr->cfg.ctx, c->fd, c->ssl, c->tag, (const unsigned char *)c->buf + c->head_len, early,
+                     c->arg);
+    c->ssl = NULL;
+    c->arg = NULL;
+    hconn_free(c);
+}
+
+static void handshake(cs_headreader *hr, hconn *c)
+{
+    ERR_clear_error();
+    int rc = SSL_accept(c->ssl);
+    if (rc == 1) {
+        c->st = ST_READING;
+        read_head(hr, c);
+        return;
+    }
+    int e = SSL_get_error(c->ssl, rc);
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+        struct epoll_event ev = {.events = e == SSL_ERROR_WANT_READ ? EPOLLIN : EPOLLOUT, .data.ptr = c};
+        if (epoll_ctl(hr->ep, EPOLL_CTL_MOD, c->fd, &ev) == 0)
+            return;
+    }
+    if (cs_log_enabled(CS_LOG_DEBUG)) {
+        char remote[64];
+        cs_format_peer(c->fd, remote, sizeof remote);
+        unsigned long le = ERR_peek_error();
+        const char *why = le ? ERR_reason_error_string(le) : NULL;
+        CS_LOG(CS_LOG_DEBUG, "TLS handshake failed", KV_S("remote", remote),
+               KV_S("error", why ? why : e == SSL_ERROR_SYSCALL ? "connection closed" : "unknown"));
+    }
+    ERR_clear_error();
+    finish(hr, &hr->reading, c);
+}
+
+static void start_tls(cs_headreader *hr, hconn *c)
+{
+    SSL_CTX *ctx = hr->cfg.tls_ctx(hr->cfg.ctx);
+    c->ssl = ctx ? SSL_new(ctx) : NULL;
+    SSL_CTX_free(ctx); /* the SSL holds its own reference */
+    if (!c->ssl || SSL_set_fd(c->ssl, c->fd) != 1) {
+        finish(hr, &hr->reading, c);
+        return;
+    }
+    c->st = ST_HANDSHAKE;
+    handshake(hr, c);
+}
+
+/* A TLS port: the first byte says whether a TLS handshake (a handshake record, 0x16) is coming
+ * (only peeked at: SSL_accept reads it), or a plaintext request, which is answered in plaintext
+ * with the cause rather than closed without a word. */
+static void peek_tls(cs_headreader *hr, hconn *c)
+{
+    unsigned char first;
+    ssize_t n;
+    do
+        n = recv(c->fd, &first, 1, MSG_PEEK);
+    while (n < 0 && errno == EINTR);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return;
+    if (n <= 0)
+        finish(hr, &hr->reading, c);
+    else if (first == 0x16)
+        start_tls(hr, c);
+    else
+        refuse(hr, c, 400, CS_ANS_TLS_REQUIRED, "this port speaks TLS: use wss:// or https://");
+}
+
+/* A complete head: the server's judge answers it, a 101 included. */
+static void judged(cs_headreader *hr, hconn *c, size_t head_len)
+{
+    char *resp = NULL;
+    size_t rlen = 0;
+    void *arg = NULL;
+    int v = hr->cfg.judge(hr->cfg.ctx, c->fd, c->tag, c->ssl != NULL, c->buf, head_len, &resp, &rlen, &arg);
+    if (!resp) {
+        if (arg && hr->cfg.discard)
+            hr->cfg.discard(hr->cfg.ctx, arg);
+        finish(hr, &hr->reading, c);
+        return;
+    }
+    c->head_len = head_len;
+    c->upgrade = v == CS_HEAD_UPGRADE;
+    c->arg = v == CS_HEAD_UPGRADE ? arg : NULL;
+    c->keep = v == CS_HEAD_KEEP && ++c->served < hr->cfg.keepalive_max;
+    c->resp = resp;
+    c->resp_len = rlen;
+    c->resp_off = 0;
+    c->st = ST_ANSWERING;
+    write_answer(hr, c);
+}
+
+/* The scanner's final verdict on c's head. */
+static void head_scanned(cs_headreader *hr, hconn *c, cs_head_verdict v, size_t head_len)
+{
+    switch (v) {
+    case CS_HEAD_DONE:
+        judged(hr, c, head_len);
+        return;
+    case CS_HEAD_URI_TOO_LONG:
+        refuse(hr, c, 414, 0, "request URI too long");
+        return;
+    case CS_HEAD_TOO_LARGE:
+        refuse(hr, c, 431, 0, "request header fields too large");
+        return;
+    case CS_HEAD_TOO_MANY_PAIRS:
+        refuse(hr, c, 400, 0, "too many query parameters");
+        return;
+    case CS_HEAD_NOT_HTTP: /* a TLS ClientHello on the plaintext port, say */
+    case CS_HEAD_MORE:
+    default:
+        refuse(hr, c, 400, 0, "malformed HTTP request");
+        return;
+    }
+}
+
+static void read_head(cs_headreader *hr, hconn *c)
+{
+    if (hr->cfg.tls && !c->ssl) {
+        peek_tls(hr, c);
+        return;
+    }
+    size_t limit = hr->cfg.limits.head_max + 1; /* one byte past the limit proves it passed */
+    for (;;) {
+        if (c->len > c->sc.pos) { /* new bytes, or a pipelined request kept from the last one */
+            size_t head_len = 0;
+            cs_head_verdict v = cs_head_scan_feed(&c->sc, c->buf, c->len, &hr->cfg.limits, &head_len);
+            if (v != CS_HEAD_MORE) {
+                head_scanned(hr, c, v, head_len);
+                return;
+            }
+        }
+        if (c->len == c->cap) {
+            size_t cap = c->cap ? c->cap * 2 : FIRST_BUF;
+            if (cap > limit)
+                cap = limit;
+            char *nb = cap > c->cap ? realloc(c->buf, cap) : NULL;
+            if (!nb) {
+                finish(hr, &hr->reading, c);
+                return;
+            }
+            c->buf = nb;
+            c->cap = cap;
+        }
+        ssize_t n = conn_recv(c, c->buf + c->len, c->cap - c->len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (c->ssl) { /* the handshake may have left EPOLLOUT armed */
+                struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+                epoll_ctl(hr->ep, EPOLL_CTL_MOD, c->fd, &ev);
+            }
+            return;
+        }
+        if (n <= 0) {
+            finish(hr, &hr->reading, c); /* closed or failed before its head was complete */
+            return;
+        }
+        c->len += (size_t)n;
+    }
+}
+
+static void take_inbox(cs_headreader *hr)
+{
+    uint64_t v;
+    while (read(hr->evfd, &v, sizeof v) < 0 && errno == EINTR)
+        ;
+    pthread_mutex_lock(&hr->mu);
+    hconn *c = hr->inbox.head;
+    hr->inbox.head = hr->inbox.tail = NULL;
+    pthread_mutex_unlock(&hr->mu);
+    int64_t now = cs_mono_ns();
+    while (c) {
+        hconn *next = c->next;
+        c->deadline = now + hr->cfg.timeout_ns;
+        list_push(&hr->reading, c);
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+        if (epoll_ctl(hr->ep, EPOLL_CTL_ADD, c->fd, &ev) != 0)
+            finish(hr, &hr->reading, c);
+        else
+            read_head(hr, c); /* the head is often there already */
+        c = next;
+    }
+}
+
+static void expire(cs_headreader *hr, int64_t now)
+{
+    while (hr->reading.head && hr->reading.head->deadline <= now) {
+        hconn *c = hr->reading.head;
+        if (c->st == ST_READING && cs_log_enabled(CS_LOG_DEBUG)) {
+            char remote[64];
+            cs_format_peer(c->fd, remote, sizeof remote);
+            CS_LOG(CS_LOG_DEBUG, "connection closed: request head not complete by the deadline",
+                   KV_S("remote", remote), KV_U("read_bytes", c->len));
+        }
+        finish(hr, &hr->reading, c);
+    }
+    while (hr->linger.head && hr->linger.head->deadline <= now)
+        finish(hr, &hr->linger, hr->linger.head);
+}
+
+static int wait_ms(const cs_headreader *hr, int64_t now)
+{
+    int64_t next = -1;
+    if (hr->reading.head)
+        next = hr->reading.head->deadline;
+    if (hr->linger.head && (next < 0 || hr->linger.head->deadline < next))
+        next = hr->linger.head->deadline;
+    if (next < 0)
+        return -1;
+    int64_t ms = (next - now + 999999) / 1000000;
+    return ms < 0 ? 0 : ms > 60000 ? 60000 : (int)ms;
+}
+
+static void *reader_main(void *arg)
+{
+    cs_headreader *hr = arg;
+    cs_thread_role("cs-heads", CS_NICE_ADMISSION);
+    struct epoll_event evs[EVENTS_PER_WAIT];
+    while (!atomic_load(&hr->stop)) {
+        int n = epoll_wait(hr->ep, evs, EVENTS_PER_WAIT, wait_ms(hr, cs_mono_ns()));
+        if (n < 0 && errno != EINTR)
+            break; /* cannot happen with a valid epoll fd; the deadlines then wait for free */
+        for (int i = 0; i < n; i++) {
+            hconn *c = evs[i].data.ptr;
+            if (!c) {
+                take_inbox(hr);
+                continue;
+            }
+            if (c->st == ST_READING)
+                read_head(hr, c);
+            else if (c->st == ST_HANDSHAKE)
+                handshake(hr, c);
+            else if (c->st == ST_ANSWERING)
+                write_answer(hr, c);
+            else
+                linger_read(hr, c);
+        }
+        expire(hr, cs_mono_ns());
+        if (hr->any_done) {
+            hr->any_done = false;
+            hr->cfg.ready(hr->cfg.ctx);
+        }
+    }
+    return NULL;
+}
+
+int cs_headreader_start(cs_headreader **out, const cs_headreader_config *cfg, cs_err *err)
+{
+    *out = NULL;
+    cs_headreader *hr = calloc(1, sizeof *hr);
+    if (!hr)
+        return cs_err_set(err, 0, "request head reader: out of memory");
+    hr->cfg = *cfg;
+    hr->ep = epoll_create1(EPOLL_CLOEXEC);
+    hr->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    pthread_mutex_init(&hr->mu, NULL);
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+    if (hr->ep < 0 || hr->evfd < 0 || epoll_ctl(hr->ep, EPOLL_CTL_ADD, hr->evfd, &ev) != 0) {
+        char why[128];
+        cs_err_set(err, 0, "request head reader: %s", cs_go_errno(errno, why, sizeof why));
+        cs_headreader_free(hr, NULL, NULL);
+        return -1;
+    }
+    if (pthread_create(&hr->thread, NULL, reader_main, hr) != 0) {
+        cs_headreader_free(hr, NULL, NULL);
+        return cs_err_set(err, 0, "request head reader: cannot start its thread");
+    }
+    hr->started = true;
+    *out = hr;
+    return 0;
+}
+
+int cs_headreader_add(cs_headreader *hr, int fd, void *tag)
+{
+    hconn *c = calloc(1, sizeof *c);
+    if (!c)
+        return -1;
+    c->fd = fd;
+    c->tag = tag;
+    c->st = ST_READING;
+    atomic_fetch_add(&hr->holding, 1);
+    pthread_mutex_lock(&hr->mu);
+    bool was_empty = !hr->inbox.head;
+    list_push(&hr->inbox, c);
+    pthread_mutex_unlock(&hr->mu);
+    if (was_empty) {
+        uint64_t one = 1;
+        while (write(hr->evfd, &one, sizeof one) < 0 && errno == EINTR)
+            ;
+    }
+    return 0;
+}
+
+size_t cs_headreader_drain(cs_headreader *hr, cs_head_done_fn fn, void *ctx)
+{
+    pthread_mutex_lock(&hr->mu);
+    hconn *c = hr->done.head;
+    hr->done.head = hr->done.tail = NULL;
+    pthread_mutex_unlock(&hr->mu);
+    size_t n = 0;
+    while (c) {
+        hconn *next = c->next;
+        atomic_fetch_sub(&hr->holding, 1);
+        fn(ctx, c->tag);
+        hconn_free(c);
+        c = next;
+        n++;
+    }
+    return n;
+}
+
+size_t cs_headreader_holding(cs_headreader *hr)
+{
+    return atomic_load(&hr->holding);
+}
+
+static void give_back_all(cs_headreader *hr, hlist *l, cs_head_done_fn fn, void *ctx)
+{
+    hconn *c = l->head;
+    while (c) {
+        hconn *next = c->next;
+        if (c->arg && hr->cfg.discard)
+            hr->cfg.discard(hr->cfg.ctx, c->arg);
+        if (c->fd >= 0)
+            close(c->fd);
+        if (fn)
+            fn(ctx, c->tag);
+        hconn_free(c);
+        c = next;
+    }
+    l->head = l->tail = NULL;
+}
+
+void cs_headreader_free(cs_headreader *hr, cs_head_done_fn fn, void *ctx)
+{
+    if (!hr)
+        return;
+    if (hr->started) {
+        atomic_store(&hr->stop, true);
+        uint64_t one = 1;
+        while (write(hr->evfd, &one, sizeof one) < 0 && errno == EINTR)
+            ;
+        pthread_join(hr->thread, NULL);
+    }
+    give_back_all(hr, &hr->reading, fn, ctx);
+    give_back_all(hr, &hr->linger, fn, ctx);
+    give_back_all(hr, &hr->inbox, fn, ctx);
+    give_back_all(hr, &hr->done, fn, ctx);
+    if (hr->ep >= 0)
+        close(hr->ep);
+    if (hr->evfd >= 0)
+        close(hr->evfd);
+    pthread_mutex_destroy(&hr->mu);
+    free(hr);
+}

@@ -1,0 +1,102 @@
+/* The head reader (`cs-heads`): every accepted connection, plaintext or TLS, data or admin
+ * listener, spends its life here until it is answered and closed or upgraded to a /stream
+ * subscriber. One thread with its own epoll:
+ *
+ * - TLS (cfg.tls): the first byte is peeked at. A TLS handshake record (0x16) gets a non-blocking
+ *   SSL_accept on the context in force (cfg.tls_ctx); any other first byte is a plaintext client
+ *   on the TLS port, answered in plaintext `400`, with the header line
+ *   CS_HTTP_TLS_REQUIRED_HEADER (by which libremoteledger names the cause) and the body `this port
+ *   speaks TLS: use wss:// or https://`, then closed. A failed handshake is one DEBUG line (`TLS
+ *   handshake failed`, the peer, OpenSSL's reason).
+ * - The head is read (through SSL_read on TLS) under the server's limits (cs_head_limits): 414
+ *   past the URI limit, 431 past the head size or header line count, 400 `too many query
+ *   parameters` past the pair count, 400 `malformed HTTP request` for bytes that cannot start a
+ *   request line; each answer is one DEBUG line naming the peer, then the connection is closed.
+ * - A complete head goes to cfg.judge, which answers it: CS_HEAD_ANSWER (then close),
+ *   CS_HEAD_KEEP (then the next request on the same connection is read: keep-alive, at most
+ *   cfg.keepalive_max requests per connection, the next head under a fresh deadline) or
+ *   CS_HEAD_UPGRADE (a 101: the connection leaves through cfg.upgraded with the bytes read past
+ *   its head).
+ * - Deadlines: from add, the handshake and the head must be complete within cfg.timeout_ns (and
+ *   each kept-alive request's head within cfg.timeout_ns of the previous answer), or the
+ *   connection is closed. A closing answer is followed by a lingering close: the write side is
+ *   shut, and what the peer still sends is read and dropped for up to 2 s (1 MiB), so a request
+ *   body the server refused does not turn into a reset that destroys the answer before the peer
+ *   reads it.
+ *
+ * Every answer's bytes come from the judge or from httpanswer.h: this file formats none.
+ *
+ * Threads: cs_headreader_add and cs_headreader_drain from the accept loop (the one thread that
+ * owns the tags); the judge, upgraded, discard, tls_ctx and ready callbacks run on cs-heads. */
+#ifndef CS_CORESTREAMD_HEADREADER_H
+#define CS_CORESTREAMD_HEADREADER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "corestreamd/net/headscan.h"
+
+typedef struct cs_headreader cs_headreader;
+
+/* TLS ports (cfg.tls): the head reader terminates TLS itself (below). */
+typedef struct ssl_st SSL;
+typedef struct ssl_ctx_st SSL_CTX;
+
+/* judge's verdicts. */
+#define CS_HEAD_ANSWER 0  /* *resp is the answer; the connection is closed after it */
+#define CS_HEAD_UPGRADE 1 /* *resp is a 101 */
+#define CS_HEAD_KEEP 2    /* *resp is the answer; the connection then waits for its next request */
+
+typedef struct cs_headreader_config {
+    cs_head_limits limits;
+    bool tls; /* the port speaks TLS */
+    unsigned keepalive_max; /* requests answered on one connection at most (CS_HEAD_KEEP) */
+    /* All on the head reader's thread (tls_ctx TLS only):
+     * tls_ctx: the context in force, with a reference the head reader frees after SSL_new.
+     * judge: a complete head (buf[0..len), within the limits) of the connection fd, over TLS or
+     *   not. It puts the whole answer, malloc'd, in *resp (NULL: out of memory, the connection
+     *   is closed) and returns CS_HEAD_ANSWER or CS_HEAD_KEEP, or CS_HEAD_UPGRADE when the
+     *   answer is a 101: *arg is then the caller's, given to upgraded (or to discard if the 101
+     *   cannot be written).
+     * upgraded: the 101 is written. fd, ssl (NULL on plaintext; the caller frees it) and tag are
+     *   the caller's from now on; early[0..n) are bytes read past the head (WebSocket frames sent
+     *   early), valid during the call only. The connection no longer counts as held.
+     * discard: frees an arg whose connection ended before upgraded (the tag still comes back
+     *   through drain or cs_headreader_free, as any other). */
+    SSL_CTX *(*tls_ctx)(void *ctx);
+    int (*judge)(void *ctx, int fd, void *tag, bool tls, const char *buf, size_t len, char **resp,
+                 size_t *resp_len, void **arg);
+    void (*upgraded)(void *ctx, int fd, SSL *ssl, void *tag, const unsigned char *early, size_t n, void *arg);
+    void (*discard)(void *ctx, void *arg);
+    int64_t timeout_ns; /* from add until the head must be complete */
+    /* Head reader thread: tags are waiting in cs_headreader_drain. It must only wake the thread
+     * that drains; it is called once per batch, not per connection. */
+    void (*ready)(void *ctx);
+    void *ctx;
+} cs_headreader_config;
+
+/* Starts the thread. -1 with err on failure (epoll, eventfd, thread creation). */
+int cs_headreader_start(cs_headreader **out, const cs_headreader_config *cfg, cs_err *err);
+
+/* Takes fd (an accepted, non-blocking socket) and tag (the caller's, opaque here, given back by
+ * drain exactly once) for reading. 0, or -1 out of memory: the caller still owns both. */
+int cs_headreader_add(cs_headreader *hr, int fd, void *tag);
+
+/* A connection the head reader closed (answered, past its deadline, failed or gone): its tag
+ * comes back, exactly once. (An upgraded connection's tag leaves with it through upgraded.) */
+typedef void (*cs_head_done_fn)(void *ctx, void *tag);
+
+/* Calls fn for every connection closed since the last drain, in order, on the caller's thread.
+ * Returns how many. */
+size_t cs_headreader_drain(cs_headreader *hr, cs_head_done_fn fn, void *ctx);
+
+/* Connections the head reader holds (reading, answering, or waiting in drain). Any thread. */
+size_t cs_headreader_holding(cs_headreader *hr);
+
+/* Stops and joins the thread, closes every connection it still holds and gives every tag back
+ * through fn (those waiting in drain included). NULL-safe. */
+void cs_headreader_free(cs_headreader *hr, cs_head_done_fn fn, void *ctx);
+
+#endif

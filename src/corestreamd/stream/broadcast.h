@@ -1,0 +1,82 @@
+/* The broadcaster (PORTSPEC 2.2): the one current flow — BEGIN, the chunks published so far, and
+ * END once complete — shared by every subscriber. Publishing appends under a short mutex and wakes
+ * the watchers; it never blocks on a subscriber. A flow stays current until the next BEGIN
+ * replaces it, and is reference-counted so a subscriber can keep writing a replaced flow. */
+#ifndef CS_CORESTREAMD_BROADCAST_H
+#define CS_CORESTREAMD_BROADCAST_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "corestreamd/stream/message.h"
+
+/* Chunk pointers live in fixed segments that never move, so a reader holding a snapshot can index
+ * them without the lock while the source appends more. Enough for 256 MiB at the minimum chunk. */
+#define CS_FLOW_SEG_SHIFT 8
+#define CS_FLOW_SEG_LEN (1u << CS_FLOW_SEG_SHIFT)
+#define CS_FLOW_MAX_SEGS 257
+
+typedef struct cs_flow {
+    atomic_uint refs;
+    uint32_t seq;
+    cs_msg *begin;
+    cs_msg *end; /* NULL until complete; written under the broadcaster lock */
+    size_t nchunks;
+    cs_msg **segs[CS_FLOW_MAX_SEGS];
+} cs_flow;
+
+cs_flow *cs_flow_retain(cs_flow *f);
+void cs_flow_release(cs_flow *f);
+/* Chunk i of a flow; i must be below a snapshot's nchunks. */
+cs_msg *cs_flow_chunk(const cs_flow *f, size_t i);
+
+/* What watch() returns, atomically. flow is a held reference (release with cs_snap_release). */
+typedef struct cs_snap {
+    cs_flow *flow; /* NULL before the first BEGIN */
+    uint32_t seq;  /* 0 before the first BEGIN */
+    size_t nchunks;
+    cs_msg *end; /* borrowed from flow; non-NULL when the flow is complete */
+    uint64_t gen; /* wake generation; changes on every publish and on finish */
+    bool ended;
+    bool failed;
+} cs_snap;
+
+void cs_snap_release(cs_snap *s);
+
+typedef struct cs_broadcaster cs_broadcaster;
+
+/* wake is called (outside the lock) after every publish and on finish, from the publishing
+ * thread; it must not block. May be NULL. */
+cs_broadcaster *cs_broadcaster_new(void (*wake)(void *), void *wake_ctx);
+void cs_broadcaster_free(cs_broadcaster *b);
+
+/* Each takes the caller's reference to msg. A guard failure returns -1 with the spec's message
+ * (`server: ledger begun after the stream was finished`, `server: ledger begun while the previous
+ * flow is still open`, `server: chunk published outside an open flow`, `server: end published
+ * outside an open flow`), releases msg and leaves the state and the lock untouched: it is a bug in
+ * the caller, which aborts. */
+int cs_broadcast_begin(cs_broadcaster *b, uint32_t seq, cs_msg *begin, cs_err *err);
+int cs_broadcast_chunk(cs_broadcaster *b, cs_msg *chunk, cs_err *err);
+int cs_broadcast_end(cs_broadcaster *b, cs_msg *end, cs_err *err);
+
+/* Idempotent: marks the stream ended (failed when failed is true, on the first call only). */
+void cs_broadcast_finish(cs_broadcaster *b, bool failed);
+
+void cs_broadcast_watch(cs_broadcaster *b, cs_snap *out);
+
+/* The published chunk count and END (borrowed, NULL while open) of a flow that may no longer be
+ * current, read under the lock. */
+void cs_broadcast_flow_state(cs_broadcaster *b, const cs_flow *f, size_t *nchunks, cs_msg **end);
+
+/* Blocks until the generation differs from gen or timeout_ns passes. Returns true when it changed.
+ * For threads that are not the I/O loop (tests, benchrunner's loopback hold). */
+bool cs_broadcast_wait(cs_broadcaster *b, uint64_t gen, int64_t timeout_ns);
+
+/* Test hook: how many threads are blocked in cs_broadcast_wait now. Read under the lock the
+ * waiters release only inside the condition wait, so a non-zero answer means one is parked there. */
+int cs_broadcast_waiters(cs_broadcaster *b);
+
+#endif

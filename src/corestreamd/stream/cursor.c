@@ -1,0 +1,298 @@
+#include "corestreamd/stream/cursor.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "wire/wire.h"
+
+void cs_cursor_init(cs_cursor *c, const cs_cursor_env *env, uint32_t start, bool bounded, uint32_t end)
+{
+    memset(c, 0, sizeof *c);
+    c->env = *env;
+    c->bounded = bounded;
+    c->end = end;
+    c->next = start;
+    c->followed_live = start == 0;
+    if (start == 0) {
+        cs_snap s;
+        cs_broadcast_watch(env->bc, &s);
+        if (s.seq != 0)
+            c->next = s.end ? (uint64_t)s.seq + 1 : s.seq;
+        cs_snap_release(&s);
+    }
+}
+
+static void unpin(cs_cursor *c)
+{
+    cs_flow_release(c->pinned);
+    c->pinned = NULL;
+    c->sent = 0;
+    c->mode = CS_CUR_IDLE;
+}
+
+/* The cursor no longer reads the ring: its slot (or its place in the queue) goes to others. */
+static void leave_slot(cs_cursor *c)
+{
+    cs_replay_slots_release(c->env.slots, &c->ticket);
+    c->catching_up = false;
+}
+
+void cs_cursor_destroy(cs_cursor *c)
+{
+    unpin(c);
+    cs_replay_release(c->replay);
+    c->replay = NULL;
+    leave_slot(c);
+}
+
+static void write_msg(cs_step *out, cs_msg *m)
+{
+    out->kind = CS_STEP_WRITE;
+    out->msg = m;
+}
+
+static void close_with(cs_step *out, int code, const char *reason)
+{
+    out->kind = CS_STEP_CLOSE;
+    out->code = code;
+    snprintf(out->reason, sizeof out->reason, "%s", reason);
+}
+
+/* A stampless re-framing of a complete flow's BEGIN or END: same counts and checksum, stamps 0. */
+static cs_msg *stampless_begin(uint32_t seq)
+{
+    cs_msg *m = cs_msg_new(CS_WIRE_BEGIN_LEN);
+    if (m)
+        m->len = cs_wire_put_begin(m->data, seq, 0);
+    return m;
+}
+
+static cs_msg *stampless_end(const cs_msg *end)
+{
+    cs_wire_msg w;
+    cs_msg *m = cs_msg_new(CS_WIRE_END_LEN);
+    if (!m || cs_wire_decode(end->data, end->len, &w, NULL) != 0) {
+        cs_msg_release(m);
+        return NULL;
+    }
+    m->len = cs_wire_put_end(m->data, w.seq, w.chunk_count, w.total_len, 0, w.checksum);
+    return m;
+}
+
+static void oom(cs_step *out)
+{
+    out->kind = CS_STEP_DROP;
+    cs_err_set(&out->err, 0, "out of memory");
+}
+
+/* STAMPLESS: BEGIN(seq,0), the shared chunks as they are, END re-framed with zero stamps. The
+ * flow is complete, so its chunk count and END are final. */
+static bool step_stampless(cs_cursor *c, cs_step *out)
+{
+    cs_flow *f = c->pinned;
+    size_t k = c->sent++;
+    if (k == 0) {
+        cs_msg *m = stampless_begin(f->seq);
+        m ? write_msg(out, m) : oom(out);
+        return true;
+    }
+    if (k <= f->nchunks) {
+        write_msg(out, cs_msg_retain(cs_flow_chunk(f, k - 1)));
+        return true;
+    }
+    cs_msg *m = stampless_end(f->end);
+    m ? write_msg(out, m) : oom(out);
+    c->next++;
+    unpin(c);
+    return true;
+}
+
+/* REPLAY: pop the next prepared message. Returns false when the step must be decided again. */
+static bool step_replay(cs_cursor *c, cs_step *out)
+{
+    cs_msg *m = NULL;
+    cs_err err;
+    int rc = cs_replay_next(c->replay, &m, &err);
+    switch (rc) {
+    case CS_REPLAY_MSG:
+        write_msg(out, m);
+        return true;
+    case CS_REPLAY_PENDING:
+        out->kind = CS_STEP_WAIT;
+        return true;
+    case CS_REPLAY_DONE:
+        cs_replay_release(c->replay);
+        c->replay = NULL;
+        c->mode = CS_CUR_IDLE;
+        c->next++;
+        return false;
+    case CS_REPLAY_NOT_RETAINED: {
+        uint32_t oldest, latest;
+        cs_ring_bounds(c->env.ring, &oldest, &latest);
+        cs_replay_release(c->replay);
+        c->replay = NULL;
+        c->mode = CS_CUR_IDLE;
+        char reason[96];
+        cs_wire_format_too_far_behind(reason, sizeof reason, oldest, latest);
+        close_with(out, CS_CLOSE_TOO_FAR_BEHIND, reason);
+        return true;
+    }
+    default: {
+        /* The ledger could not be read or differs from its record: no END goes out, so nothing
+         * of it is accepted; the reason names it (the ring's ERROR line says what differed). */
+        char reason[96];
+        snprintf(reason, sizeof reason, "ring ledger %u %s", (unsigned)c->next,
+                 rc == CS_REPLAY_CORRUPT ? "failed its integrity check" : "could not be read");
+        cs_replay_release(c->replay);
+        c->replay = NULL;
+        c->mode = CS_CUR_IDLE;
+        close_with(out, CS_CLOSE_INTERNAL_ERROR, reason);
+        out->err = err;
+        return true;
+    }
+    }
+}
+
+/* A catch-up reads the ring under a replay slot. False when none is free: the cursor then waits,
+ * holding no flow and no replay, until a freed slot is handed over and wakes it. Retention is
+ * looked at again when it starts (4001 then, if its ledger is gone meanwhile). */
+static bool take_slot(cs_cursor *c, cs_step *out)
+{
+    if (c->followed_live)
+        return true;
+    size_t position;
+    if (!cs_replay_slots_acquire(c->env.slots, &c->ticket, &position)) {
+        out->replay_queued = position != 0;
+        out->queue_position = position;
+        out->kind = CS_STEP_WAIT;
+        c->mode = CS_CUR_QUEUED;
+        return false;
+    }
+    out->replay_started = !c->catching_up;
+    c->catching_up = true;
+    return true;
+}
+
+/* Nothing to send: either wait for the next publish, or the stream is over. */
+static void sleep_or_close(const cs_cursor *c, const cs_snap *s, cs_step *out)
+{
+    if (!s->ended) {
+        out->kind = CS_STEP_WAIT;
+        return;
+    }
+    if (s->failed)
+        close_with(out, CS_CLOSE_INTERNAL_ERROR, CS_REASON_SOURCE_FAILED);
+    else if (c->bounded && c->next <= c->end)
+        close_with(out, CS_CLOSE_GOING_AWAY, CS_REASON_RANGE_INCOMPLETE);
+    else
+        close_with(out, CS_CLOSE_NORMAL, CS_REASON_SOURCE_ENDED);
+}
+
+/* One decision against a snapshot. Returns false when it changed state without producing a step,
+ * so the caller decides again. */
+static bool decide(cs_cursor *c, const cs_snap *s, int stepper, cs_step *out)
+{
+    if (c->next == 0)
+        c->next = s->seq;
+    if (c->next != 0 && c->bounded && c->next > c->end) {
+        close_with(out, CS_CLOSE_NORMAL, "");
+        return true;
+    }
+
+    if (c->next != 0 && c->next == s->seq) {
+        c->followed_live = true;
+        bool begun = c->mode == CS_CUR_LIVE;
+        if (!begun && s->end) {
+            /* A completed flow reached late: served without stamps, it measures nothing. */
+            c->mode = CS_CUR_STAMPLESS;
+            c->pinned = cs_flow_retain(s->flow);
+            c->sent = 0;
+            return step_stampless(c, out);
+        }
+        if (!begun || c->pinned != s->flow) {
+            unpin(c);
+            c->mode = CS_CUR_LIVE;
+            c->pinned = cs_flow_retain(s->flow);
+            write_msg(out, cs_msg_retain(s->flow->begin));
+            return true;
+        }
+        if (c->sent < s->nchunks) {
+            write_msg(out, cs_msg_retain(cs_flow_chunk(s->flow, c->sent++)));
+            return true;
+        }
+        if (s->end) {
+            write_msg(out, cs_msg_retain(s->end));
+            c->next++;
+            unpin(c);
+            return true;
+        }
+        out->kind = CS_STEP_WAIT;
+        return true;
+    }
+
+    if (c->next != 0 && (c->next < s->seq || s->seq == 0)) {
+        if (c->mode == CS_CUR_LIVE) {
+            /* The flow being written was replaced by the next BEGIN. Only its END may still go
+             * out; a subscriber still mid-ledger has spent its budget and gets the ledger again,
+             * complete and stampless, from the ring. */
+            size_t nchunks;
+            cs_msg *end;
+            cs_broadcast_flow_state(c->env.bc, c->pinned, &nchunks, &end);
+            if (end && c->sent == nchunks) {
+                write_msg(out, cs_msg_retain(end));
+                c->next++;
+                unpin(c);
+                return true;
+            }
+            out->abandoned = true;
+            c->abandoned++;
+            c->abandoned_seq = c->pinned->seq;
+            atomic_fetch_add(c->env.live_abandons, 1);
+            unpin(c);
+        }
+        uint32_t oldest, latest;
+        if (!cs_ring_bounds(c->env.ring, &oldest, &latest) || c->next > latest) {
+            sleep_or_close(c, s, out);
+            return true;
+        }
+        if (!take_slot(c, out))
+            return true;
+        c->replay = cs_replay_start(c->env.replays, (uint32_t)c->next, stepper);
+        if (!c->replay) {
+            oom(out);
+            return true;
+        }
+        c->mode = CS_CUR_REPLAY;
+        return false;
+    }
+
+    sleep_or_close(c, s, out);
+    return true;
+}
+
+void cs_cursor_step(cs_cursor *c, int stepper, cs_step *out)
+{
+    memset(out, 0, sizeof *out);
+    bool decided = false;
+    /* Bounded: each pass either produces a step or advances the mode (replay done → idle). */
+    for (int pass = 0; pass < 4 && !decided; pass++) {
+        if (c->mode == CS_CUR_STAMPLESS) {
+            decided = step_stampless(c, out);
+        } else if (c->mode == CS_CUR_REPLAY) {
+            decided = step_replay(c, out);
+        } else {
+            if (c->mode == CS_CUR_QUEUED)
+                c->mode = CS_CUR_IDLE; /* ask again: the slot may have been granted */
+            cs_snap s;
+            cs_broadcast_watch(c->env.bc, &s);
+            decided = decide(c, &s, stepper, out);
+            cs_snap_release(&s);
+        }
+    }
+    if (!decided)
+        out->kind = CS_STEP_WAIT;
+    /* Following live, sleeping ahead of the ring or closing: the catch-up is over. A replay that
+     * just finished keeps the slot only if the next ledger comes from the ring too. */
+    if (c->mode != CS_CUR_REPLAY && c->mode != CS_CUR_QUEUED)
+        leave_slot(c);
+}

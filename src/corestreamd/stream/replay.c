@@ -1,0 +1,559 @@
+#include "corestreamd/stream/replay.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <inttypes.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "common/thread.h"
+#include "corestreamd/stream/compress.h"
+#include "wire/wire.h"
+
+/* The small stored-chunk buffers' payload capacity: a 256 KiB chunk of ledger XDR compresses to
+ * about 30 KB. */
+#define CS_REPLAY_SMALL_CHUNK (64u << 10)
+
+/* One ledger being turned into a stampless flow: item 0 is BEGIN, items 1..n the chunks, item
+ * n+1 END. Items are claimed in order but produced by any free worker, so one catch-up
+ * subscriber can use the whole pool; at most CS_REPLAY_DEPTH items exist ahead of the cursor. */
+struct cs_replay {
+    cs_replay_pool *pool;
+    unsigned refs; /* the cursor's, one while queued, one per worker producing */
+    uint32_t seq;
+    int wake_arg;
+    bool queued;
+    bool released; /* the cursor let go: stop producing */
+    bool opening;  /* a worker is mapping the ledger */
+    int status;    /* CS_REPLAY_PENDING until a terminal error */
+    cs_err err;
+    /* The item that failed: the items before it are still handed out first, so the error comes in
+     * their place of the flow whatever the workers' timing (an END that fails is never sent, the
+     * chunks before it are). 0 for a failure before any item (the open). */
+    size_t fail_at;
+    cs_ledger_ref *ledger; /* NULL until opened */
+    size_t chunk_size;     /* the recorded live chunking, else the pool's */
+    /* The file is read and hashed in order, one chunk at a time (reading: a worker is at it), so
+     * the END is only sent when the bytes sent hash to the recorded checksum. */
+    XXH64_state_t *hash;
+    /* Stored frames (ledger->frames_fd >= 0): the chunks are sent as published, and what is read
+     * is hashed (XXH3) against the record's frames_xxh3 instead. */
+    bool stored;
+    XXH3_state_t *fhash, *rawhash;
+    bool reading;
+    size_t nitems;
+    size_t claimed;
+    size_t handed_out;
+    size_t window; /* payload bytes of the items claimed and not yet handed out */
+    cs_msg *slot[CS_REPLAY_DEPTH]; /* item k lives in slot[k % DEPTH] until handed out */
+    cs_replay *next_job;
+};
+
+struct cs_replay_pool {
+    pthread_mutex_t mu; /* guards the queue and every replay's fields above but ledger data */
+    pthread_cond_t cond;
+    cs_replay *q_head, *q_tail;
+    bool stopping;
+    cs_ring *ring;
+    size_t chunk_size;
+    /* Stored chunk messages: most zstd chunks fit the small ones; raw chunks (and zstd ones that
+     * barely shrank) take the chunk-sized ones. Two sizes keep the idle buffers' memory near
+     * what the chunks use. */
+    cs_msg_pool *small, *msgs;
+    void (*wake)(void *, int);
+    void *wake_ctx;
+    int nworkers;
+    pthread_t *threads;
+};
+
+typedef struct worker_arg {
+    cs_replay_pool *pool;
+    ZSTD_CCtx *cctx;
+} worker_arg;
+
+/* All helpers below named *_locked expect pool->mu held. */
+
+static void enqueue_locked(cs_replay_pool *p, cs_replay *r)
+{
+    r->queued = true;
+    r->refs++;
+    r->next_job = NULL;
+    if (p->q_tail)
+        p->q_tail->next_job = r;
+    else
+        p->q_head = r;
+    p->q_tail = r;
+    pthread_cond_signal(&p->cond);
+}
+
+/* Item k's payload bytes as the window counts them: a stored chunk's recorded length, a chunk to
+ * encode its raw length (its upper bound), BEGIN and END nothing. */
+static size_t item_bytes(const cs_replay *r, size_t k)
+{
+    if (k == 0 || k >= r->nitems - 1)
+        return 0;
+    if (r->stored)
+        return r->ledger->frames[k - 1].len;
+    uint64_t off = (uint64_t)(k - 1) * r->chunk_size, left = r->ledger->rec.len - off;
+    return left < r->chunk_size ? (size_t)left : r->chunk_size;
+}
+
+static bool can_claim_locked(const cs_replay *r)
+{
+    return r->ledger && !r->released && !r->reading && r->status == CS_REPLAY_PENDING &&
+           r->claimed < r->nitems && r->claimed < r->handed_out + CS_REPLAY_DEPTH &&
+           (r->claimed == r->handed_out || r->window + item_bytes(r, r->claimed) <= CS_REPLAY_WINDOW_BYTES);
+}
+
+/* Takes the next item into the window; returns its index. */
+static size_t claim_locked(cs_replay *r)
+{
+    r->window += item_bytes(r, r->claimed);
+    return r->claimed++;
+}
+
+/* Whether a worker should look at r: to open it, or to produce its next items. Not for one free
+ * slot: a worker woken per message costs the replay a futex, a context switch and (for the I/O
+ * thread) a wake-up each, more than the pread itself, so the window refills in batches once half
+ * of it was handed out. */
+static bool needs_work_locked(const cs_replay *r)
+{
+    if (r->released || r->status != CS_REPLAY_PENDING)
+        return false;
+    if (!r->ledger)
+        return !r->opening;
+    return can_claim_locked(r) && r->claimed - r->handed_out <= CS_REPLAY_DEPTH / 2 &&
+           r->window <= CS_REPLAY_WINDOW_BYTES / 2;
+}
+
+static void replay_free(cs_replay *r)
+{
+    for (size_t k = r->handed_out; k < r->claimed; k++)
+        if (r->slot[k % CS_REPLAY_DEPTH])
+            cs_msg_release(r->slot[k % CS_REPLAY_DEPTH]);
+    if (r->ledger)
+        cs_ledger_ref_release(r->ledger);
+    XXH64_freeState(r->hash);
+    XXH3_freeState(r->fhash);
+    XXH3_freeState(r->rawhash);
+    free(r);
+}
+
+/* Drops one reference; frees after unlocking when it was the last. Returns with the lock held. */
+static void unref_locked(cs_replay_pool *p, cs_replay *r)
+{
+    if (--r->refs)
+        return;
+    pthread_mutex_unlock(&p->mu);
+    replay_free(r);
+    pthread_mutex_lock(&p->mu);
+}
+
+/* Reads chunk k-1 into a fresh buffer and hashes it; only one worker reads a replay at a time, in
+ * order (r->reading), so the hash sees the bytes in ledger order. Returns the buffer (malloc'd)
+ * and its length, or NULL with *status and err set. */
+static uint8_t *read_chunk(cs_replay *r, size_t k, size_t *n, int *status, cs_err *err)
+{
+    uint64_t off = (uint64_t)(k - 1) * r->chunk_size;
+    *n = item_bytes(r, k);
+    uint8_t *buf = malloc(*n ? *n : 1);
+    if (!buf) {
+        *status = CS_REPLAY_FAILED;
+        cs_err_set(err, 0, "replay ledger %u: out of memory", r->seq);
+        return NULL;
+    }
+    if (cs_ledger_read(r->ledger, off, buf, *n, err) != 0) {
+        *status = err->kind == CS_RING_ERR_CORRUPT ? CS_REPLAY_CORRUPT : CS_REPLAY_FAILED;
+        free(buf);
+        return NULL;
+    }
+    XXH64_update(r->hash, buf, *n);
+    return buf;
+}
+
+/* Reads stored chunk k-1 into a CHUNK message as it was published and hashes its payload; in
+ * order, like read_chunk. NULL with *status and err set on failure; *frames_fault tells whether
+ * the frames file (not the ledger) is at fault. */
+static cs_msg *read_stored(cs_replay_pool *p, cs_replay *r, size_t k, int *status, bool *frames_fault, cs_err *err)
+{
+    const cs_frame *f = &r->ledger->frames[k - 1];
+    size_t need = CS_WIRE_CHUNK_HEADER_LEN + f->len;
+    cs_msg *m = need <= CS_WIRE_CHUNK_HEADER_LEN + CS_REPLAY_SMALL_CHUNK ? cs_msg_pool_get(p->small)
+                : need <= CS_WIRE_CHUNK_HEADER_LEN + p->chunk_size ? cs_msg_pool_get(p->msgs)
+                                                                   : cs_msg_new(need);
+    if (!m) {
+        *status = CS_REPLAY_FAILED;
+        cs_err_set(err, 0, "replay ledger %u: out of memory", r->seq);
+        return NULL;
+    }
+    if (cs_frame_read(r->ledger, (uint32_t)(k - 1), m->data + CS_WIRE_CHUNK_HEADER_LEN, err) != 0) {
+        *status = err->kind == CS_RING_ERR_CORRUPT ? CS_REPLAY_CORRUPT : CS_REPLAY_FAILED;
+        *frames_fault = f->codec != 0;
+        cs_msg_release(m);
+        return NULL;
+    }
+    cs_wire_put_chunk_header(m->data, r->seq, (uint32_t)(k - 1), f->codec);
+    m->len = need;
+    m->origin = CS_MSG_STORED;
+    XXH3_64bits_update(f->codec == 0 ? r->rawhash : r->fhash, m->data + CS_WIRE_CHUNK_HEADER_LEN, f->len);
+    return m;
+}
+
+/* Builds the END once every chunk was read: the recorded checksum, and only if the bytes read
+ * hash to it (the stored frames' own hash for a stored replay). */
+static cs_msg *produce_end(cs_replay *r, int *status, bool *frames_fault, cs_err *err)
+{
+    if (r->stored) {
+        const cs_ledger_ref *l = r->ledger;
+        XXH3_64bits_update(r->fhash, l->frames_tail, l->frames_tail_len);
+        uint64_t got = XXH3_64bits_digest(r->fhash), raw = XXH3_64bits_digest(r->rawhash);
+        /* The ledger's own bytes first: if they changed, the ledger goes, whatever the frames. */
+        if (raw != l->rec.raw_xxh3) {
+            *status = CS_REPLAY_CORRUPT;
+            *frames_fault = false;
+            cs_err_set(err, CS_RING_ERR_CORRUPT,
+                       "ledger-%u.xdr changed on disk: its bytes hash to %016" PRIx64 ", its record says %016" PRIx64
+                       " (XXH3 of its raw chunks)",
+                       r->seq, raw, l->rec.raw_xxh3);
+            return NULL;
+        }
+        if (got != l->rec.frames_xxh3) {
+            *status = CS_REPLAY_CORRUPT;
+            *frames_fault = true;
+            cs_err_set(err, CS_RING_ERR_CORRUPT,
+                       "ledger-%u.frames changed on disk: it hashes to %016" PRIx64 ", its record says %016" PRIx64,
+                       r->seq, got, l->rec.frames_xxh3);
+            return NULL;
+        }
+        cs_msg *m = cs_msg_new(CS_WIRE_END_LEN);
+        if (m)
+            m->len = cs_wire_put_end(m->data, r->seq, l->rec.chunks, l->rec.len, 0, l->rec.xxh64);
+        return m;
+    }
+    uint64_t sum = XXH64_digest(r->hash), want = r->ledger->rec.xxh64;
+    if (sum != want) {
+        *status = CS_REPLAY_CORRUPT;
+        cs_err_set(err, CS_RING_ERR_CORRUPT,
+                   "ledger-%u.xdr changed on disk: its bytes hash to %016" PRIx64 ", its record says %016" PRIx64,
+                   r->seq, sum, want);
+        return NULL;
+    }
+    cs_msg *m = cs_msg_new(CS_WIRE_END_LEN);
+    if (m)
+        m->len = cs_wire_put_end(m->data, r->seq, (uint32_t)(r->nitems - 2), r->ledger->rec.len, 0, want);
+    return m;
+}
+
+/* NULL when out of memory (the caller says so, as for every item). */
+static cs_msg *produce_begin(const cs_replay *r)
+{
+    cs_msg *m = cs_msg_new(CS_WIRE_BEGIN_LEN);
+    if (m)
+        m->len = cs_wire_put_begin(m->data, r->seq, 0);
+    return m;
+}
+
+/* Item k of a stored replay: BEGIN, a stored chunk or END. */
+static cs_msg *produce_stored(cs_replay_pool *p, cs_replay *r, size_t k, int *status, bool *frames_fault, cs_err *err)
+{
+    if (k == 0)
+        return produce_begin(r);
+    if (k == r->nitems - 1)
+        return produce_end(r, status, frames_fault, err);
+    return read_stored(p, r, k, status, frames_fault, err);
+}
+
+/* Opens the ledger (checked against its record by the ring). Called and returns with the lock
+ * held. */
+static void open_locked(cs_replay_pool *p, cs_replay *r)
+{
+    r->opening = true;
+    pthread_mutex_unlock(&p->mu);
+    cs_ledger_ref *ledger = NULL;
+    cs_err err;
+    int status = CS_REPLAY_PENDING;
+    XXH64_state_t *hash = NULL;
+    XXH3_state_t *fhash = NULL, *rawhash = NULL;
+    if (cs_ring_get(p->ring, r->seq, &ledger, &err) != 0) {
+        status = err.kind == CS_RING_ERR_NOT_RETAINED ? CS_REPLAY_NOT_RETAINED : CS_REPLAY_FAILED;
+    } else if (!(hash = XXH64_createState()) ||
+               (ledger->frames_fd >= 0 && (!(fhash = XXH3_createState()) || !(rawhash = XXH3_createState())))) {
+        cs_ledger_ref_release(ledger);
+        XXH64_freeState(hash);
+        XXH3_freeState(fhash);
+        hash = NULL;
+        fhash = NULL;
+        status = CS_REPLAY_FAILED;
+        cs_err_set(&err, 0, "replay ledger %u: out of memory", r->seq);
+    } else {
+        XXH64_reset(hash, 0);
+        if (fhash) {
+            XXH3_64bits_reset(fhash);
+            XXH3_64bits_reset(rawhash);
+        }
+    }
+    pthread_mutex_lock(&p->mu);
+    r->opening = false;
+    if (status != CS_REPLAY_PENDING) {
+        r->status = status;
+        r->err = err;
+        return;
+    }
+    r->ledger = ledger;
+    r->hash = hash;
+    r->fhash = fhash;
+    r->rawhash = rawhash;
+    r->stored = fhash != NULL;
+    r->chunk_size = ledger->rec.chunk_size ? ledger->rec.chunk_size : p->chunk_size;
+    r->nitems = (size_t)((ledger->rec.len + r->chunk_size - 1) / r->chunk_size) + 2;
+}
+
+static void notify(cs_replay_pool *p, const cs_replay *r)
+{
+    int arg = r->wake_arg;
+    pthread_mutex_unlock(&p->mu);
+    if (p->wake)
+        p->wake(p->wake_ctx, arg);
+    pthread_mutex_lock(&p->mu);
+}
+
+static void *worker_main(void *argp)
+{
+    worker_arg *a = argp;
+    cs_replay_pool *p = a->pool;
+    /* A catch-up can always wait: it takes what the live path and stellar-core leave. */
+    cs_thread_role("cs-replay", CS_NICE_BACKGROUND);
+    pthread_mutex_lock(&p->mu);
+    while (!p->stopping) {
+        cs_replay *r = p->q_head;
+        if (!r) {
+            pthread_cond_wait(&p->cond, &p->mu);
+            continue;
+        }
+        /* The queue's reference becomes this worker's. */
+        p->q_head = r->next_job;
+        if (!p->q_head)
+            p->q_tail = NULL;
+        r->queued = false;
+        if (!r->ledger && !r->opening && !r->released && r->status == CS_REPLAY_PENDING) {
+            open_locked(p, r);
+            if (r->status != CS_REPLAY_PENDING)
+                notify(p, r);
+        }
+        if (can_claim_locked(r)) {
+            size_t k = claim_locked(r), n = 1;
+            bool chunk = k > 0 && k < r->nitems - 1;
+            /* A stored replay is only read: this worker takes every free slot, BEGIN and END
+             * included (in order, so the hashes still see the bytes in ledger order and END comes
+             * after the last chunk's read), and wakes the I/O thread once for all. */
+            bool batch = r->stored;
+            if (batch)
+                for (; n < CS_REPLAY_DEPTH && can_claim_locked(r); n++)
+                    claim_locked(r);
+            r->reading = chunk || batch;
+            /* Let another worker take the next item of the same ledger meanwhile. */
+            if (!r->queued && needs_work_locked(r))
+                enqueue_locked(p, r);
+            pthread_mutex_unlock(&p->mu);
+            int status = CS_REPLAY_PENDING;
+            bool frames_fault = false;
+            cs_err err = {0};
+            cs_msg *m[CS_REPLAY_DEPTH] = {0};
+            size_t made = 0;
+            if (batch) {
+                /* No compression: the read is the whole job, done in order. */
+                while (made < n && (m[made] = produce_stored(p, r, k + made, &status, &frames_fault, &err)))
+                    made++;
+                pthread_mutex_lock(&p->mu);
+                r->reading = false;
+                if (!r->queued && needs_work_locked(r))
+                    enqueue_locked(p, r);
+                pthread_mutex_unlock(&p->mu);
+            } else if (k == 0) {
+                m[0] = produce_begin(r);
+            } else if (chunk) {
+                size_t len;
+                uint8_t *raw = read_chunk(r, k, &len, &status, &err);
+                pthread_mutex_lock(&p->mu);
+                r->reading = false; /* the next chunk may be read while this one is compressed */
+                if (!r->queued && needs_work_locked(r))
+                    enqueue_locked(p, r);
+                pthread_mutex_unlock(&p->mu);
+                if (raw && (m[0] = cs_encode_chunk(a->cctx, r->seq, (uint32_t)(k - 1), raw, len)))
+                    m[0]->origin = CS_MSG_ENCODED;
+                free(raw);
+            } else {
+                m[0] = produce_end(r, &status, &frames_fault, &err);
+            }
+            if (!batch)
+                made = m[0] != NULL;
+            /* A ledger that differs from its record leaves the ring (with everything older); frames
+             * that differ leave the ledger to be re-encoded. */
+            if (status == CS_REPLAY_CORRUPT && frames_fault)
+                cs_ring_drop_frames(p->ring, r->seq, r->ledger->rec.frames_xxh3, err.msg);
+            else if (status == CS_REPLAY_CORRUPT)
+                cs_ring_reject(p->ring, r->seq, err.msg);
+            pthread_mutex_lock(&p->mu);
+            if (status == CS_REPLAY_PENDING && made < n) {
+                status = CS_REPLAY_FAILED;
+                cs_err_set(&err, 0, "replay ledger %u: out of memory", r->seq);
+            }
+            /* The earliest failure wins: a worker still producing an earlier item may fail too. */
+            if (status != CS_REPLAY_PENDING && (r->status == CS_REPLAY_PENDING || k + made < r->fail_at)) {
+                r->status = status;
+                r->err = err;
+                r->fail_at = k + made;
+            }
+            for (size_t i = 0; i < made; i++)
+                r->slot[(k + i) % CS_REPLAY_DEPTH] = m[i];
+            notify(p, r);
+        }
+        unref_locked(p, r);
+    }
+    pthread_mutex_unlock(&p->mu);
+    ZSTD_freeCCtx(a->cctx);
+    free(a);
+    return NULL;
+}
+
+cs_replay_pool *cs_replay_pool_new(int workers, cs_ring *ring, bool compress, int level, size_t chunk_size,
+                                   void (*wake)(void *, int), void *wake_ctx, cs_err *err)
+{
+    cs_replay_pool *p = calloc(1, sizeof *p);
+    if (!p) {
+        cs_err_set(err, 0, "server: out of memory");
+        return NULL;
+    }
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cond, NULL);
+    p->ring = ring;
+    p->chunk_size = chunk_size;
+    /* Catch-up reuses its message memory instead of faulting in fresh pages per chunk: as many
+     * idle buffers as two windows per worker hold. */
+    p->small = cs_msg_pool_new(CS_WIRE_CHUNK_HEADER_LEN + CS_REPLAY_SMALL_CHUNK, 2 * CS_REPLAY_DEPTH * (size_t)workers);
+    size_t big = chunk_size && chunk_size < CS_REPLAY_WINDOW_BYTES ? CS_REPLAY_WINDOW_BYTES / chunk_size : 1;
+    p->msgs = cs_msg_pool_new(CS_WIRE_CHUNK_HEADER_LEN + chunk_size, 2 * big * (size_t)workers);
+    p->wake = wake;
+    p->wake_ctx = wake_ctx;
+    p->threads = calloc((size_t)workers, sizeof *p->threads);
+    if (!p->threads || !p->msgs || !p->small) {
+        cs_replay_pool_free(p);
+        cs_err_set(err, 0, "server: out of memory");
+        return NULL;
+    }
+    for (int i = 0; i < workers; i++) {
+        worker_arg *a = calloc(1, sizeof *a);
+        if (a) {
+            a->pool = p;
+            a->cctx = compress ? cs_chunk_cctx_new(chunk_size, level) : NULL;
+        }
+        if (!a || (compress && !a->cctx) || pthread_create(&p->threads[i], NULL, worker_main, a) != 0) {
+            if (a)
+                ZSTD_freeCCtx(a->cctx);
+            free(a);
+            cs_replay_pool_free(p);
+            cs_err_set(err, 0, "server: cannot start the ring replay encoders");
+            return NULL;
+        }
+        p->nworkers++;
+    }
+    return p;
+}
+
+void cs_replay_pool_free(cs_replay_pool *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->stopping = true;
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < p->nworkers; i++)
+        pthread_join(p->threads[i], NULL);
+    /* Jobs still queued hold a reference each. */
+    pthread_mutex_lock(&p->mu);
+    while (p->q_head) {
+        cs_replay *r = p->q_head;
+        p->q_head = r->next_job;
+        r->queued = false;
+        unref_locked(p, r);
+    }
+    pthread_mutex_unlock(&p->mu);
+    free(p->threads);
+    cs_msg_pool_free(p->small); /* messages still held by cursors free themselves later */
+    cs_msg_pool_free(p->msgs);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cond);
+    free(p);
+}
+
+cs_replay *cs_replay_start(cs_replay_pool *p, uint32_t seq, int wake_arg)
+{
+    cs_replay *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->pool = p;
+    r->refs = 1;
+    r->seq = seq;
+    r->wake_arg = wake_arg;
+    r->status = CS_REPLAY_PENDING;
+    pthread_mutex_lock(&p->mu);
+    if (!p->stopping)
+        enqueue_locked(p, r);
+    pthread_mutex_unlock(&p->mu);
+    return r;
+}
+
+int cs_replay_next(cs_replay *r, cs_msg **out, cs_err *err)
+{
+    cs_replay_pool *p = r->pool;
+    int rc;
+    pthread_mutex_lock(&p->mu);
+    size_t k = r->handed_out;
+    if (r->status != CS_REPLAY_PENDING && k >= r->fail_at) {
+        if (err)
+            *err = r->err;
+        rc = r->status;
+    } else if (r->ledger && k == r->nitems) {
+        rc = CS_REPLAY_DONE;
+    } else if (k < r->claimed && r->slot[k % CS_REPLAY_DEPTH]) {
+        *out = r->slot[k % CS_REPLAY_DEPTH];
+        r->slot[k % CS_REPLAY_DEPTH] = NULL;
+        r->window -= item_bytes(r, k);
+        r->handed_out++;
+        rc = CS_REPLAY_MSG;
+    } else {
+        rc = CS_REPLAY_PENDING;
+    }
+    /* A consumed slot lets the next item be prepared. */
+    if (!r->queued && !p->stopping && needs_work_locked(r))
+        enqueue_locked(p, r);
+    pthread_mutex_unlock(&p->mu);
+    return rc;
+}
+
+size_t cs_replay_ahead(cs_replay *r, size_t *bytes)
+{
+    cs_replay_pool *p = r->pool;
+    size_t n = 0, b = 0;
+    pthread_mutex_lock(&p->mu);
+    for (size_t k = r->handed_out; k < r->claimed; k++)
+        if (r->slot[k % CS_REPLAY_DEPTH]) {
+            n++;
+            b += item_bytes(r, k);
+        }
+    pthread_mutex_unlock(&p->mu);
+    *bytes = b;
+    return n;
+}
+
+void cs_replay_release(cs_replay *r)
+{
+    if (!r)
+        return;
+    cs_replay_pool *p = r->pool;
+    pthread_mutex_lock(&p->mu);
+    r->released = true;
+    unref_locked(p, r);
+    pthread_mutex_unlock(&p->mu);
+}

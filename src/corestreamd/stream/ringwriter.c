@@ -1,0 +1,163 @@
+#include "corestreamd/stream/ringwriter.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include "common/log.h"
+#include "common/thread.h"
+#include "wire/wire.h"
+
+struct cs_ring_writer {
+    cs_ring *ring;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool stop;
+    bool pending; /* a ledger is handed over and not yet written */
+    uint32_t seq;
+    cs_msg **msgs;
+    size_t n;
+    cs_flow *flow;
+    cs_ledger_record rec;
+    /* Writer thread only: the failure being reported, so it is logged once per transition. */
+    bool failing;
+    uint64_t missed; /* ledgers not retained since the failure began */
+};
+
+static int write_ledger(cs_ring *ring, uint32_t seq, cs_msg **msgs, size_t n, const cs_flow *flow,
+                        const cs_ledger_record *rec, cs_err *err)
+{
+    struct iovec stack_iov[128];
+    struct iovec *iov = n <= 64 ? stack_iov : malloc(2 * n * sizeof *iov);
+    if (!iov)
+        return cs_err_set(err, 0, "retain ledger %u: out of memory", seq);
+    struct iovec *chunks = flow ? iov + n : NULL;
+    for (size_t i = 0; i < n; i++) {
+        iov[i].iov_base = msgs[i]->data + CS_WIRE_CHUNK_HEADER_LEN;
+        iov[i].iov_len = msgs[i]->len - CS_WIRE_CHUNK_HEADER_LEN;
+        if (chunks) {
+            /* The very messages subscribers were sent: their payloads are stored as they are. */
+            const cs_msg *c = cs_flow_chunk(flow, i);
+            chunks[i].iov_base = c->data;
+            chunks[i].iov_len = c->len;
+        }
+    }
+    bool reset = false;
+    int rc = cs_ring_put(ring, seq, iov, n, chunks, chunks ? n : 0, rec, &reset, err);
+    if (iov != stack_iov)
+        free(iov);
+    if (rc != 0)
+        return cs_err_prefix(err, "retain ledger %u: ", seq);
+    if (reset)
+        CS_LOG(CS_LOG_WARN, "retention reset: ledger does not continue the retained range", KV_U("ledger", seq));
+    return 0;
+}
+
+/* A ring write failure costs the ring, never the live flow: logged when writes start failing and
+ * when they work again, not per ledger. */
+static void note_result(cs_ring_writer *w, uint32_t seq, int rc, const cs_err *err)
+{
+    if (rc != 0) {
+        if (!w->failing)
+            CS_LOG(CS_LOG_ERROR, "ring write failed; live streaming continues, the ring keeps its range until a write works",
+                   KV_U("ledger", seq), KV_S("error", err->msg));
+        w->failing = true;
+        w->missed++;
+        return;
+    }
+    if (w->failing)
+        CS_LOG(CS_LOG_INFO, "ring write recovered", KV_U("ledger", seq), KV_U("ledgers_not_retained", w->missed));
+    w->failing = false;
+    w->missed = 0;
+}
+
+static void *writer_main(void *arg)
+{
+    cs_ring_writer *w = arg;
+    /* Lowest priority: when the cores are busy, delivery runs first; when they are not, this runs
+     * at once. */
+    cs_thread_role("cs-ring", CS_NICE_BACKGROUND);
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        while (!w->pending && !w->stop)
+            pthread_cond_wait(&w->cv, &w->mu);
+        if (!w->pending)
+            break;
+        uint32_t seq = w->seq;
+        cs_msg **msgs = w->msgs;
+        size_t n = w->n;
+        cs_flow *flow = w->flow;
+        cs_ledger_record rec = w->rec;
+        pthread_mutex_unlock(&w->mu);
+        cs_err err;
+        int rc = write_ledger(w->ring, seq, msgs, n, flow, &rec, &err);
+        note_result(w, seq, rc, &err);
+        for (size_t i = 0; i < n; i++)
+            cs_msg_release(msgs[i]);
+        free(msgs);
+        if (flow)
+            cs_flow_release(flow);
+        pthread_mutex_lock(&w->mu);
+        w->pending = false;
+        pthread_cond_broadcast(&w->cv);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+int cs_ring_writer_new(cs_ring_writer **out, cs_ring *ring, cs_err *err)
+{
+    cs_ring_writer *w = calloc(1, sizeof *w);
+    if (!w)
+        return cs_err_set(err, 0, "source loop: out of memory");
+    w->ring = ring;
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    if (pthread_create(&w->thread, NULL, writer_main, w) != 0) {
+        pthread_mutex_destroy(&w->mu);
+        pthread_cond_destroy(&w->cv);
+        free(w);
+        return cs_err_set(err, 0, "source loop: cannot start the ring writer");
+    }
+    *out = w;
+    return 0;
+}
+
+void cs_ring_writer_submit(cs_ring_writer *w, uint32_t seq, cs_msg **msgs, size_t n, cs_flow *flow,
+                           size_t chunk_size, uint64_t xxh64)
+{
+    uint64_t len = 0;
+    for (size_t i = 0; i < n; i++)
+        len += msgs[i]->len - CS_WIRE_CHUNK_HEADER_LEN;
+    pthread_mutex_lock(&w->mu);
+    w->rec = (cs_ledger_record){.len = len, .chunks = (uint32_t)n, .chunk_size = (uint32_t)chunk_size, .xxh64 = xxh64};
+    w->seq = seq;
+    w->msgs = msgs;
+    w->n = n;
+    w->flow = flow;
+    w->pending = true;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+void cs_ring_writer_wait(cs_ring_writer *w)
+{
+    pthread_mutex_lock(&w->mu);
+    while (w->pending)
+        pthread_cond_wait(&w->cv, &w->mu);
+    pthread_mutex_unlock(&w->mu);
+}
+
+void cs_ring_writer_free(cs_ring_writer *w)
+{
+    if (!w)
+        return;
+    pthread_mutex_lock(&w->mu);
+    w->stop = true;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->thread, NULL);
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+    free(w);
+}

@@ -1,0 +1,265 @@
+#include "corestreamd/stream/sourceloop.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "corestreamd/stream/ringwriter.h"
+#include "wire/wire.h"
+
+/* Idle raw chunk buffers kept between ledgers: a 64 MiB ledger's worth (256 chunks at the default
+ * 256 KiB), so the gate shape's 14.5 MiB ledgers never touch fresh memory. */
+#define CHUNK_POOL_BYTES ((size_t)64 << 20)
+
+/* The raw chunks of the ledger being emitted, kept for the ring write after END. */
+typedef struct ledger_parts {
+    cs_msg **msgs;
+    size_t n, cap;
+} ledger_parts;
+
+static int parts_push(ledger_parts *p, cs_msg *m)
+{
+    if (p->n == p->cap) {
+        size_t cap = p->cap ? p->cap * 2 : 64;
+        cs_msg **grown = realloc(p->msgs, cap * sizeof *grown);
+        if (!grown)
+            return -1;
+        p->msgs = grown;
+        p->cap = cap;
+    }
+    p->msgs[p->n++] = m;
+    return 0;
+}
+
+static void parts_clear(ledger_parts *p)
+{
+    for (size_t i = 0; i < p->n; i++)
+        cs_msg_release(p->msgs[i]);
+    p->n = 0;
+}
+
+/* Reads until buf is full, the body ends, or an error. Returns bytes read or -1. */
+static ssize_t fill_chunk(cs_source *src, uint8_t *buf, size_t len, cs_err *err)
+{
+    size_t got = 0;
+    while (got < len) {
+        ssize_t n = src->ops->read(src, buf + got, len - got, err);
+        if (n < 0)
+            return -1;
+        if (n == 0)
+            break;
+        got += (size_t)n;
+    }
+    return (ssize_t)got;
+}
+
+static void abort_on_bug(const cs_err *e)
+{
+    /* Guard failures mean the loop itself broke the flow grammar: never continue. */
+    CS_LOG(CS_LOG_ERROR, "corestreamd internal error", KV_S("error", e->msg));
+    abort();
+}
+
+/* Emits one ledger. Returns 0, 1 when cancelled, -1 on failure. */
+static int emit_ledger(cs_source_loop *l, const cs_emission *em, XXH64_state_t *hash,
+                       ledger_parts *parts, cs_msg_pool *chunk_pool, uint64_t *sum, cs_err *err)
+{
+    uint32_t seq = em->seq;
+    cs_err e;
+    cs_msg *begin = cs_msg_new(CS_WIRE_BEGIN_LEN);
+    if (!begin)
+        return cs_err_set(err, 0, "ledger %u: out of memory", seq);
+    /* BEGIN goes out before the first body read, so T_emit cannot collapse to zero when a read
+     * blocks for the whole window. */
+    int64_t emit_start = cs_wall_ns();
+    begin->len = cs_wire_put_begin(begin->data, seq, emit_start);
+    begin->published_ns = cs_mono_ns();
+    if (l->metrics && cs_m_state(l->metrics) == CS_SRC_CATCHING_UP)
+        cs_m_set_state(l->metrics, CS_SRC_STREAMING);
+    if (cs_broadcast_begin(l->bc, seq, begin, &e) != 0)
+        abort_on_bug(&e);
+
+    XXH64_reset(hash, 0);
+    uint64_t total = 0;
+    uint32_t idx = 0;
+    for (;;) {
+        cs_msg *raw = cs_msg_pool_get(chunk_pool);
+        if (!raw)
+            return cs_err_set(err, 0, "ledger %u: out of memory", seq);
+        ssize_t n = fill_chunk(l->src, raw->data + CS_WIRE_CHUNK_HEADER_LEN, l->chunk_size, &e);
+        if (n <= 0) {
+            cs_msg_release(raw);
+            if (n == 0)
+                break;
+            if (e.kind == CS_ERR_CANCELLED)
+                return 1;
+            return cs_err_set(err, 0, "source failed emitting ledger %u: %s", seq, e.msg);
+        }
+        if (total + (uint64_t)n > l->max_payload) {
+            cs_msg_release(raw);
+            return cs_err_set(err, 0, "ledger %u ran past the %llu-byte protocol payload cap mid-emission",
+                              seq, (unsigned long long)l->max_payload);
+        }
+        total += (uint64_t)n;
+        raw->len = CS_WIRE_CHUNK_HEADER_LEN + (size_t)n;
+        XXH64_update(hash, raw->data + CS_WIRE_CHUNK_HEADER_LEN, (size_t)n);
+        if (parts_push(parts, cs_msg_retain(raw)) != 0) {
+            cs_msg_release(raw);
+            cs_msg_release(raw);
+            return cs_err_set(err, 0, "ledger %u: out of memory", seq);
+        }
+        cs_pipeline_submit(l->pipeline, raw, seq, idx++);
+    }
+    cs_pipeline_flush(l->pipeline);
+    if (em->declared_size > 0 && total != em->declared_size)
+        return cs_err_set(err, 0, "ledger %u body is %llu bytes, source declared %llu", seq,
+                          (unsigned long long)total, (unsigned long long)em->declared_size);
+
+    cs_msg *end = cs_msg_new(CS_WIRE_END_LEN);
+    if (!end)
+        return cs_err_set(err, 0, "ledger %u: out of memory", seq);
+    int64_t emit_end = cs_wall_ns();
+    *sum = XXH64_digest(hash);
+    end->len = cs_wire_put_end(end->data, seq, idx, total, emit_end, *sum);
+    end->published_ns = cs_mono_ns();
+    /* Counted before END goes out, so a scrape after a subscriber saw END counts that ledger. */
+    if (l->metrics) {
+        cs_metrics *m = l->metrics;
+        cs_m_observe_ns(&m->t_emit, emit_end - emit_start);
+        cs_m_add1(&m->ledgers_emitted, 1);
+        cs_m_add1(&m->bytes_raw, total);
+        cs_m_add1(&m->bytes_framing, CS_WIRE_BEGIN_LEN + CS_WIRE_END_LEN);
+        atomic_store_explicit(&m->latest_emitted, seq, memory_order_relaxed);
+    }
+    if (cs_broadcast_end(l->bc, end, &e) != 0)
+        abort_on_bug(&e);
+    return 0;
+}
+
+/* The flow just ended, holding the CHUNK messages as published (compressed or not, per chunk):
+ * a reference, so the ring stores those very messages. The source loop is the only publisher, so
+ * the current flow is this ledger's. */
+static cs_flow *published_flow(cs_source_loop *l, uint32_t seq, size_t nchunks)
+{
+    cs_snap snap;
+    cs_broadcast_watch(l->bc, &snap);
+    cs_flow *f = NULL;
+    if (snap.flow && snap.seq == seq && snap.end && snap.nchunks == nchunks)
+        f = cs_flow_retain(snap.flow);
+    cs_snap_release(&snap);
+    return f;
+}
+
+static void log_streaming(cs_source_loop *l, uint32_t seq, uint64_t bytes, size_t chunks)
+{
+    uint32_t oldest, latest;
+    cs_ring_bounds(l->ring, &oldest, &latest);
+    CS_LOG(CS_LOG_INFO, "streaming", KV_U("ledger", seq), KV_U("bytes", bytes), KV_U("chunks", chunks),
+           KV_U("retained_oldest", oldest), KV_U("retained_latest", latest),
+           KV_I("subscribers", l->subscribers ? atomic_load(l->subscribers) : 0));
+}
+
+int cs_source_loop_run(cs_source_loop *l, cs_err *err)
+{
+    char range[64];
+    cs_range_format(l->range, range, sizeof range);
+    CS_LOG(CS_LOG_INFO, "source loop starting", KV_S("range", range), KV_U("chunk_size", l->chunk_size));
+    if (l->metrics)
+        cs_m_set_state(l->metrics, CS_SRC_CATCHING_UP);
+
+    XXH64_state_t *hash = XXH64_createState();
+    ledger_parts parts = {0};
+    cs_ring_writer *writer = NULL;
+    /* Raw chunk buffers come back once the ring has their ledger; up to CHUNK_POOL_BYTES of them
+     * wait for the next ledger instead of going back to malloc. */
+    size_t chunk_cap = CS_WIRE_CHUNK_HEADER_LEN + l->chunk_size;
+    size_t keep = CHUNK_POOL_BYTES / chunk_cap;
+    /* Payloads page-aligned, so the ring can write them with O_DIRECT (store/ring.h). */
+    cs_msg_pool *chunk_pool = cs_msg_pool_new_aligned(chunk_cap, keep < 16 ? 16 : keep, CS_WIRE_CHUNK_HEADER_LEN);
+    if (!hash || !chunk_pool || cs_ring_writer_new(&writer, l->ring, err) != 0) {
+        XXH64_freeState(hash);
+        cs_msg_pool_free(chunk_pool);
+        return cs_err_set(err, 0, "source loop: out of memory");
+    }
+    uint32_t prev = 0;
+    int rc = 0;
+    bool cancelled = false;
+    if (l->on_progress)
+        l->on_progress(l->progress_arg, 0);
+    for (;;) {
+        cs_emission em = {0};
+        cs_err e;
+        int got = l->src->ops->next(l->src, &em, &e);
+        if (got == 0)
+            break;
+        if (got < 0) {
+            if (e.kind == CS_ERR_CANCELLED) {
+                cancelled = true;
+                break;
+            }
+            rc = cs_err_set(err, 0, "source failed at ledger %u: %s", em.seq, e.msg);
+            break;
+        }
+        if (prev != 0 && em.seq != (uint32_t)(prev + 1)) {
+            rc = cs_err_set(err, 0, "source emitted ledger %u after %u: sequences must be dense and ascending",
+                            em.seq, prev);
+            break;
+        }
+        /* The previous ledger reaches the ring before this one begins: the ring never serves the
+         * current flow. */
+        cs_ring_writer_wait(writer);
+        if (em.declared_size > l->max_payload) {
+            rc = cs_err_set(err, 0, "ledger %u is %llu bytes, over the %llu-byte protocol payload cap",
+                            em.seq, (unsigned long long)em.declared_size,
+                            (unsigned long long)l->max_payload);
+            break;
+        }
+        uint64_t sum = 0;
+        int r = emit_ledger(l, &em, hash, &parts, chunk_pool, &sum, err);
+        if (r == 1) {
+            cancelled = true;
+            parts_clear(&parts);
+            break;
+        }
+        if (r < 0) {
+            rc = -1;
+            parts_clear(&parts);
+            break;
+        }
+        prev = em.seq;
+        /* Only now the disk, and off this thread: live delivery never pays for the ring write. */
+        uint64_t bytes = 0;
+        for (size_t i = 0; i < parts.n; i++)
+            bytes += parts.msgs[i]->len - CS_WIRE_CHUNK_HEADER_LEN;
+        size_t chunks = parts.n;
+        cs_ring_writer_submit(writer, em.seq, parts.msgs, parts.n, published_flow(l, em.seq, parts.n), l->chunk_size,
+                              sum);
+        parts = (ledger_parts){0};
+        if (em.seq % 100 == 0) {
+            /* The log reports the ring as it stands with this ledger in it. */
+            cs_ring_writer_wait(writer);
+            log_streaming(l, em.seq, bytes, chunks);
+        }
+        l->published++;
+        if (l->on_progress)
+            l->on_progress(l->progress_arg, em.seq);
+    }
+    /* Whatever way the loop ended, the last completed ledger is retained before the stream is
+     * declared over. */
+    cs_ring_writer_wait(writer);
+    cs_ring_writer_free(writer);
+    if (l->metrics)
+        cs_m_set_state(l->metrics, rc != 0 ? CS_SRC_FAILED : cancelled ? CS_SRC_STOPPED : CS_SRC_ENDED);
+    if (rc == 0) {
+        if (cancelled)
+            CS_LOG(CS_LOG_INFO, "source loop cancelled", KV_U("ledgers", l->published));
+        else
+            CS_LOG(CS_LOG_INFO, "source exhausted", KV_U("ledgers", l->published));
+    }
+    free(parts.msgs);
+    XXH64_freeState(hash);
+    cs_msg_pool_free(chunk_pool); /* chunks still in a flow or a replay free themselves later */
+    return rc;
+}
