@@ -5,7 +5,9 @@
  * plaintext batches (several messages in one writev) must arrive whole and in order across
  * partial writes, with pongs between whole frames only. cs_wsio_move hands a connection from the
  * background thread to a live one mid-stream: its byte stream stays whole and in order, pings are
- * answered on the new thread, a close works there, and a stop with it in transit ends it once. */
+ * answered on the new thread, a close works there, and a stop with it in transit ends it once.
+ * Frames the client sent right behind its upgrade request (early bytes) are all acted on, however
+ * many. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -162,10 +164,11 @@ static void *client_connect(void *arg)
     return NULL;
 }
 
-/* A connected pair (handshaken unless plain): the server end goes to the I/O thread, the client
- * end stays here (blocking, with 20 s timeouts). small: tiny socket buffers, so that the server's
- * writes stall. */
-static void fixture_up_on(fixture *f, bool small, bool plain, bool bulk)
+/* A connected pair (handshaken unless plain): the server end goes to the I/O thread with
+ * early[0..n_early) (the bytes the head reader read past the request head), the client end stays
+ * here (blocking, with 20 s timeouts). small: tiny socket buffers, so that the server's writes
+ * stall. */
+static void fixture_up_on(fixture *f, bool small, bool plain, bool bulk, const uint8_t *early, size_t n_early)
 {
     memset(f, 0, sizeof *f);
     atomic_store(&f->move_to, -1);
@@ -210,7 +213,7 @@ static void fixture_up_on(fixture *f, bool small, bool plain, bool bulk)
 
     if (plain) {
         fcntl(sfd, F_SETFL, fcntl(sfd, F_GETFL) | O_NONBLOCK);
-        assert_int_equal(cs_wsio_add(f->io, sfd, NULL, NULL, 0, bulk, NULL), 0);
+        assert_int_equal(cs_wsio_add(f->io, sfd, NULL, early, n_early, bulk, NULL), 0);
         assert_true(event_wait(&f->opened, WAIT_NS));
         return;
     }
@@ -226,13 +229,13 @@ static void fixture_up_on(fixture *f, bool small, bool plain, bool bulk)
     assert_int_equal(src, 1);
     assert_int_equal(ch.rc, 1);
     fcntl(sfd, F_SETFL, fcntl(sfd, F_GETFL) | O_NONBLOCK);
-    assert_int_equal(cs_wsio_add(f->io, sfd, sssl, NULL, 0, bulk, NULL), 0);
+    assert_int_equal(cs_wsio_add(f->io, sfd, sssl, early, n_early, bulk, NULL), 0);
     assert_true(event_wait(&f->opened, WAIT_NS));
 }
 
 static void fixture_up(fixture *f, bool small, bool plain)
 {
-    fixture_up_on(f, small, plain, false);
+    fixture_up_on(f, small, plain, false, NULL, 0);
 }
 
 static void fixture_down(fixture *f)
@@ -348,6 +351,57 @@ static void test_data_frame_while_closing_ends_the_connection(void **state)
     client_write(&f, evil, sizeof evil);
 
     assert_true(event_wait(&f.gone, WAIT_NS));
+    fixture_down(&f);
+}
+
+/* A client may send frames right behind its upgrade request; the head reader hands what it read
+ * of them to cs_wsio_add as early bytes (up to its head limit, about 16 KiB). Here 5 KiB of masked
+ * pings, each with its own payload, and then a close: far more than the 1 KiB read buffer, with a
+ * frame across its end. Every ping is answered with its pong, in order, and the close is
+ * echoed: the server's bytes are exactly those. The client's write side is shut, so a frame
+ * cut short by a lost byte would end the connection at once instead of waiting for more. */
+static void test_early_frames_past_the_read_buffer_are_all_parsed(void **state)
+{
+    bool plain = *state != NULL;
+    static uint8_t early[5 * 1024], want[5 * 1024];
+    const uint8_t close_frame[] = {0x88, 0x82, 9, 8, 7, 6, 0x03 ^ 9, 0xe8 ^ 8};
+    size_t n = 0, wn = 0;
+    int pings = 0;
+    for (;; pings++) {
+        size_t plen = 100 + (size_t)pings % 26; /* 100..125: frames of 106..131 bytes */
+        if (n + 6 + plen + sizeof close_frame > sizeof early)
+            break;
+        const uint8_t mask[4] = {(uint8_t)pings, 0x5a, (uint8_t)(pings * 7), 0xc3};
+        early[n++] = 0x89;
+        early[n++] = (uint8_t)(0x80 | plen);
+        memcpy(early + n, mask, 4);
+        n += 4;
+        want[wn++] = 0x8a;
+        want[wn++] = (uint8_t)plen;
+        for (size_t k = 0; k < plen; k++) {
+            uint8_t b = (uint8_t)(pings * 31 + k);
+            early[n++] = b ^ mask[k % 4];
+            want[wn++] = b;
+        }
+    }
+    memcpy(early + n, close_frame, sizeof close_frame);
+    n += sizeof close_frame;
+    const uint8_t echo[] = {0x88, 0x02, 0x03, 0xe8};
+    memcpy(want + wn, echo, sizeof echo);
+    wn += sizeof echo;
+    assert_int_equal(pings, 43);
+    assert_int_equal(n, 5027); /* the 10th ping spans bytes 990..1105 */
+
+    fixture f;
+    fixture_up_on(&f, false, plain, false, early, n);
+    assert_int_equal(shutdown(f.cfd, SHUT_WR), 0);
+    static uint8_t got[sizeof want];
+    assert_int_equal(client_read_all(&f, got, wn), 0);
+    assert_memory_equal(got, want, wn);
+    uint8_t more;
+    assert_true(client_read(&f, &more, 1) <= 0); /* the end: nothing after the close */
+    assert_true(event_wait(&f.gone, WAIT_NS));
+    assert_int_equal(atomic_load(&f.gone_count), 1);
     fixture_down(&f);
 }
 
@@ -527,7 +581,7 @@ static void test_move_keeps_the_stream_whole(void **state)
 {
     bool plain = *state != NULL;
     fixture f;
-    fixture_up_on(&f, true, plain, true);
+    fixture_up_on(&f, true, plain, true, NULL, 0);
     assert_int_equal(cs_wsio_threads(f.io), 1);
     assert_int_equal(cs_wsio_bulk_thread(f.io), 1);
     assert_int_equal(atomic_load(&f.thread), 1);
@@ -569,7 +623,7 @@ static void test_stop_with_a_connection_in_transit(void **state)
 {
     bool plain = *state != NULL;
     fixture f;
-    fixture_up_on(&f, false, plain, true);
+    fixture_up_on(&f, false, plain, true, NULL, 0);
     atomic_store(&f.hold_wake, true);
     cs_wsio_wake(f.io, 0);
     assert_true(event_wait(&f.held, WAIT_NS));
@@ -611,6 +665,8 @@ int main(void)
         cmocka_unit_test_prestate(test_data_frame_while_closing_ends_the_connection, &g_plain),
         cmocka_unit_test_prestate(test_pong_pending_is_retried_before_anything_else, &g_plain),
         cmocka_unit_test_prestate(test_close_behind_a_stalled_write_still_ends, &g_plain),
+        cmocka_unit_test_prestate(test_early_frames_past_the_read_buffer_are_all_parsed, NULL),
+        cmocka_unit_test_prestate(test_early_frames_past_the_read_buffer_are_all_parsed, &g_plain),
         cmocka_unit_test(test_plain_batch_survives_partial_writes),
         cmocka_unit_test(test_plain_batch_with_busy_polling),
         cmocka_unit_test_prestate(test_move_keeps_the_stream_whole, NULL),
