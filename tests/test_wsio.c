@@ -5,7 +5,9 @@
  * plaintext batches (several messages in one writev) must arrive whole and in order across
  * partial writes, with pongs between whole frames only. cs_wsio_move hands a connection from the
  * background thread to a live one mid-stream: its byte stream stays whole and in order, pings are
- * answered on the new thread, a close works there, and a stop with it in transit ends it once. */
+ * answered on the new thread, a close works there, and a stop with it in transit ends it once.
+ * Frames the client sent right behind its upgrade request (early bytes) are all acted on, however
+ * many. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -17,7 +19,6 @@
 #include <netinet/in.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -47,13 +48,17 @@ typedef struct fixture {
     atomic_int send_msg; /* wake: write send_n messages of this many bytes */
     atomic_int send_n;   /* 0: 1 */
     atomic_int write_rc;
+    atomic_int batch;     /* how many messages the last writable turn that wrote wrote */
+    atomic_int turns;     /* writable turns that wrote */
     atomic_int close_now; /* wake: queue a close frame with this code */
     atomic_int letter;    /* the next message's fill byte is 'a' + letter % 26 */
     atomic_int move_to;   /* -1: none; else the writable hook asks cs_wsio_move after writing */
     atomic_int thread;    /* the connection's thread (open, moved) */
     atomic_int left_from, gone_count;
     atomic_bool hold_wake; /* thread 0's wake hook waits for release (stop-in-transit test) */
-    event opened, gone, wrote, moved, left, held, release;
+    /* wrote, wrote_again: the first, the second writable turn that wrote is over */
+    event opened, gone, wrote, wrote_again, moved, left, held, release;
+    int pings, pongs; /* the client's (the test's thread): pings sent, pongs read */
 } fixture;
 
 static void *h_open(void *ctx, int thread, cs_wsconn *c, void *arg)
@@ -71,13 +76,15 @@ static int h_writable(void *ctx, void *user)
     (void)user;
     fixture *f = ctx;
     int n = atomic_exchange(&f->send_msg, 0);
-    int count = atomic_load(&f->send_n);
+    int count = atomic_load(&f->send_n), written = 0;
     for (int i = 0; n > 0 && i < (count ? count : 1); i++) {
         cs_msg *m = cs_msg_new((size_t)n);
         memset(m->data, 'a' + atomic_fetch_add(&f->letter, 1) % 26, (size_t)n);
         m->len = (size_t)n;
         int rc = cs_wsio_write(f->conn, m);
         cs_msg_release(m); /* the connection holds its own until the bytes are out */
+        if (rc >= 0)
+            written++;
         if (rc < 0 || i + 1 == (count ? count : 1) || !cs_wsio_can_write(f->conn)) {
             atomic_store(&f->write_rc, rc);
             break;
@@ -86,8 +93,10 @@ static int h_writable(void *ctx, void *user)
     int to = atomic_exchange(&f->move_to, -1);
     if (to >= 0)
         cs_wsio_move(f->conn, to);
-    if (n > 0)
-        event_set(&f->wrote);
+    if (n > 0) {
+        atomic_store(&f->batch, written);
+        event_set(atomic_fetch_add(&f->turns, 1) == 0 ? &f->wrote : &f->wrote_again);
+    }
     return 0;
 }
 
@@ -162,10 +171,11 @@ static void *client_connect(void *arg)
     return NULL;
 }
 
-/* A connected pair (handshaken unless plain): the server end goes to the I/O thread, the client
- * end stays here (blocking, with 20 s timeouts). small: tiny socket buffers, so that the server's
- * writes stall. */
-static void fixture_up_on(fixture *f, bool small, bool plain, bool bulk)
+/* A connected pair (handshaken unless plain): the server end goes to the I/O thread with
+ * early[0..n_early) (the bytes the head reader read past the request head), the client end stays
+ * here (blocking, with 20 s timeouts). small: tiny socket buffers, so that the server's writes
+ * stall. */
+static void fixture_up_on(fixture *f, bool small, bool plain, bool bulk, const uint8_t *early, size_t n_early)
 {
     memset(f, 0, sizeof *f);
     atomic_store(&f->move_to, -1);
@@ -173,6 +183,7 @@ static void fixture_up_on(fixture *f, bool small, bool plain, bool bulk)
     event_init(&f->opened);
     event_init(&f->gone);
     event_init(&f->wrote);
+    event_init(&f->wrote_again);
     event_init(&f->moved);
     event_init(&f->left);
     event_init(&f->held);
@@ -210,7 +221,7 @@ static void fixture_up_on(fixture *f, bool small, bool plain, bool bulk)
 
     if (plain) {
         fcntl(sfd, F_SETFL, fcntl(sfd, F_GETFL) | O_NONBLOCK);
-        assert_int_equal(cs_wsio_add(f->io, sfd, NULL, NULL, 0, bulk, NULL), 0);
+        assert_int_equal(cs_wsio_add(f->io, sfd, NULL, early, n_early, bulk, NULL), 0);
         assert_true(event_wait(&f->opened, WAIT_NS));
         return;
     }
@@ -226,13 +237,13 @@ static void fixture_up_on(fixture *f, bool small, bool plain, bool bulk)
     assert_int_equal(src, 1);
     assert_int_equal(ch.rc, 1);
     fcntl(sfd, F_SETFL, fcntl(sfd, F_GETFL) | O_NONBLOCK);
-    assert_int_equal(cs_wsio_add(f->io, sfd, sssl, NULL, 0, bulk, NULL), 0);
+    assert_int_equal(cs_wsio_add(f->io, sfd, sssl, early, n_early, bulk, NULL), 0);
     assert_true(event_wait(&f->opened, WAIT_NS));
 }
 
 static void fixture_up(fixture *f, bool small, bool plain)
 {
-    fixture_up_on(f, small, plain, false);
+    fixture_up_on(f, small, plain, false, NULL, 0);
 }
 
 static void fixture_down(fixture *f)
@@ -245,6 +256,7 @@ static void fixture_down(fixture *f)
     event_destroy(&f->opened);
     event_destroy(&f->gone);
     event_destroy(&f->wrote);
+    event_destroy(&f->wrote_again);
     event_destroy(&f->moved);
     event_destroy(&f->left);
     event_destroy(&f->held);
@@ -348,6 +360,57 @@ static void test_data_frame_while_closing_ends_the_connection(void **state)
     client_write(&f, evil, sizeof evil);
 
     assert_true(event_wait(&f.gone, WAIT_NS));
+    fixture_down(&f);
+}
+
+/* A client may send frames right behind its upgrade request; the head reader hands what it read
+ * of them to cs_wsio_add as early bytes (up to its head limit, about 16 KiB). Here 5 KiB of masked
+ * pings, each with its own payload, and then a close: far more than the 1 KiB read buffer, with a
+ * frame across its end. Every ping is answered with its pong, in order, and the close is
+ * echoed: the server's bytes are exactly those. The client's write side is shut, so a frame
+ * cut short by a lost byte would end the connection at once instead of waiting for more. */
+static void test_early_frames_past_the_read_buffer_are_all_parsed(void **state)
+{
+    bool plain = *state != NULL;
+    static uint8_t early[5 * 1024], want[5 * 1024];
+    const uint8_t close_frame[] = {0x88, 0x82, 9, 8, 7, 6, 0x03 ^ 9, 0xe8 ^ 8};
+    size_t n = 0, wn = 0;
+    int pings = 0;
+    for (;; pings++) {
+        size_t plen = 100 + (size_t)pings % 26; /* 100..125: frames of 106..131 bytes */
+        if (n + 6 + plen + sizeof close_frame > sizeof early)
+            break;
+        const uint8_t mask[4] = {(uint8_t)pings, 0x5a, (uint8_t)(pings * 7), 0xc3};
+        early[n++] = 0x89;
+        early[n++] = (uint8_t)(0x80 | plen);
+        memcpy(early + n, mask, 4);
+        n += 4;
+        want[wn++] = 0x8a;
+        want[wn++] = (uint8_t)plen;
+        for (size_t k = 0; k < plen; k++) {
+            uint8_t b = (uint8_t)(pings * 31 + k);
+            early[n++] = b ^ mask[k % 4];
+            want[wn++] = b;
+        }
+    }
+    memcpy(early + n, close_frame, sizeof close_frame);
+    n += sizeof close_frame;
+    const uint8_t echo[] = {0x88, 0x02, 0x03, 0xe8};
+    memcpy(want + wn, echo, sizeof echo);
+    wn += sizeof echo;
+    assert_int_equal(pings, 43);
+    assert_int_equal(n, 5027); /* the 10th ping spans bytes 990..1105 */
+
+    fixture f;
+    fixture_up_on(&f, false, plain, false, early, n);
+    assert_int_equal(shutdown(f.cfd, SHUT_WR), 0);
+    static uint8_t got[sizeof want];
+    assert_int_equal(client_read_all(&f, got, wn), 0);
+    assert_memory_equal(got, want, wn);
+    uint8_t more;
+    assert_true(client_read(&f, &more, 1) <= 0); /* the end: nothing after the close */
+    assert_true(event_wait(&f.gone, WAIT_NS));
+    assert_int_equal(atomic_load(&f.gone_count), 1);
     fixture_down(&f);
 }
 
@@ -463,6 +526,16 @@ static void test_plain_batch_with_busy_polling(void **state)
     g_busy_ns = 0;
 }
 
+/* A pong for one of the client's pings: "ping" (read_messages) or "movd" (ping_answered). */
+static void assert_our_pong(fixture *f, uint8_t op, const uint8_t *pl, size_t len)
+{
+    assert_int_equal(op, 0xA);
+    assert_int_equal(len, 4);
+    if (memcmp(pl, "movd", 4) != 0)
+        assert_memory_equal(pl, "ping", 4);
+    f->pongs++;
+}
+
 /* Reads want messages of len bytes (fill 'a' + k % 26 for the k-th from first), pinging every
  * third frame: every message whole and in order, every pong whole and between frames. The
  * pongs read. */
@@ -472,14 +545,15 @@ static int read_messages(fixture *f, int first, int want, size_t len)
     const uint8_t ping[] = {0x89, 0x84, 1, 2, 3, 4, 'p' ^ 1, 'i' ^ 2, 'n' ^ 3, 'g' ^ 4};
     int msgs = 0, pongs = 0;
     for (int i = 0; i < 10 * want + 100 && msgs < want; i++) {
-        if (i % 3 == 0)
+        if (i % 3 == 0) {
             client_write(f, ping, sizeof ping);
+            f->pings++;
+        }
         uint8_t op;
         size_t got;
         assert_int_equal(client_frame(f, &op, pl, sizeof pl, &got), 0);
         if (op == 0xA) {
-            assert_int_equal(got, 4);
-            assert_memory_equal(pl, "ping", 4);
+            assert_our_pong(f, op, pl, got);
             pongs++;
             continue;
         }
@@ -495,39 +569,46 @@ static int read_messages(fixture *f, int first, int want, size_t len)
     return pongs;
 }
 
-/* A ping with its own payload, answered (older pongs may come first). A ping that arrives while an
- * earlier pong is still waiting for the socket goes unanswered (RFC 6455 5.5.3, as the module
- * does), so one that meets no answer within a second is sent again, at most 20 times. */
+/* A ping with its own payload ("movd"), answered; the client reads nothing but pongs meanwhile.
+ * Pongs owed for earlier pings may come first. A ping that arrives while one of them is still
+ * half-written goes unanswered (RFC 6455 5.5.3, as the module does), and that pong is then on its
+ * way here: so the ping goes again after each older pong. Only the owed pongs can come before the
+ * answer, so that many and one more frames are read at most. An answer to a ping sent again that
+ * comes after this one is read by read_messages or before the close echo. */
 static void ping_answered(fixture *f)
 {
     const uint8_t ping[] = {0x89, 0x84, 1, 2, 3, 4, 'm' ^ 1, 'o' ^ 2, 'v' ^ 3, 'd' ^ 4};
-    for (int attempt = 0; attempt < 20; attempt++) {
+    int owed = f->pings - f->pongs;
+    client_write(f, ping, sizeof ping);
+    f->pings++;
+    for (int i = 0; i <= owed; i++) {
+        uint8_t op, pl[128];
+        size_t len;
+        assert_int_equal(client_frame(f, &op, pl, sizeof pl, &len), 0);
+        assert_our_pong(f, op, pl, len);
+        if (memcmp(pl, "movd", 4) == 0)
+            return;
         client_write(f, ping, sizeof ping);
-        for (int i = 0; i < 100; i++) {
-            struct pollfd p = {.fd = f->cfd, .events = POLLIN};
-            if (!(f->cssl && SSL_pending(f->cssl) > 0) && poll(&p, 1, 1000) != 1)
-                break; /* nothing within a second: ping again */
-            uint8_t op, pl[128];
-            size_t len;
-            assert_int_equal(client_frame(f, &op, pl, sizeof pl, &len), 0);
-            assert_int_equal(op, 0xA);
-            if (len == 4 && memcmp(pl, "movd", 4) == 0)
-                return;
-        }
+        f->pings++;
     }
-    fail_msg("no pong for the pings sent after the move");
+    fail_msg("no pong for the ping sent after the move");
 }
 
 /* A connection added as bulk lives on the background thread (index 1 beside one live thread);
  * a move asked in the same turn as a 16-message batch (TLS: with a message still pending) waits
  * for the output to be idle, then the connection goes to thread 0: the batch and the next one,
  * written there, arrive whole and in order across the hand-off, pings are answered on both
- * threads, and the client's close is echoed by the new thread. */
+ * threads, and the client's close is echoed by the new thread.
+ *
+ * Each batch is read only once its turn is over, and exactly as many messages as the turn wrote:
+ * plaintext, all 16 (queued for the turn's writev); TLS, messages up to the first whose
+ * SSL_write must wait for the socket (cs_wsio_can_write), which is how many the socket took
+ * whole, so a client reading during the turn would let it write more. */
 static void test_move_keeps_the_stream_whole(void **state)
 {
     bool plain = *state != NULL;
     fixture f;
-    fixture_up_on(&f, true, plain, true);
+    fixture_up_on(&f, true, plain, true, NULL, 0);
     assert_int_equal(cs_wsio_threads(f.io), 1);
     assert_int_equal(cs_wsio_bulk_thread(f.io), 1);
     assert_int_equal(atomic_load(&f.thread), 1);
@@ -536,27 +617,44 @@ static void test_move_keeps_the_stream_whole(void **state)
     atomic_store(&f.send_msg, 30000);
     cs_wsio_wake(f.io, 1);
     assert_true(event_wait(&f.wrote, WAIT_NS));
-    int pongs = read_messages(&f, 0, plain ? 16 : 1, 30000); /* TLS: one SSL_write per turn */
+    assert_true(atomic_load(&f.write_rc) >= 0);
+    int batch = atomic_load(&f.batch);
+    if (plain)
+        assert_int_equal(batch, 16);
+    else
+        assert_in_range(batch, 1, 16);
+    int pongs = read_messages(&f, 0, batch, 30000);
     assert_true(event_wait(&f.moved, WAIT_NS));
     assert_int_equal(atomic_load(&f.left_from), 1);
     assert_int_equal(atomic_load(&f.thread), 0);
     ping_answered(&f);
-    int next = atomic_load(&f.letter);
+    assert_int_equal(atomic_load(&f.letter), batch);
     atomic_store(&f.send_msg, 30000);
     cs_wsio_wake(f.io, 0);
-    pongs += read_messages(&f, next, plain ? 16 : 1, 30000);
+    assert_true(event_wait(&f.wrote_again, WAIT_NS));
+    assert_true(atomic_load(&f.write_rc) >= 0);
+    int batch2 = atomic_load(&f.batch);
+    if (plain)
+        assert_int_equal(batch2, 16);
+    else
+        assert_in_range(batch2, 1, 16);
+    pongs += read_messages(&f, batch, batch2, 30000);
     if (plain)
         assert_true(pongs > 0);
     const uint8_t close_frame[] = {0x88, 0x82, 0, 0, 0, 0, 0x03, 0xe8};
     client_write(&f, close_frame, sizeof close_frame);
+    /* Nothing but pongs still owed can come before the echo. */
+    int owed = f.pings - f.pongs;
     uint8_t op, pl[128];
     size_t len;
-    for (int i = 0; i < 10; i++) {
+    for (int i = 0; i <= owed; i++) {
         assert_int_equal(client_frame(&f, &op, pl, sizeof pl, &len), 0);
         if (op != 0xA)
             break;
+        assert_our_pong(&f, op, pl, len);
     }
     assert_int_equal(op, 0x8);
+    assert_int_equal(len, 2);
     assert_int_equal(pl[0] << 8 | pl[1], 1000);
     assert_true(event_wait(&f.gone, WAIT_NS));
     assert_int_equal(atomic_load(&f.gone_count), 1);
@@ -569,7 +667,7 @@ static void test_stop_with_a_connection_in_transit(void **state)
 {
     bool plain = *state != NULL;
     fixture f;
-    fixture_up_on(&f, false, plain, true);
+    fixture_up_on(&f, false, plain, true, NULL, 0);
     atomic_store(&f.hold_wake, true);
     cs_wsio_wake(f.io, 0);
     assert_true(event_wait(&f.held, WAIT_NS));
@@ -611,6 +709,8 @@ int main(void)
         cmocka_unit_test_prestate(test_data_frame_while_closing_ends_the_connection, &g_plain),
         cmocka_unit_test_prestate(test_pong_pending_is_retried_before_anything_else, &g_plain),
         cmocka_unit_test_prestate(test_close_behind_a_stalled_write_still_ends, &g_plain),
+        cmocka_unit_test_prestate(test_early_frames_past_the_read_buffer_are_all_parsed, NULL),
+        cmocka_unit_test_prestate(test_early_frames_past_the_read_buffer_are_all_parsed, &g_plain),
         cmocka_unit_test(test_plain_batch_survives_partial_writes),
         cmocka_unit_test(test_plain_batch_with_busy_polling),
         cmocka_unit_test_prestate(test_move_keeps_the_stream_whole, NULL),

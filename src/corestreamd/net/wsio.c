@@ -19,7 +19,9 @@
 #include "common/thread.h"
 #include "corestreamd/net/wsserver.h"
 
-#define RBUF 1024 /* client frames are control frames (131 bytes at most) or refused at the header */
+/* Client frames are control frames (131 bytes at most) or refused at the header, so this holds any
+ * partial frame with room to spare; only early bytes (cs_wsio_add) may need more, for a while. */
+#define RBUF 1024
 #define LINGER_NS (2 * CS_SEC) /* after our close frame, how long the peer's answer is waited for */
 /* A close frame stuck behind a write the peer does not read: the server's write deadline no
  * longer watches a closing subscriber, so this bounds it (as the server's per-message bound). */
@@ -46,8 +48,12 @@ struct cs_wsconn {
     int fd;
     SSL *ssl; /* NULL: plaintext */
     void *user, *arg;
-    uint8_t rbuf[RBUF];
-    size_t rlen;
+    /* The client's bytes not parsed yet, rlen of rcap. rbuf is rbuf_own, except after more early
+     * bytes than it holds: then a heap buffer of their size, until what is left of them fits
+     * rbuf_own again (read_frames parses them all first, so that is the first round). */
+    uint8_t *rbuf;
+    size_t rlen, rcap;
+    uint8_t rbuf_own[RBUF];
     cs_msg *pend; /* TLS: a message being written: the same pointer and length go to SSL_write again */
     const uint8_t *pend_ptr;
     size_t pend_len;
@@ -367,7 +373,7 @@ static int conn_read(cs_wsconn *c)
     if (!c->ssl) {
         ssize_t n;
         do
-            n = read(c->fd, c->rbuf + c->rlen, RBUF - c->rlen);
+            n = read(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen);
         while (n < 0 && errno == EINTR);
         if (n > 0) {
             c->rlen += (size_t)n;
@@ -379,7 +385,7 @@ static int conn_read(cs_wsconn *c)
         return -1;
     }
     ERR_clear_error();
-    int n = SSL_read(c->ssl, c->rbuf + c->rlen, (int)(RBUF - c->rlen));
+    int n = SSL_read(c->ssl, c->rbuf + c->rlen, (int)(c->rcap - c->rlen));
     if (n > 0) {
         c->rlen += (size_t)n;
         return 1;
@@ -456,7 +462,13 @@ static void read_frames(cs_wsio *io, cs_wsconn *c)
             memmove(c->rbuf, c->rbuf + off, c->rlen - off);
             c->rlen -= off;
         }
-        if (c->rlen == RBUF) { /* cannot happen with frames this small; refuse rather than spin */
+        if (c->rbuf != c->rbuf_own && c->rlen <= RBUF) { /* the early bytes are parsed */
+            memcpy(c->rbuf_own, c->rbuf, c->rlen);
+            free(c->rbuf);
+            c->rbuf = c->rbuf_own;
+            c->rcap = RBUF;
+        }
+        if (c->rlen == c->rcap) { /* cannot happen with frames this small; refuse rather than spin */
             cs_wsio_close(c, 1009, "frame too large");
             return;
         }
@@ -498,6 +510,8 @@ static void free_conn(cs_wsio *io, cs_wsconn *c)
 {
     close(c->fd);
     SSL_free(c->ssl);
+    if (c->rbuf != c->rbuf_own)
+        free(c->rbuf);
     cs_msg_release(c->pend);
     for (; c->qn; c->qn--, c->qhead = (c->qhead + 1) % PLAIN_QUEUE)
         cs_msg_release(c->q[c->qhead].m);
@@ -801,8 +815,16 @@ int cs_wsio_add(cs_wsio *io, int fd, SSL *ssl, const uint8_t *early, size_t n, b
     c->ssl = ssl;
     c->arg = arg;
     c->move_to = -1;
-    if (n > RBUF)
-        n = RBUF;
+    c->rbuf = c->rbuf_own;
+    c->rcap = RBUF;
+    if (n > RBUF) { /* all of them: a byte dropped here would misframe the stream */
+        c->rbuf = malloc(n);
+        if (!c->rbuf) {
+            free(c);
+            return -1;
+        }
+        c->rcap = n;
+    }
     if (n)
         memcpy(c->rbuf, early, n);
     c->rlen = n;

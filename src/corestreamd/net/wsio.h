@@ -67,9 +67,14 @@ int cs_wsio_start(cs_wsio **out, int n, int64_t busy_poll_ns, const cs_wsio_hook
 int cs_wsio_threads(const cs_wsio *io);
 int cs_wsio_bulk_thread(const cs_wsio *io);
 
-/* Takes fd (non-blocking; TLS: handshake done), ssl (NULL: plaintext) and early[0..n) (copied:
- * bytes read past the request head) to the background thread (bulk) or the live thread fd % N.
- * 0, or -1 out of memory (the caller still owns all). */
+/* Takes fd (non-blocking; TLS: handshake done), ssl (NULL: plaintext) and early[0..n) to the
+ * background thread (bulk) or the live thread fd % N. early: the bytes read past the request head
+ * (frames the client sent right behind it), copied, all of them: their frames are acted on, in
+ * order, on the connection's thread before the socket is read. n has no limit here (the head
+ * reader's head limit bounds it); past 1 KiB the copy is a heap buffer of n bytes, freed once what
+ * is left of them unparsed fits 1 KiB (after the first turn: a partial frame at most), at the
+ * latest when the connection ends. 0, or -1 out of memory (the caller still owns all: fd, ssl,
+ * early, arg). */
 int cs_wsio_add(cs_wsio *io, int fd, SSL *ssl, const uint8_t *early, size_t n, bool bulk, void *arg);
 
 /* Runs the wake hook on thread `thread` (-1: every thread, the background one too) soon, once per
