@@ -1,4 +1,4 @@
-/* The stream I/O threads (corestreamd/server/wsio.h) against a real in-process client over
+/* The stream I/O threads (corestreamd/net/wsio.h) against a real in-process client over
  * loopback, TLS and plaintext: what a subscriber can send after the server's close, and pings
  * answered while the socket is full, must neither corrupt the connection's state nor break
  * OpenSSL's write-retry rule (the same buffer and length again after SSL_ERROR_WANT_WRITE);

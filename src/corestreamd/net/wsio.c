@@ -702,7 +702,7 @@ static void *worker_main(void *arg)
         cs_thread_role("cs-ws-bulk", CS_NICE_BACKGROUND);
     } else {
         snprintf(name, sizeof name, "cs-ws-%d", w->idx);
-        cs_thread_role(name, CS_NICE_LIVE); /* the live path, as the lws I/O thread */
+        cs_thread_role(name, CS_NICE_LIVE); /* the live path */
     }
     struct epoll_event evs[EVENTS_PER_WAIT];
     int64_t next_tick = cs_mono_ns() + TICK_NS;
