@@ -1,5 +1,6 @@
 #include "corestreamd/net/wsio.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -306,8 +307,22 @@ static bool out_idle(const cs_wsconn *c)
     return c->ssl ? !c->pend : c->qn == 0;
 }
 
+/* The stream I/O thread running here (cs_wsio_on_thread); NULL on any other thread. */
+static _Thread_local const worker *tl_worker;
+
+bool cs_wsio_on_thread(const cs_wsio *io, int thread)
+{
+    if (!tl_worker)
+        return atomic_load(&((cs_wsio *)io)->stop); /* cs_wsio_stop ends connections on its caller */
+    return tl_worker->io == io && tl_worker->idx == thread;
+}
+
+/* Only on c's own thread (asserted where assertions are on). */
+#define ON_CONN_THREAD(c) assert(cs_wsio_on_thread((c)->w->io, (c)->w->idx))
+
 void cs_wsio_want_write(cs_wsconn *c)
 {
+    ON_CONN_THREAD(c);
     c->want = true;
     if (out_idle(c))
         push_ready(c);
@@ -315,6 +330,7 @@ void cs_wsio_want_write(cs_wsconn *c)
 
 bool cs_wsio_can_write(const cs_wsconn *c)
 {
+    ON_CONN_THREAD(c);
     if (c->doomed)
         return false;
     if (!c->ssl)
@@ -329,6 +345,7 @@ int cs_wsio_fd(const cs_wsconn *c)
 
 int cs_wsio_write(cs_wsconn *c, cs_msg *m)
 {
+    ON_CONN_THREAD(c);
     if (!c->ssl) {
         if (c->doomed || c->qn == PLAIN_QUEUE)
             return -1;
@@ -353,6 +370,7 @@ int cs_wsio_write(cs_wsconn *c, cs_msg *m)
 
 void cs_wsio_close(cs_wsconn *c, int code, const char *reason)
 {
+    ON_CONN_THREAD(c);
     if (c->closing || c->doomed)
         return;
     c->closing = true;
@@ -363,6 +381,7 @@ void cs_wsio_close(cs_wsconn *c, int code, const char *reason)
 
 void cs_wsio_drop(cs_wsconn *c)
 {
+    ON_CONN_THREAD(c);
     shutdown(c->fd, SHUT_RDWR);
     doom(c);
 }
@@ -696,6 +715,7 @@ static void *worker_main(void *arg)
 {
     worker *w = arg;
     cs_wsio *io = w->io;
+    tl_worker = w;
     char name[16];
     if (w->idx == io->n) {
         /* Catch-up sends: below the live threads, as the replay readers that feed them. */
@@ -834,6 +854,7 @@ int cs_wsio_add(cs_wsio *io, int fd, SSL *ssl, const uint8_t *early, size_t n, b
 
 void cs_wsio_move(cs_wsconn *c, int thread)
 {
+    ON_CONN_THREAD(c);
     cs_wsio *io = c->w->io;
     if (thread < 0 || thread >= io->all || thread == c->w->idx || c->in_moving || c->doomed || c->closing)
         return;

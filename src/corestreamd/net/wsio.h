@@ -80,7 +80,12 @@ int cs_wsio_add(cs_wsio *io, int fd, SSL *ssl, const uint8_t *early, size_t n, b
  * burst. Any thread. */
 void cs_wsio_wake(cs_wsio *io, int thread);
 
-/* The connection's thread only. */
+/* Whether the calling thread is stream I/O thread `thread` of io; on a thread that is none of
+ * io's, whether io is stopping (cs_wsio_stop then ends the connections, running their gone hooks,
+ * on its caller). For the assertions of "only on that connection's thread". Any thread. */
+bool cs_wsio_on_thread(const cs_wsio *io, int thread);
+
+/* The connection's thread only (asserted in Debug, ASan and TSan builds). */
 void cs_wsio_want_write(cs_wsconn *c);
 /* Writes m as one binary message: 1 written whole (plaintext: queued for the turn's writev, the
  * message held until it is out), 0 pending (TLS: the message is held; writable is called again

@@ -4,6 +4,7 @@
  * a caught-up catch-up to a live thread, and its end. The only ways in from other threads are
  * wakes: a publish or a replay batch (wsio's wake hook), a granted replay slot (`granted`, then a
  * wake), a stop or a token reload (the server's atomics, then a wake). */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,9 @@
 #include "wire/wire.h"
 
 #define WRITE_TIMEOUT_SECS 10 /* bound on one message's wait for the socket */
+
+/* Only on the subscriber's own stream I/O thread (asserted in Debug, ASan and TSan builds). */
+#define ON_SUB_THREAD(sub) assert(cs_wsio_on_thread((sub)->srv->wsio, (sub)->thread))
 
 struct subscriber {
     cs_wsconn *tc;
@@ -55,6 +59,7 @@ static void log_subscriber(int level, const char *msg, const subscriber *sub, si
  * message until the socket takes it is what WRITE_TIMEOUT_SECS bounds. */
 static void want_write(subscriber *sub)
 {
+    ON_SUB_THREAD(sub);
     if (!sub->write_started)
         sub->write_started = cs_mono_ns();
     cs_wsio_want_write(sub->tc);
@@ -112,6 +117,7 @@ static bool token_gone(cs_server *s, const subscriber *sub)
 
 static void subscriber_end(cs_server *s, subscriber *sub)
 {
+    ON_SUB_THREAD(sub);
     if (!sub->closing) {
         cs_kv extra[] = {KV_S("error", "connection closed")};
         log_subscriber(CS_LOG_INFO, "subscriber disconnected", sub, 1, extra);
@@ -192,6 +198,8 @@ static void count_sent(cs_server *s, const cs_msg *m)
  * them. -1 ends the connection (after a close frame when one was queued). */
 static int subscriber_writable(cs_server *s, subscriber *sub)
 {
+    ON_SUB_THREAD(sub);
+    assert(sub->list); /* not in transit */
     if (sub->closing)
         return 0; /* the close frame is on its way */
     for (int round = 0;; round++) {
@@ -241,6 +249,7 @@ static void *io_open(void *ctx, int thread, cs_wsconn *c, void *arg)
 {
     cs_server *s = ctx;
     upgrade_info *u = arg;
+    assert(cs_wsio_on_thread(s->wsio, thread));
     subscriber *sub = calloc(1, sizeof *sub);
     if (!sub) {
         srv_discard_upgrade(s, u);
@@ -293,6 +302,7 @@ static void io_moved(void *ctx, int thread, void *user)
 {
     cs_server *s = ctx;
     subscriber *sub = user;
+    assert(!sub->list && cs_wsio_on_thread(s->wsio, thread)); /* in transit until now */
     sub->thread = thread;
     list_add(s, sub, thread);
     sub->revoked = sub->revoked || token_gone(s, sub);
@@ -319,6 +329,7 @@ static void io_gone(void *ctx, void *user)
 static void io_wake(void *ctx, int thread)
 {
     cs_server *s = ctx;
+    assert(cs_wsio_on_thread(s->wsio, thread));
     io_worker *w = &s->tw[thread];
     if (atomic_load(&s->stopping) && !w->stopping_seen) {
         w->stopping_seen = true;
@@ -349,6 +360,7 @@ static void io_wake(void *ctx, int thread)
 static void io_tick(void *ctx, int thread)
 {
     cs_server *s = ctx;
+    assert(cs_wsio_on_thread(s->wsio, thread));
     int64_t now = cs_mono_ns();
     for (subscriber *sub = s->tw[thread].subs; sub; sub = sub->next) {
         if (sub->closing || !sub->write_started || now - sub->write_started < WRITE_TIMEOUT_SECS * CS_SEC)
