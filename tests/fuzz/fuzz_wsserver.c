@@ -11,12 +11,14 @@
  *    (same kind, length and unmasked payload) in the whole input; MORE on a prefix is never
  *    an ERROR the whole input does not also give.
  * Heads: the splitter never reads past the input; every field and pair it gives is a string within
- * its memory; the joined value of a name starts with its first value. */
+ * its memory; the joined value of a name starts with its first value; the body verdict is the one
+ * a plain reading of the fields gives; keep-alive only on HTTP/1.1. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "corestreamd/net/httphead.h"
 #include "corestreamd/net/wsserver.h"
@@ -79,6 +81,36 @@ static void frames(const uint8_t *in, size_t len)
     free(whole);
 }
 
+/* The body and keep-alive verdicts against a plain reading of the same fields. */
+static void body_and_keep_alive(const cs_http_head *h)
+{
+    bool te = false, cl_bad = false;
+    int cls = 0;
+    unsigned long long first = 0;
+    for (size_t i = 0; i < h->nfields; i++) {
+        if (strcasecmp(h->fields[i].name, "transfer-encoding") == 0)
+            te = true;
+        if (strcasecmp(h->fields[i].name, "content-length") != 0)
+            continue;
+        const char *v = h->fields[i].value;
+        size_t n = strlen(v);
+        bool digits = n > 0 && n <= 13 && strspn(v, "0123456789") == n;
+        unsigned long long x = digits ? strtoull(v, NULL, 10) : 0;
+        if (!digits || (cls && x != first))
+            cl_bad = true;
+        if (!cls)
+            first = x;
+        cls++;
+    }
+    cs_http_body want = te ? CS_HTTP_BODY_TRANSFER
+                        : cl_bad ? CS_HTTP_BODY_INVALID
+                        : cls && first > 0 ? CS_HTTP_BODY_LENGTH : CS_HTTP_BODY_NONE;
+    check(cs_http_head_body(h) == want, "the body verdict");
+    if (strcmp(h->version, "HTTP/1.1") != 0)
+        check(!cs_http_head_keep_alive(h), "keep-alive only on HTTP/1.1");
+    check(cs_http_head_keep_alive(h) == cs_http_head_keep_alive(h), "keep-alive is a function of the head");
+}
+
 static void head(const uint8_t *in, size_t len)
 {
     char *buf = malloc(len ? len : 1);
@@ -98,6 +130,7 @@ static void head(const uint8_t *in, size_t len)
         for (size_t i = 0; i < h.npairs; i++)
             check(cs_http_head_pair(&h, i) != NULL, "every pair counted is there");
         check(cs_http_head_pair(&h, h.npairs) == NULL, "no pair past the count");
+        body_and_keep_alive(&h);
     }
     cs_http_head_free(&h);
     free(buf);

@@ -163,3 +163,56 @@ const char *cs_http_head_pair(const cs_http_head *h, size_t i)
         p += strlen(p) + 1;
     return p;
 }
+
+cs_http_body cs_http_head_body(const cs_http_head *h)
+{
+    if (cs_http_head_nth(h, "transfer-encoding", 0))
+        return CS_HTTP_BODY_TRANSFER;
+    unsigned long long total = 0;
+    bool seen = false;
+    for (size_t i = 0;; i++) {
+        const char *v = cs_http_head_nth(h, "content-length", i);
+        if (!v)
+            break;
+        unsigned long long n = 0;
+        size_t k = 0;
+        for (; v[k] >= '0' && v[k] <= '9' && k < 13; k++)
+            n = n * 10 + (unsigned)(v[k] - '0');
+        if (k == 0 || v[k] != '\0' || (seen && n != total))
+            return CS_HTTP_BODY_INVALID;
+        total = n;
+        seen = true;
+    }
+    return total > 0 ? CS_HTTP_BODY_LENGTH : CS_HTTP_BODY_NONE;
+}
+
+/* Whether the comma-separated list v holds token t, without regard to ASCII case. */
+static bool list_has(const char *v, const char *t)
+{
+    size_t tl = strlen(t);
+    while (*v) {
+        while (*v == ',' || is_ows(*v))
+            v++;
+        size_t n = strcspn(v, ",");
+        size_t e = n;
+        while (e > 0 && is_ows(v[e - 1]))
+            e--;
+        if (e == tl && strncasecmp(v, t, tl) == 0)
+            return true;
+        v += n;
+    }
+    return false;
+}
+
+bool cs_http_head_keep_alive(const cs_http_head *h)
+{
+    if (strcmp(h->version, "HTTP/1.1") != 0)
+        return false;
+    for (size_t i = 0;; i++) {
+        const char *v = cs_http_head_nth(h, "connection", i);
+        if (!v)
+            return true;
+        if (list_has(v, "close"))
+            return false;
+    }
+}

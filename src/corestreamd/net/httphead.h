@@ -7,6 +7,7 @@
 #ifndef CS_CORESTREAMD_HTTPHEAD_H
 #define CS_CORESTREAMD_HTTPHEAD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #define CS_HTTP_FIELDS_MAX 64
@@ -40,5 +41,19 @@ char *cs_http_head_get(const cs_http_head *h, const char *name);
 const char *cs_http_head_nth(const cs_http_head *h, const char *name, size_t i);
 /* The i-th decoded query pair ("start=5") or NULL. */
 const char *cs_http_head_pair(const cs_http_head *h, size_t i);
+
+/* What the head says of a request body (RFC 9112 6.3). The server takes none: anything but
+ * CS_HTTP_BODY_NONE is refused before the request is routed. */
+typedef enum cs_http_body {
+    CS_HTTP_BODY_NONE,     /* no Transfer-Encoding; Content-Length absent or 0 */
+    CS_HTTP_BODY_LENGTH,   /* a Content-Length above 0 */
+    CS_HTTP_BODY_TRANSFER, /* any Transfer-Encoding (with or without a Content-Length) */
+    CS_HTTP_BODY_INVALID,  /* a Content-Length that is not 1*DIGIT (at most 13 digits), or two that differ */
+} cs_http_body;
+cs_http_body cs_http_head_body(const cs_http_head *h);
+
+/* Whether the connection may carry another request after this one's answer: HTTP/1.1 without a
+ * `close` token in Connection (HTTP/1.0 and anything else: no). */
+bool cs_http_head_keep_alive(const cs_http_head *h);
 
 #endif

@@ -304,48 +304,20 @@ static int accept_upgrade(cs_server *s, http_req *r, conn_tag *tag, bool tls, co
  * so that its body is never read as the next request. 0 when it declares none. */
 static int refuse_body(http_req *r)
 {
-    if (cs_http_head_nth(r->head, "transfer-encoding", 0)) {
+    switch (cs_http_head_body(r->head)) {
+    case CS_HTTP_BODY_NONE:
+        return 0;
+    case CS_HTTP_BODY_TRANSFER:
         refuse(r, 400, "request refused", "Transfer-Encoding is not accepted", 0);
         return -1;
-    }
-    unsigned long long total = 0;
-    bool seen = false;
-    for (size_t i = 0;; i++) {
-        const char *v = cs_http_head_nth(r->head, "content-length", i);
-        if (!v)
-            break;
-        /* 1*DIGIT, the same value each time it is given (RFC 9110 8.6) */
-        unsigned long long n = 0;
-        size_t k = 0;
-        for (; v[k] >= '0' && v[k] <= '9' && n <= 1000000000000ULL; k++)
-            n = n * 10 + (unsigned)(v[k] - '0');
-        if (k == 0 || v[k] != '\0' || (seen && n != total)) {
-            refuse(r, 400, "request refused", "invalid Content-Length", 0);
-            return -1;
-        }
-        total = n;
-        seen = true;
-    }
-    if (total > 0) {
+    case CS_HTTP_BODY_LENGTH:
         refuse(r, 413, "request refused", "request bodies are not accepted", 0);
         return -1;
+    case CS_HTTP_BODY_INVALID:
+    default:
+        refuse(r, 400, "request refused", "invalid Content-Length", 0);
+        return -1;
     }
-    return 0;
-}
-
-/* Whether the connection may carry another request after this answer (HTTP/1.1 without
- * `Connection: close`). */
-static bool keeps_alive(const cs_http_head *h)
-{
-    if (strcmp(h->version, "HTTP/1.1") != 0)
-        return false;
-    char *conn = cs_http_head_get(h, "connection");
-    bool keep = conn != NULL;
-    for (char *save = NULL, *t = conn ? strtok_r(conn, ", \t", &save) : NULL; t; t = strtok_r(NULL, ", \t", &save))
-        if (strcasecmp(t, "close") == 0)
-            keep = false;
-    free(conn);
-    return keep;
 }
 
 typedef void (*probe_fn)(cs_server *s, http_req *r, unsigned head);
@@ -398,7 +370,7 @@ static int route(cs_server *s, http_req *r, conn_tag *tag, bool tls, void **arg)
     } else {
         cs_http_answer(r->out, 404, "text/plain; charset=utf-8", "404 page not found\n", 0);
     }
-    return r->refused || !keeps_alive(r->head) ? CS_HEAD_ANSWER : CS_HEAD_KEEP;
+    return r->refused || !cs_http_head_keep_alive(r->head) ? CS_HEAD_ANSWER : CS_HEAD_KEEP;
 }
 
 int srv_judge_head(void *ctx, int fd, void *tagp, bool tls, const char *buf, size_t len, char **resp,
