@@ -223,17 +223,6 @@ static void test_sigterm_closes_subscribers_and_exits_zero(void **state)
     cs_proc_free(&p);
 }
 
-/* The port of the `admin endpoints listening` line. */
-static int admin_port(cs_proc *p)
-{
-    assert_int_equal(cs_proc_wait_line(p, "msg=\"admin endpoints listening\"", WAIT_MS), 0);
-    char line[512];
-    cs_proc_line(p, line, sizeof line);
-    const char *a = strstr(line, " addr=127.0.0.1:");
-    assert_non_null(a);
-    return atoi(a + strlen(" addr=127.0.0.1:"));
-}
-
 /* Requests that declare a body, on the data and the admin listener (with --auth-healthz, whose 401
  * wedged the daemon as well): each is refused with its status, and the daemon still accepts,
  * answers its probes and stops on SIGTERM. */
@@ -251,7 +240,8 @@ static void test_request_bodies_never_wedge_the_daemon(void **state)
                           "--auth-tokens", tokens, "--auth-healthz", NULL};
     start(&p, args);
     assert_int_equal(cs_proc_wait_listening(&p, WAIT_MS), 0);
-    int ports[2] = {p.port, admin_port(&p)};
+    int ports[2] = {p.port, cs_proc_wait_admin_port(&p, WAIT_MS)};
+    assert_true(ports[1] > 0);
     static const struct {
         const char *req;
         int status;

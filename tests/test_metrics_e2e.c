@@ -376,17 +376,6 @@ static int free_port(void)
     return ntohs(a.sin_port);
 }
 
-/* The port of the `admin endpoints listening` line. */
-static int admin_port(cs_proc *p)
-{
-    assert_int_equal(cs_proc_wait_line(p, "msg=\"admin endpoints listening\"", WAIT_MS), 0);
-    char line[512];
-    cs_proc_line(p, line, sizeof line);
-    const char *a = strstr(line, " addr=127.0.0.1:");
-    assert_non_null(a);
-    return atoi(a + strlen(" addr=127.0.0.1:"));
-}
-
 /* The value of the first series a Prometheus instant query returns, or -1 while it has none. */
 static double query(int port, const char *expr)
 {
@@ -412,7 +401,8 @@ static void test_prometheus_scrapes_corestreamd(void **state)
     cs_proc cs;
     assert_int_equal(cs_proc_start(&cs, cs_argv), 0);
     assert_int_equal(cs_proc_wait_listening(&cs, WAIT_MS), 0);
-    int target = admin_port(&cs);
+    int target = cs_proc_wait_admin_port(&cs, WAIT_MS);
+    assert_true(target > 0);
     /* The admin port serves the probes and the scrape, never a stream. */
     char body[512];
     assert_int_equal(cs_http_get("127.0.0.1", target, "/healthz", WAIT_MS, body, sizeof body, NULL, 0), 200);

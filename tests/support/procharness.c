@@ -273,6 +273,16 @@ void cs_proc_line(const cs_proc *p, char *buf, size_t len)
     buf[n] = '\0';
 }
 
+int cs_proc_wait_admin_port(cs_proc *p, int timeout_ms)
+{
+    if (cs_proc_wait_line(p, "msg=\"admin endpoints listening\"", timeout_ms) < 0)
+        return -1;
+    char line[512];
+    cs_proc_line(p, line, sizeof line);
+    const char *a = strstr(line, " addr=127.0.0.1:");
+    return a ? atoi(a + strlen(" addr=127.0.0.1:")) : -1;
+}
+
 int cs_proc_wait_listening(cs_proc *p, int timeout_ms)
 {
     if (cs_proc_wait_line(p, "corestreamd listening", timeout_ms) < 0)

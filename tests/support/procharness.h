@@ -46,6 +46,10 @@ void cs_proc_line(const cs_proc *p, char *buf, size_t len);
  * Returns 0, or -1 (timeout, child exit, or no parseable addr). */
 int cs_proc_wait_listening(cs_proc *p, int timeout_ms);
 
+/* Waits for the `admin endpoints listening` line and returns the port of its addr=127.0.0.1:PORT,
+ * or -1 (timeout, child exit, or no such address). */
+int cs_proc_wait_admin_port(cs_proc *p, int timeout_ms);
+
 /* Reads whatever output is available now, without waiting. */
 void cs_proc_drain(cs_proc *p);
 /* Number of lines of p->log (read so far) containing needle. */
