@@ -1,5 +1,6 @@
 #include "corestreamd/net/headreader.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -195,6 +196,7 @@ static void read_head(cs_headreader *hr, hconn *c);
  * request) stay, and the next head is read under a fresh header deadline. */
 static void next_request(cs_headreader *hr, hconn *c)
 {
+    assert(c->st == ST_ANSWERING && c->keep && !c->upgrade);
     free(c->resp);
     c->resp = NULL;
     c->resp_len = c->resp_off = 0;
@@ -283,6 +285,7 @@ static void refuse(cs_headreader *hr, hconn *c, unsigned status, unsigned extra,
 /* The 101 is out: the connection leaves for the stream I/O threads with the bytes past its head. */
 static void upgraded(cs_headreader *hr, hconn *c)
 {
+    assert(c->st == ST_ANSWERING && c->upgrade && c->arg);
     list_remove(&hr->reading, c);
     epoll_ctl(hr->ep, EPOLL_CTL_DEL, c->fd, NULL);
     size_t early = c->len > c->head_len ? c->len - c->head_len : 0;
@@ -357,6 +360,7 @@ static void peek_tls(cs_headreader *hr, hconn *c)
 /* A complete head: the server's judge answers it, a 101 included. */
 static void judged(cs_headreader *hr, hconn *c, size_t head_len)
 {
+    assert(c->st == ST_READING && !c->resp);
     char *resp = NULL;
     size_t rlen = 0;
     void *arg = NULL;

@@ -280,6 +280,7 @@ int cs_wsio_start(cs_wsio **out, int n, int64_t busy_poll_ns, const cs_wsio_hook
     io->n = n;
     io->all = n + 1;
     io->busy_ns = busy_poll_ns > 0 ? busy_poll_ns : 0;
+    *out = io; /* before any thread starts: the hooks may read the caller's pointer */
     for (int i = 0; i < io->all; i++) {
         worker *w = &io->w[i];
         w->io = io;
@@ -292,11 +293,11 @@ int cs_wsio_start(cs_wsio **out, int n, int64_t busy_poll_ns, const cs_wsio_hook
             pthread_create(&w->th, NULL, worker_main, w) != 0) {
             io->all = i + 1;
             cs_wsio_free(io);
+            *out = NULL;
             return cs_err_set(err, 0, "stream I/O threads: cannot start thread %d", i);
         }
         w->started = true;
     }
-    *out = io;
     return 0;
 }
 

@@ -59,7 +59,8 @@ typedef struct cs_wsio_hooks {
 
 /* n live threads (1..CS_WSIO_MAX_THREADS) and the background one. busy_poll_ns > 0: a thread about
  * to block in epoll_wait first polls without blocking for up to that long (--busy-poll-us),
- * trading a core's idle time for the wake-up latency of a blocked thread. -1 with err. */
+ * trading a core's idle time for the wake-up latency of a blocked thread. *out is set before the
+ * first thread starts, so the hooks may read the caller's copy of it. -1 with err (*out NULL). */
 #define CS_WSIO_MAX_THREADS 4
 int cs_wsio_start(cs_wsio **out, int n, int64_t busy_poll_ns, const cs_wsio_hooks *hooks, cs_err *err);
 /* The live threads' count N (0..N-1), and the background thread's index (N). */

@@ -1,5 +1,6 @@
 #include "corestreamd/stream/cursor.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -270,8 +271,19 @@ static bool decide(cs_cursor *c, const cs_snap *s, int stepper, cs_step *out)
     return true;
 }
 
+/* The state machine's invariants, checked around every step (Debug, ASan and TSan builds). */
+static void check_state(const cs_cursor *c)
+{
+    (void)c;
+    assert((c->mode == CS_CUR_LIVE || c->mode == CS_CUR_STAMPLESS) == (c->pinned != NULL));
+    assert((c->mode == CS_CUR_REPLAY) == (c->replay != NULL));
+    assert(c->mode != CS_CUR_QUEUED || !c->followed_live); /* once live, never queued again */
+    assert(c->mode != CS_CUR_REPLAY || c->catching_up || c->followed_live); /* a catch-up holds a slot */
+}
+
 void cs_cursor_step(cs_cursor *c, int stepper, cs_step *out)
 {
+    check_state(c);
     memset(out, 0, sizeof *out);
     bool decided = false;
     /* Bounded: each pass either produces a step or advances the mode (replay done → idle). */
@@ -295,4 +307,5 @@ void cs_cursor_step(cs_cursor *c, int stepper, cs_step *out)
      * just finished keeps the slot only if the next ledger comes from the ring too. */
     if (c->mode != CS_CUR_REPLAY && c->mode != CS_CUR_QUEUED)
         leave_slot(c);
+    check_state(c);
 }

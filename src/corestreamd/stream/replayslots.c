@@ -1,5 +1,6 @@
 #include "corestreamd/stream/replayslots.h"
 
+#include <assert.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -49,8 +50,10 @@ static void dequeue(cs_replay_slots *s, cs_replay_ticket *t)
     atomic_fetch_sub(&s->waiting, 1);
 }
 
+/* A ticket takes a slot from NONE (a fresh acquire) or WAITING (a grant), never twice. */
 static bool take(cs_replay_slots *s, cs_replay_ticket *t, cs_admit *why)
 {
+    assert(t->state == CS_TICKET_NONE || t->state == CS_TICKET_WAITING);
     *why = cs_admission_enter(s->held, &t->key);
     if (*why != CS_ADMIT_OK)
         return false;
@@ -70,6 +73,7 @@ static bool acquire_locked(cs_replay_slots *s, cs_replay_ticket *t, size_t *posi
         return true;
     *position = 0;
     if (t->state == CS_TICKET_NONE) {
+        assert(!t->prev && !t->next && s->head != t);
         t->state = CS_TICKET_WAITING;
         t->next = NULL;
         t->prev = s->tail;
@@ -106,6 +110,7 @@ static void release_locked(cs_replay_slots *s, cs_replay_ticket *t)
     for (cs_replay_ticket *w = s->head, *next; w; w = next) {
         next = w->next;
         cs_admit why;
+        assert(w->state == CS_TICKET_WAITING);
         if (take(s, w, &why)) {
             dequeue(s, w);
             w->granted(w->granted_ctx);
