@@ -351,7 +351,7 @@ void srv_accept_run(cs_server *s)
         for (int i = 0; i < n; i++) {
             if (evs[i].data.u64 == EV_WAKE)
                 on_wake(s);
-            else if (!l->shutting_down && !l->draining)
+            else if (!l->shutting_down && !l->draining && !l->resume_at) /* paused: both rest */
                 accept_ready(s, evs[i].data.u64 == EV_ADMIN);
         }
         int64_t now = cs_mono_ns();
