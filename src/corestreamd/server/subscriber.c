@@ -389,20 +389,25 @@ void srv_io_hooks(cs_server *s, cs_wsio_hooks *h)
 
 /* ---- the hand-over from cs-heads -------------------------------------------------------------- */
 
-/* A request whose first step reads the ring (its start is before the tip, or there is no tip
- * yet): a catch-up, served on the background thread until it reaches the live flow. Decided here,
- * before the connection exists on any stream I/O thread, so no thread ever hands over a cursor
- * mid-replay. The tip only moves forward, so a start before it stays before it; a start at the tip
- * that the tip passes before its first step replays those few ledgers on its live thread. */
+/* A request whose first step reads the ring (its start is before the tip, or, before anything was
+ * published, a ledger the ring holds): a catch-up, served on the background thread until it
+ * reaches the live flow. Decided here, before the connection exists on any stream I/O thread, so
+ * no thread ever hands over a cursor mid-replay. The tip only moves forward, so a start before it
+ * stays before it; a start at the tip that the tip passes before its first step replays those few
+ * ledgers on its live thread. A start past the ring with nothing published yet (the first
+ * subscriber of a fresh run) waits for the live flow on a live thread. */
 static bool starts_with_catch_up(cs_server *s, const cs_stream_request *req)
 {
     if (req->start == 0)
         return false;
     cs_snap snap;
     cs_broadcast_watch(s->bc, &snap);
-    bool behind = snap.seq == 0 || req->start < snap.seq;
+    uint32_t tip = snap.seq;
     cs_snap_release(&snap);
-    return behind;
+    if (tip != 0)
+        return req->start < tip;
+    uint32_t oldest, latest;
+    return cs_ring_bounds(s->cfg.ring, &oldest, &latest) && req->start <= latest;
 }
 
 /* cs-heads: the 101 is out; the subscriber goes to a stream I/O thread (ssl NULL: plaintext). */
