@@ -348,26 +348,29 @@ static int main_nice(pid_t pid)
     return atoi(c);
 }
 
-static void test_thread_roles_and_priorities(void **state)
+/* background: --background-nice's value, or NULL for its default (19). */
+static void expect_thread_roles(const char *background)
 {
-    (void)state;
     cs_proc p;
-    const char *args[] = {"--listen", "127.0.0.1:0", "--synthetic-interval", "50ms", NULL};
+    const char *args[] = {"--listen", "127.0.0.1:0", "--synthetic-interval", "50ms",
+                          background ? "--background-nice" : NULL, background, NULL};
     start(&p, args);
     assert_int_equal(cs_proc_wait_listening(&p, WAIT_MS), 0);
     /* A new thread carries its creator's name until its first instruction renames it, so the
      * picture is read until it settles (there is no event to wait for), within WAIT_MS. The
      * daemon inherits this test's nice value (a suite run under `nice` shifts it); the
-     * background roles sit at 19 whatever it is. */
+     * background roles sit at 19 by default whatever it is. */
     errno = 0;
     int own = getpriority(PRIO_PROCESS, 0);
     assert_int_equal(errno, 0);
     int live = own + 2 > 19 ? 19 : own + 2;
+    int bg = background ? own + atoi(background) : 19;
+    bg = bg > 19 ? 19 : bg;
     const struct {
         const char *role;
         int nice, count;
     } want[] = {{"cs-source", own, 1}, {"cs-encode", live, 4 /* --compress-workers' default */},
-                {"cs-replay", 19, 2}, {"cs-ring", 19, 1},
+                {"cs-replay", bg, 2}, {"cs-ring", bg, 1},
                 /* strangers' heads and handshakes yield to the live path */
                 {"cs-heads", own + 5 > 19 ? 19 : own + 5, 1}};
     bool settled = false;
@@ -388,6 +391,19 @@ static void test_thread_roles_and_priorities(void **state)
     }
     assert_int_equal(cs_proc_stop(&p, SIGTERM, WAIT_MS), 0);
     cs_proc_free(&p);
+}
+
+static void test_thread_roles_and_priorities(void **state)
+{
+    (void)state;
+    expect_thread_roles(NULL);
+}
+
+/* --background-nice moves the work that can wait (ring writes, replays) and nothing else. */
+static void test_background_nice_sets_the_background_roles(void **state)
+{
+    (void)state;
+    expect_thread_roles("7");
 }
 
 /* SIGHUP reloads and never stops the daemon (issue 10): without --auth-tokens there is nothing to
@@ -917,6 +933,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_request_bodies_never_wedge_the_daemon, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sigterm_closes_subscribers_and_exits_zero, setup, teardown),
         cmocka_unit_test_setup_teardown(test_thread_roles_and_priorities, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_background_nice_sets_the_background_roles, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sighup_reloads_tokens_and_never_stops, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bounded_source_flushes_close_frames_then_exits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_log_formats_and_pid, setup, teardown),

@@ -438,7 +438,10 @@ static void test_stalled_subscriber_catches_up(void **state)
 {
     (void)state;
     harness h;
-    harness_opts o = {.count = 80, .interval_ms = 1, .size = 256 * 1024, .chunk = 64 * 1024, .retention = 200};
+    /* Both meet ledger 1 live; the stall lasts until the ring holds 80, which a busy machine's
+     * nice-19 ring writer can stretch past the default write timeout. */
+    harness_opts o = {.count = 80, .interval_ms = 1, .size = 256 * 1024, .chunk = 64 * 1024, .retention = 200,
+                      .await_subscribers = 2, .write_timeout_s = 300};
     harness_start(&h, &o);
     event release;
     event_init(&release);
@@ -450,7 +453,7 @@ static void test_stalled_subscriber_catches_up(void **state)
     runner rs, rh;
     runner_start(&rs, &h, rl_bounded_range(1, 80), &stalled);
     runner_start(&rh, &h, rl_bounded_range(1, 80), &healthy);
-    bool all = cs_server_wait_retained(h.srv, 80, 20 * T_SEC);
+    bool all = cs_server_wait_retained(h.srv, 80, 240 * T_SEC);
     event_set(&release);
     rl_result r_h = runner_join(&rh);
     rl_result r_s = runner_join(&rs);
@@ -591,7 +594,8 @@ static void test_slow_subscriber_is_abandoned_and_recovers_from_the_ring(void **
 {
     (void)state;
     harness h;
-    harness_opts o = {.count = 5, .window_ms = 50, .size = 8 << 20, .retention = 100};
+    harness_opts o = {.count = 5, .window_ms = 50, .size = 8 << 20, .retention = 100, .await_subscribers = 1,
+                      .write_timeout_s = 300};
     harness_start(&h, &o);
     event release;
     event_init(&release);
@@ -601,7 +605,7 @@ static void test_slow_subscriber_is_abandoned_and_recovers_from_the_ring(void **
     c.release = &release;
     runner ru;
     runner_start(&ru, &h, rl_bounded_range(1, 5), &c);
-    bool done = cs_server_wait_retained(h.srv, 5, 30 * T_SEC);
+    bool done = cs_server_wait_retained(h.srv, 5, 240 * T_SEC);
     event_set(&release);
     rl_result r = runner_join(&ru);
     assert_true(done);

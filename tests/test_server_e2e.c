@@ -275,7 +275,12 @@ static void test_disconnect_tears_down(void **state)
 static void read_after_stall(const harness_opts *o, unsigned *discarded, int *replayed, uint64_t *abandons)
 {
     harness h;
-    harness_start(&h, o);
+    /* Both meet ledger 1 live; the stall lasts until the ring holds the last ledger, which a busy
+     * machine's nice-19 ring writer can stretch past the default write timeout. */
+    harness_opts ho = *o;
+    ho.await_subscribers = 2;
+    ho.write_timeout_s = 300;
+    harness_start(&h, &ho);
     cs_ws_opts wo = {.rcvbuf = 16 * 1024};
     int status;
     char body[256], query[64];
@@ -286,7 +291,7 @@ static void read_after_stall(const harness_opts *o, unsigned *discarded, int *re
     expect_ledgers(healthy, 1, o->count, (size_t)o->size, false, NULL);
     expect_close(healthy, 1000, "");
     cs_ws_close(healthy);
-    assert_true(cs_server_wait_retained(h.srv, o->count, 20 * T_SEC));
+    assert_true(cs_server_wait_retained(h.srv, o->count, 240 * T_SEC));
     *discarded = 0;
     *replayed = 0;
     uint8_t *want = malloc((size_t)o->size);
@@ -346,7 +351,8 @@ static void test_stalled_subscriber_falling_out_of_retention(void **state)
 {
     (void)state;
     harness h;
-    harness_opts o = {.count = 100, .interval_ms = 1, .size = 256 * 1024, .chunk = 64 * 1024, .retention = 20};
+    harness_opts o = {.count = 100, .interval_ms = 1, .size = 256 * 1024, .chunk = 64 * 1024, .retention = 20,
+                      .await_subscribers = 1, .write_timeout_s = 300}; /* as read_after_stall */
     harness_start(&h, &o);
     cs_ws_opts wo = {.rcvbuf = 16 * 1024};
     int status;
@@ -354,7 +360,7 @@ static void test_stalled_subscriber_falling_out_of_retention(void **state)
     cs_ws *ws = cs_ws_connect_opts("127.0.0.1", h.port, "/stream?start=1", &wo, WAIT_MS, &status, body,
                                    sizeof body);
     assert_non_null(ws);
-    assert_true(cs_server_wait_retained(h.srv, 100, 20 * T_SEC));
+    assert_true(cs_server_wait_retained(h.srv, 100, 240 * T_SEC));
     uint32_t next = 1;
     for (;;) {
         cs_ledger l;

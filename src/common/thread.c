@@ -2,10 +2,23 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+static atomic_int g_background = CS_NICE_BACKGROUND_DEFAULT;
+
+int cs_thread_background_nice(void)
+{
+    return atomic_load_explicit(&g_background, memory_order_relaxed);
+}
+
+void cs_thread_set_background_nice(int steps)
+{
+    atomic_store_explicit(&g_background, steps < 0 ? 0 : steps > 19 ? 19 : steps, memory_order_relaxed);
+}
 
 void cs_thread_nice(int steps)
 {

@@ -6,7 +6,7 @@
 #define CS_COMMON_THREAD_H
 
 /* Who yields when the cores are busy, first to last: ring replays and the ring writer
- * (CS_NICE_BACKGROUND), then the live encoders and the I/O thread (CS_NICE_LIVE steps below the
+ * (cs_thread_background_nice), then the live encoders and the I/O thread (CS_NICE_LIVE steps below the
  * daemon), then the source loop at the daemon's own priority. The source loop is stellar-core's
  * meta pipe in production: nothing may slow it. The live threads sit just below it so that waking
  * one (every chunk wakes an encoder and, once published, the I/O thread) does not preempt the
@@ -17,8 +17,16 @@
  * connects then takes what the live path leaves (nice 5 weighs about a third of nice 0) instead of
  * competing with the threads that write to subscribers; a lone connect is still served at once. */
 #define CS_NICE_ADMISSION 5
-/* Steps for work that may always wait: the lowest priority there is (nice 19). */
-#define CS_NICE_BACKGROUND 19
+/* Steps for work that may always wait: by default the lowest priority there is (nice 19). */
+#define CS_NICE_BACKGROUND_DEFAULT 19
+
+/* The steps the background threads (cs-ring, cs-replay, cs-frames, cs-ws-bulk) take: 19 unless
+ * cs_thread_set_background_nice said otherwise (corestreamd --background-nice). */
+int cs_thread_background_nice(void);
+
+/* Sets those steps, clamped to [0, 19]. Call before the threads start (they read it once, as they
+ * take their role); any thread may call it, but a thread already started keeps what it took. */
+void cs_thread_set_background_nice(int steps);
 
 /* Names the calling thread (truncated to the kernel's 15 characters) and, when steps > 0, lowers
  * its priority by that many nice steps from what it has (a thread starts with its creator's),

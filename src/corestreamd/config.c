@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/flags.h"
+#include "common/thread.h"
 #include "common/log.h"
 #include "common/goquote.h"
 #include "corestream/wire.h"
@@ -46,6 +47,7 @@ static void set_defaults(cs_daemon_config *c)
     c->max_connections_per_ip = CS_DEFAULT_MAX_CONNECTIONS_PER_IP;
     c->max_replays = CS_DEFAULT_MAX_REPLAYS;
     c->max_replays_per_ip = CS_DEFAULT_MAX_REPLAYS_PER_IP;
+    c->background_nice = CS_NICE_BACKGROUND_DEFAULT;
     c->auth_tokens = "";
     c->tls_cert = "";
     c->tls_key = "";
@@ -228,6 +230,8 @@ static int validate(cs_daemon_config *c, cs_err *err)
     if (c->busy_poll_us < 0 || c->busy_poll_us > CS_BUSY_POLL_US_MAX)
         return cs_err_set(err, 0, "--busy-poll-us %lld is outside [0, %d]", (long long)c->busy_poll_us,
                           CS_BUSY_POLL_US_MAX);
+    if (c->background_nice < 0 || c->background_nice > 19)
+        return cs_err_set(err, 0, "--background-nice %lld is outside [0, 19]", (long long)c->background_nice);
     if (cs_compress_level_parse(c->compress_level_text, &c->compress_level, err) != 0)
         return -1;
     char q[CS_ERR_MSG_MAX / 2];
@@ -310,6 +314,10 @@ int cs_daemon_config_parse(cs_daemon_config *c, int argc, char **argv, FILE *usa
         {"busy-poll-us", CS_FLAG_INT, &c->busy_poll_us,
          "stream I/O threads: poll the sockets this many `microseconds` without blocking before each "
          "wait (0 = off; a waiting thread then spins that long, burning CPU, to shave wake-up latency)"},
+        {"background-nice", CS_FLAG_INT, &c->background_nice,
+         "nice `steps` below the daemon for work that can wait: ring writes, ring replays, stored-frame "
+         "fills, catch-up sends (19: only what stellar-core and live delivery leave; lower it if "
+         "catch-ups must progress on a saturated host)"},
         {"auth-tokens", CS_FLAG_STRING, &c->auth_tokens,
          "`file` of \"name token\" lines: /stream then needs Authorization: Bearer <token> (SIGHUP "
          "reloads it)"},

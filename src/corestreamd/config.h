@@ -46,6 +46,7 @@ typedef struct cs_daemon_config {
     int64_t max_replays;
     int64_t max_replays_per_ip;
     int64_t busy_poll_us; /* stream I/O threads: poll this long before each blocking wait; 0 off */
+    int64_t background_nice; /* nice steps of the ring writer, replays, frames fill, cs-ws-bulk */
     const char *auth_tokens;
     bool auth_healthz;
     const char *tls_cert;

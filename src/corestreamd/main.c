@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "common/thread.h"
 #include "common/buildinfo.h"
 #include "common/log.h"
 #include "corestreamd/config.h"
@@ -348,6 +349,7 @@ int main(int argc, char **argv)
         }
     }
     if (rc == 0) {
+        cs_thread_set_background_nice((int)cfg.background_nice); /* before any thread takes its role */
         cs_server_config sc = {
             .listen = cfg.listen,
             .source_name = cfg.source,

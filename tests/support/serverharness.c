@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "corestreamd/sources/pace.h"
 #include "corestreamd/sources/synthetic.h"
 #include "support/serverharness.h"
@@ -58,6 +59,7 @@ void harness_launch(harness *h, const harness_opts *o, cs_source *src, cs_range 
         .tls_cert = o->tls_cert,
         .tls_key = o->tls_key,
         .tls_client_ca = o->tls_client_ca,
+        .write_timeout_s = o->write_timeout_s,
     };
     assert_int_equal(cs_server_new(&h->srv, &sc, &err), 0);
     assert_int_equal(cs_server_listen(h->srv, &err), 0);
@@ -66,11 +68,51 @@ void harness_launch(harness *h, const harness_opts *o, cs_source *src, cs_range 
     assert_int_equal(pthread_create(&h->th, NULL, run_server, h), 0);
 }
 
+/* A ledger stream whose first pull waits for the harness's subscribers, then passes through. */
+typedef struct awaiting_stream {
+    cs_ledger_stream base;
+    cs_ledger_stream *inner;
+    harness *h;
+    bool met;
+} awaiting_stream;
+
+static int awaiting_pull(cs_ledger_stream *ls, uint32_t seq, const uint8_t **data, size_t *len, cs_err *err)
+{
+    awaiting_stream *a = (awaiting_stream *)ls;
+    int64_t deadline = cs_mono_ns() + 60 * T_SEC;
+    while (!a->met) {
+        a->met = cs_server_subscribers(a->h->srv) >= a->h->await_subscribers;
+        if (a->met)
+            break;
+        if (cs_mono_ns() > deadline)
+            return cs_err_set(err, 0, "harness: %d subscribers never came", a->h->await_subscribers);
+        if (cs_cancel_sleep_until(&a->h->cancel, cs_mono_ns() + T_MS) != 0)
+            return cs_err_set(err, CS_ERR_CANCELLED, "harness: cancelled");
+    }
+    return a->inner->ops->pull(a->inner, seq, data, len, err);
+}
+
+static void awaiting_destroy(cs_ledger_stream *ls)
+{
+    awaiting_stream *a = (awaiting_stream *)ls;
+    a->inner->ops->destroy(a->inner);
+    free(a);
+}
+
+static const cs_ledger_stream_ops k_awaiting_ops = {.pull = awaiting_pull, .destroy = awaiting_destroy};
+
 void harness_start(harness *h, const harness_opts *o)
 {
     harness_begin(h);
     cs_range range = cs_counted_range(o->start ? o->start : 1, o->count);
     cs_ledger_stream *ls = cs_synthetic_stream_new(o->size ? o->size : 256, o->compressible, &h->cancel);
+    if (o->await_subscribers > 0) {
+        awaiting_stream *a = calloc(1, sizeof *a);
+        assert_non_null(a);
+        *a = (awaiting_stream){.base = {.ops = &k_awaiting_ops}, .inner = ls, .h = h};
+        h->await_subscribers = o->await_subscribers;
+        ls = &a->base;
+    }
     cs_source *src = cs_paced_source_new(ls, range, o->window_ms * T_MS, o->interval_ms * T_MS, &h->cancel);
     harness_launch(h, o, src, range);
 }

@@ -36,6 +36,11 @@ typedef struct harness_opts {
     const char *auth_tokens; /* a token file's path, or NULL */
     bool auth_healthz;
     const char *tls_cert, *tls_key, *tls_client_ca;
+    int64_t write_timeout_s; /* 0: the server's default */
+    /* harness_start: the first ledger waits until this many subscribers are registered (up to
+     * 60 s; then the run fails with "harness: ..."), so that a test's subscribers meet the live
+     * flow from its start however slowly the machine connects them. 0: no wait. */
+    int await_subscribers;
 } harness_opts;
 
 typedef struct harness {
@@ -48,6 +53,7 @@ typedef struct harness {
     int run_rc;
     cs_err run_err;
     bool joined;
+    int await_subscribers;
 } harness;
 
 /* Prepares the scratch directory (under CS_TEST_TMPDIR) and the run's cancellation, which sources

@@ -225,7 +225,7 @@ static void *worker_main(void *arg)
     char name[16];
     if (w->idx == io->n) {
         /* Catch-up sends: below the live threads, as the replay readers that feed them. */
-        cs_thread_role("cs-ws-bulk", CS_NICE_BACKGROUND);
+        cs_thread_role("cs-ws-bulk", cs_thread_background_nice());
     } else {
         snprintf(name, sizeof name, "cs-ws-%d", w->idx);
         cs_thread_role(name, CS_NICE_LIVE); /* the live path */

@@ -1,7 +1,8 @@
 /* The stream I/O threads (`cs-ws-N`): upgraded /stream subscribers, ws:// and wss:// alike, after
  * the head reader's 101, each on one of N live threads with its own epoll, so that no write to a
- * subscriber shares a thread with accepting or with the handshakes (docs/STREAM-THREADS.md). Beside them one background thread (`cs-ws-bulk`, index N, nice
- * CS_NICE_BACKGROUND) serves the connections added with bulk (catch-ups): its sends take what the
+ * subscriber shares a thread with accepting or with the handshakes (docs/STREAM-THREADS.md). Beside
+ * them one background thread (`cs-ws-bulk`, index N, at cs_thread_background_nice: nice 19 by
+ * default) serves the connections added with bulk (catch-ups): its sends take what the
  * live threads leave of the cores. cs_wsio_move hands a connection to another thread (a catch-up
  * that reached the live flow goes to a live one).
  *

@@ -136,6 +136,7 @@ int cs_server_new(cs_server **out, const cs_server_config *cfg, cs_err *err)
     pthread_rwlock_init(&s->tokens_rw, NULL);
     if (!s->cfg.max_payload)
         s->cfg.max_payload = CS_MAX_PAYLOAD_SIZE;
+    s->write_timeout_ns = (cfg->write_timeout_s > 0 ? cfg->write_timeout_s : CS_DEFAULT_WRITE_TIMEOUT_S) * CS_SEC;
     int rc = 0;
     if (!cfg->source)
         rc = cs_err_set(err, 0, "server: a source is required");

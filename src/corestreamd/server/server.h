@@ -45,6 +45,9 @@ typedef struct cs_server_config {
     int64_t max_connections;        /* 0 → CS_DEFAULT_MAX_CONNECTIONS */
     int64_t max_connections_per_ip; /* per IPv4 address or IPv6 /64; 0 → CS_DEFAULT_MAX_CONNECTIONS_PER_IP */
     int64_t header_timeout_s;       /* a connection's request must be complete by then; 0 → 10 */
+    /* A subscriber whose socket takes nothing for this long while a message waits is dropped
+     * without a close frame (the frame would wait behind what it does not read). */
+    int64_t write_timeout_s; /* 0 → CS_DEFAULT_WRITE_TIMEOUT_S */
     /* Replay admission: subscribers reading the ring at once, in total and per address (as for
      * connections). One more waits, holding nothing, until a replay ends, then starts in arrival
      * order; it is never refused for it. Subscribers following the live flow need no slot. 0
@@ -76,6 +79,7 @@ typedef struct cs_server_config {
 #define CS_DEFAULT_MAX_CONNECTIONS 4096
 #define CS_DEFAULT_MAX_CONNECTIONS_PER_IP 256
 #define CS_DEFAULT_HEADER_TIMEOUT_S 10
+#define CS_DEFAULT_WRITE_TIMEOUT_S 10
 /* Eight: a handful of clients catch up side by side on the two replay encoders, while the I/O
  * thread's replay writes stay a small share of its loop. Two per address: one client can replay
  * and re-dial without queueing behind itself. */

@@ -101,6 +101,7 @@ struct cs_server {
     cs_replay_slots *replay_slots; /* under its own mutex */
     atomic_uint_fast64_t live_abandons;
     atomic_int subscribers;
+    int64_t write_timeout_ns; /* set before any thread starts */
 
     /* Admission at accept: the tables are the accept loop's; the counters are read anywhere. */
     cs_admission *conns;

@@ -17,7 +17,6 @@
 #include "corestreamd/server/server_internal.h"
 #include "wire/wire.h"
 
-#define WRITE_TIMEOUT_SECS 10 /* bound on one message's wait for the socket */
 
 /* Only on the subscriber's own stream I/O thread (asserted in Debug, ASan and TSan builds). */
 #define ON_SUB_THREAD(sub) assert(cs_wsio_on_thread((sub)->srv->wsio, (sub)->thread))
@@ -56,7 +55,7 @@ static void log_subscriber(int level, const char *msg, const subscriber *sub, si
 }
 
 /* Asks for a writable hook and starts the write clock: the time from wanting to write the next
- * message until the socket takes it is what WRITE_TIMEOUT_SECS bounds. */
+ * message until the socket takes it is what the write timeout bounds. */
 static void want_write(subscriber *sub)
 {
     ON_SUB_THREAD(sub);
@@ -355,7 +354,7 @@ static void io_wake(void *ctx, int thread)
 }
 
 /* About once a second: a subscriber that keeps draining is never dropped, however slowly; one
- * whose socket has taken nothing for WRITE_TIMEOUT_SECS while a message waited is, at once (a
+ * whose socket has taken nothing for the write timeout while a message waited is, at once (a
  * close frame would wait behind what it does not read). */
 static void io_tick(void *ctx, int thread)
 {
@@ -363,7 +362,7 @@ static void io_tick(void *ctx, int thread)
     assert(cs_wsio_on_thread(s->wsio, thread));
     int64_t now = cs_mono_ns();
     for (subscriber *sub = s->tw[thread].subs; sub; sub = sub->next) {
-        if (sub->closing || !sub->write_started || now - sub->write_started < WRITE_TIMEOUT_SECS * CS_SEC)
+        if (sub->closing || !sub->write_started || now - sub->write_started < s->write_timeout_ns)
             continue;
         cs_m_add(&s->metrics->write_deadline_drops, 1);
         drop_subscriber(sub, "write timed out: the subscriber stopped reading");

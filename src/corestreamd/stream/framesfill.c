@@ -92,7 +92,7 @@ static int fill_one(cs_frames_fill *f, ZSTD_CCtx *cctx, uint8_t *raw, uint8_t *o
 static void *fill_main(void *arg)
 {
     cs_frames_fill *f = arg;
-    cs_thread_role("cs-frames", CS_NICE_BACKGROUND);
+    cs_thread_role("cs-frames", cs_thread_background_nice());
     uint32_t oldest, latest;
     uint64_t made = 0;
     size_t out_cap = ZSTD_compressBound(f->chunk_size);

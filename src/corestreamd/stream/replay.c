@@ -322,7 +322,7 @@ static void *worker_main(void *argp)
     worker_arg *a = argp;
     cs_replay_pool *p = a->pool;
     /* A catch-up can always wait: it takes what the live path and stellar-core leave. */
-    cs_thread_role("cs-replay", CS_NICE_BACKGROUND);
+    cs_thread_role("cs-replay", cs_thread_background_nice());
     pthread_mutex_lock(&p->mu);
     while (!p->stopping) {
         cs_replay *r = p->q_head;

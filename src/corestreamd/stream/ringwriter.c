@@ -76,7 +76,7 @@ static void *writer_main(void *arg)
     cs_ring_writer *w = arg;
     /* Lowest priority: when the cores are busy, delivery runs first; when they are not, this runs
      * at once. */
-    cs_thread_role("cs-ring", CS_NICE_BACKGROUND);
+    cs_thread_role("cs-ring", cs_thread_background_nice());
     pthread_mutex_lock(&w->mu);
     for (;;) {
         while (!w->pending && !w->stop)
