@@ -274,8 +274,10 @@ static void subscriber_wait(subscriber *s, uint32_t seq)
             break;
     bool ok = s->received && s->last >= seq;
     pthread_mutex_unlock(&s->mu);
-    if (!ok)
+    if (!ok) {
+        cs_proc_drain(&g_edge);
         fail_msg("the edge's subscriber never got ledger %u (%s); edge:\n%s", seq, s->error, g_edge.log);
+    }
 }
 
 /* Joins the subscriber (it ends at the range's end) and checks that every ledger of the range
@@ -291,11 +293,15 @@ static void subscriber_finish(subscriber *s)
             break;
     bool done = s->done;
     pthread_mutex_unlock(&s->mu);
-    if (!done)
+    if (!done) {
+        cs_proc_drain(&g_edge);
         fail_msg("the edge's subscriber did not finish; edge:\n%s", g_edge.log);
+    }
     pthread_join(s->thread, NULL);
-    if (s->error[0])
+    if (s->error[0]) {
+        cs_proc_drain(&g_edge);
         fail_msg("edge subscriber: %s\nedge:\n%s", s->error, g_edge.log);
+    }
     for (uint32_t q = s->from; q <= s->to; q++)
         if (s->counts[q] != 1)
             fail_msg("ledger %u arrived %u times", q, s->counts[q]);
