@@ -190,74 +190,77 @@ static void stop_corestreamd(cs_proc *p)
 
 /* ---- case 17: TestRunLoopback ---------------------------------------------------------------------- */
 
-/* Whether every ledger of the run was delivered live: no replayed ledger, no abandoned flow. */
-static bool all_live(const cs_proc *p)
-{
-    return !strstr(p->log, "excluded") && !strstr(p->log, "no emit stamps") &&
-           strstr(p->log, "\nfallbacks    0 partial deliveries discarded (live flow abandoned, ring redelivered)\n");
-}
-
 static void loopback_run(void **state)
 {
     fixture *f = *state;
-    /* Every ledger is delivered live unless the machine stalls the client for longer than the rest
-     * of an emission (under a heavily loaded parallel test run a flow can be abandoned and the
-     * ledger redelivered from the ring). That is the server's policy working, so a run that was
-     * not all-live is retried, twice at most; everything else is checked on every attempt. */
-    bool live = false;
-    for (int attempt = 1; attempt <= 3 && !live; attempt++) {
-        cs_proc p;
-        int st = run_bench(f, &p,
-                           ARGS("--mode", "loopback", "--count", "8", "--synthetic-size", "65536",
-                                "--synthetic-interval", "10ms", "--emit-window", "5ms", "--verify", "--csv", f->csv));
-        if (st != 0)
-            fail_msg("exit %d:\n%s", st, p.log);
+    cs_proc p;
+    int st = run_bench(f, &p,
+                       ARGS("--mode", "loopback", "--count", "8", "--synthetic-size", "65536", "--synthetic-interval",
+                            "10ms", "--emit-window", "5ms", "--verify", "--csv", f->csv));
+    if (st != 0)
+        fail_msg("exit %d:\n%s", st, p.log);
 
-        /* Banner first, then the summary. */
-        assert_true(strncmp(p.log, "loopback server on 127.0.0.1:", 29) == 0);
-        assert_has(&p, ": 8 ledgers of 65536 bytes every 10ms, emitted over 5ms, 256KiB chunks\n");
-        assert_has(&p, "chunks\n\n=== loopback (remoteledger over 127.0.0.1) ===\n");
-        assert_has(&p, "\nledgers      8 (1..8)\n");
-        assert_has(&p, "\nbytes        0.50 MiB (mean 64.0 KiB/ledger)\n");
-        assert_has(&p, "\nthroughput   ");
-        assert_has(&p, "\ninter-arrival p50 ");
-        assert_has(&p, "\nt_emit        p50 ");
-        assert_has(&p, "\ndelivery      p50 ");
-        assert_has(&p, "\npipeline      p50 ");
-        assert_has(&p, "\nfallbacks    ");
-        assert_lacks(&p, "raw fallbacks"); /* nothing is compressed */
-        /* stderr is not a terminal: no progress line. */
-        assert_lacks(&p, "\033[K");
-        assert_lacks(&p, "\nbenchrunner: ");
-        char want[700];
-        snprintf(want, sizeof want, "\ncsv          %s\n", f->csv);
-        assert_has(&p, want);
-        live = all_live(&p);
-        if (!live)
-            print_message("attempt %d was not delivered all live (loaded machine?):\n%s", attempt, p.log);
-        cs_proc_free(&p);
-        assert_tmpdir_empty(f);
-    }
-    if (!live)
-        fail_msg("no loopback run out of 3 delivered every ledger live");
+    /* Banner first, then the summary. */
+    assert_true(strncmp(p.log, "loopback server on 127.0.0.1:", 29) == 0);
+    assert_has(&p, ": 8 ledgers of 65536 bytes every 10ms, emitted over 5ms, 256KiB chunks\n");
+    assert_has(&p, "chunks\n\n=== loopback (remoteledger over 127.0.0.1) ===\n");
+    assert_has(&p, "\nledgers      8 (1..8)\n");
+    assert_has(&p, "\nbytes        0.50 MiB (mean 64.0 KiB/ledger)\n");
+    assert_has(&p, "\nthroughput   ");
+    assert_has(&p, "\ninter-arrival p50 ");
+    assert_has(&p, "\nfallbacks    ");
+    assert_lacks(&p, "raw fallbacks"); /* nothing is compressed */
+    /* stderr is not a terminal: no progress line. */
+    assert_lacks(&p, "\033[K");
+    assert_lacks(&p, "\nbenchrunner: ");
+    char want[700];
+    snprintf(want, sizeof want, "\ncsv          %s\n", f->csv);
+    assert_has(&p, want);
 
-    /* 8 samples, sequences 1..8, 65536 bytes each, all with delivery, emit and pipeline. */
+    /* 8 samples, sequences 1..8, 65536 bytes each. A ledger delivered live carries its emit,
+     * delivery and pipeline; one the client was too slow for (a stall longer than the rest of an
+     * emission abandons the live flow: the server's policy) comes again from the ring, stampless,
+     * and the summary counts it. Which of the two a ledger gets depends on the machine's load. */
     csv_row rows[16];
     assert_int_equal(read_csv(f->csv, rows, 16), 8);
+    int stampless = 0;
+    long discarded = 0;
     for (int i = 0; i < 8; i++) {
         char seq[8];
         snprintf(seq, sizeof seq, "%d", i + 1);
         assert_string_equal(rows[i].field[0], seq);
         assert_string_equal(rows[i].field[1], "65536");
         assert_true(atoi(rows[i].field[2]) >= 1);
-        assert_true(rows[i].field[5][0] != '\0');
+        discarded += atol(rows[i].field[8]);
+        if (rows[i].field[5][0] == '\0') {
+            assert_string_equal(rows[i].field[6], "");
+            assert_string_equal(rows[i].field[7], "");
+            stampless++;
+            continue;
+        }
         assert_true(rows[i].field[6][0] != '\0');
         assert_true(rows[i].field[7][0] != '\0');
-        assert_string_equal(rows[i].field[8], "0");
+        assert_string_equal(rows[i].field[8], "0"); /* a redelivery replacing a partial is stampless */
         /* The emit window is paced to 5 ms; pipeline covers it. */
         assert_true(atoll(rows[i].field[5]) >= 4 * 1000000LL);
         assert_true(atoll(rows[i].field[7]) >= atoll(rows[i].field[5]));
     }
+    if (stampless == 8) {
+        assert_has(&p, "\ndelivery     no emit stamps");
+    } else {
+        assert_has(&p, "\nt_emit        p50 ");
+        assert_has(&p, "\ndelivery      p50 ");
+        assert_has(&p, "\npipeline      p50 ");
+    }
+    if (stampless > 0 && stampless < 8) {
+        snprintf(want, sizeof want, "%d ledger(s) excluded: replayed from retention, no emit stamp\n", stampless);
+        assert_has(&p, want);
+    }
+    snprintf(want, sizeof want, "\nfallbacks    %ld partial deliveries discarded (live flow abandoned, ring redelivered)\n",
+             discarded);
+    assert_has(&p, want);
+    cs_proc_free(&p);
+    assert_tmpdir_empty(f);
     assert_string_equal(rows[0].field[3], "0");
     assert_string_equal(rows[0].field[4], "0");
 }

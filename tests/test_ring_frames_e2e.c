@@ -682,7 +682,10 @@ static void catch_up_moves_to_the_live_thread(void **state)
             fail_msg("ledger %u: %d %s\n%s", seq, rc, err, f->proc.log);
         assert_int_equal(l.seq, seq);
         assert_int_equal(l.len, SIZE);
-        assert_int_equal(l.discarded, 0);
+        /* A client stalled past the rest of an emission (a loaded machine) loses that live flow and
+         * gets the ledger again from the ring: stampless, its partial discarded. */
+        if (l.discarded)
+            assert_int_equal(l.emit_end, 0);
         cs_synthetic_fill(want, SIZE, seq, false);
         assert_memory_equal(l.data, want, SIZE);
         if (l.emit_end)
