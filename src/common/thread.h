@@ -5,13 +5,16 @@
 #ifndef CS_COMMON_THREAD_H
 #define CS_COMMON_THREAD_H
 
-/* Who yields when the cores are busy, first to last: ring replays and the ring writer
- * (cs_thread_background_nice), then the live encoders and the I/O thread (CS_NICE_LIVE steps below the
- * daemon), then the source loop at the daemon's own priority. The source loop is stellar-core's
- * meta pipe in production: nothing may slow it. The live threads sit just below it so that waking
- * one (every chunk wakes an encoder and, once published, the I/O thread) does not preempt the
- * source; they still get a large share of a busy core (nice 2 weighs about 2/3 of nice 0), which
- * the auto level (levelctl.h) sees as compression time and adapts to. */
+/* Who yields when the cores are busy, first to last: the background threads (ring writes, ring
+ * replays, stored-frame fills, catch-up sends: cs_thread_background_nice), then what strangers
+ * start (CS_NICE_ADMISSION), then the live encoders, the stream I/O threads and the accept loop
+ * (CS_NICE_LIVE steps below the daemon), then the source loop at the daemon's own priority. The
+ * source loop is stellar-core's meta pipe in production: nothing may slow it. The live threads sit
+ * just below it so that waking one (every chunk wakes an encoder and, once published, a stream I/O
+ * thread) does not preempt the source; they still get a large share of a busy core (nice 2 weighs
+ * about 2/3 of nice 0), which the auto level (levelctl.h) sees as compression time and adapts to.
+ * The source waits for ledger N's ring write before ledger N+1 begins: on a host saturated at the
+ * daemon's priority the stream then moves at the pace the background share allows. */
 #define CS_NICE_LIVE 2
 /* Steps for what strangers start: request heads and TLS handshakes (cs-heads). A storm of
  * connects then takes what the live path leaves (nice 5 weighs about a third of nice 0) instead of
@@ -36,7 +39,7 @@ void cs_thread_set_background_nice(int steps);
 void cs_thread_role(const char *name, int steps);
 
 /* The priority half of cs_thread_role, for a thread that keeps its name (the main thread, which
- * becomes the I/O thread). */
+ * becomes the accept loop). */
 void cs_thread_nice(int steps);
 
 #endif

@@ -17,7 +17,6 @@
 #include "corestreamd/server/server_internal.h"
 #include "wire/wire.h"
 
-
 /* Only on the subscriber's own stream I/O thread (asserted in Debug, ASan and TSan builds). */
 #define ON_SUB_THREAD(sub) assert(cs_wsio_on_thread((sub)->srv->wsio, (sub)->thread))
 

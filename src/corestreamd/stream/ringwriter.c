@@ -74,8 +74,8 @@ static void note_result(cs_ring_writer *w, uint32_t seq, int rc, const cs_err *e
 static void *writer_main(void *arg)
 {
     cs_ring_writer *w = arg;
-    /* Lowest priority: when the cores are busy, delivery runs first; when they are not, this runs
-     * at once. */
+    /* The background priority (nice 19 unless --background-nice): when the cores are busy, delivery
+     * runs first; when they are not, this runs at once. */
     cs_thread_role("cs-ring", cs_thread_background_nice());
     pthread_mutex_lock(&w->mu);
     for (;;) {
