@@ -262,6 +262,17 @@ static void subscriber_start(subscriber *s, int port, uint32_t from, uint32_t to
     assert_int_equal(pthread_create(&s->thread, NULL, subscriber_main, s), 0);
 }
 
+/* Before a failure prints the edge's log: stops the edge so that the log is read to its end (a
+ * failure's cause is often the last line written), and reads what the core has written so far. */
+static void edge_log_whole(void)
+{
+    (void)cs_proc_stop(&g_edge, SIGTERM, WAIT_MS);
+    if (g_core_live)
+        cs_proc_drain(&g_core);
+    if (g_core_live)
+        print_message("core:\n%s\n", g_core.log);
+}
+
 /* Waits (bounded) until the subscriber has ledger seq, or is done. */
 static void subscriber_wait(subscriber *s, uint32_t seq)
 {
@@ -275,7 +286,7 @@ static void subscriber_wait(subscriber *s, uint32_t seq)
     bool ok = s->received && s->last >= seq;
     pthread_mutex_unlock(&s->mu);
     if (!ok) {
-        cs_proc_drain(&g_edge);
+        edge_log_whole();
         fail_msg("the edge's subscriber never got ledger %u (%s); edge:\n%s", seq, s->error, g_edge.log);
     }
 }
@@ -294,12 +305,12 @@ static void subscriber_finish(subscriber *s)
     bool done = s->done;
     pthread_mutex_unlock(&s->mu);
     if (!done) {
-        cs_proc_drain(&g_edge);
+        edge_log_whole();
         fail_msg("the edge's subscriber did not finish; edge:\n%s", g_edge.log);
     }
     pthread_join(s->thread, NULL);
     if (s->error[0]) {
-        cs_proc_drain(&g_edge);
+        edge_log_whole();
         fail_msg("edge subscriber: %s\nedge:\n%s", s->error, g_edge.log);
     }
     for (uint32_t q = s->from; q <= s->to; q++)
