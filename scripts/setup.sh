@@ -31,6 +31,19 @@ backports_file=/etc/apt/sources.list.d/corestream-backports.sources
 have_backports() {
   grep -rqsE '^[^#]*bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/
 }
+# The Debian archive this machine already installs bookworm from (one-line or deb822 sources):
+# backports are taken from the same mirror. Empty when none names bookworm.
+debian_mirror() {
+  local u
+  u=$(sed -E 's/\[[^]]*\]//' /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
+    awk '$1 == "deb" && $3 == "bookworm" { print $2; exit }' || true)
+  if [[ -z $u ]]; then
+    u=$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null |
+      awk '/^[[:space:]]*$/ { uri = "" } /^URIs:/ { uri = $2 }
+           /^Suites:.*[[:space:]]bookworm([[:space:]]|$)/ && uri != "" { print uri; exit }' || true)
+  fi
+  printf '%s' "$u"
+}
 
 if ((${#missing[@]} == 0)) && ! $need_go; then
   exit 0
@@ -39,14 +52,14 @@ fi
 if [[ $(id -u) -eq 0 ]]; then
   export DEBIAN_FRONTEND=noninteractive
   if $need_go && ! have_backports; then
-    echo "setup: adding bookworm-backports (for $go_package) in $backports_file" >&2
-    cat >"$backports_file" <<'SOURCES'
-Types: deb
-URIs: http://deb.debian.org/debian
-Suites: bookworm-backports
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-SOURCES
+    mirror=$(debian_mirror)
+    if [[ -z $mirror ]]; then
+      echo "setup: $go_package needs bookworm-backports, and no apt source names a bookworm mirror to take it from; add bookworm-backports to your apt sources" >&2
+      exit 1
+    fi
+    echo "setup: adding bookworm-backports from $mirror (for $go_package) in $backports_file" >&2
+    printf 'Types: deb\nURIs: %s\nSuites: bookworm-backports\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+      "$mirror" >"$backports_file"
   fi
   apt-get update -q >/dev/null
   if ((${#missing[@]} > 0)); then
@@ -64,7 +77,8 @@ else
   fi
   if $need_go; then
     if ! have_backports; then
-      echo "  printf 'Types: deb\\nURIs: http://deb.debian.org/debian\\nSuites: bookworm-backports\\nComponents: main\\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\\n' | sudo tee $backports_file" >&2
+      mirror=$(debian_mirror)
+      echo "  printf 'Types: deb\\nURIs: ${mirror:-<your bookworm mirror>}\\nSuites: bookworm-backports\\nComponents: main\\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\\n' | sudo tee $backports_file" >&2
       echo "  sudo apt-get update" >&2
     fi
     echo "  sudo apt-get install -y -t bookworm-backports $go_package" >&2
