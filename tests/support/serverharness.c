@@ -73,6 +73,7 @@ typedef struct awaiting_stream {
     cs_ledger_stream base;
     cs_ledger_stream *inner;
     harness *h;
+    int want;
     bool met;
 } awaiting_stream;
 
@@ -81,11 +82,11 @@ static int awaiting_pull(cs_ledger_stream *ls, uint32_t seq, const uint8_t **dat
     awaiting_stream *a = (awaiting_stream *)ls;
     int64_t deadline = cs_mono_ns() + 60 * T_SEC;
     while (!a->met) {
-        a->met = cs_server_subscribers(a->h->srv) >= a->h->await_subscribers;
+        a->met = cs_server_subscribers(a->h->srv) >= a->want;
         if (a->met)
             break;
         if (cs_mono_ns() > deadline)
-            return cs_err_set(err, 0, "harness: %d subscribers never came", a->h->await_subscribers);
+            return cs_err_set(err, 0, "harness: %d subscribers never came", a->want);
         if (cs_cancel_sleep_until(&a->h->cancel, cs_mono_ns() + T_MS) != 0)
             return cs_err_set(err, CS_ERR_CANCELLED, "harness: cancelled");
     }
@@ -109,8 +110,7 @@ void harness_start(harness *h, const harness_opts *o)
     if (o->await_subscribers > 0) {
         awaiting_stream *a = calloc(1, sizeof *a);
         assert_non_null(a);
-        *a = (awaiting_stream){.base = {.ops = &k_awaiting_ops}, .inner = ls, .h = h};
-        h->await_subscribers = o->await_subscribers;
+        *a = (awaiting_stream){.base = {.ops = &k_awaiting_ops}, .inner = ls, .h = h, .want = o->await_subscribers};
         ls = &a->base;
     }
     cs_source *src = cs_paced_source_new(ls, range, o->window_ms * T_MS, o->interval_ms * T_MS, &h->cancel);

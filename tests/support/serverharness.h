@@ -53,7 +53,6 @@ typedef struct harness {
     int run_rc;
     cs_err run_err;
     bool joined;
-    int await_subscribers;
 } harness;
 
 /* Prepares the scratch directory (under CS_TEST_TMPDIR) and the run's cancellation, which sources
