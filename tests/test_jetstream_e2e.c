@@ -115,6 +115,16 @@ static void wait_core_line(const char *needle)
         fail_msg("no `%s` in:\n%s", needle, g_core.log);
 }
 
+/* Waits until the stream holds ledger seq of the run; on a timeout, prints the core's log. */
+static void wait_stream_ledger(const char *run, uint32_t seq)
+{
+    if (cs_jsr_wait_ledger(g_nats.url, STREAM, run, seq, WAIT_MS) == 0)
+        return;
+    cs_proc_drain(&g_core);
+    fprintf(stderr, "core:\n%s\n", g_core.log ? g_core.log : "");
+    fail_msg("ledger %u never reached the stream; the core's log is above", seq);
+}
+
 static void read_stream(const char *run, cs_jsr *r)
 {
     char err[256];
@@ -384,6 +394,35 @@ static void test_nats_restart_catches_up_websocket_unaffected(void **state)
     free_core();
 }
 
+/* NATS killed again and again while the publisher is mid-ledger at a thousand messages a second:
+ * whatever nats.c held when the connection went must not land after a hole. The stream holds
+ * every ledger whole and in order. */
+static void test_nats_kills_mid_publish_leave_a_clean_flow(void **state)
+{
+    (void)state;
+    const char *args[] = {"--synthetic-interval=20ms", "--emit-window=5ms", "--synthetic-size=300000",
+                          "--chunk-size=16384", "--synthetic-compressible=false", NULL};
+    char run[128];
+    start_core(args, run, sizeof run);
+    uint32_t at = 3;
+    for (int i = 0; i < 8; i++) {
+        wait_stream_ledger(run, at);
+        assert_int_equal(cs_nats_stop(&g_nats, SIGKILL, WAIT_MS), 0);
+        wait_core_line("jetstream publisher behind");
+        assert_int_equal(cs_nats_restart(&g_nats, WAIT_MS), 0);
+        wait_core_line("jetstream publisher caught up");
+        at += 3;
+    }
+    wait_stream_ledger(run, at);
+    stop_core(SIGTERM, 0);
+    assert_int_equal(cs_proc_log_count(&g_core, "jetstream stream gap"), 0);
+    cs_jsr r;
+    read_stream(run, &r);
+    expect_contiguous(&r, 1, at, 300000, false);
+    cs_jsr_free(&r);
+    free_core();
+}
+
 /* ---- an outage longer than the ring ---------------------------------------------------------- */
 
 static void test_outage_past_the_ring_logs_the_gap(void **state)
@@ -505,6 +544,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_publish_byte_exact_zstd_and_raw, setup, teardown),
         cmocka_unit_test_setup_teardown(test_core_restart_no_duplicate_no_gap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_nats_restart_catches_up_websocket_unaffected, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_nats_kills_mid_publish_leave_a_clean_flow, setup, teardown),
         cmocka_unit_test_setup_teardown(test_outage_past_the_ring_logs_the_gap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_chunk_over_max_payload_is_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stream_limits_are_checked, setup, teardown),

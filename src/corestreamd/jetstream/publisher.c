@@ -23,6 +23,10 @@
 #define STALL_WAIT_MS 200
 /* The longest the thread waits for anything, so a stop or a state change is seen promptly. */
 #define POLL_NS (100 * CS_MS)
+/* Between two attempts to open a new connection after one was lost. */
+#define RECONNECT_WAIT_NS (250 * CS_MS)
+/* How long closing a lost connection waits for nats.c's last callback. */
+#define CLOSE_WAIT_NS (5 * CS_SEC)
 
 enum step_result {
     STEP_PROGRESS,  /* did something; look again */
@@ -38,8 +42,11 @@ struct cs_js_publisher {
     cs_broadcaster *bc;
     cs_ring *ring;
     natsOptions *opts;
+    /* The current connection and its JetStream context: opened by new, replaced only on the
+     * publisher thread after a loss (nats.c's own reconnect is off), closed by free. */
     natsConnection *nc;
     jsCtx *js;
+    bool js_used; /* js has taken a message (nats.c's pending list exists only from then on) */
     cs_replay_pool *replays;
 
     pthread_t thread;
@@ -48,7 +55,7 @@ struct cs_js_publisher {
     pthread_cond_t cond;
     uint64_t kicks;
     bool stopping;
-    bool closed; /* nats.c delivered the closed callback: no callback of it runs any more */
+    bool closed; /* nats.c delivered nc's closed callback: no callback of nc runs any more */
     int64_t drain_deadline; /* monotonic ns, valid once stopping */
 
     atomic_bool connected;
@@ -74,6 +81,7 @@ struct cs_js_publisher {
     int64_t behind_since;
     uint32_t ahead_logged; /* the position last reported as ahead of the source */
     uint32_t first_live;   /* the first flow this process emitted (0 until seen) */
+    int64_t next_connect;  /* monotonic ns: no new connection is tried before */
 };
 
 static uint64_t pack(cs_js_pos p)
@@ -123,19 +131,11 @@ static void on_disconnected(natsConnection *nc, void *closure)
     kick(p);
 }
 
-static void on_reconnected(natsConnection *nc, void *closure)
-{
-    (void)nc;
-    cs_js_publisher *p = closure;
-    atomic_store(&p->resync, true);
-    atomic_store(&p->connected, true);
-    kick(p);
-}
-
 static void on_closed(natsConnection *nc, void *closure)
 {
     (void)nc;
     cs_js_publisher *p = closure;
+    atomic_store(&p->connected, false);
     pthread_mutex_lock(&p->mu);
     p->closed = true;
     p->kicks++;
@@ -180,6 +180,80 @@ static void on_replay_ready(void *ctx, int arg)
 {
     (void)arg; /* one consumer: this publisher's thread */
     kick(ctx);
+}
+
+/* ---- the connection ---------------------------------------------------------------------------- */
+
+/* Opens a connection and its JetStream context into p->nc and p->js. On failure *what names the
+ * step ("connect to", "open JetStream on") and whatever was opened stays for close_connection. */
+static natsStatus open_connection(cs_js_publisher *p, const char **what)
+{
+    *what = "connect to";
+    natsStatus s = natsConnection_Connect(&p->nc, p->opts);
+    if (s != NATS_OK) {
+        p->nc = NULL;
+        return s;
+    }
+    *what = "open JetStream on";
+    jsOptions jo;
+    jsOptions_Init(&jo);
+    jo.Wait = 5000;
+    jo.PublishAsync.MaxPending = p->cfg.max_pending;
+    jo.PublishAsync.AckHandler = on_ack;
+    jo.PublishAsync.AckHandlerClosure = p;
+    jo.PublishAsync.StallWait = STALL_WAIT_MS;
+    s = natsConnection_JetStream(&p->js, p->nc, &jo);
+    if (s != NATS_OK)
+        p->js = NULL;
+    p->js_used = false;
+    return s;
+}
+
+/* Closes p->nc, when there is one, and waits (at most CLOSE_WAIT_NS) for its closed callback,
+ * which nats.c runs on its own thread after Close returns: after it no callback of that
+ * connection runs, so the next connection can share the closure. */
+static void close_connection(cs_js_publisher *p)
+{
+    jsCtx_Destroy(p->js);
+    p->js = NULL;
+    if (!p->nc)
+        return;
+    natsConnection_Close(p->nc);
+    int64_t until = cs_mono_ns() + CLOSE_WAIT_NS;
+    for (;;) {
+        uint64_t seen = kicks_now(p);
+        pthread_mutex_lock(&p->mu);
+        bool closed = p->closed;
+        pthread_mutex_unlock(&p->mu);
+        if (closed || cs_mono_ns() >= until)
+            break;
+        wait_kick(p, seen, POLL_NS);
+    }
+    natsConnection_Destroy(p->nc);
+    p->nc = NULL;
+    pthread_mutex_lock(&p->mu);
+    p->closed = false;
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* After a loss, on the publisher thread: drops what is left of the old connection and tries once
+ * to open a new one. nats.c's own reconnect would send the first message published while it was
+ * reconnecting on the new connection, after the ones the old one lost: a hole in the stream. A
+ * new connection starts with a resync instead, so what the server stores stays, connection by
+ * connection, a prefix of what was sent. */
+static bool reconnect(cs_js_publisher *p)
+{
+    close_connection(p);
+    const char *what;
+    natsStatus s = open_connection(p, &what);
+    if (s != NATS_OK) {
+        CS_LOG(CS_LOG_DEBUG, "jetstream reconnect failed", KV_S("step", what), KV_S("status", natsStatus_GetText(s)));
+        close_connection(p);
+        return false;
+    }
+    atomic_store(&p->resync, true);
+    atomic_store(&p->connected, true);
+    return true;
 }
 
 /* ---- the publisher thread --------------------------------------------------------------------- */
@@ -230,6 +304,7 @@ static int publish(cs_js_publisher *p, uint32_t item, const cs_msg *m)
     }
     natsMsg_Destroy(nm);
     if (s == NATS_OK) {
+        p->js_used = true;
         atomic_fetch_add(&p->published, 1);
         return PUB_OK;
     }
@@ -408,7 +483,7 @@ static int resync(cs_js_publisher *p)
 {
     atomic_store(&p->resync, false);
     natsMsgList pending;
-    if (js_PublishAsyncGetPendingList(&pending, p->js) == NATS_OK)
+    if (p->js_used && js_PublishAsyncGetPendingList(&pending, p->js) == NATS_OK)
         natsMsgList_Destroy(&pending); /* what landed is in the stream; the rest is republished */
     bool found;
     cs_js_pos next;
@@ -452,6 +527,11 @@ static void *publisher_main(void *arg)
             cs_broadcast_watch(p->bc, &live);
             note_behind(p, true, "disconnected", live.seq);
             cs_snap_release(&live);
+            int64_t now = cs_mono_ns();
+            if (now >= p->next_connect && reconnect(p))
+                continue;
+            if (now >= p->next_connect)
+                p->next_connect = now + RECONNECT_WAIT_NS;
             wait_kick(p, seen, POLL_NS);
             continue;
         }
@@ -533,14 +613,9 @@ int cs_js_publisher_new(cs_js_publisher **out, const cs_js_config *cfg, cs_broad
         s = natsOptions_SetName(p->opts, "corestreamd");
     if (s == NATS_OK)
         s = natsOptions_SetTimeout(p->opts, timeout);
+    /* A lost connection is replaced by the publisher thread (reconnect). */
     if (s == NATS_OK)
-        s = natsOptions_SetMaxReconnect(p->opts, -1);
-    if (s == NATS_OK)
-        s = natsOptions_SetReconnectWait(p->opts, 250);
-    /* Nothing is buffered while disconnected: what the server stored stays a prefix of what was
-     * sent, and the stream's last message is a safe place to resume. */
-    if (s == NATS_OK)
-        s = natsOptions_SetReconnectBufSize(p->opts, 1);
+        s = natsOptions_SetAllowReconnect(p->opts, false);
     /* A hung server is noticed in about 4 s. */
     if (s == NATS_OK)
         s = natsOptions_SetPingInterval(p->opts, 2000);
@@ -552,34 +627,22 @@ int cs_js_publisher_new(cs_js_publisher **out, const cs_js_config *cfg, cs_broad
     if (s == NATS_OK)
         s = natsOptions_SetDisconnectedCB(p->opts, on_disconnected, p);
     if (s == NATS_OK)
-        s = natsOptions_SetReconnectedCB(p->opts, on_reconnected, p);
-    if (s == NATS_OK)
         s = natsOptions_SetClosedCB(p->opts, on_closed, p);
     if (s != NATS_OK) {
         cs_js_publisher_free(p);
         return nats_fail(err, "set up the connection to", cfg->url, s);
     }
-    s = natsConnection_Connect(&p->nc, p->opts);
+    const char *what;
+    s = open_connection(p, &what);
     if (s != NATS_OK) {
+        nats_fail(err, what, cfg->url, s);
         cs_js_publisher_free(p);
-        return nats_fail(err, "connect to", cfg->url, s);
+        return -1;
     }
     atomic_store(&p->connected, true);
     if (cs_js_check_payload(natsConnection_GetMaxPayload(p->nc), cfg->chunk_size, p->url, err) != 0) {
         cs_js_publisher_free(p);
         return -1;
-    }
-    jsOptions jo;
-    jsOptions_Init(&jo);
-    jo.Wait = 5000;
-    jo.PublishAsync.MaxPending = cfg->max_pending;
-    jo.PublishAsync.AckHandler = on_ack;
-    jo.PublishAsync.AckHandlerClosure = p;
-    jo.PublishAsync.StallWait = STALL_WAIT_MS;
-    s = natsConnection_JetStream(&p->js, p->nc, &jo);
-    if (s != NATS_OK) {
-        cs_js_publisher_free(p);
-        return nats_fail(err, "open JetStream on", cfg->url, s);
     }
     cs_js_stream_spec spec = {.name = p->stream,
                               .max_age_ns = cfg->max_age_ns,
@@ -632,7 +695,7 @@ void cs_js_publisher_stop(cs_js_publisher *p, int64_t drain_ns)
 
     int64_t left_ms = (deadline - cs_mono_ns()) / CS_MS;
     bool acked = false;
-    if (atomic_load(&p->connected) && left_ms > 0) {
+    if (p->js && atomic_load(&p->connected) && left_ms > 0) {
         jsPubOptions po;
         jsPubOptions_Init(&po);
         po.MaxWait = left_ms;
@@ -656,23 +719,7 @@ void cs_js_publisher_free(cs_js_publisher *p)
     cs_js_publisher_stop(p, 0);
     drop_sources(p);
     cs_replay_pool_free(p->replays);
-    jsCtx_Destroy(p->js);
-    if (p->nc) {
-        /* Callbacks run on nats.c's thread after Close returns; the closed one comes last. */
-        natsConnection_Close(p->nc);
-        int64_t until = cs_mono_ns() + 5 * CS_SEC;
-        uint64_t seen = kicks_now(p);
-        for (;;) {
-            pthread_mutex_lock(&p->mu);
-            bool closed = p->closed;
-            pthread_mutex_unlock(&p->mu);
-            if (closed || cs_mono_ns() >= until)
-                break;
-            wait_kick(p, seen, POLL_NS);
-            seen = kicks_now(p);
-        }
-        natsConnection_Destroy(p->nc);
-    }
+    close_connection(p);
     natsOptions_Destroy(p->opts);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cond);

@@ -17,8 +17,12 @@
  * failed acknowledgement the publisher reads the run's last stored message and continues right
  * after it (stream.h), so a core restart neither duplicates nor skips; a message whose ack was
  * lost and is published again is deduplicated by the server within the stream's duplicate
- * window. While disconnected it publishes nothing (the reconnect buffer is one byte), so what the
- * server stored is always a prefix of what was sent.
+ * window. A lost connection is closed and the publisher thread opens a new one (an attempt every
+ * 250 ms, each bounded by connect_timeout_ms per server), then asks the stream where the run ends
+ * before it publishes again. nats.c's own reconnect stays off: it would send a message published
+ * while it was reconnecting on the new connection, after the ones the lost connection dropped, and
+ * leave a hole in the stream. So what the server stored is, connection by connection, a prefix of
+ * what was sent.
  *
  * Threads: new/start/stop/free from one controlling thread; stats from any thread. nats.c's own
  * threads call the connection and ack callbacks, which only touch atomics and wake the
