@@ -229,7 +229,9 @@ static void test_metrics_move_as_ledgers_stream(void **state)
     (void)state;
     harness h;
     enum { SIZE = 300000, COUNT = 6 };
-    harness_opts o = {.count = COUNT, .size = SIZE, .compress = true, .compressible = true, .interval_ms = 30};
+    /* Ledger 1 waits for the subscriber: ledgers it meets live are the ones publish_to_write times. */
+    harness_opts o = {
+        .count = COUNT, .size = SIZE, .compress = true, .compressible = true, .interval_ms = 30, .await_subscribers = 1};
     harness_start(&h, &o);
     char path[64];
     snprintf(path, sizeof path, "/stream?start=1&end=%d", COUNT + 10); /* beyond the end: 1001 */
