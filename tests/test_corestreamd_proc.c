@@ -207,7 +207,7 @@ static void test_sigterm_closes_subscribers_and_exits_zero(void **state)
     const char *args[] = {"--listen", "127.0.0.1:0", "--synthetic-interval", "50ms", NULL};
     start(&p, args);
     assert_int_equal(cs_proc_wait_listening(&p, WAIT_MS), 0);
-    assert_non_null(strstr(p.log, "source=synthetic start_ledger=1 retention=10000"));
+    assert_non_null(strstr(p.log, "source=synthetic start_ledger=1 start=default retention=10000"));
     cs_ws *ws = cs_ws_connect("127.0.0.1", p.port, "/stream", WAIT_MS, NULL, NULL, 0);
     assert_non_null(ws);
     cs_ledger l;

@@ -184,7 +184,8 @@ static void directory_in_place_degrades_then_recovers(void **state)
     char body[512];
     healthz(f, body, sizeof body);
     snprintf(want, sizeof want, "{\"oldest\":%u,", bad + 1);
-    if (strncmp(body, want, strlen(want)) != 0 || !strstr(body, ",\"ring_write_failures\":1,\"ring_degraded\":false,\"ring_dropped\":0}"))
+    if (strncmp(body, want, strlen(want)) != 0 || !strstr(body, ",\"ring_write_failures\":1,\"ring_degraded\":false,\"ring_dropped\":0,"
+                                                       "\"start\":\"default\",\"start_ledger\":1}"))
         fail_msg("healthz: %s", body);
     /* The ring serves from past the gap: a subscriber asking for the failed ledger is refused. */
     char q[64];
@@ -398,7 +399,7 @@ static void expect_dropped_through_2(fixture *f)
     cs_ws_close(ws);
     char body[512];
     healthz(f, body, sizeof body);
-    if (strncmp(body, "{\"oldest\":3,\"latest\":4,", 23) != 0 || !strstr(body, "\"ring_dropped\":2}"))
+    if (strncmp(body, "{\"oldest\":3,\"latest\":4,", 23) != 0 || !strstr(body, "\"ring_dropped\":2,"))
         fail_msg("healthz: %s", body);
 }
 
@@ -605,17 +606,12 @@ static void old_format_ring_opens(void **state)
 
 static void run_to_exit(fixture *f, const char *const *args)
 {
-    start_daemon(f, NULL, args);
-    int st = cs_proc_wait_exit(&f->proc, 60000);
-    cs_proc_drain(&f->proc);
-    if (st != 0)
-        fail_msg("exit %d:\n%s", st, f->proc.log);
+    cs_ringfx_run_to_exit(f, CORESTREAMD_BIN, args, 60000);
 }
 
 static void free_proc(fixture *f)
 {
-    cs_proc_free(&f->proc);
-    f->started = false;
+    cs_ringfx_free_proc(f);
 }
 
 /* A restart over the data dir of another run (another synthetic size) resets the ring before
@@ -683,10 +679,10 @@ static void stale_run_is_reset_before_listening(void **state)
     assert_null(strstr(f->proc.log, "ring reset"));
     free_proc(f);
 
-    /* The same run starting over at 1: reset, with the reason. */
+    /* The same run told to start over at 1: reset, with the reason. */
     static const char *const again[] = {"--source", "synthetic", "--synthetic-size", "8192",
-                                        "--synthetic-interval=-1ns", "--emit-window", "0", "--synthetic-count",
-                                        "1", NULL};
+                                        "--synthetic-interval=-1ns", "--emit-window", "0", "--start-ledger", "1",
+                                        "--synthetic-count", "1", NULL};
     run_to_exit(f, again);
     if (!strstr(f->proc.log, "reason=\"this run starts at ledger 1, not at 8\"") ||
         !strstr(f->proc.log, "oldest=6 latest=7\n"))

@@ -65,13 +65,8 @@ static void stop_daemon(fixture *f)
 
 static void run_to_exit(fixture *f, const char *const *args)
 {
-    start_daemon(f, args);
-    int st = cs_proc_wait_exit(&f->proc, 120000);
-    cs_proc_drain(&f->proc);
-    if (st != 0)
-        fail_msg("exit %d:\n%s", st, f->proc.log);
-    cs_proc_free(&f->proc);
-    f->started = false;
+    cs_ringfx_run_to_exit(f, CORESTREAMD_BIN, args, 120000);
+    cs_ringfx_free_proc(f);
 }
 
 static const char *with_pid(const fixture *f, const char *needle)

@@ -51,7 +51,7 @@ static cs_ledger_stream *open_dump(fixture *f, size_t want_records)
     cs_ledger_stream *ls = NULL;
     size_t records = 0;
     cs_err err = {0};
-    assert_int_equal(cs_file_stream_new(&ls, f->root, &f->cancel, &records, &err), 0);
+    assert_int_equal(cs_file_stream_new(&ls, f->root, &f->cancel, 0, &records, &err), 0);
     assert_int_equal(records, want_records);
     return ls;
 }
@@ -217,6 +217,22 @@ static void test_file_replays_in_order(void **state)
     ls->ops->destroy(ls);
 }
 
+/* skip: the first pull replays record skip mod records, then the dump goes on cycling. */
+static void test_file_starts_at_the_skipped_record(void **state)
+{
+    fixture *f = *state;
+    const char *recs[] = {"first", "second", "third"};
+    write_dump(f->root, 900, recs, 3);
+    cs_ledger_stream *ls = NULL;
+    size_t records = 0;
+    cs_err err = {0};
+    assert_int_equal(cs_file_stream_new(&ls, f->root, &f->cancel, 7, &records, &err), 0); /* 7 mod 3 */
+    expect_pull(ls, 8, "second");
+    expect_pull(ls, 9, "third");
+    expect_pull(ls, 10, "first");
+    ls->ops->destroy(ls);
+}
+
 /* 81 */
 static void test_file_cycles_when_the_range_outruns_the_dump(void **state)
 {
@@ -284,13 +300,13 @@ static void test_file_rejects_bad_dumps(void **state)
     snprintf(dir, sizeof dir, "%s/empty", f->root);
     assert_int_equal(mkdir(dir, 0755), 0);
     write_file(dir, "ledger-7.xdr.tmp", "t", 1); /* not a ledger name */
-    assert_int_equal(cs_file_stream_new(&ls, dir, &f->cancel, &records, &err), -1);
+    assert_int_equal(cs_file_stream_new(&ls, dir, &f->cancel, 0, &records, &err), -1);
     snprintf(want, sizeof want, "file source: \"%s\" holds no ledger-<seq>.xdr files", dir);
     assert_string_equal(err.msg, want);
     assert_null(ls);
 
     snprintf(dir, sizeof dir, "%s/nope", f->root);
-    assert_int_equal(cs_file_stream_new(&ls, dir, &f->cancel, &records, &err), -1);
+    assert_int_equal(cs_file_stream_new(&ls, dir, &f->cancel, 0, &records, &err), -1);
     snprintf(want, sizeof want, "file source: scan \"%s\": No such file or directory", dir);
     assert_string_equal(err.msg, want);
 
@@ -298,7 +314,7 @@ static void test_file_rejects_bad_dumps(void **state)
     assert_int_equal(mkdir(dir, 0755), 0);
     write_file(dir, "ledger-1.xdr", "a", 1);
     write_file(dir, "ledger-4.xdr", "b", 1);
-    assert_int_equal(cs_file_stream_new(&ls, dir, &f->cancel, &records, &err), -1);
+    assert_int_equal(cs_file_stream_new(&ls, dir, &f->cancel, 0, &records, &err), -1);
     assert_non_null(strstr(err.msg, "non-contiguous"));
     assert_true(strncmp(err.msg, "file source: ", 13) == 0);
 
@@ -446,6 +462,7 @@ int main(void)
         T(test_synthetic_sizes_and_payload),
         T(test_counted_range),
         T(test_file_replays_in_order),
+        T(test_file_starts_at_the_skipped_record),
         T(test_file_cycles_when_the_range_outruns_the_dump),
         T(test_file_unbounded_is_endless),
         T(test_file_honours_cancel),

@@ -429,6 +429,37 @@ static void test_put_resets_at_the_sequence_ceiling(void **state)
     cs_ring_close(r);
 }
 
+/* A run continues the ring only when the ring holds ledgers of its identity and latest + 1 is
+ * streamable; asking changes nothing. */
+static void test_continues_needs_this_runs_ledgers(void **state)
+{
+    fixture *f = *state;
+    cs_err err = {0};
+    uint32_t latest = 99;
+    cs_ring *r = open_ring(f->ring, 10);
+    assert_false(cs_ring_continues(r, "source=synthetic size=1", &latest)); /* empty */
+    assert_int_equal(latest, 0);
+    put_range(r, 1, 3);
+    latest = 99;
+    assert_false(cs_ring_continues(r, "source=synthetic size=1", &latest)); /* no identity recorded */
+    assert_int_equal(latest, 0);
+    assert_int_equal(cs_ring_claim(r, "source=synthetic size=1", 4, &err), 0);
+    assert_true(cs_ring_continues(r, "source=synthetic size=1", &latest));
+    assert_int_equal(latest, 3);
+    assert_false(cs_ring_continues(r, "source=synthetic size=2", &latest)); /* another run */
+    expect_bounds(r, 1, 3);
+    cs_ring_close(r);
+
+    /* Reopened: the identity is on disk. */
+    r = open_ring(f->ring, 10);
+    assert_true(cs_ring_continues(r, "source=synthetic size=1", &latest));
+    assert_int_equal(latest, 3);
+    /* At the ceiling there is no next ledger to continue at. */
+    assert_true(put(r, UINT32_MAX - 1));
+    assert_false(cs_ring_continues(r, "source=synthetic size=1", &latest));
+    cs_ring_close(r);
+}
+
 /* 47 */
 static void test_get_after_prune_race(void **state)
 {
@@ -870,6 +901,7 @@ int main(void)
         T(test_put_resets_on_rewind),
         T(test_put_rejects_sequence_zero),
         T(test_put_resets_at_the_sequence_ceiling),
+        T(test_continues_needs_this_runs_ledgers),
         T(test_get_after_prune_race),
         T(test_multi_part_put_writes_the_concatenation),
         T(test_zero_length_ledger_round_trips),

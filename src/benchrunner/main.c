@@ -279,7 +279,6 @@ static int run_loopback(const br_options *o, progress *prog, run_out *out, cs_er
                 .compress_level = o->compress_level,
                 .hold_until_subscriber = true,
                 .retention = (int64_t)o->count + 1,
-                .quiet_listen = true,
                 .busy_poll_us = o->busy_poll_us, /* loopback: the server's I/O threads poll too */
             };
             rc = cs_server_new(&server, &sc, err); /* owns src and ring from here, even on failure */

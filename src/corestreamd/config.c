@@ -196,8 +196,6 @@ static int validate(cs_daemon_config *c, cs_err *err)
         return cs_err_set(err, 0, "--synthetic-size %lld exceeds the %d-byte protocol payload cap",
                           (long long)c->synthetic_size, CS_MAX_PAYLOAD_SIZE);
     if (captive) {
-        if (c->start_ledger == 0)
-            return cs_err_set(err, 0, "--start-ledger is required with --source captive");
         if (!*c->core_config)
             return cs_err_set(err, 0, "--core-config is required with --source captive");
         if (!*c->history_archive_urls)
@@ -263,7 +261,8 @@ int cs_daemon_config_parse(cs_daemon_config *c, int argc, char **argv, FILE *usa
          "write ring ledger files with O_DIRECT from the chunk buffers, not through the page cache "
          "(where the file system allows it)"},
         {"start-ledger", CS_FLAG_UINT, &c->start_ledger,
-         "first ledger sequence (0 means 1, for --source jetstream the run's first; required with --source captive)"},
+         "first ledger sequence; 0: continue the ring (its latest + 1) when it holds this run's ledgers, else 1 "
+         "(--source jetstream: the run's first in the stream; --source captive: required with an empty ring)"},
         {"pipe-size", CS_FLAG_INT, &c->pipe_size,
          "kernel pipe size requested for --source pipe (0 means 1 MiB, negative leaves it alone)"},
         {"data-dir", CS_FLAG_STRING, &c->data_dir, "`directory` for the retention ring (<data-dir>/ledgers)"},

@@ -22,7 +22,7 @@
 #include "corestreamd/sources/jetstream.h"
 #include "corestreamd/sources/pipe/pipe.h"
 #include "corestreamd/sources/synthetic.h"
-#include "common/synthetic.h"
+#include "corestreamd/start.h"
 
 static pthread_mutex_t g_server_mu = PTHREAD_MUTEX_INITIALIZER;
 static const cs_daemon_config *g_cfg; /* read-only once the signal thread runs */
@@ -114,29 +114,9 @@ static void *signal_main(void *arg)
     return NULL;
 }
 
-/* What defines this run's byte stream, for the ring's run identity (docs/RING.md): the source
- * kind and the parameters its bytes follow from. */
-static void run_identity(const cs_daemon_config *c, const cs_source *src, char *buf, size_t len)
+static int build_source(const cs_daemon_config *c, cs_cancel *cancel, cs_ring *ring, uint32_t start,
+                        cs_source **src, cs_range *range, cs_err *err)
 {
-    if (strcmp(c->source, "jetstream") == 0) {
-        cs_js_source_identity(src, buf, len); /* the stream and the run it follows */
-    } else if (strcmp(c->source, "synthetic") == 0) {
-        long long size = c->synthetic_size > 0 ? (long long)c->synthetic_size : CS_SYNTHETIC_DEFAULT_SIZE;
-        snprintf(buf, len, "source=synthetic size=%lld compressible=%s", size,
-                 c->synthetic_compressible ? "true" : "false");
-    } else if (strcmp(c->source, "file") == 0) {
-        char real[PATH_MAX];
-        snprintf(buf, len, "source=file dir=%s", realpath(c->file_dir, real) ? real : c->file_dir);
-    } else {
-        /* pipe and captive: one network's ledgers are one chain, whichever core produced them. */
-        snprintf(buf, len, "source=%s network=%s", c->source, c->network_passphrase);
-    }
-}
-
-static int build_source(const cs_daemon_config *c, cs_cancel *cancel, cs_ring *ring, cs_source **src,
-                        cs_range *range, cs_err *err)
-{
-    uint32_t start = c->start_ledger ? (uint32_t)c->start_ledger : 1;
     if (strcmp(c->source, "jetstream") == 0) {
         /* The edge: the stream paces it; the range only names the first ledger, for the logs. */
         *range = cs_counted_range(start, 0);
@@ -155,7 +135,10 @@ static int build_source(const cs_daemon_config *c, cs_cancel *cancel, cs_ring *r
             return -1;
         cs_ledger_stream *ls;
         size_t records;
-        if (cs_file_stream_new(&ls, c->file_dir, cancel, &records, err) != 0)
+        /* Record (N - base) mod records is ledger N's, base being --start-ledger or 1: a run that
+         * continues the ring replays what the run before it would have. */
+        uint64_t base = c->start_ledger ? c->start_ledger : 1;
+        if (cs_file_stream_new(&ls, c->file_dir, cancel, start - base, &records, err) != 0)
             return -1;
         CS_LOG(CS_LOG_INFO, "replaying dump", KV_S("dir", c->file_dir), KV_U("ledgers", records),
                KV_D("emit_window", c->emit_window), KV_D("cadence", c->cadence));
@@ -327,26 +310,32 @@ int main(int argc, char **argv)
     cs_js_publisher *jetstream = NULL;
     char ring_dir[PATH_MAX];
     snprintf(ring_dir, sizeof ring_dir, "%s/ledgers", cfg.data_dir);
-    /* The ring first: the edge's source reads where it ends (at its first ledger, after the claim). */
+    /* The ring first: where the run starts follows from it, and the edge's source reads where it
+     * ends (at its first ledger, after the claim). */
     rc = cs_ring_open(&ring, ring_dir, cfg.retention, &err);
     if (rc == 0)
         cs_ring_set_direct(ring, cfg.ring_direct);
-    if (rc == 0 && (rc = build_source(&cfg, &cancel, ring, &src, &range, &err)) != 0) {
+    cs_run_start start = {0};
+    char identity[PATH_MAX + 128];
+    /* The edge's identity is the run it follows in the stream: known once its source is built. */
+    bool edge = strcmp(cfg.source, "jetstream") == 0;
+    if (rc == 0 && !edge) {
+        cs_run_identity(&cfg, NULL, identity, sizeof identity);
+        rc = cs_run_start_decide(&cfg, ring, identity, &start, &err);
+    }
+    if (rc == 0)
+        rc = build_source(&cfg, &cancel, ring, edge ? 1 : start.first, &src, &range, &err);
+    if (rc == 0 && edge) {
+        cs_run_identity(&cfg, src, identity, sizeof identity);
+        if ((rc = cs_run_start_decide(&cfg, ring, identity, &start, &err)) == 0)
+            range.from = start.first; /* a label: the edge's source finds its first ledger itself */
+    }
+    if (rc != 0) {
+        if (src)
+            src->ops->destroy(src);
+        src = NULL;
         cs_ring_close(ring);
         ring = NULL;
-    }
-    if (rc == 0) {
-        /* Before listening: a ring of another run is reset before anyone can be served from it. */
-        char identity[PATH_MAX + 128];
-        run_identity(&cfg, src, identity, sizeof identity);
-        /* The pipe's first ledger is core's, the edge's the stream's: only the source knows it. */
-        bool source_knows = strcmp(cfg.source, "pipe") == 0 || strcmp(cfg.source, "jetstream") == 0;
-        uint32_t first = source_knows ? 0 : range.from;
-        if ((rc = cs_ring_claim(ring, identity, first, &err)) != 0) {
-            src->ops->destroy(src);
-            cs_ring_close(ring);
-            ring = NULL;
-        }
     }
     if (rc == 0) {
         cs_thread_set_background_nice((int)cfg.background_nice); /* before any thread takes its role */
@@ -355,6 +344,8 @@ int main(int argc, char **argv)
             .source_name = cfg.source,
             .source = src,
             .range = range,
+            .start_mode = cs_start_mode_name(start.mode),
+            .start_ring_latest = start.ring_latest,
             .ring = ring,
             .cancel = &cancel,
             .chunk_size = cfg.chunk_size,
@@ -386,6 +377,17 @@ int main(int argc, char **argv)
      * fires the cancellation instead, and the run below does not start. */
     if (rc == 0)
         rc = cs_server_listen(server, &err);
+    if (rc == 0) {
+        /* Everything that can fail at start has passed (flags, files, TLS material, tokens, NATS,
+         * the binds): only now may the ring be reset, for another run's ledgers or a given
+         * --start-ledger that does not continue it, and still before anyone is served from it
+         * (accept starts in cs_server_run). The pipe's first ledger is core's, the edge's the
+         * stream's: only the source knows it. */
+        bool source_knows = strcmp(cfg.source, "pipe") == 0 || edge;
+        rc = cs_ring_claim(ring, identity, source_knows ? 0 : range.from, &err);
+    }
+    if (rc == 0)
+        cs_server_log_listening(server);
     if (rc == 0) {
         pthread_mutex_lock(&g_server_mu);
         g_server = server;

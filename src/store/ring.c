@@ -1241,19 +1241,39 @@ int cs_ring_put(cs_ring *r, uint32_t seq, const struct iovec *parts, size_t npar
 #define IDENTITY_NAME "ring-identity"
 #define IDENTITY_MAX 4096
 
+/* The identity recorded in `ring-identity` into old (IDENTITY_MAX + 1 bytes); false when there is
+ * none, or it is not one whole line. */
+static bool read_identity(const cs_ring *r, char *old)
+{
+    old[0] = '\0';
+    int fd = openat(r->dfd, IDENTITY_NAME, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = pread(fd, old, IDENTITY_MAX, 0);
+    close(fd);
+    if (n <= 0 || old[n - 1] != '\n') {
+        old[0] = '\0';
+        return false;
+    }
+    old[n - 1] = '\0';
+    return true;
+}
+
+bool cs_ring_continues(cs_ring *r, const char *identity, uint32_t *latest)
+{
+    char old[IDENTITY_MAX + 1];
+    bool known = read_identity(r, old);
+    pthread_mutex_lock(&r->wmu);
+    bool yes = r->filled && known && strcmp(old, identity) == 0 && r->latest < UINT32_MAX - 1;
+    *latest = yes ? r->latest : 0;
+    pthread_mutex_unlock(&r->wmu);
+    return yes;
+}
+
 int cs_ring_claim(cs_ring *r, const char *identity, uint32_t first_seq, cs_err *err)
 {
-    char old[IDENTITY_MAX + 1] = "";
-    bool known = false;
-    int fd = openat(r->dfd, IDENTITY_NAME, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd >= 0) {
-        ssize_t n = pread(fd, old, IDENTITY_MAX, 0);
-        close(fd);
-        if (n > 0 && old[n - 1] == '\n') {
-            old[n - 1] = '\0';
-            known = true;
-        }
-    }
+    char old[IDENTITY_MAX + 1];
+    bool known = read_identity(r, old);
     pthread_mutex_lock(&r->wmu);
     char reason[160] = "";
     if (r->filled && known && strcmp(old, identity) != 0)

@@ -167,6 +167,13 @@ void cs_ring_reject(cs_ring *r, uint32_t seq, const char *problem);
  * most 4095 bytes`, `store: write "<dir>/ring-identity": …`. */
 int cs_ring_claim(cs_ring *r, const char *identity, uint32_t first_seq, cs_err *err);
 
+/* Whether a run of this identity continues the ring: it holds ledgers, the identity recorded
+ * with them (`ring-identity`) is this one, and latest + 1 is a streamable sequence (below
+ * 4294967295). *latest receives the ring's latest ledger when true, else 0. A ring with no
+ * identity recorded is not continued (nothing says whose ledgers it holds). Reads only; call
+ * between open and claim, on the thread that claims. */
+bool cs_ring_continues(cs_ring *r, const char *identity, uint32_t *latest);
+
 /* The record's one line (docs/RING.md), exposed for its fuzz target: parse accepts exactly what
  * format writes (version 2) or a version-1 record (no frames), consistent (chunks, frames fields),
  * of ledger seq; else -1 with problem `integrity record is unreadable` or `integrity record is

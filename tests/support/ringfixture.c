@@ -90,3 +90,18 @@ void cs_ringfx_wait_line(cs_ringfx *f, const char *needle, int timeout_ms)
     if (cs_proc_wait_line(&f->proc, needle, timeout_ms) != 0)
         fail_msg("no log line with %s; log:\n%s", needle, f->proc.log);
 }
+
+void cs_ringfx_run_to_exit(cs_ringfx *f, const char *bin, const char *const *args, int timeout_ms)
+{
+    cs_ringfx_start(f, NULL, bin, args);
+    int st = cs_proc_wait_exit(&f->proc, timeout_ms);
+    cs_proc_drain(&f->proc);
+    if (st != 0)
+        fail_msg("exit %d:\n%s", st, f->proc.log);
+}
+
+void cs_ringfx_free_proc(cs_ringfx *f)
+{
+    cs_proc_free(&f->proc);
+    f->started = false;
+}

@@ -29,6 +29,14 @@ int cs_ringfx_teardown(void **state);
  * "$@"'`: the same process (unshare and sh exec), so the harness's pid is the daemon's. */
 void cs_ringfx_start(cs_ringfx *f, const char *mount_script, const char *bin, const char *const *args);
 
+/* Runs bin with args (cs_ringfx_start, no mount script) and waits up to timeout_ms for it to exit:
+ * fails the test with its log unless it exits 0. The log stays in f->proc until
+ * cs_ringfx_free_proc. */
+void cs_ringfx_run_to_exit(cs_ringfx *f, const char *bin, const char *const *args, int timeout_ms);
+
+/* Frees the child (exited or stopped) so that the fixture can start another. */
+void cs_ringfx_free_proc(cs_ringfx *f);
+
 /* Log lines carry pid= right after msg="…"; needles are written without it. Returns needle with
  * the daemon's pid put in (static storage, valid until the next call), or needle itself when it
  * ends at the message. */

@@ -48,7 +48,6 @@ void harness_launch(harness *h, const harness_opts *o, cs_source *src, cs_range 
         .compress_level = o->compress_level,
         .max_payload = o->max_payload,
         .linger = !o->no_linger,
-        .quiet_listen = true,
         .max_connections = o->max_connections,
         .max_connections_per_ip = o->max_connections_per_ip,
         .header_timeout_s = o->header_timeout_s,

@@ -64,14 +64,19 @@ static void serve_healthz(cs_server *s, http_req *r, unsigned head)
     cs_ring_bounds(s->cfg.ring, &oldest, &latest);
     cs_ring_health_t h;
     cs_ring_health(s->cfg.ring, &h);
-    char body[320];
-    /* The prototype's five fields first, as its clients parse them; the ring's health after. */
+    char body[400], start[64] = "";
+    if (s->cfg.start_mode)
+        snprintf(start, sizeof start, ",\"start\":\"%s\",\"start_ledger\":%u", s->cfg.start_mode,
+                 s->cfg.range.from);
+    /* The prototype's five fields first, as its clients parse them; the ring's health and the
+     * run's start after. */
     snprintf(body, sizeof body,
              "{\"oldest\":%u,\"latest\":%u,\"subscribers\":%d,\"live_abandons\":%llu,\"raw_fallbacks\":%llu,"
-             "\"version\":\"%s\",\"ring_write_failures\":%llu,\"ring_degraded\":%s,\"ring_dropped\":%llu}\n",
+             "\"version\":\"%s\",\"ring_write_failures\":%llu,\"ring_degraded\":%s,\"ring_dropped\":%llu%s}\n",
              oldest, latest, atomic_load(&s->subscribers), (unsigned long long)atomic_load(&s->live_abandons),
              (unsigned long long)cs_server_raw_fallbacks(s), cs_build_version(),
-             (unsigned long long)h.write_failures, h.degraded ? "true" : "false", (unsigned long long)h.dropped);
+             (unsigned long long)h.write_failures, h.degraded ? "true" : "false", (unsigned long long)h.dropped,
+             start);
     cs_http_answer(r->out, 200, "application/json", body, head);
 }
 

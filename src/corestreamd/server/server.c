@@ -182,8 +182,6 @@ int cs_server_new(cs_server **out, const cs_server_config *cfg, cs_err *err)
     if (rc == 0 && !(s->replays = cs_replay_pool_new(CS_REPLAY_WORKERS, cfg->ring, cfg->compress, (int)level,
                                                      s->chunk_size, replay_wake, s, err)))
         rc = -1;
-    if (rc == 0)
-        rc = cs_frames_fill_start(&s->frames_fill, cfg->ring, cfg->compress, (int)level, s->chunk_size, err);
     if (rc == 0 && !(s->replay_slots = cs_replay_slots_new(replay_cap(cfg->max_replays, CS_DEFAULT_MAX_REPLAYS),
                                                            replay_cap(cfg->max_replays_per_ip,
                                                                       CS_DEFAULT_MAX_REPLAYS_PER_IP))))
@@ -235,6 +233,30 @@ static void ignore_sigpipe(void)
     }
 }
 
+void cs_server_log_listening(const cs_server *s)
+{
+    cs_kv kv[12];
+    size_t n = 0;
+    kv[n++] = KV_S("addr", s->addr);
+    kv[n++] = KV_S("source", s->cfg.source_name ? s->cfg.source_name : "");
+    kv[n++] = KV_U("start_ledger", s->cfg.range.from);
+    if (s->cfg.start_mode) {
+        kv[n++] = KV_S("start", s->cfg.start_mode);
+        if (strcmp(s->cfg.start_mode, "continue") == 0)
+            kv[n++] = KV_U("latest", s->cfg.start_ring_latest);
+    }
+    kv[n++] = KV_I("retention", s->cfg.retention);
+    kv[n++] = KV_U("max_connections", s->max_conns);
+    kv[n++] = KV_U("max_connections_per_ip", s->max_conns_per_addr);
+    kv[n++] = KV_S("version", cs_build_version());
+    kv[n++] = KV_S("commit", cs_build_commit());
+    cs_log_kvs(CS_LOG_INFO, "corestreamd listening", n, kv);
+    if (*s->admin_addr)
+        CS_LOG(CS_LOG_INFO, "admin endpoints listening", KV_S("addr", s->admin_addr),
+               KV_S("paths", "/healthz /readyz /metrics"));
+}
+
+
 int cs_server_listen(cs_server *s, cs_err *err)
 {
     ignore_sigpipe();
@@ -265,16 +287,6 @@ int cs_server_listen(cs_server *s, cs_err *err)
     };
     if (cs_headreader_start(&s->heads, &hc, err) != 0)
         return -1;
-    if (!s->cfg.quiet_listen) {
-        CS_LOG(CS_LOG_INFO, "corestreamd listening", KV_S("addr", s->addr),
-               KV_S("source", s->cfg.source_name ? s->cfg.source_name : ""),
-               KV_U("start_ledger", s->cfg.range.from), KV_I("retention", s->cfg.retention),
-               KV_U("max_connections", s->max_conns), KV_U("max_connections_per_ip", s->max_conns_per_addr),
-               KV_S("version", cs_build_version()), KV_S("commit", cs_build_commit()));
-        if (admin)
-            CS_LOG(CS_LOG_INFO, "admin endpoints listening", KV_S("addr", s->admin_addr),
-                   KV_S("paths", "/healthz /readyz /metrics"));
-    }
     return 0;
 }
 
@@ -296,6 +308,11 @@ const char *cs_server_admin_addr(const cs_server *s)
 
 int cs_server_run(cs_server *s, cs_err *err)
 {
+    /* Only now: nothing writes the data dir before the run starts (a start that fails earlier
+     * leaves it as it was), and the ring has been claimed by then. */
+    int64_t level = s->cfg.compress_level ? s->cfg.compress_level : CS_DEFAULT_COMPRESS_LEVEL;
+    if (cs_frames_fill_start(&s->frames_fill, s->cfg.ring, s->cfg.compress, (int)level, s->chunk_size, err) != 0)
+        return -1;
     if (pthread_create(&s->source_thread, NULL, source_main, s) != 0)
         return cs_err_set(err, 0, "server: cannot start the source thread");
     s->source_started = true;

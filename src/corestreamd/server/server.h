@@ -26,6 +26,11 @@ typedef struct cs_server_config {
     const char *source_name; /* for the listening log line */
     cs_source *source;       /* taken over by cs_server_new, even on failure */
     cs_range range;
+    /* How range.from was chosen (start.h: "given", "continue", "default"), for the listening line
+     * and /healthz; NULL: not said (embedding, benchrunner). start_ring_latest: with "continue",
+     * the ring's latest ledger at start. */
+    const char *start_mode;
+    uint32_t start_ring_latest;
     cs_ring *ring;           /* taken over by cs_server_new, even on failure */
     cs_cancel *cancel;       /* the run's cancellation, shared with the source; not owned */
     int64_t chunk_size;      /* 0 → 262144 */
@@ -38,7 +43,6 @@ typedef struct cs_server_config {
     int64_t retention;          /* for the listening log line */
     bool linger;                /* keep serving the ring after the source ends, until stopped
                                    (embedding and tests; the daemon exits instead) */
-    bool quiet_listen;          /* do not log `corestreamd listening` (benchrunner) */
     /* Admission at accept. Connections beyond a cap are closed at once, before any HTTP state.
      * The total is also held under the process's descriptor limit, less a reserve for the
      * source, the ring and the loop itself. 0 means the default; negative means no cap. */
@@ -100,17 +104,26 @@ int cs_server_new(cs_server **out, const cs_server_config *cfg, cs_err *err);
  * out at each scrape, on cs-heads, and must be quick and thread-safe (cs_js_publisher_stats is). Call before cs_server_listen; fn and arg must outlive the server's run. */
 void cs_server_set_jetstream_stats(cs_server *s, void (*fn)(void *arg, cs_metrics_jetstream *out), void *arg);
 
-/* Binds the listener: `listen on <addr>: <reason>`. Logs `corestreamd listening`. SIGPIPE is
- * ignored from here on when its disposition is still the default (a peer that closes its TLS
- * connection must not end the process); an embedder's own handler is kept. */
+/* Binds the listeners (`listen on <addr>: <reason>`) and starts the head reader and the stream I/O
+ * threads; connections wait in the kernel's backlog until cs_server_run accepts them, so nothing is
+ * served, and the ring is neither read nor written, before then: the caller claims the ring
+ * (cs_ring_claim) in between. SIGPIPE is ignored from here on when its disposition is still the
+ * default (a peer that closes its TLS connection must not end the process); an embedder's own
+ * handler is kept. */
 int cs_server_listen(cs_server *s, cs_err *err);
+
+/* Logs INFO `corestreamd listening` (addr, source, start_ledger, start and, when the run
+ * continues the ring, latest; retention, the connection caps, version, commit) and, with
+ * --admin-listen, `admin endpoints listening`. The daemon calls it once the ring is claimed. */
+void cs_server_log_listening(const cs_server *s);
 
 /* The bound address as logged, e.g. "127.0.0.1:41234" or "[::]:8462". */
 const char *cs_server_addr(const cs_server *s);
 /* The admin listener's, "" without one. */
 const char *cs_server_admin_addr(const cs_server *s);
 
-/* Runs the source thread, and the accept loop on the calling thread, until the source ends (subscribers
+/* Starts filling in stored frames for retained ledgers without them (frames fill, on cs-frames),
+ * then runs the source thread, and the accept loop on the calling thread, until the source ends (subscribers
  * get their close frames first, waited for up to 5 s), the run is stopped (every subscriber gets
  * 1001 `server shutting down`), or the source fails (subscribers get 1011; returns -1 with the
  * source's error). */

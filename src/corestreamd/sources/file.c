@@ -243,7 +243,7 @@ static char **record_paths(const char *dir, const cs_ledger_entry *entries, size
     return paths;
 }
 
-int cs_file_stream_new(cs_ledger_stream **out, const char *dir, cs_cancel *cancel, size_t *records,
+int cs_file_stream_new(cs_ledger_stream **out, const char *dir, cs_cancel *cancel, uint64_t skip, size_t *records,
                        cs_err *err)
 {
     *out = NULL;
@@ -264,6 +264,7 @@ int cs_file_stream_new(cs_ledger_stream **out, const char *dir, cs_cancel *cance
     fs->base.ops = &file_ops;
     fs->paths = paths;
     fs->n = n;
+    fs->next = (size_t)(skip % n);
     fs->cancel = cancel;
     *out = &fs->base;
     *records = n;

@@ -14,8 +14,10 @@
 int cs_file_dir_validate(const char *file_dir, const char *data_dir, cs_err *err);
 
 /* Scans dir: `file source: "<dir>" holds no ledger-<seq>.xdr files`, the gap error, or
- * `file source: scan "<dir>": …`. *records receives the record count. */
-int cs_file_stream_new(cs_ledger_stream **out, const char *dir, cs_cancel *cancel, size_t *records,
+ * `file source: scan "<dir>": …`. *records receives the record count. The first pull replays
+ * record `skip mod records` (in dump order): a run that continues another at its k-th ledger
+ * replays what that run would have. */
+int cs_file_stream_new(cs_ledger_stream **out, const char *dir, cs_cancel *cancel, uint64_t skip, size_t *records,
                        cs_err *err);
 
 #endif

@@ -1,0 +1,319 @@
+/* corestreamd restarted over its own data dir with an unchanged command line (no --start-ledger):
+ * the run continues the ring at its latest + 1 and says so (`start=continue latest=L` on the
+ * listening line, "start":"continue" in /healthz); the ledgers before and after the restart are one
+ * contiguous, byte-exact sequence. Another run's ring is still reset, but only once every check
+ * that can fail at start has passed; captive with an empty ring needs --start-ledger. */
+#include <stdarg.h>
+#include <setjmp.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "common/synthetic.h"
+#include "support/ringfixture.h"
+#include "support/wsclient.h"
+
+#define WAIT_MS 20000
+#define STOP_MS 20000
+
+typedef cs_ringfx fixture;
+
+static int setup(void **state)
+{
+    return cs_ringfx_setup(state, "restart");
+}
+
+static int teardown(void **state)
+{
+    return cs_ringfx_teardown(state);
+}
+
+static void run_to_exit(fixture *f, const char *const *args)
+{
+    cs_ringfx_run_to_exit(f, CORESTREAMD_BIN, args, 60000);
+}
+
+static void start_listening(fixture *f, const char *const *args)
+{
+    cs_ringfx_start(f, NULL, CORESTREAMD_BIN, args);
+    if (cs_proc_wait_listening(&f->proc, WAIT_MS) != 0)
+        fail_msg("not listening:\n%s", f->proc.log);
+}
+
+static void free_proc(fixture *f)
+{
+    cs_ringfx_free_proc(f);
+}
+
+static void expect_in_log(const fixture *f, const char *needle)
+{
+    if (!strstr(f->proc.log, cs_ringfx_with_pid(f, needle)))
+        fail_msg("no %s in:\n%s", needle, f->proc.log);
+}
+
+static void expect_healthz_has(fixture *f, const char *needle)
+{
+    char body[512];
+    assert_int_equal(cs_http_get("127.0.0.1", f->proc.port, "/healthz", WAIT_MS, body, sizeof body, NULL, 0), 200);
+    if (!strstr(body, needle))
+        fail_msg("no %s in /healthz: %s", needle, body);
+}
+
+/* Reads ledgers from..to and hands each to check (with arg), asserting the sequence is whole. */
+static void read_range(fixture *f, uint32_t from, uint32_t to, void (*check)(const cs_ledger *l, void *arg), void *arg)
+{
+    char path[96];
+    snprintf(path, sizeof path, "/stream?start=%u&end=%u", from, to);
+    cs_ws *ws = cs_ws_connect("127.0.0.1", f->proc.port, path, WAIT_MS, NULL, NULL, 0);
+    assert_non_null(ws);
+    for (uint32_t want = from; want <= to; want++) {
+        cs_ledger l;
+        char err[256];
+        int rc = cs_ws_read_ledger(ws, &l, WAIT_MS, err, sizeof err);
+        if (rc != 1)
+            fail_msg("ledger %u: %d %s\n%s", want, rc, err, f->proc.log);
+        assert_int_equal(l.seq, want);
+        check(&l, arg);
+        cs_ledger_free(&l);
+    }
+    cs_ws_close(ws);
+}
+
+/* ---- synthetic ------------------------------------------------------------------------------ */
+
+#define SYN_SIZE 4096
+
+static void check_synthetic(const cs_ledger *l, void *arg)
+{
+    (void)arg;
+    uint8_t want[SYN_SIZE];
+    cs_synthetic_fill(want, sizeof want, l->seq, false);
+    assert_int_equal(l->len, SYN_SIZE);
+    assert_memory_equal(l->data, want, SYN_SIZE);
+}
+
+/* Two runs of the same command line make ledgers 1-5 and 6-10; a third, still running, serves all
+ * ten from the ring, byte-exact, and says it continued. */
+static void synthetic_restart_continues_the_ring(void **state)
+{
+    fixture *f = *state;
+    static const char *const run[] = {"--source", "synthetic", "--synthetic-size", "4096",
+                                      "--synthetic-interval=-1ns", "--emit-window", "0", "--synthetic-count",
+                                      "5", NULL};
+    run_to_exit(f, run);
+    expect_in_log(f, "msg=\"corestreamd listening\" addr=");
+    if (!strstr(f->proc.log, " start_ledger=1 start=default retention="))
+        fail_msg("first run:\n%s", f->proc.log);
+    free_proc(f);
+
+    run_to_exit(f, run);
+    if (!strstr(f->proc.log, " start_ledger=6 start=continue latest=5 retention=") ||
+        !strstr(f->proc.log, "range=[6,10]") || strstr(f->proc.log, "ring reset"))
+        fail_msg("second run:\n%s", f->proc.log);
+    free_proc(f);
+
+    static const char *const serve[] = {"--source", "synthetic", "--synthetic-size", "4096",
+                                        "--synthetic-interval", "1h", "--emit-window", "0", NULL};
+    start_listening(f, serve);
+    if (!strstr(f->proc.log, " start_ledger=11 start=continue latest=10 retention="))
+        fail_msg("third run:\n%s", f->proc.log);
+    expect_healthz_has(f, "{\"oldest\":1,");
+    expect_healthz_has(f, ",\"start\":\"continue\",\"start_ledger\":11}\n");
+    read_range(f, 1, 11, check_synthetic, NULL);
+    assert_int_equal(cs_proc_log_count(&f->proc, "level=WARN"), 0);
+    assert_int_equal(cs_proc_log_count(&f->proc, "level=ERROR"), 0);
+    assert_int_equal(cs_proc_stop(&f->proc, SIGTERM, STOP_MS), 0);
+}
+
+/* Another run's ring (another size) is not continued: the run starts at 1 and the ring is reset. */
+static void another_run_is_not_continued(void **state)
+{
+    fixture *f = *state;
+    static const char *const first[] = {"--source", "synthetic", "--synthetic-size", "4096",
+                                        "--synthetic-interval=-1ns", "--emit-window", "0", "--synthetic-count",
+                                        "3", NULL};
+    run_to_exit(f, first);
+    free_proc(f);
+    static const char *const other[] = {"--source", "synthetic", "--synthetic-size", "8192",
+                                        "--synthetic-interval=-1ns", "--emit-window", "0", "--synthetic-count",
+                                        "2", NULL};
+    run_to_exit(f, other);
+    if (!strstr(f->proc.log, " start_ledger=1 start=default retention=") ||
+        !strstr(f->proc.log, "reason=\"written by another run\""))
+        fail_msg("log:\n%s", f->proc.log);
+}
+
+/* ---- file ----------------------------------------------------------------------------------- */
+
+typedef struct dump {
+    char dir[PATH_MAX + 8];
+    uint8_t rec[3][64];
+} dump;
+
+static void make_dump(fixture *f, dump *d)
+{
+    snprintf(d->dir, sizeof d->dir, "%s/dump", f->dir.path);
+    assert_int_equal(mkdir(d->dir, 0755), 0);
+    for (int i = 0; i < 3; i++) {
+        memset(d->rec[i], 'a' + i, sizeof d->rec[i]);
+        char path[PATH_MAX + 32];
+        snprintf(path, sizeof path, "%s/ledger-%d.xdr", d->dir, 100 + i);
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, d->rec[i], sizeof d->rec[i]), (ssize_t)sizeof d->rec[i]);
+        close(fd);
+    }
+}
+
+static void check_file(const cs_ledger *l, void *arg)
+{
+    const dump *d = arg;
+    const uint8_t *want = d->rec[(l->seq - 1) % 3]; /* record (N - 1) mod 3 is ledger N's */
+    assert_int_equal(l->len, sizeof d->rec[0]);
+    assert_memory_equal(l->data, want, sizeof d->rec[0]);
+}
+
+/* A file run of 4 (records a b c a) continued by another: ledger 5 is record b, as one run of 5
+ * would have made it. */
+static void file_restart_continues_the_dump(void **state)
+{
+    fixture *f = *state;
+    dump d;
+    make_dump(f, &d);
+    const char *const run[] = {"--source", "file", "--file-dir", d.dir, "--cadence", "0", "--emit-window", "0",
+                               "--file-count", "4", NULL};
+    run_to_exit(f, run);
+    free_proc(f);
+    const char *const serve[] = {"--source", "file", "--file-dir", d.dir, "--cadence", "1h", "--emit-window", "0",
+                                 NULL};
+    start_listening(f, serve);
+    if (!strstr(f->proc.log, " start_ledger=5 start=continue latest=4 retention="))
+        fail_msg("log:\n%s", f->proc.log);
+    read_range(f, 1, 5, check_file, &d);
+    assert_int_equal(cs_proc_stop(&f->proc, SIGTERM, STOP_MS), 0);
+}
+
+/* ---- a start that fails ---------------------------------------------------------------------- */
+
+static int cmp_names(const struct dirent **a, const struct dirent **b)
+{
+    return strcmp((*a)->d_name, (*b)->d_name);
+}
+
+/* XXH64 over every file of dir, by name, in name order: names, lengths and bytes. */
+static uint64_t dir_digest(const char *dir)
+{
+    struct dirent **names;
+    int n = scandir(dir, &names, NULL, cmp_names);
+    assert_true(n >= 0);
+    XXH64_state_t *h = XXH64_createState();
+    XXH64_reset(h, 0);
+    for (int i = 0; i < n; i++) {
+        char path[PATH_MAX + 300];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]->d_name);
+        XXH64_update(h, names[i]->d_name, strlen(names[i]->d_name) + 1);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        struct stat st;
+        if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+            char buf[65536];
+            ssize_t got;
+            while ((got = read(fd, buf, sizeof buf)) > 0)
+                XXH64_update(h, buf, (size_t)got);
+        }
+        if (fd >= 0)
+            close(fd);
+        free(names[i]);
+    }
+    free(names);
+    uint64_t d = XXH64_digest(h);
+    XXH64_freeState(h);
+    return d;
+}
+
+/* A run that would reset the ring (another size) but fails at start, after the ring is open: the
+ * ring is byte for byte what it was, for each way of failing. */
+static void failing_start_leaves_the_ring_alone(void **state)
+{
+    fixture *f = *state;
+    static const char *const first[] = {"--source", "synthetic", "--synthetic-size", "4096",
+                                        "--synthetic-interval=-1ns", "--emit-window", "0", "--synthetic-count",
+                                        "5", NULL};
+    run_to_exit(f, first);
+    free_proc(f);
+    uint64_t before = dir_digest(f->ring);
+
+    /* A port already taken: the bind fails. */
+    int taken = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(taken, (struct sockaddr *)&sa, sizeof sa), 0);
+    assert_int_equal(listen(taken, 1), 0);
+    socklen_t sl = sizeof sa;
+    assert_int_equal(getsockname(taken, (struct sockaddr *)&sa, &sl), 0);
+    char admin[64];
+    snprintf(admin, sizeof admin, "127.0.0.1:%d", ntohs(sa.sin_port));
+
+    const char *const failing[][12] = {
+        {"--synthetic-size", "8192", "--admin-listen", admin, NULL},
+        {"--synthetic-size", "8192", "--jetstream-url", "nats://127.0.0.1:1", NULL},
+        {"--synthetic-size", "8192", "--tls-cert", "/nonexistent/cert.pem", "--tls-key", "/nonexistent/key.pem", NULL},
+        {"--synthetic-size", "8192", "--auth-tokens", "/nonexistent/tokens", NULL},
+    };
+    for (size_t i = 0; i < sizeof failing / sizeof failing[0]; i++) {
+        cs_ringfx_start(f, NULL, CORESTREAMD_BIN, failing[i]);
+        int st = cs_proc_wait_exit(&f->proc, 60000);
+        cs_proc_drain(&f->proc);
+        if (st != 1 || !strstr(f->proc.log, "level=ERROR msg=\"corestreamd failed\"") ||
+            strstr(f->proc.log, "ring reset") || strstr(f->proc.log, "corestreamd listening"))
+            fail_msg("case %zu: exit %d:\n%s", i, st, f->proc.log);
+        if (dir_digest(f->ring) != before)
+            fail_msg("case %zu changed the ring:\n%s", i, f->proc.log);
+        free_proc(f);
+    }
+    close(taken);
+}
+
+/* ---- captive -------------------------------------------------------------------------------- */
+
+/* Captive without --start-ledger and nothing to continue: refused before core is looked for. */
+static void captive_with_empty_ring_needs_start_ledger(void **state)
+{
+    fixture *f = *state;
+    static const char *const args[] = {"--source", "captive", "--core-config", "/nonexistent/core.cfg",
+                                       "--history-archive-urls", "http://127.0.0.1:1", NULL};
+    cs_ringfx_start(f, NULL, CORESTREAMD_BIN, args);
+    int st = cs_proc_wait_exit(&f->proc, 60000);
+    cs_proc_drain(&f->proc);
+    assert_int_equal(st, 1);
+    char want[1024];
+    snprintf(want, sizeof want,
+             "level=ERROR msg=\"corestreamd failed\" error=\"--start-ledger is required with --source captive: the "
+             "ring \\\"%s\\\" holds no ledgers of this run to continue\"",
+             f->ring);
+    expect_in_log(f, want);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(synthetic_restart_continues_the_ring, setup, teardown),
+        cmocka_unit_test_setup_teardown(another_run_is_not_continued, setup, teardown),
+        cmocka_unit_test_setup_teardown(file_restart_continues_the_dump, setup, teardown),
+        cmocka_unit_test_setup_teardown(failing_start_leaves_the_ring_alone, setup, teardown),
+        cmocka_unit_test_setup_teardown(captive_with_empty_ring_needs_start_ledger, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
