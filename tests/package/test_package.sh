@@ -2,7 +2,9 @@
 # The Debian packages end to end (ctest `package`): builds them from the tree
 # (scripts/build-deb.sh), runs lintian, installs them with dpkg -i on this machine, runs the
 # installed corestreamd (--version, then serving on 127.0.0.1) and a consumer compiled against
-# the installed library through pkg-config, then purges them and checks nothing is left.
+# the installed library through pkg-config, upgrades corestreamd to itself repacked with a higher
+# version (a restart must be asked for), then purges them (a stop must be asked for) and checks
+# nothing is left.
 #   test_package.sh SOURCE_DIR WORK_DIR PROJECT_VERSION
 # Needs root (dpkg -i). Skips (77) when not root, or when one of the packages is already installed
 # here (the test would replace an operator's install). Every wait is bounded.
@@ -107,9 +109,37 @@ timeout 10 tail --pid="$daemon_pid" -f /dev/null || fail "corestreamd did not st
 wait "$daemon_pid" || fail "corestreamd exited $? on SIGTERM"
 daemon_pid=
 
-echo "== dpkg --purge"
-timeout 300 dpkg --purge "${pkgs[@]}" >"$work/dpkg-r.log" 2>&1 || { cat "$work/dpkg-r.log"; fail "dpkg --purge"; }
+# The maintainer scripts act only where systemd runs (/run/systemd/system): here they run in a
+# private mount namespace that has it, with deb-systemd-invoke, deb-systemd-helper and systemctl
+# stubbed to record their calls.
+stubs=$work/stubs calls=$work/systemd-calls
+mkdir -p "$stubs"
+for t in deb-systemd-invoke deb-systemd-helper systemctl; do
+  printf '#!/bin/sh\necho "%s $*" >>"%s"\n' "$t" "$calls" >"$stubs/$t"
+  chmod +x "$stubs/$t"
+done
+with_systemd() {
+  : >"$calls"
+  timeout 300 unshare -m sh -c 'mount -t tmpfs tmpfs /run/systemd && mkdir /run/systemd/system && exec "$@"' sh \
+    env PATH="$stubs:$PATH" "$@"
+}
+
+echo "== upgrade restarts the unit"
+# The installed package repacked with a higher version: an upgrade's maintainer scripts as dpkg
+# runs them (old prerm upgrade, new preinst upgrade, new postinst configure <old version>).
+rm -rf "$work/repack" && dpkg-deb -R "${debs[0]}" "$work/repack"
+sed -i "s/^Version: .*/Version: ${version}+upgrade1/" "$work/repack/DEBIAN/control"
+dpkg-deb -b "$work/repack" "$work/corestreamd-upgrade.deb" >/dev/null
+with_systemd dpkg -i "$work/corestreamd-upgrade.deb" >"$work/dpkg-upgrade.log" 2>&1 ||
+  { cat "$work/dpkg-upgrade.log"; fail "dpkg -i of the upgrade"; }
+dpkg-query -W -f='${Version}' corestreamd | grep -qx "${version}+upgrade1" || fail "the upgrade is not installed"
+grep -qx "deb-systemd-invoke restart corestreamd.service" "$calls" || fail "no restart asked on upgrade: $(cat "$calls")"
+grep -q "deb-systemd-invoke stop" "$calls" && fail "the upgrade stopped the unit: $(cat "$calls")"
+
+echo "== dpkg --purge stops the unit"
+with_systemd dpkg --purge "${pkgs[@]}" >"$work/dpkg-r.log" 2>&1 || { cat "$work/dpkg-r.log"; fail "dpkg --purge"; }
 installed=0
+grep -qx "deb-systemd-invoke stop corestreamd.service" "$calls" || fail "no stop asked on removal: $(cat "$calls")"
 for p in "${pkgs[@]}"; do
   if dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "installed"; then fail "$p still installed"; fi
 done

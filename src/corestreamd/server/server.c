@@ -256,7 +256,6 @@ void cs_server_log_listening(const cs_server *s)
                KV_S("paths", "/healthz /readyz /metrics"));
 }
 
-
 int cs_server_listen(cs_server *s, cs_err *err)
 {
     ignore_sigpipe();
