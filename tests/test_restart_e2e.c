@@ -105,21 +105,23 @@ static void check_synthetic(const cs_ledger *l, void *arg)
     assert_memory_equal(l->data, want, SYN_SIZE);
 }
 
+/* Five 4096-byte synthetic ledgers as fast as they can go, then exit: one run of a ring's owner. */
+static const char *const k_five_ledgers[] = {"--source", "synthetic", "--synthetic-size", "4096",
+                                             "--synthetic-interval=-1ns", "--emit-window", "0",
+                                             "--synthetic-count", "5", NULL};
+
 /* Two runs of the same command line make ledgers 1-5 and 6-10; a third, still running, serves all
  * ten from the ring, byte-exact, and says it continued. */
 static void synthetic_restart_continues_the_ring(void **state)
 {
     fixture *f = *state;
-    static const char *const run[] = {"--source", "synthetic", "--synthetic-size", "4096",
-                                      "--synthetic-interval=-1ns", "--emit-window", "0", "--synthetic-count",
-                                      "5", NULL};
-    run_to_exit(f, run);
+    run_to_exit(f, k_five_ledgers);
     expect_in_log(f, "msg=\"corestreamd listening\" addr=");
     if (!strstr(f->proc.log, " start_ledger=1 start=default retention="))
         fail_msg("first run:\n%s", f->proc.log);
     free_proc(f);
 
-    run_to_exit(f, run);
+    run_to_exit(f, k_five_ledgers);
     if (!strstr(f->proc.log, " start_ledger=6 start=continue latest=5 retention=") ||
         !strstr(f->proc.log, "range=[6,10]") || strstr(f->proc.log, "ring reset"))
         fail_msg("second run:\n%s", f->proc.log);
@@ -248,10 +250,7 @@ static uint64_t dir_digest(const char *dir)
 static void failing_start_leaves_the_ring_alone(void **state)
 {
     fixture *f = *state;
-    static const char *const first[] = {"--source", "synthetic", "--synthetic-size", "4096",
-                                        "--synthetic-interval=-1ns", "--emit-window", "0", "--synthetic-count",
-                                        "5", NULL};
-    run_to_exit(f, first);
+    run_to_exit(f, k_five_ledgers);
     free_proc(f);
     uint64_t before = dir_digest(f->ring);
 
