@@ -5,6 +5,7 @@
  * that can fail at start has passed; captive with an empty ring needs --start-ledger. */
 #include <stdarg.h>
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
@@ -245,13 +246,37 @@ static uint64_t dir_digest(const char *dir)
     return d;
 }
 
-/* A run that would reset the ring (another size) but fails at start, after the ring is open: the
- * ring is byte for byte what it was, for each way of failing. */
+static void write_at(const char *dir, const char *name, const void *bytes, size_t len)
+{
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, bytes, len), (ssize_t)len);
+    close(fd);
+}
+
+static bool exists_in(const char *dir, const char *name)
+{
+    char path[PATH_MAX + 64];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return lstat(path, &st) == 0;
+}
+
+/* A run that would reset the ring (another size) but fails at start, after the ring is open, over
+ * a ring with something to repair (an empty newest ledger, as a power cut leaves it, a leftover
+ * temporary file, a record without its ledger): the ring is byte for byte what it was, for each
+ * way of failing. The next start that works repairs it: the empty ledger costs only itself, and
+ * the run continues after the good ones. */
 static void failing_start_leaves_the_ring_alone(void **state)
 {
     fixture *f = *state;
     run_to_exit(f, k_five_ledgers);
     free_proc(f);
+    write_at(f->ring, "ledger-5.xdr", "", 0);
+    write_at(f->ring, "ledger-3.xdr.tmp", "cut", 3);
+    write_at(f->ring, "ledger-20.rec", "orphan\n", 7);
     uint64_t before = dir_digest(f->ring);
 
     /* A port already taken: the bind fails. */
@@ -269,6 +294,8 @@ static void failing_start_leaves_the_ring_alone(void **state)
         {"--synthetic-size", "8192", "--jetstream-url", "nats://127.0.0.1:1", NULL},
         {"--synthetic-size", "8192", "--tls-cert", "/nonexistent/cert.pem", "--tls-key", "/nonexistent/key.pem", NULL},
         {"--synthetic-size", "8192", "--auth-tokens", "/nonexistent/tokens", NULL},
+        {"--synthetic-size", "8192", "--jetstream-url", "nats//bad url", NULL},
+        {"--source", "file", "--file-dir", "/nonexistent/dump", NULL},
     };
     for (size_t i = 0; i < sizeof failing / sizeof failing[0]; i++) {
         cs_ringfx_start(f, NULL, CORESTREAMD_BIN, failing[i]);
@@ -282,6 +309,24 @@ static void failing_start_leaves_the_ring_alone(void **state)
         free_proc(f);
     }
     close(taken);
+
+    run_to_exit(f, k_five_ledgers);
+    char want[PATH_MAX + 256];
+    snprintf(want, sizeof want,
+             "level=ERROR msg=\"ring ledger failed its integrity check; dropping it\" file=%s/ledger-5.xdr "
+             "problem=\"is 0 bytes, its record says 4096\" oldest=1 latest=4",
+             f->ring);
+    expect_in_log(f, want);
+    if (!strstr(f->proc.log, " start_ledger=5 start=continue latest=4 retention=") || strstr(f->proc.log, "ring reset"))
+        fail_msg("log:\n%s", f->proc.log);
+    assert_false(exists_in(f->ring, "ledger-3.xdr.tmp"));
+    assert_false(exists_in(f->ring, "ledger-20.rec"));
+    free_proc(f);
+    static const char *const serve[] = {"--source", "synthetic", "--synthetic-size", "4096",
+                                        "--synthetic-interval", "1h", "--emit-window", "0", NULL};
+    start_listening(f, serve);
+    read_range(f, 1, 10, check_synthetic, NULL);
+    assert_int_equal(cs_proc_stop(&f->proc, SIGTERM, STOP_MS), 0);
 }
 
 /* ---- captive -------------------------------------------------------------------------------- */

@@ -125,7 +125,8 @@ static int count_entries(const char *dir)
             n++;
         else if (len > 4 && strcmp(de->d_name + len - 4, ".rec") == 0)
             recs++;
-        else if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0 && strcmp(de->d_name, "ring-format") != 0)
+        else if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0 && strcmp(de->d_name, "ring-format") != 0 &&
+                 strcmp(de->d_name, "ring-identity") != 0)
             other++;
     }
     closedir(d);
@@ -148,6 +149,14 @@ static cs_ring *open_ring(const char *dir, int64_t retention)
     if (rc != 0)
         fail_msg("open: %s", err.msg);
     return r;
+}
+
+/* The open changes nothing on disk: its repairs wait for the first write, here the claim. */
+static void claim(cs_ring *r)
+{
+    cs_err err = {0};
+    if (cs_ring_claim(r, "test run", 0, &err) != 0)
+        fail_msg("claim: %s", err.msg);
 }
 
 static bool put(cs_ring *r, uint32_t seq)
@@ -299,12 +308,14 @@ static void test_open_shrinks_to_smaller_retention(void **state)
     assert_int_equal(cs_ring_bytes(r), content_bytes(7, 8)); /* found at open, less the pruned */
     expect_get(r, 7);
     expect_get(r, 8);
+    assert_int_equal(count_entries(f->ring), 8);
+    claim(r);
     assert_int_equal(count_entries(f->ring), 2);
     cs_ring_close(r);
 }
 
-/* The ring writes canonical names only: a zero-padded one is not a ledger it can vouch for, so it
- * and everything older are dropped; what is kept is pruned to retention by name. */
+/* The ring writes canonical names only: a zero-padded one is not a ledger it can vouch for, and
+ * costs only itself; what is kept is pruned to retention by name. */
 static void test_open_prunes_the_files_it_found(void **state)
 {
     fixture *f = *state;
@@ -315,6 +326,9 @@ static void test_open_prunes_the_files_it_found(void **state)
         write_file(f->ring, names[i], "x");
     cs_ring *r = open_ring(f->ring, 2);
     expect_bounds(r, 5, 6);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        assert_true(exists(f->ring, names[i]));
+    claim(r);
     assert_int_equal(count_entries(f->ring), 2);
     assert_true(exists(f->ring, "ledger-5.xdr"));
     assert_true(exists(f->ring, "ledger-6.xdr"));
@@ -337,9 +351,43 @@ static void test_open_rejects_non_contiguous_directory(void **state)
     /* A gap is not fatal: the ring keeps the newest contiguous run and drops what is older. */
     cs_ring *r = open_ring(f->ring, 10);
     expect_bounds(r, 9, 9);
+    assert_true(exists(f->ring, "ledger-5.xdr"));
+    claim(r);
     assert_false(exists(f->ring, "ledger-5.xdr"));
     assert_false(exists(f->ring, "ledger-6.xdr"));
     assert_int_equal(count_entries(f->ring), 1);
+    cs_ring_close(r);
+}
+
+/* A bad newest ledger (an empty directory in its place, an empty file after a power cut) costs
+ * only itself: the good ledgers before it stay, and the ring continues after them. A bad ledger in
+ * the middle still costs itself and everything older, so the ring stays contiguous. */
+static void test_bad_newest_costs_only_itself(void **state)
+{
+    fixture *f = *state;
+    cs_ring *r = open_ring(f->ring, 10);
+    put_range(r, 1, 6);
+    cs_ring_close(r);
+    char p[1024];
+    path_join(p, sizeof p, f->ring, "ledger-6.xdr");
+    assert_int_equal(unlink(p), 0);
+    make_dir(f->ring, "ledger-6.xdr");
+    write_file(f->ring, "ledger-5.xdr", "");
+    write_file(f->ring, "ledger-2.xdr", "cut");
+    r = open_ring(f->ring, 10);
+    expect_bounds(r, 3, 4);
+    assert_true(exists(f->ring, "ledger-6.xdr"));
+    claim(r);
+    assert_false(exists(f->ring, "ledger-6.xdr"));
+    assert_false(exists(f->ring, "ledger-5.xdr"));
+    assert_false(exists(f->ring, "ledger-1.xdr"));
+    assert_int_equal(count_entries(f->ring), 2);
+    cs_ring_health_t h;
+    cs_ring_health(r, &h);
+    assert_int_equal(h.dropped, 4); /* 6 and 5 alone, 2 and 1 below the run */
+    expect_get(r, 3);
+    assert_false(put(r, 5));
+    expect_bounds(r, 3, 5);
     cs_ring_close(r);
 }
 
@@ -353,10 +401,11 @@ static void test_open_ignores_foreign_files(void **state)
         write_file(f->ring, names[i], "x");
     cs_ring *r = open_ring(f->ring, 10);
     expect_empty(r);
-    /* A leftover .tmp file (a crash between write and rename) is removed at open; the others are
-     * left alone, by open and by later puts. */
-    assert_false(exists(f->ring, "ledger-7.xdr.tmp"));
+    /* A leftover .tmp file (a crash between write and rename) is removed by the first write; the
+     * others are left alone, by open and by later puts. */
+    assert_true(exists(f->ring, "ledger-7.xdr.tmp"));
     put_range(r, 1, 3);
+    assert_false(exists(f->ring, "ledger-7.xdr.tmp"));
     for (size_t i = 0; i < 3; i++)
         assert_true(exists(f->ring, names[i]));
     cs_ring_close(r);
@@ -896,6 +945,7 @@ int main(void)
         T(test_open_shrinks_to_smaller_retention),
         T(test_open_prunes_the_files_it_found),
         T(test_open_rejects_non_contiguous_directory),
+        T(test_bad_newest_costs_only_itself),
         T(test_open_ignores_foreign_files),
         T(test_put_resets_on_gap),
         T(test_put_resets_on_rewind),

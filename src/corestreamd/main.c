@@ -379,7 +379,7 @@ int main(int argc, char **argv)
         rc = cs_server_listen(server, &err);
     if (rc == 0) {
         /* Everything that can fail at start has passed (flags, files, TLS material, tokens, NATS,
-         * the binds): only now may the ring be reset, for another run's ledgers or a given
+         * the binds): only now is what the ring's open found repaired, and may the ring be reset, for another run's ledgers or a given
          * --start-ledger that does not continue it, and still before anyone is served from it
          * (accept starts in cs_server_run). The pipe's first ledger is core's, the edge's the
          * stream's: only the source knows it. */

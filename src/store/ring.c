@@ -18,6 +18,27 @@
 #include "store/frames.h"
 #include "store/ledgerdir.h"
 
+/* A ledger the open found bad, with why. */
+typedef struct open_drop {
+    uint32_t seq;
+    char name[256];
+    char problem[600];
+} open_drop;
+
+/* What the open found and leaves for the first call that writes to carry out (settle): the open
+ * itself changes nothing on disk, so a start that fails after it leaves the directory as it was. */
+typedef struct open_repairs {
+    bool upgrade;        /* no ring-format: a record is made for each kept ledger by hashing it */
+    bool rewrite_format; /* ring-format is missing or of format 2 */
+    open_drop *alone;    /* bad ledgers that cost only themselves */
+    size_t nalone;
+    bool broken;          /* brk ended the run of good ledgers: it and every older ledger go */
+    open_drop brk;        /* seq and problem only */
+    uint64_t brk_dropped; /* sequences at and below brk.seq that held a ledger or a gap */
+    uint32_t *forget;     /* kept ledgers whose frames failed their check */
+    size_t nforget;
+} open_repairs;
+
 struct cs_ring {
     char *dir;
     int dfd; /* every file operation is relative to this, so no paths are built per ledger */
@@ -40,6 +61,9 @@ struct cs_ring {
      * puts begin); refused once the file system said no, so it is asked once. */
     bool direct;
     bool direct_refused;
+    /* Set by the open, cleared under wmu once its repairs are carried out. */
+    atomic_bool unsettled;
+    open_repairs repairs;
 };
 
 #define FORMAT_NAME "ring-format"
@@ -509,18 +533,15 @@ static int check_frames_at_open(cs_ring *r, uint32_t seq, const cs_ledger_record
     return check_frames_stat(&st, rec, problem, plen);
 }
 
-/* Checks ledger seq at open: a regular file of the recorded length. With records absent (a ring
- * from before them), makes the record by hashing. Returns 0, -1 with problem (drop from here
- * down), or -2 with err (the open fails). */
+/* Checks ledger seq at open, reading only: a regular file of the recorded length (of any length
+ * in a ring from before records: its record is made when the repairs are carried out). Frames
+ * that fail their check are noted in *bad_frames. Returns 0, or -1 with problem. */
 static int check_at_open(cs_ring *r, const entry *ledger, bool upgrade, uint64_t *size, uint64_t *frames_size,
-                         char *problem, size_t plen, cs_err *err)
+                         bool *bad_frames, char *problem, size_t plen)
 {
     *frames_size = 0;
+    *bad_frames = false;
     uint32_t seq = ledger->seq;
-    if (!ledger->canonical) {
-        snprintf(problem, plen, "unexpected file name %s", ledger->name);
-        return -1;
-    }
     struct stat st;
     if (fstatat(r->dfd, ledger->name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
         snprintf(problem, plen, "%s", strerror(errno));
@@ -531,18 +552,8 @@ static int check_at_open(cs_ring *r, const entry *ledger, bool upgrade, uint64_t
         return -1;
     }
     *size = (uint64_t)st.st_size;
-    if (upgrade) {
-        int fd = openat(r->dfd, ledger->name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        cs_ledger_record rec = {.len = (uint64_t)st.st_size};
-        if (fd < 0 || hash_file(fd, rec.len, &rec.xxh64) != 0 || write_record(r->dfd, seq, &rec) != 0) {
-            int e = errno;
-            if (fd >= 0)
-                close(fd);
-            return cs_err_set(err, 0, "store: upgrade \"%s\": ledger %" PRIu32 ": %s", r->dir, seq, strerror(e)), -2;
-        }
-        close(fd);
+    if (upgrade)
         return 0;
-    }
     cs_ledger_record rec;
     if (read_record(r->dfd, seq, &rec, problem, plen) != 0)
         return -1;
@@ -555,7 +566,7 @@ static int check_at_open(cs_ring *r, const entry *ledger, bool upgrade, uint64_t
     char fproblem[300];
     if (rec.frames_len && check_frames_at_open(r, seq, &rec, fproblem, sizeof fproblem) != 0) {
         log_frames_problem(r, seq, fproblem);
-        forget_frames(r, seq, &rec);
+        *bad_frames = true;
     } else {
         *frames_size = rec.frames_len;
     }
@@ -575,112 +586,108 @@ static bool format_current(cs_ring *r)
     return n == (ssize_t)strlen(FORMAT_TEXT) && memcmp(buf, FORMAT_TEXT, (size_t)n) == 0;
 }
 
-/* Loads the bounds from what is on disk, newest first: the longest run of good ledgers ending at
- * the newest is kept, everything older is dropped, then the ring is pruned to retention. */
-static int rescan(cs_ring *r, cs_err *err)
+static int note_drop(open_repairs *o, const entry *e, const char *problem)
+{
+    if (o->nalone % 16 == 0) {
+        open_drop *grown = realloc(o->alone, (o->nalone + 16) * sizeof *grown);
+        if (!grown)
+            return -1;
+        o->alone = grown;
+    }
+    open_drop *d = &o->alone[o->nalone++];
+    d->seq = e->seq;
+    snprintf(d->name, sizeof d->name, "%s", e->name);
+    snprintf(d->problem, sizeof d->problem, "%s", problem);
+    return 0;
+}
+
+static int note_forget(open_repairs *o, uint32_t seq)
+{
+    if (o->nforget % 64 == 0) {
+        uint32_t *grown = realloc(o->forget, (o->nforget + 64) * sizeof *grown);
+        if (!grown)
+            return -1;
+        o->forget = grown;
+    }
+    o->forget[o->nforget++] = seq;
+    return 0;
+}
+
+/* Sets the bounds from what is on disk without changing it, and notes in r->repairs what the
+ * first write carries out (settle): the ring keeps the longest contiguous run of good ledgers that
+ * ends at the newest good one, up to the retention count (older ledgers are pruned unchecked). A bad ledger newer than that run, or one under
+ * a name that is not its own (ledger-007.xdr), costs only itself; the first bad or missing ledger
+ * below the newest good one costs itself and everything older. */
+static int survey(cs_ring *r, cs_err *err)
 {
     entry *v;
     size_t n;
     if (scan_entries(r, &v, &n) != 0)
         return cs_err_set(err, 0, "store: scan \"%s\": %s", r->dir, strerror(errno));
-    bool upgrade = faccessat(r->dfd, FORMAT_NAME, F_OK, AT_SYMLINK_NOFOLLOW) != 0;
-    /* Ledger entries only, newest first; records are found by name. */
-    size_t nledgers = 0, made = 0;
-    for (size_t i = 0; i < n; i++)
-        if (!v[i].record)
-            v[nledgers++] = v[i];
-    bool filled = false, failed = false;
-    uint32_t oldest = 0, latest = 0, bad = 0;
-    uint64_t bytes = 0, fbytes = 0; /* of the ledgers kept and their frames, as the checks found them */
-    char problem[600] = "";
-    for (size_t k = nledgers; k-- > 0;) {
-        const entry *e = &v[k];
-        if (filled && e->seq == oldest) { /* a second name for a ledger already kept (7, 007) */
-            failed = true;
-            bad = e->seq;
-            snprintf(problem, sizeof problem, "two files for one ledger (%s and %s)", e->name, v[k + 1].name);
-            break;
+    open_repairs *o = &r->repairs;
+    o->upgrade = faccessat(r->dfd, FORMAT_NAME, F_OK, AT_SYMLINK_NOFOLLOW) != 0;
+    o->rewrite_format = o->upgrade || !format_current(r);
+    bool nomem = false;
+    /* Canonically named ledgers only, one per sequence, newest last; the rest cost themselves. */
+    size_t nledgers = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (v[i].record)
+            continue;
+        if (!v[i].canonical) {
+            char problem[300];
+            snprintf(problem, sizeof problem, "unexpected file name %s", v[i].name);
+            nomem |= note_drop(o, &v[i], problem) != 0;
+            continue;
         }
+        v[nledgers++] = v[i];
+    }
+    bool filled = false;
+    uint32_t oldest = 0, latest = 0;
+    uint64_t bytes = 0, fbytes = 0; /* of the ledgers kept and their frames, as the checks found them */
+    for (size_t k = nledgers; k-- > 0 && !nomem;) {
+        const entry *e = &v[k];
         if (filled && e->seq != oldest - 1) {
-            failed = true;
-            bad = oldest - 1;
-            snprintf(problem, sizeof problem, "is missing (the ring resumes at ledger %" PRIu32 ")", oldest);
+            o->broken = true;
+            o->brk.seq = oldest - 1;
+            snprintf(o->brk.problem, sizeof o->brk.problem, "is missing (the ring resumes at ledger %" PRIu32 ")",
+                     oldest);
             break;
         }
         uint64_t size = 0, fsize = 0;
-        int c = check_at_open(r, e, upgrade, &size, &fsize, problem, sizeof problem, err);
-        if (c == -2) {
-            free(v);
-            return -1;
-        }
-        if (c != 0) {
-            failed = true;
-            bad = e->seq;
+        bool bad_frames;
+        char problem[600];
+        if (check_at_open(r, e, o->upgrade, &size, &fsize, &bad_frames, problem, sizeof problem) != 0) {
+            if (!filled) {
+                nomem |= note_drop(o, e, problem) != 0;
+                continue;
+            }
+            o->broken = true;
+            o->brk.seq = e->seq;
+            snprintf(o->brk.problem, sizeof o->brk.problem, "%s", problem);
             break;
         }
-        made += upgrade;
+        if (bad_frames)
+            nomem |= note_forget(o, e->seq) != 0;
         bytes += size;
         fbytes += fsize;
         if (!filled)
             latest = e->seq;
         filled = true;
         oldest = e->seq;
+        if ((uint64_t)latest - oldest + 1 >= r->retention)
+            break; /* what is older is pruned, unchecked */
     }
-    uint64_t dropped = 0;
-    if (failed) {
-        /* Counted as sequences, so a missing ledger counts too. */
-        if (nledgers > 0 && v[0].seq <= bad)
-            dropped = (uint64_t)bad - v[0].seq + 1;
-        for (size_t k = 0; k < nledgers && v[k].seq <= bad; k++)
-            unlinkat(r->dfd, v[k].name, 0); /* a directory in a ledger's place stays */
-    }
-    /* Records and frames without their ledger (a crash between the renames, or dropped ledgers),
-     * and frames no record claims (a crash between the frames' rename and their record's, or
-     * frames forgotten above). */
-    entry *recs;
-    size_t nrecs;
-    if (scan_entries(r, &recs, &nrecs) == 0) {
-        for (size_t i = 0; i < nrecs; i++) {
-            const entry *e = &recs[i];
-            if (!e->record)
-                continue;
-            bool keep = filled && e->seq >= oldest && e->seq <= latest && e->canonical;
-            if (keep && e->kind == E_FRAMES) {
-                cs_ledger_record rec;
-                char ignored[300];
-                keep = read_record(r->dfd, e->seq, &rec, ignored, sizeof ignored) == 0 && rec.frames_len != 0;
-            }
-            if (!keep)
-                unlinkat(r->dfd, e->name, 0);
-        }
-        free(recs);
-    }
-    if (filled) {
-        uint32_t keep = pruned_oldest(r, oldest, latest);
-        if (keep != oldest) {
-            uint64_t fpruned = 0, pruned = unlink_range(r->dfd, oldest, keep - 1, &fpruned);
-            bytes = pruned > bytes ? 0 : bytes - pruned;
-            fbytes = fpruned > fbytes ? 0 : fbytes - fpruned;
-        }
-        oldest = keep;
-    }
+    if (o->broken && nledgers > 0 && v[0].seq <= o->brk.seq)
+        o->brk_dropped = (uint64_t)o->brk.seq - v[0].seq + 1; /* counted as sequences: a gap counts too */
+    free(v);
+    if (nomem)
+        return cs_err_set(err, 0, "store: scan \"%s\": %s", r->dir, strerror(ENOMEM));
     r->filled = filled;
     r->oldest = filled ? oldest : 0;
     r->latest = filled ? latest : 0;
     atomic_store(&r->bytes, filled ? bytes : 0);
     atomic_store(&r->frames_bytes, filled ? fbytes : 0);
-    if (failed) {
-        atomic_fetch_add(&r->dropped, dropped);
-        log_reject(r, bad, problem, dropped, filled, oldest, latest);
-    }
-    free(v);
-    if (upgrade || !format_current(r)) {
-        if (write_small_file(r->dfd, FORMAT_NAME, FORMAT_TEXT) != 0)
-            return cs_err_set(err, 0, "store: upgrade \"%s\": %s: %s", r->dir, FORMAT_NAME, strerror(errno));
-        if (upgrade && made)
-            CS_LOG(CS_LOG_INFO, "ring: integrity records made from the ledgers on disk (a ring written before records)",
-                   KV_S("dir", r->dir), KV_U("ledgers", made));
-    }
+    atomic_store(&r->unsettled, true);
     return 0;
 }
 
@@ -725,6 +732,114 @@ static int probe_writable(cs_ring *r, cs_err *err)
 }
 
 
+/* A bad entry in a ledger's place: a file goes, and so does an empty directory; a directory with
+ * something in it stays (writing that ledger then fails, and says so). */
+static void remove_entry(cs_ring *r, const char *name)
+{
+    if (unlinkat(r->dfd, name, 0) != 0 && errno == EISDIR)
+        unlinkat(r->dfd, name, AT_REMOVEDIR);
+}
+
+/* Every ledger, record and frames entry but the bounds' own (frames only while their record
+ * claims them) goes: bad and pruned ledgers, and the sidecars of a crash between two renames. */
+static void remove_outside(cs_ring *r)
+{
+    entry *v;
+    size_t n;
+    if (scan_entries(r, &v, &n) != 0)
+        return; /* leftovers only cost disk space; the next start tries again */
+    for (size_t i = 0; i < n; i++) {
+        const entry *e = &v[i];
+        bool keep = r->filled && e->canonical && e->seq >= r->oldest && e->seq <= r->latest;
+        if (keep && e->kind == E_FRAMES) {
+            cs_ledger_record rec;
+            char ignored[300];
+            keep = read_record(r->dfd, e->seq, &rec, ignored, sizeof ignored) == 0 && rec.frames_len != 0;
+        }
+        if (!keep)
+            remove_entry(r, e->name);
+    }
+    free(v);
+}
+
+/* A ring from before records: each kept ledger's record, made by hashing it. */
+static int make_records(cs_ring *r, cs_err *err)
+{
+    for (uint64_t s = r->oldest; r->filled && s <= r->latest; s++) {
+        char name[CS_LEDGER_NAME_MAX];
+        cs_ledger_name_format(name, sizeof name, (uint32_t)s);
+        int fd = openat(r->dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        struct stat st;
+        cs_ledger_record rec = {0};
+        int ok = fd >= 0 && fstat(fd, &st) == 0;
+        if (ok) {
+            rec.len = (uint64_t)st.st_size;
+            ok = hash_file(fd, rec.len, &rec.xxh64) == 0 && write_record(r->dfd, (uint32_t)s, &rec) == 0;
+        }
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        if (!ok)
+            return cs_err_set(err, 0, "store: upgrade \"%s\": ledger %" PRIu64 ": %s", r->dir, s, strerror(e));
+    }
+    if (r->filled)
+        CS_LOG(CS_LOG_INFO, "ring: integrity records made from the ledgers on disk (a ring written before records)",
+               KV_S("dir", r->dir), KV_U("ledgers", (uint64_t)r->latest - r->oldest + 1));
+    return 0;
+}
+
+static void log_drops(const cs_ring *r, const open_repairs *o)
+{
+    for (size_t i = 0; i < o->nalone; i++) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s", r->dir, o->alone[i].name);
+        CS_LOG(CS_LOG_ERROR, "ring ledger failed its integrity check; dropping it", KV_S("file", path),
+               KV_S("problem", o->alone[i].problem), KV_U("oldest", r->oldest), KV_U("latest", r->latest));
+    }
+    if (o->broken)
+        log_reject(r, o->brk.seq, o->brk.problem, o->brk_dropped, r->filled, r->oldest, r->latest);
+}
+
+/* Carries out what the open found (open_repairs), under wmu, before anything is written: leftover
+ * temporaries go, records are made for a ring from before them, bad frames are forgotten, every
+ * entry outside the bounds goes, ring-format is brought to this format; then the drops are
+ * logged and counted. Errors: `store: upgrade "<dir>": …` (kind 0). */
+static int settle_locked(cs_ring *r, cs_err *err)
+{
+    if (!atomic_load(&r->unsettled))
+        return 0;
+    open_repairs *o = &r->repairs;
+    remove_leftover_tmps(r);
+    if (o->upgrade && make_records(r, err) != 0)
+        return -1;
+    for (size_t i = 0; i < o->nforget; i++) {
+        cs_ledger_record rec;
+        char ignored[300];
+        if (read_record(r->dfd, o->forget[i], &rec, ignored, sizeof ignored) == 0 && rec.frames_len)
+            forget_frames(r, o->forget[i], &rec);
+    }
+    remove_outside(r);
+    if (o->rewrite_format && write_small_file(r->dfd, FORMAT_NAME, FORMAT_TEXT) != 0)
+        return cs_err_set(err, 0, "store: upgrade \"%s\": %s: %s", r->dir, FORMAT_NAME, strerror(errno));
+    log_drops(r, o);
+    atomic_fetch_add(&r->dropped, o->nalone + o->brk_dropped);
+    free(o->alone);
+    free(o->forget);
+    memset(o, 0, sizeof *o);
+    atomic_store(&r->unsettled, false);
+    return 0;
+}
+
+static int settle(cs_ring *r, cs_err *err)
+{
+    if (!atomic_load(&r->unsettled))
+        return 0;
+    pthread_mutex_lock(&r->wmu);
+    int rc = settle_locked(r, err);
+    pthread_mutex_unlock(&r->wmu);
+    return rc;
+}
+
 /* Open errors carry kind 0: they are fatal configuration problems that callers only print. */
 int cs_ring_open(cs_ring **out, const char *dir, int64_t retention, cs_err *err)
 {
@@ -756,8 +871,8 @@ int cs_ring_open(cs_ring **out, const char *dir, int64_t retention, cs_err *err)
     atomic_init(&r->write_failures, 0);
     atomic_init(&r->degraded, false);
     atomic_init(&r->dropped, 0);
-    remove_leftover_tmps(r);
-    if (probe_writable(r, err) != 0 || rescan(r, err) != 0) {
+    atomic_init(&r->unsettled, false);
+    if (probe_writable(r, err) != 0 || survey(r, err) != 0) {
         if (err)
             err->kind = 0;
         cs_ring_close(r);
@@ -772,6 +887,8 @@ void cs_ring_close(cs_ring *r)
     if (!r)
         return;
     close(r->dfd);
+    free(r->repairs.alone);
+    free(r->repairs.forget);
     pthread_rwlock_destroy(&r->lock);
     pthread_mutex_destroy(&r->wmu);
     free(r->dir);
@@ -965,6 +1082,8 @@ struct cs_frames_writer {
 int cs_ring_frames_begin(cs_ring *r, uint32_t seq, uint32_t chunk_size, cs_frames_writer **out, cs_err *err)
 {
     *out = NULL;
+    if (settle(r, err) != 0)
+        return -1;
     cs_frames_writer *w = calloc(1, sizeof *w);
     if (!w || !(w->hash = XXH3_createState()) || !(w->raw_hash = XXH3_createState())) {
         if (w)
@@ -1202,6 +1321,10 @@ int cs_ring_put(cs_ring *r, uint32_t seq, const struct iovec *parts, size_t npar
         return cs_err_set(err, CS_RING_ERR_INVALID_SEQ,
                           "store: invalid ledger sequence: ledger sequences start at 1, so 0 means a "
                           "wrapped counter");
+    if (settle(r, err) != 0) {
+        put_failed(r);
+        return -1;
+    }
     /* The new ledger is written before anything is reset: a write that fails leaves the ring
      * serving what it held (the gap it leaves resets the ring at the next write that works). */
     cs_ledger_record rec = *rec_in;
@@ -1275,6 +1398,10 @@ int cs_ring_claim(cs_ring *r, const char *identity, uint32_t first_seq, cs_err *
     char old[IDENTITY_MAX + 1];
     bool known = read_identity(r, old);
     pthread_mutex_lock(&r->wmu);
+    if (settle_locked(r, err) != 0) {
+        pthread_mutex_unlock(&r->wmu);
+        return -1;
+    }
     char reason[160] = "";
     if (r->filled && known && strcmp(old, identity) != 0)
         snprintf(reason, sizeof reason, "written by another run");
@@ -1349,6 +1476,7 @@ int cs_ring_frames_attach(cs_ring *r, const cs_ledger_ref *ref, cs_frames_writer
 void cs_ring_drop_frames(cs_ring *r, uint32_t seq, uint64_t frames_xxh3, const char *problem)
 {
     pthread_mutex_lock(&r->wmu);
+    settle_locked(r, NULL); /* a failure here is the next write's to report */
     cs_ledger_record rec;
     char ignored[300];
     bool drop = retained(r, seq) && read_record(r->dfd, seq, &rec, ignored, sizeof ignored) == 0 &&
@@ -1363,6 +1491,7 @@ void cs_ring_drop_frames(cs_ring *r, uint32_t seq, uint64_t frames_xxh3, const c
 void cs_ring_reject(cs_ring *r, uint32_t seq, const char *problem)
 {
     pthread_mutex_lock(&r->wmu);
+    settle_locked(r, NULL); /* a failure here is the next write's to report */
     if (!r->filled || seq < r->oldest || seq > r->latest) {
         pthread_mutex_unlock(&r->wmu);
         return;

@@ -57,22 +57,31 @@ typedef struct cs_ledger_ref {
     size_t frames_tail_len;
 } cs_ledger_ref;
 
-/* Opens (creating with mkdir -p) dir as a ring of `retention` ledgers:
- * - removes leftover `*.tmp` files (INFO `ring: removed leftover temporary files`);
- * - checks the directory can be written (a file is created and removed);
- * - rescans it from the newest ledger down. Each must be a regular file named ledger-<seq>.xdr,
- *   with a record for that sequence whose length is the file's. The first ledger that is not,
- *   and every older one, are dropped (cs_ring_reject's ERROR line; a gap counts too), so the ring
- *   stays contiguous; the file contents are checked when replayed (cs_ledger_read, END);
+/* Opens (creating with mkdir -p) dir as a ring of `retention` ledgers. The open only looks: it
+ * changes nothing in the directory (apart from creating it, and a file created and removed to
+ * check it can be written). What it finds is carried out, under the write lock, by the first call
+ * that writes (cs_ring_claim, cs_ring_put, cs_ring_frames_begin, cs_ring_reject,
+ * cs_ring_drop_frames), so a caller whose start fails after the open leaves the ring as it was:
+ * - the bounds are those of the longest contiguous run of good ledgers ending at the newest good
+ *   one, newest first up to the retention count (older ledgers are pruned unchecked). A good
+ *   ledger is a regular file named ledger-<seq>.xdr with a record for that sequence whose length is
+ *   the file's (the contents are checked when replayed: cs_ledger_read, END). A bad ledger newer
+ *   than the run, or under a name the ring never writes (ledger-007.xdr), costs only itself (ERROR
+ *   `ring ledger failed its integrity check; dropping it` file problem oldest latest); the first
+ *   bad or missing ledger below the newest good one costs itself and every older ledger (the
+ *   ERROR of cs_ring_reject; a gap counts in `dropped`);
+ * - leftover `*.tmp` files go (INFO `ring: removed leftover temporary files`), and so does every
+ *   ledger, record or frames entry outside the bounds (an empty directory in a ledger's place too;
+ *   one that is not empty stays, and writing that ledger fails);
  * - a ring without the `ring-format` marker was written before records: a record is made for each
- *   ledger by hashing it (INFO `ring: integrity records made from the ledgers on disk`); a marker
- *   of format 2 (records, no frames) is rewritten as 3;
+ *   kept ledger by hashing it (INFO `ring: integrity records made from the ledgers on disk`); a
+ *   marker of format 2 (records, no frames) is rewritten as 3;
  * - frames a record claims must be a regular file of the recorded length, else they are forgotten
- *   (cs_ring_drop_frames' ERROR; the ledger stays); frames no record claims are removed;
- * - prunes to the retention count.
+ *   (cs_ring_drop_frames' ERROR, logged at open; the ledger stays); frames no record claims go.
  * Errors: `store: retention must be positive, got N`, `store: create "<dir>": …`,
  * `store: "<dir>" cannot be written: create write-probe.tmp: <strerror>`,
- * `store: scan "<dir>": …`, `store: upgrade "<dir>": ledger S: …`. */
+ * `store: scan "<dir>": …`; and from the first write, `store: upgrade "<dir>": ledger S: …` or
+ * `store: upgrade "<dir>": ring-format: …`. */
 int cs_ring_open(cs_ring **out, const char *dir, int64_t retention, cs_err *err);
 void cs_ring_close(cs_ring *r);
 
@@ -157,14 +166,15 @@ void cs_ring_reject(cs_ring *r, uint32_t seq, const char *problem);
 
 /* Run identity: identity is one line naming what defines this run's byte stream (the source kind
  * and its parameters); first_seq is the run's first ledger, or 0 when only the source knows it.
- * Call once after open, before anyone reads the ring. When the ring holds ledgers written under
+ * Call once after open, before anyone reads the ring; it first carries out what the open found
+ * (cs_ring_open). When the ring holds ledgers written under
  * another recorded identity, or first_seq does not continue it (first_seq != latest+1), the ring
  * is emptied now, so no subscriber can be served ledgers of two runs, and WARN
  * `ring reset at start: its ledgers are not this run's` reason=… ring_identity=… identity=…
  * oldest=… latest=… is logged. A ring with no identity recorded (written before identities) that
  * the run continues is kept (INFO `ring: no run identity recorded; this run continues it`). The
  * identity is then recorded in `ring-identity`. Errors: `store: run identity is not one line of at
- * most 4095 bytes`, `store: write "<dir>/ring-identity": …`. */
+ * most 4095 bytes`, `store: write "<dir>/ring-identity": …`, and the open's `store: upgrade …`. */
 int cs_ring_claim(cs_ring *r, const char *identity, uint32_t first_seq, cs_err *err);
 
 /* Whether a run of this identity continues the ring: it holds ledgers, the identity recorded
