@@ -24,6 +24,7 @@
 #include <xxhash.h>
 
 #include "common/synthetic.h"
+#include "support/metabuild.h"
 #include "support/ringfixture.h"
 #include "support/wsclient.h"
 
@@ -329,6 +330,76 @@ static void failing_start_leaves_the_ring_alone(void **state)
     assert_int_equal(cs_proc_stop(&f->proc, SIGTERM, STOP_MS), 0);
 }
 
+/* ---- pipe: core re-emits what the ring holds ---------------------------------------------- */
+
+#define PIPE_TAIL 6000
+
+/* Frames of ledgers from..to into <scratch>/name; ledger odd (if any) gets a longer body. */
+static void write_frames(fixture *f, const char *name, uint32_t from, uint32_t to, uint32_t odd, char *path,
+                         size_t plen)
+{
+    cs_mb_buf b = {0};
+    for (uint32_t s = from; s <= to; s++) {
+        cs_mb_meta m = cs_mb_go_meta(1, s, false, 0, false, s == odd ? PIPE_TAIL + 1 : PIPE_TAIL);
+        cs_mb_put_frame(&b, &m);
+    }
+    assert_true((size_t)snprintf(path, plen, "%s/%s", f->dir.path, name) < plen);
+    write_at(f->dir.path, name, b.p, b.n);
+    cs_mb_free(&b);
+}
+
+static void check_meta(const cs_ledger *l, void *arg)
+{
+    (void)arg;
+    cs_mb_buf b = {0};
+    cs_mb_meta m = cs_mb_go_meta(1, l->seq, false, 0, false, PIPE_TAIL);
+    cs_mb_put_meta(&b, &m);
+    assert_int_equal(l->len, b.n);
+    assert_memory_equal(l->data, b.p, b.n);
+    cs_mb_free(&b);
+}
+
+/* A pipe command that re-emits ledgers the ring holds (core restarted from an older ledger): the
+ * same bytes are skipped with one INFO line and the run carries on after them; different bytes
+ * stop the run with an ERROR naming the ledger, and the ring is left as it was. */
+static void pipe_replay_is_compared_with_the_ring(void **state)
+{
+    fixture *f = *state;
+    char path[PATH_MAX], cmd[PATH_MAX + 32];
+    write_frames(f, "one.bin", 1, 5, 0, path, sizeof path);
+    snprintf(cmd, sizeof cmd, "cat '%s' >&3", path);
+    const char *const run[] = {"--source", "pipe", "--pipe-cmd", cmd, NULL};
+    run_to_exit(f, run);
+    free_proc(f);
+
+    write_frames(f, "two.bin", 3, 8, 0, path, sizeof path);
+    snprintf(cmd, sizeof cmd, "cat '%s' >&3", path);
+    run_to_exit(f, run);
+    expect_in_log(f, "level=INFO msg=\"source re-emitted ledgers the ring holds; skipped them\" first=3 last=5 "
+                     "ledgers=3");
+    expect_in_log(f, "level=INFO msg=\"source exhausted\" ledgers=3");
+    if (strstr(f->proc.log, "reset"))
+        fail_msg("second run:\n%s", f->proc.log);
+    free_proc(f);
+
+    uint64_t before = dir_digest(f->ring);
+    write_frames(f, "three.bin", 6, 9, 7, path, sizeof path);
+    snprintf(cmd, sizeof cmd, "cat '%s' >&3", path);
+    cs_ringfx_start(f, NULL, CORESTREAMD_BIN, run);
+    int st = cs_proc_wait_exit(&f->proc, 60000);
+    cs_proc_drain(&f->proc);
+    assert_int_equal(st, 1);
+    if (!strstr(f->proc.log, "error=\"source failed at ledger 7: ledger 7 differs from the ring's: the source sent "))
+        fail_msg("third run:\n%s", f->proc.log);
+    assert_true(dir_digest(f->ring) == before);
+    free_proc(f);
+
+    const char *const serve[] = {"--source", "pipe", "--pipe-cmd", "exec sleep 600", NULL};
+    start_listening(f, serve);
+    read_range(f, 1, 8, check_meta, NULL);
+    assert_int_equal(cs_proc_stop(&f->proc, SIGTERM, STOP_MS), 0);
+}
+
 /* ---- captive -------------------------------------------------------------------------------- */
 
 /* Captive without --start-ledger and nothing to continue: refused before core is looked for. */
@@ -357,6 +428,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(another_run_is_not_continued, setup, teardown),
         cmocka_unit_test_setup_teardown(file_restart_continues_the_dump, setup, teardown),
         cmocka_unit_test_setup_teardown(failing_start_leaves_the_ring_alone, setup, teardown),
+        cmocka_unit_test_setup_teardown(pipe_replay_is_compared_with_the_ring, setup, teardown),
         cmocka_unit_test_setup_teardown(captive_with_empty_ring_needs_start_ledger, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -15,9 +15,14 @@
 
 #include "common/synthetic.h"
 #include "corestreamd/sources/pace.h"
+#include "corestreamd/sources/rejoin.h"
 #include "corestreamd/sources/file.h"
 #include "corestreamd/sources/synthetic.h"
 #include "store/ledgerdir.h"
+#include "store/ring.h"
+#include "common/log.h"
+#include "support/logcapture.h"
+#include <xxhash.h>
 #include "support/tmpdir.h"
 
 /* Per-test state: a cancel and a scratch directory. */
@@ -450,6 +455,108 @@ static void test_validate_refuses_the_ring_by_inode(void **state)
     assert_int_equal(cs_file_dir_validate(other, data, &err), 0);
 }
 
+/* ---- rejoin: re-emitted ledgers compared with the ring ---- */
+
+#define RJ_SIZE 3000
+
+/* A ring in root/ledgers holding from..to, each the synthetic ledger of its seq except odd. */
+static cs_ring *rejoin_ring(fixture *f, uint32_t from, uint32_t to, uint32_t odd)
+{
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/ledgers", f->root);
+    cs_ring *r;
+    cs_err err = {0};
+    assert_int_equal(cs_ring_open(&r, dir, 100, &err), 0);
+    for (uint32_t s = from; s <= to; s++) {
+        uint8_t buf[RJ_SIZE];
+        cs_synthetic_fill(buf, sizeof buf, s, false);
+        if (s == odd)
+            buf[7] ^= 1;
+        struct iovec part = {buf, sizeof buf};
+        cs_ledger_record rec = {.len = sizeof buf, .xxh64 = XXH64(buf, sizeof buf, 0)};
+        assert_int_equal(cs_ring_put(r, s, &part, 1, NULL, 0, &rec, NULL, &err), 0);
+    }
+    return r;
+}
+
+/* The synthetic ledgers first..first+count-1, wrapped. */
+static cs_source *rejoin_over(fixture *f, cs_ring *r, uint32_t first, uint32_t count)
+{
+    cs_ledger_stream *ls = cs_synthetic_stream_new(RJ_SIZE, false, &f->cancel);
+    cs_source *inner = cs_paced_source_new(ls, cs_counted_range(first, count), 0, 0, &f->cancel);
+    cs_source *s;
+    cs_err err = {0};
+    assert_int_equal(cs_rejoin_source_new(&s, inner, r, &err), 0);
+    return s;
+}
+
+/* Ledgers 3-5 re-emitted with the ring's bytes are skipped, counted and logged once; 6 passes
+ * through whole. */
+static void test_rejoin_skips_what_the_ring_holds(void **state)
+{
+    fixture *f = *state;
+    cs_ring *r = rejoin_ring(f, 1, 5, 0);
+    cs_source *s = rejoin_over(f, r, 3, 4);
+    assert_int_equal(cs_logcap_start(CS_LOG_INFO), 0);
+    cs_emission em;
+    cs_err err = {0};
+    assert_int_equal(s->ops->next(s, &em, &err), 1);
+    assert_int_equal(em.seq, 6);
+    assert_int_equal(cs_rejoin_source_skipped(s), 3);
+    assert_int_equal(cs_logcap_count("msg=\"source re-emitted ledgers the ring holds; skipped them\" "), 1);
+    assert_int_equal(cs_logcap_count(" first=3 last=5 ledgers=3"), 1);
+    cs_logcap_stop();
+    uint8_t got[RJ_SIZE + 1], want[RJ_SIZE];
+    size_t n = 0;
+    for (ssize_t k; (k = s->ops->read(s, got + n, sizeof got - n, &err)) > 0;)
+        n += (size_t)k;
+    cs_synthetic_fill(want, sizeof want, 6, false);
+    assert_int_equal(n, RJ_SIZE);
+    assert_memory_equal(got, want, RJ_SIZE);
+    assert_int_equal(s->ops->next(s, &em, &err), 0);
+    s->ops->destroy(s);
+    cs_ring_close(r);
+}
+
+/* A re-emitted ledger that differs from the ring's stops the source, naming it. */
+static void test_rejoin_refuses_different_bytes(void **state)
+{
+    fixture *f = *state;
+    cs_ring *r = rejoin_ring(f, 1, 5, 4);
+    cs_source *s = rejoin_over(f, r, 3, 4);
+    cs_emission em;
+    cs_err err = {0};
+    assert_int_equal(s->ops->next(s, &em, &err), -1);
+    assert_int_equal(em.seq, 4);
+    char want[256];
+    uint8_t buf[RJ_SIZE];
+    cs_synthetic_fill(buf, sizeof buf, 4, false);
+    uint64_t ours = XXH64(buf, sizeof buf, 0);
+    buf[7] ^= 1;
+    snprintf(want, sizeof want,
+             "ledger 4 differs from the ring's: the source sent 3000 bytes hashing to %016llx, the ring holds 3000 "
+             "bytes hashing to %016llx",
+             (unsigned long long)ours, (unsigned long long)XXH64(buf, sizeof buf, 0));
+    assert_string_equal(err.msg, want);
+    s->ops->destroy(s);
+    cs_ring_close(r);
+}
+
+/* A ledger older than the ring cannot be compared: the source stops. */
+static void test_rejoin_refuses_what_the_ring_cannot_vouch_for(void **state)
+{
+    fixture *f = *state;
+    cs_ring *r = rejoin_ring(f, 3, 5, 0);
+    cs_source *s = rejoin_over(f, r, 2, 4);
+    cs_emission em;
+    cs_err err = {0};
+    assert_int_equal(s->ops->next(s, &em, &err), -1);
+    assert_int_equal(em.seq, 2);
+    assert_string_equal(err.msg, "ledger 2 is older than the ring's oldest ledger 3, so it cannot be compared with it");
+    s->ops->destroy(s);
+    cs_ring_close(r);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
@@ -473,6 +580,9 @@ int main(void)
         T(test_file_over_the_payload_cap),
         T(test_validate_refuses_the_ring_by_path),
         T(test_validate_refuses_the_ring_by_inode),
+        T(test_rejoin_skips_what_the_ring_holds),
+        T(test_rejoin_refuses_different_bytes),
+        T(test_rejoin_refuses_what_the_ring_cannot_vouch_for),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

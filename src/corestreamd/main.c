@@ -21,6 +21,7 @@
 #include "corestreamd/sources/file.h"
 #include "corestreamd/sources/jetstream.h"
 #include "corestreamd/sources/pipe/pipe.h"
+#include "corestreamd/sources/rejoin.h"
 #include "corestreamd/sources/synthetic.h"
 #include "corestreamd/start.h"
 
@@ -114,8 +115,18 @@ static void *signal_main(void *arg)
     return NULL;
 }
 
-static int build_source(const cs_daemon_config *c, cs_cancel *cancel, cs_ring *ring, uint32_t start,
-                        cs_source **src, cs_range *range, cs_err *err)
+/* The first ledger the ring holds when this run keeps it (it continues the ring, so the claim
+ * will not reset it), else 0: captive core's replay from there on is compared with the ring. */
+static uint32_t kept_oldest(cs_ring *ring, const char *identity, uint32_t start)
+{
+    uint32_t oldest, latest;
+    if (!cs_ring_continues(ring, identity, &latest) || latest + 1 != start || !cs_ring_bounds(ring, &oldest, &latest))
+        return 0;
+    return oldest;
+}
+
+static int build_source(const cs_daemon_config *c, cs_cancel *cancel, cs_ring *ring, const char *identity,
+                        uint32_t start, cs_source **src, cs_range *range, cs_err *err)
 {
     if (strcmp(c->source, "jetstream") == 0) {
         /* The edge: the stream paces it; the range only names the first ledger, for the logs. */
@@ -147,7 +158,10 @@ static int build_source(const cs_daemon_config *c, cs_cancel *cancel, cs_ring *r
     } else if (strcmp(c->source, "pipe") == 0) {
         /* Core paces itself: the range only names the first ledger, for the logs. */
         *range = cs_counted_range(start, 0);
-        return cs_pipe_source_new(src, c->pipe_cmd, c->pipe_size, cancel, err);
+        cs_source *pipe;
+        if (cs_pipe_source_new(&pipe, c->pipe_cmd, c->pipe_size, cancel, err) != 0)
+            return -1;
+        return cs_rejoin_source_new(src, pipe, ring, err);
     } else {
         /* Captive: core paces itself; the range is unbounded from --start-ledger. */
         *range = cs_counted_range(start, 0);
@@ -164,7 +178,12 @@ static int build_source(const cs_daemon_config *c, cs_cancel *cancel, cs_ring *r
                                 .urls = c->urls,
                                 .nurls = c->nurls,
                                 .start = start};
-        return cs_captive_source_new(src, &cc, cancel, err);
+        /* Core replays from its last closed ledger: what the ring holds of that is compared. */
+        cc.emit_from = kept_oldest(ring, identity, start);
+        cs_source *core;
+        if (cs_captive_source_new(&core, &cc, cancel, err) != 0)
+            return -1;
+        return cs_rejoin_source_new(src, core, ring, err);
     }
     if (!*src)
         return cs_err_set(err, 0, "source: out of memory");
@@ -316,7 +335,7 @@ int main(int argc, char **argv)
     if (rc == 0)
         cs_ring_set_direct(ring, cfg.ring_direct);
     cs_run_start start = {0};
-    char identity[PATH_MAX + 128];
+    char identity[PATH_MAX + 128] = "";
     /* The edge's identity is the run it follows in the stream: known once its source is built. */
     bool edge = strcmp(cfg.source, "jetstream") == 0;
     if (rc == 0 && !edge) {
@@ -324,7 +343,7 @@ int main(int argc, char **argv)
         rc = cs_run_start_decide(&cfg, ring, identity, &start, &err);
     }
     if (rc == 0)
-        rc = build_source(&cfg, &cancel, ring, edge ? 1 : start.first, &src, &range, &err);
+        rc = build_source(&cfg, &cancel, ring, identity, edge ? 1 : start.first, &src, &range, &err);
     if (rc == 0 && edge) {
         cs_run_identity(&cfg, src, identity, sizeof identity);
         if ((rc = cs_run_start_decide(&cfg, ring, identity, &start, &err)) == 0)

@@ -189,6 +189,11 @@ int cs_source_loop_run(cs_source_loop *l, cs_err *err)
     if (l->on_progress)
         l->on_progress(l->progress_arg, 0);
     for (;;) {
+        /* The previous ledger reaches the ring before the next is asked for, so it never serves
+         * the current flow, and a source comparing re-emitted ledgers with the ring finds every
+         * one already published there (sources/rejoin.h). The wait overlaps nothing it used to:
+         * the next BEGIN waited for it anyway. */
+        cs_ring_writer_wait(writer);
         cs_emission em = {0};
         cs_err e;
         int got = l->src->ops->next(l->src, &em, &e);
@@ -207,9 +212,6 @@ int cs_source_loop_run(cs_source_loop *l, cs_err *err)
                             em.seq, prev);
             break;
         }
-        /* The previous ledger reaches the ring before this one begins: the ring never serves the
-         * current flow. */
-        cs_ring_writer_wait(writer);
         if (em.declared_size > l->max_payload) {
             rc = cs_err_set(err, 0, "ledger %u is %llu bytes, over the %llu-byte protocol payload cap",
                             em.seq, (unsigned long long)em.declared_size,

@@ -134,7 +134,7 @@ static int captive_next(cs_source *s, cs_emission *em, cs_err *err)
         cs->next_ledger = seq + 1;
         memcpy(cs->prev_hash, hash, 32);
         cs->have_prev = true;
-        if (seq < cs->from)
+        if (seq < cs->emit_from)
             continue; /* before the range: checked, its body dropped by the next marker read */
         em->seq = seq;
         em->declared_size = len;
@@ -314,7 +314,8 @@ int cs_captive_source_new(cs_source **out, const cs_captive_config *cfg, cs_canc
     cs->cancel = cancel;
     cs->meta_rfd = -1;
     cs->from = cfg->start;
-    cs->expect = cfg->start;
+    cs->emit_from = cfg->emit_from && cfg->emit_from < cfg->start ? cfg->emit_from : cfg->start;
+    cs->expect = cs->emit_from;
     cs->grace = cfg->stop_grace_ns > 0 ? cfg->stop_grace_ns : CS_CAPTIVE_STOP_GRACE_NS;
     captive_proc_init(&cs->run);
     int rc = 0;

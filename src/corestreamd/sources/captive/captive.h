@@ -12,7 +12,7 @@
  *      otherwise the working dir is wiped, `new-db` runs, then `catchup <from-1>/0` — or, when
  *      from-1 < 3, CATCHUP_COMPLETE=true goes into the conf instead of a catchup;
  *   5. `run --metadata-output-stream fd:3` streams; frames before `from` are read, checked and
- *      dropped. The first frame must be <= from; after it every frame must be the next sequence
+ *      dropped (those from `emit_from` on are emitted instead). The first frame must be <= from; after it every frame must be the next sequence
  *      and its previousLedgerHash the hash of the frame before.
  * Every command is `<bin> --conf <abs workdir>/stellar-core.conf [--console] <cmd…>` (no
  * --console for offline-info), with cwd = the working dir <storage>/captive-core, stdin
@@ -54,7 +54,10 @@ typedef struct cs_captive_config {
     const char *network_passphrase; /* NULL/"" → peeked from the toml (PORTSPEC 1.4d) */
     const char *const *urls;        /* history archives (at least one) */
     size_t nurls;
-    uint32_t start;                 /* first ledger to emit (>= 1) */
+    uint32_t start;                 /* the ledger core is started for (>= 1) */
+    /* Frames core writes before start are checked and dropped, except from emit_from on (0 or
+     * >= start: none): a caller that holds those ledgers compares them (sources/rejoin.h). */
+    uint32_t emit_from;
     const char *user_agent;         /* archive requests; NULL → "corestream" */
     int64_t stop_grace_ns;          /* 0 → CS_CAPTIVE_STOP_GRACE_NS (tests shorten it) */
 } cs_captive_config;

@@ -60,6 +60,7 @@ typedef struct captive_source {
     size_t nurls;
     char *user_agent;
     uint32_t from;
+    uint32_t emit_from; /* frames from here on are emitted (<= from) */
     int64_t grace;
     cs_coretoml *toml;
     cs_coretoml_params params;
