@@ -893,6 +893,23 @@ static void test_frames_before_from_are_skipped(void **state)
     cs_mb_free(&fr.b);
 }
 
+/* With emit_from, the replayed frames from there on are emitted (the caller compares them with
+ * its ring); those before it are still checked and dropped. */
+static void test_frames_from_emit_from_are_emitted(void **state)
+{
+    fx *f = *state;
+    ctl(f, "lcl", "95");
+    frames fr = {0};
+    frames_range(&fr, 96, 101, 5000);
+    frames_install(f, &fr, fr.b.n);
+    cs_captive_config c = cfg_for(f, 100);
+    c.emit_from = 98;
+    open_source(f, &c);
+    for (uint32_t s = 98; s <= 101; s++)
+        expect_ledger(f, &fr, s);
+    cs_mb_free(&fr.b);
+}
+
 static void test_early_start_uses_catchup_complete(void **state)
 {
     fx *f = *state;
@@ -1439,6 +1456,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fresh_start, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reused_start, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lcl_out_of_range_rebuilds, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_frames_from_emit_from_are_emitted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_frames_before_from_are_skipped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_early_start_uses_catchup_complete, setup, teardown),
         cmocka_unit_test_setup_teardown(test_protocol_22_refused, setup, teardown),
