@@ -258,9 +258,13 @@ static void test_file_source(void **state)
 static void test_pipe_source(void **state)
 {
     (void)state;
-    ERR("--pipe-cmd is required with --source pipe", "--source", "pipe");
-    ERR("--pipe-cmd is required with --source pipe", "--source", "pipe", "--pipe-cmd=");
+    ERR("--pipe-cmd or --pipe-path is required with --source pipe", "--source", "pipe");
+    ERR("--pipe-cmd or --pipe-path is required with --source pipe", "--source", "pipe", "--pipe-cmd=");
     OK("--source", "pipe", "--pipe-cmd", "cat ledgers.xdr >&3");
+    OK("--source", "pipe", "--pipe-path", "/run/corestreamd/meta.fifo");
+    ERR("--pipe-cmd and --pipe-path cannot be used together: the pipe source runs core itself or reads the FIFO of "
+        "a core that runs on its own",
+        "--source", "pipe", "--pipe-cmd", "x", "--pipe-path", "/run/corestreamd/meta.fifo");
     /* --file-dir is not asked of the pipe source, nor --pipe-cmd of the file source. */
     OK("--source", "pipe", "--pipe-cmd", "x", "--file-dir", "");
     ERR("--file-dir is required with --source file", "--source", "file", "--pipe-cmd", "x");

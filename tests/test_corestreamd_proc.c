@@ -165,7 +165,7 @@ static void test_real_core_sources_validate(void **state)
                              "--history-archive-urls", "http://127.0.0.1:1", "--listen", "127.0.0.1:0", NULL};
     expect_failure(captive, "captive: read config \\\"/nonexistent/x.cfg\\\"");
     const char *nopipe[] = {"--source", "pipe", NULL};
-    expect_failure(nopipe, "--pipe-cmd is required with --source pipe");
+    expect_failure(nopipe, "--pipe-cmd or --pipe-path is required with --source pipe");
 }
 
 static void test_listen_failure_names_the_address(void **state)

@@ -41,6 +41,7 @@ static void set_defaults(cs_daemon_config *c)
     c->network_passphrase = "";
     c->file_dir = "";
     c->pipe_cmd = "";
+    c->pipe_path = "";
     c->synthetic_size = 204800;
     c->synthetic_interval = CS_SEC;
     c->max_connections = CS_DEFAULT_MAX_CONNECTIONS;
@@ -203,8 +204,12 @@ static int validate(cs_daemon_config *c, cs_err *err)
     }
     if (file && !*c->file_dir)
         return cs_err_set(err, 0, "--file-dir is required with --source file");
-    if (pipe && !*c->pipe_cmd)
-        return cs_err_set(err, 0, "--pipe-cmd is required with --source pipe");
+    if (pipe && !*c->pipe_cmd && !*c->pipe_path)
+        return cs_err_set(err, 0, "--pipe-cmd or --pipe-path is required with --source pipe");
+    if (pipe && *c->pipe_cmd && *c->pipe_path)
+        return cs_err_set(err, 0,
+                          "--pipe-cmd and --pipe-path cannot be used together: the pipe source runs core itself or "
+                          "reads the FIFO of a core that runs on its own");
     if (edge && validate_edge(c, err) != 0)
         return -1;
     if (*c->tls_cert && !*c->tls_key)
@@ -294,6 +299,9 @@ int cs_daemon_config_parse(cs_daemon_config *c, int argc, char **argv, FILE *usa
         {"file-dir", CS_FLAG_STRING, &c->file_dir, "dump `directory` of ledger-<seq>.xdr files (file source)"},
         {"pipe-cmd", CS_FLAG_STRING, &c->pipe_cmd,
          "shell `command` that writes framed metas to fd 3 (pipe source)"},
+        {"pipe-path", CS_FLAG_STRING, &c->pipe_path,
+         "named FIFO (`path`, created if missing) that a stellar-core running on its own writes with "
+         "METADATA_OUTPUT_STREAM (pipe source)"},
         {"file-count", CS_FLAG_UINT, &c->file_count, "ledgers to replay, cycling the dump (0 means endless)"},
         {"synthetic-size", CS_FLAG_INT, &c->synthetic_size, "synthetic ledger `bytes`"},
         {"synthetic-compressible", CS_FLAG_BOOL, &c->synthetic_compressible,
@@ -388,7 +396,10 @@ void cs_daemon_run_definition(const cs_daemon_config *c, char *buf, size_t len)
     } else if (strcmp(c->source, "jetstream") == 0) {
         snprintf(buf, len, "jetstream stream=%s run=%s", c->jetstream_stream, c->jetstream_run);
     } else if (strcmp(c->source, "pipe") == 0) {
-        snprintf(buf, len, "pipe cmd=%s chunk_size=%lld", c->pipe_cmd, chunk);
+        if (*c->pipe_path)
+            snprintf(buf, len, "pipe path=%s chunk_size=%lld", c->pipe_path, chunk);
+        else
+            snprintf(buf, len, "pipe cmd=%s chunk_size=%lld", c->pipe_cmd, chunk);
     } else if (*c->network_passphrase) {
         /* A ledger of a network is the same bytes whichever core produced it. */
         snprintf(buf, len, "captive network=%s chunk_size=%lld", c->network_passphrase, chunk);

@@ -36,6 +36,7 @@ typedef struct cs_daemon_config {
     const char *network_passphrase;
     const char *file_dir;
     const char *pipe_cmd;
+    const char *pipe_path;
     uint64_t file_count;
     int64_t synthetic_size;
     bool synthetic_compressible;

@@ -20,6 +20,7 @@
 #include "corestreamd/sources/captive/captive.h"
 #include "corestreamd/sources/file.h"
 #include "corestreamd/sources/jetstream.h"
+#include "corestreamd/sources/pipe/fifo.h"
 #include "corestreamd/sources/pipe/pipe.h"
 #include "corestreamd/sources/rejoin.h"
 #include "corestreamd/sources/synthetic.h"
@@ -159,7 +160,9 @@ static int build_source(const cs_daemon_config *c, cs_cancel *cancel, cs_ring *r
         /* Core paces itself: the range only names the first ledger, for the logs. */
         *range = cs_counted_range(start, 0);
         cs_source *pipe;
-        if (cs_pipe_source_new(&pipe, c->pipe_cmd, c->pipe_size, cancel, err) != 0)
+        int prc = *c->pipe_path ? cs_fifo_source_new(&pipe, c->pipe_path, ring, cancel, err)
+                                : cs_pipe_source_new(&pipe, c->pipe_cmd, c->pipe_size, cancel, err);
+        if (prc != 0)
             return -1;
         return cs_rejoin_source_new(src, pipe, ring, err);
     } else {

@@ -13,9 +13,7 @@ typedef struct rejoin_source {
     cs_source base;
     cs_source *inner;
     cs_ring *ring;
-    XXH64_state_t *hash;
-    uint8_t *buf; /* READ_BLOCK bytes: a skipped ledger's body, read and hashed */
-    /* The skips since the last ledger that passed through (first 0: none). */
+    /* The skips since the last ledger that passed through (episode 0: none). */
     uint32_t first, last;
     uint64_t episode;
     uint64_t skipped; /* over the run */
@@ -31,49 +29,73 @@ static void end_episode(rejoin_source *rs)
     rs->episode = 0;
 }
 
-/* Reads the current emission's body whole into the hash. Returns 0, or -1 with err (the inner
- * source's, cancellation included). */
-static int hash_body(rejoin_source *rs, uint64_t *len, uint64_t *sum, cs_err *err)
+/* Reads the body whole into a hash. Returns 0, or -1 with err (the read's). */
+static int hash_body(cs_rejoin_read_fn read, void *arg, uint64_t *len, uint64_t *sum, cs_err *err)
 {
-    XXH64_reset(rs->hash, 0);
+    uint8_t *buf = malloc(READ_BLOCK);
+    XXH64_state_t *h = XXH64_createState();
+    if (!buf || !h) {
+        free(buf);
+        XXH64_freeState(h);
+        return cs_err_set(err, 0, "source: out of memory");
+    }
+    XXH64_reset(h, 0);
     *len = 0;
+    int rc = 0;
     for (;;) {
-        ssize_t n = rs->inner->ops->read(rs->inner, rs->buf, READ_BLOCK, err);
-        if (n < 0)
-            return -1;
-        if (n == 0)
+        ssize_t n = read(arg, buf, READ_BLOCK, err);
+        if (n <= 0) {
+            rc = n < 0 ? -1 : 0;
             break;
-        XXH64_update(rs->hash, rs->buf, (size_t)n);
+        }
+        XXH64_update(h, buf, (size_t)n);
         *len += (uint64_t)n;
     }
-    *sum = XXH64_digest(rs->hash);
-    return 0;
+    *sum = XXH64_digest(h);
+    XXH64_freeState(h);
+    free(buf);
+    return rc;
 }
 
-/* seq is one the ring holds: 1 when the source's copy is the ring's (skip it), -1 with err when it
- * differs or cannot be read. */
-static int compare(rejoin_source *rs, uint32_t seq, cs_err *err)
+int cs_rejoin_compare(cs_ring *ring, uint32_t seq, cs_rejoin_read_fn read, void *arg, cs_err *err)
 {
+    uint32_t oldest, latest;
+    bool held = cs_ring_bounds(ring, &oldest, &latest);
+    if (held && seq < oldest)
+        return cs_err_set(err, 0,
+                          "ledger %" PRIu32 " is older than the ring's oldest ledger %" PRIu32
+                          ", so it cannot be compared with it",
+                          seq, oldest);
+    if (!held || seq > latest)
+        return cs_err_set(err, 0, "ledger %" PRIu32 " is not in the ring, so it cannot be compared with it", seq);
     cs_ledger_ref *ref;
     cs_err e;
-    if (cs_ring_get(rs->ring, seq, &ref, &e) != 0)
+    if (cs_ring_get(ring, seq, &ref, &e) != 0)
         return cs_err_set(err, 0, "ledger %" PRIu32 " is in the ring but cannot be compared with it: %s", seq, e.msg);
     cs_ledger_record rec = ref->rec;
     cs_ledger_ref_release(ref);
-    uint64_t len, sum;
-    if (hash_body(rs, &len, &sum, err) != 0)
+    uint64_t len = 0, sum = 0;
+    if (hash_body(read, arg, &len, &sum, err) != 0)
         return -1;
     if (len != rec.len || sum != rec.xxh64)
         return cs_err_set(err, 0,
                           "ledger %" PRIu32 " differs from the ring's: the source sent %" PRIu64
                           " bytes hashing to %016" PRIx64 ", the ring holds %" PRIu64 " bytes hashing to %016" PRIx64,
                           seq, len, sum, rec.len, rec.xxh64);
-    return 1;
+    return 0;
+}
+
+static ssize_t inner_read(void *arg, uint8_t *buf, size_t len, cs_err *err)
+{
+    cs_source *inner = arg;
+    return inner->ops->read(inner, buf, len, err);
 }
 
 static int rejoin_next(cs_source *s, cs_emission *em, cs_err *err)
 {
     rejoin_source *rs = (rejoin_source *)s;
+    rs->inner->reconnecting = s->reconnecting;
+    rs->inner->reconnecting_arg = s->reconnecting_arg;
     for (;;) {
         int got = rs->inner->ops->next(rs->inner, em, err);
         if (got != 1) {
@@ -85,14 +107,7 @@ static int rejoin_next(cs_source *s, cs_emission *em, cs_err *err)
             end_episode(rs);
             return 1;
         }
-        if (em->seq < oldest) {
-            end_episode(rs);
-            return cs_err_set(err, 0,
-                              "ledger %" PRIu32 " is older than the ring's oldest ledger %" PRIu32
-                              ", so it cannot be compared with it",
-                              em->seq, oldest);
-        }
-        if (compare(rs, em->seq, err) < 0) {
+        if (cs_rejoin_compare(rs->ring, em->seq, inner_read, rs->inner, err) != 0) {
             end_episode(rs);
             return -1;
         }
@@ -115,8 +130,6 @@ static void rejoin_destroy(cs_source *s)
     if (!rs)
         return;
     rs->inner->ops->destroy(rs->inner);
-    XXH64_freeState(rs->hash);
-    free(rs->buf);
     free(rs);
 }
 
@@ -130,16 +143,7 @@ int cs_rejoin_source_new(cs_source **out, cs_source *inner, cs_ring *ring, cs_er
 {
     *out = NULL;
     rejoin_source *rs = calloc(1, sizeof *rs);
-    if (rs) {
-        rs->hash = XXH64_createState();
-        rs->buf = malloc(READ_BLOCK);
-    }
-    if (!rs || !rs->hash || !rs->buf) {
-        if (rs) {
-            XXH64_freeState(rs->hash);
-            free(rs->buf);
-        }
-        free(rs);
+    if (!rs) {
         inner->ops->destroy(inner);
         return cs_err_set(err, 0, "source: out of memory");
     }

@@ -37,4 +37,15 @@ int cs_rejoin_source_new(cs_source **out, cs_source *inner, cs_ring *ring, cs_er
 /* Ledgers skipped so far because the ring held them, the same bytes. Source loop thread. */
 uint64_t cs_rejoin_source_skipped(const cs_source *s);
 
+/* Reads body bytes; as cs_source_ops.read. */
+typedef ssize_t (*cs_rejoin_read_fn)(void *arg, uint8_t *buf, size_t len, cs_err *err);
+
+/* The comparison itself, for a source that meets a re-emitted ledger inside its own read (the FIFO
+ * source, after a writer restarted mid-ledger): reads one ledger's body whole through read and
+ * compares it with what the ring holds for seq. Returns 0 when it is the same; -1 with err: the
+ * read's error, `ledger N differs from the ring's: …`, `ledger N is older than the ring's oldest
+ * ledger O, so it cannot be compared with it`, or `ledger N is not in the ring, so it cannot be
+ * compared with it`. Any thread. */
+int cs_rejoin_compare(cs_ring *ring, uint32_t seq, cs_rejoin_read_fn read, void *arg, cs_err *err);
+
 #endif

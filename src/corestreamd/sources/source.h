@@ -45,9 +45,24 @@ typedef struct cs_source_ops {
     void (*destroy)(cs_source *s);
 } cs_source_ops;
 
+/* Called by a source, on the source loop's thread from inside next() or read(), when its writer
+ * went away and it waits for another (on true), and when the writer is back (on false). */
+typedef void (*cs_source_reconnecting_fn)(void *arg, bool on);
+
 struct cs_source {
     const cs_source_ops *ops;
+    /* Set by the source loop before the first next(); NULL when nobody listens. A wrapping source
+     * hands it on to the source it wraps. */
+    cs_source_reconnecting_fn reconnecting;
+    void *reconnecting_arg;
 };
+
+/* Tells s's listener, if any. */
+static inline void cs_source_tell_reconnecting(cs_source *s, bool on)
+{
+    if (s->reconnecting)
+        s->reconnecting(s->reconnecting_arg, on);
+}
 
 /* A source of complete ledgers (synthetic, file dump): each pull yields one whole ledger, borrowed
  * until the next pull. Sequence numbers are assigned by the paced adapter, counting from its range

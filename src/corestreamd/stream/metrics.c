@@ -18,7 +18,7 @@ static const int64_t k_bounds_ns[CS_M_BUCKETS] = {
 static const int k_close_codes[CS_M_CLOSE_CODES - 1] = {1000, 1001, 1008, 1009, 1011, 4001};
 
 static const char *const k_state_names[CS_SRC_STATES] = {
-    "starting", "catching_up", "streaming", "ended", "stopped", "failed", "ring_failed",
+    "starting", "catching_up", "streaming", "ended", "stopped", "failed", "ring_failed", "reconnecting",
 };
 
 const char *cs_source_state_name(cs_source_state s)

@@ -28,6 +28,7 @@ typedef enum cs_source_state {
     CS_SRC_STOPPED,         /* the run was cancelled (SIGTERM/SIGINT) */
     CS_SRC_FAILED,          /* the source failed */
     CS_SRC_RING_FAILED,     /* streaming, but the last ring write failed (readiness only) */
+    CS_SRC_RECONNECTING,    /* the source's writer went away; it waits for the next (a FIFO) */
     CS_SRC_STATES
 } cs_source_state;
 

@@ -12,6 +12,7 @@ static const char *reason_of(cs_source_state st)
     case CS_SRC_ENDED: return "source ended";
     case CS_SRC_STOPPED: return "shutting down";
     case CS_SRC_RING_FAILED: return "ring failing";
+    case CS_SRC_RECONNECTING: return "source reconnecting";
     case CS_SRC_FAILED:
     default: return "source failed";
     }

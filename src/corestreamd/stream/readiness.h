@@ -15,7 +15,7 @@
  *   {"ready":true,"state":"streaming","latest":L}
  *   {"ready":false,"state":"catching_up","reason":"catching up","latest":0}
  * Reasons: "starting", "catching up", "source ended", "shutting down", "source failed",
- * "ring failing". Pure; any thread. */
+ * "ring failing", "source reconnecting". Pure; any thread. */
 unsigned cs_readiness(cs_source_state st, bool stopping, uint64_t latest, char *body, size_t len);
 
 #endif

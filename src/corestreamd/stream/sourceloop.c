@@ -161,13 +161,22 @@ static void log_streaming(cs_source_loop *l, uint32_t seq, uint64_t bytes, size_
            KV_I("subscribers", l->subscribers ? atomic_load(l->subscribers) : 0));
 }
 
+/* The source's writer went away (on) or is back (off): readiness follows. Source loop thread. */
+static void on_reconnecting(void *arg, bool on)
+{
+    cs_source_loop *l = arg;
+    if (l->metrics)
+        cs_m_set_state(l->metrics, on ? CS_SRC_RECONNECTING : l->published ? CS_SRC_STREAMING : CS_SRC_CATCHING_UP);
+}
+
 int cs_source_loop_run(cs_source_loop *l, cs_err *err)
 {
     char range[64];
     cs_range_format(l->range, range, sizeof range);
-    CS_LOG(CS_LOG_INFO, "source loop starting", KV_S("range", range), KV_U("chunk_size", l->chunk_size));
+    /* The state first: whoever read the line finds the source catching up. */
     if (l->metrics)
         cs_m_set_state(l->metrics, CS_SRC_CATCHING_UP);
+    CS_LOG(CS_LOG_INFO, "source loop starting", KV_S("range", range), KV_U("chunk_size", l->chunk_size));
 
     XXH64_state_t *hash = XXH64_createState();
     ledger_parts parts = {0};
@@ -186,6 +195,8 @@ int cs_source_loop_run(cs_source_loop *l, cs_err *err)
     uint32_t prev = 0;
     int rc = 0;
     bool cancelled = false;
+    l->src->reconnecting = on_reconnecting;
+    l->src->reconnecting_arg = l;
     if (l->on_progress)
         l->on_progress(l->progress_arg, 0);
     for (;;) {
