@@ -217,31 +217,43 @@ static int cmp_names(const struct dirent **a, const struct dirent **b)
     return strcmp((*a)->d_name, (*b)->d_name);
 }
 
-/* XXH64 over every file of dir, by name, in name order: names, lengths and bytes. */
-static uint64_t dir_digest(const char *dir)
+/* Folds dir into h, by name, in name order: each entry's name, a file's bytes, a directory's
+ * entries (recursively). */
+static void digest_into(XXH64_state_t *h, const char *dir)
 {
     struct dirent **names;
     int n = scandir(dir, &names, NULL, cmp_names);
     assert_true(n >= 0);
-    XXH64_state_t *h = XXH64_createState();
-    XXH64_reset(h, 0);
     for (int i = 0; i < n; i++) {
+        const char *name = names[i]->d_name;
         char path[PATH_MAX + 300];
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]->d_name);
-        XXH64_update(h, names[i]->d_name, strlen(names[i]->d_name) + 1);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        snprintf(path, sizeof path, "%s/%s", dir, name);
+        XXH64_update(h, name, strlen(name) + 1);
         struct stat st;
-        if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
-            char buf[65536];
-            ssize_t got;
-            while ((got = read(fd, buf, sizeof buf)) > 0)
-                XXH64_update(h, buf, (size_t)got);
+        if (strcmp(name, ".") != 0 && strcmp(name, "..") != 0 && lstat(path, &st) == 0) {
+            if (S_ISDIR(st.st_mode)) {
+                digest_into(h, path);
+            } else if (S_ISREG(st.st_mode)) {
+                int fd = open(path, O_RDONLY | O_CLOEXEC);
+                char buf[65536];
+                ssize_t got;
+                while (fd >= 0 && (got = read(fd, buf, sizeof buf)) > 0)
+                    XXH64_update(h, buf, (size_t)got);
+                if (fd >= 0)
+                    close(fd);
+            }
         }
-        if (fd >= 0)
-            close(fd);
         free(names[i]);
     }
     free(names);
+}
+
+/* XXH64 of a whole directory tree: names and bytes. */
+static uint64_t dir_digest(const char *dir)
+{
+    XXH64_state_t *h = XXH64_createState();
+    XXH64_reset(h, 0);
+    digest_into(h, dir);
     uint64_t d = XXH64_digest(h);
     XXH64_freeState(h);
     return d;
@@ -267,8 +279,8 @@ static bool exists_in(const char *dir, const char *name)
 
 /* A run that would reset the ring (another size) but fails at start, after the ring is open, over
  * a ring with something to repair (an empty newest ledger, as a power cut leaves it, a leftover
- * temporary file, a record without its ledger): the ring is byte for byte what it was, for each
- * way of failing. The next start that works repairs it: the empty ledger costs only itself, and
+ * temporary file, a record without its ledger): the data directory is byte for byte what it was,
+ * for each way of failing. The next start that works repairs it: the empty ledger costs only itself, and
  * the run continues after the good ones. */
 static void failing_start_leaves_the_ring_alone(void **state)
 {
@@ -278,7 +290,7 @@ static void failing_start_leaves_the_ring_alone(void **state)
     write_at(f->ring, "ledger-5.xdr", "", 0);
     write_at(f->ring, "ledger-3.xdr.tmp", "cut", 3);
     write_at(f->ring, "ledger-20.rec", "orphan\n", 7);
-    uint64_t before = dir_digest(f->ring);
+    uint64_t before = dir_digest(f->data);
 
     /* A port already taken: the bind fails. */
     int taken = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -305,8 +317,8 @@ static void failing_start_leaves_the_ring_alone(void **state)
         if (st != 1 || !strstr(f->proc.log, "level=ERROR msg=\"corestreamd failed\"") ||
             strstr(f->proc.log, "ring reset") || strstr(f->proc.log, "corestreamd listening"))
             fail_msg("case %zu: exit %d:\n%s", i, st, f->proc.log);
-        if (dir_digest(f->ring) != before)
-            fail_msg("case %zu changed the ring:\n%s", i, f->proc.log);
+        if (dir_digest(f->data) != before)
+            fail_msg("case %zu changed the data directory:\n%s", i, f->proc.log);
         free_proc(f);
     }
     close(taken);

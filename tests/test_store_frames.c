@@ -286,8 +286,9 @@ static void attach_refuses_a_replaced_ledger(void **state)
     cs_ring_close(r);
 }
 
-/* At open, carried out by the first write: a format-2 ring (version-1 records) is read as ledgers without frames and its marker
- * rewritten; frames no record claims are removed; frames of the wrong size are forgotten. */
+/* At open, carried out by the first write: a format-2 ring (version-1 records) is read as
+ * ledgers without frames and its marker rewritten; frames no record claims are removed; frames of
+ * the wrong size are forgotten. */
 static void open_upgrades_and_cleans(void **state)
 {
     fixture *f = *state;

@@ -401,10 +401,10 @@ int main(int argc, char **argv)
         rc = cs_server_listen(server, &err);
     if (rc == 0) {
         /* Everything that can fail at start has passed (flags, files, TLS material, tokens, NATS,
-         * the binds): only now is what the ring's open found repaired, and may the ring be reset, for another run's ledgers or a given
-         * --start-ledger that does not continue it, and still before anyone is served from it
-         * (accept starts in cs_server_run). The pipe's first ledger is core's, the edge's the
-         * stream's: only the source knows it. */
+         * the binds): only now is what the ring's open found repaired, and may the ring be reset,
+         * for another run's ledgers or a given --start-ledger that does not continue it, and still
+         * before anyone is served from it (accept starts in cs_server_run). The pipe's first
+         * ledger is core's, the edge's the stream's: only the source knows it. */
         bool source_knows = strcmp(cfg.source, "pipe") == 0 || edge;
         rc = cs_ring_claim(ring, identity, source_knows ? 0 : range.from, &err);
     }

@@ -615,9 +615,10 @@ static int note_forget(open_repairs *o, uint32_t seq)
 
 /* Sets the bounds from what is on disk without changing it, and notes in r->repairs what the
  * first write carries out (settle): the ring keeps the longest contiguous run of good ledgers that
- * ends at the newest good one, up to the retention count (older ledgers are pruned unchecked). A bad ledger newer than that run, or one under
- * a name that is not its own (ledger-007.xdr), costs only itself; the first bad or missing ledger
- * below the newest good one costs itself and everything older. */
+ * ends at the newest good one, up to the retention count (older ledgers are pruned unchecked). A
+ * bad ledger newer than that run, or one under a name that is not its own (ledger-007.xdr), costs
+ * only itself; the first bad or missing ledger below the newest good one costs itself and
+ * everything older. */
 static int survey(cs_ring *r, cs_err *err)
 {
     entry *v;

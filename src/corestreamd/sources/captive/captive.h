@@ -12,8 +12,9 @@
  *      otherwise the working dir is wiped, `new-db` runs, then `catchup <from-1>/0` — or, when
  *      from-1 < 3, CATCHUP_COMPLETE=true goes into the conf instead of a catchup;
  *   5. `run --metadata-output-stream fd:3` streams; frames before `from` are read, checked and
- *      dropped (those from `emit_from` on are emitted instead). The first frame must be <= from; after it every frame must be the next sequence
- *      and its previousLedgerHash the hash of the frame before.
+ *      dropped (those from `emit_from` on are emitted instead). The first frame must be <= from;
+ *      after it every frame must be the next sequence and its previousLedgerHash the hash of the
+ *      frame before.
  * Every command is `<bin> --conf <abs workdir>/stellar-core.conf [--console] <cmd…>` (no
  * --console for offline-info), with cwd = the working dir <storage>/captive-core, stdin
  * /dev/null, SIGINT/SIGTERM/SIGPIPE at their defaults and unblocked, only fds 0-2 (and 3 for
