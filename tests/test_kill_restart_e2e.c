@@ -156,8 +156,9 @@ static void expect_no_reset(fixture *f, const char *which)
 }
 
 /* KILLS runs, each SIGKILLed at a random moment; then the last run, left running. first_only is
- * what a run is given while the ring is still empty (captive's --start-ledger). */
-static void kill_many_times(fixture *f, runs *r, const char *const *first_only)
+ * what a run is given while the ring is still empty (captive's --start-ledger); after_kill (when
+ * not NULL) runs after each kill, before the next start. */
+static void kill_many_times(fixture *f, runs *r, const char *const *first_only, void (*after_kill)(void *), void *arg)
 {
     for (int k = 0; k < KILLS; k++) {
         start_run(f, r, first_only);
@@ -168,6 +169,8 @@ static void kill_many_times(fixture *f, runs *r, const char *const *first_only)
         count_run(f, r);
         cs_ringfx_free_proc(f);
         r->killed++;
+        if (after_kill)
+            after_kill(arg);
     }
     start_run(f, r, first_only);
 }
@@ -323,7 +326,7 @@ static void synthetic_survives_twenty_kills(void **state)
                     "--verify", "--synthetic-size", "65536", "--resume", "--resume-retries", "1000",
                     "--csv", csv, NULL};
     assert_int_equal(cs_proc_start(&bench, argv), 0);
-    kill_many_times(f, &r, NULL);
+    kill_many_times(f, &r, NULL, NULL, NULL);
 
     int st = cs_proc_wait_exit(&bench, 120000);
     if (st != 0) {
@@ -360,17 +363,47 @@ static void synthetic_survives_twenty_kills(void **state)
 
 /* ---- pipe (FIFO), with a stub core that restarts -------------------------------------------- */
 
-/* A stellar-core under its own unit, as far as the FIFO sees one: it writes a ledger every 20 ms
- * from REPLAY ledgers before the last one it wrote (a core replays from its last closed ledger,
- * which trails what it has written), and when the reader is gone (EPIPE) it exits and its unit
- * starts it again, blocking in open until corestreamd is back. */
+/* A stellar-core under its own unit, bound to corestreamd's as docs/OPERATIONS.md sets it up
+ * (BindsTo=corestreamd.service): when corestreamd goes, systemd stops core, and core starts again
+ * with corestreamd, blocking in open until corestreamd reads. Each start writes from REPLAY ledgers
+ * before the last one it wrote (a core whose last closed ledger trails what it wrote), at once,
+ * then a new ledger every 20 ms. A write that fails (EPIPE) ends a start too. */
 typedef struct fifo_core {
     pthread_t th;
     char dir[PATH_MAX], fifo[PATH_MAX];
     atomic_bool stop;
     uint32_t written; /* the last ledger a write completed */
     int starts;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool holding;   /* the FIFO is open for writing (under mu) */
+    atomic_uint gen; /* bumped to stop the current start */
 } fifo_core;
+
+/* systemd stopping the bound core after corestreamd went: returns once core has let go of the
+ * FIFO, so the next corestreamd reads only what a new start of core writes. */
+static void fifo_core_restart(void *arg)
+{
+    fifo_core *c = arg;
+    atomic_fetch_add(&c->gen, 1);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 20;
+    pthread_mutex_lock(&c->mu);
+    while (c->holding && pthread_cond_timedwait(&c->cv, &c->mu, &until) == 0)
+        ;
+    bool held = c->holding;
+    pthread_mutex_unlock(&c->mu);
+    assert_false(held);
+}
+
+static void set_holding(fifo_core *c, bool on)
+{
+    pthread_mutex_lock(&c->mu);
+    c->holding = on;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
 
 static bool write_frame(int fd, const char *dir, uint32_t seq)
 {
@@ -399,9 +432,11 @@ static void *fifo_core_main(void *arg)
         int fd = open(c->fifo, O_WRONLY | O_CLOEXEC); /* waits for a reader, as core's open does */
         if (fd < 0)
             break;
+        unsigned gen = atomic_load(&c->gen);
+        set_holding(c, true);
         c->starts++;
         uint32_t seq = c->written > REPLAY ? c->written - REPLAY + 1 : 1;
-        for (; seq <= FRAMES && !atomic_load(&c->stop); seq++) {
+        for (; seq <= FRAMES && !atomic_load(&c->stop) && atomic_load(&c->gen) == gen; seq++) {
             if (!write_frame(fd, c->dir, seq))
                 break; /* EPIPE: corestreamd is gone */
             if (seq > c->written) {
@@ -410,9 +445,10 @@ static void *fifo_core_main(void *arg)
             }
         }
         if (seq > FRAMES)
-            while (!atomic_load(&c->stop))
+            while (!atomic_load(&c->stop) && atomic_load(&c->gen) == gen)
                 run_for_ms(20); /* all written: idle with the FIFO open, as a synced core */
         close(fd);
+        set_holding(c, false);
     }
     return NULL;
 }
@@ -423,7 +459,7 @@ static void fifo_survives_twenty_kills(void **state)
     runs r = {.port = free_port()};
     char listen[32];
     snprintf(listen, sizeof listen, "127.0.0.1:%d", r.port);
-    fifo_core core = {0};
+    fifo_core core = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
     assert_true((size_t)snprintf(core.dir, sizeof core.dir, "%s/frames", f->dir.path) < sizeof core.dir);
     assert_true((size_t)snprintf(core.fifo, sizeof core.fifo, "%s/meta.fifo", f->dir.path) < sizeof core.fifo);
     write_frames(core.dir);
@@ -434,7 +470,7 @@ static void fifo_survives_twenty_kills(void **state)
 
     sub s;
     sub_start(&s, r.port, 1, LEDGERS);
-    kill_many_times(f, &r, NULL);
+    kill_many_times(f, &r, NULL, fifo_core_restart, &core);
     sub_finish(&s, f, "pipe (FIFO)");
 
     atomic_store(&core.stop, true);
@@ -524,7 +560,7 @@ static void captive_survives_twenty_kills(void **state)
 
     sub s;
     sub_start(&s, r.port, 100, 100 + LEDGERS - 1);
-    kill_many_times(f, &r, first_only);
+    kill_many_times(f, &r, first_only, NULL, NULL);
     sub_finish(&s, f, "captive");
     stop_last(f, &r, "captive");
 }
