@@ -51,10 +51,7 @@ done
 
 echo "== lintian"
 if command -v lintian >/dev/null; then
-  # Explained in docs/OPERATIONS.md ("Installing from the Debian package"): the package is named
-  # for the SONAME the library is moving to.
-  allowed='package-name-doesnt-match-sonames'
-  findings=$(timeout 300 lintian --suppress-tags "$allowed" "${debs[@]}" 2>&1 | grep -E '^[EW]:' || true)
+  findings=$(timeout 300 lintian "${debs[@]}" 2>&1 | grep -E '^[EW]:' || true)
   [[ -z $findings ]] || fail "lintian: $findings"
 else
   echo "lintian is not installed: not run"
