@@ -2,7 +2,7 @@
  * chunks into a file, measured on the writing thread itself (getrusage RUSAGE_THREAD: user + system
  * time, so robust to other load on the box, unlike wall time).
  *
- * It reproduces the ring's write pattern (src/store/ring.c): per ledger a new file, one writev of
+ * It reproduces the ring's write pattern (src/store/ringput.c): per ledger a new file, one writev of
  * the chunk payloads (reused buffers, as the chunk pool gives them), close, and the ledger that
  * falls out of retention unlinked. Strategies:
  *   buffered   what the ring does: page-cache writev, the kernel's flusher writes back later

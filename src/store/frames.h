@@ -9,7 +9,7 @@
  *   trailer   "CSFRAME1", seq:u32le, chunks:u32le, chunk_size:u32le, four zero bytes
  *
  * The tail (index and trailer) is written last, so a writer streams the payloads without knowing
- * their lengths first. Pure functions only: the file I/O is the ring's (store/ring.c). */
+ * their lengths first. Pure functions only: the file I/O is the ring's (store/ringframes.c, store/ringread.c). */
 #ifndef CS_STORE_FRAMES_H
 #define CS_STORE_FRAMES_H
 

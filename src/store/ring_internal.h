@@ -1,0 +1,183 @@
+/* The retention ring's internals, shared by its files (store/ring*.c); nothing outside
+ * src/store includes this. The public API and its contract are store/ring.h. */
+#ifndef CS_STORE_RING_INTERNAL_H
+#define CS_STORE_RING_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+
+#include "common/err.h"
+#include "store/ledgerdir.h"
+#include "store/ring.h"
+
+/* A ledger the open found bad, with why. */
+typedef struct open_drop {
+    uint32_t seq;
+    char name[256];
+    char problem[600];
+} open_drop;
+
+/* What the open found and leaves for the first call that writes to carry out (settle): the open
+ * itself changes nothing on disk, so a start that fails after it leaves the directory as it was. */
+typedef struct open_repairs {
+    bool upgrade;        /* no ring-format: a record is made for each kept ledger by hashing it */
+    bool rewrite_format; /* ring-format is missing or of format 2 */
+    open_drop *alone;    /* bad ledgers that cost only themselves */
+    size_t nalone;
+    bool broken;          /* brk ended the run of good ledgers: it and every older ledger go */
+    open_drop brk;        /* seq and problem only */
+    uint64_t brk_dropped; /* sequences at and below brk.seq that held a ledger or a gap */
+    uint32_t *forget;     /* kept ledgers whose frames failed their check */
+    size_t nforget;
+} open_repairs;
+
+struct cs_ring {
+    char *dir;
+    int dfd; /* every file operation is relative to this, so no paths are built per ledger */
+    uint64_t retention;
+    /* Bounds: written only by the put thread under the write lock, read by anyone under the read
+     * lock. oldest and latest are 0 while the ring is empty. */
+    pthread_rwlock_t lock;
+    bool filled;
+    uint32_t oldest, latest;
+    /* Bytes of the ledger files in the bounds, and of their stored frames files (for /metrics):
+     * changed under wmu (or by the open, alone), read by anyone. */
+    atomic_uint_fast64_t bytes, frames_bytes;
+    /* Health, for /healthz: written by the put thread, read by anyone. */
+    atomic_uint_fast64_t write_failures;
+    atomic_bool degraded;
+    atomic_uint_fast64_t dropped;
+    /* Serializes the bound changes of put with those of cs_ring_reject (any thread). */
+    pthread_mutex_t wmu;
+    /* The put thread's: write ledger files with O_DIRECT when the parts allow it (set before
+     * puts begin); refused once the file system said no, so it is asked once. */
+    bool direct;
+    bool direct_refused;
+    /* Set by the open, cleared under wmu once its repairs are carried out. */
+    atomic_bool unsettled;
+    open_repairs repairs;
+};
+
+#define FORMAT_NAME "ring-format"
+#define FORMAT_TEXT "corestream-ring 3\n"
+#define RECORD_MAX 256
+
+/* The public ref is embedded so that release can find the descriptor and the count. */
+typedef struct ledger_file {
+    cs_ledger_ref ref;
+    atomic_uint refs;
+    cs_frame *frames;   /* rec.chunks entries when frames_fd >= 0 */
+    uint8_t *tail;      /* the frames file's index and trailer, as read */
+} ledger_file;
+
+enum { E_LEDGER, E_RECORD, E_FRAMES };
+
+/* One ledger-, record- or frames-named entry of the directory. */
+typedef struct entry {
+    uint32_t seq;
+    int kind;       /* E_* */
+    bool record;    /* kind != E_LEDGER: a sidecar */
+    bool canonical; /* the name is ledger-<seq>.xdr / .rec / .frames exactly, no padding */
+    char name[256];
+} entry;
+
+/* ---- files, counters, bounds (ringdisk.c) ---------------------------------------------------- */
+
+/* "ledger-<seq>.rec" and "ledger-<seq>.frames": not ledger names, so the file source (and the
+ * prototype) skip them. */
+void rng_record_name(char buf[CS_LEDGER_NAME_MAX], uint32_t seq);
+void rng_frames_name(char buf[CS_LEDGER_NAME_MAX], uint32_t seq);
+/* The temporary names a ledger's file, record and frames are written under before their rename. */
+void rng_tmp_name(char tmp[CS_LEDGER_NAME_MAX], uint32_t seq);
+void rng_record_tmp_name(char tmp[CS_LEDGER_NAME_MAX], uint32_t seq);
+void rng_frames_tmp_name(char tmp[CS_LEDGER_NAME_MAX], uint32_t seq);
+
+/* r->bytes and r->frames_bytes by delta, never below 0. Under wmu (or by the open, alone). */
+void rng_bytes_adjust(cs_ring *r, int64_t delta);
+void rng_frames_bytes_adjust(cs_ring *r, int64_t delta);
+
+/* Unlinks [from, to], both inclusive; the 64-bit counter ends the loop at 4294967295. Returns the
+ * bytes of the ledger files removed; adds those of their frames files to *frames. */
+uint64_t rng_unlink_range(int dfd, uint32_t from, uint32_t to, uint64_t *frames);
+
+/* unlink_range for a ring whose counters follow the files (not the open's scan). */
+void rng_unlink_counted(cs_ring *r, uint32_t from, uint32_t to);
+
+/* The bounds, under the write lock; callers hold wmu. */
+void rng_set_bounds(cs_ring *r, bool filled, uint32_t oldest, uint32_t latest);
+
+/* The oldest sequence that keeps [oldest, latest] within the retention count. */
+uint32_t rng_pruned_oldest(const cs_ring *r, uint32_t oldest, uint32_t latest);
+
+/* Writes name through name.tmp and a rename. On failure errno is set. */
+int rng_write_small_file(int dfd, const char *name, const char *text);
+
+/* Hashes an open ledger file with pread; on failure errno is set. */
+int rng_hash_file(int fd, uint64_t len, uint64_t *sum);
+
+/* Every ledger-, record- and frames-named entry of the directory, sorted by sequence then kind,
+ * into *out (malloc'd, the caller frees; NULL when none). Returns 0, or -1 with errno. */
+int rng_scan_entries(cs_ring *r, entry **out, size_t *n);
+
+/* The ERROR lines of a dropped ledger (cs_ring_reject's) and of frames that failed their check. */
+void rng_log_reject(const cs_ring *r, uint32_t seq, const char *problem, uint64_t dropped, bool filled,
+                    uint32_t oldest, uint32_t latest);
+
+void rng_log_frames_problem(const cs_ring *r, uint32_t seq, const char *problem);
+/* The ledger keeps its raw file and record but loses its frames: the record is rewritten without
+ * them first, so no reader is sent to a file about to go. Under wmu, or at open. A failed rewrite
+ * leaves the frames claimed; the next reader finds them bad again and falls back the same way. */
+void rng_forget_frames(cs_ring *r, uint32_t seq, const cs_ledger_record *rec);
+
+/* The frames file's type and size against the record. Returns 0 or -1 with problem. */
+int rng_check_frames_stat(const struct stat *st, const cs_ledger_record *rec, char *problem, size_t plen);
+
+/* ---- records (ringrecord.c) ------------------------------------------------------------------ */
+
+/* The record's line for seq into buf (RECORD_MAX bytes hold any); returns its length. */
+int rng_format_record(char *buf, size_t len, uint32_t seq, const cs_ledger_record *rec);
+
+/* Reads and parses the record of seq. Returns 0, -1 with problem, or -2 when it is missing
+ * (ENOENT; errno kept). */
+int rng_read_record(int dfd, uint32_t seq, cs_ledger_record *rec, char *problem, size_t plen);
+
+/* Writes seq's record through a temporary file and a rename. On failure errno is set. */
+int rng_write_record(int dfd, uint32_t seq, const cs_ledger_record *rec);
+
+/* ---- the open's repairs (ringopen.c) --------------------------------------------------------- */
+
+/* Carries out what the open found (open_repairs), under wmu, before anything is written: leftover
+ * temporaries go, records are made for a ring from before them, bad frames are forgotten, every
+ * entry outside the bounds goes, ring-format is brought to this format; then the drops are
+ * logged and counted. Errors: `store: upgrade "<dir>": …` (kind 0). */
+int rng_settle_locked(cs_ring *r, cs_err *err);
+
+/* rng_settle_locked for a caller that does not hold wmu; nothing to do once settled. */
+int rng_settle(cs_ring *r, cs_err *err);
+
+/* ---- the write path (ringput.c) -------------------------------------------------------------- */
+
+/* Hands a file just written to write-back without waiting for it, so the ring's dirty pages never
+ * pile up to the kernel's dirty limits and are written while the disk is idle between ledgers.
+ * Advisory: a failure loses nothing (the kernel writes the pages back anyway), so it is ignored. */
+void rng_start_writeback(int fd);
+
+/* ---- the frames writer (ringframes.c) -------------------------------------------------------- */
+
+/* Frees w, closing its file; remove_tmp unlinks the temporary frames file too. */
+void rng_frames_writer_free(cs_frames_writer *w, bool remove_tmp);
+
+/* Writes the tail, closes the file and fills rec's frames fields. On failure errno is set; the
+ * writer is still the caller's to abort either way. */
+int rng_frames_finish(cs_frames_writer *w, cs_ledger_record *rec);
+
+/* ---- reads (ringread.c) ---------------------------------------------------------------------- */
+
+/* Whether seq is within the bounds now. Any thread. */
+bool rng_retained(cs_ring *r, uint32_t seq);
+
+#endif

@@ -1,0 +1,319 @@
+/* The write path: a ledger's file (O_DIRECT when the parts allow it), its record and frames,
+ * published by renames, then the bounds. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "common/log.h"
+#include "store/frames.h"
+#include "store/ledgerdir.h"
+#include "store/ring_internal.h"
+#include "wire/wire.h"
+
+/* Writes all parts with writev, resuming after partial writes and EINTR. The iovec window only
+ * copies descriptors; the ledger bytes are never joined. */
+static int write_parts(int fd, const struct iovec *parts, size_t nparts)
+{
+    size_t i = 0, off = 0; /* next byte to write: parts[i].iov_base + off */
+    for (;;) {
+        while (i < nparts && off == parts[i].iov_len) {
+            i++;
+            off = 0;
+        }
+        if (i == nparts)
+            return 0;
+        struct iovec win[64];
+        int cnt = 0;
+        for (size_t j = i; j < nparts && cnt < (int)(sizeof win / sizeof win[0]); j++) {
+            size_t skip = j == i ? off : 0;
+            win[cnt].iov_base = (char *)parts[j].iov_base + skip;
+            win[cnt].iov_len = parts[j].iov_len - skip;
+            cnt++;
+        }
+        ssize_t w = writev(fd, win, cnt);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return -1;
+        if (w == 0) {
+            /* Cannot happen for a regular file with bytes pending; guard against spinning. */
+            errno = EIO;
+            return -1;
+        }
+        for (size_t left = (size_t)w; left > 0;) {
+            size_t room = parts[i].iov_len - off;
+            size_t step = left < room ? left : room;
+            off += step;
+            left -= step;
+            if (off == parts[i].iov_len) {
+                i++;
+                off = 0;
+            }
+        }
+    }
+}
+
+void cs_ring_set_direct(cs_ring *r, bool on)
+{
+    r->direct = on;
+}
+
+void rng_start_writeback(int fd)
+{
+    (void)sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+}
+
+/* O_DIRECT wants the buffer, the length and the file offset on the device's block boundary; 4096
+ * is a multiple of the block size of every file system the ring is meant for. */
+#define DIRECT_ALIGN 4096
+
+/* Every part starts on a block and all but the last are whole blocks: the ledger can go to the
+ * disk straight from them. */
+static bool direct_fits(const struct iovec *parts, size_t nparts)
+{
+    for (size_t i = 0; i < nparts; i++) {
+        if ((uintptr_t)parts[i].iov_base % DIRECT_ALIGN != 0)
+            return false;
+        if (i + 1 < nparts && parts[i].iov_len % DIRECT_ALIGN != 0)
+            return false;
+    }
+    return true;
+}
+
+static ssize_t writev_retry(int fd, const struct iovec *iov, int cnt)
+{
+    ssize_t w;
+    do
+        w = writev(fd, iov, cnt);
+    while (w < 0 && errno == EINTR);
+    return w;
+}
+
+/* Writes the ledger file with O_DIRECT: the whole blocks straight from the parts (no copy into
+ * the page cache, whose cost per ledger was the ring thread's largest: docs/BENCHMARKS.md), the
+ * last partial block through a zero-padded bounce block, then the file is cut to its length.
+ * Returns 0 written, -1 failed (errno), 1 the file system refused O_DIRECT (EINVAL) or a write came
+ * back short: the caller writes the file through the page cache instead. */
+static int write_direct(cs_ring *r, const char *tmp, const struct iovec *parts, size_t nparts)
+{
+    int fd = openat(r->dfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC | O_DIRECT, 0644);
+    if (fd < 0)
+        return errno == EINVAL ? 1 : -1;
+    size_t last = nparts ? parts[nparts - 1].iov_len : 0;
+    size_t head = last - last % DIRECT_ALIGN, tail = last % DIRECT_ALIGN;
+    uint64_t len = 0;
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < nparts;) {
+        struct iovec win[64];
+        int cnt = 0;
+        size_t want = 0, next = i;
+        for (; next < nparts && cnt < (int)(sizeof win / sizeof win[0]); next++) {
+            size_t l = next + 1 == nparts ? head : parts[next].iov_len;
+            if (l == 0)
+                continue;
+            win[cnt++] = (struct iovec){parts[next].iov_base, l};
+            want += l;
+        }
+        i = next;
+        if (cnt == 0)
+            break;
+        ssize_t w = writev_retry(fd, win, cnt);
+        if (w < 0)
+            rc = errno == EINVAL ? 1 : -1;
+        else if ((size_t)w != want)
+            rc = 1;
+        else
+            len += want;
+    }
+    if (rc == 0 && tail) {
+        void *bounce = NULL;
+        if (posix_memalign(&bounce, DIRECT_ALIGN, DIRECT_ALIGN) != 0) {
+            errno = ENOMEM;
+            rc = -1;
+        } else {
+            memset(bounce, 0, DIRECT_ALIGN);
+            memcpy(bounce, (const uint8_t *)parts[nparts - 1].iov_base + head, tail);
+            ssize_t w;
+            do
+                w = pwrite(fd, bounce, DIRECT_ALIGN, (off_t)len);
+            while (w < 0 && errno == EINTR);
+            rc = w == DIRECT_ALIGN ? 0 : w < 0 && errno != EINVAL ? -1 : 1;
+            free(bounce);
+            len += tail;
+        }
+    }
+    if (rc == 0 && ftruncate(fd, (off_t)len) != 0)
+        rc = -1;
+    int e = errno;
+    if (close(fd) != 0 && rc == 0) {
+        rc = -1;
+        e = errno;
+    }
+    if (rc == 1 && !r->direct_refused) {
+        r->direct_refused = true;
+        CS_LOG(CS_LOG_WARN, "ring: O_DIRECT write refused; ledger files are written through the page cache",
+               KV_S("dir", r->dir));
+    }
+    errno = e;
+    return rc;
+}
+
+/* Writes `<final>.tmp` for the ledger, its frames (when chunks is given) and its record; the
+ * renames into place are a separate step, so a failed write changes nothing the ring serves. */
+static int write_tmp(cs_ring *r, uint32_t seq, const struct iovec *parts, size_t nparts,
+                     const struct iovec *chunks, size_t nchunks, cs_ledger_record *rec, cs_err *err)
+{
+    char tmp[CS_LEDGER_NAME_MAX];
+    rng_tmp_name(tmp, seq);
+    int rc = r->direct && !r->direct_refused && direct_fits(parts, nparts) ? write_direct(r, tmp, parts, nparts) : 1;
+    int e = errno;
+    if (rc == 1) {
+        int fd = openat(r->dfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd < 0)
+            return cs_err_set(err, CS_RING_ERR_IO, "store: write ledger %" PRIu32 ": %s", seq, strerror(errno));
+        rc = write_parts(fd, parts, nparts);
+        e = errno;
+        if (rc == 0)
+            rng_start_writeback(fd);
+        if (close(fd) != 0 && rc == 0) {
+            rc = -1;
+            e = errno;
+        }
+    }
+    rec->frames_len = 0;
+    rec->frames_xxh3 = 0;
+    rec->raw_xxh3 = 0;
+    if (rc == 0 && chunks && rec->chunk_size) {
+        cs_frames_writer *w;
+        cs_err ferr;
+        if (cs_ring_frames_begin(r, seq, rec->chunk_size, &w, &ferr) != 0) {
+            rc = -1;
+            e = errno;
+        } else {
+            for (size_t i = 0; i < nchunks; i++) {
+                const uint8_t *m = chunks[i].iov_base;
+                cs_frames_writer_add(w, m[CS_WIRE_CHUNK_HEADER_LEN - 1], m + CS_WIRE_CHUNK_HEADER_LEN,
+                                     chunks[i].iov_len - CS_WIRE_CHUNK_HEADER_LEN);
+            }
+            rc = rng_frames_finish(w, rec);
+            e = errno;
+            rng_frames_writer_free(w, rc != 0); /* a finished one stays for publish_tmp */
+        }
+    }
+    char rtmp[CS_LEDGER_NAME_MAX], text[RECORD_MAX];
+    rng_record_tmp_name(rtmp, seq);
+    if (rc == 0) {
+        rng_format_record(text, sizeof text, seq, rec);
+        int rfd = openat(r->dfd, rtmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+        size_t len = strlen(text);
+        ssize_t w = rfd >= 0 ? write(rfd, text, len) : -1;
+        e = rfd < 0 || w < 0 ? errno : ENOSPC;
+        if (rfd >= 0 && close(rfd) != 0 && w == (ssize_t)len) {
+            w = -1;
+            e = errno;
+        }
+        rc = w == (ssize_t)len ? 0 : -1;
+    }
+    if (rc != 0) {
+        char ftmp[CS_LEDGER_NAME_MAX];
+        rng_frames_tmp_name(ftmp, seq);
+        unlinkat(r->dfd, tmp, 0);
+        unlinkat(r->dfd, ftmp, 0);
+        unlinkat(r->dfd, rtmp, 0);
+        return cs_err_set(err, CS_RING_ERR_IO, "store: write ledger %" PRIu32 ": %s", seq, strerror(e));
+    }
+    return 0;
+}
+
+/* Renames the frames, the record, then the ledger into place: a reader never sees a partial
+ * file, a ledger never appears without its record, a record never claims frames not yet in
+ * place, and an older file of the same name that a reader holds open is never modified in place. */
+static int publish_tmp(cs_ring *r, uint32_t seq, bool frames, cs_err *err)
+{
+    char name[CS_LEDGER_NAME_MAX], tmp[CS_LEDGER_NAME_MAX], rname[CS_LEDGER_NAME_MAX], rtmp[CS_LEDGER_NAME_MAX];
+    char fname[CS_LEDGER_NAME_MAX], ftmp[CS_LEDGER_NAME_MAX];
+    cs_ledger_name_format(name, sizeof name, seq);
+    rng_tmp_name(tmp, seq);
+    rng_record_name(rname, seq);
+    rng_record_tmp_name(rtmp, seq);
+    rng_frames_name(fname, seq);
+    rng_frames_tmp_name(ftmp, seq);
+    bool frames_done = !frames || renameat(r->dfd, ftmp, r->dfd, fname) == 0;
+    bool rec_done = frames_done && renameat(r->dfd, rtmp, r->dfd, rname) == 0;
+    if (!rec_done || renameat(r->dfd, tmp, r->dfd, name) != 0) {
+        int e = errno;
+        unlinkat(r->dfd, tmp, 0);
+        unlinkat(r->dfd, rtmp, 0);
+        unlinkat(r->dfd, ftmp, 0);
+        if (rec_done)
+            unlinkat(r->dfd, rname, 0);
+        if (frames && frames_done)
+            unlinkat(r->dfd, fname, 0);
+        return cs_err_set(err, CS_RING_ERR_IO, "store: publish ledger %" PRIu32 ": %s", seq, strerror(e));
+    }
+    return 0;
+}
+
+static void put_failed(cs_ring *r)
+{
+    atomic_fetch_add(&r->write_failures, 1);
+    atomic_store(&r->degraded, true);
+}
+
+int cs_ring_put(cs_ring *r, uint32_t seq, const struct iovec *parts, size_t nparts, const struct iovec *chunks,
+                size_t nchunks, const cs_ledger_record *rec_in, bool *reset, cs_err *err)
+{
+    if (reset)
+        *reset = false;
+    if (seq == 0)
+        return cs_err_set(err, CS_RING_ERR_INVALID_SEQ,
+                          "store: invalid ledger sequence: ledger sequences start at 1, so 0 means a "
+                          "wrapped counter");
+    if (rng_settle(r, err) != 0) {
+        put_failed(r);
+        return -1;
+    }
+    /* The new ledger is written before anything is reset: a write that fails leaves the ring
+     * serving what it held (the gap it leaves resets the ring at the next write that works). */
+    cs_ledger_record rec = *rec_in;
+    if (write_tmp(r, seq, parts, nparts, chunks, nchunks, &rec, err) != 0) {
+        put_failed(r);
+        return -1;
+    }
+    pthread_mutex_lock(&r->wmu);
+    if (r->filled && (r->latest == UINT32_MAX || seq != r->latest + 1)) {
+        uint32_t oldest = r->oldest, latest = r->latest;
+        /* Empty the bounds first so no reader is sent to a file about to disappear. */
+        rng_set_bounds(r, false, 0, 0);
+        rng_unlink_counted(r, oldest, latest);
+        if (reset)
+            *reset = true;
+    }
+    if (publish_tmp(r, seq, rec.frames_len != 0, err) != 0) {
+        pthread_mutex_unlock(&r->wmu);
+        put_failed(r);
+        return -1;
+    }
+    atomic_store(&r->degraded, false);
+    uint64_t written = 0;
+    for (size_t i = 0; i < nparts; i++)
+        written += parts[i].iov_len;
+    rng_bytes_adjust(r, (int64_t)written);
+    rng_frames_bytes_adjust(r, (int64_t)rec.frames_len);
+    uint32_t oldest = r->filled ? r->oldest : seq;
+    uint32_t keep = rng_pruned_oldest(r, oldest, seq);
+    rng_set_bounds(r, true, keep, seq);
+    if (keep != oldest)
+        rng_unlink_counted(r, oldest, keep - 1);
+    pthread_mutex_unlock(&r->wmu);
+    return 0;
+}

@@ -1,0 +1,119 @@
+/* The integrity record, ledger-<seq>.rec: its one line (docs/RING.md), read and written. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "common/log.h"
+#include "store/frames.h"
+#include "store/ledgerdir.h"
+#include "store/ring_internal.h"
+
+/* Version 2 adds the stored frames; version 1 (a ring of format 2) is read as "no frames". */
+static int format_record_v(char *buf, size_t len, int version, uint32_t seq, const cs_ledger_record *rec)
+{
+    int n = snprintf(buf, len, "corestream-ring-record %d seq=%" PRIu32 " len=%" PRIu64 " chunks=%" PRIu32
+                     " chunk_size=%" PRIu32 " xxh64=%016" PRIx64, version, seq, rec->len, rec->chunks,
+                     rec->chunk_size, rec->xxh64);
+    if (version >= 2 && n > 0 && (size_t)n < len)
+        n += snprintf(buf + n, len - (size_t)n, " frames_len=%" PRIu64 " frames_xxh3=%016" PRIx64
+                      " raw_xxh3=%016" PRIx64, rec->frames_len, rec->frames_xxh3, rec->raw_xxh3);
+    if (n > 0 && (size_t)n + 1 < len) {
+        buf[n++] = '\n';
+        buf[n] = '\0';
+    }
+    return n;
+}
+
+int rng_format_record(char *buf, size_t len, uint32_t seq, const cs_ledger_record *rec)
+{
+    return format_record_v(buf, len, 2, seq, rec);
+}
+
+/* Parses a record strictly: it must be exactly what format_record writes, and consistent. On
+ * failure problem says what is wrong. */
+static int parse_record(const char *text, uint32_t want_seq, cs_ledger_record *rec, char *problem, size_t plen)
+{
+    uint32_t seq;
+    int version = 0;
+    cs_ledger_record r = {0};
+    int got = sscanf(text, "corestream-ring-record %d seq=%" SCNu32 " len=%" SCNu64 " chunks=%" SCNu32
+                           " chunk_size=%" SCNu32 " xxh64=%" SCNx64 " frames_len=%" SCNu64 " frames_xxh3=%" SCNx64
+                           " raw_xxh3=%" SCNx64,
+                     &version, &seq, &r.len, &r.chunks, &r.chunk_size, &r.xxh64, &r.frames_len, &r.frames_xxh3,
+                     &r.raw_xxh3);
+    if (!((version == 1 && got == 6) || (version == 2 && got == 9))) {
+        snprintf(problem, plen, "integrity record is unreadable");
+        return -1;
+    }
+    char again[RECORD_MAX];
+    format_record_v(again, sizeof again, version, seq, &r);
+    bool consistent = r.chunk_size == 0
+                          ? r.chunks == 0
+                          : r.chunk_size >= 4096 && r.chunk_size <= 8388608 &&
+                                r.chunks == (r.len + r.chunk_size - 1) / r.chunk_size;
+    /* Frames need the live chunking, and hold at least their index. */
+    if (r.frames_len != 0)
+        consistent = consistent && r.chunk_size != 0 && r.frames_len >= cs_frames_tail_len(r.chunks);
+    else
+        consistent = consistent && r.frames_xxh3 == 0 && r.raw_xxh3 == 0;
+    if (strcmp(again, text) != 0 || !consistent) {
+        snprintf(problem, plen, "integrity record is unreadable");
+        return -1;
+    }
+    if (seq != want_seq) {
+        snprintf(problem, plen, "integrity record is for ledger %" PRIu32, seq);
+        return -1;
+    }
+    *rec = r;
+    return 0;
+}
+
+int cs_ring_record_parse(const char *text, uint32_t seq, cs_ledger_record *rec, char *problem, size_t plen)
+{
+    return parse_record(text, seq, rec, problem, plen);
+}
+
+size_t cs_ring_record_format(char *buf, size_t len, uint32_t seq, const cs_ledger_record *rec)
+{
+    int n = rng_format_record(buf, len, seq, rec);
+    return n < 0 ? 0 : (size_t)n;
+}
+
+int rng_read_record(int dfd, uint32_t seq, cs_ledger_record *rec, char *problem, size_t plen)
+{
+    char name[CS_LEDGER_NAME_MAX];
+    rng_record_name(name, seq);
+    int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        snprintf(problem, plen, e == ENOENT ? "integrity record is missing" : "integrity record: %s", strerror(e));
+        errno = e;
+        return e == ENOENT ? -2 : -1;
+    }
+    char buf[RECORD_MAX + 1];
+    ssize_t n = pread(fd, buf, RECORD_MAX, 0);
+    close(fd);
+    if (n < 0) {
+        snprintf(problem, plen, "integrity record: %s", strerror(errno));
+        return -1;
+    }
+    buf[n] = '\0';
+    return parse_record(buf, seq, rec, problem, plen);
+}
+
+int rng_write_record(int dfd, uint32_t seq, const cs_ledger_record *rec)
+{
+    char name[CS_LEDGER_NAME_MAX], text[RECORD_MAX];
+    rng_record_name(name, seq);
+    rng_format_record(text, sizeof text, seq, rec);
+    return rng_write_small_file(dfd, name, text);
+}
