@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # debian/control's Build-Depends cover what CMake requires (ctest `builddeps_cover_cmake`): for
 # every module of a `pkg_check_modules(... REQUIRED ...)` the package build configures (the test
-# suite's are not: debian/rules passes -DCS_TESTS=OFF), the package that ships its .pc file must
+# suite's are not: debian/rules passes -DBUILD_TESTING=OFF), the package that ships its .pc file must
 # be in Build-Depends. Run on the build machine, where the modules are installed.
 #   check_builddeps.sh SOURCE_DIR
 set -euo pipefail
