@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the Debian packages (corestreamd, libremoteledger1, libremoteledger-dev) from this tree
+# Builds the Debian packages (corestreamd, corestream-tools, libremoteledger1, libremoteledger-dev) from this tree
 # into OUTDIR (default: ./deb), with debian/ and dpkg-buildpackage. The tree is copied first
 # (tracked and untracked files, without what .gitignore drops, such as build dirs), because
 # dpkg-buildpackage writes its results next to the source directory and builds inside it.

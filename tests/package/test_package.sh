@@ -10,7 +10,7 @@
 # here (the test would replace an operator's install). Every wait is bounded.
 set -euo pipefail
 src=$1 work=$2 version=$3
-pkgs=(corestreamd libremoteledger1 libremoteledger-dev)
+pkgs=(corestreamd corestream-tools libremoteledger1 libremoteledger-dev)
 
 if [[ $(id -u) -ne 0 ]]; then
   echo "SKIP: dpkg -i needs root"
@@ -67,6 +67,9 @@ conffiles=$(dpkg-query -W -f='${Conffiles}' corestreamd)
 grep -q '/etc/default/corestreamd' <<<"$conffiles" || fail "/etc/default/corestreamd is not a conffile"
 [[ -f /lib/systemd/system/corestreamd.service ]] || fail "no unit at /lib/systemd/system"
 [[ -f /usr/share/man/man8/corestreamd.8.gz && -f /usr/share/man/man1/benchrunner.1.gz ]] || fail "man pages"
+# The benchmark harness is corestream-tools', not the daemon package's.
+dpkg -L corestreamd | grep -q benchrunner && fail "corestreamd carries benchrunner"
+dpkg -L corestream-tools | grep -qx /usr/bin/benchrunner || fail "corestream-tools lacks benchrunner"
 
 echo "== corestreamd --version"
 out=$(timeout 30 /usr/sbin/corestreamd --version)
