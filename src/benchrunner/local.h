@@ -1,4 +1,4 @@
-/* benchrunner's no-network modes (PORTSPEC 4.2): `local` drains captive core in this process,
+/* benchrunner's no-network modes (benchrunner(1)): `local` drains captive core in this process,
  * `localtap` drains the pipe tap. They measure how fast ledgers can be produced at all: cadence
  * and throughput, with no delivery stamps to measure against. */
 #ifndef CS_BENCHRUNNER_LOCAL_H

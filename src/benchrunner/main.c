@@ -1,12 +1,12 @@
-/* benchrunner: measures how ledgers arrive from a corestreamd (PORTSPEC 4).
+/* benchrunner: measures how ledgers arrive from a corestreamd (benchrunner(1)).
  *
  *   benchrunner --mode loopback                      synthetic server and client in one process
  *   benchrunner --mode remote --url ws://box:8462 --start 55000000 --end 55001000 --csv run.csv
  *   benchrunner --mode remote --url ws://box:8462 --start S --end E --subscribers 128 --resume
  *
- * The streaming itself (the pull API, one session or K on one thread) is consume.c's.
- * Output: a banner (loopback), then the summary of PORTSPEC 4.3 on stdout, and the CSV when asked.
- * Errors print `benchrunner: <err>` on stderr and exit 1. */
+  * The streaming itself (the pull API, one session or K on one thread) is consume.c's. Output: a
+  * banner (loopback), then the summary of benchrunner(1) on stdout, and the CSV when asked. Errors
+  * print `benchrunner: <err>` on stderr and exit 1. */
 #include <errno.h>
 #include <ftw.h>
 #include <limits.h>

@@ -1,4 +1,4 @@
-/* benchrunner's command line (PORTSPEC 4.1): flags, defaults, and validation in the prototype's
+/* benchrunner's command line (benchrunner(1)): flags, defaults, and validation in the prototype's
  * order and wording. Separate from main.c so tests can drive it. */
 #ifndef CS_BENCHRUNNER_OPTIONS_H
 #define CS_BENCHRUNNER_OPTIONS_H
@@ -52,7 +52,7 @@ typedef struct br_options {
 /* --busy-poll-us' ceiling: the library's RL_MAX_BUSY_POLL_NS, 1 s. */
 #define BR_MAX_BUSY_POLL_US 1000000
 
-/* The defaults of PORTSPEC 4.1 (mode loopback, url ws://127.0.0.1:8462, count 100, ...). */
+/* The defaults of benchrunner(1) (mode loopback, url ws://127.0.0.1:8462, count 100, ...). */
 void br_options_defaults(br_options *o);
 
 /* Parses argv[1..argc) over the defaults, then validates. Returns
@@ -66,7 +66,7 @@ void br_options_defaults(br_options *o);
 #define BR_OPTIONS_VERSION 2
 int br_options_parse(br_options *o, int argc, char **argv, FILE *usage_out, cs_err *err);
 
-/* The validation steps 2-7 of PORTSPEC 4.1 alone, in order; the first failure wins. */
+/* The flags' validation steps alone (benchrunner(1)), in order; the first failure wins. */
 int br_options_validate(const br_options *o, cs_err *err);
 
 #endif

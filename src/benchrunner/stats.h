@@ -1,4 +1,4 @@
-/* benchrunner's measurements (PORTSPEC 4.3, 4.4): one sample per received ledger, nearest-rank
+/* benchrunner's measurements (benchrunner(1)): one sample per received ledger, nearest-rank
  * percentiles, the plain-text summary and the per-ledger CSV, formatted to the character as the
  * prototype prints them. No clock is read here except by br_mono_ns: callers pass arrival times in,
  * so tests can script them. */
@@ -95,11 +95,11 @@ char *br_fmt_dur(int64_t d, char *buf, size_t len);
  * Saturates at the int64 range like Go. */
 int64_t br_dur_round(int64_t d, int64_t m);
 
-/* The summary of PORTSPEC 4.3, starting with "\n=== <label> ===\n". malloc'd; NULL when out of
+/* The summary of benchrunner(1), starting with "\n=== <label> ===\n". malloc'd; NULL when out of
  * memory. */
 char *br_collector_summary(const br_collector *c);
 
-/* The 9-column CSV of PORTSPEC 4.4 (header plus one row per sample). Returns 0, or -1 with errno
+/* The 9-column CSV of benchrunner(1) (header plus one row per sample). Returns 0, or -1 with errno
  * set when a write fails. */
 int br_collector_write_csv(const br_collector *c, FILE *out);
 

@@ -1,4 +1,5 @@
-/* Reassembly and verification of BEGIN, CHUNK..., END flows (PORTSPEC 3.3), transport-free. */
+/* Reassembly and verification of BEGIN, CHUNK..., END flows (docs/PROTOCOL.md, section 2),
+ * transport-free. */
 #include "remoteledger/assemble.h"
 
 #include <inttypes.h>

@@ -1,5 +1,5 @@
-/* libremoteledger internals: the reassembly state machine and sequence tracker of PORTSPEC 3.3,
- * independent of the transport.
+/* libremoteledger internals: the reassembly state machine and sequence tracker of docs/PROTOCOL.md,
+ * section 2, independent of the transport.
  *
  * Messages are fed either whole (rli_asm_message) or as a run of fragments (rli_asm_msg_begin,
  * rli_asm_msg_data..., rli_asm_msg_end); a fragment may have been received in place

@@ -1,4 +1,4 @@
-/* The retention ring (PORTSPEC 2.5, v2 in docs/RING.md): the last `retention` completed ledgers
+/* The retention ring (docs/RING.md): the last `retention` completed ledgers
  * as raw files in one directory, each with a small integrity record beside it (length, chunk
  * count, the XXH64 its live END carried), written by one thread and read by many. A read hands
  * out a reference-counted open file that stays valid while held, even if the ring prunes or

@@ -9,7 +9,7 @@
 #include "common/err.h"
 #include "corestream/wire.h"
 
-/* Decode error kinds; messages follow PORTSPEC section 0 word for word. */
+/* Decode error kinds; the messages are the prototype's, word for word. */
 enum {
     CS_WIRE_ERR_SHORT = 1,   /* "wire: message shorter than header: …" */
     CS_WIRE_ERR_VERSION = 2, /* "wire: unsupported protocol version: got 0x01, want 0x02" */

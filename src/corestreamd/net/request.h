@@ -1,5 +1,5 @@
-/* The /stream query rules (PORTSPEC 1.5) and the Origin rule, checked before the WebSocket
- * upgrade. */
+/* The /stream query rules (docs/PROTOCOL.md, section 1) and the Origin rule, checked before the
+ * WebSocket upgrade. */
 #ifndef CS_CORESTREAMD_REQUEST_H
 #define CS_CORESTREAMD_REQUEST_H
 

@@ -1,5 +1,5 @@
-/* The file dump replay stream (PORTSPEC 1.4b): a directory of ledger-<seq>.xdr files replayed in
- * order, renumbered by the caller, cycling after the last record. */
+/* The file dump replay stream (docs/OPERATIONS.md, Sources): a directory of ledger-<seq>.xdr files
+ * replayed in order, renumbered by the caller, cycling after the last record. */
 #ifndef CS_CORESTREAMD_SOURCE_FILE_H
 #define CS_CORESTREAMD_SOURCE_FILE_H
 

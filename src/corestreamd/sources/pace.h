@@ -1,6 +1,6 @@
-/* The paced adapter (PORTSPEC 1.4a): turns a stream of complete ledgers into emissions whose
- * starts follow an absolute cadence grid and whose bytes are released over an emit window, so the
- * overlap of emission and transfer is measurable. */
+/* The paced adapter (docs/OPERATIONS.md, Sources): turns a stream of complete ledgers into
+ * emissions whose starts follow an absolute cadence grid and whose bytes are released over an emit
+ * window, so the overlap of emission and transfer is measurable. */
 #ifndef CS_CORESTREAMD_PACE_H
 #define CS_CORESTREAMD_PACE_H
 

@@ -1,4 +1,5 @@
-/* The synthetic ledger stream (PORTSPEC 1.4c): one reused buffer refilled per sequence. */
+/* The synthetic ledger stream (docs/OPERATIONS.md, Sources): one reused buffer refilled per
+ * sequence. */
 #ifndef CS_CORESTREAMD_SOURCE_SYNTHETIC_H
 #define CS_CORESTREAMD_SOURCE_SYNTHETIC_H
 

@@ -1,7 +1,7 @@
-/* The broadcaster (PORTSPEC 2.2): the one current flow — BEGIN, the chunks published so far, and
- * END once complete — shared by every subscriber. Publishing appends under a short mutex and wakes
- * the watchers; it never blocks on a subscriber. A flow stays current until the next BEGIN
- * replaces it, and is reference-counted so a subscriber can keep writing a replaced flow. */
+/* The broadcaster (docs/STREAM-THREADS.md): the one current flow — BEGIN, the chunks published so
+ * far, and END once complete — shared by every subscriber. Publishing appends under a short mutex
+ * and wakes the watchers; it never blocks on a subscriber. A flow stays current until the next
+ * BEGIN replaces it, and is reference-counted so a subscriber can keep writing a replaced flow. */
 #ifndef CS_CORESTREAMD_BROADCAST_H
 #define CS_CORESTREAMD_BROADCAST_H
 

@@ -1,6 +1,6 @@
-/* The live encoder pool (PORTSPEC 2.3): N workers, each with its own zstd context (no frame
- * checksum, content size recorded), compress chunks and publish them in submission order. A chunk
- * ships compressed only when the frame is strictly smaller than the raw payload.
+/* The live encoder pool (docs/STREAM-THREADS.md): N workers, each with its own zstd context (no
+ * frame checksum, content size recorded), compress chunks and publish them in submission order. A
+ * chunk ships compressed only when the frame is strictly smaller than the raw payload.
  *
  * The source thread never waits for an encoder: submit takes no lock. Each worker has its own
  * single-producer queue (the source writes, the worker reads) and sleeps on a futex doorbell the

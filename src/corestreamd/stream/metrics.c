@@ -189,7 +189,7 @@ static void process_metrics(cs_strbuf *b)
         metric_u(b, "process_max_fds", "gauge", "The soft limit on open file descriptors.", (uint64_t)rl.rlim_cur);
 }
 
-/* The publisher's families (PORTSPEC has none: they are corestream_, not corestreamd_, as the
+/* The publisher's families (the prototype had none: they are corestream_, not corestreamd_, as the
  * issue names them, so one dashboard covers a core's publishing and nothing else). */
 static void jetstream_metrics(cs_strbuf *b, const cs_metrics_jetstream *j)
 {

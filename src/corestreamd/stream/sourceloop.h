@@ -1,6 +1,6 @@
-/* The source loop (PORTSPEC 2.1): the only reader of the source. Per ledger it publishes BEGIN
- * before the first body read, cuts the body into chunk-size pieces as it arrives, hands each to
- * the encoder pool and the hash, publishes END after every chunk, and only then writes the ring
+/* The source loop (docs/STREAM-THREADS.md): the only reader of the source. Per ledger it publishes
+ * BEGIN before the first body read, cuts the body into chunk-size pieces as it arrives, hands each
+ * to the encoder pool and the hash, publishes END after every chunk, and only then writes the ring
  * (on the ring writer's thread). That write is finished before the source is asked for the next
  * ledger, so the ring holds every ledger published (sources/rejoin.h relies on it). Nothing here
  * waits on a subscriber. */

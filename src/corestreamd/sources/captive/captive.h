@@ -1,5 +1,5 @@
-/* `--source captive` (PORTSPEC 1.4d, CAPTIVE.md): corestreamd runs and supervises stellar-core
- * itself, as the Go SDK's captive-core backend did for the prototype, and emits each
+/* `--source captive` (docs/OPERATIONS.md, Sources, CAPTIVE.md): corestreamd runs and supervises
+ * stellar-core itself, as the Go SDK's captive-core backend did for the prototype, and emits each
  * LedgerCloseMeta core writes on its meta pipe, from the start ledger on, unpaced and unbounded.
  *
  * cs_captive_source_new validates the configuration, reads the operator's toml (coretoml.h) and
@@ -52,7 +52,7 @@ typedef struct cs_captive_config {
     const char *core_binary;        /* NULL/"" → `stellar-core` looked up on PATH */
     const char *core_config;        /* the operator's captive-core toml (required) */
     const char *storage_dir;        /* required; main passes <data-dir>/captive-core by default */
-    const char *network_passphrase; /* NULL/"" → peeked from the toml (PORTSPEC 1.4d) */
+    const char *network_passphrase; /* NULL/"" → peeked from the toml (OPERATIONS.md, Captive) */
     const char *const *urls;        /* history archives (at least one) */
     size_t nurls;
     uint32_t start;                 /* the ledger core is started for (>= 1) */
@@ -63,7 +63,7 @@ typedef struct cs_captive_config {
     int64_t stop_grace_ns;          /* 0 → CS_CAPTIVE_STOP_GRACE_NS (tests shorten it) */
 } cs_captive_config;
 
-/* Validates and prepares; PORTSPEC 1.4d's messages, in the prototype's order:
+/* Validates and prepares; the prototype's messages, in its order:
  * `captive: config path is required`, `captive: storage path is required`,
  * `captive: at least one history archive URL is required`, `captive: read config "<p>": …`,
  * `captive: config "<p>": NETWORK_PASSPHRASE is not …`,

@@ -12,7 +12,7 @@
 #include "common/strbuf.h"
 #include "corestreamd/sources/captive/toml.h"
 
-/* ---- the peek (PORTSPEC 1.4d) -------------------------------------------------------------- */
+/* ---- the peek (docs/OPERATIONS.md, Captive) ---------------------------------------------- */
 
 /* strings.TrimSpace for ASCII whitespace. */
 static void trim(const char **s, size_t *n)

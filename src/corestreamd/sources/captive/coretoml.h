@@ -1,5 +1,5 @@
-/* The operator's captive-core toml (CAPTIVE.md 2, PORTSPEC 1.4d): the Go SDK's rules for it and
- * the stellar-core.conf generated from it.
+/* The operator's captive-core toml (CAPTIVE.md 2, docs/OPERATIONS.md, Sources): the Go SDK's rules
+ * for it and the stellar-core.conf generated from it.
  *
  * The text is read by toml.h (top-level `KEY = value` lines, comments, and table headers such as
  * [HISTORY.x], [QUORUM_SET…], [[VALIDATORS]], [[HOME_DOMAINS]]); this file applies the Go SDK's
@@ -26,14 +26,14 @@
 
 #include "common/err.h"
 
-/* PORTSPEC 1.4d's peek at NETWORK_PASSPHRASE, exactly the prototype's rule: scan lines, trimmed;
- * skip empty and `#` lines; stop at the first line starting with `[`; split at the first `=`; the
- * trimmed key must be NETWORK_PASSPHRASE; the trimmed value must start with `"` or `'` and hold
- * the matching closing quote; the text between is the passphrase (no escapes are processed, a
- * trailing comment is ignored). Returns 0 with a malloc'd passphrase in *out, or -1 with
- * `NETWORK_PASSPHRASE is not a quoted string; pass --network-passphrase instead` or
- * `NETWORK_PASSPHRASE is not defined; define it or pass --network-passphrase` (the caller adds
- * the `captive: config "<p>": ` prefix). */
+/* The peek at NETWORK_PASSPHRASE (docs/OPERATIONS.md, Captive), exactly the prototype's rule: scan
+ * lines, trimmed; skip empty and `#` lines; stop at the first line starting with `[`; split at the
+ * first `=`; the trimmed key must be NETWORK_PASSPHRASE; the trimmed value must start with `"` or
+ * `'` and hold the matching closing quote; the text between is the passphrase (no escapes are
+ * processed, a trailing comment is ignored). Returns 0 with a malloc'd passphrase in *out, or -1
+ * with `NETWORK_PASSPHRASE is not a quoted string; pass --network-passphrase instead` or
+ * `NETWORK_PASSPHRASE is not defined; define it or pass --network-passphrase` (the caller adds the
+ * `captive: config "<p>": ` prefix). */
 int cs_coretoml_peek_passphrase(const char *data, size_t len, char **out, cs_err *err);
 
 typedef struct cs_coretoml cs_coretoml;

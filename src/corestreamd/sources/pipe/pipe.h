@@ -1,8 +1,9 @@
-/* The pipe tap (PORTSPEC 1.4e): runs `sh -c <cmd>` with a pipe's write end as its fd 3 and emits
- * each record-marked LedgerCloseMeta it writes there, as it is written. The frame marker gives
- * the declared size, an XDR walk of the frame's first bytes gives the seq, and the body streams
- * straight from the pipe. The stream ends when the pipe reaches EOF at a frame boundary and the
- * command exited 0; a non-zero exit is an error. Unpaced; the range is not needed. */
+/* The pipe tap (docs/OPERATIONS.md, Sources): runs `sh -c <cmd>` with a pipe's write end as its fd
+ * 3 and emits each record-marked LedgerCloseMeta it writes there, as it is written. The frame
+ * marker gives the declared size, an XDR walk of the frame's first bytes gives the seq, and the
+ * body streams straight from the pipe. The stream ends when the pipe reaches EOF at a frame
+ * boundary and the command exited 0; a non-zero exit is an error. Unpaced; the range is not needed.
+ */
 #ifndef CS_CORESTREAMD_SOURCE_PIPE_H
 #define CS_CORESTREAMD_SOURCE_PIPE_H
 
