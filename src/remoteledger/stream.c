@@ -27,6 +27,7 @@
 #include "remoteledger/endpoint.h"
 #include "remoteledger/handshake.h"
 #include "remoteledger/healthz.h"
+#include "remoteledger/stream_internal.h"
 #include "remoteledger/transport.h"
 #include "remoteledger/wsframe.h"
 #include "wire/wire.h"
@@ -51,37 +52,6 @@
 #define CLOSE_PROTOCOL_ERROR 1002 /* what coder/websocket closes with on a framing violation */
 #define CANCELED_MSG "context canceled"
 #define TRUNC_PREFIX "remoteledger: stream ended before the requested range was delivered: "
-
-struct rl_stream {
-    rl_options opts;
-    rli_url url;
-    bool url_ok;
-    cs_err url_err;
-    char *endpoint;
-    cs_err err;
-    bool tfb;
-    uint32_t tfb_requested, tfb_oldest, tfb_latest;
-    rli_asm *asm_;
-    struct rli_conn *conn; /* the open session's connection (rl_stream_open), NULL when none */
-    bool session;          /* a session is open: rl_stream_next may be called */
-    bool session_ended;    /* ...and has ended with end_result (the message is in err) */
-    rl_result end_result;
-    rl_range range;        /* the session's range, as opened */
-    /* Resume (opts.resume_retries != 0): between attempts conn is NULL and the next dial is due
-     * at retry_at_ms; failures counts the attempts since the last ledger; reconnects the
-     * connections after the first one of the session. */
-    int64_t retry_at_ms;
-    int64_t failures;
-    uint64_t reconnects;
-    int backoff_wake; /* an eventfd rl_stream_cancel signals while no connection is up; -1 */
-    int retry_timer;  /* a timerfd readable once retry_at_ms has come: rl_stream_fd between
-                         connections; -1 until the first retry is scheduled */
-    atomic_bool cancelled;
-    pthread_mutex_t mu; /* guards live_wake: cancel never writes to a descriptor being closed */
-    int live_wake;      /* the running call's wake eventfd, -1 when none */
-    /* The copies the string options point at. */
-    char *tls_ca_file, *tls_ca_dir, *tls_server_name, *tls_cert_file, *tls_key_file, *bearer_token;
-};
 
 /* ---- small public helpers ------------------------------------------------------------------ */
 
@@ -146,73 +116,6 @@ _Static_assert(RL_DEFAULT_MAX_CHUNK_SIZE == CS_MAX_CHUNK_SIZE, "the documented c
 
 /* ---- the stream ----------------------------------------------------------------------------- */
 
-/* Copies *field into *copy and points the field at it; NULL stays NULL. */
-static bool own_string(const char **field, char **copy)
-{
-    if (!*field)
-        return true;
-    *copy = strdup(*field);
-    *field = *copy;
-    return *copy != NULL;
-}
-
-/* Options that can never work: 0, or -1 with the message in err. */
-static int check_options(const rl_options *o, cs_err *err)
-{
-    if (o->tls_key_file && *o->tls_key_file && !(o->tls_cert_file && *o->tls_cert_file))
-        return cs_err_set(err, RL_ERR_INVALID, "remoteledger: tls_key_file is set without tls_cert_file");
-    if (o->bearer_token)
-        for (const unsigned char *p = (const unsigned char *)o->bearer_token; *p; p++)
-            if (*p < 0x20 || *p == 0x7F)
-                return cs_err_set(err, RL_ERR_INVALID, "remoteledger: bearer_token holds a control character");
-    if (o->busy_poll_ns > RL_MAX_BUSY_POLL_NS)
-        return cs_err_set(err, RL_ERR_INVALID,
-                          "remoteledger: rl_options.busy_poll_ns %" PRId64 " is over the 1 s (%lld ns) bound",
-                          o->busy_poll_ns, RL_MAX_BUSY_POLL_NS);
-    return 0;
-}
-
-/* The caller's options, as much of them as its struct_size says it has, into *o with every zero
- * resolved to its default. 0, or -1 with the message in err (and *o all defaults). */
-static int copy_options(rl_options *o, const rl_options *in, cs_err *err)
-{
-    *o = (rl_options){.struct_size = sizeof *o};
-    if (in) {
-        size_t n = in->struct_size;
-        if (n == 0)
-            return cs_err_set(err, RL_ERR_INVALID, "remoteledger: rl_options.struct_size is 0: set it to "
-                                                   "sizeof(rl_options) (rl_options_init does)");
-        if (n % _Alignof(rl_options) != 0)
-            return cs_err_set(err, RL_ERR_INVALID, "remoteledger: rl_options.struct_size %zu is not a multiple of %zu",
-                              n, (size_t)_Alignof(rl_options));
-        /* A newer caller's fields this library does not know must all be zero (their default). */
-        for (size_t i = sizeof *o; i < n; i++)
-            if (((const unsigned char *)in)[i] != 0)
-                return cs_err_set(err, RL_ERR_INVALID,
-                                  "remoteledger: rl_options.struct_size %zu sets options this library (%s, %zu "
-                                  "bytes) does not know",
-                                  n, RL_VERSION_STRING, sizeof *o);
-        memcpy(o, in, n < sizeof *o ? n : sizeof *o);
-        o->struct_size = sizeof *o;
-    }
-    if (o->max_message_size == 0)
-        o->max_message_size = RL_DEFAULT_MAX_MESSAGE_SIZE;
-    if (o->dial_timeout_ns == 0)
-        o->dial_timeout_ns = RL_DEFAULT_DIAL_TIMEOUT_NS;
-    if (o->handshake_timeout_ns == 0)
-        o->handshake_timeout_ns = RL_DEFAULT_HANDSHAKE_TIMEOUT_NS;
-    if (o->idle_timeout_ns == 0)
-        o->idle_timeout_ns = RL_DEFAULT_IDLE_TIMEOUT_NS;
-    if (o->resume_backoff_ns <= 0)
-        o->resume_backoff_ns = RL_DEFAULT_RESUME_BACKOFF_NS;
-    if (o->resume_backoff_max_ns <= 0)
-        o->resume_backoff_max_ns = RL_DEFAULT_RESUME_BACKOFF_MAX_NS;
-    if (o->resume_backoff_max_ns < o->resume_backoff_ns)
-        o->resume_backoff_max_ns = o->resume_backoff_ns;
-    /* max_chunk_size 0 is resolved by rli_read_limit and rli_expand_bound. */
-    return 0;
-}
-
 rl_result rl_stream_new(rl_stream **out, const char *url, const rl_options *opts)
 {
     *out = NULL;
@@ -224,21 +127,18 @@ rl_result rl_stream_new(rl_stream **out, const char *url, const rl_options *opts
     s->live_wake = -1;
     s->backoff_wake = -1;
     s->retry_timer = -1;
-    if (copy_options(&s->opts, opts, &s->url_err)) {
+    if (rli_opts_copy(&s->opts, opts, &s->url_err)) {
         s->err = s->url_err;
         *out = s;
         return (rl_result)s->url_err.kind;
     }
     rl_options *o = &s->opts;
-    if (!own_string(&o->tls_ca_file, &s->tls_ca_file) || !own_string(&o->tls_ca_dir, &s->tls_ca_dir) ||
-        !own_string(&o->tls_server_name, &s->tls_server_name) ||
-        !own_string(&o->tls_cert_file, &s->tls_cert_file) || !own_string(&o->tls_key_file, &s->tls_key_file) ||
-        !own_string(&o->bearer_token, &s->bearer_token)) {
+    if (!rli_opts_own_strings(o, &s->strs)) {
         rl_stream_free(s);
         return RL_ERR_NOMEM;
     }
     *out = s;
-    if (check_options(o, &s->url_err) || rli_url_parse(&s->url, url ? url : "", &s->url_err)) {
+    if (rli_opts_check(o, &s->url_err) || rli_url_parse(&s->url, url ? url : "", &s->url_err)) {
         s->err = s->url_err;
         return (rl_result)s->url_err.kind;
     }
@@ -259,12 +159,7 @@ void rl_stream_free(rl_stream *s)
     if (s->retry_timer >= 0)
         close(s->retry_timer);
     pthread_mutex_destroy(&s->mu);
-    free(s->tls_ca_file);
-    free(s->tls_ca_dir);
-    free(s->tls_server_name);
-    free(s->tls_cert_file);
-    free(s->tls_key_file);
-    free(s->bearer_token);
+    rli_opts_free_strings(&s->strs);
     free(s);
 }
 
