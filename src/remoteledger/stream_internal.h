@@ -2,13 +2,15 @@
  * implement the rl_stream_* API (PORTSPEC 3).
  *
  *   stream.c      the rl_stream object and the public entry points: new/free/cancel, the pull
- *                 calls (rl_stream_open, _next, _fd, _close, _reset, rl_stream_raw_ledgers), a
- *                 session's connections and resume, rl_stream_bounds
+ *                 calls (rl_stream_open, _next, _fd, _close, _reset, rl_stream_raw_ledgers),
+ *                 rl_stream_bounds
  *   options.c     rl_options: the caller's struct copied, defaults resolved, checked
  *   conn.c        one connection: dial, TLS and the upgrade, the loop that services it, the
  *                 control frames it writes
  *   conn_input.c  what one connection reads: the upgrade's answer, frames into the assembler,
  *                 the server's close and the transport's failures classified into errors
+ *   resume.c      a session's connections: each one from the ledger the tracker expects next,
+ *                 and, with resume, the retry budget and the backoff between them
  *
  * Threads: everything here runs on the thread that called the rl_stream_* function, one call at a
  * time per stream, except rl_stream_cancel, which may come from any thread. It only sets
@@ -235,5 +237,22 @@ void rli_conn_on_closed(rli_conn *c);
 /* The transport failed. A TLS failure is reported in its words (RL_ERR_TLS while dialing,
  * RL_ERR_READ after); a plain socket error reads as rli_conn_on_closed. */
 void rli_conn_on_transport_error(rli_conn *c);
+
+/* ---- resume.c ---- */
+
+/* Connects the session (s->conn, from the ledger the tracker expects next; the range's start when
+ * first), retrying within the budget when resume is on. RL_OK, RL_AGAIN (the call's deadline came
+ * during a backoff: the attempt stays scheduled), or the last failure with s->conn NULL (the
+ * errors of rli_endpoint_build, rli_conn_start, RL_ERR_CANCELLED, RL_ERR_NOMEM). */
+rl_result rli_resume_reconnect(rl_stream *s, bool first, int64_t call_deadline_ms);
+
+/* Whether resume may retry the end of this connection: the transport failing, the server closing
+ * before the range was done (a restart's 1001 included), the timeouts. Never a 4001, a gap, a
+ * protocol violation, a cancel, or a refusal. */
+bool rli_resume_retryable_end(const rli_conn *c);
+
+/* Whether resume may try once more after a failure: then the attempt is scheduled (retry_at_ms,
+ * and the timer rl_stream_fd hands out armed). */
+bool rli_resume_schedule_retry(rl_stream *s);
 
 #endif
