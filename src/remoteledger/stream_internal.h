@@ -2,8 +2,7 @@
  * implement the rl_stream_* API (PORTSPEC 3).
  *
  *   stream.c      the rl_stream object and the public entry points: new/free/cancel, the pull
- *                 calls (rl_stream_open, _next, _fd, _close, _reset, rl_stream_raw_ledgers),
- *                 rl_stream_bounds
+ *                 calls (rl_stream_open, _next, _fd, _close, _reset, rl_stream_raw_ledgers)
  *   options.c     rl_options: the caller's struct copied, defaults resolved, checked
  *   conn.c        one connection: dial, TLS and the upgrade, the loop that services it, the
  *                 control frames it writes
@@ -11,6 +10,7 @@
  *                 the server's close and the transport's failures classified into errors
  *   resume.c      a session's connections: each one from the ledger the tracker expects next,
  *                 and, with resume, the retry budget and the backoff between them
+ *   bounds.c      rl_stream_bounds: GET /healthz over a connection of its own
  *
  * Threads: everything here runs on the thread that called the rl_stream_* function, one call at a
  * time per stream, except rl_stream_cancel, which may come from any thread. It only sets
