@@ -136,6 +136,142 @@ static bool queue_request(rli_conn *c, const char *target)
 
 /* ---- the connection's loop --------------------------------------------------------------------- */
 
+/* What a step of rli_conn_serve's loop decided: an rli_serve_status to return, or one of these. */
+enum { STEP_ON = -1 /* go on to the next step */, STEP_LOOP = -2 /* start the loop over */ };
+
+/* Parses what is left of the last read into rbuf. */
+static int serve_parse(rli_conn *c)
+{
+    size_t used = 0;
+    int rc = rli_conn_on_bytes(c, c->rbuf + c->in_off, c->in_len - c->in_off, &used);
+    c->in_off += used;
+    if (rc < 0)
+        return RLI_SERVE_DONE;
+    if (c->ready)
+        return RLI_SERVE_READY;
+    return STEP_LOOP;
+}
+
+/* Writes what is due, once the upgrade is done composing the control frames when the output is
+ * drained. *progress: bytes went out. */
+static int serve_write(rli_conn *c, bool *progress)
+{
+    if (c->out_off == c->out_len && c->established && !compose_control(c)) {
+        rli_conn_fail(c, RL_ERR_NOMEM, "remoteledger: out of memory");
+        return RLI_SERVE_DONE;
+    }
+    if (c->out_off >= c->out_len)
+        return STEP_ON;
+    size_t n = 0;
+    rli_tp_status st = rli_tp_write(&c->tp, c->out + c->out_off, c->out_len - c->out_off, &n);
+    if (st == RLI_TP_OK) {
+        *progress = true;
+        c->out_off += n;
+        if (c->out_off == c->out_len) {
+            c->out_off = c->out_len = 0;
+            if (c->drop_after) {
+                c->linger = false;
+                return RLI_SERVE_DONE;
+            }
+        }
+    } else if (st != RLI_TP_AGAIN) {
+        if (!c->drop_after)
+            rli_conn_on_transport_error(c);
+        c->linger = false;
+        return RLI_SERVE_DONE;
+    }
+    return STEP_ON;
+}
+
+/* Reads once, unless reading is over: into rbuf (serve_parse takes it from there), or in place,
+ * where the assembler keeps the payload (parsed at once). */
+static int serve_read(rli_conn *c)
+{
+    if (c->rx_off || c->done)
+        return STEP_ON;
+    size_t n = 0, room = 0;
+    uint8_t *slot = c->established ? rli_conn_rx_slot(c, &room) : NULL;
+    size_t cap = RLI_RBUF_SIZE;
+    if (slot)
+        cap = room;
+    else if (c->established && c->big_frames && rli_ws_payload_left(&c->wp) == 0)
+        cap = RLI_HEAD_READ; /* at a header: see RLI_HEAD_READ (a payload with no slot, one being
+                              * skipped after an error, is read in full) */
+    rli_tp_status st = rli_tp_read(&c->tp, slot ? slot : c->rbuf, cap, &n);
+    if (st == RLI_TP_OK && slot) {
+        /* All payload of the current frame (n <= what it has left), already where the
+         * assembler keeps it: parsed there, nothing copied. */
+        size_t used = 0;
+        int rc = rli_conn_on_bytes(c, slot, n, &used);
+        if (rc < 0)
+            return RLI_SERVE_DONE;
+        if (c->ready)
+            return RLI_SERVE_READY; /* never here: only an END completes a ledger */
+        return STEP_LOOP;
+    } else if (st == RLI_TP_OK) {
+        c->in_off = 0;
+        c->in_len = n;
+        return STEP_LOOP;
+    } else if (st == RLI_TP_EOF) {
+        rli_conn_on_closed(c);
+        return RLI_SERVE_DONE;
+    } else if (st != RLI_TP_AGAIN) {
+        rli_conn_on_transport_error(c);
+        return RLI_SERVE_DONE;
+    }
+    return STEP_ON;
+}
+
+/* Nothing moved: waits for the socket, the wake descriptor or the nearest deadline (busy-polling
+ * first when the options ask for it), and decides what a deadline that passed means. */
+static int serve_wait(rli_conn *c, int64_t call_deadline_ms)
+{
+    int64_t phase = c->hs_deadline_ms;
+    if (c->established)
+        phase = c->idle_ms >= 0 ? c->last_msg_ms + c->idle_ms : -1;
+    int64_t deadline = phase;
+    if (c->done)
+        deadline = c->linger_deadline_ms;
+    else if (call_deadline_ms >= 0 && (deadline < 0 || call_deadline_ms < deadline))
+        deadline = call_deadline_ms;
+    bool want_read = !c->rx_off && !c->done;
+    /* Busy-poll first, unless the caller asked not to wait (rl_stream_next with timeout 0). */
+    bool may_wait = call_deadline_ms < 0 || call_deadline_ms > rli_mono_ms();
+    if (want_read && may_wait && c->established && c->out_off == c->out_len && c->s->opts.busy_poll_ns > 0 &&
+        rli_tp_spin(&c->tp, c->s->opts.busy_poll_ns))
+        return STEP_LOOP; /* readable (or woken) without sleeping */
+    rli_tp_status st = rli_tp_wait(&c->tp, want_read, c->out_off < c->out_len, deadline);
+    if (st == RLI_TP_TIMEOUT) {
+        if (c->done) {
+            c->linger = false;
+            return RLI_SERVE_DONE; /* the close frame could not be written in time: drop */
+        }
+        if (deadline != phase)
+            return RLI_SERVE_AGAIN;
+        char d[CS_DUR_STR_MAX];
+        if (c->established)
+            rli_conn_fail(c, RL_ERR_IDLE_TIMEOUT, "remoteledger: read: idle timeout: no complete message for %s",
+                          cs_dur_format(c->s->opts.idle_timeout_ns, d, sizeof d));
+        else
+            rli_conn_fail(c, RL_ERR_HANDSHAKE_TIMEOUT,
+                          "remoteledger: dial %s: handshake timeout: no upgrade response within %s", c->ep,
+                          cs_dur_format(c->s->opts.handshake_timeout_ns, d, sizeof d));
+        return RLI_SERVE_DONE;
+    }
+    if (st == RLI_TP_WOKEN && c->done) {
+        c->linger = false;
+        return RLI_SERVE_DONE; /* cancelled while a close was on its way out: drop now */
+    }
+    if (st == RLI_TP_ERROR) {
+        if (c->established)
+            rli_conn_fail(c, RL_ERR_READ, "remoteledger: read: %s", c->tp.err);
+        else
+            rli_conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: %s", c->ep, c->tp.err);
+        return RLI_SERVE_DONE;
+    }
+    return STEP_LOOP;
+}
+
 rli_serve_status rli_conn_serve(rli_conn *c, bool until_established, int64_t call_deadline_ms)
 {
     for (;;) {
@@ -147,118 +283,20 @@ rli_serve_status rli_conn_serve(rli_conn *c, bool until_established, int64_t cal
         }
         if (until_established && c->established)
             return RLI_SERVE_ESTABLISHED;
+        /* Input already read is parsed before anything else; then write, read, and wait only
+         * when nothing moved. */
+        int step = STEP_ON;
         bool progress = false;
-        if (!c->done && c->in_off < c->in_len) {
-            size_t used = 0;
-            int rc = rli_conn_on_bytes(c, c->rbuf + c->in_off, c->in_len - c->in_off, &used);
-            c->in_off += used;
-            if (rc < 0)
-                return RLI_SERVE_DONE;
-            if (c->ready)
-                return RLI_SERVE_READY;
-            continue;
-        }
-        if (c->out_off == c->out_len && c->established && !compose_control(c)) {
-            rli_conn_fail(c, RL_ERR_NOMEM, "remoteledger: out of memory");
-            return RLI_SERVE_DONE;
-        }
-        if (c->out_off < c->out_len) {
-            size_t n = 0;
-            rli_tp_status st = rli_tp_write(&c->tp, c->out + c->out_off, c->out_len - c->out_off, &n);
-            if (st == RLI_TP_OK) {
-                progress = true;
-                c->out_off += n;
-                if (c->out_off == c->out_len) {
-                    c->out_off = c->out_len = 0;
-                    if (c->drop_after) {
-                        c->linger = false;
-                        return RLI_SERVE_DONE;
-                    }
-                }
-            } else if (st != RLI_TP_AGAIN) {
-                if (!c->drop_after)
-                    rli_conn_on_transport_error(c);
-                c->linger = false;
-                return RLI_SERVE_DONE;
-            }
-        }
-        if (!c->rx_off && !c->done) {
-            size_t n = 0, room = 0;
-            uint8_t *slot = c->established ? rli_conn_rx_slot(c, &room) : NULL;
-            size_t cap = RLI_RBUF_SIZE;
-            if (slot)
-                cap = room;
-            else if (c->established && c->big_frames && rli_ws_payload_left(&c->wp) == 0)
-                cap = RLI_HEAD_READ; /* at a header: see RLI_HEAD_READ (a payload with no
-                                      * slot, one being skipped after an error, is read in full) */
-            rli_tp_status st = rli_tp_read(&c->tp, slot ? slot : c->rbuf, cap, &n);
-            if (st == RLI_TP_OK && slot) {
-                /* All payload of the current frame (n <= what it has left), already where the
-                 * assembler keeps it: parsed there, nothing copied. */
-                size_t used = 0;
-                int rc = rli_conn_on_bytes(c, slot, n, &used);
-                if (rc < 0)
-                    return RLI_SERVE_DONE;
-                if (c->ready)
-                    return RLI_SERVE_READY; /* never here: only an END completes a ledger */
-                continue;
-            } else if (st == RLI_TP_OK) {
-                c->in_off = 0;
-                c->in_len = n;
-                continue;
-            } else if (st == RLI_TP_EOF) {
-                rli_conn_on_closed(c);
-                return RLI_SERVE_DONE;
-            } else if (st != RLI_TP_AGAIN) {
-                rli_conn_on_transport_error(c);
-                return RLI_SERVE_DONE;
-            }
-        }
-        if (progress)
-            continue;
-        int64_t phase = c->hs_deadline_ms;
-        if (c->established)
-            phase = c->idle_ms >= 0 ? c->last_msg_ms + c->idle_ms : -1;
-        int64_t deadline = phase;
-        if (c->done)
-            deadline = c->linger_deadline_ms;
-        else if (call_deadline_ms >= 0 && (deadline < 0 || call_deadline_ms < deadline))
-            deadline = call_deadline_ms;
-        bool want_read = !c->rx_off && !c->done;
-        /* Busy-poll first, unless the caller asked not to wait (rl_stream_next with timeout 0). */
-        bool may_wait = call_deadline_ms < 0 || call_deadline_ms > rli_mono_ms();
-        if (want_read && may_wait && c->established && c->out_off == c->out_len && c->s->opts.busy_poll_ns > 0 &&
-            rli_tp_spin(&c->tp, c->s->opts.busy_poll_ns))
-            continue; /* readable (or woken) without sleeping */
-        rli_tp_status st = rli_tp_wait(&c->tp, want_read, c->out_off < c->out_len, deadline);
-        if (st == RLI_TP_TIMEOUT) {
-            if (c->done) {
-                c->linger = false;
-                return RLI_SERVE_DONE; /* the close frame could not be written in time: drop */
-            }
-            if (deadline != phase)
-                return RLI_SERVE_AGAIN;
-            char d[CS_DUR_STR_MAX];
-            if (c->established)
-                rli_conn_fail(c, RL_ERR_IDLE_TIMEOUT, "remoteledger: read: idle timeout: no complete message for %s",
-                              cs_dur_format(c->s->opts.idle_timeout_ns, d, sizeof d));
-            else
-                rli_conn_fail(c, RL_ERR_HANDSHAKE_TIMEOUT,
-                              "remoteledger: dial %s: handshake timeout: no upgrade response within %s", c->ep,
-                              cs_dur_format(c->s->opts.handshake_timeout_ns, d, sizeof d));
-            return RLI_SERVE_DONE;
-        }
-        if (st == RLI_TP_WOKEN && c->done) {
-            c->linger = false;
-            return RLI_SERVE_DONE; /* cancelled while a close was on its way out: drop now */
-        }
-        if (st == RLI_TP_ERROR) {
-            if (c->established)
-                rli_conn_fail(c, RL_ERR_READ, "remoteledger: read: %s", c->tp.err);
-            else
-                rli_conn_fail(c, RL_ERR_DIAL, "remoteledger: dial %s: %s", c->ep, c->tp.err);
-            return RLI_SERVE_DONE;
-        }
+        if (!c->done && c->in_off < c->in_len)
+            step = serve_parse(c);
+        if (step == STEP_ON)
+            step = serve_write(c, &progress);
+        if (step == STEP_ON)
+            step = serve_read(c);
+        if (step == STEP_ON && !progress)
+            step = serve_wait(c, call_deadline_ms);
+        if (step >= 0)
+            return (rli_serve_status)step;
     }
 }
 
