@@ -3,12 +3,13 @@
  * frame parser says the next bytes are all payload (rli_ws_payload_left) and the assembler offers
  * a slot (rli_asm_recv_slot).
  *
- * The unit cases drive the parser and the assembler with the glue stream.c has (on_frames, and its
- * choice of where each read lands), reading a server's byte stream cut at every byte boundary, in
- * place and through a receive buffer only, and require the same transcript: the same ledgers
- * (length, XXH64, info), control frames and errors, word for word. The end-to-end cases run the
- * real client against the scripted server: large raw and compressed ledgers, fragmented with a
- * ping between fragments, with busy-polling on and off, and the busy-poll option's bound. */
+ * The unit cases drive the parser and the assembler with the glue conn_input.c and conn.c have
+ * (on_frames, and the choice of where each read lands), reading a server's byte stream cut at
+ * every byte boundary, in place and through a receive buffer only, and require the same
+ * transcript: the same ledgers (length, XXH64, info), control frames and errors, word for word.
+ * The end-to-end cases run the real client against the scripted server: large raw and compressed
+ * ledgers, fragmented with a ping between fragments, with busy-polling on and off, and the
+ * busy-poll option's bound. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -30,7 +31,7 @@
 #include "support/scriptserver.h"
 #include "wire/wire.h"
 
-/* ==== the receive glue, as stream.c has it ===================================================== */
+/* ==== the receive glue, as conn_input.c has it ================================================= */
 
 #define RBUF 4096
 
@@ -57,7 +58,7 @@ static void say(rx *r, const char *fmt, ...)
     r->out_len += (size_t)k;
 }
 
-/* stream.c's on_frames, less what is the connection's (the read limit, text, closing). */
+/* conn_input.c's on_frames, less what is the connection's (the read limit, text, closing). */
 static void rx_feed(rx *r, const uint8_t *in, size_t len)
 {
     static const uint8_t empty[1];
@@ -117,7 +118,7 @@ static void rx_feed(rx *r, const uint8_t *in, size_t len)
     }
 }
 
-/* Where the next read lands: stream.c's rx_slot. */
+/* Where the next read lands: conn_input.c's rli_conn_rx_slot. */
 static uint8_t *rx_slot(rx *r, size_t *room)
 {
     uint64_t left = rli_ws_payload_left(&r->p);
@@ -181,7 +182,7 @@ static size_t expect_same_everywhere(const uint8_t *s, size_t n, int64_t cap, co
         if (!r.failed) /* else reading stopped at the error */
             assert_int_equal(r.in_place + r.via_rbuf, n);
     }
-    rx_run(&r, s, n, cap, true, 0, SIZE_MAX, 64); /* stream.c's HEAD_READ policy */
+    rx_run(&r, s, n, cap, true, 0, SIZE_MAX, 64); /* conn.c's RLI_HEAD_READ policy */
     assert_string_equal(r.out, ref.out);
     rx_run(&r, s, n, cap, true, 0, 1, 0);
     assert_string_equal(r.out, ref.out);

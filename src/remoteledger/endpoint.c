@@ -317,29 +317,58 @@ static int oom(cs_err *err)
     return cs_err_set(err, RL_ERR_NOMEM, "remoteledger: out of memory");
 }
 
-int rli_url_parse(rli_url *u, const char *raw, cs_err *err)
+/* A URL cut into its parts the way url.Parse cuts it, before anything is decoded. Every pointer
+ * is into the raw string. */
+typedef struct url_cut {
+    const char *hash;   /* the '#' the fragment follows, NULL when none */
+    size_t ulen;        /* the length before it: errors before the fragment quote this much */
+    size_t scheme_len;  /* 0: no scheme */
+    char scheme[16];    /* lower-cased, when scheme_ok */
+    bool scheme_ok;     /* there is a scheme and it fits scheme[] */
+    const char *query;  /* after the '?', NULL when none */
+    size_t querylen;
+    const char *auth;   /* after the "//", NULL when there is no authority */
+    size_t authlen;
+    const char *path;
+    size_t pathlen;
+    bool opaque;        /* "ws:box": an opaque URL, which has no host */
+} url_cut;
+
+/* The parts decoded; the owner frees them with decoded_free. */
+typedef struct url_decoded {
+    cs_strbuf host, user, pass, path, frag;
+    bool has_user, has_pass;
+} url_decoded;
+
+static void decoded_free(url_decoded *d)
 {
-    memset(u, 0, sizeof *u);
-    size_t rawlen = strlen(raw);
-    cs_strbuf detail = {0}, scratch = {0};
-    int rc = -1;
+    cs_strbuf_free(&d->host);
+    cs_strbuf_free(&d->user);
+    cs_strbuf_free(&d->pass);
+    cs_strbuf_free(&d->path);
+    cs_strbuf_free(&d->frag);
+}
 
-    /* url.Parse: the fragment is cut off first; errors before it quote the URL without it. */
-    const char *hash = memchr(raw, '#', rawlen);
-    size_t ulen = hash ? (size_t)(hash - raw) : rawlen;
-
+/* url.Parse's first check, on the URL without its fragment. -1 with the detail. */
+static int check_controls(const char *raw, size_t ulen, cs_strbuf *detail)
+{
     for (size_t i = 0; i < ulen; i++) {
         unsigned char c = (unsigned char)raw[i];
         if (c < 0x20 || c == 0x7f) {
-            cs_strbuf_puts(&detail, "net/url: invalid control character in URL");
-            return parse_error(err, raw, raw, ulen, &detail);
+            cs_strbuf_puts(detail, "net/url: invalid control character in URL");
+            return -1;
         }
     }
+    return 0;
+}
 
-    /* getScheme */
-    size_t scheme_len = 0;
-    const char *rest = raw;
-    for (size_t i = 0; i < ulen; i++) {
+/* getScheme: the scheme of raw[0..ulen), lower-cased into cut->scheme; *rest is what follows its
+ * ':', or raw when there is none. -1 with the detail when the URL starts with ':'. */
+static int cut_scheme(url_cut *cut, const char *raw, const char **rest, cs_strbuf *detail)
+{
+    cut->scheme_len = 0;
+    *rest = raw;
+    for (size_t i = 0; i < cut->ulen; i++) {
         unsigned char c = (unsigned char)raw[i];
         if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))
             continue;
@@ -350,115 +379,223 @@ int rli_url_parse(rli_url *u, const char *raw, cs_err *err)
         }
         if (c == ':') {
             if (i == 0) {
-                cs_strbuf_puts(&detail, "missing protocol scheme");
-                return parse_error(err, raw, raw, ulen, &detail);
+                cs_strbuf_puts(detail, "missing protocol scheme");
+                return -1;
             }
-            scheme_len = i;
-            rest = raw + i + 1;
+            cut->scheme_len = i;
+            *rest = raw + i + 1;
         }
         break;
     }
-    char scheme[16] = "";
-    bool scheme_ok = scheme_len > 0 && scheme_len < sizeof scheme;
-    if (scheme_ok) {
-        for (size_t i = 0; i < scheme_len; i++) {
+    cut->scheme[0] = '\0';
+    cut->scheme_ok = cut->scheme_len > 0 && cut->scheme_len < sizeof cut->scheme;
+    if (cut->scheme_ok) {
+        for (size_t i = 0; i < cut->scheme_len; i++) {
             char c = raw[i];
-            scheme[i] = (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
+            cut->scheme[i] = (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
         }
-        scheme[scheme_len] = '\0';
+        cut->scheme[cut->scheme_len] = '\0';
     }
-    size_t restlen = ulen - (size_t)(rest - raw);
+    return 0;
+}
 
-    /* Query: a lone trailing '?' is ForceQuery; otherwise cut at the first '?'. */
-    const char *query = NULL;
-    size_t querylen = 0;
-    {
-        const char *q = memchr(rest, '?', restlen);
-        if (q) {
-            query = q + 1;
-            querylen = restlen - (size_t)(q + 1 - rest);
-            restlen = (size_t)(q - rest);
-        }
+/* The query: a lone trailing '?' is ForceQuery; otherwise cut at the first '?', which *restlen
+ * then ends before. */
+static void cut_query(url_cut *cut, const char *rest, size_t *restlen)
+{
+    cut->query = NULL;
+    cut->querylen = 0;
+    const char *q = memchr(rest, '?', *restlen);
+    if (q) {
+        cut->query = q + 1;
+        cut->querylen = *restlen - (size_t)(q + 1 - rest);
+        *restlen = (size_t)(q - rest);
     }
+}
 
-    const char *auth = NULL, *path = rest;
-    size_t authlen = 0, pathlen = restlen;
-    bool opaque = false;
+/* The authority ("//host" of a hierarchical URL) and the path of rest[0..restlen). -1 with the
+ * detail when a scheme-less first segment holds a colon. */
+static int cut_authority(url_cut *cut, const char *rest, size_t restlen, cs_strbuf *detail)
+{
+    cut->auth = NULL;
+    cut->authlen = 0;
+    cut->path = rest;
+    cut->pathlen = restlen;
+    cut->opaque = false;
     if (restlen == 0 || rest[0] != '/') {
-        if (scheme_len > 0) {
-            opaque = true; /* "ws:box": an opaque URL, which has no host */
+        if (cut->scheme_len > 0) {
+            cut->opaque = true; /* "ws:box": an opaque URL, which has no host */
         } else {
             /* A scheme-less first segment may not hold a colon. */
             const char *colon = memchr(rest, ':', restlen);
             const char *slash = memchr(rest, '/', restlen);
             if (colon && (!slash || colon < slash)) {
-                cs_strbuf_puts(&detail, "first path segment in URL cannot contain colon");
-                return parse_error(err, raw, raw, ulen, &detail);
+                cs_strbuf_puts(detail, "first path segment in URL cannot contain colon");
+                return -1;
             }
         }
     }
-    if (!opaque && restlen >= 2 && rest[0] == '/' && rest[1] == '/' &&
-        (scheme_len > 0 || restlen < 3 || rest[2] != '/')) {
-        auth = rest + 2;
-        const char *slash = memchr(auth, '/', restlen - 2);
-        authlen = slash ? (size_t)(slash - auth) : restlen - 2;
-        path = auth + authlen;
-        pathlen = restlen - 2 - authlen;
+    if (!cut->opaque && restlen >= 2 && rest[0] == '/' && rest[1] == '/' &&
+        (cut->scheme_len > 0 || restlen < 3 || rest[2] != '/')) {
+        cut->auth = rest + 2;
+        const char *slash = memchr(cut->auth, '/', restlen - 2);
+        cut->authlen = slash ? (size_t)(slash - cut->auth) : restlen - 2;
+        cut->path = cut->auth + cut->authlen;
+        cut->pathlen = restlen - 2 - cut->authlen;
+    }
+    return 0;
+}
+
+/* The authority decoded: the host after the last '@' (parseHost), then the userinfo before it.
+ * -1 with the detail. */
+static int decode_authority(const url_cut *cut, url_decoded *d, cs_strbuf *detail)
+{
+    const char *auth = cut->auth;
+    size_t authlen = cut->authlen;
+    const char *at = find_last(auth, authlen, '@');
+    const char *h = at ? at + 1 : auth;
+    size_t hl = authlen - (size_t)(h - auth);
+    if (parse_host(h, hl, &d->host, detail))
+        return -1;
+    if (at) {
+        size_t ul = (size_t)(at - auth);
+        if (!valid_userinfo(auth, ul)) {
+            cs_strbuf_puts(detail, "net/url: invalid userinfo");
+            return -1;
+        }
+        const char *colon = memchr(auth, ':', ul);
+        size_t nl = colon ? (size_t)(colon - auth) : ul;
+        d->has_user = true;
+        if (unescape(auth, nl, ENC_USERPASS, &d->user, detail))
+            return -1;
+        if (colon) {
+            d->has_pass = true;
+            if (unescape(colon + 1, ul - nl - 1, ENC_USERPASS, &d->pass, detail))
+                return -1;
+        }
+    }
+    return 0;
+}
+
+/* Step 2: ws and http mean ws://, wss and https wss://; false for any other scheme. */
+static bool map_scheme(const url_cut *cut, bool *tls, const char **ws_scheme)
+{
+    if (cut->scheme_ok && (!strcmp(cut->scheme, "ws") || !strcmp(cut->scheme, "http"))) {
+        *tls = false;
+        *ws_scheme = "ws";
+    } else if (cut->scheme_ok && (!strcmp(cut->scheme, "wss") || !strcmp(cut->scheme, "https"))) {
+        *tls = true;
+        *ws_scheme = "wss";
+    } else {
+        return false;
+    }
+    return true;
+}
+
+/* Dial target: Hostname() and Port() of the decoded host, into u->hostname (malloc'd; NULL when
+ * out of memory) and u->port (by u->tls when the host names none). */
+static void set_dial_target(rli_url *u, const cs_strbuf *host)
+{
+    const char *hp = host->p;
+    size_t hn = host->n;
+    const char *portp = NULL;
+    size_t portn = 0;
+    const char *name = hp;
+    size_t namen = hn;
+    if (hp[0] == '[') {
+        const char *rb = find_last(hp, hn, ']');
+        name = hp + 1;
+        namen = (size_t)(rb - hp) - 1;
+        if ((size_t)(rb - hp) + 1 < hn) {
+            portp = rb + 2;
+            portn = hn - (size_t)(rb - hp) - 2;
+        }
+    } else {
+        const char *colon = find_last(hp, hn, ':');
+        if (colon) {
+            namen = (size_t)(colon - hp);
+            portp = colon + 1;
+            portn = hn - namen - 1;
+        }
+    }
+    u->hostname = namen ? dup_n(name, namen) : dup_n("localhost", 9);
+    u->port = u->tls ? 443 : 80;
+    if (portp && portn) {
+        long v = 0;
+        for (size_t i = 0; i < portn && v <= 65535; i++)
+            v = v * 10 + (portp[i] - '0');
+        u->port = v > 65535 ? -1 : (int)v;
+    }
+}
+
+/* The printed forms of what follows the host: userinfo, path (step 4), query and fragment, into
+ * u (malloc'd; NULL where out of memory: the caller checks). scratch is empty before and after. */
+static void set_printed_parts(rli_url *u, size_t rawlen, const url_cut *cut, const url_decoded *d,
+                              cs_strbuf *scratch)
+{
+    if (d->has_user) {
+        escape_into(scratch, d->user.p ? d->user.p : "", d->user.n, ENC_USERPASS);
+        if (d->has_pass) {
+            cs_strbuf_putc(scratch, ':');
+            escape_into(scratch, d->pass.p ? d->pass.p : "", d->pass.n, ENC_USERPASS);
+        }
+        u->userinfo = cs_strbuf_take(scratch, NULL);
     }
 
-    cs_strbuf host = {0}, user = {0}, pass = {0}, dpath = {0}, dfrag = {0};
-    bool has_user = false, has_pass = false;
-    if (auth) {
-        const char *at = find_last(auth, authlen, '@');
-        const char *h = at ? at + 1 : auth;
-        size_t hl = authlen - (size_t)(h - auth);
-        if (parse_host(h, hl, &host, &detail))
-            goto parse_fail;
-        if (at) {
-            size_t ul = (size_t)(at - auth);
-            if (!valid_userinfo(auth, ul)) {
-                cs_strbuf_puts(&detail, "net/url: invalid userinfo");
-                goto parse_fail;
-            }
-            const char *colon = memchr(auth, ':', ul);
-            size_t nl = colon ? (size_t)(colon - auth) : ul;
-            has_user = true;
-            if (unescape(auth, nl, ENC_USERPASS, &user, &detail))
-                goto parse_fail;
-            if (colon) {
-                has_pass = true;
-                if (unescape(colon + 1, ul - nl - 1, ENC_USERPASS, &pass, &detail))
-                    goto parse_fail;
-            }
-        }
+    /* Step 4: the path. */
+    if (d->path.n == 0 || (d->path.n == 1 && d->path.p[0] == '/'))
+        cs_strbuf_puts(scratch, CS_WIRE_STREAM_PATH);
+    else
+        escaped_form(scratch, cut->path, cut->pathlen, &d->path, ENC_PATH);
+    u->path = cs_strbuf_take(scratch, NULL);
+
+    if (cut->query)
+        u->raw_query = dup_n(cut->query, cut->querylen);
+    if (cut->hash) {
+        escaped_form(scratch, cut->hash + 1, rawlen - cut->ulen - 1, &d->frag, ENC_FRAGMENT);
+        u->fragment = cs_strbuf_take(scratch, NULL);
     }
-    if (!opaque && unescape(path, pathlen, ENC_PATH, &dpath, &detail))
+}
+
+int rli_url_parse(rli_url *u, const char *raw, cs_err *err)
+{
+    memset(u, 0, sizeof *u);
+    size_t rawlen = strlen(raw);
+    cs_strbuf detail = {0}, scratch = {0};
+    int rc = -1;
+
+    /* url.Parse: the fragment is cut off first; errors before it quote the URL without it. */
+    url_cut cut = {0};
+    cut.hash = memchr(raw, '#', rawlen);
+    cut.ulen = cut.hash ? (size_t)(cut.hash - raw) : rawlen;
+    const char *rest;
+    if (check_controls(raw, cut.ulen, &detail) || cut_scheme(&cut, raw, &rest, &detail))
+        return parse_error(err, raw, raw, cut.ulen, &detail);
+    size_t restlen = cut.ulen - (size_t)(rest - raw);
+    cut_query(&cut, rest, &restlen);
+    if (cut_authority(&cut, rest, restlen, &detail))
+        return parse_error(err, raw, raw, cut.ulen, &detail);
+
+    url_decoded d = {0};
+    if (cut.auth && decode_authority(&cut, &d, &detail))
         goto parse_fail;
-    if (hash && unescape(hash + 1, rawlen - ulen - 1, ENC_FRAGMENT, &dfrag, &detail)) {
+    if (!cut.opaque && unescape(cut.path, cut.pathlen, ENC_PATH, &d.path, &detail))
+        goto parse_fail;
+    if (cut.hash && unescape(cut.hash + 1, rawlen - cut.ulen - 1, ENC_FRAGMENT, &d.frag, &detail)) {
         /* setFragment errors quote the whole URL */
-        cs_strbuf_free(&host);
-        cs_strbuf_free(&user);
-        cs_strbuf_free(&pass);
-        cs_strbuf_free(&dpath);
-        cs_strbuf_free(&dfrag);
+        decoded_free(&d);
         return parse_error(err, raw, raw, rawlen, &detail);
     }
 
     /* Step 2: the scheme. */
     bool tls;
     const char *ws_scheme;
-    if (scheme_ok && (!strcmp(scheme, "ws") || !strcmp(scheme, "http"))) {
-        tls = false;
-        ws_scheme = "ws";
-    } else if (scheme_ok && (!strcmp(scheme, "wss") || !strcmp(scheme, "https"))) {
-        tls = true;
-        ws_scheme = "wss";
-    } else {
+    if (!map_scheme(&cut, &tls, &ws_scheme)) {
         url_error(err, raw, " must use ws, wss, http or https");
         goto out;
     }
     /* Step 3: a host. */
-    if (host.n == 0) {
+    if (d.host.n == 0) {
         url_error(err, raw, " has no host");
         goto out;
     }
@@ -467,67 +604,13 @@ int rli_url_parse(rli_url *u, const char *raw, cs_err *err)
     u->scheme = dup_n(ws_scheme, strlen(ws_scheme));
 
     /* Printed host: escape(u.Host, encodeHost). */
-    escape_into(&scratch, host.p, host.n, ENC_HOST);
+    escape_into(&scratch, d.host.p, d.host.n, ENC_HOST);
     u->host = cs_strbuf_take(&scratch, NULL);
 
-    /* Dial target: Hostname() and Port(). */
-    {
-        const char *hp = host.p;
-        size_t hn = host.n;
-        const char *portp = NULL;
-        size_t portn = 0;
-        const char *name = hp;
-        size_t namen = hn;
-        if (hp[0] == '[') {
-            const char *rb = find_last(hp, hn, ']');
-            name = hp + 1;
-            namen = (size_t)(rb - hp) - 1;
-            if ((size_t)(rb - hp) + 1 < hn) {
-                portp = rb + 2;
-                portn = hn - (size_t)(rb - hp) - 2;
-            }
-        } else {
-            const char *colon = find_last(hp, hn, ':');
-            if (colon) {
-                namen = (size_t)(colon - hp);
-                portp = colon + 1;
-                portn = hn - namen - 1;
-            }
-        }
-        u->hostname = namen ? dup_n(name, namen) : dup_n("localhost", 9);
-        u->port = tls ? 443 : 80;
-        if (portp && portn) {
-            long v = 0;
-            for (size_t i = 0; i < portn && v <= 65535; i++)
-                v = v * 10 + (portp[i] - '0');
-            u->port = v > 65535 ? -1 : (int)v;
-        }
-    }
-
-    if (has_user) {
-        escape_into(&scratch, user.p ? user.p : "", user.n, ENC_USERPASS);
-        if (has_pass) {
-            cs_strbuf_putc(&scratch, ':');
-            escape_into(&scratch, pass.p ? pass.p : "", pass.n, ENC_USERPASS);
-        }
-        u->userinfo = cs_strbuf_take(&scratch, NULL);
-    }
-
-    /* Step 4: the path. */
-    if (dpath.n == 0 || (dpath.n == 1 && dpath.p[0] == '/'))
-        cs_strbuf_puts(&scratch, CS_WIRE_STREAM_PATH);
-    else
-        escaped_form(&scratch, path, pathlen, &dpath, ENC_PATH);
-    u->path = cs_strbuf_take(&scratch, NULL);
-
-    if (query)
-        u->raw_query = dup_n(query, querylen);
-    if (hash) {
-        escaped_form(&scratch, hash + 1, rawlen - ulen - 1, &dfrag, ENC_FRAGMENT);
-        u->fragment = cs_strbuf_take(&scratch, NULL);
-    }
-    if (!u->scheme || !u->host || !u->hostname || !u->path || (has_user && !u->userinfo) ||
-        (query && !u->raw_query) || (hash && !u->fragment)) {
+    set_dial_target(u, &d.host);
+    set_printed_parts(u, rawlen, &cut, &d, &scratch);
+    if (!u->scheme || !u->host || !u->hostname || !u->path || (d.has_user && !u->userinfo) ||
+        (cut.query && !u->raw_query) || (cut.hash && !u->fragment)) {
         rli_url_free(u);
         oom(err);
         goto out;
@@ -536,13 +619,9 @@ int rli_url_parse(rli_url *u, const char *raw, cs_err *err)
     goto out;
 
 parse_fail:
-    parse_error(err, raw, raw, ulen, &detail);
+    parse_error(err, raw, raw, cut.ulen, &detail);
 out:
-    cs_strbuf_free(&host);
-    cs_strbuf_free(&user);
-    cs_strbuf_free(&pass);
-    cs_strbuf_free(&dpath);
-    cs_strbuf_free(&dfrag);
+    decoded_free(&d);
     cs_strbuf_free(&scratch);
     cs_strbuf_free(&detail);
     return rc;

@@ -156,7 +156,8 @@ static void feed(run *r, const uint8_t *in, size_t len)
             check(false, "event kind");
         }
         off += used;
-        /* What stream.c asks before reading in place: exactly the current frame's payload to come. */
+        /* What conn_input.c asks before reading in place: exactly the current frame's payload to
+         * come. */
         check(rli_ws_payload_left(&r->p) == (r->in_frame && !r->failed ? r->frame_len - r->frame_got : 0),
               "payload_left is what the frame has left");
     }
