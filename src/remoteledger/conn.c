@@ -1,4 +1,4 @@
-/* libremoteledger: one connection (PORTSPEC 3), serviced on the calling thread. The transport
+/* libremoteledger: one connection (docs/PROTOCOL.md), serviced on the calling thread. The transport
  * (transport.c: a socket of our own, wrapped in TLS for wss://) is dialed by the dial and
  * handshake deadlines, the upgrade request (handshake.c) written, and the loop below then runs it:
  * what is read goes to conn_input.c, what is due goes out (the request, then pongs and the close

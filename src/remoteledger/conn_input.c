@@ -1,9 +1,9 @@
-/* libremoteledger: what one connection reads (PORTSPEC 3.3). Until the upgrade is done that is the
- * response head (handshake.c); after it, RFC 6455 frames (wsframe.c), whose payload goes to the
- * assembler (assemble.c) in slices straight from the receive buffer, or read in place into the
- * assembler's own buffer. Parsing stops at each verified ledger so it can be handed over. The
- * server's close, the end of the stream and the transport's failures are classified here into the
- * prototype's errors, in its words. */
+/* libremoteledger: what one connection reads (docs/PROTOCOL.md, section 2). Until the upgrade is
+ * done that is the response head (handshake.c); after it, RFC 6455 frames (wsframe.c), whose
+ * payload goes to the assembler (assemble.c) in slices straight from the receive buffer, or read in
+ * place into the assembler's own buffer. Parsing stops at each verified ledger so it can be handed
+ * over. The server's close, the end of the stream and the transport's failures are classified here
+ * into the prototype's errors, in its words. */
 #include <inttypes.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -81,7 +81,7 @@ static void read_limited(rli_conn *c)
     rli_conn_queue_close(c, CS_CLOSE_TOO_BIG, reason);
 }
 
-/* The server closed with a close frame: PORTSPEC 3.3's classification. */
+/* The server closed with a close frame: the classification of docs/PROTOCOL.md, section 4. */
 static void on_peer_close(rli_conn *c, const uint8_t *in, size_t len)
 {
     uint16_t code = 1005; /* no status received */

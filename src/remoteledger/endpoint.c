@@ -1,5 +1,6 @@
-/* The subscription URL: Go net/url parsing rules (only what the prototype's messages can show),
- * the endpoint for a range, and the limits derived from the options. PORTSPEC 3.2. */
+/* The subscription URL: Go net/url parsing rules (only what the prototype's messages can show), the
+ * endpoint for a range, and the limits derived from the options. See rl_stream_new in
+ * remoteledger.h. */
 #include "remoteledger/endpoint.h"
 
 #include <inttypes.h>
@@ -10,164 +11,9 @@
 
 #include "common/goquote.h"
 #include "common/strbuf.h"
+#include "remoteledger/urlescape.h"
 #include "corestream/wire.h"
 
-
-/* ---- net/url: escaping ------------------------------------------------------------------------ */
-
-typedef enum enc_mode {
-    ENC_PATH,
-    ENC_HOST,
-    ENC_ZONE,
-    ENC_USERPASS,
-    ENC_QUERY,
-    ENC_FRAGMENT,
-} enc_mode;
-
-static bool is_alnum(unsigned char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-}
-
-static bool should_escape(unsigned char c, enc_mode mode)
-{
-    if (is_alnum(c))
-        return false;
-    if (mode == ENC_HOST || mode == ENC_ZONE) {
-        switch (c) {
-        case '!': case '$': case '&': case '\'': case '(': case ')': case '*': case '+': case ',':
-        case ';': case '=': case ':': case '[': case ']': case '<': case '>': case '"':
-            return false;
-        default:
-            break;
-        }
-    }
-    switch (c) {
-    case '-': case '_': case '.': case '~':
-        return false;
-    case '$': case '&': case '+': case ',': case '/': case ':': case ';': case '=': case '?':
-    case '@':
-        switch (mode) {
-        case ENC_PATH: return c == '?';
-        case ENC_USERPASS: return c == '@' || c == '/' || c == '?' || c == ':';
-        case ENC_QUERY: return true;
-        case ENC_FRAGMENT: return false;
-        default: break;
-        }
-        break;
-    default:
-        break;
-    }
-    if (mode == ENC_FRAGMENT) {
-        switch (c) {
-        case '!': case '(': case ')': case '*':
-            return false;
-        default:
-            break;
-        }
-    }
-    return true;
-}
-
-static bool is_hex(unsigned char c)
-{
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
-
-static unsigned unhex(unsigned char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return c - 'A' + 10;
-}
-
-/* net/url's unescape: appends the decoded s to out, or describes the error in detail (the text
- * url.Error wraps: `invalid URL escape "%zz"`, `invalid character " " in host name`). */
-static int unescape(const char *s, size_t n, enc_mode mode, cs_strbuf *out, cs_strbuf *detail)
-{
-    const unsigned char *u = (const unsigned char *)s;
-    for (size_t i = 0; i < n;) {
-        unsigned char c = u[i];
-        if (c == '%') {
-            if (i + 2 >= n || !is_hex(u[i + 1]) || !is_hex(u[i + 2])) {
-                size_t k = n - i < 3 ? n - i : 3;
-                cs_strbuf_puts(detail, "invalid URL escape ");
-                cs_go_quote_put_n(detail, s + i, k);
-                return -1;
-            }
-            unsigned v = unhex(u[i + 1]) << 4 | unhex(u[i + 2]);
-            bool pct25 = u[i + 1] == '2' && u[i + 2] == '5';
-            if ((mode == ENC_HOST && unhex(u[i + 1]) < 8 && !pct25) ||
-                (mode == ENC_ZONE && !pct25 && v != ' ' && should_escape((unsigned char)v, ENC_HOST))) {
-                cs_strbuf_puts(detail, "invalid URL escape ");
-                cs_go_quote_put_n(detail, s + i, 3);
-                return -1;
-            }
-            cs_strbuf_putc(out, (char)v);
-            i += 3;
-        } else if (c == '+') {
-            cs_strbuf_putc(out, mode == ENC_QUERY ? ' ' : '+');
-            i++;
-        } else {
-            if ((mode == ENC_HOST || mode == ENC_ZONE) && c < 0x80 && should_escape(c, mode)) {
-                cs_strbuf_puts(detail, "invalid character ");
-                cs_go_quote_put_n(detail, s + i, 1);
-                cs_strbuf_puts(detail, " in host name");
-                return -1;
-            }
-            cs_strbuf_putc(out, (char)c);
-            i++;
-        }
-    }
-    return 0;
-}
-
-/* net/url's escape. */
-static void escape_into(cs_strbuf *out, const char *s, size_t n, enc_mode mode)
-{
-    static const char hex[] = "0123456789ABCDEF";
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (!should_escape(c, mode)) {
-            cs_strbuf_putc(out, (char)c);
-        } else if (c == ' ' && mode == ENC_QUERY) {
-            cs_strbuf_putc(out, '+');
-        } else {
-            char e[3] = {'%', hex[c >> 4], hex[c & 15]};
-            cs_strbuf_put(out, e, 3);
-        }
-    }
-}
-
-/* net/url's validEncoded: may this raw text stand as the escaped form? */
-static bool valid_encoded(const char *s, size_t n, enc_mode mode)
-{
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        switch (c) {
-        case '!': case '$': case '&': case '\'': case '(': case ')': case '*': case '+': case ',':
-        case ';': case '=': case ':': case '@': case '[': case ']': case '%':
-            break;
-        default:
-            if (should_escape(c, mode))
-                return false;
-        }
-    }
-    return true;
-}
-
-/* The printed form of a path or fragment written as raw (already unescaped successfully): the raw
- * text when it is a valid encoding (RawPath / RawFragment), otherwise the canonical escape of the
- * decoded text. */
-static void escaped_form(cs_strbuf *out, const char *raw, size_t n, const cs_strbuf *decoded, enc_mode mode)
-{
-    if (valid_encoded(raw, n, mode))
-        cs_strbuf_put(out, raw, n);
-    else
-        escape_into(out, decoded->p ? decoded->p : "", decoded->n, mode);
-}
 
 /* ---- net/url: parsing ------------------------------------------------------------------------- */
 
@@ -187,7 +33,7 @@ static bool valid_userinfo(const char *s, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
-        if (is_alnum(c))
+        if (rli_is_alnum(c))
             continue;
         switch (c) {
         case '-': case '.': case '_': case ':': case '~': case '!': case '$': case '&': case '\'':
@@ -232,8 +78,8 @@ static int parse_host(const char *h, size_t n, cs_strbuf *host, cs_strbuf *detai
             }
         if (zone) {
             size_t z = (size_t)(zone - h);
-            if (unescape(h, z, ENC_HOST, host, detail) || unescape(zone, i - z, ENC_ZONE, host, detail) ||
-                unescape(rb, n - i, ENC_HOST, host, detail))
+            if (rli_unescape(h, z, ENC_HOST, host, detail) || rli_unescape(zone, i - z, ENC_ZONE, host, detail) ||
+                rli_unescape(rb, n - i, ENC_HOST, host, detail))
                 return -1;
             return 0;
         }
@@ -246,7 +92,7 @@ static int parse_host(const char *h, size_t n, cs_strbuf *host, cs_strbuf *detai
             return -1;
         }
     }
-    return unescape(h, n, ENC_HOST, host, detail);
+    return rli_unescape(h, n, ENC_HOST, host, detail);
 }
 
 static void set_err(cs_err *err, cs_strbuf *msg)
@@ -466,11 +312,11 @@ static int decode_authority(const url_cut *cut, url_decoded *d, cs_strbuf *detai
         const char *colon = memchr(auth, ':', ul);
         size_t nl = colon ? (size_t)(colon - auth) : ul;
         d->has_user = true;
-        if (unescape(auth, nl, ENC_USERPASS, &d->user, detail))
+        if (rli_unescape(auth, nl, ENC_USERPASS, &d->user, detail))
             return -1;
         if (colon) {
             d->has_pass = true;
-            if (unescape(colon + 1, ul - nl - 1, ENC_USERPASS, &d->pass, detail))
+            if (rli_unescape(colon + 1, ul - nl - 1, ENC_USERPASS, &d->pass, detail))
                 return -1;
         }
     }
@@ -534,10 +380,10 @@ static void set_printed_parts(rli_url *u, size_t rawlen, const url_cut *cut, con
                               cs_strbuf *scratch)
 {
     if (d->has_user) {
-        escape_into(scratch, d->user.p ? d->user.p : "", d->user.n, ENC_USERPASS);
+        rli_escape_into(scratch, d->user.p ? d->user.p : "", d->user.n, ENC_USERPASS);
         if (d->has_pass) {
             cs_strbuf_putc(scratch, ':');
-            escape_into(scratch, d->pass.p ? d->pass.p : "", d->pass.n, ENC_USERPASS);
+            rli_escape_into(scratch, d->pass.p ? d->pass.p : "", d->pass.n, ENC_USERPASS);
         }
         u->userinfo = cs_strbuf_take(scratch, NULL);
     }
@@ -546,13 +392,13 @@ static void set_printed_parts(rli_url *u, size_t rawlen, const url_cut *cut, con
     if (d->path.n == 0 || (d->path.n == 1 && d->path.p[0] == '/'))
         cs_strbuf_puts(scratch, CS_WIRE_STREAM_PATH);
     else
-        escaped_form(scratch, cut->path, cut->pathlen, &d->path, ENC_PATH);
+        rli_escaped_form(scratch, cut->path, cut->pathlen, &d->path, ENC_PATH);
     u->path = cs_strbuf_take(scratch, NULL);
 
     if (cut->query)
         u->raw_query = dup_n(cut->query, cut->querylen);
     if (cut->hash) {
-        escaped_form(scratch, cut->hash + 1, rawlen - cut->ulen - 1, &d->frag, ENC_FRAGMENT);
+        rli_escaped_form(scratch, cut->hash + 1, rawlen - cut->ulen - 1, &d->frag, ENC_FRAGMENT);
         u->fragment = cs_strbuf_take(scratch, NULL);
     }
 }
@@ -579,9 +425,9 @@ int rli_url_parse(rli_url *u, const char *raw, cs_err *err)
     url_decoded d = {0};
     if (cut.auth && decode_authority(&cut, &d, &detail))
         goto parse_fail;
-    if (!cut.opaque && unescape(cut.path, cut.pathlen, ENC_PATH, &d.path, &detail))
+    if (!cut.opaque && rli_unescape(cut.path, cut.pathlen, ENC_PATH, &d.path, &detail))
         goto parse_fail;
-    if (cut.hash && unescape(cut.hash + 1, rawlen - cut.ulen - 1, ENC_FRAGMENT, &d.frag, &detail)) {
+    if (cut.hash && rli_unescape(cut.hash + 1, rawlen - cut.ulen - 1, ENC_FRAGMENT, &d.frag, &detail)) {
         /* setFragment errors quote the whole URL */
         decoded_free(&d);
         return parse_error(err, raw, raw, rawlen, &detail);
@@ -604,7 +450,7 @@ int rli_url_parse(rli_url *u, const char *raw, cs_err *err)
     u->scheme = dup_n(ws_scheme, strlen(ws_scheme));
 
     /* Printed host: escape(u.Host, encodeHost). */
-    escape_into(&scratch, d.host.p, d.host.n, ENC_HOST);
+    rli_escape_into(&scratch, d.host.p, d.host.n, ENC_HOST);
     u->host = cs_strbuf_take(&scratch, NULL);
 
     set_dial_target(u, &d.host);
@@ -686,9 +532,9 @@ static int parse_query(const char *q, size_t n, qpair **out, size_t *count)
         const char *eq = memchr(seg, '=', sl);
         size_t kl = eq ? (size_t)(eq - seg) : sl;
         cs_strbuf k = {0}, val = {0}, detail = {0};
-        int bad = unescape(seg, kl, ENC_QUERY, &k, &detail);
+        int bad = rli_unescape(seg, kl, ENC_QUERY, &k, &detail);
         if (!bad && eq)
-            bad = unescape(eq + 1, sl - kl - 1, ENC_QUERY, &val, &detail);
+            bad = rli_unescape(eq + 1, sl - kl - 1, ENC_QUERY, &val, &detail);
         cs_strbuf_free(&detail);
         if (bad) {
             cs_strbuf_free(&k);
@@ -793,9 +639,9 @@ int rli_endpoint_build(const rli_url *u, rl_range r, char **endpoint, char **tar
     for (size_t i = 0; i < n; i++) {
         if (i)
             cs_strbuf_putc(&q, '&');
-        escape_into(&q, pairs[i].k, pairs[i].kl, ENC_QUERY);
+        rli_escape_into(&q, pairs[i].k, pairs[i].kl, ENC_QUERY);
         cs_strbuf_putc(&q, '=');
-        escape_into(&q, pairs[i].v, pairs[i].vl, ENC_QUERY);
+        rli_escape_into(&q, pairs[i].v, pairs[i].vl, ENC_QUERY);
     }
     free_pairs(pairs, n);
 

@@ -1,4 +1,5 @@
-/* libremoteledger internals: the subscription URL (PORTSPEC 3.2) and the per-connection limits.
+/* libremoteledger internals: the subscription URL (rl_stream_new in remoteledger.h) and the
+ * per-connection limits.
  *
  * The URL is parsed once, when the stream is created, with Go's net/url rules (the prototype's
  * messages quote its errors), and turned into an endpoint per call: the range owns the start and
@@ -14,7 +15,7 @@
 #include "common/err.h"
 #include "corestream/remoteledger.h"
 
-/* A parsed, validated stream URL (steps 1-4 of PORTSPEC 3.2). All strings are heap copies. */
+/* A parsed, validated stream URL (the URL rules of rl_stream_new). All strings are heap copies. */
 typedef struct rli_url {
     bool tls;         /* wss (or https) */
     char *scheme;     /* "ws" or "wss" after the http/https mapping */

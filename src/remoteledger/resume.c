@@ -1,10 +1,10 @@
-/* libremoteledger: a session's connections (PORTSPEC 3). Each connection of a session starts at
- * the ledger the tracker expects next (the range's start for the first), so a replacement
- * continues where the last one stopped and a partial ledger is dropped. With resume
- * (resume_retries != 0) a failure that may pass (the transport, a server going away, the
- * timeouts) is retried within the budget, after a capped exponential backoff with jitter; a ledger
- * makes the budget whole again. Between attempts the wait is a timerfd the caller may poll
- * (rl_stream_fd) and an eventfd rl_stream_cancel signals. */
+/* libremoteledger: a session's connections (docs/PROTOCOL.md, section 4). Each connection of a
+ * session starts at the ledger the tracker expects next (the range's start for the first), so a
+ * replacement continues where the last one stopped and a partial ledger is dropped. With resume
+ * (resume_retries != 0) a failure that may pass (the transport, a server going away, the timeouts)
+ * is retried within the budget, after a capped exponential backoff with jitter; a ledger makes the
+ * budget whole again. Between attempts the wait is a timerfd the caller may poll (rl_stream_fd) and
+ * an eventfd rl_stream_cancel signals. */
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>

@@ -1,9 +1,9 @@
-/* libremoteledger: the public API (PORTSPEC 3): the rl_stream object and the pull calls. A
- * session (rl_stream_open, or one rl_stream_raw_ledgers call, which is a session pulled to its
- * end) owns one connection at a time (conn.c, conn_input.c), serviced on the calling thread, and,
- * with resume, replaces a lost one (resume.c). This file opens and ends sessions, hands each
- * verified ledger over (callback or pull), and keeps what the caller reads afterwards (the
- * message, the too-far-behind bounds, the endpoint). rl_options are options.c's,
+/* libremoteledger: the public API (remoteledger.h; docs/PROTOCOL.md): the rl_stream object and the
+ * pull calls. A session (rl_stream_open, or one rl_stream_raw_ledgers call, which is a session
+ * pulled to its end) owns one connection at a time (conn.c, conn_input.c), serviced on the calling
+ * thread, and, with resume, replaces a lost one (resume.c). This file opens and ends sessions,
+ * hands each verified ledger over (callback or pull), and keeps what the caller reads afterwards
+ * (the message, the too-far-behind bounds, the endpoint). rl_options are options.c's,
  * rl_stream_bounds is bounds.c's. */
 #include <pthread.h>
 #include <stdatomic.h>

@@ -1,5 +1,5 @@
 /* libremoteledger internals: the stream object and its connections, shared by the files that
- * implement the rl_stream_* API (PORTSPEC 3).
+ * implement the rl_stream_* API (remoteledger.h).
  *
  *   stream.c      the rl_stream object and the public entry points: new/free/cancel, the pull
  *                 calls (rl_stream_open, _next, _fd, _close, _reset, rl_stream_raw_ledgers)
