@@ -99,8 +99,9 @@ static ssize_t writev_retry(int fd, const struct iovec *iov, int cnt)
 }
 
 /* Writes the ledger file with O_DIRECT: the whole blocks straight from the parts (no copy into
- * the page cache, whose cost per ledger was the ring thread's largest: docs/BENCHMARKS.md), the
- * last partial block through a zero-padded bounce block, then the file is cut to its length.
+ * the page cache, whose cost per ledger was the ring thread's largest: see
+ * bench/results/2026-12-sittings.md), the last partial block through a zero-padded bounce block,
+ * then the file is cut to its length.
  * Returns 0 written, -1 failed (errno), 1 the file system refused O_DIRECT (EINVAL) or a write came
  * back short: the caller writes the file through the page cache instead. */
 static int write_direct(cs_ring *r, const char *tmp, const struct iovec *parts, size_t nparts)
