@@ -271,6 +271,153 @@ static int fail(const char *msg)
     return 1;
 }
 
+/* What one run is made of, in the order it is built. Until cs_server_new the source and the ring
+ * are main's (open_run frees them when it fails); from then on they are the server's. */
+typedef struct run_parts {
+    cs_ring *ring;
+    cs_source *src;
+    cs_range range;
+    cs_run_start start;
+    char identity[PATH_MAX + 128];
+    bool edge;
+    cs_server *server;
+    cs_js_publisher *jetstream;
+} run_parts;
+
+/* SIGINT/SIGTERM/SIGHUP blocked here and taken by the signal thread; systemd's notifier first (it
+ * reads the environment before any other thread exists). Returns 0, or -1 with why in msg. */
+static int start_signals(sigset_t *set, notify_hook *hook, char *msg, size_t len)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    /* After the mask (its thread inherits it, so the signals still reach only sigwait) and
+     * before the other threads (it reads the environment). */
+    cs_err err;
+    if (cs_notify_new(&hook->notify, &err) != 0) {
+        snprintf(msg, len, "%s", err.msg);
+        return -1;
+    }
+    g_notify = hook->notify;
+    pthread_t sig_thread;
+    int perr = pthread_create(&sig_thread, NULL, signal_main, set);
+    if (perr != 0) {
+        /* Without it SIGINT, SIGTERM and SIGHUP would stay blocked: only SIGKILL would stop us. */
+        char why[128];
+        snprintf(msg, len, "cannot start the signal thread: %s", cs_go_errno(perr, why, sizeof why));
+        return -1;
+    }
+    pthread_detach(sig_thread);
+    return 0;
+}
+
+/* The ring, where the run starts, and the source. On failure nothing is left open. */
+static int open_run(const cs_daemon_config *cfg, cs_cancel *cancel, run_parts *p, cs_err *err)
+{
+    char ring_dir[PATH_MAX];
+    snprintf(ring_dir, sizeof ring_dir, "%s/ledgers", cfg->data_dir);
+    /* The ring first: where the run starts follows from it, and the edge's source reads where it
+     * ends (at its first ledger, after the claim). */
+    int rc = cs_ring_open(&p->ring, ring_dir, cfg->retention, err);
+    if (rc == 0)
+        cs_ring_set_direct(p->ring, cfg->ring_direct);
+    /* The edge's identity is the run it follows in the stream: known once its source is built. */
+    p->edge = strcmp(cfg->source, "jetstream") == 0;
+    if (rc == 0 && !p->edge) {
+        cs_run_identity(cfg, NULL, p->identity, sizeof p->identity);
+        rc = cs_run_start_decide(cfg, p->ring, p->identity, &p->start, err);
+    }
+    if (rc == 0)
+        rc = build_source(cfg, cancel, p->ring, p->identity, p->edge ? 1 : p->start.first, &p->src, &p->range,
+                          err);
+    if (rc == 0 && p->edge) {
+        cs_run_identity(cfg, p->src, p->identity, sizeof p->identity);
+        if ((rc = cs_run_start_decide(cfg, p->ring, p->identity, &p->start, err)) == 0)
+            p->range.from = p->start.first; /* a label: the edge's source finds its first ledger itself */
+    }
+    if (rc != 0) {
+        if (p->src)
+            p->src->ops->destroy(p->src);
+        p->src = NULL;
+        cs_ring_close(p->ring);
+        p->ring = NULL;
+    }
+    return rc;
+}
+
+static int new_server(const cs_daemon_config *cfg, cs_cancel *cancel, notify_hook *hook, run_parts *p, cs_err *err)
+{
+    cs_thread_set_background_nice((int)cfg->background_nice); /* before any thread takes its role */
+    cs_server_config sc = {
+        .listen = cfg->listen,
+        .source_name = cfg->source,
+        .source = p->src,
+        .range = p->range,
+        .start_mode = cs_start_mode_name(p->start.mode),
+        .start_ring_latest = p->start.ring_latest,
+        .ring = p->ring,
+        .cancel = cancel,
+        .chunk_size = cfg->chunk_size,
+        .compress = cfg->compress,
+        .compress_workers = cfg->compress_workers,
+        .compress_level = cfg->compress_level,
+        .retention = cfg->retention,
+        .max_connections = cfg->max_connections,
+        .max_connections_per_ip = cfg->max_connections_per_ip,
+        .max_replays = cfg->max_replays,
+        .max_replays_per_ip = cfg->max_replays_per_ip,
+        .busy_poll_us = cfg->busy_poll_us,
+        .auth_tokens = cfg->auth_tokens,
+        .auth_healthz = cfg->auth_healthz,
+        .tls_cert = cfg->tls_cert,
+        .tls_key = cfg->tls_key,
+        .tls_client_ca = cfg->tls_client_ca,
+        .on_progress = on_progress,
+        .progress_arg = hook,
+        .admin_listen = cfg->admin_listen,
+    };
+    return cs_server_new(&p->server, &sc, err);
+}
+
+/* The server, the publisher, the binds, then the claim: every check that can fail at start comes
+ * before the ring is repaired or reset. On success the signal thread has the server. */
+static int start_serving(const cs_daemon_config *cfg, cs_cancel *cancel, notify_hook *hook, run_parts *p,
+                         cs_err *err)
+{
+    int rc = new_server(cfg, cancel, hook, p, err);
+    if (rc == 0)
+        rc = jetstream_new(cfg, p->server, p->ring, &p->jetstream, err);
+    if (rc == 0 && p->jetstream)
+        cs_server_set_jetstream_stats(p->server, jetstream_stats, p->jetstream);
+    /* The signal thread sees the server only once listen has set it up; a signal before that
+     * fires the cancellation instead, and the run below does not start. */
+    if (rc == 0)
+        rc = cs_server_listen(p->server, err);
+    if (rc == 0) {
+        /* Everything that can fail at start has passed (flags, files, TLS material, tokens, NATS,
+         * the binds): only now is what the ring's open found repaired, and may the ring be reset,
+         * for another run's ledgers or a given --start-ledger that does not continue it, and still
+         * before anyone is served from it (accept starts in cs_server_run). The pipe's first
+         * ledger is core's, the edge's the stream's: only the source knows it. */
+        bool source_knows = strcmp(cfg->source, "pipe") == 0 || p->edge;
+        rc = cs_ring_claim(p->ring, p->identity, source_knows ? 0 : p->range.from, err);
+    }
+    if (rc != 0)
+        return rc;
+    cs_server_log_listening(p->server);
+    pthread_mutex_lock(&g_server_mu);
+    g_server = p->server;
+    if (g_reload_pending)
+        cs_server_reload(p->server);
+    g_reload_pending = false;
+    pthread_mutex_unlock(&g_server_mu);
+    snprintf(hook->addr, sizeof hook->addr, "%s", cs_server_addr(p->server));
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     cs_daemon_config cfg;
@@ -291,31 +438,12 @@ int main(int argc, char **argv)
     raise_nofile();
 
     sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
-    signal(SIGPIPE, SIG_IGN);
-    /* After the mask (its thread inherits it, so the signals still reach only sigwait) and
-     * before the other threads (it reads the environment). */
     notify_hook hook = {0};
-    if (cs_notify_new(&hook.notify, &err) != 0) {
-        cs_daemon_config_free(&cfg);
-        return fail(err.msg);
-    }
-    g_notify = hook.notify;
-    pthread_t sig_thread;
-    int perr = pthread_create(&sig_thread, NULL, signal_main, &set);
-    if (perr != 0) {
-        /* Without it SIGINT, SIGTERM and SIGHUP would stay blocked: only SIGKILL would stop us. */
-        char why[128], msg[192];
-        snprintf(msg, sizeof msg, "cannot start the signal thread: %s", cs_go_errno(perr, why, sizeof why));
+    char msg[CS_ERR_MSG_MAX];
+    if (start_signals(&set, &hook, msg, sizeof msg) != 0) {
         cs_daemon_config_free(&cfg);
         return fail(msg);
     }
-    pthread_detach(sig_thread);
-
     cs_cancel cancel;
     if (cs_cancel_init(&cancel) != 0) {
         cs_daemon_config_free(&cfg);
@@ -325,116 +453,26 @@ int main(int argc, char **argv)
     g_cancel = &cancel;
     pthread_mutex_unlock(&g_server_mu);
 
-    cs_source *src = NULL;
-    cs_range range;
-    cs_ring *ring = NULL;
-    cs_server *server = NULL;
-    cs_js_publisher *jetstream = NULL;
-    char ring_dir[PATH_MAX];
-    snprintf(ring_dir, sizeof ring_dir, "%s/ledgers", cfg.data_dir);
-    /* The ring first: where the run starts follows from it, and the edge's source reads where it
-     * ends (at its first ledger, after the claim). */
-    rc = cs_ring_open(&ring, ring_dir, cfg.retention, &err);
+    run_parts run = {0};
+    rc = open_run(&cfg, &cancel, &run, &err);
     if (rc == 0)
-        cs_ring_set_direct(ring, cfg.ring_direct);
-    cs_run_start start = {0};
-    char identity[PATH_MAX + 128] = "";
-    /* The edge's identity is the run it follows in the stream: known once its source is built. */
-    bool edge = strcmp(cfg.source, "jetstream") == 0;
-    if (rc == 0 && !edge) {
-        cs_run_identity(&cfg, NULL, identity, sizeof identity);
-        rc = cs_run_start_decide(&cfg, ring, identity, &start, &err);
-    }
-    if (rc == 0)
-        rc = build_source(&cfg, &cancel, ring, identity, edge ? 1 : start.first, &src, &range, &err);
-    if (rc == 0 && edge) {
-        cs_run_identity(&cfg, src, identity, sizeof identity);
-        if ((rc = cs_run_start_decide(&cfg, ring, identity, &start, &err)) == 0)
-            range.from = start.first; /* a label: the edge's source finds its first ledger itself */
-    }
-    if (rc != 0) {
-        if (src)
-            src->ops->destroy(src);
-        src = NULL;
-        cs_ring_close(ring);
-        ring = NULL;
-    }
-    if (rc == 0) {
-        cs_thread_set_background_nice((int)cfg.background_nice); /* before any thread takes its role */
-        cs_server_config sc = {
-            .listen = cfg.listen,
-            .source_name = cfg.source,
-            .source = src,
-            .range = range,
-            .start_mode = cs_start_mode_name(start.mode),
-            .start_ring_latest = start.ring_latest,
-            .ring = ring,
-            .cancel = &cancel,
-            .chunk_size = cfg.chunk_size,
-            .compress = cfg.compress,
-            .compress_workers = cfg.compress_workers,
-            .compress_level = cfg.compress_level,
-            .retention = cfg.retention,
-            .max_connections = cfg.max_connections,
-            .max_connections_per_ip = cfg.max_connections_per_ip,
-            .max_replays = cfg.max_replays,
-            .max_replays_per_ip = cfg.max_replays_per_ip,
-            .busy_poll_us = cfg.busy_poll_us,
-            .auth_tokens = cfg.auth_tokens,
-            .auth_healthz = cfg.auth_healthz,
-            .tls_cert = cfg.tls_cert,
-            .tls_key = cfg.tls_key,
-            .tls_client_ca = cfg.tls_client_ca,
-            .on_progress = on_progress,
-            .progress_arg = &hook,
-            .admin_listen = cfg.admin_listen,
-        };
-        rc = cs_server_new(&server, &sc, &err);
-    }
-    if (rc == 0)
-        rc = jetstream_new(&cfg, server, ring, &jetstream, &err);
-    if (rc == 0 && jetstream)
-        cs_server_set_jetstream_stats(server, jetstream_stats, jetstream);
-    /* The signal thread sees the server only once listen has set it up; a signal before that
-     * fires the cancellation instead, and the run below does not start. */
-    if (rc == 0)
-        rc = cs_server_listen(server, &err);
-    if (rc == 0) {
-        /* Everything that can fail at start has passed (flags, files, TLS material, tokens, NATS,
-         * the binds): only now is what the ring's open found repaired, and may the ring be reset,
-         * for another run's ledgers or a given --start-ledger that does not continue it, and still
-         * before anyone is served from it (accept starts in cs_server_run). The pipe's first
-         * ledger is core's, the edge's the stream's: only the source knows it. */
-        bool source_knows = strcmp(cfg.source, "pipe") == 0 || edge;
-        rc = cs_ring_claim(ring, identity, source_knows ? 0 : range.from, &err);
-    }
-    if (rc == 0)
-        cs_server_log_listening(server);
-    if (rc == 0) {
-        pthread_mutex_lock(&g_server_mu);
-        g_server = server;
-        if (g_reload_pending)
-            cs_server_reload(server);
-        g_reload_pending = false;
-        pthread_mutex_unlock(&g_server_mu);
-        snprintf(hook.addr, sizeof hook.addr, "%s", cs_server_addr(server));
-    }
+        rc = start_serving(&cfg, &cancel, &hook, &run, &err);
     bool ran = false;
-    if (rc == 0 && jetstream)
-        rc = cs_js_publisher_start(jetstream, &err);
+    if (rc == 0 && run.jetstream)
+        rc = cs_js_publisher_start(run.jetstream, &err);
     if (rc == 0 && !cs_cancel_is_set(&cancel)) {
         ran = true;
-        rc = cs_server_run(server, &err);
+        rc = cs_server_run(run.server, &err);
     }
     /* The source is over: what is left of the last flow goes out, within the drain bound. */
-    cs_js_publisher_stop(jetstream, 5 * CS_SEC);
-    cs_js_publisher_free(jetstream);
+    cs_js_publisher_stop(run.jetstream, 5 * CS_SEC);
+    cs_js_publisher_free(run.jetstream);
 
     pthread_mutex_lock(&g_server_mu);
     g_server = NULL;
     g_cancel = NULL;
     pthread_mutex_unlock(&g_server_mu);
-    cs_server_free(server);
+    cs_server_free(run.server);
     cs_daemon_config_free(&cfg);
     cs_cancel_destroy(&cancel);
     if (rc != 0) {
