@@ -23,8 +23,8 @@
 #include "common/clock.h"
 #include "corestreamd/server/server.h"
 #include "support/serverharness.h"
+#include "support/wait.h"
 
-#define WAIT_MS 10000
 
 static int tcp_socket_from(const char *src_ip)
 {

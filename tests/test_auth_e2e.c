@@ -21,8 +21,8 @@
 #include "support/tlstunnel.h"
 #include "support/tmpdir.h"
 #include "support/wsclient.h"
+#include "support/wait.h"
 
-#define WAIT_MS 10000
 #define TOKEN_A "tokenA-0123456789abcdefghijklmnopqrstuvwxyz"
 #define TOKEN_B "tokenB-0123456789abcdefghijklmnopqrstuvwxyz"
 #define UPGRADE "Host: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" \

@@ -29,11 +29,11 @@
 #include "support/procharness.h"
 #include "support/wsclient.h"
 #include "support/tmpdir.h"
+#include "support/wait.h"
 
 #ifndef CORESTREAMD_BIN
 #error "CORESTREAMD_BIN must name the binary under test"
 #endif
-#define WAIT_MS 20000
 #define SHUTDOWN_MS 5000 /* SIGTERM to exit, and a swept writer to its end */
 
 static cs_tmpdir g_tmp; /* this test's scratch directory */
@@ -349,6 +349,29 @@ static int main_nice(pid_t pid)
 }
 
 /* background: --background-nice's value, or NULL for its default (19). */
+
+/* The nice values a run's threads should settle at (expect_thread_roles). */
+enum { ROLES = 5 };
+typedef struct role_want {
+    const char *role;
+    int nice, count;
+} role_want;
+typedef struct roles_wanted {
+    pid_t pid;
+    int live; /* the main thread's */
+    role_want want[ROLES];
+} roles_wanted;
+
+static bool roles_settled(void *arg)
+{
+    const roles_wanted *w = arg;
+    bool settled = main_nice(w->pid) == w->live;
+    for (size_t i = 0; i < ROLES; i++) {
+        int n, nice = thread_nice(w->pid, w->want[i].role, &n);
+        settled = settled && n == w->want[i].count && nice == w->want[i].nice;
+    }
+    return settled;
+}
 static void expect_thread_roles(const char *background)
 {
     cs_proc p;
@@ -366,25 +389,18 @@ static void expect_thread_roles(const char *background)
     int live = own + 2 > 19 ? 19 : own + 2;
     int bg = background ? own + atoi(background) : 19;
     bg = bg > 19 ? 19 : bg;
-    const struct {
-        const char *role;
-        int nice, count;
-    } want[] = {{"cs-source", own, 1}, {"cs-encode", live, 4 /* --compress-workers' default */},
-                {"cs-replay", bg, 2}, {"cs-ring", bg, 1},
-                /* strangers' heads and handshakes yield to the live path */
-                {"cs-heads", own + 5 > 19 ? 19 : own + 5, 1}};
-    bool settled = false;
-    for (int tries = 0; !settled && tries < WAIT_MS / 10; tries++) {
-        settled = main_nice(p.pid) == live;
-        for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
-            int n, nice = thread_nice(p.pid, want[i].role, &n);
-            settled = settled && n == want[i].count && nice == want[i].nice;
-        }
-        if (!settled)
-            nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
-    }
+    roles_wanted w = {.pid = p.pid,
+                      .live = live,
+                      .want = {{"cs-source", own, 1},
+                               {"cs-encode", live, 4 /* --compress-workers' default */},
+                               {"cs-replay", bg, 2},
+                               {"cs-ring", bg, 1},
+                               /* strangers' heads and handshakes yield to the live path */
+                               {"cs-heads", own + 5 > 19 ? 19 : own + 5, 1}}};
+    const role_want *want = w.want;
+    cs_wait_until(roles_settled, &w, WAIT_MS); /* the asserts below say what did not settle */
     assert_int_equal(main_nice(p.pid), live);
-    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    for (size_t i = 0; i < ROLES; i++) {
         int n;
         assert_int_equal(thread_nice(p.pid, want[i].role, &n), want[i].nice);
         assert_int_equal(n, want[i].count);

@@ -34,11 +34,11 @@
 #include "support/tlstunnel.h"
 #include "support/tmpdir.h"
 #include "support/wsclient.h"
+#include "support/wait.h"
 
 #ifndef CORESTREAMD_BIN
 #error "CORESTREAMD_BIN must name the binary under test"
 #endif
-#define WAIT_MS 20000
 #define NOFILE 128   /* the daemon's soft and hard descriptor limit */
 #define ATTACKERS 400 /* well past NOFILE */
 #define LEDGERS 60

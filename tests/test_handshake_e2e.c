@@ -30,8 +30,8 @@
 #include "support/tlstunnel.h"
 #include "support/serverharness.h"
 #include "support/wsclient.h"
+#include "support/wait.h"
 
-#define WAIT_MS 10000
 #define KEY "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
 #define V13 "Sec-WebSocket-Version: 13\r\n"
 #define UPGRADE "Host: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"

@@ -26,12 +26,12 @@
 #include "support/procharness.h"
 #include "support/tmpdir.h"
 #include "support/wsclient.h"
+#include "support/wait.h"
 #include "wire/wire.h"
 
 #ifndef CORESTREAMD_BIN
 #error "CORESTREAMD_BIN must name the binary under test"
 #endif
-#define WAIT_MS 30000
 #define STREAM "CORESTREAM"
 
 static cs_tmpdir g_tmp;

@@ -38,9 +38,9 @@
 #include "corestream/remoteledger.h"
 #include "support/metabuild.h"
 #include "support/ringfixture.h"
+#include "support/wait.h"
 
 #define KILLS 20
-#define WAIT_MS 30000
 #define STOP_MS 20000
 #define KILL_WITHIN_MS 300
 #define LEDGERS 300   /* what the subscriber reads */

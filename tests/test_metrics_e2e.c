@@ -28,12 +28,12 @@
 #include "support/serverharness.h"
 #include "support/tmpdir.h"
 #include "support/wsclient.h"
+#include "support/wait.h"
 #include "wire/wire.h"
 
 #ifndef CORESTREAMD_BIN
 #error "CORESTREAMD_BIN must name the binary under test"
 #endif
-#define WAIT_MS 20000
 #define PROMTOOL "/usr/bin/promtool"
 #define PROMETHEUS "/usr/bin/prometheus"
 

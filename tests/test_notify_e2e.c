@@ -25,11 +25,11 @@
 
 #include "support/procharness.h"
 #include "support/tmpdir.h"
+#include "support/wait.h"
 
 #ifndef CORESTREAMD_BIN
 #error "CORESTREAMD_BIN must name the binary under test"
 #endif
-#define WAIT_MS 20000
 #define NOTHING_MORE_MS 300 /* how long "no further datagram" is looked for once the daemon exited */
 
 extern char **environ;

@@ -29,11 +29,11 @@
 #include "corestream/remoteledger.h"
 #include "support/procharness.h"
 #include "support/tmpdir.h"
+#include "support/wait.h"
 
 #ifndef CORESTREAMD_BIN
 #error "CORESTREAMD_BIN must name the binary under test"
 #endif
-#define WAIT_MS 20000
 #define MS 1000000LL
 
 static cs_tmpdir g_tmp;

@@ -24,8 +24,8 @@
 #include "corestreamd/server/server.h"
 #include "support/serverharness.h"
 #include "support/wsclient.h"
+#include "support/wait.h"
 
-#define WAIT_MS 20000
 #define SIZE (256 * 1024)
 #define FILLED 40 /* ledgers in the ring before the catch-ups connect: 10 MiB each */
 

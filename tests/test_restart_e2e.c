@@ -27,8 +27,8 @@
 #include "support/metabuild.h"
 #include "support/ringfixture.h"
 #include "support/wsclient.h"
+#include "support/wait.h"
 
-#define WAIT_MS 20000
 #define STOP_MS 20000
 
 typedef cs_ringfx fixture;

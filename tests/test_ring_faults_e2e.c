@@ -28,13 +28,13 @@
 #include "support/ringfixture.h"
 #include "support/tmpdir.h"
 #include "support/wsclient.h"
+#include "support/wait.h"
 #include "wire/wire.h"
 
 #ifndef CORESTREAMD_BIN
 #error "CORESTREAMD_BIN must name the corestreamd binary"
 #endif
 
-#define WAIT_MS 20000
 #define STOP_MS 10000
 
 typedef cs_ringfx fixture;

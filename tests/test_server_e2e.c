@@ -22,8 +22,8 @@
 #include "corestreamd/sources/synthetic.h"
 #include "support/serverharness.h"
 #include "support/wsclient.h"
+#include "support/wait.h"
 
-#define WAIT_MS 20000
 
 static cs_ws *connect_ws(const harness *h, const char *query)
 {

@@ -21,12 +21,12 @@
 #include "support/procharness.h"
 #include "support/tmpdir.h"
 #include "support/wsclient.h"
+#include "support/wait.h"
 
 #if !defined(CORESTREAMD_BIN) || !defined(BENCHRUNNER_BIN) || !defined(PROJECT_VERSION) || \
     !defined(BUILD_TYPE)
 #error "CORESTREAMD_BIN, BENCHRUNNER_BIN, PROJECT_VERSION and BUILD_TYPE must be defined"
 #endif
-#define WAIT_MS 20000
 
 static char *printed(const char *prog)
 {

@@ -1,5 +1,6 @@
 /* The scripted WebSocket server of the libremoteledger tests; see scriptserver.h. */
 #include "support/scriptserver.h"
+#include "support/wait.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -26,7 +27,6 @@
 #include "corestream/wire.h"
 #include "wire/wire.h"
 
-#define WAIT_MS 10000 /* bound on every wait of the server */
 #define MAX_CONNS 8
 #define WS_GUID "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
