@@ -253,6 +253,8 @@ static int validate(cs_daemon_config *c, cs_err *err)
     return validate_jetstream(c, err);
 }
 
+/* Long because of its table: one line or three per flag, in -h's order, then a dozen lines of
+ * parsing. */
 int cs_daemon_config_parse(cs_daemon_config *c, int argc, char **argv, FILE *usage_out, cs_err *err)
 {
     set_defaults(c);

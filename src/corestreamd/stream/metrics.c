@@ -221,6 +221,8 @@ static void jetstream_metrics(cs_strbuf *b, const cs_metrics_jetstream *j)
              j->connected ? 1 : 0);
 }
 
+/* Long because it is the exposition itself: one family after another, in the order a scrape
+ * shows them. */
 void cs_metrics_render(cs_strbuf *b, const cs_metrics *m, const cs_metrics_view *v)
 {
     family(b, "corestreamd_build_info", "gauge",

@@ -169,6 +169,82 @@ static void on_reconnecting(void *arg, bool on)
         cs_m_set_state(l->metrics, on ? CS_SRC_RECONNECTING : l->published ? CS_SRC_STREAMING : CS_SRC_CATCHING_UP);
 }
 
+/* What the loop carries from one ledger to the next. */
+typedef struct loop_state {
+    XXH64_state_t *hash;
+    ledger_parts parts;
+    cs_ring_writer *writer;
+    cs_msg_pool *chunk_pool;
+    uint32_t prev; /* the last ledger published; 0 before the first */
+} loop_state;
+
+enum { STEP_NEXT, STEP_ENDED, STEP_CANCELLED, STEP_FAILED };
+
+/* The checks on an emission before anything of it is published. Returns 0, or -1 with err. */
+static int check_emission(const cs_source_loop *l, uint32_t prev, const cs_emission *em, cs_err *err)
+{
+    if (prev != 0 && em->seq != (uint32_t)(prev + 1))
+        return cs_err_set(err, 0, "source emitted ledger %u after %u: sequences must be dense and ascending",
+                          em->seq, prev);
+    if (em->declared_size > l->max_payload)
+        return cs_err_set(err, 0, "ledger %u is %llu bytes, over the %llu-byte protocol payload cap", em->seq,
+                          (unsigned long long)em->declared_size, (unsigned long long)l->max_payload);
+    return 0;
+}
+
+/* Hands the ledger just published to the ring writer: only now the disk, and off this thread, so
+ * live delivery never pays for the ring write. */
+static void store_ledger(cs_source_loop *l, loop_state *st, uint32_t seq, uint64_t sum)
+{
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < st->parts.n; i++)
+        bytes += st->parts.msgs[i]->len - CS_WIRE_CHUNK_HEADER_LEN;
+    size_t chunks = st->parts.n;
+    cs_ring_writer_submit(st->writer, seq, st->parts.msgs, st->parts.n, published_flow(l, seq, st->parts.n),
+                          l->chunk_size, sum);
+    st->parts = (ledger_parts){0};
+    if (seq % 100 == 0) {
+        /* The log reports the ring as it stands with this ledger in it. */
+        cs_ring_writer_wait(st->writer);
+        log_streaming(l, seq, bytes, chunks);
+    }
+}
+
+/* One ledger: asked of the source, checked, published, stored. */
+static int step(cs_source_loop *l, loop_state *st, cs_err *err)
+{
+    /* The previous ledger reaches the ring before the next is asked for, so it never serves the
+     * current flow, and a source comparing re-emitted ledgers with the ring finds every one
+     * already published there (sources/rejoin.h). The wait overlaps nothing it used to: the next
+     * BEGIN waited for it anyway. */
+    cs_ring_writer_wait(st->writer);
+    cs_emission em = {0};
+    cs_err e;
+    int got = l->src->ops->next(l->src, &em, &e);
+    if (got == 0)
+        return STEP_ENDED;
+    if (got < 0) {
+        if (e.kind == CS_ERR_CANCELLED)
+            return STEP_CANCELLED;
+        cs_err_set(err, 0, "source failed at ledger %u: %s", em.seq, e.msg);
+        return STEP_FAILED;
+    }
+    if (check_emission(l, st->prev, &em, err) != 0)
+        return STEP_FAILED;
+    uint64_t sum = 0;
+    int r = emit_ledger(l, &em, st->hash, &st->parts, st->chunk_pool, &sum, err);
+    if (r != 0) {
+        parts_clear(&st->parts);
+        return r == 1 ? STEP_CANCELLED : STEP_FAILED;
+    }
+    st->prev = em.seq;
+    store_ledger(l, st, em.seq, sum);
+    l->published++;
+    if (l->on_progress)
+        l->on_progress(l->progress_arg, em.seq);
+    return STEP_NEXT;
+}
+
 int cs_source_loop_run(cs_source_loop *l, cs_err *err)
 {
     char range[64];
@@ -178,101 +254,39 @@ int cs_source_loop_run(cs_source_loop *l, cs_err *err)
         cs_m_set_state(l->metrics, CS_SRC_CATCHING_UP);
     CS_LOG(CS_LOG_INFO, "source loop starting", KV_S("range", range), KV_U("chunk_size", l->chunk_size));
 
-    XXH64_state_t *hash = XXH64_createState();
-    ledger_parts parts = {0};
-    cs_ring_writer *writer = NULL;
+    loop_state st = {.hash = XXH64_createState()};
     /* Raw chunk buffers come back once the ring has their ledger; up to CHUNK_POOL_BYTES of them
      * wait for the next ledger instead of going back to malloc. */
     size_t chunk_cap = CS_WIRE_CHUNK_HEADER_LEN + l->chunk_size;
     size_t keep = CHUNK_POOL_BYTES / chunk_cap;
     /* Payloads page-aligned, so the ring can write them with O_DIRECT (store/ring.h). */
-    cs_msg_pool *chunk_pool = cs_msg_pool_new_aligned(chunk_cap, keep < 16 ? 16 : keep, CS_WIRE_CHUNK_HEADER_LEN);
-    if (!hash || !chunk_pool || cs_ring_writer_new(&writer, l->ring, err) != 0) {
-        XXH64_freeState(hash);
-        cs_msg_pool_free(chunk_pool);
+    st.chunk_pool = cs_msg_pool_new_aligned(chunk_cap, keep < 16 ? 16 : keep, CS_WIRE_CHUNK_HEADER_LEN);
+    if (!st.hash || !st.chunk_pool || cs_ring_writer_new(&st.writer, l->ring, err) != 0) {
+        XXH64_freeState(st.hash);
+        cs_msg_pool_free(st.chunk_pool);
         return cs_err_set(err, 0, "source loop: out of memory");
     }
-    uint32_t prev = 0;
-    int rc = 0;
-    bool cancelled = false;
     l->src->reconnecting = on_reconnecting;
     l->src->reconnecting_arg = l;
     if (l->on_progress)
         l->on_progress(l->progress_arg, 0);
-    for (;;) {
-        /* The previous ledger reaches the ring before the next is asked for, so it never serves
-         * the current flow, and a source comparing re-emitted ledgers with the ring finds every
-         * one already published there (sources/rejoin.h). The wait overlaps nothing it used to:
-         * the next BEGIN waited for it anyway. */
-        cs_ring_writer_wait(writer);
-        cs_emission em = {0};
-        cs_err e;
-        int got = l->src->ops->next(l->src, &em, &e);
-        if (got == 0)
-            break;
-        if (got < 0) {
-            if (e.kind == CS_ERR_CANCELLED) {
-                cancelled = true;
-                break;
-            }
-            rc = cs_err_set(err, 0, "source failed at ledger %u: %s", em.seq, e.msg);
-            break;
-        }
-        if (prev != 0 && em.seq != (uint32_t)(prev + 1)) {
-            rc = cs_err_set(err, 0, "source emitted ledger %u after %u: sequences must be dense and ascending",
-                            em.seq, prev);
-            break;
-        }
-        if (em.declared_size > l->max_payload) {
-            rc = cs_err_set(err, 0, "ledger %u is %llu bytes, over the %llu-byte protocol payload cap",
-                            em.seq, (unsigned long long)em.declared_size,
-                            (unsigned long long)l->max_payload);
-            break;
-        }
-        uint64_t sum = 0;
-        int r = emit_ledger(l, &em, hash, &parts, chunk_pool, &sum, err);
-        if (r == 1) {
-            cancelled = true;
-            parts_clear(&parts);
-            break;
-        }
-        if (r < 0) {
-            rc = -1;
-            parts_clear(&parts);
-            break;
-        }
-        prev = em.seq;
-        /* Only now the disk, and off this thread: live delivery never pays for the ring write. */
-        uint64_t bytes = 0;
-        for (size_t i = 0; i < parts.n; i++)
-            bytes += parts.msgs[i]->len - CS_WIRE_CHUNK_HEADER_LEN;
-        size_t chunks = parts.n;
-        cs_ring_writer_submit(writer, em.seq, parts.msgs, parts.n, published_flow(l, em.seq, parts.n), l->chunk_size,
-                              sum);
-        parts = (ledger_parts){0};
-        if (em.seq % 100 == 0) {
-            /* The log reports the ring as it stands with this ledger in it. */
-            cs_ring_writer_wait(writer);
-            log_streaming(l, em.seq, bytes, chunks);
-        }
-        l->published++;
-        if (l->on_progress)
-            l->on_progress(l->progress_arg, em.seq);
-    }
+    int how;
+    while ((how = step(l, &st, err)) == STEP_NEXT)
+        ;
     /* Whatever way the loop ended, the last completed ledger is retained before the stream is
      * declared over. */
-    cs_ring_writer_wait(writer);
-    cs_ring_writer_free(writer);
+    cs_ring_writer_wait(st.writer);
+    cs_ring_writer_free(st.writer);
     if (l->metrics)
-        cs_m_set_state(l->metrics, rc != 0 ? CS_SRC_FAILED : cancelled ? CS_SRC_STOPPED : CS_SRC_ENDED);
-    if (rc == 0) {
-        if (cancelled)
-            CS_LOG(CS_LOG_INFO, "source loop cancelled", KV_U("ledgers", l->published));
-        else
-            CS_LOG(CS_LOG_INFO, "source exhausted", KV_U("ledgers", l->published));
-    }
-    free(parts.msgs);
-    XXH64_freeState(hash);
-    cs_msg_pool_free(chunk_pool); /* chunks still in a flow or a replay free themselves later */
-    return rc;
+        cs_m_set_state(l->metrics, how == STEP_FAILED      ? CS_SRC_FAILED
+                                   : how == STEP_CANCELLED ? CS_SRC_STOPPED
+                                                           : CS_SRC_ENDED);
+    if (how == STEP_CANCELLED)
+        CS_LOG(CS_LOG_INFO, "source loop cancelled", KV_U("ledgers", l->published));
+    else if (how == STEP_ENDED)
+        CS_LOG(CS_LOG_INFO, "source exhausted", KV_U("ledgers", l->published));
+    free(st.parts.msgs);
+    XXH64_freeState(st.hash);
+    cs_msg_pool_free(st.chunk_pool); /* chunks still in a flow or a replay free themselves later */
+    return how == STEP_FAILED ? -1 : 0;
 }
