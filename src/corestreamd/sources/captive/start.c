@@ -85,10 +85,10 @@ static int offline_info(captive_source *cs, int64_t *lcl, cs_err *err)
     return rc;
 }
 
-int captive_start_core(captive_source *cs, cs_err *err)
+/* NewCaptive: the binary must speak protocol 23 or later. */
+static int check_protocol(captive_source *cs, cs_err *err)
 {
     cs_err e;
-    /* NewCaptive: the binary must speak protocol 23 or later. */
     char *ver;
     if (captive_core_version(cs, &ver, &e) != 0) {
         if (e.kind == CS_ERR_CANCELLED)
@@ -110,8 +110,14 @@ int captive_start_core(captive_source *cs, cs_err *err)
                           "protocol version %d or higher",
                           proto, CS_CAPTIVE_MIN_PROTOCOL, CS_CAPTIVE_MIN_PROTOCOL);
     CS_LOG(CS_LOG_INFO, "stellar-core version", KV_S("version", build), KV_U("protocol", proto), SUBSERVICE);
+    return 0;
+}
 
-    /* runFromParams. */
+/* runFromParams: the ledger core runs from (*run_from), checked against the archives' latest
+ * checkpoint. */
+static int plan_run(captive_source *cs, uint32_t *run_from, cs_err *err)
+{
+    cs_err e;
     uint32_t from = cs->from;
     if (from == 1)
         return cs_err_set(err, 0, "CaptiveCore is unable to start from ledger 1, start from ledger 2");
@@ -136,54 +142,73 @@ int captive_start_core(captive_source *cs, cs_err *err)
                           "trying to start online mode too far (latest checkpoint=%u), only two checkpoints in the "
                           "future allowed",
                           has.current_ledger);
-    uint32_t run_from = from - 1;
-    CS_LOG(CS_LOG_INFO, "captive: starting stellar-core", KV_U("from", cs->from), KV_U("run_from", run_from),
+    *run_from = from - 1;
+    CS_LOG(CS_LOG_INFO, "captive: starting stellar-core", KV_U("from", cs->from), KV_U("run_from", *run_from),
            KV_U("latest_checkpoint", latest), KV_S("workdir", cs->workdir), SUBSERVICE);
+    return 0;
+}
 
-    /* runFromStream.start: reuse the database when its LCL is in range, else build a new one. */
-    bool new_db = false;
+/* runFromStream.start: whether the database can be reused (its LCL is in range) or must be
+ * built anew; one that cannot be read is rebuilt. Only a cancellation stops it: *cancelled, with
+ * err. */
+static bool needs_new_db(captive_source *cs, uint32_t run_from, cs_err *err, bool *cancelled)
+{
+    cs_err e;
     int64_t lcl = 0;
+    *cancelled = false;
     if (offline_info(cs, &lcl, &e) != 0) {
-        if (e.kind == CS_ERR_CANCELLED)
-            return captive_cancelled(err);
+        if (e.kind == CS_ERR_CANCELLED) {
+            *cancelled = true;
+            captive_cancelled(err);
+            return false;
+        }
         char *msg = NULL;
         if (asprintf(&msg, "Error running offline-info: %s, removing existing storage-dir contents", e.msg) >= 0) {
             CS_LOG(CS_LOG_INFO, msg, SUBSERVICE);
             free(msg);
         }
-        new_db = true;
-    } else if (lcl <= 2 || lcl > (int64_t)run_from) {
+        return true;
+    }
+    if (lcl <= 2 || lcl > (int64_t)run_from) {
         char msg[160];
         snprintf(msg, sizeof msg, "Unexpected LCL in Stellar-Core DB: %lld (want: %u), removing existing storage-dir contents",
                  (long long)lcl, run_from);
         CS_LOG(CS_LOG_INFO, msg, SUBSERVICE);
-        new_db = true;
-    } else {
-        CS_LOG(CS_LOG_INFO, "captive: reusing the stellar-core database", KV_I("lcl", lcl), KV_U("run_from", run_from),
-               SUBSERVICE);
+        return true;
     }
+    CS_LOG(CS_LOG_INFO, "captive: reusing the stellar-core database", KV_I("lcl", lcl), KV_U("run_from", run_from),
+           SUBSERVICE);
+    return false;
+}
 
+/* A new database in the emptied working dir: `new-db`, then `catchup <run_from>/0` (or, below
+ * ledger 3, CATCHUP_COMPLETE in the conf). Returns 0, or -1 with err. */
+static int build_db(captive_source *cs, uint32_t run_from, cs_err *err)
+{
+    cs_err e;
+    if (core_cmd(cs, true, "new-db", NULL, &e) != 0)
+        return e.kind == CS_ERR_CANCELLED ? captive_cancelled(err) : cs_err_set(err, 0, "error initializing core db: %s", e.msg);
+    if (run_from < 3) {
+        /* Core replays from ledger 2 itself once told catchup is complete (LCL = 1). */
+        cs->params.catchup_complete = true;
+        return 0;
+    }
+    char target[32];
+    snprintf(target, sizeof target, "%u/0", run_from);
+    if (core_cmd(cs, true, "catchup", target, &e) != 0)
+        return e.kind == CS_ERR_CANCELLED ? captive_cancelled(err)
+                                          : cs_err_set(err, 0, "error running stellar-core catchup: %s", e.msg);
+    return 0;
+}
+
+/* `run --metadata-output-stream fd:3`: the long-lived process on the meta pipe. Returns 0 with
+ * cs->fr and cs->meta_rfd set, or -1 with err and nothing left open. */
+static int start_run(captive_source *cs, cs_err *err)
+{
+    cs_err e;
     int rc = 0;
-    if (new_db) {
-        if (captive_remove_all(cs->workdir, &e) != 0)
-            return cs_err_set(err, 0, "error removing existing storage-dir contents: %s", e.msg);
-        if (core_cmd(cs, true, "new-db", NULL, &e) != 0) {
-            rc = e.kind == CS_ERR_CANCELLED ? captive_cancelled(err) : cs_err_set(err, 0, "error initializing core db: %s", e.msg);
-        } else if (run_from < 3) {
-            /* Core replays from ledger 2 itself once told catchup is complete (LCL = 1). */
-            cs->params.catchup_complete = true;
-        } else {
-            char target[32];
-            snprintf(target, sizeof target, "%u/0", run_from);
-            if (core_cmd(cs, true, "catchup", target, &e) != 0)
-                rc = e.kind == CS_ERR_CANCELLED ? captive_cancelled(err)
-                                                : cs_err_set(err, 0, "error running stellar-core catchup: %s", e.msg);
-        }
-    }
-
-    /* `run --metadata-output-stream fd:3`: the long-lived process on the meta pipe. */
     int p[2] = {-1, -1};
-    if (rc == 0 && captive_write_conf(cs, &e) != 0)
+    if (captive_write_conf(cs, &e) != 0)
         rc = cs_err_set(err, 0, "error creating command: %s", e.msg);
     if (rc == 0 && pipe2(p, O_CLOEXEC) != 0)
         rc = cs_err_set(err, 0, "error starting `stellar-core run` subprocess: pipe: %s", strerror(errno));
@@ -202,15 +227,40 @@ int captive_start_core(captive_source *cs, cs_err *err)
         close(p[1]);
     if (rc == 0) {
         cs->meta_rfd = p[0];
-        CS_LOG(CS_LOG_INFO, "captive: stellar-core running", KV_I("core_pid", cs->run.c.pid), KV_B("new_db", new_db),
-               SUBSERVICE);
         return 0;
     }
     cs_frame_reader_free(cs->fr);
     cs->fr = NULL;
     if (p[0] >= 0)
         close(p[0]);
+    return -1;
+}
+
+int captive_start_core(captive_source *cs, cs_err *err)
+{
+    uint32_t run_from = 0;
+    if (check_protocol(cs, err) != 0 || plan_run(cs, &run_from, err) != 0)
+        return -1;
+    bool cancelled;
+    bool new_db = needs_new_db(cs, run_from, err, &cancelled);
+    if (cancelled)
+        return -1;
+    int rc = 0;
+    if (new_db) {
+        cs_err e;
+        if (captive_remove_all(cs->workdir, &e) != 0)
+            return cs_err_set(err, 0, "error removing existing storage-dir contents: %s", e.msg);
+        rc = build_db(cs, run_from, err);
+    }
+    if (rc == 0)
+        rc = start_run(cs, err);
+    if (rc == 0) {
+        CS_LOG(CS_LOG_INFO, "captive: stellar-core running", KV_I("core_pid", cs->run.c.pid), KV_B("new_db", new_db),
+               SUBSERVICE);
+        return 0;
+    }
     /* A database this start created and could not use is not kept. */
+    cs_err e;
     if (new_db && captive_remove_all(cs->workdir, &e) != 0)
         CS_LOG(CS_LOG_WARN, "captive: cannot remove the working dir", KV_S("error", e.msg), SUBSERVICE);
     return -1;
