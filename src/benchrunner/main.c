@@ -337,6 +337,83 @@ static int run_loopback(const br_options *o, progress *prog, run_out *out, cs_er
 
 /* ---- main ------------------------------------------------------------------------------------ */
 
+/* local and localtap: the whole path in this process, no network; a signal ends an unbounded run
+ * cleanly. */
+static int run_offline(const br_options *o, run_out *run, cs_err *err)
+{
+    cs_cancel cancel;
+    br_collector *c = NULL;
+    int rc;
+    if (cs_cancel_init(&cancel) != 0) {
+        rc = cs_err_set(err, 0, "cannot create an eventfd");
+    } else {
+        set_current_cancel(&cancel);
+        rc = strcmp(o->mode, "local") == 0 ? br_run_local(o, &cancel, &c, err) : br_run_localtap(o, &cancel, &c, err);
+        set_current_cancel(NULL);
+        cs_cancel_destroy(&cancel);
+        if (rc != 0 && err->kind == CS_ERR_CANCELLED && atomic_load(&g_interrupted) && !o->end) {
+            rc = 0;
+            cs_err_clear(err);
+        }
+    }
+    if (c) {
+        run->subs = calloc(1, sizeof *run->subs);
+        if (run->subs) {
+            run->subs->c = c;
+            run->n = 1;
+        } else {
+            br_collector_free(c);
+        }
+    }
+    return rc;
+}
+
+/* The summary on stdout and the CSVs of what the run collected; a CSV that cannot be written adds
+ * its error to msg (one per line, as errors.Join) and returns -1. Frees the run's subscribers. */
+static int report(const br_options *o, run_out *run, char *msg, size_t mlen)
+{
+    int rc = 0;
+    char *summary = NULL;
+    if (run->n == 1) {
+        summary = br_collector_summary(run->subs[0].c);
+    } else {
+        br_subscriber_result *res = calloc(run->n, sizeof *res);
+        for (size_t i = 0; res && i < run->n; i++)
+            res[i] = (br_subscriber_result){run->subs[i].c, run->subs[i].failed ? run->subs[i].err.msg : "ok"};
+        summary = res ? br_fanout_summary(run->title, res, run->n, o->resume) : NULL;
+        free(res);
+    }
+    if (summary) {
+        fputs(summary, stdout);
+        free(summary);
+    }
+    for (size_t i = 0; *o->csv && i < run->n; i++) {
+        char path[PATH_MAX];
+        if (run->n == 1)
+            snprintf(path, sizeof path, "%s", o->csv);
+        else
+            br_subscriber_csv_path(o->csv, i, path, sizeof path);
+        cs_err werr;
+        if (br_write_csv_file(path, run->subs[i].c, &werr) != 0) {
+            size_t n = strlen(msg);
+            snprintf(msg + n, mlen - n, "%s%s", n ? "\n" : "", werr.msg);
+            rc = -1;
+            break;
+        }
+        if (run->n == 1)
+            printf("csv          %s\n", path);
+        else if (i == run->n - 1) {
+            char first[PATH_MAX];
+            br_subscriber_csv_path(o->csv, 0, first, sizeof first);
+            printf("csv          %s .. %s (one per subscriber)\n", first, path);
+        }
+    }
+    br_consume_free(run->subs, run->n);
+    run->subs = NULL;
+    run->n = 0;
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     br_options o;
@@ -360,8 +437,7 @@ int main(int argc, char **argv)
     progress prog = {.enabled = isatty(STDERR_FILENO) == 1};
     run_out run = {0};
     cs_err_clear(&err);
-    bool remote = strcmp(o.mode, "remote") == 0;
-    if (remote) {
+    if (strcmp(o.mode, "remote") == 0) {
         rl_range range = o.end ? rl_bounded_range((uint32_t)o.start, (uint32_t)o.end)
                                : rl_unbounded_range((uint32_t)o.start);
         /* (Ctrl-C ending an unbounded run is a clean stop: br_consume says so.) */
@@ -370,75 +446,14 @@ int main(int argc, char **argv)
     } else if (strcmp(o.mode, "loopback") == 0) {
         rc = run_loopback(&o, &prog, &run, &err);
     } else {
-        /* local and localtap: no network; a signal ends an unbounded run cleanly. */
-        cs_cancel cancel;
-        br_collector *c = NULL;
-        if (cs_cancel_init(&cancel) != 0) {
-            rc = cs_err_set(&err, 0, "cannot create an eventfd");
-        } else {
-            set_current_cancel(&cancel);
-            rc = strcmp(o.mode, "local") == 0 ? br_run_local(&o, &cancel, &c, &err)
-                                               : br_run_localtap(&o, &cancel, &c, &err);
-            set_current_cancel(NULL);
-            cs_cancel_destroy(&cancel);
-            if (rc != 0 && err.kind == CS_ERR_CANCELLED && atomic_load(&g_interrupted) && !o.end) {
-                rc = 0;
-                cs_err_clear(&err);
-            }
-        }
-        if (c) {
-            run.subs = calloc(1, sizeof *run.subs);
-            if (run.subs) {
-                run.subs->c = c;
-                run.n = 1;
-            } else {
-                br_collector_free(c);
-            }
-        }
+        rc = run_offline(&o, &run, &err);
     }
     progress_clear(&prog);
 
     char msg[2 * CS_ERR_MSG_MAX + 2];
     snprintf(msg, sizeof msg, "%s", rc != 0 ? err.msg : "");
-    if (run.subs) {
-        char *summary = NULL;
-        if (run.n == 1) {
-            summary = br_collector_summary(run.subs[0].c);
-        } else {
-            br_subscriber_result *res = calloc(run.n, sizeof *res);
-            for (size_t i = 0; res && i < run.n; i++)
-                res[i] = (br_subscriber_result){run.subs[i].c, run.subs[i].failed ? run.subs[i].err.msg : "ok"};
-            summary = res ? br_fanout_summary(run.title, res, run.n, o.resume) : NULL;
-            free(res);
-        }
-        if (summary) {
-            fputs(summary, stdout);
-            free(summary);
-        }
-        for (size_t i = 0; *o.csv && i < run.n; i++) {
-            char path[PATH_MAX];
-            if (run.n == 1)
-                snprintf(path, sizeof path, "%s", o.csv);
-            else
-                br_subscriber_csv_path(o.csv, i, path, sizeof path);
-            cs_err werr;
-            if (br_write_csv_file(path, run.subs[i].c, &werr) != 0) {
-                /* errors.Join: one message per line */
-                size_t n = strlen(msg);
-                snprintf(msg + n, sizeof msg - n, "%s%s", n ? "\n" : "", werr.msg);
-                rc = -1;
-                break;
-            }
-            if (run.n == 1)
-                printf("csv          %s\n", path);
-            else if (i == run.n - 1) {
-                char first[PATH_MAX];
-                br_subscriber_csv_path(o.csv, 0, first, sizeof first);
-                printf("csv          %s .. %s (one per subscriber)\n", first, path);
-            }
-        }
-        br_consume_free(run.subs, run.n);
-    }
+    if (run.subs && report(&o, &run, msg, sizeof msg) != 0)
+        rc = -1;
     fflush(stdout);
     if (rc != 0) {
         fprintf(stderr, "benchrunner: %s\n", msg);
