@@ -12,7 +12,6 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
@@ -22,7 +21,6 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include "support/metabuild.h"
 #include "support/ringfixture.h"
@@ -111,34 +109,6 @@ static void read_ledgers(fixture *f, cs_ws *ws, uint32_t from, uint32_t to)
     }
 }
 
-static uint64_t ring_digest(const char *dir)
-{
-    DIR *d = opendir(dir);
-    assert_non_null(d);
-    uint64_t sum = 0;
-    for (struct dirent *de; (de = readdir(d));) {
-        char path[PATH_MAX + 300];
-        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-        struct stat st;
-        if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
-            continue;
-        XXH64_state_t *h = XXH64_createState();
-        XXH64_reset(h, 0);
-        XXH64_update(h, de->d_name, strlen(de->d_name) + 1);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        char buf[65536];
-        ssize_t n;
-        while (fd >= 0 && (n = read(fd, buf, sizeof buf)) > 0)
-            XXH64_update(h, buf, (size_t)n);
-        if (fd >= 0)
-            close(fd);
-        sum += XXH64_digest(h); /* order-free */
-        XXH64_freeState(h);
-    }
-    closedir(d);
-    return sum;
-}
-
 static void writer_restarts_inside_and_between_ledgers(void **state)
 {
     fixture *f = *state;
@@ -199,7 +169,7 @@ static void writer_restarts_inside_and_between_ledgers(void **state)
     cs_ws_close(catchup);
 
     /* A writer whose ledger 8 is not the ring's: the run stops, the ring stays as it was. */
-    uint64_t before = ring_digest(f->ring);
+    uint64_t before = cs_ringfx_dir_digest(f->ring);
     write_frames(f, "four.bin", 8, 9, 8, path, sizeof path, NULL);
     snprintf(cmd, sizeof cmd, "cat '%s' > '%s'", path, fifo);
     run_writer(cmd);
@@ -207,7 +177,7 @@ static void writer_restarts_inside_and_between_ledgers(void **state)
     cs_proc_drain(&f->proc);
     if (!strstr(f->proc.log, "error=\"source failed at ledger 8: ledger 8 differs from the ring's: the source sent "))
         fail_msg("log:\n%s", f->proc.log);
-    assert_true(ring_digest(f->ring) == before);
+    assert_true(cs_ringfx_dir_digest(f->ring) == before);
     assert_int_equal(cs_proc_log_count(&f->proc, "level=WARN msg=\"ring reset"), 0);
     assert_int_equal(cs_proc_log_count(&f->proc, "retention reset"), 0);
 }

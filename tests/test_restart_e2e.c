@@ -16,12 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <dirent.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include "common/synthetic.h"
 #include "support/metabuild.h"
@@ -212,53 +210,6 @@ static void file_restart_continues_the_dump(void **state)
 
 /* ---- a start that fails ---------------------------------------------------------------------- */
 
-static int cmp_names(const struct dirent **a, const struct dirent **b)
-{
-    return strcmp((*a)->d_name, (*b)->d_name);
-}
-
-/* Folds dir into h, by name, in name order: each entry's name, a file's bytes, a directory's
- * entries (recursively). */
-static void digest_into(XXH64_state_t *h, const char *dir)
-{
-    struct dirent **names;
-    int n = scandir(dir, &names, NULL, cmp_names);
-    assert_true(n >= 0);
-    for (int i = 0; i < n; i++) {
-        const char *name = names[i]->d_name;
-        char path[PATH_MAX + 300];
-        snprintf(path, sizeof path, "%s/%s", dir, name);
-        XXH64_update(h, name, strlen(name) + 1);
-        struct stat st;
-        if (strcmp(name, ".") != 0 && strcmp(name, "..") != 0 && lstat(path, &st) == 0) {
-            if (S_ISDIR(st.st_mode)) {
-                digest_into(h, path);
-            } else if (S_ISREG(st.st_mode)) {
-                int fd = open(path, O_RDONLY | O_CLOEXEC);
-                char buf[65536];
-                ssize_t got;
-                while (fd >= 0 && (got = read(fd, buf, sizeof buf)) > 0)
-                    XXH64_update(h, buf, (size_t)got);
-                if (fd >= 0)
-                    close(fd);
-            }
-        }
-        free(names[i]);
-    }
-    free(names);
-}
-
-/* XXH64 of a whole directory tree: names and bytes. */
-static uint64_t dir_digest(const char *dir)
-{
-    XXH64_state_t *h = XXH64_createState();
-    XXH64_reset(h, 0);
-    digest_into(h, dir);
-    uint64_t d = XXH64_digest(h);
-    XXH64_freeState(h);
-    return d;
-}
-
 static void write_at(const char *dir, const char *name, const void *bytes, size_t len)
 {
     char path[PATH_MAX + 64];
@@ -290,7 +241,7 @@ static void failing_start_leaves_the_ring_alone(void **state)
     write_at(f->ring, "ledger-5.xdr", "", 0);
     write_at(f->ring, "ledger-3.xdr.tmp", "cut", 3);
     write_at(f->ring, "ledger-20.rec", "orphan\n", 7);
-    uint64_t before = dir_digest(f->data);
+    uint64_t before = cs_ringfx_dir_digest(f->data);
 
     /* A port already taken: the bind fails. */
     int taken = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -317,7 +268,7 @@ static void failing_start_leaves_the_ring_alone(void **state)
         if (st != 1 || !strstr(f->proc.log, "level=ERROR msg=\"corestreamd failed\"") ||
             strstr(f->proc.log, "ring reset") || strstr(f->proc.log, "corestreamd listening"))
             fail_msg("case %zu: exit %d:\n%s", i, st, f->proc.log);
-        if (dir_digest(f->data) != before)
+        if (cs_ringfx_dir_digest(f->data) != before)
             fail_msg("case %zu changed the data directory:\n%s", i, f->proc.log);
         free_proc(f);
     }
@@ -394,7 +345,7 @@ static void pipe_replay_is_compared_with_the_ring(void **state)
         fail_msg("second run:\n%s", f->proc.log);
     free_proc(f);
 
-    uint64_t before = dir_digest(f->ring);
+    uint64_t before = cs_ringfx_dir_digest(f->ring);
     write_frames(f, "three.bin", 6, 9, 7, path, sizeof path);
     snprintf(cmd, sizeof cmd, "cat '%s' >&3", path);
     cs_ringfx_start(f, NULL, CORESTREAMD_BIN, run);
@@ -403,7 +354,7 @@ static void pipe_replay_is_compared_with_the_ring(void **state)
     assert_int_equal(st, 1);
     if (!strstr(f->proc.log, "error=\"source failed at ledger 7: ledger 7 differs from the ring's: the source sent "))
         fail_msg("third run:\n%s", f->proc.log);
-    assert_true(dir_digest(f->ring) == before);
+    assert_true(cs_ringfx_dir_digest(f->ring) == before);
     free_proc(f);
 
     const char *const serve[] = {"--source", "pipe", "--pipe-cmd", "exec sleep 600", NULL};

@@ -518,16 +518,25 @@ static void test_rejoin_skips_what_the_ring_holds(void **state)
     cs_ring_close(r);
 }
 
-/* A re-emitted ledger that differs from the ring's stops the source, naming it. */
-static void test_rejoin_refuses_different_bytes(void **state)
+/* A ring of ring_from..ring_to (ledger odd changed) under a source re-emitting from first: the
+ * first next() fails at ledger want_seq with want_msg. */
+static void expect_rejoin_refused(fixture *f, uint32_t ring_from, uint32_t ring_to, uint32_t odd, uint32_t first,
+                           uint32_t want_seq, const char *want_msg)
 {
-    fixture *f = *state;
-    cs_ring *r = rejoin_ring(f, 1, 5, 4);
-    cs_source *s = rejoin_over(f, r, 3, 4);
+    cs_ring *r = rejoin_ring(f, ring_from, ring_to, odd);
+    cs_source *s = rejoin_over(f, r, first, 4);
     cs_emission em;
     cs_err err = {0};
     assert_int_equal(s->ops->next(s, &em, &err), -1);
-    assert_int_equal(em.seq, 4);
+    assert_int_equal(em.seq, want_seq);
+    assert_string_equal(err.msg, want_msg);
+    s->ops->destroy(s);
+    cs_ring_close(r);
+}
+
+/* A re-emitted ledger that differs from the ring's stops the source, naming it. */
+static void test_rejoin_refuses_different_bytes(void **state)
+{
     char want[256];
     uint8_t buf[RJ_SIZE];
     cs_synthetic_fill(buf, sizeof buf, 4, false);
@@ -537,24 +546,14 @@ static void test_rejoin_refuses_different_bytes(void **state)
              "ledger 4 differs from the ring's: the source sent 3000 bytes hashing to %016llx, the ring holds 3000 "
              "bytes hashing to %016llx",
              (unsigned long long)ours, (unsigned long long)XXH64(buf, sizeof buf, 0));
-    assert_string_equal(err.msg, want);
-    s->ops->destroy(s);
-    cs_ring_close(r);
+    expect_rejoin_refused(*state, 1, 5, 4, 3, 4, want);
 }
 
 /* A ledger older than the ring cannot be compared: the source stops. */
 static void test_rejoin_refuses_what_the_ring_cannot_vouch_for(void **state)
 {
-    fixture *f = *state;
-    cs_ring *r = rejoin_ring(f, 3, 5, 0);
-    cs_source *s = rejoin_over(f, r, 2, 4);
-    cs_emission em;
-    cs_err err = {0};
-    assert_int_equal(s->ops->next(s, &em, &err), -1);
-    assert_int_equal(em.seq, 2);
-    assert_string_equal(err.msg, "ledger 2 is older than the ring's oldest ledger 3, so it cannot be compared with it");
-    s->ops->destroy(s);
-    cs_ring_close(r);
+    expect_rejoin_refused(*state, 3, 5, 0, 2, 2,
+                   "ledger 2 is older than the ring's oldest ledger 3, so it cannot be compared with it");
 }
 
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)

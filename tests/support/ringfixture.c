@@ -6,10 +6,15 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
 
 int cs_ringfx_setup(void **state, const char *tag)
 {
@@ -104,4 +109,50 @@ void cs_ringfx_free_proc(cs_ringfx *f)
 {
     cs_proc_free(&f->proc);
     f->started = false;
+}
+
+static int cmp_names(const struct dirent **a, const struct dirent **b)
+{
+    return strcmp((*a)->d_name, (*b)->d_name);
+}
+
+/* Folds dir into h, by name, in name order: each entry's name, a file's bytes, a directory's
+ * entries (recursively). */
+static void digest_into(XXH64_state_t *h, const char *dir)
+{
+    struct dirent **names;
+    int n = scandir(dir, &names, NULL, cmp_names);
+    assert_true(n >= 0);
+    for (int i = 0; i < n; i++) {
+        const char *name = names[i]->d_name;
+        char path[PATH_MAX + 300];
+        snprintf(path, sizeof path, "%s/%s", dir, name);
+        XXH64_update(h, name, strlen(name) + 1);
+        struct stat st;
+        if (strcmp(name, ".") != 0 && strcmp(name, "..") != 0 && lstat(path, &st) == 0) {
+            if (S_ISDIR(st.st_mode)) {
+                digest_into(h, path);
+            } else if (S_ISREG(st.st_mode)) {
+                int fd = open(path, O_RDONLY | O_CLOEXEC);
+                char buf[65536];
+                ssize_t got;
+                while (fd >= 0 && (got = read(fd, buf, sizeof buf)) > 0)
+                    XXH64_update(h, buf, (size_t)got);
+                if (fd >= 0)
+                    close(fd);
+            }
+        }
+        free(names[i]);
+    }
+    free(names);
+}
+
+uint64_t cs_ringfx_dir_digest(const char *dir)
+{
+    XXH64_state_t *h = XXH64_createState();
+    XXH64_reset(h, 0);
+    digest_into(h, dir);
+    uint64_t d = XXH64_digest(h);
+    XXH64_freeState(h);
+    return d;
 }

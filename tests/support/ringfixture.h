@@ -5,6 +5,7 @@
 #define CS_TEST_RINGFIXTURE_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "support/procharness.h"
 #include "support/tmpdir.h"
@@ -45,5 +46,9 @@ const char *cs_ringfx_with_pid(const cs_ringfx *f, const char *needle);
 /* Waits up to timeout_ms for the next log line containing needle (pid put in); fails the test
  * with the log otherwise. */
 void cs_ringfx_wait_line(cs_ringfx *f, const char *needle, int timeout_ms);
+
+/* XXH64 of a whole directory tree, in name order: every entry's name, every file's bytes, every
+ * directory's entries. Equal before and after means nothing in it changed. */
+uint64_t cs_ringfx_dir_digest(const char *dir);
 
 #endif

@@ -151,6 +151,18 @@ static void told_back(fifo_source *fs)
     cs_source_tell_reconnecting(&fs->base, false);
 }
 
+/* The next frame's length and ledger, across writers (next_marker); the listener hears a writer
+ * that is back. Returns 0, or -1 with err. */
+static int next_frame(fifo_source *fs, uint32_t *len, uint32_t *seq, cs_err *err)
+{
+    const uint8_t *prefix;
+    size_t n;
+    if (next_marker(fs, len, &prefix, &n, err) != 1)
+        return -1;
+    told_back(fs);
+    return frame_seq(fs, prefix, n, seq, err);
+}
+
 static int fifo_next(cs_source *s, cs_emission *em, cs_err *err)
 {
     fifo_source *fs = (fifo_source *)s;
@@ -158,14 +170,8 @@ static int fifo_next(cs_source *s, cs_emission *em, cs_err *err)
     em->declared_size = 0;
     if (fs->done)
         return failed(fs, err, "pipe source: the FIFO source already failed");
-    uint32_t len;
-    const uint8_t *prefix;
-    size_t n;
-    if (next_marker(fs, &len, &prefix, &n, err) != 1)
-        return -1;
-    told_back(fs);
-    uint32_t seq;
-    if (frame_seq(fs, prefix, n, &seq, err) != 0)
+    uint32_t len, seq;
+    if (next_frame(fs, &len, &seq, err) != 0)
         return -1;
     em->seq = seq;
     em->declared_size = len;
@@ -230,14 +236,8 @@ static int resume_frame(fifo_source *fs, cs_err *err)
 {
     uint32_t want = fs->last_seq;
     for (;;) {
-        uint32_t len;
-        const uint8_t *prefix;
-        size_t n;
-        if (next_marker(fs, &len, &prefix, &n, err) != 1)
-            return -1;
-        told_back(fs);
-        uint32_t seq;
-        if (frame_seq(fs, prefix, n, &seq, err) != 0)
+        uint32_t len, seq;
+        if (next_frame(fs, &len, &seq, err) != 0)
             return -1;
         if (seq > want)
             return failed(fs, err, "pipe source: the writer of \"%s\" restarted inside ledger %" PRIu32
