@@ -108,15 +108,23 @@ static void count_run(fixture *f, runs *r)
     r->dropped_alone += cs_proc_log_count(&f->proc, "msg=\"ring ledger failed its integrity check; dropping it\"") > 0;
 }
 
-/* Whether the ring holds a ledger (its record is written after it). */
+/* Whether the ring holds a whole ledger: ledger-N.xdr with its ledger-N.rec (a kill between the
+ * record's write and the ledger's rename leaves a record alone, which the next open drops). */
 static bool ring_has_ledgers(const fixture *f)
 {
     DIR *d = opendir(f->ring);
     if (!d)
         return false;
     bool any = false;
-    for (struct dirent *de; !any && (de = readdir(d));)
-        any = strncmp(de->d_name, "ledger-", 7) == 0 && strstr(de->d_name, ".rec") != NULL;
+    for (struct dirent *de; !any && (de = readdir(d));) {
+        unsigned seq;
+        char tail[8], rec[PATH_MAX + 64];
+        struct stat st;
+        if (sscanf(de->d_name, "ledger-%u.xd%7s", &seq, tail) != 2 || strcmp(tail, "r") != 0)
+            continue;
+        snprintf(rec, sizeof rec, "%s/ledger-%u.rec", f->ring, seq);
+        any = stat(rec, &st) == 0;
+    }
     closedir(d);
     return any;
 }
