@@ -153,6 +153,21 @@ int cs_log_level_file_read(const char *path, int *level, cs_err *err)
     return 0;
 }
 
+/* A part this build left out (CMake -DCS_WITH_<PART>=OFF) is refused by its flag, before anything
+ * starts. */
+static int validate_built_in(const cs_daemon_config *c, bool captive, bool edge, cs_err *err)
+{
+    if (captive && !CS_WITH_CAPTIVE)
+        return cs_err_set(err, 0,
+                          "--source captive is not available: this corestreamd was configured with "
+                          "-DCS_WITH_CAPTIVE=OFF");
+    const char *js = edge ? "--source jetstream" : *c->jetstream_url ? "--jetstream-url" : NULL;
+    if (js && !CS_WITH_NATS)
+        return cs_err_set(err, 0, "%s is not available: this corestreamd was configured with -DCS_WITH_NATS=OFF",
+                          js);
+    return 0;
+}
+
 static int validate(cs_daemon_config *c, cs_err *err)
 {
     const char *src = c->source;
@@ -165,6 +180,8 @@ static int validate(cs_daemon_config *c, cs_err *err)
         cs_go_quote(q, sizeof q, src);
         return cs_err_set(err, 0, "--source must be captive, file, synthetic, pipe or jetstream, got %s", q);
     }
+    if (validate_built_in(c, captive, edge, err) != 0)
+        return -1;
     if (c->start_ledger > CS_LAST_SEQUENCE)
         return cs_err_set(err, 0, "--start-ledger %llu does not fit in a ledger sequence",
                           (unsigned long long)c->start_ledger);

@@ -29,8 +29,9 @@ typedef struct cs_notify cs_notify;
 
 /* Reads NOTIFY_SOCKET and the watchdog settings from the environment and, when a socket is set,
  * starts the sender thread. Call from the main thread before other threads read the
- * environment. Returns 0 (*out is always set, also when notification is off), or -1 with
- * `systemd notify: …` when the thread cannot be started. */
+ * environment. Returns 0 with *out set (NULL is possible when notification is off: every call
+ * below accepts it), or -1 with `systemd notify: …` when the thread cannot be started, or, in a
+ * build without libsystemd (-DCS_WITH_SYSTEMD=OFF, notify_absent.c), when NOTIFY_SOCKET is set. */
 int cs_notify_new(cs_notify **out, cs_err *err);
 
 /* The listener is bound and the source has started. addr is copied. Any thread; once. */
