@@ -32,19 +32,9 @@ backports_file=/etc/apt/sources.list.d/corestream-backports.sources
 have_backports() {
   grep -rqsE '^[^#]*bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/
 }
-# The Debian archive this machine already installs bookworm from (one-line or deb822 sources):
-# backports are taken from the same mirror. Empty when none names bookworm.
-debian_mirror() {
-  local u
-  u=$(sed -E 's/\[[^]]*\]//' /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
-    awk '$1 == "deb" && $3 == "bookworm" { print $2; exit }' || true)
-  if [[ -z $u ]]; then
-    u=$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null |
-      awk '/^[[:space:]]*$/ { uri = "" } /^URIs:/ { uri = $2 }
-           /^Suites:.*[[:space:]]bookworm([[:space:]]|$)/ && uri != "" { print uri; exit }' || true)
-  fi
-  printf '%s' "$u"
-}
+# The Debian archive this machine already installs bookworm from: backports come from the same
+# mirror.
+debian_mirror() { "$(dirname "$0")/debian-mirror.sh"; }
 
 if ((${#missing[@]} == 0)) && ! $need_go; then
   exit 0
