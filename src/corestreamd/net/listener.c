@@ -66,6 +66,20 @@ static int split_hostport(const char *addr, char *host, size_t hlen, char *port,
     return 0;
 }
 
+/* The port of an address, decimal 0-65535 (0: the kernel picks one). Checked here, before the
+ * resolver, which would wrap 99999 into a valid port or blame the host for "abc". */
+static int parse_port(const char *addr, const char *port, uint16_t *out, cs_err *err)
+{
+    size_t n = strspn(port, "0123456789");
+    if (*port == '\0' || port[n] != '\0')
+        return cs_err_set(err, 0, "listen on %s: port \"%.64s\" is not a number", addr, port);
+    unsigned long v = n > 5 ? 65536 : strtoul(port, NULL, 10);
+    if (v > 65535)
+        return cs_err_set(err, 0, "listen on %s: port %.64s is outside 0-65535", addr, port);
+    *out = (uint16_t)v;
+    return 0;
+}
+
 static int bind_one(const struct sockaddr *sa, socklen_t salen, bool dual_stack, const char **step)
 {
     int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -93,17 +107,16 @@ int cs_listen_tcp(const char *addr, int *fd, char *bound, size_t boundlen, cs_er
     char host[256], port[64];
     if (split_hostport(addr, host, sizeof host, port, sizeof port) != 0)
         return cs_err_set(err, 0, "listen on %s: address %s: missing port in address", addr, addr);
+    uint16_t p;
+    if (parse_port(addr, port, &p, err) != 0)
+        return -1;
     const char *step = "resolve";
     int s = -1;
     if (host[0] == '\0') {
         /* Every interface: dual-stack IPv6 when available, otherwise IPv4. */
         struct sockaddr_in6 s6 = {.sin6_family = AF_INET6, .sin6_addr = in6addr_any};
         struct sockaddr_in s4 = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY)};
-        char *endp;
-        long p = strtol(port, &endp, 10);
-        if (*port == '\0' || *endp || p < 0 || p > 65535)
-            return cs_err_set(err, 0, "listen on %s: address %s: invalid port", addr, port);
-        s6.sin6_port = s4.sin_port = htons((uint16_t)p);
+        s6.sin6_port = s4.sin_port = htons(p);
         s = bind_one((struct sockaddr *)&s6, sizeof s6, true, &step);
         if (s < 0 && (errno == EAFNOSUPPORT || errno == EADDRNOTAVAIL))
             s = bind_one((struct sockaddr *)&s4, sizeof s4, false, &step);

@@ -1,30 +1,61 @@
 #include "corestreamd/net/tls.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
-/* The oldest OpenSSL error in words ("no such file", "key values mismatch"), queue cleared. */
+/* The oldest OpenSSL error in words, queue cleared: the system's for a file it could not read
+ * ("Is a directory"), "not PEM (no start line)" or "does not parse (unsupported)" for a file that
+ * does not parse, else OpenSSL's reason ("key values mismatch"). */
 static const char *ssl_cause(char *buf, size_t len)
 {
     unsigned long e = ERR_peek_error();
     const char *reason = e ? ERR_reason_error_string(e) : NULL;
-    snprintf(buf, len, "%s", reason ? reason : "unknown OpenSSL error");
+    if (e && ERR_GET_LIB(e) == ERR_LIB_SYS)
+        snprintf(buf, len, "%s", strerror(ERR_GET_REASON(e)));
+    else if (e && ERR_GET_LIB(e) == ERR_LIB_PEM)
+        snprintf(buf, len, "not PEM (%s)", reason ? reason : "unreadable");
+    else if (e && ERR_GET_LIB(e) == ERR_LIB_OSSL_DECODER)
+        snprintf(buf, len, "does not parse (%s)", reason ? reason : "unreadable");
+    else
+        snprintf(buf, len, "%s", reason ? reason : "unknown OpenSSL error");
     ERR_clear_error();
     return buf;
+}
+
+/* A file a flag names is opened here first, so that a missing, forbidden or directory one is
+ * reported with the system's cause ("No such file or directory", "Permission denied", "Is a
+ * directory"), not OpenSSL's. */
+static int readable(const char *flag, const char *path, cs_err *err)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    int e = fd < 0 ? errno : fstat(fd, &st) != 0 ? errno : S_ISDIR(st.st_mode) ? EISDIR : 0;
+    if (fd >= 0)
+        close(fd);
+    return e ? cs_err_set(err, 0, "%s %s: %s", flag, path, strerror(e)) : 0;
 }
 
 static int load_pair(SSL_CTX *ctx, const char *cert, const char *key, cs_err *err)
 {
     char why[256];
+    if (readable("--tls-cert", cert, err) != 0 || readable("--tls-key", key, err) != 0)
+        return -1;
     ERR_clear_error();
     if (SSL_CTX_use_certificate_chain_file(ctx, cert) != 1)
         return cs_err_set(err, 0, "--tls-cert %s: %s", cert, ssl_cause(why, sizeof why));
-    if (SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1)
+    bool loaded = SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) == 1;
+    unsigned long e = ERR_peek_error();
+    if (!loaded && !(ERR_GET_LIB(e) == ERR_LIB_X509 && ERR_GET_REASON(e) == X509_R_KEY_VALUES_MISMATCH))
         return cs_err_set(err, 0, "--tls-key %s: %s", key, ssl_cause(why, sizeof why));
-    if (SSL_CTX_check_private_key(ctx) != 1) {
+    if (!loaded || SSL_CTX_check_private_key(ctx) != 1) {
         ERR_clear_error();
         return cs_err_set(err, 0, "--tls-key %s does not match --tls-cert %s", key, cert);
     }
@@ -61,6 +92,8 @@ SSL_CTX *cs_tls_ctx_new(const char *cert, const char *key, const char *client_ca
         rc = cs_err_set(err, 0, "tls: cannot require TLS 1.2");
     if (rc == 0)
         rc = load_pair(ctx, cert, key, err);
+    if (rc == 0 && client_ca && *client_ca && readable("--tls-client-ca", client_ca, err) != 0)
+        rc = -1;
     if (rc == 0 && client_ca && *client_ca) {
         if (SSL_CTX_load_verify_locations(ctx, client_ca, NULL) != 1) {
             rc = cs_err_set(err, 0, "--tls-client-ca %s: %s", client_ca, ssl_cause(why, sizeof why));
