@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -340,6 +341,99 @@ static void test_early_error(void **state)
     fclose(f);
 }
 
+/* ---- the journal ---- */
+
+/* JOURNAL_STREAM set to f's device and inode, as systemd sets it for the stream it connected. */
+static void fake_journal_stream(FILE *f)
+{
+    struct stat st;
+    assert_int_equal(fstat(fileno(f), &st), 0);
+    char v[64];
+    snprintf(v, sizeof v, "%llu:%llu", (unsigned long long)st.st_dev, (unsigned long long)st.st_ino);
+    assert_int_equal(setenv("JOURNAL_STREAM", v, 1), 0);
+}
+
+/* Each line's priority in front, as journald reads it: <3> ERROR, <4> WARN, <6> INFO, <7> DEBUG. */
+static void test_journal_stream_lines_carry_priorities(void **state)
+{
+    (void)state;
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    fake_journal_stream(f);
+    cs_log_init(f, CS_LOG_DEBUG);
+    CS_LOG0(CS_LOG_ERROR, "e");
+    CS_LOG0(CS_LOG_WARN, "w");
+    CS_LOG0(CS_LOG_INFO + 2, "i");
+    CS_LOG0(CS_LOG_DEBUG, "d");
+    cs_log_set_format(CS_LOG_FMT_JSON);
+    CS_LOG0(CS_LOG_ERROR, "j");
+    cs_log_set_format(CS_LOG_FMT_LOGFMT);
+    rewind(f);
+    static const char *const want[][2] = {
+        {"<3>time=", " level=ERROR msg=e "}, {"<4>time=", " level=WARN msg=w "}, {"<6>time=", " level=INFO+2 msg=i "},
+        {"<7>time=", " level=DEBUG msg=d "}, {"<3>{\"time\":", "\"level\":\"ERROR\",\"msg\":\"j\""}};
+    char line[256];
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        assert_non_null(fgets(line, sizeof line, f));
+        assert_memory_equal(line, want[i][0], strlen(want[i][0]));
+        assert_non_null(strstr(line, want[i][1]));
+    }
+    assert_null(fgets(line, sizeof line, f));
+    unsetenv("JOURNAL_STREAM");
+    cs_log_init(NULL, CS_LOG_INFO);
+    fclose(f);
+}
+
+/* Under systemd but to another file (a redirect, a pipe of its own): no prefix. And a malformed
+ * JOURNAL_STREAM is no journal. */
+static void test_other_streams_stay_plain(void **state)
+{
+    (void)state;
+    FILE *journal = tmpfile(), *f = tmpfile();
+    assert_non_null(journal);
+    assert_non_null(f);
+    fake_journal_stream(journal);
+    cs_log_init(f, CS_LOG_INFO);
+    CS_LOG0(CS_LOG_ERROR, "a");
+    assert_int_equal(setenv("JOURNAL_STREAM", "garbage", 1), 0);
+    cs_log_init(f, CS_LOG_INFO);
+    CS_LOG0(CS_LOG_ERROR, "b");
+    rewind(f);
+    char line[256];
+    for (int i = 0; i < 2; i++) {
+        assert_non_null(fgets(line, sizeof line, f));
+        assert_memory_equal(line, "time=", 5);
+    }
+    unsetenv("JOURNAL_STREAM");
+    cs_log_init(NULL, CS_LOG_INFO);
+    fclose(f);
+    fclose(journal);
+}
+
+/* The early error (before the logger exists) goes to stderr: prefixed when stderr is the journal. */
+static void test_early_error_to_the_journal(void **state)
+{
+    (void)state;
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    fflush(stderr);
+    int saved = dup(STDERR_FILENO);
+    assert_true(saved >= 0);
+    assert_true(dup2(fileno(f), STDERR_FILENO) >= 0);
+    fake_journal_stream(f);
+    cs_log_early_error("corestreamd failed", "x");
+    fflush(stderr);
+    unsetenv("JOURNAL_STREAM");
+    assert_true(dup2(saved, STDERR_FILENO) >= 0);
+    close(saved);
+    rewind(f);
+    char line[256];
+    assert_non_null(fgets(line, sizeof line, f));
+    assert_memory_equal(line, "<3>", 3);
+    assert_non_null(strstr(line, " ERROR corestreamd failed error=x\n"));
+    fclose(f);
+}
+
 /* ---- JSON ---- */
 
 static const char *fmt_json(char *buf, size_t len, int level, const char *msg, size_t n, const cs_kv *kvs)
@@ -517,6 +611,9 @@ int main(void)
         cmocka_unit_test(test_quote_snprintf_rule),
         cmocka_unit_test(test_kv_types),
         cmocka_unit_test(test_macros),
+        cmocka_unit_test(test_journal_stream_lines_carry_priorities),
+        cmocka_unit_test(test_other_streams_stay_plain),
+        cmocka_unit_test(test_early_error_to_the_journal),
         cmocka_unit_test(test_level_names),
         cmocka_unit_test(test_parse_level),
         cmocka_unit_test(test_min_level_filters),

@@ -1,7 +1,8 @@
 /* Every way corestreamd can fail to start on bad input, as its operator sees it: one table of
  * command lines, each with the exact error the real binary reports (the flag error on stderr, or
  * the `corestreamd failed` log line on stdout) and its exit status. "@/" in an argument or a
- * message stands for this test's scratch directory; @CERT and @KEY for a valid server pair. */
+ * message stands for this test's scratch directory; @CERT and @KEY for a valid server pair. And
+ * the failure as journald would receive it. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "support/certs.h"
@@ -173,10 +175,40 @@ static void test_start_errors_name_their_cause(void **state)
             run_case(&k_cases[i]);
 }
 
+/* Under systemd with stdout on the journal (JOURNAL_STREAM names that stream), every line starts
+ * with its syslog priority: the failure with <3>, so `journalctl -p err` shows it. */
+static void test_failure_reaches_the_journal_as_an_error(void **state)
+{
+    (void)state;
+    char out[PATH_MAX + 32], cmd[5 * PATH_MAX];
+    cs_tmpdir_join(&g_tmp, "journal.out", out, sizeof out);
+    snprintf(cmd, sizeof cmd,
+             "exec >'%s' 2>&1; JOURNAL_STREAM=$(stat -L -c %%d:%%i '%s') exec %s --data-dir '%s/data' "
+             "--listen 127.0.0.1:99999",
+             out, out, CORESTREAMD_BIN, g_tmp.path);
+    int rc = system(cmd);
+    assert_true(WIFEXITED(rc));
+    assert_int_equal(WEXITSTATUS(rc), 1);
+    FILE *f = fopen(out, "r");
+    assert_non_null(f);
+    char line[1024];
+    int errors = 0;
+    while (fgets(line, sizeof line, f)) {
+        assert_int_equal(line[0], '<');
+        if (strstr(line, "level=ERROR msg=\"corestreamd failed\"")) {
+            assert_memory_equal(line, "<3>time=", 8);
+            errors++;
+        }
+    }
+    fclose(f);
+    assert_int_equal(errors, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_start_errors_name_their_cause, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_failure_reaches_the_journal_as_an_error, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -22,6 +23,7 @@ static _Atomic int g_min_level = CS_LOG_INFO;
 static _Atomic(FILE *) g_out; /* NULL: stdout */
 static _Atomic int g_fmt = CS_LOG_FMT_LOGFMT;
 static _Atomic long g_pid; /* 0: not recorded yet, ask getpid() */
+static _Atomic bool g_out_journal; /* g_out is systemd's journal stream: lines carry <N> */
 
 /* slog's needsQuoting. In ASCII it quotes what JSON would escape (controls, '"', but not '\\'),
  * plus space and '='; DEL is JSON-safe, so DEL alone does not force quotes (as in Go). Above
@@ -318,9 +320,31 @@ size_t cs_log_format(char *buf, size_t len, cs_log_fmt fmt, const cs_log_record 
 
 typedef size_t (*line_fn)(char *buf, size_t len, const void *arg);
 
+/* True when f is the stream systemd connected to the journal: JOURNAL_STREAM is "<dev>:<ino>" of
+ * that stream (systemd.exec(5)), and f's descriptor is the same file. A terminal, a file or a pipe
+ * of the caller's own is not, even under systemd. */
+static bool is_journal_stream(FILE *f)
+{
+    const char *js = getenv("JOURNAL_STREAM");
+    unsigned long long dev, ino;
+    char end;
+    struct stat st;
+    if (!js || sscanf(js, "%llu:%llu%c", &dev, &ino, &end) != 2 || fstat(fileno(f), &st) != 0)
+        return false;
+    return (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
+}
+
+/* The syslog priority journald records for a level (sd-daemon.h's <N> prefix, which it strips):
+ * ERROR 3, WARN 4, INFO 6, DEBUG 7; a level between two takes the lower one's. */
+static int journal_priority(int level)
+{
+    return level >= CS_LOG_ERROR ? 3 : level >= CS_LOG_WARN ? 4 : level >= CS_LOG_INFO ? 6 : 7;
+}
+
 /* Formats a line (stack first, heap when longer) and writes it plus '\n' with one fwrite under
- * the stream lock, flushed at once so a piped stdout shows it promptly. */
-static void emit_line(FILE *out, line_fn fn, const void *arg)
+ * the stream lock, flushed at once so a piped stdout shows it promptly. prio >= 0 puts "<prio>"
+ * in front, for the journal. */
+static void emit_line(FILE *out, int prio, line_fn fn, const void *arg)
 {
     char stack[LINE_STACK];
     char *line = stack;
@@ -336,6 +360,8 @@ static void emit_line(FILE *out, line_fn fn, const void *arg)
     }
     line[n] = '\n'; /* replaces the terminating NUL */
     flockfile(out);
+    if (prio >= 0)
+        fprintf(out, "<%d>", prio);
     fwrite(line, 1, n + 1, out);
     fflush(out);
     funlockfile(out);
@@ -360,6 +386,7 @@ void cs_log_init(FILE *out, int min_level)
     tzset();
     atomic_store(&g_pid, (long)getpid());
     atomic_store(&g_out, out);
+    atomic_store(&g_out_journal, is_journal_stream(out ? out : stdout));
     atomic_store(&g_min_level, min_level);
     atomic_store(&g_fmt, CS_LOG_FMT_LOGFMT);
 }
@@ -407,7 +434,7 @@ void cs_log_kvs(int level, const char *msg, size_t n, const cs_kv *kvs)
               .kvs = kvs},
     };
     FILE *out = atomic_load(&g_out);
-    emit_line(out ? out : stdout, record_line, &r);
+    emit_line(out ? out : stdout, atomic_load(&g_out_journal) ? journal_priority(level) : -1, record_line, &r);
 }
 
 typedef struct early {
@@ -440,5 +467,5 @@ static size_t early_line(char *buf, size_t len, const void *arg)
 void cs_log_early_error(const char *msg, const char *error)
 {
     early e = {.now = time(NULL), .msg = msg, .error = error};
-    emit_line(stderr, early_line, &e);
+    emit_line(stderr, is_journal_stream(stderr) ? journal_priority(CS_LOG_ERROR) : -1, early_line, &e);
 }

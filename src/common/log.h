@@ -9,7 +9,12 @@
  * control or non-printable character, or invalid UTF-8. In JSON strings are escaped as slog's
  * JSONHandler does (no HTML escaping; invalid UTF-8 becomes U+FFFD), numbers and booleans are
  * bare, and a duration is its count of nanoseconds, as slog writes a time.Duration. One line is
- * written with one locked write, so lines from different threads never interleave. */
+ * written with one locked write, so lines from different threads never interleave.
+ *
+ * Under systemd, when the stream a line goes to is the journal's (JOURNAL_STREAM names its device
+ * and inode), the line starts with its syslog priority, "<3>" for ERROR, "<4>" WARN, "<6>" INFO,
+ * "<7>" DEBUG, which journald strips and records as PRIORITY=, so `journalctl -p err` finds the
+ * errors. On a terminal, a file or a pipe, lines are unchanged. */
 #ifndef CS_COMMON_LOG_H
 #define CS_COMMON_LOG_H
 
@@ -47,7 +52,8 @@ typedef enum cs_log_fmt { CS_LOG_FMT_LOGFMT, CS_LOG_FMT_JSON } cs_log_fmt;
 
 /* Configures the process logger: destination (NULL = stdout) and minimum level, in logfmt.
  * Before this is called, logs go to stdout at INFO in logfmt. Records the pid printed in every
- * line. Call before other threads log. */
+ * line, and whether the destination is the journal (read from JOURNAL_STREAM now). Call before
+ * other threads log. */
 void cs_log_init(FILE *out, int min_level);
 /* The line format; any time, from any thread (a line is formatted whole in one or the other). */
 void cs_log_set_format(cs_log_fmt fmt);
