@@ -12,6 +12,7 @@ typedef struct paced {
     cs_dur window;
     cs_dur cadence;
     cs_cancel *cancel;
+    cs_pace_clock clock; /* a copy: one indirect call per read of the time, no pointer chase */
 
     /* 64-bit so that stepping past 4294967295 is visible instead of wrapping to 0. */
     uint64_t next_seq;
@@ -26,6 +27,34 @@ typedef struct paced {
     int64_t body_start;
 } paced;
 
+static int64_t pace_mono_now(void *arg)
+{
+    (void)arg;
+    return cs_mono_ns();
+}
+
+static int pace_mono_sleep_until(void *arg, cs_cancel *cancel, int64_t deadline)
+{
+    (void)arg;
+    return cs_cancel_sleep_until(cancel, deadline);
+}
+
+const cs_pace_clock cs_pace_clock_mono = {
+    .now = pace_mono_now,
+    .sleep_until = pace_mono_sleep_until,
+    .arg = NULL,
+};
+
+static inline int64_t pace_now(const paced *p)
+{
+    return p->clock.now(p->clock.arg);
+}
+
+static inline int pace_sleep_until(paced *p, int64_t deadline)
+{
+    return p->clock.sleep_until(p->clock.arg, p->cancel, deadline);
+}
+
 static int cancelled(cs_err *err)
 {
     return cs_err_set(err, CS_ERR_CANCELLED, "context canceled");
@@ -38,18 +67,19 @@ static uint64_t last_seq(const paced *p)
     return p->range.bounded ? p->range.to : UINT32_MAX;
 }
 
-/* Waits for this emission's slot on the absolute cadence grid and advances the grid. A slot
- * already missed re-anchors the grid to now, so lateness is never repaid as a burst. */
+/* Waits for this emission's slot on the absolute cadence grid and advances the grid. When the
+ * next slot is already past too, the grid re-anchors to now, so lateness is never repaid as a
+ * burst (pace.h, Timing). */
 static int wait_for_slot(paced *p)
 {
     if (!p->grid_anchored) {
-        p->next_start = cs_mono_ns();
+        p->next_start = pace_now(p);
         p->grid_anchored = true;
     }
-    if (cs_cancel_sleep_until(p->cancel, p->next_start) < 0)
+    if (pace_sleep_until(p, p->next_start) < 0)
         return -1;
     p->next_start += p->cadence;
-    int64_t now = cs_mono_ns();
+    int64_t now = pace_now(p);
     if (p->next_start < now)
         p->next_start = now;
     return 0;
@@ -89,7 +119,7 @@ static ssize_t paced_read(cs_source *s, uint8_t *buf, size_t len, cs_err *err)
     if (p->off >= p->len)
         return 0;
     if (!p->body_started) {
-        p->body_start = cs_mono_ns();
+        p->body_start = pace_now(p);
         p->body_started = true;
     }
     size_t n = p->len - p->off;
@@ -101,7 +131,7 @@ static ssize_t paced_read(cs_source *s, uint8_t *buf, size_t len, cs_err *err)
          * overflows 64 bits for long windows over large ledgers. */
         double frac = (double)(p->off + n) / (double)p->len;
         int64_t due = p->body_start + (int64_t)((double)p->window * frac);
-        if (cs_cancel_sleep_until(p->cancel, due) < 0)
+        if (pace_sleep_until(p, due) < 0)
             return cancelled(err);
     }
     memcpy(buf, p->data + p->off, n);
@@ -122,8 +152,9 @@ static const cs_source_ops paced_ops = {
     .destroy = paced_destroy,
 };
 
-cs_source *cs_paced_source_new(cs_ledger_stream *ls, cs_range range, cs_dur window, cs_dur cadence,
-                               cs_cancel *cancel)
+cs_source *cs_paced_source_new_with_clock(cs_ledger_stream *ls, cs_range range, cs_dur window,
+                                          cs_dur cadence, cs_cancel *cancel,
+                                          const cs_pace_clock *clock)
 {
     if (!ls) /* lets a failed stream constructor pass straight through */
         return NULL;
@@ -138,6 +169,13 @@ cs_source *cs_paced_source_new(cs_ledger_stream *ls, cs_range range, cs_dur wind
     p->window = window;
     p->cadence = cadence;
     p->cancel = cancel;
+    p->clock = clock ? *clock : cs_pace_clock_mono;
     p->next_seq = range.from;
     return &p->base;
+}
+
+cs_source *cs_paced_source_new(cs_ledger_stream *ls, cs_range range, cs_dur window, cs_dur cadence,
+                               cs_cancel *cancel)
+{
+    return cs_paced_source_new_with_clock(ls, range, window, cadence, cancel, NULL);
 }
