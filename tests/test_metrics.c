@@ -214,6 +214,34 @@ static void test_jetstream_families(void **state)
     free(t);
 }
 
+/* What the shipped alert rules read: readiness, the ring's health, the certificate's notAfter
+ * (left out without TLS). */
+static void test_alert_inputs_render(void **state)
+{
+    (void)state;
+    cs_metrics *m = cs_metrics_new();
+    assert_non_null(m);
+    cs_metrics_view v = {.version = "9.9.9", .commit = "abc123"};
+    cs_strbuf b = CS_STRBUF_INIT;
+    cs_metrics_render(&b, m, &v);
+    char *t = cs_strbuf_take(&b, NULL);
+    assert_non_null(strstr(t, "# TYPE corestreamd_ready gauge\ncorestreamd_ready 0\n"));
+    assert_non_null(strstr(t, "# TYPE corestreamd_ring_degraded gauge\ncorestreamd_ring_degraded 0\n"));
+    assert_null(strstr(t, "corestreamd_tls_certificate_expiry_seconds"));
+    free(t);
+    v.ready = true;
+    v.ring_degraded = true;
+    v.tls_not_after = 1893456000;
+    cs_metrics_render(&b, m, &v);
+    t = cs_strbuf_take(&b, NULL);
+    assert_non_null(strstr(t, "corestreamd_ready 1\n"));
+    assert_non_null(strstr(t, "corestreamd_ring_degraded 1\n"));
+    assert_non_null(strstr(t, "# TYPE corestreamd_tls_certificate_expiry_seconds gauge\n"
+                              "corestreamd_tls_certificate_expiry_seconds 1893456000\n"));
+    free(t);
+    cs_metrics_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -221,6 +249,7 @@ int main(void)
         cmocka_unit_test(test_histogram_and_closes_render),
         cmocka_unit_test(test_compress_level_render),
         cmocka_unit_test(test_jetstream_families),
+        cmocka_unit_test(test_alert_inputs_render),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

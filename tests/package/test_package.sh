@@ -67,6 +67,13 @@ conffiles=$(dpkg-query -W -f='${Conffiles}' corestreamd)
 grep -q '/etc/default/corestreamd' <<<"$conffiles" || fail "/etc/default/corestreamd is not a conffile"
 [[ -f /lib/systemd/system/corestreamd.service ]] || fail "no unit at /lib/systemd/system"
 [[ -f /usr/share/man/man8/corestreamd.8.gz && -f /usr/share/man/man1/benchrunner.1.gz ]] || fail "man pages"
+# The alert rules, where the docs say, and good as installed.
+rules=/usr/share/corestream/corestreamd-alerts.yml
+[[ -f $rules ]] || fail "no alert rules at $rules"
+if [[ -x /usr/bin/promtool ]]; then
+  (cd /usr/share/corestream && promtool test rules corestreamd-alerts.test.yml >"$work/promtool.log" 2>&1) ||
+    { cat "$work/promtool.log"; fail "the installed alert rules fail their tests"; }
+fi
 # The benchmark harness is corestream-tools', not the daemon package's.
 dpkg -L corestreamd | grep -q benchrunner && fail "corestreamd carries benchrunner"
 dpkg -L corestream-tools | grep -qx /usr/bin/benchrunner || fail "corestream-tools lacks benchrunner"

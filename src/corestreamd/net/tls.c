@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The oldest OpenSSL error in words, queue cleared: the system's for a file it could not read
@@ -153,6 +154,16 @@ void cs_tls_store_destroy(cs_tls_store *st)
     SSL_CTX_free(st->ctx);
     st->ctx = NULL;
     pthread_mutex_destroy(&st->mu);
+}
+
+int64_t cs_tls_not_after(SSL_CTX *ctx)
+{
+    X509 *x = ctx ? SSL_CTX_get0_certificate(ctx) : NULL;
+    const ASN1_TIME *t = x ? X509_get0_notAfter(x) : NULL;
+    struct tm tm;
+    if (!t || ASN1_TIME_to_tm(t, &tm) != 1)
+        return 0;
+    return (int64_t)timegm(&tm);
 }
 
 void cs_tls_subject(const char *cert, char *buf, size_t len)

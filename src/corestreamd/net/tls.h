@@ -7,6 +7,7 @@
 
 #include <openssl/ssl.h>
 #include <pthread.h>
+#include <stdint.h>
 
 #include "common/err.h"
 
@@ -32,6 +33,11 @@ SSL_CTX *cs_tls_store_get(cs_tls_store *st);
  * last connection goes. Any thread. */
 void cs_tls_store_swap(cs_tls_store *st, SSL_CTX *fresh);
 void cs_tls_store_destroy(cs_tls_store *st);
+
+/* When the certificate ctx serves stops being valid (its notAfter), in seconds since the Unix
+ * epoch, for corestreamd_tls_certificate_expiry_seconds; 0 when ctx is NULL or has none. Any
+ * thread. */
+int64_t cs_tls_not_after(SSL_CTX *ctx);
 
 /* The X.509 subject of the certificate in cert, for the logs ("CN=localhost"), or "?". */
 void cs_tls_subject(const char *cert, char *buf, size_t len);

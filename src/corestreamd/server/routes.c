@@ -80,9 +80,9 @@ static void serve_healthz(cs_server *s, http_req *r, unsigned head)
     cs_http_answer(r->out, 200, "application/json", body, head);
 }
 
-static void serve_readyz(cs_server *s, http_req *r, unsigned head)
+/* /readyz's answer (200 or 503) and its body; corestreamd_ready is the same judgement. */
+static unsigned readiness(cs_server *s, char *body, size_t len)
 {
-    char body[256];
     cs_ring_health_t h;
     cs_ring_health(s->cfg.ring, &h);
     /* A ring that cannot be written no longer stops the run (the live flow carries on), but this
@@ -90,9 +90,25 @@ static void serve_readyz(cs_server *s, http_req *r, unsigned head)
     cs_source_state st = cs_m_state(s->metrics);
     if (h.degraded && st == CS_SRC_STREAMING)
         st = CS_SRC_RING_FAILED;
-    unsigned code = cs_readiness(st, atomic_load(&s->stop_requested), cs_m_get(&s->metrics->latest_emitted),
-                                 body, sizeof body);
+    return cs_readiness(st, atomic_load(&s->stop_requested), cs_m_get(&s->metrics->latest_emitted), body, len);
+}
+
+static void serve_readyz(cs_server *s, http_req *r, unsigned head)
+{
+    char body[256];
+    unsigned code = readiness(s, body, sizeof body);
     cs_http_answer(r->out, code, "application/json", body, head);
+}
+
+/* The served certificate's notAfter (0 without TLS). */
+static int64_t tls_not_after(cs_server *s)
+{
+    if (!s->tls_on)
+        return 0;
+    SSL_CTX *ctx = cs_tls_store_get(&s->tls);
+    int64_t t = cs_tls_not_after(ctx);
+    SSL_CTX_free(ctx);
+    return t;
 }
 
 static void serve_metrics(cs_server *s, http_req *r, unsigned head)
@@ -114,6 +130,7 @@ static void serve_metrics(cs_server *s, http_req *r, unsigned head)
         .ring_bytes = cs_ring_bytes(s->cfg.ring),
         .ring_frames_bytes = cs_ring_frames_bytes(s->cfg.ring),
         .ring_write_failures = h.write_failures,
+        .ring_degraded = h.degraded,
         .retention = s->cfg.retention,
         .subscribers = atomic_load(&s->subscribers),
         .connections = atomic_load(&s->connections),
@@ -125,7 +142,10 @@ static void serve_metrics(cs_server *s, http_req *r, unsigned head)
         .raw_fallbacks = cs_server_raw_fallbacks(s),
         .replays_running = cs_replay_slots_running(s->replay_slots),
         .replays_waiting = cs_replay_slots_waiting(s->replay_slots),
+        .tls_not_after = tls_not_after(s),
     };
+    char body[256];
+    v.ready = readiness(s, body, sizeof body) == 200;
     cs_metrics_jetstream js;
     if (s->jetstream_stats) {
         memset(&js, 0, sizeof js);

@@ -246,6 +246,8 @@ void cs_metrics_render(cs_strbuf *b, const cs_metrics *m, const cs_metrics_view 
     cs_source_state st = cs_m_state(m);
     for (int s = 0; s < CS_SRC_STATES; s++)
         cs_strbuf_printf(b, "corestreamd_source_state{state=\"%s\"} %d\n", k_state_names[s], s == (int)st);
+    metric_u(b, "corestreamd_ready", "gauge",
+             "1 while /readyz answers 200 (the source streams and the ring is written), else 0.", v->ready ? 1 : 0);
     metric_u(b, "corestreamd_latest_ledger", "gauge", "The last ledger emitted completely (its END sent); 0 before the first.",
              cs_m_get(&m->latest_emitted));
     metric_u(b, "corestreamd_ledgers_emitted_total", "counter", "Ledgers emitted by the source.",
@@ -282,6 +284,9 @@ void cs_metrics_render(cs_strbuf *b, const cs_metrics *m, const cs_metrics_view 
     metric_u(b, "corestreamd_ring_write_failures_total", "counter",
              "Ledgers the ring failed to store (the live flow carries on; the ring resets after the gap).",
              v->ring_write_failures);
+    metric_u(b, "corestreamd_ring_degraded", "gauge",
+             "1 while ring writes fail (the ring is frozen and catch-up cannot pass its latest), else 0.",
+             v->ring_degraded ? 1 : 0);
     metric_u(b, "corestreamd_replays_running", "gauge", "Subscribers catching up from the ring under a replay slot.",
              v->replays_running);
     metric_u(b, "corestreamd_replays_waiting", "gauge", "Subscribers waiting for a replay slot.", v->replays_waiting);
@@ -326,6 +331,11 @@ void cs_metrics_render(cs_strbuf *b, const cs_metrics *m, const cs_metrics_view 
             snprintf(label, sizeof label, "{code=\"other\"}");
         sample_u(b, "corestreamd_closes_sent_total", label, cs_m_get(&m->closes[i]));
     }
+    if (v->tls_not_after > 0)
+        metric_u(b, "corestreamd_tls_certificate_expiry_seconds", "gauge",
+                 "When the certificate served on --listen stops being valid (its notAfter), in Unix seconds; "
+                 "follows SIGHUP reloads.",
+                 (uint64_t)v->tls_not_after);
     if (v->jetstream)
         jetstream_metrics(b, v->jetstream);
     process_metrics(b);

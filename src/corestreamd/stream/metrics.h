@@ -130,6 +130,7 @@ typedef struct cs_metrics_view {
     uint64_t ring_bytes;
     uint64_t ring_frames_bytes; /* cs_ring_frames_bytes */
     uint64_t ring_write_failures; /* cs_ring_health */
+    bool ring_degraded;           /* cs_ring_health: writes failing, the ring frozen */
     int64_t retention;
     int subscribers;
     int connections;
@@ -138,11 +139,14 @@ typedef struct cs_metrics_view {
     uint64_t live_abandons;
     uint64_t raw_fallbacks;
     uint32_t replays_running, replays_waiting;
+    bool ready;             /* what /readyz answers: true for 200 */
+    int64_t tls_not_after;  /* the served certificate's notAfter, Unix seconds; 0: no TLS, family left out */
     const cs_metrics_jetstream *jetstream; /* NULL: no publisher, the corestreamd_jetstream_* families left out */
 } cs_metrics_view;
 
 /* Appends the whole exposition: every family with its HELP and TYPE lines (the
- * corestreamd_jetstream_* ones when v->jetstream is set), then the process
+ * corestreamd_jetstream_* ones when v->jetstream is set, corestreamd_tls_certificate_expiry_seconds
+ * when v->tls_not_after is), then the process
  * metrics read from /proc/self (CPU, RSS, open and max descriptors, start time), which are left
  * out when /proc cannot be read. */
 void cs_metrics_render(cs_strbuf *out, const cs_metrics *m, const cs_metrics_view *v);
