@@ -5,8 +5,8 @@
 # `dpkg-buildpackage -b` must succeed, so a missing Build-Depends fails here rather than on a
 # builder. Root only; needs debootstrap; the chroot comes from the mirror this machine already
 # uses (scripts/debian-mirror.sh). Builds the committed tree (git archive HEAD).
-#   scripts/check-clean-chroot.sh [WORK_DIR]      (default /var/tmp/corestream-chroot; the chroot
-#                                                  is kept there and reused by the next run)
+#   scripts/check-clean-chroot.sh [WORK_DIR]      (default /var/tmp/corestream-chroot; the
+#                                                  bootstrap is kept there for the next run)
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 work=${1:-/var/tmp/corestream-chroot}
@@ -16,13 +16,18 @@ command -v debootstrap >/dev/null || { echo "check-clean-chroot: needs debootstr
 mirror=$("$src/scripts/debian-mirror.sh")
 [[ -n $mirror ]] || { echo "check-clean-chroot: no apt source names a bookworm mirror" >&2; exit 1; }
 
-if [[ ! -x $root/usr/bin/dpkg-buildpackage ]]; then
-  echo "check-clean-chroot: bootstrapping bookworm (buildd variant) into $root" >&2
-  rm -rf "$root"
+# The bootstrap is kept in $work/base and copied afresh for every run, so that what one run
+# installed never makes the next one pass.
+base=$work/base
+if [[ ! -x $base/usr/bin/dpkg-buildpackage ]]; then
+  echo "check-clean-chroot: bootstrapping bookworm (buildd variant) into $base" >&2
+  rm -rf "$base"
   mkdir -p "$work"
-  debootstrap --variant=buildd bookworm "$root" "$mirror" >"$work/debootstrap.log" 2>&1 ||
+  debootstrap --variant=buildd bookworm "$base" "$mirror" >"$work/debootstrap.log" 2>&1 ||
     { tail -20 "$work/debootstrap.log"; echo "check-clean-chroot: debootstrap failed" >&2; exit 1; }
 fi
+rm -rf "$root"
+cp -a "$base" "$root"
 cp /etc/resolv.conf "$root/etc/resolv.conf"
 mount -t proc proc "$root/proc"
 trap 'umount "$root/proc"' EXIT
@@ -37,7 +42,8 @@ in_root() { chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root 
 in_root apt-get update -q >/dev/null
 # Fails when a build dependency is missing, before anything is installed.
 if in_root sh -c 'cd /build/corestream && dpkg-checkbuilddeps' 2>"$work/before.txt"; then
-  echo "check-clean-chroot: the chroot is not clean: dpkg-checkbuilddeps passed before build-dep" >&2
+  echo "check-clean-chroot: FAIL: the chroot is not clean: dpkg-checkbuilddeps passed before build-dep" >&2
+  exit 1
 else
   echo "check-clean-chroot: before build-dep: $(cat "$work/before.txt")" >&2
 fi
