@@ -26,23 +26,9 @@
 #include "remoteledger/wsframe.h"
 #include "support/event.h"
 #include "support/rlclient.h"
+#include "support/rlsuite.h"
 #include "support/scriptserver.h"
 #include "wire/wire.h"
-
-#define MAXU32 4294967295u
-
-static void assert_contains(const char *haystack, const char *needle)
-{
-    if (!strstr(haystack, needle))
-        fail_msg("\"%s\" does not contain \"%s\"", haystack, needle);
-}
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static int64_t wall_ns(void)
 {
@@ -1548,8 +1534,6 @@ static void test_consumer_done(void **state)
     ss_stop(ss);
     collected_free(&c);
 }
-
-static void cancel_stream(void *arg) { rl_stream_cancel(arg); }
 
 /* 142 */
 static void test_dial_failures(void **state)
@@ -3435,13 +3419,5 @@ int main(void)
         cmocka_unit_test(test_close_is_echoed),
         cmocka_unit_test(test_handshake_failures),
     };
-    /* Every case three times: through the callback API, then through the pull API (rlclient_pull),
-     * which must behave the same... */
-    int failed = cmocka_run_group_tests_name("callback", tests, NULL, NULL);
-    rlclient_pull = true;
-    failed += cmocka_run_group_tests_name("pull", tests, NULL, NULL);
-    /* ...and as a poll loop over rl_stream_fd with rl_stream_next(0). */
-    rlclient_poll = true;
-    failed += cmocka_run_group_tests_name("poll", tests, NULL, NULL);
-    return failed;
+    return RLSUITE_RUN(tests);
 }
