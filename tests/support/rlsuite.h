@@ -1,7 +1,8 @@
-/* Test support: what the libremoteledger unit tests (tests/test_remoteledger.c) share. Failures are
- * cmocka assertions; include after <cmocka.h>.
+/* Test support: what the libremoteledger unit tests share, the files tests/test_remoteledger_<concern>.c
+ * (endpoint, assemble, websocket, conn, delivery, endings, pull, resume; each file's first comment
+ * says what its concern is). Failures are cmocka assertions; include after <cmocka.h>.
  *
- * Such a test file ends with rlsuite_run, which runs its cases three times: through the
+ * Every one of those files ends with rlsuite_run, which runs its cases three times: through the
  * callback API (rl_stream_raw_ledgers), through the pull API (rlclient_pull), and as a poll loop
  * over rl_stream_fd with rl_stream_next(0) (rlclient_poll). A case that streams through drain,
  * drain_url or drain_expect (rlclient.h) must give the same result all three ways; a case that
