@@ -285,6 +285,102 @@ static int read_file(const char *path, char **data, size_t *len, cs_err *err)
     return 0;
 }
 
+/* The binary to run: --core-binary (a relative path with a '/' is taken from our cwd, as core
+ * runs in the working dir; a bare name is looked up on PATH when it runs, as exec.Command does),
+ * else stellar-core on PATH. */
+static int resolve_binary(captive_source *cs, const cs_captive_config *cfg, cs_err *err)
+{
+    cs_err e;
+    if (cfg->core_binary && *cfg->core_binary) {
+        bool rel = cfg->core_binary[0] != '/' && strchr(cfg->core_binary, '/');
+        if (!(cs->bin = rel ? captive_abs_path(cfg->core_binary) : strdup(cfg->core_binary)))
+            return cs_err_set(err, 0, "captive: out of memory");
+    } else if (!(cs->bin = look_path("stellar-core", &e))) {
+        return cs_err_set(err, 0, "captive: no --core-binary given and stellar-core is not on PATH: %s", e.msg);
+    }
+    return 0;
+}
+
+/* mkdir -p the storage dir, made absolute, and the paths of the working dir and its conf. */
+static int prepare_storage(captive_source *cs, const char *storage_dir, cs_err *err)
+{
+    cs_err e;
+    char qs[PATH_MAX + 64];
+    cs_go_quote(qs, sizeof qs, storage_dir);
+    if (captive_mkdir_all(storage_dir, &e) != 0)
+        return cs_err_set(err, 0, "captive: create storage path %s: %s", qs, e.msg);
+    if (!(cs->storage = captive_abs_path(storage_dir)))
+        return cs_err_set(err, 0, "captive: resolve storage path %s: %s", qs, strerror(errno ? errno : ENOMEM));
+    if (asprintf(&cs->workdir, "%s%scaptive-core", cs->storage,
+                 cs->storage[strlen(cs->storage) - 1] == '/' ? "" : "/") < 0 ||
+        asprintf(&cs->conf, "%s/stellar-core.conf", cs->workdir) < 0)
+        return cs_err_set(err, 0, "captive: out of memory");
+    return 0;
+}
+
+/* The archive URLs, the user agent and the config path, copied. */
+static int copy_strings(captive_source *cs, const cs_captive_config *cfg, cs_err *err)
+{
+    cs->urls = calloc(cfg->nurls, sizeof *cs->urls);
+    cs->nurls = cs->urls ? cfg->nurls : 0;
+    for (size_t i = 0; i < cs->nurls; i++)
+        if (!(cs->urls[i] = strdup(cfg->urls[i])))
+            return cs_err_set(err, 0, "captive: out of memory");
+    if (!cs->urls || !(cs->user_agent = strdup(cfg->user_agent ? cfg->user_agent : CS_ARCHIVE_USER_AGENT)) ||
+        !(cs->config_path = strdup(cfg->core_config)))
+        return cs_err_set(err, 0, "captive: out of memory");
+    return 0;
+}
+
+/* The toml defaults that depend on the binary: its build version and protocol. A binary that
+ * cannot answer only loses those defaults here; the first pull refuses it. */
+static void probe_core(captive_source *cs, const cs_captive_config *cfg)
+{
+    if (cs->toml && cs_coretoml_history_configured(cs->toml))
+        CS_LOG(CS_LOG_WARN, "Configuring captive core with history archive from the config file",
+               KV_S("config", cfg->core_config), SUBSERVICE);
+    cs->params = (cs_coretoml_params){
+        .network_passphrase = cs->passphrase,
+        .urls = (const char *const *)cs->urls,
+        .nurls = cs->nurls,
+    };
+    char *ver;
+    cs_err e;
+    if (captive_core_version(cs, &ver, &e) == 0) {
+        char line[256];
+        captive_first_line(ver, line, sizeof line);
+        cs_coretoml_build_version(line, &cs->params.core_major, &cs->params.core_minor);
+        if (cs_coretoml_protocol_version(ver, &cs->params.core_protocol, &e) != 0)
+            CS_LOG(CS_LOG_WARN, "Error getting core protocol version", KV_S("error", e.msg), SUBSERVICE);
+        free(ver);
+    } else if (e.kind != CS_ERR_CANCELLED) {
+        CS_LOG(CS_LOG_WARN, "Error getting core protocol version", KV_S("binary", cs->bin), KV_S("error", e.msg),
+               SUBSERVICE);
+    }
+    if (cs->params.core_protocol < CS_CAPTIVE_MIN_PROTOCOL)
+        CS_LOG(CS_LOG_WARN, "Core supported protocol version too low; unified events flag has no effect",
+               KV_U("protocol", cs->params.core_protocol), KV_I("want", CS_CAPTIVE_MIN_PROTOCOL), SUBSERVICE);
+}
+
+/* The config's passphrase (or --network-passphrase), the binary, the storage, the parsed config
+ * and the copied strings, in the prototype's order of checks. data is the config file's text. */
+static int captive_prepare(captive_source *cs, const cs_captive_config *cfg, const char *data, size_t len,
+                           const char *qpath, cs_err *err)
+{
+    cs_err e;
+    if (cfg->network_passphrase && *cfg->network_passphrase) {
+        if (!(cs->passphrase = strdup(cfg->network_passphrase)))
+            return cs_err_set(err, 0, "captive: out of memory");
+    } else if (cs_coretoml_peek_passphrase(data, len, &cs->passphrase, &e) != 0) {
+        return cs_err_set(err, 0, "captive: config %s: %s", qpath, e.msg);
+    }
+    if (resolve_binary(cs, cfg, err) != 0 || prepare_storage(cs, cfg->storage_dir, err) != 0)
+        return -1;
+    if (cs_coretoml_parse(&cs->toml, data, len, cs->passphrase, &e) != 0)
+        return cs_err_set(err, 0, "captive: invalid config %s: %s", qpath, e.msg);
+    return copy_strings(cs, cfg, err);
+}
+
 int cs_captive_source_new(cs_source **out, const cs_captive_config *cfg, cs_cancel *cancel, cs_err *err)
 {
     *out = NULL;
@@ -318,90 +414,13 @@ int cs_captive_source_new(cs_source **out, const cs_captive_config *cfg, cs_canc
     cs->expect = cs->emit_from;
     cs->grace = cfg->stop_grace_ns > 0 ? cfg->stop_grace_ns : CS_CAPTIVE_STOP_GRACE_NS;
     captive_proc_init(&cs->run);
-    int rc = 0;
-
-    if (cfg->network_passphrase && *cfg->network_passphrase) {
-        if (!(cs->passphrase = strdup(cfg->network_passphrase)))
-            rc = cs_err_set(err, 0, "captive: out of memory");
-    } else if (cs_coretoml_peek_passphrase(data, len, &cs->passphrase, &e) != 0) {
-        rc = cs_err_set(err, 0, "captive: config %s: %s", qpath, e.msg);
-    }
-
-    if (rc == 0) {
-        if (cfg->core_binary && *cfg->core_binary) {
-            /* A relative path with a '/' is taken from our cwd: core runs in the working dir. A
-             * bare name is looked up on PATH when it runs, as exec.Command does. */
-            bool rel = cfg->core_binary[0] != '/' && strchr(cfg->core_binary, '/');
-            if (!(cs->bin = rel ? captive_abs_path(cfg->core_binary) : strdup(cfg->core_binary)))
-                rc = cs_err_set(err, 0, "captive: out of memory");
-        } else if (!(cs->bin = look_path("stellar-core", &e))) {
-            rc = cs_err_set(err, 0, "captive: no --core-binary given and stellar-core is not on PATH: %s", e.msg);
-        }
-    }
-
-    if (rc == 0 && captive_mkdir_all(cfg->storage_dir, &e) != 0) {
-        char qs[PATH_MAX + 64];
-        cs_go_quote(qs, sizeof qs, cfg->storage_dir);
-        rc = cs_err_set(err, 0, "captive: create storage path %s: %s", qs, e.msg);
-    }
-    if (rc == 0 && !(cs->storage = captive_abs_path(cfg->storage_dir))) {
-        char qs[PATH_MAX + 64];
-        cs_go_quote(qs, sizeof qs, cfg->storage_dir);
-        rc = cs_err_set(err, 0, "captive: resolve storage path %s: %s", qs, strerror(errno ? errno : ENOMEM));
-    }
-    if (rc == 0 && (asprintf(&cs->workdir, "%s%scaptive-core", cs->storage,
-                             cs->storage[strlen(cs->storage) - 1] == '/' ? "" : "/") < 0 ||
-                    asprintf(&cs->conf, "%s/stellar-core.conf", cs->workdir) < 0)) {
-        rc = cs_err_set(err, 0, "captive: out of memory");
-    }
-
-    if (rc == 0 && cs_coretoml_parse(&cs->toml, data, len, cs->passphrase, &e) != 0)
-        rc = cs_err_set(err, 0, "captive: invalid config %s: %s", qpath, e.msg);
+    int rc = captive_prepare(cs, cfg, data, len, qpath, err);
     free(data);
-
-    if (rc == 0) {
-        cs->urls = calloc(cfg->nurls, sizeof *cs->urls);
-        cs->nurls = cs->urls ? cfg->nurls : 0;
-        for (size_t i = 0; i < cs->nurls && rc == 0; i++)
-            if (!(cs->urls[i] = strdup(cfg->urls[i])))
-                rc = cs_err_set(err, 0, "captive: out of memory");
-        if (!cs->urls || !(cs->user_agent = strdup(cfg->user_agent ? cfg->user_agent : CS_ARCHIVE_USER_AGENT)) ||
-            !(cs->config_path = strdup(cfg->core_config)))
-            rc = cs_err_set(err, 0, "captive: out of memory");
-    }
-
-    if (rc == 0) {
-        if (cs->toml && cs_coretoml_history_configured(cs->toml))
-            CS_LOG(CS_LOG_WARN, "Configuring captive core with history archive from the config file",
-                   KV_S("config", cfg->core_config), SUBSERVICE);
-        /* The toml defaults that depend on the binary: its build version and protocol. A binary
-         * that cannot answer only loses those defaults here; the first pull refuses it. */
-        cs->params = (cs_coretoml_params){
-            .network_passphrase = cs->passphrase,
-            .urls = (const char *const *)cs->urls,
-            .nurls = cs->nurls,
-        };
-        char *ver;
-        if (captive_core_version(cs, &ver, &e) == 0) {
-            char line[256];
-            captive_first_line(ver, line, sizeof line);
-            cs_coretoml_build_version(line, &cs->params.core_major, &cs->params.core_minor);
-            if (cs_coretoml_protocol_version(ver, &cs->params.core_protocol, &e) != 0)
-                CS_LOG(CS_LOG_WARN, "Error getting core protocol version", KV_S("error", e.msg), SUBSERVICE);
-            free(ver);
-        } else if (e.kind != CS_ERR_CANCELLED) {
-            CS_LOG(CS_LOG_WARN, "Error getting core protocol version", KV_S("binary", cs->bin), KV_S("error", e.msg),
-                   SUBSERVICE);
-        }
-        if (cs->params.core_protocol < CS_CAPTIVE_MIN_PROTOCOL)
-            CS_LOG(CS_LOG_WARN, "Core supported protocol version too low; unified events flag has no effect",
-                   KV_U("protocol", cs->params.core_protocol), KV_I("want", CS_CAPTIVE_MIN_PROTOCOL), SUBSERVICE);
-    }
-
     if (rc != 0) {
         captive_destroy(&cs->base);
         return -1;
     }
+    probe_core(cs, cfg);
     *out = &cs->base;
     return 0;
 }
