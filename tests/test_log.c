@@ -305,22 +305,36 @@ static void test_long_line(void **state)
     fclose(f);
 }
 
+/* stderr redirected into a fresh temporary file (returned); *saved is the real one, for
+ * stderr_restore. */
+static FILE *stderr_to_file(int *saved)
+{
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    fflush(stderr);
+    *saved = dup(STDERR_FILENO);
+    assert_true(*saved >= 0);
+    assert_true(dup2(fileno(f), STDERR_FILENO) >= 0);
+    return f;
+}
+
+static void stderr_restore(int saved)
+{
+    fflush(stderr);
+    assert_true(dup2(saved, STDERR_FILENO) >= 0);
+    close(saved);
+}
+
 static void test_early_error(void **state)
 {
     (void)state;
     set_tz("UTC");
-    FILE *f = tmpfile();
-    assert_non_null(f);
-    fflush(stderr);
-    int saved = dup(STDERR_FILENO);
-    assert_true(saved >= 0);
-    assert_true(dup2(fileno(f), STDERR_FILENO) >= 0);
+    int saved;
+    FILE *f = stderr_to_file(&saved);
     time_t before = time(NULL);
     cs_log_early_error("corestreamd failed", "flag provided but not defined: -turbo");
     time_t after = time(NULL);
-    fflush(stderr);
-    assert_true(dup2(saved, STDERR_FILENO) >= 0);
-    close(saved);
+    stderr_restore(saved);
 
     rewind(f);
     char line[256];
@@ -414,18 +428,12 @@ static void test_other_streams_stay_plain(void **state)
 static void test_early_error_to_the_journal(void **state)
 {
     (void)state;
-    FILE *f = tmpfile();
-    assert_non_null(f);
-    fflush(stderr);
-    int saved = dup(STDERR_FILENO);
-    assert_true(saved >= 0);
-    assert_true(dup2(fileno(f), STDERR_FILENO) >= 0);
+    int saved;
+    FILE *f = stderr_to_file(&saved);
     fake_journal_stream(f);
     cs_log_early_error("corestreamd failed", "x");
-    fflush(stderr);
     unsetenv("JOURNAL_STREAM");
-    assert_true(dup2(saved, STDERR_FILENO) >= 0);
-    close(saved);
+    stderr_restore(saved);
     rewind(f);
     char line[256];
     assert_non_null(fgets(line, sizeof line, f));
