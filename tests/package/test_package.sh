@@ -68,7 +68,7 @@ grep -q '/etc/default/corestreamd' <<<"$conffiles" || fail "/etc/default/corestr
 [[ -f /lib/systemd/system/corestreamd.service ]] || fail "no unit at /lib/systemd/system"
 [[ -f /usr/share/man/man8/corestreamd.8.gz && -f /usr/share/man/man1/benchrunner.1.gz ]] || fail "man pages"
 # The benchmark harness is corestream-tools', not the daemon package's.
-dpkg -L corestreamd | grep -q benchrunner && fail "corestreamd carries benchrunner"
+dpkg -L corestreamd | grep -qE '/bin/benchrunner$|/benchrunner\.1' && fail "corestreamd carries benchrunner"
 dpkg -L corestream-tools | grep -qx /usr/bin/benchrunner || fail "corestream-tools lacks benchrunner"
 # The docs the man pages point at (SEE ALSO, FILES) are where they say, compressed or not.
 for page in /usr/share/man/man8/corestreamd.8.gz /usr/share/man/man1/benchrunner.1.gz; do
