@@ -9,7 +9,7 @@
  * written from for the other two. The kills land at uniformly random times within 300 ms of the
  * listening line: with a ledger every 20 ms that puts them in emissions, ring writes, core's start
  * sequence and the subscriber's catch-up after the previous restart alike. The seed is printed.
- * The figures each source printed are in docs/OPERATIONS.md ("Restarts continue the ring"). */
+ * The figures each source printed are in bench/results/kill-restart.md. */
 #include <stdarg.h>
 #include <setjmp.h>
 #include <stdbool.h>
@@ -371,7 +371,7 @@ static void synthetic_survives_twenty_kills(void **state)
 
 /* ---- pipe (FIFO), with a stub core that restarts -------------------------------------------- */
 
-/* A stellar-core under its own unit, bound to corestreamd's as docs/OPERATIONS.md sets it up
+/* A stellar-core under its own unit, bound to corestreamd's as docs/operations/sources.md sets it up
  * (BindsTo=corestreamd.service): when corestreamd goes, systemd stops core, and core starts again
  * with corestreamd, blocking in open until corestreamd reads. Each start writes from REPLAY ledgers
  * before the last one it wrote (a core whose last closed ledger trails what it wrote), at once,

@@ -312,7 +312,7 @@ int cs_daemon_config_parse(cs_daemon_config *c, int argc, char **argv, FILE *usa
         {"history-archive-urls", CS_FLAG_STRING, &c->history_archive_urls,
          "comma-separated history archive `urls` (captive)"},
         {"storage-dir", CS_FLAG_STRING, &c->storage_dir,
-         "captive core's working `directory` (default <data-dir>/captive-core)"},
+         "captive core's working `directory` (default: <data-dir>/captive-core)"},
         {"network-passphrase", CS_FLAG_STRING, &c->network_passphrase,
          "network passphrase for --source captive; must agree with --core-config when it sets one"},
         {"file-dir", CS_FLAG_STRING, &c->file_dir, "dump `directory` of ledger-<seq>.xdr files (file source)"},
@@ -347,7 +347,7 @@ int cs_daemon_config_parse(cs_daemon_config *c, int argc, char **argv, FILE *usa
         {"auth-tokens", CS_FLAG_STRING, &c->auth_tokens,
          "`file` of \"name token\" lines: /stream then needs Authorization: Bearer <token> (SIGHUP "
          "reloads it)"},
-        {"auth-healthz", CS_FLAG_BOOL, &c->auth_healthz, "with --auth-tokens, /healthz needs a token too"},
+        {"auth-healthz", CS_FLAG_BOOL, &c->auth_healthz, "with --auth-tokens, /healthz, /readyz and /metrics need a token too"},
         {"tls-cert", CS_FLAG_STRING, &c->tls_cert,
          "PEM certificate `file` (chain allowed): serve https:// and wss:// on --listen (SIGHUP reloads it)"},
         {"tls-key", CS_FLAG_STRING, &c->tls_key, "PEM private key `file` for --tls-cert"},

@@ -1,5 +1,5 @@
-/* corestreamd's command line (docs/OPERATIONS.md, Flags) and its validation ("Validation, in
- * order"), in the prototype's order and wording. */
+/* corestreamd's command line (docs/operations/flags.md) and its validation ("Validation and
+ * start-up errors, in order"), in the prototype's order and wording. */
 #ifndef CS_CORESTREAMD_CONFIG_H
 #define CS_CORESTREAMD_CONFIG_H
 

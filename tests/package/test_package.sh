@@ -75,8 +75,17 @@ if [[ -x /usr/bin/promtool ]]; then
     { cat "$work/promtool.log"; fail "the installed alert rules fail their tests"; }
 fi
 # The benchmark harness is corestream-tools', not the daemon package's.
-dpkg -L corestreamd | grep -q benchrunner && fail "corestreamd carries benchrunner"
+dpkg -L corestreamd | grep -qE '/bin/benchrunner$|/benchrunner\.1' && fail "corestreamd carries benchrunner"
 dpkg -L corestream-tools | grep -qx /usr/bin/benchrunner || fail "corestream-tools lacks benchrunner"
+# The docs the man pages point at (SEE ALSO, FILES) are where they say, compressed or not.
+for page in /usr/share/man/man8/corestreamd.8.gz /usr/share/man/man1/benchrunner.1.gz; do
+  named=$(zcat "$page" | grep -o '/usr/share/doc/[^ ]*' | sort -u)
+  [[ -n $named ]] || fail "$page names no installed doc"
+  while read -r doc; do
+    [[ -e $doc ]] || fail "$page names $doc, which is not installed"
+  done <<<"$named"
+done
+ls /usr/share/doc/corestreamd/operations/*.md* >/dev/null 2>&1 || fail "no operator's manual in operations/"
 
 echo "== corestreamd --version"
 out=$(timeout 30 /usr/sbin/corestreamd --version)

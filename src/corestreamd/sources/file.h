@@ -1,4 +1,4 @@
-/* The file dump replay stream (docs/OPERATIONS.md, Sources): a directory of ledger-<seq>.xdr files
+/* The file dump replay stream (docs/operations/sources.md): a directory of ledger-<seq>.xdr files
  * replayed in order, renumbered by the caller, cycling after the last record. */
 #ifndef CS_CORESTREAMD_SOURCE_FILE_H
 #define CS_CORESTREAMD_SOURCE_FILE_H

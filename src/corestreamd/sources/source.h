@@ -1,5 +1,5 @@
 /* What the source loop reads: a sequence of emissions, each one ledger whose body arrives as a
-  * byte stream, read incrementally (docs/OPERATIONS.md, Sources). Implemented by the paced adapter
+  * byte stream, read incrementally (docs/operations/sources.md). Implemented by the paced adapter
   * (synthetic and file), the pipe tap and captive core. */
 #ifndef CS_CORESTREAMD_SOURCE_H
 #define CS_CORESTREAMD_SOURCE_H

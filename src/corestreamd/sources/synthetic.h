@@ -1,4 +1,4 @@
-/* The synthetic ledger stream (docs/OPERATIONS.md, Sources): one reused buffer refilled per
+/* The synthetic ledger stream (docs/operations/sources.md): one reused buffer refilled per
  * sequence. */
 #ifndef CS_CORESTREAMD_SOURCE_SYNTHETIC_H
 #define CS_CORESTREAMD_SOURCE_SYNTHETIC_H

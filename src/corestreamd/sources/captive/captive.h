@@ -1,4 +1,4 @@
-/* `--source captive` (docs/OPERATIONS.md, Sources, CAPTIVE.md): corestreamd runs and supervises
+/* `--source captive` (docs/operations/captive.md): corestreamd runs and supervises
  * stellar-core itself, as the Go SDK's captive-core backend did for the prototype, and emits each
  * LedgerCloseMeta core writes on its meta pipe, from the start ledger on, unpaced and unbounded.
  *
@@ -52,7 +52,7 @@ typedef struct cs_captive_config {
     const char *core_binary;        /* NULL/"" → `stellar-core` looked up on PATH */
     const char *core_config;        /* the operator's captive-core toml (required) */
     const char *storage_dir;        /* required; main passes <data-dir>/captive-core by default */
-    const char *network_passphrase; /* NULL/"" → peeked from the toml (OPERATIONS.md, Captive) */
+    const char *network_passphrase; /* NULL/"" → peeked from the toml (docs/operations/captive.md) */
     const char *const *urls;        /* history archives (at least one) */
     size_t nurls;
     uint32_t start;                 /* the ledger core is started for (>= 1) */

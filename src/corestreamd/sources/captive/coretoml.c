@@ -12,7 +12,7 @@
 #include "common/strbuf.h"
 #include "corestreamd/sources/captive/toml.h"
 
-/* ---- the peek (docs/OPERATIONS.md, Captive) ---------------------------------------------- */
+/* ---- the peek (docs/operations/captive.md) ---------------------------------------------- */
 
 /* strings.TrimSpace for ASCII whitespace. */
 static void trim(const char **s, size_t *n)

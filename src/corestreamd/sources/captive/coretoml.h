@@ -1,4 +1,4 @@
-/* The operator's captive-core toml (CAPTIVE.md 2, docs/OPERATIONS.md, Sources): the Go SDK's rules
+/* The operator's captive-core toml (docs/operations/captive.md): the Go SDK's rules
  * for it and the stellar-core.conf generated from it.
  *
  * The text is read by toml.h (top-level `KEY = value` lines, comments, and table headers such as
@@ -26,7 +26,7 @@
 
 #include "common/err.h"
 
-/* The peek at NETWORK_PASSPHRASE (docs/OPERATIONS.md, Captive), exactly the prototype's rule: scan
+/* The peek at NETWORK_PASSPHRASE (docs/operations/captive.md), exactly the prototype's rule: scan
  * lines, trimmed; skip empty and `#` lines; stop at the first line starting with `[`; split at the
  * first `=`; the trimmed key must be NETWORK_PASSPHRASE; the trimmed value must start with `"` or
  * `'` and hold the matching closing quote; the text between is the passphrase (no escapes are

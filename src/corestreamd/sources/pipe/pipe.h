@@ -1,4 +1,4 @@
-/* The pipe tap (docs/OPERATIONS.md, Sources): runs `sh -c <cmd>` with a pipe's write end as its fd
+/* The pipe tap (docs/operations/sources.md): runs `sh -c <cmd>` with a pipe's write end as its fd
  * 3 and emits each record-marked LedgerCloseMeta it writes there, as it is written. The frame
  * marker gives the declared size, an XDR walk of the frame's first bytes gives the seq, and the
  * body streams straight from the pipe. The stream ends when the pipe reaches EOF at a frame
