@@ -6,7 +6,7 @@
 #   time        /usr/bin/time -v: whole-process CPU seconds and peak RSS (cells 1-3, 6, 7)
 #   iproute2    ip netns, veth and tc tbf/netem for the emulated two-box link (cell 6)
 #   iperf3      the single-flow rate actually measured across that link (cell 6)
-#   gnuplot-nox delivery-latency CDF pictures (plot.sh)
+#   gnuplot-nox delivery-latency CDF pictures (plot.sh; scripts/setup.sh installs it too, for its test)
 #   curl        corestreamd's /healthz (cells 4-7)
 set -euo pipefail
 

@@ -12,6 +12,7 @@ packages=(
   libnats-dev nats-server
   python3 python3-websockets python3-zstandard python3-xxhash
   prometheus
+  gnuplot-nox
   clang libclang-rt-14-dev
 )
 

@@ -83,6 +83,9 @@ static void defaults(void **state)
     assert_string_equal(o.history_archive_urls, "");
     assert_string_equal(o.storage_dir, "");
     assert_string_equal(o.network_passphrase, "");
+    assert_false(o.quiet); /* the progress line is on where stderr is a terminal */
+    assert_int_equal(parse(ARGV("--quiet"), &o, &err, NULL), 0);
+    assert_true(o.quiet);
 }
 
 /* ---- case 16: TestParseFlagsPacingDefaults --------------------------------------------------- */
@@ -294,6 +297,16 @@ static void help_prints_usage(void **state)
         assert_int_equal(parse(argv, &o, &err, &usage), 1);
         assert_non_null(usage);
         assert_true(strncmp(usage, "Usage of benchrunner:\n", 22) == 0);
+        /* what it is for, an example, where the progress goes and the exit codes, before the flags */
+        const char *flags = strstr(usage, "\n  -");
+        const char *lines[] = {"\nMeasures how ledgers arrive from a corestreamd: ", "\nExample: benchrunner --mode ",
+                               "progress line is redrawn each second on standard error (not with --quiet)",
+                               "2 --csv cannot be created, 128+N stopped by\nsignal N"};
+        for (size_t k = 0; k < 4; k++) {
+            const char *at = strstr(usage, lines[k]);
+            if (!at || !flags || at > flags)
+                fail_msg("usage lacks \"%s\" before its flags:\n%s", lines[k], usage);
+        }
         free(usage);
     }
 }
@@ -336,6 +349,8 @@ static void usage_lists_every_flag_with_its_default(void **state)
         "\n  -network-passphrase string\n",
         "\n  -pipe-cmd string\n",
         "\n  -pipe-size int\n",
+        "\n  -quiet\n    \tno progress line (by default one is redrawn each second on standard error when it is a "
+        "terminal)\n",
         "(default 1048576)\n",
         "\n  -remote-compressible\n",
         "\n  -start uint\n",

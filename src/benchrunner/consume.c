@@ -94,6 +94,7 @@ static int remote_options(const br_options *o, rl_options *opts, char *token, si
 /* ---- one subscriber's session ---------------------------------------------------------------------- */
 
 typedef struct session {
+    size_t index; /* 0-based */
     br_subscriber *sub;
     rl_stream *s;
     bool over;
@@ -166,6 +167,14 @@ static void open_failed(const br_consume_spec *spec, session *x, rl_result r)
 
 /* ---- the runs ----------------------------------------------------------------------------------- */
 
+/* The ledger x just recorded, to the progress line. */
+static void noted(const br_consume_spec *spec, const session *x)
+{
+    const br_collector *c = x->sub->c;
+    if (spec->progress)
+        spec->progress(x->index, br_collector_sample(c, br_collector_len(c) - 1), spec->progress_ctx);
+}
+
 /* One subscriber: next(-1) until the end. */
 static void run_one(const br_consume_spec *spec, verifier *v, session *x)
 {
@@ -182,8 +191,7 @@ static void run_one(const br_consume_spec *spec, verifier *v, session *x)
             finish(spec, x, RL_OK);
             return;
         }
-        if (spec->progress)
-            spec->progress(x->sub->c, spec->progress_ctx);
+        noted(spec, x);
     }
 }
 
@@ -231,8 +239,7 @@ static void run_many(const br_consume_spec *spec, verifier *v, session *xs, size
                     finish(spec, x, r);
                     continue;
                 }
-                if (i == 0 && spec->progress)
-                    spec->progress(x->sub->c, spec->progress_ctx);
+                noted(spec, x);
                 more = true;
             }
         }
@@ -295,6 +302,7 @@ int br_consume(const br_consume_spec *spec, br_subscriber **out, cs_err *err)
         }
         br_collector_set_resume(subs[i].c, spec->resume);
         xs[i].sub = &subs[i];
+        xs[i].index = i;
     }
     *out = subs;
 

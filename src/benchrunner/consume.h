@@ -34,9 +34,9 @@ typedef struct br_consume_spec {
     /* Called with the run's streams once they exist (and with NULL, 0 before they are freed), so
      * a signal can rl_stream_cancel them; may be NULL. */
     void (*publish)(rl_stream *const *streams, size_t n);
-    /* Called on the consuming thread after each ledger of subscriber 1 (a progress line); may be
-     * NULL. */
-    void (*progress)(const br_collector *c, void *ctx);
+    /* Called on the consuming thread after each ledger any subscriber (0-based sub) records, with
+     * its sample (a progress line); may be NULL. */
+    void (*progress)(size_t sub, const br_sample *s, void *ctx);
     void *progress_ctx;
     /* Whether the user interrupted the run (SIGINT/SIGTERM): then a subscriber of an unbounded
      * range that ends cancelled ended well (Ctrl-C is how such a run stops). May be NULL. */

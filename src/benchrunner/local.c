@@ -13,7 +13,8 @@
 
 /* Drains src. With per_read_timing (localtap) each body is read in plain chunk-size reads and
  * timed from the first to the last; otherwise (local, whole metas) only arrivals are recorded. */
-static int drain(cs_source *src, const br_options *o, bool per_read_timing, br_collector *c, cs_err *err)
+static int drain(cs_source *src, const br_options *o, bool per_read_timing, br_progress *prog, br_collector *c,
+                 cs_err *err)
 {
     size_t cap = (size_t)o->chunk_size;
     uint8_t *buf = malloc(cap);
@@ -53,6 +54,7 @@ static int drain(cs_source *src, const br_options *o, bool per_read_timing, br_c
             rc = cs_err_set(err, 0, "out of memory recording ledger %u", em.seq);
             break;
         }
+        br_progress_note(prog, 0, &s);
         if (o->end && em.seq >= o->end)
             break;
     }
@@ -60,7 +62,7 @@ static int drain(cs_source *src, const br_options *o, bool per_read_timing, br_c
     return rc;
 }
 
-int br_run_localtap(const br_options *o, cs_cancel *cancel, br_collector **out, cs_err *err)
+int br_run_localtap(const br_options *o, cs_cancel *cancel, br_progress *prog, br_collector **out, cs_err *err)
 {
     *out = br_collector_new("local tap (core's pipe, no network)");
     if (!*out)
@@ -68,7 +70,7 @@ int br_run_localtap(const br_options *o, cs_cancel *cancel, br_collector **out, 
     cs_source *src;
     if (cs_pipe_source_new(&src, o->pipe_cmd, o->pipe_size, cancel, err) != 0)
         return -1;
-    int rc = drain(src, o, true, *out, err);
+    int rc = drain(src, o, true, prog, *out, err);
     src->ops->destroy(src);
     return rc;
 }
@@ -80,7 +82,7 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
     return 0;
 }
 
-int br_run_local(const br_options *o, cs_cancel *cancel, br_collector **out, cs_err *err)
+int br_run_local(const br_options *o, cs_cancel *cancel, br_progress *prog, br_collector **out, cs_err *err)
 {
     *out = br_collector_new("local (captive core in this process)");
     if (!*out)
@@ -108,7 +110,7 @@ int br_run_local(const br_options *o, cs_cancel *cancel, br_collector **out, cs_
     cs_source *src = NULL;
     int rc = list ? cs_captive_source_new(&src, &cc, cancel, err) : cs_err_set(err, 0, "out of memory");
     if (rc == 0) {
-        rc = drain(src, o, false, *out, err);
+        rc = drain(src, o, false, prog, *out, err);
         src->ops->destroy(src);
     }
     free(list);

@@ -5,13 +5,15 @@
 #define CS_BENCHRUNNER_LOCAL_H
 
 #include "benchrunner/options.h"
+#include "benchrunner/progress.h"
 #include "benchrunner/stats.h"
 #include "common/err.h"
 #include "common/cancel.h"
 
 /* Each fills a new collector (*out, NULL only on allocation failure) and returns 0 at the end of
- * the range or of the source, or -1 with err. cancel ends the run (CS_ERR_CANCELLED in err). */
-int br_run_localtap(const br_options *o, cs_cancel *cancel, br_collector **out, cs_err *err);
-int br_run_local(const br_options *o, cs_cancel *cancel, br_collector **out, cs_err *err);
+ * the range or of the source, or -1 with err. cancel ends the run (CS_ERR_CANCELLED in err). Each
+ * ledger is noted to prog (NULL: no progress line). */
+int br_run_localtap(const br_options *o, cs_cancel *cancel, br_progress *prog, br_collector **out, cs_err *err);
+int br_run_local(const br_options *o, cs_cancel *cancel, br_progress *prog, br_collector **out, cs_err *err);
 
 #endif

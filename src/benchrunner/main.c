@@ -4,10 +4,13 @@
  *   benchrunner --mode remote --url ws://box:8462 --start 55000000 --end 55001000 --csv run.csv
  *   benchrunner --mode remote --url ws://box:8462 --start S --end E --subscribers 128 --resume
  *
-  * The streaming itself (the pull API, one session or K on one thread) is consume.c's. Output: a
-  * banner (loopback), then the summary of benchrunner(1) on stdout, and the CSV when asked. Errors
-  * print `benchrunner: <err>` on stderr and exit 1. */
+ * The streaming itself (the pull API, one session or K on one thread) is consume.c's. Output: a
+ * banner (loopback), then the summary of benchrunner(1) on stdout, and the CSV when asked; on a
+ * terminal, a progress line on stderr meanwhile (progress.c). Errors print `benchrunner: <err>` on
+ * stderr and exit 1; a --csv that cannot be created exits 2 before anything runs; a signal that
+ * cuts a range short exits 128 + its number, after the summary and the CSV. */
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
 #include <pthread.h>
@@ -22,6 +25,7 @@
 #include "benchrunner/consume.h"
 #include "benchrunner/local.h"
 #include "benchrunner/options.h"
+#include "benchrunner/progress.h"
 #include "benchrunner/stats.h"
 #include "common/buildinfo.h"
 #include "common/log.h"
@@ -43,6 +47,7 @@ static rl_stream *const *g_streams; /* the streams being consumed, under g_mu */
 static size_t g_nstreams;
 static cs_cancel *g_cancel; /* the local modes' run, under g_mu */
 static atomic_bool g_interrupted;
+static atomic_int g_signal; /* the signal that interrupted the run */
 
 static void *signal_main(void *arg)
 {
@@ -52,6 +57,7 @@ static void *signal_main(void *arg)
         if (sigwait(set, &sig) != 0 || atomic_load(&g_interrupted))
             continue;
         pthread_mutex_lock(&g_mu);
+        atomic_store(&g_signal, sig);
         atomic_store(&g_interrupted, true);
         for (size_t i = 0; i < g_nstreams; i++)
             if (g_streams[i])
@@ -103,46 +109,21 @@ static void set_current_cancel(cs_cancel *c)
 
 /* ---- progress line (stderr, terminals only) --------------------------------------------------- */
 
-typedef struct progress {
-    bool enabled;
-    bool drawn;
-    int64_t last_draw_ns;
-} progress;
-
-static void progress_clear(progress *p)
+/* The progress line over the range start..end (0: the tip; 0: unbounded) for K subscribers, or
+ * NULL: --quiet, stderr not a terminal, or no memory for it. */
+static br_progress *progress_begin(const br_options *o, uint64_t start, uint64_t end, bool stamped)
 {
-    if (p->enabled && p->drawn) {
-        fputs("\r\033[K", stderr);
-        fflush(stderr);
-        p->drawn = false;
-    }
-}
-
-/* Redraws at most four times a second: ledgers so far, their rate, the last delivery. */
-static void progress_update(progress *p, const br_collector *c, int64_t now_ns)
-{
-    if (!p->enabled || (p->drawn && now_ns - p->last_draw_ns < 250 * CS_MS))
-        return;
-    size_t n = br_collector_len(c);
-    if (n == 0)
-        return;
-    const br_sample *last = br_collector_sample(c, n - 1);
-    int64_t elapsed = br_collector_elapsed(c);
-    char rate[48] = "-", dbuf[BR_DUR_STR_MAX] = "-";
-    if (elapsed > 0)
-        snprintf(rate, sizeof rate, "%.1f", (double)(n - 1) / ((double)elapsed / 1e9));
-    if (last->has_delivery)
-        br_fmt_dur(last->delivery, dbuf, sizeof dbuf);
+    if (o->quiet || isatty(STDERR_FILENO) != 1)
+        return NULL;
     fflush(stdout);
-    fprintf(stderr, "\r\033[K%zu ledgers (last %u)  %s ledgers/s  last delivery %s", n, last->seq, rate, dbuf);
-    fflush(stderr);
-    p->drawn = true;
-    p->last_draw_ns = now_ns;
+    br_progress_spec ps = {.fd = STDERR_FILENO, .period_ns = CS_SEC, .subscribers = (size_t)o->subscribers,
+                           .start = start, .end = end, .stamped = stamped};
+    return br_progress_start(&ps);
 }
+
+static void on_progress(size_t sub, const br_sample *s, void *ctx) { br_progress_note(ctx, sub, s); }
 
 /* ---- consume (loopback and remote) ----------------------------------------------------------- */
-
-static void on_progress(const br_collector *c, void *ctx) { progress_update(ctx, c, br_mono_ns()); }
 
 /* The length the synthetic source makes for --synthetic-size: it takes 0 or less as its default. */
 static uint64_t verify_size(int64_t synthetic_size)
@@ -160,7 +141,7 @@ typedef struct run_out {
 /* Streams range from url, as the flags say (subscribers, resume, verify; remote: the TLS and
  * token flags, or NULL for loopback), into *out. Returns 0, or -1 with err. */
 static int consume(const char *label, const char *url, const br_options *o, bool remote, rl_range range,
-                   bool compressible, progress *prog, run_out *out, cs_err *err)
+                   bool compressible, run_out *out, cs_err *err)
 {
     char *title = out->title;
     if (o->subscribers > 1)
@@ -181,11 +162,14 @@ static int consume(const char *label, const char *url, const br_options *o, bool
         .busy_poll_us = o->busy_poll_us,
         .publish = set_current_streams,
         .progress = on_progress,
-        .progress_ctx = prog,
         .interrupted = interrupted,
     };
     out->n = spec.subscribers;
-    return br_consume(&spec, &out->subs, err);
+    br_progress *prog = progress_begin(o, range.from, range.bounded ? range.to : 0, true);
+    spec.progress_ctx = prog;
+    int rc = br_consume(&spec, &out->subs, err);
+    br_progress_stop(prog);
+    return rc;
 }
 
 /* ---- loopback --------------------------------------------------------------------------------- */
@@ -228,7 +212,7 @@ static void *server_main(void *arg)
 
 /* A synthetic corestreamd in this process over 127.0.0.1, its source held until the client is
  * subscribed so every ledger is delivered live. */
-static int run_loopback(const br_options *o, progress *prog, run_out *out, cs_err *err)
+static int run_loopback(const br_options *o, run_out *out, cs_err *err)
 {
     *out = (run_out){0};
     const char *tmp = getenv("TMPDIR");
@@ -310,10 +294,9 @@ static int run_loopback(const br_options *o, progress *prog, run_out *out, cs_er
         /* No overflow check, as in the prototype: a range past the ceiling wraps and is refused. */
         uint32_t last = start + count - 1;
         rc = consume("loopback (remoteledger over 127.0.0.1)", url, o, false, rl_bounded_range(start, last),
-                     o->compress, prog, out, err);
+                     o->compress, out, err);
         uint64_t raw = cs_server_raw_fallbacks(server);
         if (raw > 0) {
-            progress_clear(prog);
             printf("raw fallbacks %llu chunks shipped uncompressed (every encoder busy)\n", (unsigned long long)raw);
             fflush(stdout);
         }
@@ -348,7 +331,10 @@ static int run_offline(const br_options *o, run_out *run, cs_err *err)
         rc = cs_err_set(err, 0, "cannot create an eventfd");
     } else {
         set_current_cancel(&cancel);
-        rc = strcmp(o->mode, "local") == 0 ? br_run_local(o, &cancel, &c, err) : br_run_localtap(o, &cancel, &c, err);
+        bool local = strcmp(o->mode, "local") == 0;
+        br_progress *prog = progress_begin(o, local ? o->start : 0, o->end, false);
+        rc = local ? br_run_local(o, &cancel, prog, &c, err) : br_run_localtap(o, &cancel, prog, &c, err);
+        br_progress_stop(prog);
         set_current_cancel(NULL);
         cs_cancel_destroy(&cancel);
         if (rc != 0 && err->kind == CS_ERR_CANCELLED && atomic_load(&g_interrupted) && !o->end) {
@@ -414,6 +400,56 @@ static int report(const br_options *o, run_out *run, char *msg, size_t mlen)
     return rc;
 }
 
+/* --csv: every file the run will write is created (or truncated) now, before the first
+ * connection, so a path that cannot be written fails at once instead of after the run. Returns 0,
+ * or -1 with err naming the path and the system's error. */
+static int csv_precreate(const br_options *o, cs_err *err)
+{
+    for (size_t i = 0; *o->csv && i < (size_t)o->subscribers; i++) {
+        char path[PATH_MAX];
+        if (o->subscribers == 1)
+            snprintf(path, sizeof path, "%s", o->csv);
+        else
+            br_subscriber_csv_path(o->csv, i, path, sizeof path);
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+        if (fd < 0 && o->subscribers == 1)
+            return cs_err_set(err, 0, "--csv %s: %s", o->csv, strerror(errno));
+        if (fd < 0)
+            return cs_err_set(err, 0, "--csv %s: %s: %s", o->csv, path, strerror(errno));
+        close(fd);
+    }
+    return 0;
+}
+
+/* Whether the run failed only because a signal cut it short: every subscriber that failed ended
+ * cancelled (a verification failure is a failure of its own), or the local source was. */
+static bool cut_by_signal(const br_options *o, const run_out *run, const cs_err *err)
+{
+    if (!interrupted())
+        return false;
+    if (strcmp(o->mode, "local") == 0 || strcmp(o->mode, "localtap") == 0)
+        return err->kind == CS_ERR_CANCELLED;
+    for (size_t i = 0; run->subs && i < run->n; i++)
+        if (run->subs[i].failed && run->subs[i].r != RL_ERR_CANCELLED)
+            return false;
+    return run->subs != NULL;
+}
+
+/* Runs the mode the options name into *run. Returns 0, or -1 with err. */
+static int run_mode(const br_options *o, run_out *run, cs_err *err)
+{
+    if (strcmp(o->mode, "remote") == 0) {
+        rl_range range = o->end ? rl_bounded_range((uint32_t)o->start, (uint32_t)o->end)
+                                : rl_unbounded_range((uint32_t)o->start);
+        /* (Ctrl-C ending an unbounded run is a clean stop: br_consume says so.) */
+        return consume("remote (corestreamd over the network)", o->url, o, true, range, o->remote_compressible, run,
+                       err);
+    }
+    if (strcmp(o->mode, "loopback") == 0)
+        return run_loopback(o, run, err);
+    return run_offline(o, run, err);
+}
+
 int main(int argc, char **argv)
 {
     br_options o;
@@ -427,6 +463,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "benchrunner: %s\n", err.msg);
         return 1;
     }
+    if (csv_precreate(&o, &err) != 0) {
+        fprintf(stderr, "benchrunner: %s\n", err.msg);
+        return 2;
+    }
 
     /* The in-process server's narration is not the measurement. */
     FILE *devnull = fopen("/dev/null", "w");
@@ -434,30 +474,22 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     start_signal_thread();
 
-    progress prog = {.enabled = isatty(STDERR_FILENO) == 1};
     run_out run = {0};
     cs_err_clear(&err);
-    if (strcmp(o.mode, "remote") == 0) {
-        rl_range range = o.end ? rl_bounded_range((uint32_t)o.start, (uint32_t)o.end)
-                               : rl_unbounded_range((uint32_t)o.start);
-        /* (Ctrl-C ending an unbounded run is a clean stop: br_consume says so.) */
-        rc = consume("remote (corestreamd over the network)", o.url, &o, true, range, o.remote_compressible, &prog,
-                     &run, &err);
-    } else if (strcmp(o.mode, "loopback") == 0) {
-        rc = run_loopback(&o, &prog, &run, &err);
-    } else {
-        rc = run_offline(&o, &run, &err);
-    }
-    progress_clear(&prog);
-
+    rc = run_mode(&o, &run, &err);
+    int status = rc == 0 ? 0 : 1;
     char msg[2 * CS_ERR_MSG_MAX + 2];
     snprintf(msg, sizeof msg, "%s", rc != 0 ? err.msg : "");
-    if (run.subs && report(&o, &run, msg, sizeof msg) != 0)
-        rc = -1;
-    fflush(stdout);
-    if (rc != 0) {
-        fprintf(stderr, "benchrunner: %s\n", msg);
-        return 1;
+    if (rc != 0 && cut_by_signal(&o, &run, &err)) {
+        int sig = atomic_load(&g_signal);
+        status = 128 + sig;
+        snprintf(msg, sizeof msg, "interrupted by %s before the end of the range: %s what was received",
+                 sig == SIGINT ? "SIGINT" : "SIGTERM", *o.csv ? "the summary and the CSV hold" : "the summary holds");
     }
-    return 0;
+    if (run.subs && report(&o, &run, msg, sizeof msg) != 0)
+        status = 1; /* rows lost: an error whatever else happened */
+    fflush(stdout);
+    if (status != 0)
+        fprintf(stderr, "benchrunner: %s\n", msg);
+    return status;
 }

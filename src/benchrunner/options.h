@@ -44,6 +44,7 @@ typedef struct br_options {
     bool resume;                 /* remote and loopback: reconnect and go on (rl_options resume) */
     int64_t resume_retries;      /* --resume's budget: attempts in a row without a ledger; <0 none */
     int64_t busy_poll_us;        /* remote and loopback: rl_options.busy_poll_ns / 1000; 0 off */
+    bool quiet;                  /* --quiet: no progress line, even on a terminal */
     bool version;                /* --version: print the build information and exit 0 */
 } br_options;
 

@@ -125,17 +125,57 @@ size_t br_collector_metric(const br_collector *c, br_metric m, int64_t *out)
     return k;
 }
 
-int64_t br_percentile(const int64_t *sorted, size_t n, int p)
+/* The 0-based nearest rank of percentile p among n > 0 values. Go computes (p*len+99)/100 - 1 in
+ * int, truncating toward zero. */
+static uint64_t rank_of(uint64_t n, int p)
 {
-    if (n == 0)
-        return 0;
-    /* Go computes (p*len+99)/100 - 1 in int, truncating toward zero. */
     int64_t idx = ((int64_t)p * (int64_t)n + 99) / 100 - 1;
     if (idx < 0)
         idx = 0;
     if ((uint64_t)idx >= n)
         idx = (int64_t)n - 1;
-    return sorted[idx];
+    return (uint64_t)idx;
+}
+
+int64_t br_percentile(const int64_t *sorted, size_t n, int p)
+{
+    return n == 0 ? 0 : sorted[rank_of(n, p)];
+}
+
+#define HIST_EXACT ((uint64_t)1 << BR_HIST_SUB_BITS)  /* values below have a bucket each */
+#define HIST_HALF ((uint64_t)1 << (BR_HIST_SUB_BITS - 1)) /* buckets per power of two above */
+
+size_t br_hist_index(int64_t v)
+{
+    if (v < (int64_t)HIST_EXACT)
+        return v < 0 ? 0 : (size_t)v;
+    int top = 63 - __builtin_clzll((unsigned long long)v); /* BR_HIST_SUB_BITS .. 62 */
+    int shift = top - (BR_HIST_SUB_BITS - 1);              /* leaves the top SUB_BITS bits */
+    uint64_t m = (uint64_t)v >> shift;                     /* HIST_HALF .. HIST_EXACT-1 */
+    return (size_t)(HIST_EXACT + (uint64_t)(shift - 1) * HIST_HALF + (m - HIST_HALF));
+}
+
+int64_t br_hist_value(size_t index)
+{
+    if (index < HIST_EXACT)
+        return (int64_t)index;
+    uint64_t k = index - HIST_EXACT;
+    int shift = (int)(k / HIST_HALF) + 1;
+    uint64_t lo = (HIST_HALF + k % HIST_HALF) << shift;
+    return (int64_t)(lo + ((uint64_t)1 << shift) / 2);
+}
+
+int64_t br_hist_percentile(const uint64_t *counts, uint64_t n, int p)
+{
+    if (n == 0)
+        return 0;
+    uint64_t want = rank_of(n, p) + 1, seen = 0;
+    for (size_t i = 0; i < BR_HIST_BUCKETS; i++) {
+        seen += counts[i];
+        if (seen >= want)
+            return br_hist_value(i);
+    }
+    return br_hist_value(BR_HIST_BUCKETS - 1); /* counts summed to less than n */
 }
 
 char *br_fmt_dur(int64_t d, char *buf, size_t len)

@@ -86,6 +86,20 @@ char *br_fanout_summary(const char *label, const br_subscriber_result *subs, siz
  * n == 0. */
 int64_t br_percentile(const int64_t *sorted, size_t n, int p);
 
+/* A running latency histogram's buckets (the progress line's percentiles, where sorting every
+ * value each second would cost more the longer a run goes): values below 2^BR_HIST_SUB_BITS
+ * have a bucket each, larger ones 2^(BR_HIST_SUB_BITS-1) buckets per power of two, so a bucket's
+ * value is within 0.4 % of any value counted in it. Negative values count as 0. */
+#define BR_HIST_SUB_BITS 9
+#define BR_HIST_BUCKETS ((1 << BR_HIST_SUB_BITS) + (63 - BR_HIST_SUB_BITS) * (1 << (BR_HIST_SUB_BITS - 1)))
+/* The bucket v counts in. */
+size_t br_hist_index(int64_t v);
+/* The value a bucket stands for: the value itself below 2^BR_HIST_SUB_BITS, else its midpoint. */
+int64_t br_hist_value(size_t index);
+/* br_percentile's nearest rank over counts[BR_HIST_BUCKETS] holding n values in all: the value
+ * of the bucket the rank falls in; 0 for n == 0. */
+int64_t br_hist_percentile(const uint64_t *counts, uint64_t n, int p);
+
 /* Latency text: below 1 µs (negatives included) "%dns", below 1 ms "%.1fµs", else "%.2fms".
  * Returns buf. BR_DUR_STR_MAX bytes always suffice. */
 #define BR_DUR_STR_MAX 48
