@@ -210,6 +210,68 @@ static void *server_main(void *arg)
     return NULL;
 }
 
+/* The in-process server of the loopback mode: a ring in ring_dir and a paced synthetic source,
+ * held until the client subscribes. *server owns both from here, even when this fails. */
+static int loopback_server_new(const br_options *o, const char *ring_dir, cs_cancel *cancel, cs_server **server,
+                               cs_err *err)
+{
+    *server = NULL;
+    cs_ring *ring = NULL;
+    if (cs_ring_open(&ring, ring_dir, (int64_t)o->count + 1, err) != 0)
+        return -1;
+    /* The synthetic interval is the ledger cadence: PacedSource owns the schedule, and the emit
+     * window nests inside it. */
+    cs_range range = cs_counted_range(o->start ? (uint32_t)o->start : 1, (uint32_t)o->count);
+    cs_ledger_stream *ls = cs_synthetic_stream_new(o->synthetic_size, o->compress, cancel);
+    /* The paced source owns ls, even when it fails (and passes a NULL ls through). */
+    cs_source *src = cs_paced_source_new(ls, range, o->emit_window, o->synthetic_interval, cancel);
+    if (!src) {
+        cs_ring_close(ring);
+        return cs_err_set(err, 0, "out of memory");
+    }
+    cs_server_config sc = {
+        .listen = "127.0.0.1:0",
+        .source_name = "synthetic",
+        .source = src,
+        .range = range,
+        .ring = ring,
+        .cancel = cancel,
+        .chunk_size = o->chunk_size,
+        .compress = o->compress,
+        .compress_level = o->compress_level,
+        .hold_until_subscriber = true,
+        .retention = (int64_t)o->count + 1,
+        .busy_poll_us = o->busy_poll_us, /* loopback: the server's I/O threads poll too */
+    };
+    if (cs_server_new(server, &sc, err) != 0) /* owns src and ring from here, even on failure */
+        return -1;
+    return cs_server_listen(*server, err);
+}
+
+/* The loopback client: announces the server, then streams the whole range from it. */
+static int loopback_consume(const br_options *o, cs_server *server, run_out *out, cs_err *err)
+{
+    char ibuf[CS_DUR_STR_MAX], wbuf[CS_DUR_STR_MAX], cbuf[32], url[128];
+    const char *addr = cs_server_addr(server);
+    printf("loopback server on %s: %llu ledgers of %lld bytes every %s, emitted over %s, %s chunks\n", addr,
+           (unsigned long long)o->count, (long long)o->synthetic_size,
+           cs_dur_format(o->synthetic_interval, ibuf, sizeof ibuf), cs_dur_format(o->emit_window, wbuf, sizeof wbuf),
+           fmt_bytes(o->chunk_size, cbuf, sizeof cbuf));
+    fflush(stdout);
+    snprintf(url, sizeof url, "ws://%s", addr);
+    /* No overflow check, as in the prototype: a range past the ceiling wraps and is refused. */
+    uint32_t start = o->start ? (uint32_t)o->start : 1;
+    uint32_t last = start + (uint32_t)o->count - 1;
+    int rc = consume("loopback (remoteledger over 127.0.0.1)", url, o, false, rl_bounded_range(start, last),
+                     o->compress, out, err);
+    uint64_t raw = cs_server_raw_fallbacks(server);
+    if (raw > 0) {
+        printf("raw fallbacks %llu chunks shipped uncompressed (every encoder busy)\n", (unsigned long long)raw);
+        fflush(stdout);
+    }
+    return rc;
+}
+
 /* A synthetic corestreamd in this process over 127.0.0.1, its source held until the client is
  * subscribed so every ledger is delivered live. */
 static int run_loopback(const br_options *o, run_out *out, cs_err *err)
@@ -228,50 +290,14 @@ static int run_loopback(const br_options *o, run_out *out, cs_err *err)
     }
     snprintf(ring_dir, sizeof ring_dir, "%s/ledgers", dir);
 
-    int rc = 0;
     cs_cancel cancel;
-    bool cancel_ok = cs_cancel_init(&cancel) == 0;
-    cs_ring *ring = NULL;
-    cs_server *server = NULL;
-    if (!cancel_ok)
-        rc = cs_err_set(err, 0, "cannot create the cancellation eventfd: %s", strerror(errno));
-    if (rc == 0)
-        rc = cs_ring_open(&ring, ring_dir, (int64_t)o->count + 1, err);
-
-    uint32_t start = o->start ? (uint32_t)o->start : 1;
-    uint32_t count = (uint32_t)o->count;
-    if (rc == 0) {
-        /* The synthetic interval is the ledger cadence: PacedSource owns the schedule, and the emit
-         * window nests inside it. */
-        cs_range range = cs_counted_range(start, count);
-        cs_ledger_stream *ls = cs_synthetic_stream_new(o->synthetic_size, o->compress, &cancel);
-        /* The paced source owns ls, even when it fails (and passes a NULL ls through). */
-        cs_source *src = cs_paced_source_new(ls, range, o->emit_window, o->synthetic_interval, &cancel);
-        if (!src) {
-            cs_ring_close(ring);
-            rc = cs_err_set(err, 0, "out of memory");
-        } else {
-            cs_server_config sc = {
-                .listen = "127.0.0.1:0",
-                .source_name = "synthetic",
-                .source = src,
-                .range = range,
-                .ring = ring,
-                .cancel = &cancel,
-                .chunk_size = o->chunk_size,
-                .compress = o->compress,
-                .compress_level = o->compress_level,
-                .hold_until_subscriber = true,
-                .retention = (int64_t)o->count + 1,
-                .busy_poll_us = o->busy_poll_us, /* loopback: the server's I/O threads poll too */
-            };
-            rc = cs_server_new(&server, &sc, err); /* owns src and ring from here, even on failure */
-        }
-        ring = NULL;
+    if (cs_cancel_init(&cancel) != 0) {
+        int rc = cs_err_set(err, 0, "cannot create the cancellation eventfd: %s", strerror(errno));
+        remove_all(dir);
+        return rc;
     }
-    if (rc == 0)
-        rc = cs_server_listen(server, err);
-
+    cs_server *server = NULL;
+    int rc = loopback_server_new(o, ring_dir, &cancel, &server, err);
     server_thread st = {.server = server};
     bool running = false;
     pthread_t tid;
@@ -281,26 +307,8 @@ static int run_loopback(const br_options *o, run_out *out, cs_err *err)
         else
             running = true;
     }
-    if (rc == 0) {
-        char ibuf[CS_DUR_STR_MAX], wbuf[CS_DUR_STR_MAX], cbuf[32], url[128];
-        const char *addr = cs_server_addr(server);
-        printf("loopback server on %s: %llu ledgers of %lld bytes every %s, emitted over %s, %s chunks\n", addr,
-               (unsigned long long)o->count, (long long)o->synthetic_size,
-               cs_dur_format(o->synthetic_interval, ibuf, sizeof ibuf), cs_dur_format(o->emit_window, wbuf, sizeof wbuf),
-               fmt_bytes(o->chunk_size, cbuf, sizeof cbuf));
-        fflush(stdout);
-        snprintf(url, sizeof url, "ws://%s", addr);
-
-        /* No overflow check, as in the prototype: a range past the ceiling wraps and is refused. */
-        uint32_t last = start + count - 1;
-        rc = consume("loopback (remoteledger over 127.0.0.1)", url, o, false, rl_bounded_range(start, last),
-                     o->compress, out, err);
-        uint64_t raw = cs_server_raw_fallbacks(server);
-        if (raw > 0) {
-            printf("raw fallbacks %llu chunks shipped uncompressed (every encoder busy)\n", (unsigned long long)raw);
-            fflush(stdout);
-        }
-    }
+    if (rc == 0)
+        rc = loopback_consume(o, server, out, err);
     if (running) {
         cs_server_stop(server);
         pthread_join(tid, NULL);
@@ -311,9 +319,7 @@ static int run_loopback(const br_options *o, run_out *out, cs_err *err)
         }
     }
     cs_server_free(server);
-    cs_ring_close(ring);
-    if (cancel_ok)
-        cs_cancel_destroy(&cancel);
+    cs_cancel_destroy(&cancel);
     remove_all(dir);
     return rc;
 }

@@ -153,6 +153,30 @@ int cs_log_level_file_read(const char *path, int *level, cs_err *err)
     return 0;
 }
 
+/* TLS, tokens and the admission caps. */
+static int validate_serving(const cs_daemon_config *c, cs_err *err)
+{
+    if (*c->tls_cert && !*c->tls_key)
+        return cs_err_set(err, 0, "--tls-key is required with --tls-cert");
+    if (*c->tls_key && !*c->tls_cert)
+        return cs_err_set(err, 0, "--tls-cert is required with --tls-key");
+    if (*c->tls_client_ca && !*c->tls_cert)
+        return cs_err_set(err, 0, "--tls-client-ca needs --tls-cert");
+    if (c->auth_healthz && !*c->auth_tokens)
+        return cs_err_set(err, 0, "--auth-healthz needs --auth-tokens");
+    if (c->max_connections == 0)
+        return cs_err_set(err, 0, "--max-connections 0 would refuse every connection; use a negative value for no cap");
+    if (c->max_connections_per_ip == 0)
+        return cs_err_set(err, 0,
+                          "--max-connections-per-ip 0 would refuse every connection; use a negative value for no cap");
+    if (c->max_replays == 0)
+        return cs_err_set(err, 0, "--max-replays 0 would leave every replay waiting; use a negative value for no cap");
+    if (c->max_replays_per_ip == 0)
+        return cs_err_set(err, 0,
+                          "--max-replays-per-ip 0 would leave every replay waiting; use a negative value for no cap");
+    return 0;
+}
+
 /* A part this build left out (CMake -DCS_WITH_<PART>=OFF) is refused by its flag, before anything
  * starts. */
 static int validate_built_in(const cs_daemon_config *c, bool captive, bool edge, cs_err *err)
@@ -229,24 +253,8 @@ static int validate(cs_daemon_config *c, cs_err *err)
                           "reads the FIFO of a core that runs on its own");
     if (edge && validate_edge(c, err) != 0)
         return -1;
-    if (*c->tls_cert && !*c->tls_key)
-        return cs_err_set(err, 0, "--tls-key is required with --tls-cert");
-    if (*c->tls_key && !*c->tls_cert)
-        return cs_err_set(err, 0, "--tls-cert is required with --tls-key");
-    if (*c->tls_client_ca && !*c->tls_cert)
-        return cs_err_set(err, 0, "--tls-client-ca needs --tls-cert");
-    if (c->auth_healthz && !*c->auth_tokens)
-        return cs_err_set(err, 0, "--auth-healthz needs --auth-tokens");
-    if (c->max_connections == 0)
-        return cs_err_set(err, 0, "--max-connections 0 would refuse every connection; use a negative value for no cap");
-    if (c->max_connections_per_ip == 0)
-        return cs_err_set(err, 0,
-                          "--max-connections-per-ip 0 would refuse every connection; use a negative value for no cap");
-    if (c->max_replays == 0)
-        return cs_err_set(err, 0, "--max-replays 0 would leave every replay waiting; use a negative value for no cap");
-    if (c->max_replays_per_ip == 0)
-        return cs_err_set(err, 0,
-                          "--max-replays-per-ip 0 would leave every replay waiting; use a negative value for no cap");
+    if (validate_serving(c, err) != 0)
+        return -1;
     if (c->busy_poll_us < 0 || c->busy_poll_us > CS_BUSY_POLL_US_MAX)
         return cs_err_set(err, 0, "--busy-poll-us %lld is outside [0, %d]", (long long)c->busy_poll_us,
                           CS_BUSY_POLL_US_MAX);
