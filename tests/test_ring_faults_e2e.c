@@ -286,8 +286,28 @@ static void ledger_path(const fixture *f, const char *name, char *buf, size_t le
 }
 
 typedef enum corruption {
-    C_TRUNCATE, C_EXTEND, C_FLIP, C_EMPTY, C_SYMLINK, C_DIRECTORY, C_NO_RECORD, C_OTHER_RECORD, C_REMOVE
+    C_TRUNCATE, C_EXTEND, C_FLIP, C_EMPTY, C_SYMLINK, C_DIRECTORY, C_NO_RECORD, C_OTHER_RECORD, C_REMOVE,
+    C_RECORD_DIGIT, /* one hex digit of the record's xxh64= changed */
+    C_FLIP_UNMARKED /* a byte flipped, and ring-format removed (as for a ring from before records) */
 } corruption;
+
+/* One hex digit of xxh64= in ledger-2.rec changed to another. */
+static void change_record_digit(const fixture *f)
+{
+    char p[1024], text[512];
+    ledger_path(f, "ledger-2.rec", p, sizeof p);
+    FILE *fp = fopen(p, "r+");
+    assert_non_null(fp);
+    size_t n = fread(text, 1, sizeof text - 1, fp);
+    text[n] = '\0';
+    char *d = strstr(text, " xxh64=");
+    assert_non_null(d);
+    d += 7;
+    *d = *d == '0' ? '1' : '0';
+    rewind(fp);
+    assert_int_equal(fwrite(text, 1, n, fp), n);
+    assert_int_equal(fclose(fp), 0);
+}
 
 static void corrupt(const fixture *f, corruption c)
 {
@@ -307,6 +327,13 @@ static void corrupt(const fixture *f, corruption c)
         assert_int_equal(fclose(fp), 0);
         break;
     }
+    case C_RECORD_DIGIT:
+        change_record_digit(f);
+        break;
+    case C_FLIP_UNMARKED:
+        ledger_path(f, "ring-format", q, sizeof q);
+        assert_int_equal(unlink(q), 0);
+        /* fall through */
     case C_FLIP: {
         /* The last byte: read last, so a replay under way has not read it yet. */
         int fd = open(p, O_RDWR);
@@ -364,6 +391,8 @@ static const char *open_problem(corruption c)
         return "problem=\"integrity record is for ledger 1\"";
     case C_REMOVE:
         return "problem=\"is missing (the ring resumes at ledger 3)\"";
+    case C_RECORD_DIGIT:
+        return "problem=\"integrity record fails its own checksum\"";
     default:
         return NULL;
     }
@@ -413,8 +442,9 @@ static void corrupt_before_start(fixture *f, corruption c)
              "level=ERROR msg=\"ring ledger failed its integrity check; dropping it and every older ledger\" "
              "file=%s/ledger-2.xdr ",
              f->ring);
-    if (c == C_FLIP) {
-        /* Same length: found by the replay's hash. Ledger 1 is whole; ledger 2 never ends. */
+    if (c == C_FLIP || c == C_FLIP_UNMARKED) {
+        /* Same length: found by the replay's hash, ring-format or not (a record that exists is
+         * never made again from the bytes on disk). Ledger 1 is whole; ledger 2 never ends. */
         cs_ws *ws = cs_ws_connect("127.0.0.1", f->proc.port, "/stream?start=1&end=4", WAIT_MS, NULL, NULL, 0);
         assert_non_null(ws);
         cs_ledger l;
@@ -463,6 +493,8 @@ BEFORE_START(C_DIRECTORY, directory_before_start)
 BEFORE_START(C_NO_RECORD, missing_record_before_start)
 BEFORE_START(C_OTHER_RECORD, other_record_before_start)
 BEFORE_START(C_REMOVE, removed_before_start)
+BEFORE_START(C_RECORD_DIGIT, record_digit_before_start)
+BEFORE_START(C_FLIP_UNMARKED, flipped_without_ring_format_before_start)
 
 /* Reads ledger 2's flow raw (uncompressed chunks) after its BEGIN: 1 and the END's checksum
  * checked against the bytes when it ends whole, 0 and the close when it does not. */
@@ -505,7 +537,8 @@ static int read_rest_of_2(cs_ws *ws, int *code, char *reason, size_t rlen)
  * truncation and changed bytes end in 1011 naming the ledger, with no END, and the ring drops it;
  * a removed, replaced or extended file is still read whole from the descriptor the replay holds,
  * so the ledger arrives valid, and the next subscriber's open check drops it. So does a record
- * removed or replaced under the replay: the record it loaded still vouches for the bytes it reads.
+ * removed, replaced or changed under the replay: the record it loaded still vouches for the bytes
+ * it reads.
  * Another subscriber meanwhile is unaffected. */
 static void corrupt_while_replaying(fixture *f, corruption c)
 {
@@ -570,6 +603,7 @@ WHILE_REPLAYING(C_SYMLINK, symlink_while_replaying)
 WHILE_REPLAYING(C_DIRECTORY, directory_while_replaying)
 WHILE_REPLAYING(C_NO_RECORD, missing_record_while_replaying)
 WHILE_REPLAYING(C_OTHER_RECORD, other_record_while_replaying)
+WHILE_REPLAYING(C_RECORD_DIGIT, record_digit_while_replaying)
 
 /* A ring written before records (raw files only, no ring-format marker) opens: records are made
  * by hashing, logged at INFO, and its ledgers are served. */
@@ -706,6 +740,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(missing_record_before_start, setup, teardown),
         cmocka_unit_test_setup_teardown(other_record_before_start, setup, teardown),
         cmocka_unit_test_setup_teardown(removed_before_start, setup, teardown),
+        cmocka_unit_test_setup_teardown(record_digit_before_start, setup, teardown),
+        cmocka_unit_test_setup_teardown(flipped_without_ring_format_before_start, setup, teardown),
         cmocka_unit_test_setup_teardown(truncated_while_replaying, setup, teardown),
         cmocka_unit_test_setup_teardown(emptied_while_replaying, setup, teardown),
         cmocka_unit_test_setup_teardown(flipped_while_replaying, setup, teardown),
@@ -715,6 +751,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(directory_while_replaying, setup, teardown),
         cmocka_unit_test_setup_teardown(missing_record_while_replaying, setup, teardown),
         cmocka_unit_test_setup_teardown(other_record_while_replaying, setup, teardown),
+        cmocka_unit_test_setup_teardown(record_digit_while_replaying, setup, teardown),
         cmocka_unit_test_setup_teardown(old_format_ring_opens, setup, teardown),
         cmocka_unit_test_setup_teardown(stale_run_is_reset_before_listening, setup, teardown),
     };

@@ -66,7 +66,8 @@ static int check_frames_at_open(cs_ring *r, uint32_t seq, const cs_ledger_record
 }
 
 /* Checks ledger seq at open, reading only: a regular file of the recorded length (of any length
- * in a ring from before records: its record is made when the repairs are carried out). Frames
+ * when it has no record in a ring from before records, which has no ring-format: its record is
+ * made when the repairs are carried out; a record that exists is checked all the same). Frames
  * that fail their check are noted in *bad_frames. Returns 0, or -1 with problem. */
 static int check_at_open(cs_ring *r, const entry *ledger, bool upgrade, uint64_t *size, uint64_t *frames_size,
                          bool *bad_frames, char *problem, size_t plen)
@@ -84,10 +85,11 @@ static int check_at_open(cs_ring *r, const entry *ledger, bool upgrade, uint64_t
         return -1;
     }
     *size = (uint64_t)st.st_size;
-    if (upgrade)
-        return 0;
     cs_ledger_record rec;
-    if (rng_read_record(r->dfd, seq, &rec, problem, plen) != 0)
+    int rr = rng_read_record(r->dfd, seq, &rec, problem, plen);
+    if (rr == -2 && upgrade)
+        return 0; /* a ring from before records: its record is made at the first write */
+    if (rr != 0)
         return -1;
     if (rec.len != (uint64_t)st.st_size) {
         snprintf(problem, plen, "is %lld bytes, its record says %" PRIu64, (long long)st.st_size, rec.len);
@@ -295,11 +297,17 @@ static void remove_outside(cs_ring *r)
     free(v);
 }
 
-/* A ring from before records: each kept ledger's record, made by hashing it. */
+/* A ring from before records (no ring-format): a record for each kept ledger that has none, made
+ * by hashing it. A record that exists is never made again from the bytes on disk: that would
+ * vouch for whatever the disk now holds. */
 static int make_records(cs_ring *r, cs_err *err)
 {
+    uint64_t made = 0;
     for (uint64_t s = r->oldest; r->filled && s <= r->latest; s++) {
         char name[CS_LEDGER_NAME_MAX];
+        rng_record_name(name, (uint32_t)s);
+        if (faccessat(r->dfd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+            continue;
         cs_ledger_name_format(name, sizeof name, (uint32_t)s);
         int fd = openat(r->dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         struct stat st;
@@ -314,10 +322,11 @@ static int make_records(cs_ring *r, cs_err *err)
             close(fd);
         if (!ok)
             return cs_err_set(err, 0, "store: upgrade \"%s\": ledger %" PRIu64 ": %s", r->dir, s, strerror(e));
+        made++;
     }
-    if (r->filled)
+    if (made)
         CS_LOG(CS_LOG_INFO, "ring: integrity records made from the ledgers on disk (a ring written before records)",
-               KV_S("dir", r->dir), KV_U("ledgers", (uint64_t)r->latest - r->oldest + 1));
+               KV_S("dir", r->dir), KV_U("ledgers", made));
     return 0;
 }
 

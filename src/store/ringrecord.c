@@ -17,8 +17,9 @@
 #include "store/ledgerdir.h"
 #include "store/ring_internal.h"
 
-/* Version 2 adds the stored frames; version 1 (a ring of format 2) is read as "no frames". */
-static int format_record_v(char *buf, size_t len, int version, uint32_t seq, const cs_ledger_record *rec)
+/* The fields of a record line, without its self checksum. Version 2 adds the stored frames;
+ * version 1 (a ring of format 2) is read as "no frames". */
+static int format_fields(char *buf, size_t len, int version, uint32_t seq, const cs_ledger_record *rec)
 {
     int n = snprintf(buf, len, "corestream-ring-record %d seq=%" PRIu32 " len=%" PRIu64 " chunks=%" PRIu32
                      " chunk_size=%" PRIu32 " xxh64=%016" PRIx64, version, seq, rec->len, rec->chunks,
@@ -26,6 +27,17 @@ static int format_record_v(char *buf, size_t len, int version, uint32_t seq, con
     if (version >= 2 && n > 0 && (size_t)n < len)
         n += snprintf(buf + n, len - (size_t)n, " frames_len=%" PRIu64 " frames_xxh3=%016" PRIx64
                       " raw_xxh3=%016" PRIx64, rec->frames_len, rec->frames_xxh3, rec->raw_xxh3);
+    return n;
+}
+
+/* The line as written: the fields, from version 3 on followed by ` self=` and the XXH64 of the
+ * fields' text, so a record changed on disk (one digit of xxh64=) fails its own check instead of
+ * vouching for the wrong bytes. */
+static int format_record_v(char *buf, size_t len, int version, uint32_t seq, const cs_ledger_record *rec)
+{
+    int n = format_fields(buf, len, version, seq, rec);
+    if (version >= 3 && n > 0 && (size_t)n < len)
+        n += snprintf(buf + n, len - (size_t)n, " self=%016" PRIx64, (uint64_t)XXH64(buf, (size_t)n, 0));
     if (n > 0 && (size_t)n + 1 < len) {
         buf[n++] = '\n';
         buf[n] = '\0';
@@ -35,37 +47,51 @@ static int format_record_v(char *buf, size_t len, int version, uint32_t seq, con
 
 int rng_format_record(char *buf, size_t len, uint32_t seq, const cs_ledger_record *rec)
 {
-    return format_record_v(buf, len, 2, seq, rec);
+    return format_record_v(buf, len, 3, seq, rec);
 }
 
-/* Parses a record strictly: it must be exactly what format_record writes, and consistent. On
- * failure problem says what is wrong. */
+/* Whether the fields agree with each other and with the chunking rules. */
+static bool record_consistent(const cs_ledger_record *r)
+{
+    bool consistent = r->chunk_size == 0
+                          ? r->chunks == 0
+                          : r->chunk_size >= 4096 && r->chunk_size <= 8388608 &&
+                                r->chunks == (r->len + r->chunk_size - 1) / r->chunk_size;
+    /* Frames need the live chunking, and hold at least their index. */
+    if (r->frames_len != 0)
+        return consistent && r->chunk_size != 0 && r->frames_len >= cs_frames_tail_len(r->chunks);
+    return consistent && r->frames_xxh3 == 0 && r->raw_xxh3 == 0;
+}
+
+/* Parses a record strictly: it must be exactly what format_record writes (versions 1 and 2, of
+ * rings written before the self checksum, are still read), consistent, and from version 3 on
+ * match its own checksum. On failure problem says what is wrong. */
 static int parse_record(const char *text, uint32_t want_seq, cs_ledger_record *rec, char *problem, size_t plen)
 {
     uint32_t seq;
     int version = 0;
+    uint64_t self = 0;
     cs_ledger_record r = {0};
     int got = sscanf(text, "corestream-ring-record %d seq=%" SCNu32 " len=%" SCNu64 " chunks=%" SCNu32
                            " chunk_size=%" SCNu32 " xxh64=%" SCNx64 " frames_len=%" SCNu64 " frames_xxh3=%" SCNx64
-                           " raw_xxh3=%" SCNx64,
+                           " raw_xxh3=%" SCNx64 " self=%" SCNx64,
                      &version, &seq, &r.len, &r.chunks, &r.chunk_size, &r.xxh64, &r.frames_len, &r.frames_xxh3,
-                     &r.raw_xxh3);
-    if (!((version == 1 && got == 6) || (version == 2 && got == 9))) {
+                     &r.raw_xxh3, &self);
+    if (!((version == 1 && got == 6) || (version == 2 && got == 9) || (version == 3 && got == 10))) {
         snprintf(problem, plen, "integrity record is unreadable");
         return -1;
     }
     char again[RECORD_MAX];
     format_record_v(again, sizeof again, version, seq, &r);
-    bool consistent = r.chunk_size == 0
-                          ? r.chunks == 0
-                          : r.chunk_size >= 4096 && r.chunk_size <= 8388608 &&
-                                r.chunks == (r.len + r.chunk_size - 1) / r.chunk_size;
-    /* Frames need the live chunking, and hold at least their index. */
-    if (r.frames_len != 0)
-        consistent = consistent && r.chunk_size != 0 && r.frames_len >= cs_frames_tail_len(r.chunks);
-    else
-        consistent = consistent && r.frames_xxh3 == 0 && r.raw_xxh3 == 0;
-    if (strcmp(again, text) != 0 || !consistent) {
+    if (version >= 3) {
+        char fields[RECORD_MAX];
+        int n = format_fields(fields, sizeof fields, version, seq, &r);
+        if (n > 0 && strncmp(text, fields, (size_t)n) == 0 && self != XXH64(fields, (size_t)n, 0)) {
+            snprintf(problem, plen, "integrity record fails its own checksum");
+            return -1;
+        }
+    }
+    if (strcmp(again, text) != 0 || !record_consistent(&r)) {
         snprintf(problem, plen, "integrity record is unreadable");
         return -1;
     }
