@@ -45,19 +45,27 @@ static const start_case k_cases[] = {
     {{"--listen", "127.0.0.1:abc"}, "error=\"listen on 127.0.0.1:abc: port \\\"abc\\\" is not a number\"", 1, false},
     {{"--listen", ":-1"}, "error=\"listen on :-1: port \\\"-1\\\" is not a number\"", 1, false},
     {{"--listen", "127.0.0.1"}, "error=\"listen on 127.0.0.1: address 127.0.0.1: missing port in address\"", 1, false},
+    /* refused among the flags, before the source starts (the command would leave @/started) */
+    {{"--listen", "127.0.0.1:70000", "--source", "pipe", "--pipe-cmd", "touch @/started"},
+     "error=\"listen on 127.0.0.1:70000: port 70000 is outside 0-65535\"", 1, false},
     {{"--admin-listen", "127.0.0.1:65536"},
      "error=\"--admin-listen: listen on 127.0.0.1:65536: port 65536 is outside 0-65535\"", 1, false},
-    /* TLS files: the system's cause for a file that cannot be read, "not PEM" for one that does not parse */
+    /* TLS files: the system's cause for a file that cannot be read, "no PEM …" for one that does not parse */
     {{"--tls-cert", "@/missing.pem", "--tls-key", "@KEY"},
      "error=\"--tls-cert @/missing.pem: No such file or directory\"", 1, false},
     {{"--tls-cert", "@/dir", "--tls-key", "@KEY"}, "error=\"--tls-cert @/dir: Is a directory\"", 1, false},
     {{"--tls-cert", "@/closed.pem", "--tls-key", "@KEY"}, "error=\"--tls-cert @/closed.pem: Permission denied\"", 1,
      true},
-    {{"--tls-cert", "@/junk.pem", "--tls-key", "@KEY"}, "error=\"--tls-cert @/junk.pem: not PEM (no start line)\"", 1,
+    {{"--tls-cert", "@/junk.pem", "--tls-key", "@KEY"}, "error=\"--tls-cert @/junk.pem: no PEM certificate in it (no start line)\"", 1,
      false},
     {{"--tls-cert", "@CERT", "--tls-key", "@/missing.pem"},
      "error=\"--tls-key @/missing.pem: No such file or directory\"", 1, false},
-    {{"--tls-cert", "@CERT", "--tls-key", "@/junk.pem"}, "error=\"--tls-key @/junk.pem: does not parse (unsupported)\"",
+    {{"--tls-cert", "@CERT", "--tls-key", "@/junk.pem"}, "error=\"--tls-key @/junk.pem: no PEM private key in it (unsupported)\"",
+     1, false},
+    /* the two swapped */
+    {{"--tls-cert", "@KEY", "--tls-key", "@CERT"}, "error=\"--tls-cert @KEY: no PEM certificate in it (no start line)\"",
+     1, false},
+    {{"--tls-cert", "@CERT", "--tls-key", "@CERT"}, "error=\"--tls-key @CERT: no PEM private key in it (unsupported)\"",
      1, false},
     {{"--tls-cert", "@CERT", "--tls-key", "@OTHERKEY"}, "error=\"--tls-key @OTHERKEY does not match --tls-cert @CERT\"", 1,
      false},
@@ -173,35 +181,47 @@ static void test_start_errors_name_their_cause(void **state)
     for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++)
         if (!k_cases[i].needs_non_root || geteuid() != 0)
             run_case(&k_cases[i]);
+    char started[PATH_MAX + 32];
+    assert_int_equal(access(cs_tmpdir_join(&g_tmp, "started", started, sizeof started), F_OK), -1);
 }
 
-/* Under systemd with stdout on the journal (JOURNAL_STREAM names that stream), every line starts
- * with its syslog priority: the failure with <3>, so `journalctl -p err` shows it. */
-static void test_failure_reaches_the_journal_as_an_error(void **state)
+/* Runs corestreamd with stdout and stderr on one file that JOURNAL_STREAM names, as systemd
+ * connects a unit's streams to the journal, with extra arguments; returns how many lines start
+ * with want (a failure) after checking that every line starts with a priority. */
+static int journal_run(const char *extra, const char *want)
 {
-    (void)state;
     char out[PATH_MAX + 32], cmd[5 * PATH_MAX];
     cs_tmpdir_join(&g_tmp, "journal.out", out, sizeof out);
     snprintf(cmd, sizeof cmd,
              "exec >'%s' 2>&1; JOURNAL_STREAM=$(stat -L -c %%d:%%i '%s') exec %s --data-dir '%s/data' "
-             "--listen 127.0.0.1:99999",
-             out, out, CORESTREAMD_BIN, g_tmp.path);
+             "--listen 127.0.0.1:0 %s",
+             out, out, CORESTREAMD_BIN, g_tmp.path, extra);
     int rc = system(cmd);
     assert_true(WIFEXITED(rc));
     assert_int_equal(WEXITSTATUS(rc), 1);
     FILE *f = fopen(out, "r");
     assert_non_null(f);
     char line[1024];
-    int errors = 0;
+    int found = 0;
     while (fgets(line, sizeof line, f)) {
         assert_int_equal(line[0], '<');
-        if (strstr(line, "level=ERROR msg=\"corestreamd failed\"")) {
-            assert_memory_equal(line, "<3>time=", 8);
-            errors++;
-        }
+        if (strncmp(line, want, strlen(want)) == 0 && strstr(line, "corestreamd failed"))
+            found++;
     }
     fclose(f);
-    assert_int_equal(errors, 1);
+    return found;
+}
+
+/* Under systemd with stdout on the journal (JOURNAL_STREAM names that stream), every line starts
+ * with its syslog priority: a failure with <3>, so `journalctl -p err` shows it, whether the
+ * logger had started (a TLS file missing) or not yet (a flag refused). */
+static void test_failure_reaches_the_journal_as_an_error(void **state)
+{
+    (void)state;
+    char extra[3 * PATH_MAX];
+    snprintf(extra, sizeof extra, "--tls-cert '%s/missing.pem' --tls-key '%s/missing.pem'", g_tmp.path, g_tmp.path);
+    assert_int_equal(journal_run(extra, "<3>time="), 1);
+    assert_int_equal(journal_run("--admin-listen 127.0.0.1:99999", "<3>20"), 1); /* <3>YYYY/MM/DD … ERROR */
 }
 
 int main(void)

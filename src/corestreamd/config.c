@@ -12,6 +12,7 @@
 #include "common/goquote.h"
 #include "corestream/wire.h"
 #include "corestreamd/jetstream/naming.h"
+#include "corestreamd/net/listener.h"
 #include "corestreamd/jetstream/publisher.h"
 #include "common/complevel.h"
 #include "corestreamd/server/server.h"
@@ -153,9 +154,13 @@ int cs_log_level_file_read(const char *path, int *level, cs_err *err)
     return 0;
 }
 
-/* TLS, tokens and the admission caps. */
+/* The addresses, TLS, tokens and the admission caps. */
 static int validate_serving(const cs_daemon_config *c, cs_err *err)
 {
+    if (cs_listen_addr_check(c->listen, err) != 0)
+        return -1;
+    if (*c->admin_listen && cs_listen_addr_check(c->admin_listen, err) != 0)
+        return cs_err_prefix(err, "--admin-listen: ");
     if (*c->tls_cert && !*c->tls_key)
         return cs_err_set(err, 0, "--tls-key is required with --tls-cert");
     if (*c->tls_key && !*c->tls_cert)

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # corestreamd without its optional parts (ctest `parts_off_build`): configures the tree with
 # -DCS_WITH_NATS=OFF -DCS_WITH_SYSTEMD=OFF -DCS_WITH_CAPTIVE=OFF where pkg-config refuses libnats,
-# libsystemd, libcurl and libcjson (as on a machine without their -dev packages), builds
-# corestreamd, and checks what its user sees: the configure messages, no such library linked, each
-# left-out part refused by its flag with an exact message and exit status 1, and a synthetic run
-# that streams to its end.
+# libsystemd, libcurl and libcjson (as on a machine without their -dev packages), builds all it
+# configures (the programs, the library and its tests), and checks what a user sees: the configure
+# messages, no such library linked, no systemd unit, each left-out part refused by its flag with
+# an exact message and exit status 1, and a synthetic run that streams to its end.
 #   check_parts_build.sh SOURCE_DIR WORK_DIR
 set -euo pipefail
 src=$1 work=$2
@@ -25,14 +25,16 @@ chmod +x "$work/bin/pkg-config"
 fail() { echo "FAIL: $*"; exit 1; }
 
 cmake -S "$src" -B "$work/build" -DCS_WITH_NATS=OFF -DCS_WITH_SYSTEMD=OFF -DCS_WITH_CAPTIVE=OFF \
-  -DBUILD_TESTING=OFF -DCS_WERROR=ON -DPKG_CONFIG_EXECUTABLE="$work/bin/pkg-config" >"$work/configure.log" 2>&1 ||
+  -DCS_WERROR=ON -DPKG_CONFIG_EXECUTABLE="$work/bin/pkg-config" >"$work/configure.log" 2>&1 ||
   { cat "$work/configure.log"; fail "the build without optional parts does not configure"; }
 for part in NATS SYSTEMD CAPTIVE; do
   grep -q -- "-- CS_WITH_$part=OFF: corestreamd without" "$work/configure.log" ||
     { cat "$work/configure.log"; fail "configure does not say CS_WITH_$part=OFF"; }
 done
-cmake --build "$work/build" --target corestreamd -j "$(nproc)" >"$work/build.log" 2>&1 ||
-  { tail -40 "$work/build.log"; fail "corestreamd does not build without its optional parts"; }
+# Everything it configures: corestreamd, benchrunner, the library and its tests.
+cmake --build "$work/build" -j "$(nproc)" >"$work/build.log" 2>&1 ||
+  { tail -40 "$work/build.log"; fail "the tree does not build without the optional parts"; }
+[[ ! -e $work/build/packaging/corestreamd.service ]] || fail "a systemd unit was made for a build without systemd"
 bin=$work/build/src/corestreamd/corestreamd
 if ldd "$bin" | grep -E 'libnats|libsystemd|libcurl|libcjson'; then
   fail "corestreamd links a library of a part left out"

@@ -102,14 +102,29 @@ static int bind_one(const struct sockaddr *sa, socklen_t salen, bool dual_stack,
     return -1;
 }
 
+/* The host and port of addr, the port checked. */
+static int split_checked(const char *addr, char *host, size_t hlen, uint16_t *port, cs_err *err)
+{
+    char p[64];
+    if (split_hostport(addr, host, hlen, p, sizeof p) != 0)
+        return cs_err_set(err, 0, "listen on %s: address %s: missing port in address", addr, addr);
+    return parse_port(addr, p, port, err);
+}
+
+int cs_listen_addr_check(const char *addr, cs_err *err)
+{
+    char host[256];
+    uint16_t p;
+    return split_checked(addr, host, sizeof host, &p, err);
+}
+
 int cs_listen_tcp(const char *addr, int *fd, char *bound, size_t boundlen, cs_err *err)
 {
-    char host[256], port[64];
-    if (split_hostport(addr, host, sizeof host, port, sizeof port) != 0)
-        return cs_err_set(err, 0, "listen on %s: address %s: missing port in address", addr, addr);
+    char host[256], port[8];
     uint16_t p;
-    if (parse_port(addr, port, &p, err) != 0)
+    if (split_checked(addr, host, sizeof host, &p, err) != 0)
         return -1;
+    snprintf(port, sizeof port, "%u", (unsigned)p);
     const char *step = "resolve";
     int s = -1;
     if (host[0] == '\0') {

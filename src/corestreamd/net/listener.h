@@ -8,8 +8,15 @@
 
 #include "common/err.h"
 
+/* Checks an address's form without resolving it: host:port or :port, the port decimal 0-65535.
+ * Errors: `listen on <addr>: address <addr>: missing port in address`, `listen on <addr>: port
+ * "<p>" is not a number`, `listen on <addr>: port <p> is outside 0-65535`. The daemon checks its
+ * addresses with it among the flags, before anything starts; cs_listen_tcp checks again. */
+int cs_listen_addr_check(const char *addr, cs_err *err);
+
 /* Binds and listens (non-blocking, close-on-exec, SO_REUSEADDR). On success *fd is the socket and
- * bound holds the address as logged ("127.0.0.1:41234", "[::]:8462"). Errors read
+ * bound holds the address as logged ("127.0.0.1:41234", "[::]:8462"). Errors: those of
+ * cs_listen_addr_check, then `listen on <addr>: lookup <host>: <reason>` and
  * `listen on <addr>: <step>: <reason>`. */
 int cs_listen_tcp(const char *addr, int *fd, char *bound, size_t boundlen, cs_err *err);
 

@@ -13,18 +13,17 @@
 #include <unistd.h>
 
 /* The oldest OpenSSL error in words, queue cleared: the system's for a file it could not read
- * ("Is a directory"), "not PEM (no start line)" or "does not parse (unsupported)" for a file that
- * does not parse, else OpenSSL's reason ("key values mismatch"). */
-static const char *ssl_cause(char *buf, size_t len)
+ * ("Is a directory"); for one that holds no `what` it can parse ("certificate", "private key"),
+ * "no PEM <what> in it (no start line)", which also covers a key given as the certificate and the
+ * other way round; else OpenSSL's reason ("key values mismatch"). */
+static const char *ssl_cause(char *buf, size_t len, const char *what)
 {
     unsigned long e = ERR_peek_error();
     const char *reason = e ? ERR_reason_error_string(e) : NULL;
     if (e && ERR_GET_LIB(e) == ERR_LIB_SYS)
         snprintf(buf, len, "%s", strerror(ERR_GET_REASON(e)));
-    else if (e && ERR_GET_LIB(e) == ERR_LIB_PEM)
-        snprintf(buf, len, "not PEM (%s)", reason ? reason : "unreadable");
-    else if (e && ERR_GET_LIB(e) == ERR_LIB_OSSL_DECODER)
-        snprintf(buf, len, "does not parse (%s)", reason ? reason : "unreadable");
+    else if (e && (ERR_GET_LIB(e) == ERR_LIB_PEM || ERR_GET_LIB(e) == ERR_LIB_OSSL_DECODER))
+        snprintf(buf, len, "no PEM %s in it (%s)", what, reason ? reason : "unreadable");
     else
         snprintf(buf, len, "%s", reason ? reason : "unknown OpenSSL error");
     ERR_clear_error();
@@ -51,11 +50,11 @@ static int load_pair(SSL_CTX *ctx, const char *cert, const char *key, cs_err *er
         return -1;
     ERR_clear_error();
     if (SSL_CTX_use_certificate_chain_file(ctx, cert) != 1)
-        return cs_err_set(err, 0, "--tls-cert %s: %s", cert, ssl_cause(why, sizeof why));
+        return cs_err_set(err, 0, "--tls-cert %s: %s", cert, ssl_cause(why, sizeof why, "certificate"));
     bool loaded = SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) == 1;
     unsigned long e = ERR_peek_error();
     if (!loaded && !(ERR_GET_LIB(e) == ERR_LIB_X509 && ERR_GET_REASON(e) == X509_R_KEY_VALUES_MISMATCH))
-        return cs_err_set(err, 0, "--tls-key %s: %s", key, ssl_cause(why, sizeof why));
+        return cs_err_set(err, 0, "--tls-key %s: %s", key, ssl_cause(why, sizeof why, "private key"));
     if (!loaded || SSL_CTX_check_private_key(ctx) != 1) {
         ERR_clear_error();
         return cs_err_set(err, 0, "--tls-key %s does not match --tls-cert %s", key, cert);
@@ -97,7 +96,7 @@ SSL_CTX *cs_tls_ctx_new(const char *cert, const char *key, const char *client_ca
         rc = -1;
     if (rc == 0 && client_ca && *client_ca) {
         if (SSL_CTX_load_verify_locations(ctx, client_ca, NULL) != 1) {
-            rc = cs_err_set(err, 0, "--tls-client-ca %s: %s", client_ca, ssl_cause(why, sizeof why));
+            rc = cs_err_set(err, 0, "--tls-client-ca %s: %s", client_ca, ssl_cause(why, sizeof why, "certificate"));
         } else {
             STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(client_ca);
             if (names)
