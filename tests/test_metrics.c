@@ -226,18 +226,22 @@ static void test_alert_inputs_render(void **state)
     cs_metrics_render(&b, m, &v);
     char *t = cs_strbuf_take(&b, NULL);
     assert_non_null(strstr(t, "# TYPE corestreamd_ready gauge\ncorestreamd_ready 0\n"));
+    assert_non_null(strstr(t, "# TYPE corestreamd_latest_ledger_timestamp_seconds gauge\n"
+                              "corestreamd_latest_ledger_timestamp_seconds 0.000\n"));
     assert_non_null(strstr(t, "# TYPE corestreamd_ring_degraded gauge\ncorestreamd_ring_degraded 0\n"));
-    assert_null(strstr(t, "corestreamd_tls_certificate_expiry_seconds"));
+    assert_null(strstr(t, "corestreamd_tls_certificate_not_after_timestamp_seconds"));
     free(t);
+    atomic_store(&m->latest_emitted_at, 1893456000123000000ULL);
     v.ready = true;
     v.ring_degraded = true;
     v.tls_not_after = 1893456000;
     cs_metrics_render(&b, m, &v);
     t = cs_strbuf_take(&b, NULL);
     assert_non_null(strstr(t, "corestreamd_ready 1\n"));
+    assert_non_null(strstr(t, "corestreamd_latest_ledger_timestamp_seconds 1893456000.123\n"));
     assert_non_null(strstr(t, "corestreamd_ring_degraded 1\n"));
-    assert_non_null(strstr(t, "# TYPE corestreamd_tls_certificate_expiry_seconds gauge\n"
-                              "corestreamd_tls_certificate_expiry_seconds 1893456000\n"));
+    assert_non_null(strstr(t, "# TYPE corestreamd_tls_certificate_not_after_timestamp_seconds gauge\n"
+                              "corestreamd_tls_certificate_not_after_timestamp_seconds 1893456000\n"));
     free(t);
     cs_metrics_free(m);
 }

@@ -5,6 +5,7 @@
 #   check_alert_rules.sh PROMTOOL SOURCE_DIR
 set -euo pipefail
 promtool=$1 src=$2
+[[ -x $promtool ]] || { echo "SKIP: no promtool (Debian's prometheus package; scripts/setup.sh installs it)"; exit 77; }
 rules=$src/packaging/prometheus/corestreamd-alerts.yml
 "$promtool" check rules "$rules"
 (cd "$src/packaging/prometheus" && "$promtool" test rules corestreamd-alerts.test.yml)

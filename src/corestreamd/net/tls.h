@@ -35,7 +35,7 @@ void cs_tls_store_swap(cs_tls_store *st, SSL_CTX *fresh);
 void cs_tls_store_destroy(cs_tls_store *st);
 
 /* When the certificate ctx serves stops being valid (its notAfter), in seconds since the Unix
- * epoch, for corestreamd_tls_certificate_expiry_seconds; 0 when ctx is NULL or has none. Any
+ * epoch, for corestreamd_tls_certificate_not_after_timestamp_seconds; 0 when ctx is NULL or has none. Any
  * thread. */
 int64_t cs_tls_not_after(SSL_CTX *ctx);
 

@@ -250,6 +250,10 @@ void cs_metrics_render(cs_strbuf *b, const cs_metrics *m, const cs_metrics_view 
              "1 while /readyz answers 200 (the source streams and the ring is written), else 0.", v->ready ? 1 : 0);
     metric_u(b, "corestreamd_latest_ledger", "gauge", "The last ledger emitted completely (its END sent); 0 before the first.",
              cs_m_get(&m->latest_emitted));
+    family(b, "corestreamd_latest_ledger_timestamp_seconds", "gauge",
+           "When the last ledger was emitted completely (its END), in Unix seconds; 0 before the first.");
+    cs_strbuf_printf(b, "corestreamd_latest_ledger_timestamp_seconds %.3f\n",
+                     (double)cs_m_get(&m->latest_emitted_at) / 1e9);
     metric_u(b, "corestreamd_ledgers_emitted_total", "counter", "Ledgers emitted by the source.",
              cs_m_get(&m->ledgers_emitted));
     family(b, "corestreamd_emitted_bytes_total", "counter",
@@ -332,7 +336,7 @@ void cs_metrics_render(cs_strbuf *b, const cs_metrics *m, const cs_metrics_view 
         sample_u(b, "corestreamd_closes_sent_total", label, cs_m_get(&m->closes[i]));
     }
     if (v->tls_not_after > 0)
-        metric_u(b, "corestreamd_tls_certificate_expiry_seconds", "gauge",
+        metric_u(b, "corestreamd_tls_certificate_not_after_timestamp_seconds", "gauge",
                  "When the certificate served on --listen stops being valid (its notAfter), in Unix seconds; "
                  "follows SIGHUP reloads.",
                  (uint64_t)v->tls_not_after);

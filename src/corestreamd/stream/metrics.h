@@ -53,6 +53,7 @@ typedef struct cs_metrics {
     /* Source thread. */
     atomic_int source_state;            /* a cs_source_state */
     atomic_uint_fast64_t latest_emitted; /* the last ledger whose END went out; 0: none */
+    atomic_uint_fast64_t latest_emitted_at; /* its END's wall clock, Unix ns; 0: none */
     atomic_uint_fast64_t ledgers_emitted;
     atomic_uint_fast64_t bytes_raw;      /* ledger payload bytes emitted */
     atomic_uint_fast64_t bytes_framing;  /* BEGIN, END and chunk headers emitted */
@@ -145,7 +146,7 @@ typedef struct cs_metrics_view {
 } cs_metrics_view;
 
 /* Appends the whole exposition: every family with its HELP and TYPE lines (the
- * corestreamd_jetstream_* ones when v->jetstream is set, corestreamd_tls_certificate_expiry_seconds
+ * corestreamd_jetstream_* ones when v->jetstream is set, corestreamd_tls_certificate_not_after_timestamp_seconds
  * when v->tls_not_after is), then the process
  * metrics read from /proc/self (CPU, RSS, open and max descriptors, start time), which are left
  * out when /proc cannot be read. */

@@ -132,6 +132,7 @@ static int emit_ledger(cs_source_loop *l, const cs_emission *em, XXH64_state_t *
         cs_m_add1(&m->bytes_raw, total);
         cs_m_add1(&m->bytes_framing, CS_WIRE_BEGIN_LEN + CS_WIRE_END_LEN);
         atomic_store_explicit(&m->latest_emitted, seq, memory_order_relaxed);
+        atomic_store_explicit(&m->latest_emitted_at, (uint64_t)emit_end, memory_order_relaxed);
     }
     if (cs_broadcast_end(l->bc, end, &e) != 0)
         abort_on_bug(&e);
