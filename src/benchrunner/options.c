@@ -151,6 +151,10 @@ int br_options_validate(const br_options *o, cs_err *err)
         if (!*o->pipe_cmd)
             return cs_err_set(err, 0, "--pipe-cmd is required in localtap mode");
     } else if (strcmp(o->mode, "local") == 0) {
+        if (!CS_WITH_CAPTIVE)
+            return cs_err_set(err, 0,
+                              "--mode local is not available: this benchrunner was configured with "
+                              "-DCS_WITH_CAPTIVE=OFF");
         if (o->start == 0)
             return cs_err_set(err, 0, "--start is required in local mode: captive core replays a known range");
         if (!*o->core_config)

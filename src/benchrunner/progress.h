@@ -54,7 +54,9 @@ br_progress *br_progress_start(const br_progress_spec *spec);
 /* Subscriber sub received s (s->reconnects is that session's count). Any thread; NULL p: nothing. */
 void br_progress_note(br_progress *p, size_t sub, const br_sample *s);
 
-/* The counts so far, as a line would show them at now_ns. */
+/* The counts so far, as a line would show them at now_ns. It advances the rate's reference
+ * point, which the drawing thread owns: call it from that thread, or (tests) where that thread
+ * cannot be drawing (a period longer than the test). */
 void br_progress_view_at(br_progress *p, int64_t now_ns, br_progress_view *v);
 
 /* Stops the drawing thread, clears the line if one was drawn, and frees p. NULL: nothing. */

@@ -59,6 +59,13 @@ env_extra=(NOTIFY_SOCKET=/run/nonexistent/notify)
 refused --synthetic-count 3 --synthetic-interval 20ms \
   "systemd notify: NOTIFY_SOCKET is set (a Type=notify unit) but this corestreamd was configured with -DCS_WITH_SYSTEMD=OFF; run it as Type=simple or build it with systemd"
 
+# benchrunner's captive mode, likewise.
+rc=0
+out=$("$work/build/src/benchrunner/benchrunner" --mode local --start 5 --core-config c.cfg \
+  --history-archive-urls http://127.0.0.1:1 2>&1) || rc=$?
+[[ $rc -ne 0 ]] && grep -qF -- "--mode local is not available: this benchrunner was configured with -DCS_WITH_CAPTIVE=OFF" <<<"$out" ||
+  fail "benchrunner --mode local exited $rc: $out"
+
 # What is left works: a bounded synthetic run streams to its end and exits 0.
 out=$(env -u NOTIFY_SOCKET timeout 60 "$bin" --data-dir "$work/data" --listen 127.0.0.1:0 \
   --synthetic-count 3 --synthetic-interval 20ms 2>&1) || fail "a synthetic run failed: $out"
