@@ -406,9 +406,10 @@ static int report(const br_options *o, run_out *run, char *msg, size_t mlen)
     return rc;
 }
 
-/* --csv: every file the run will write is created (or truncated) now, before the first
- * connection, so a path that cannot be written fails at once instead of after the run. Returns 0,
- * or -1 with err naming the path and the system's error. */
+/* --csv: every file the run will write is created now, before the first connection, so a path
+ * that cannot be written fails at once instead of after the run (an existing file is kept as it
+ * is until the rows replace it). Returns 0, or -1 with err naming the path and the system's
+ * error. */
 static int csv_precreate(const br_options *o, cs_err *err)
 {
     for (size_t i = 0; *o->csv && i < (size_t)o->subscribers; i++) {
@@ -417,7 +418,7 @@ static int csv_precreate(const br_options *o, cs_err *err)
             snprintf(path, sizeof path, "%s", o->csv);
         else
             br_subscriber_csv_path(o->csv, i, path, sizeof path);
-        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+        int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0666); /* emptied only when the rows are written */
         if (fd < 0 && o->subscribers == 1)
             return cs_err_set(err, 0, "--csv %s: %s", o->csv, strerror(errno));
         if (fd < 0)
