@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
+#include <zstd.h>
 
 #include "common/synthetic.h"
 #include "support/procharness.h"
@@ -467,7 +468,7 @@ static void corrupt_frames(const fixture *f, fcorrupt c, off_t *size)
         const char *c_at = strstr(text, " chunks=");
         assert_non_null(c_at);
         long chunks = strtol(c_at + 8, NULL, 10);
-        off_t at = *size - 24 - 8 * chunks - 1;
+        off_t at = *size - 24 - 16 * chunks - 1; /* the trailer, then 16 bytes per index entry */
         int fd = open(p, O_RDWR);
         assert_true(fd >= 0);
         uint8_t b;
@@ -497,8 +498,38 @@ static const char *frames_error(const fixture *f)
     return buf;
 }
 
-/* Reads flows from ws: ledger 2 must end in 1011 naming it, with no END. */
-static void expect_2_closed(cs_ws *ws)
+/* Every chunk fl holds, decompressed, is the ledger's own bytes at its place: nothing corrupt
+ * was sent. */
+static void expect_sent_chunks_intact(const fixture *f, const flow *fl)
+{
+    char p[1024], text[512];
+    ring_path(f, "ledger-2.rec", p, sizeof p);
+    read_file(p, text, sizeof text);
+    const char *at = strstr(text, " chunk_size=");
+    assert_non_null(at);
+    size_t cs = (size_t)strtoul(at + 12, NULL, 10);
+    ring_path(f, "ledger-2.xdr", p, sizeof p);
+    int fd = open(p, O_RDONLY);
+    assert_true(fd >= 0);
+    uint8_t *want = malloc(cs), *got = malloc(cs);
+    assert_true(want && got);
+    for (size_t k = 0; k < fl->n; k++) {
+        ssize_t n = pread(fd, want, cs, (off_t)(k * cs));
+        assert_true(n > 0);
+        cs_wire_msg w; /* the chunk as received: its message, header and all */
+        assert_int_equal(cs_wire_decode(fl->chunk[k], fl->len[k], &w, NULL), 0);
+        size_t g = ZSTD_decompress(got, cs, w.payload, w.payload_len);
+        if (ZSTD_isError(g) || g != (size_t)n || memcmp(got, want, g) != 0)
+            fail_msg("chunk %zu of ledger 2 was sent with bytes that are not the ledger's", k);
+    }
+    close(fd);
+    free(want);
+    free(got);
+}
+
+/* Reads flows from ws: ledger 2 must end in 1011 naming it, with no END, and every chunk sent
+ * before the close intact (the corrupted one never left). */
+static void expect_2_closed(const fixture *f, cs_ws *ws)
 {
     flow fl;
     int rc = read_flow(ws, &fl);
@@ -506,6 +537,8 @@ static void expect_2_closed(cs_ws *ws)
         fail_msg("ledger %u ended whole (%zu chunks) with corrupt frames", fl.seq, fl.n);
     assert_int_equal(fl.close_code, 1011);
     assert_string_equal(fl.reason, "ring ledger 2 failed its integrity check");
+    assert_int_equal(fl.zstd, (int)fl.n);
+    expect_sent_chunks_intact(f, &fl);
     flow_free(&fl);
 }
 
@@ -524,13 +557,13 @@ static void frames_corrupt_before_start(fixture *f, fcorrupt c)
     corrupt_frames(f, c, &size);
     serve(f, k_serve_small);
     if (c == F_FLIP) {
-        /* Same length: found by the replay's hash, after the chunks went out and before END. */
+        /* Same length: found by the chunk's hash in the index, before that chunk goes out. */
         cs_ws *ws = cs_ws_connect("127.0.0.1", f->proc.port, "/stream?start=2&end=4", WAIT_MS, NULL, NULL, 0);
         assert_non_null(ws);
-        expect_2_closed(ws);
+        expect_2_closed(f, ws);
         cs_ws_close(ws);
         wait_line(f, frames_error(f));
-        check_problem(f, "problem=\"ledger-2.frames changed on disk: it hashes to ");
+        check_problem(f, "problem=\"ledger-2.frames changed on disk: chunk ");
     } else {
         /* Found at open, before listening: the ledger stays and is re-encoded. */
         const char *at = strstr(f->proc.log, with_pid(f, frames_error(f)));
@@ -630,7 +663,7 @@ static void frames_corrupt_while_replaying(fixture *f, fcorrupt c)
         assert_string_equal(reason, "ring ledger 2 failed its integrity check");
         cs_ws_close(ws);
         wait_line(f, frames_error(f));
-        check_problem(f, c == F_FLIP ? "problem=\"ledger-2.frames changed on disk: it hashes to "
+        check_problem(f, c == F_FLIP ? "problem=\"ledger-2.frames changed on disk: chunk "
                                      : "problem=\"ledger-2.frames is shorter than its record: ends before byte ");
         read_verified(f, 2, 4);
     }

@@ -346,6 +346,42 @@ static void open_upgrades_and_cleans(void **state)
 }
 
 /* Pruning takes the frames with the ledger. */
+/* A version-2 record with frames: its frames are of the older format (no per-chunk hashes).
+ * The claim forgets them quietly (one INFO), the record becomes this version's without frames,
+ * and the ledger is still served (re-encoded until the frames are made again). */
+static void older_frames_are_forgotten(void **state)
+{
+    fixture *f = *state;
+    cs_ring *r = open_ring(f);
+    put7(f, r, true);
+    cs_ring_close(r);
+    char p[1024], text[512];
+    read_text(f, "ledger-7.rec", text, sizeof text);
+    char *self = strstr(text, " self=");
+    assert_non_null(self);
+    strcpy(self, "\n");
+    text[23] = '2';
+    path(f, "ledger-7.rec", p, sizeof p);
+    FILE *fp = fopen(p, "w");
+    fputs(text, fp);
+    fclose(fp);
+    r = open_ring(f);
+    assert_true(exists(f, "ledger-7.frames"));
+    cs_err err = {0};
+    assert_int_equal(cs_ring_claim(r, "test run", 0, &err), 0);
+    assert_false(exists(f, "ledger-7.frames"));
+    read_text(f, "ledger-7.rec", text, sizeof text);
+    assert_memory_equal(text, "corestream-ring-record 3 seq=7 ", 31);
+    assert_non_null(strstr(text, " frames_len=0 "));
+    cs_ledger_ref *ref = get7(r);
+    assert_int_equal(ref->frames_fd, -1);
+    cs_ledger_ref_release(ref);
+    cs_ring_health_t h;
+    cs_ring_health(r, &h);
+    assert_int_equal(h.dropped, 0);
+    cs_ring_close(r);
+}
+
 static void prune_removes_frames(void **state)
 {
     fixture *f = *state;
@@ -517,9 +553,9 @@ static void parse_tail_cases(void **state)
     cs_frame out[2];
     char problem[200];
     uint64_t len = CS + 10;
-    cs_frames_put_entry(tail, 1, 100);
-    cs_frames_put_entry(tail + 8, 0, 10);
-    cs_frames_put_trailer(tail + 16, 5, 2, CS);
+    cs_frames_put_entry(tail, 1, 100, 0x1122334455667788ULL);
+    cs_frames_put_entry(tail + CS_FRAMES_ENTRY_LEN, 0, 10, 42);
+    cs_frames_put_trailer(tail + 2 * CS_FRAMES_ENTRY_LEN, 5, 2, CS);
     assert_int_equal(cs_frames_parse_tail(tail, tl, 100 + tl, 5, len, 2, CS, out, problem, sizeof problem), 0);
     assert_int_equal(out[0].codec, 1);
     assert_int_equal(out[0].off, 0);
@@ -527,6 +563,8 @@ static void parse_tail_cases(void **state)
     assert_int_equal(out[1].codec, 0);
     assert_int_equal(out[1].off, CS);
     assert_int_equal(out[1].len, 10);
+    assert_true(out[0].xxh3 == 0x1122334455667788ULL);
+    assert_true(out[1].xxh3 == 42);
     /* A file with bytes the index does not cover. */
     assert_int_equal(cs_frames_parse_tail(tail, tl, 101 + tl, 5, len, 2, CS, out, problem, sizeof problem), -1);
     assert_string_equal(problem, "frames index covers 100 payload bytes, the file holds 101");
@@ -542,13 +580,17 @@ static void parse_tail_cases(void **state)
     assert_string_equal(problem, "frames index entry 0 is unreadable");
     tail[0] = 1;
     /* A zstd payload longer than the file holds. */
-    cs_frames_put_entry(tail, 1, 200);
+    cs_frames_put_entry(tail, 1, 200, 0);
     assert_int_equal(cs_frames_parse_tail(tail, tl, 100 + tl, 5, len, 2, CS, out, problem, sizeof problem), -1);
     assert_string_equal(problem, "frames index: chunk 0 length 200 does not fit");
     /* A damaged trailer. */
-    tail[16] ^= 1;
+    tail[2 * CS_FRAMES_ENTRY_LEN] ^= 1;
     assert_int_equal(cs_frames_parse_tail(tail, tl, 100 + tl, 5, len, 2, CS, out, problem, sizeof problem), -1);
     assert_string_equal(problem, "frames trailer is unreadable");
+    /* The older format's trailer. */
+    memcpy(tail + 2 * CS_FRAMES_ENTRY_LEN, "CSFRAME1", 8);
+    assert_int_equal(cs_frames_parse_tail(tail, tl, 100 + tl, 5, len, 2, CS, out, problem, sizeof problem), -1);
+    assert_string_equal(problem, "frames of an older format (CSFRAME1)");
     /* A file shorter than its tail. */
     assert_int_equal(cs_frames_parse_tail(tail, tl, tl - 1, 5, len, 2, CS, out, problem, sizeof problem), -1);
     assert_string_equal(problem, "frames index is cut short");
@@ -564,6 +606,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(attach_makes_frames_for_a_retained_ledger, setup, teardown),
         cmocka_unit_test_setup_teardown(attach_refuses_a_replaced_ledger, setup, teardown),
         cmocka_unit_test_setup_teardown(open_upgrades_and_cleans, setup, teardown),
+        cmocka_unit_test_setup_teardown(older_frames_are_forgotten, setup, teardown),
         cmocka_unit_test_setup_teardown(prune_removes_frames, setup, teardown),
         cmocka_unit_test_setup_teardown(direct_writes_skip_the_page_cache, setup, teardown),
         cmocka_unit_test_setup_teardown(frames_bytes_follow_the_files, setup, teardown),

@@ -4,7 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char MAGIC[8] = {'C', 'S', 'F', 'R', 'A', 'M', 'E', '1'};
+static const char MAGIC[8] = {'C', 'S', 'F', 'R', 'A', 'M', 'E', '2'};
+static const char MAGIC1[8] = {'C', 'S', 'F', 'R', 'A', 'M', 'E', '1'};
 
 static void put_u32(uint8_t *p, uint32_t v)
 {
@@ -19,16 +20,28 @@ static uint32_t get_u32(const uint8_t *p)
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
+static void put_u64(uint8_t *p, uint64_t v)
+{
+    put_u32(p, (uint32_t)v);
+    put_u32(p + 4, (uint32_t)(v >> 32));
+}
+
+static uint64_t get_u64(const uint8_t *p)
+{
+    return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32;
+}
+
 size_t cs_frames_tail_len(uint32_t chunks)
 {
     return (size_t)chunks * CS_FRAMES_ENTRY_LEN + CS_FRAMES_TRAILER_LEN;
 }
 
-void cs_frames_put_entry(uint8_t out[CS_FRAMES_ENTRY_LEN], uint8_t codec, uint32_t len)
+void cs_frames_put_entry(uint8_t out[CS_FRAMES_ENTRY_LEN], uint8_t codec, uint32_t len, uint64_t xxh3)
 {
     out[0] = codec;
     out[1] = out[2] = out[3] = 0;
     put_u32(out + 4, len);
+    put_u64(out + 8, xxh3);
 }
 
 void cs_frames_put_trailer(uint8_t out[CS_FRAMES_TRAILER_LEN], uint32_t seq, uint32_t chunks, uint32_t chunk_size)
@@ -48,6 +61,10 @@ int cs_frames_parse_tail(const uint8_t *tail, size_t tail_len, uint64_t file_len
         return -1;
     }
     const uint8_t *t = tail + tail_len - CS_FRAMES_TRAILER_LEN;
+    if (memcmp(t, MAGIC1, sizeof MAGIC1) == 0) {
+        snprintf(problem, plen, "frames of an older format (CSFRAME1)");
+        return -1;
+    }
     if (memcmp(t, MAGIC, sizeof MAGIC) != 0 || get_u32(t + 20) != 0) {
         snprintf(problem, plen, "frames trailer is unreadable");
         return -1;
@@ -83,6 +100,7 @@ int cs_frames_parse_tail(const uint8_t *tail, size_t tail_len, uint64_t file_len
         }
         out[k].codec = codec;
         out[k].len = n;
+        out[k].xxh3 = get_u64(e + 8);
         out[k].off = codec == 1 ? stored : at;
         if (codec == 1)
             stored += n;

@@ -39,6 +39,7 @@ typedef struct cs_ledger_record {
     uint64_t frames_len;
     uint64_t frames_xxh3;
     uint64_t raw_xxh3;
+    int version; /* of the line it was read from (3 for this build's); writers ignore it */
 } cs_ledger_record;
 
 /* An open retained ledger and its record, checked at open against the file (a regular file, not

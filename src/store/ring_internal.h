@@ -31,8 +31,9 @@ typedef struct open_repairs {
     bool broken;          /* brk ended the run of good ledgers: it and every older ledger go */
     open_drop brk;        /* seq and problem only */
     uint64_t brk_dropped; /* sequences at and below brk.seq that held a ledger or a gap */
-    uint32_t *forget;     /* kept ledgers whose frames failed their check */
+    uint32_t *forget;     /* kept ledgers whose frames failed their check, or are of the older format */
     size_t nforget;
+    uint64_t old_frames;  /* of those, frames of the older format (CSFRAME1), forgotten without an ERROR */
 } open_repairs;
 
 struct cs_ring {

@@ -93,7 +93,8 @@ void cs_frames_writer_add(cs_frames_writer *w, uint8_t codec, const void *payloa
         w->tail = grown;
         w->cap = cap;
     }
-    cs_frames_put_entry(w->tail + (size_t)w->chunks * CS_FRAMES_ENTRY_LEN, codec, (uint32_t)len);
+    cs_frames_put_entry(w->tail + (size_t)w->chunks * CS_FRAMES_ENTRY_LEN, codec, (uint32_t)len,
+                        XXH3_64bits(payload, len));
     w->chunks++;
     if (codec == 0) {
         XXH3_64bits_update(w->raw_hash, payload, len);

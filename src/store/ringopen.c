@@ -68,12 +68,13 @@ static int check_frames_at_open(cs_ring *r, uint32_t seq, const cs_ledger_record
 /* Checks ledger seq at open, reading only: a regular file of the recorded length (of any length
  * when it has no record in a ring from before records, which has no ring-format: its record is
  * made when the repairs are carried out; a record that exists is checked all the same). Frames
- * that fail their check are noted in *bad_frames. Returns 0, or -1 with problem. */
+ * that fail their check are noted in *bad_frames, and those of the older format in *old_frames as
+ * well. Returns 0, or -1 with problem. */
 static int check_at_open(cs_ring *r, const entry *ledger, bool upgrade, uint64_t *size, uint64_t *frames_size,
-                         bool *bad_frames, char *problem, size_t plen)
+                         bool *bad_frames, bool *old_frames, char *problem, size_t plen)
 {
     *frames_size = 0;
-    *bad_frames = false;
+    *bad_frames = *old_frames = false;
     uint32_t seq = ledger->seq;
     struct stat st;
     if (fstatat(r->dfd, ledger->name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
@@ -96,9 +97,12 @@ static int check_at_open(cs_ring *r, const entry *ledger, bool upgrade, uint64_t
         return -1;
     }
     /* Bad frames cost the frames, not the ledger: its raw bytes are still checked by their own
-     * record when replayed by re-encoding. */
+     * record when replayed by re-encoding. Frames of the older format (a version-2 record's) have
+     * no per-chunk hashes: forgotten too, quietly, and made again. */
     char fproblem[300];
-    if (rec.frames_len && check_frames_at_open(r, seq, &rec, fproblem, sizeof fproblem) != 0) {
+    if (rec.frames_len && rec.version < 3) {
+        *bad_frames = *old_frames = true;
+    } else if (rec.frames_len && check_frames_at_open(r, seq, &rec, fproblem, sizeof fproblem) != 0) {
         rng_log_frames_problem(r, seq, fproblem);
         *bad_frames = true;
     } else {
@@ -189,9 +193,10 @@ static int survey(cs_ring *r, cs_err *err)
             break;
         }
         uint64_t size = 0, fsize = 0;
-        bool bad_frames;
+        bool bad_frames, old_frames;
         char problem[600];
-        if (check_at_open(r, e, o->upgrade, &size, &fsize, &bad_frames, problem, sizeof problem) != 0) {
+        if (check_at_open(r, e, o->upgrade, &size, &fsize, &bad_frames, &old_frames, problem, sizeof problem) !=
+            0) {
             if (!filled) {
                 nomem |= note_drop(o, e, problem) != 0;
                 continue;
@@ -203,6 +208,7 @@ static int survey(cs_ring *r, cs_err *err)
         }
         if (bad_frames)
             nomem |= note_forget(o, e->seq) != 0;
+        o->old_frames += old_frames;
         bytes += size;
         fbytes += fsize;
         if (!filled)
@@ -356,6 +362,9 @@ int rng_settle_locked(cs_ring *r, cs_err *err)
         if (rng_read_record(r->dfd, o->forget[i], &rec, ignored, sizeof ignored) == 0 && rec.frames_len)
             rng_forget_frames(r, o->forget[i], &rec);
     }
+    if (o->old_frames)
+        CS_LOG(CS_LOG_INFO, "ring: stored frames of an older format forgotten; they are made again",
+               KV_S("dir", r->dir), KV_U("ledgers", o->old_frames));
     remove_outside(r);
     if (o->rewrite_format && rng_write_small_file(r->dfd, FORMAT_NAME, FORMAT_TEXT) != 0)
         return cs_err_set(err, 0, "store: upgrade \"%s\": %s: %s", r->dir, FORMAT_NAME, strerror(errno));

@@ -50,16 +50,19 @@ int rng_format_record(char *buf, size_t len, uint32_t seq, const cs_ledger_recor
     return format_record_v(buf, len, 3, seq, rec);
 }
 
-/* Whether the fields agree with each other and with the chunking rules. */
-static bool record_consistent(const cs_ledger_record *r)
+/* Whether the fields agree with each other and with the chunking rules (the frames' index size
+ * by the format of the version's frames). */
+static bool record_consistent(const cs_ledger_record *r, int version)
 {
+    size_t entry = version >= 3 ? CS_FRAMES_ENTRY_LEN : CS_FRAMES1_ENTRY_LEN;
+    size_t index = (size_t)r->chunks * entry + CS_FRAMES_TRAILER_LEN;
     bool consistent = r->chunk_size == 0
                           ? r->chunks == 0
                           : r->chunk_size >= 4096 && r->chunk_size <= 8388608 &&
                                 r->chunks == (r->len + r->chunk_size - 1) / r->chunk_size;
     /* Frames need the live chunking, and hold at least their index. */
     if (r->frames_len != 0)
-        return consistent && r->chunk_size != 0 && r->frames_len >= cs_frames_tail_len(r->chunks);
+        return consistent && r->chunk_size != 0 && r->frames_len >= index;
     return consistent && r->frames_xxh3 == 0 && r->raw_xxh3 == 0;
 }
 
@@ -91,7 +94,7 @@ static int parse_record(const char *text, uint32_t want_seq, cs_ledger_record *r
             return -1;
         }
     }
-    if (strcmp(again, text) != 0 || !record_consistent(&r)) {
+    if (strcmp(again, text) != 0 || !record_consistent(&r, version)) {
         snprintf(problem, plen, "integrity record is unreadable");
         return -1;
     }
@@ -99,6 +102,7 @@ static int parse_record(const char *text, uint32_t want_seq, cs_ledger_record *r
         snprintf(problem, plen, "integrity record is for ledger %" PRIu32, seq);
         return -1;
     }
+    r.version = version;
     *rec = r;
     return 0;
 }

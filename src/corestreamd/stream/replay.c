@@ -171,9 +171,10 @@ static uint8_t *read_chunk(cs_replay *r, size_t k, size_t *n, int *status, cs_er
     return buf;
 }
 
-/* Reads stored chunk k-1 into a CHUNK message as it was published and hashes its payload; in
- * order, like read_chunk. NULL with *status and err set on failure; *frames_fault tells whether
- * the frames file (not the ledger) is at fault. */
+/* Reads stored chunk k-1 into a CHUNK message as it was published, checks it against its index
+ * entry's hash and hashes its payload; in order, like read_chunk. NULL with *status and err set on
+ * failure (CS_REPLAY_CORRUPT for a chunk whose bytes changed); *frames_fault tells whether the
+ * frames file (not the ledger) is at fault. */
 static cs_msg *read_stored(cs_replay_pool *p, cs_replay *r, size_t k, int *status, bool *frames_fault, cs_err *err)
 {
     const cs_frame *f = &r->ledger->frames[k - 1];
@@ -192,10 +193,22 @@ static cs_msg *read_stored(cs_replay_pool *p, cs_replay *r, size_t k, int *statu
         cs_msg_release(m);
         return NULL;
     }
+    /* Checked against its index entry before it can be handed out: a changed byte never leaves. */
+    const uint8_t *payload = m->data + CS_WIRE_CHUNK_HEADER_LEN;
+    uint64_t got = XXH3_64bits(payload, f->len);
+    if (got != f->xxh3) {
+        *status = CS_REPLAY_CORRUPT;
+        *frames_fault = f->codec != 0;
+        cs_err_set(err, CS_RING_ERR_CORRUPT,
+                   "ledger-%u.%s changed on disk: chunk %zu hashes to %016" PRIx64 ", the frames index says %016" PRIx64,
+                   r->seq, f->codec != 0 ? "frames" : "xdr", k - 1, got, f->xxh3);
+        cs_msg_release(m);
+        return NULL;
+    }
     cs_wire_put_chunk_header(m->data, r->seq, (uint32_t)(k - 1), f->codec);
     m->len = need;
     m->origin = CS_MSG_STORED;
-    XXH3_64bits_update(f->codec == 0 ? r->rawhash : r->fhash, m->data + CS_WIRE_CHUNK_HEADER_LEN, f->len);
+    XXH3_64bits_update(f->codec == 0 ? r->rawhash : r->fhash, payload, f->len);
     return m;
 }
 
