@@ -21,7 +21,8 @@
 #     (benchrunner --verify): the ratio the synthetic payload gives on the same path.
 # Reported per run: the compression ratio raw/wire of corestreamd_emitted_bytes_total (from
 # /metrics, read just after the client's last ledger, in the quiet part of the cadence, so over
-# ledgers 1..E exactly: the count is printed beside it), delivery p50/p90/p99/max over the
+# ledgers 1..E exactly: the count is printed beside it; for auto, the level it gave the last chunk,
+# corestreamd_compress_level), delivery p50/p90/p99/max over the
 # client's ledgers, and server CPU per emitted ledger. The ratio of a fixed level is a property
 # of the bytes and the 256 KiB chunks (not of the cadence); auto's depends on what the encoders
 # sustain. Targets: none; every run must verify (benchrunner exit 0).
@@ -161,13 +162,16 @@ one_run() {
   raw=$(metric_sample "$scrape" corestreamd_emitted_bytes_total '{form="raw"}')
   wire=$(metric_sample "$scrape" corestreamd_emitted_bytes_total '{form="wire"}')
   emitted=$(metric_sample "$scrape" corestreamd_ledgers_emitted_total "")
+  local now shown=$level
+  now=$(metric_sample "$scrape" corestreamd_compress_level "")
+  [[ $level != auto ]] || shown="auto(${now:-?})"
   bg_stop "$spid" INT
   local cpu n p50 p90 p99 max ratio exit_s
   cpu=$(timev_cpu_s "$CELL_DIR/$label.server.time")
   read -r n p50 p90 p99 max _ < <(csv_stats 7 0 "$CELL_DIR/$label.client.csv")
   ratio=$(div "${raw:-0}" "${wire:-0}" %.2f)
   exit_s=$BR_RC
-  printf "$RUN_FMT" "$label" "$level" "${emitted:-?}/$n" "${raw:-?}" "${wire:-?}" "$ratio" \
+  printf "$RUN_FMT" "$label" "$shown" "${emitted:-?}/$n" "${raw:-?}" "${wire:-?}" "$ratio" \
     "$(ns2ms "$p50")/$(ns2ms "$p90")/$(ns2ms "$p99")/$(ns2ms "$max")" "$(div "$(awk -v c="$cpu" 'BEGIN { print c * 1000 }')" "${emitted:-0}" %.1f)" \
     "$exit_s" | say
   if [[ ${emitted:-} != "$end" ]]; then
@@ -178,6 +182,7 @@ one_run() {
     FAILED=1
   fi
   metric "${label}_level" "$level"
+  metric "${label}_level_last" "${now:-}"
   metric "${label}_emitted" "${emitted:-}"
   metric "${label}_raw_bytes" "${raw:-}"
   metric "${label}_wire_bytes" "${wire:-}"
@@ -194,6 +199,7 @@ one_run() {
 FAILED=0
 note "'ledgers' is emitted (1..end, whole cycles of the dump: the ratio's) / delivered (start..end, all live: the percentiles')"
 note "srv ms/l: server CPU (utime+stime of the whole process, start-up included) per emitted ledger"
+note "auto(L): L is the level auto gave the last chunk (corestreamd_compress_level at the scrape)"
 echo | say
 
 note "at the public network's cadence ($PUB_CADENCE over $EMIT), zstd auto:"
