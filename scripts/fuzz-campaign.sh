@@ -21,23 +21,25 @@ manifest=$BUILD_DIR/tests/fuzz/fuzz-targets.txt
 mkdir -p "$OUT"
 FUZZ_BIN=$(cd "$BUILD_DIR/tests/fuzz" && pwd)
 
-run_one() { # name max_len seeds
+run_one() { # name max_len seeds [extra seeds]
     local name=$1 max_len=$2 seeds=$3 dir=$OUT/$1
+    local extra=("${@:4}")
     mkdir -p "$dir/corpus"
     local start=$SECONDS rc=0
     (cd "$dir" && "$FUZZ_BIN/$name" -runs="$RUNS" -max_total_time="$MAX_SECONDS" \
         -max_len="$max_len" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
-        corpus "$seeds") >"$dir/log" 2>&1 || rc=$?
+        corpus "$seeds" "${extra[@]}") >"$dir/log" 2>&1 || rc=$?
     echo "$rc $((SECONDS - start))" >"$dir/result"
 }
 export -f run_one
 export FUZZ_BIN RUNS MAX_SECONDS OUT
 
 selected=("$@")
-while read -r name max_len seeds; do
+while read -r name max_len seeds extra; do
     if ((${#selected[@]})) && [[ ! " ${selected[*]} " =~ " $name " ]]; then continue; fi
     [[ -e $seeds ]] || seeds=/dev/null
-    echo "$name $max_len $seeds"
+    [[ -z $extra || -d $extra ]] || extra=""
+    echo "$name $max_len $seeds $extra"
 done <"$manifest" | xargs -P "$JOBS" -L 1 bash -c 'run_one "$@"' _
 
 echo "| target | executions | seconds | exec/s | coverage (edges) | features | corpus | findings |"

@@ -542,6 +542,30 @@ static void busy_poll_flag(void **state)
     free(usage);
 }
 
+/* --verify-dir: remote mode only, its path kept as given; the usage names its argument. */
+static void verify_dir_flag(void **state)
+{
+    (void)state;
+    br_options o;
+    cs_err err;
+    assert_int_equal(parse(ARGV("--mode", "remote", "--end", "5"), &o, &err, NULL), 0);
+    assert_string_equal(o.verify_dir, "");
+    assert_int_equal(parse(ARGV("--mode", "remote", "--verify-dir", "/srv/dump/"), &o, &err, NULL), 0);
+    assert_string_equal(o.verify_dir, "/srv/dump/");
+    assert_false(o.verify); /* implied at run time, not set here */
+    EXPECT_ERROR("--verify-dir applies to the remote mode, not \"loopback\"", "--verify-dir", "d");
+    EXPECT_ERROR("--verify-dir applies to the remote mode, not \"localtap\"", "--mode", "localtap", "--pipe-cmd",
+                 "x", "--verify-dir", "d");
+    char *usage = NULL;
+    assert_int_equal(parse(ARGV("-h"), &o, &err, &usage), 1);
+    const char *want = "\n  -verify-dir directory\n    \tremote: check every payload against the dump directory "
+                       "instead: ledger N is its record (N-1) mod records, in ledger-<seq>.xdr order, as "
+                       "corestreamd's file source serves it without --start-ledger\n  -version\n";
+    if (!strstr(usage, want))
+        fail_msg("usage is missing \"%s\":\n%s", want, usage);
+    free(usage);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -561,6 +585,7 @@ int main(void)
         cmocka_unit_test(tls_and_token_flags),
         cmocka_unit_test(subscribers_and_resume_flags),
         cmocka_unit_test(busy_poll_flag),
+        cmocka_unit_test(verify_dir_flag),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

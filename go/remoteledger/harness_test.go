@@ -72,11 +72,18 @@ func daemonBin(t *testing.T) string {
 // on dataDir, listening on port (0: ephemeral), with extra flags; it is stopped at cleanup.
 func startDaemon(t *testing.T, dataDir string, port int, extra ...string) *daemon {
 	t.Helper()
-	args := []string{"--data-dir=" + dataDir, "--listen", fmt.Sprintf("127.0.0.1:%d", port),
-		"--source", "synthetic", "--synthetic-interval", "20ms", "--emit-window", "0",
+	args := []string{"--source", "synthetic", "--synthetic-interval", "20ms", "--emit-window", "0",
 		"--synthetic-size", "1000"}
+	return startDaemonSource(t, dataDir, port, append(args, extra...)...)
+}
+
+// startDaemonSource runs corestreamd on dataDir, listening on port (0: ephemeral), with the
+// source and every other flag given by args; it is stopped at cleanup.
+func startDaemonSource(t *testing.T, dataDir string, port int, args ...string) *daemon {
+	t.Helper()
+	base := []string{"--data-dir=" + dataDir, "--listen", fmt.Sprintf("127.0.0.1:%d", port)}
 	d := &daemon{t: t, dataDir: dataDir, log: &logBuf{}, exited: make(chan struct{})}
-	d.cmd = exec.Command(daemonBin(t), append(args, extra...)...)
+	d.cmd = exec.Command(daemonBin(t), append(base, args...)...)
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
 	if err := d.cmd.Start(); err != nil {
 		t.Fatalf("start corestreamd: %v", err)

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "benchrunner/dumpverify.h"
 #include "common/goquote.h"
 #include "common/synthetic.h"
 
@@ -18,9 +19,11 @@
 /* ---- verification ------------------------------------------------------------------------------- */
 
 /* The synthetic payload of the last sequence checked, shared by every subscriber: they receive
- * the same ledgers at about the same time, so each is regenerated once. */
+ * the same ledgers at about the same time, so each is regenerated once. With --verify-dir the
+ * expected bytes are the dump's instead (dumpverify.h), read once per sequence likewise. */
 typedef struct verifier {
     bool on;
+    br_dump *dump;
     bool compressible;
     uint64_t size;
     uint8_t *expected;
@@ -33,6 +36,8 @@ static int verify_ledger(verifier *v, const uint8_t *p, size_t len, uint32_t seq
 {
     if (!v->on)
         return 0;
+    if (v->dump)
+        return br_dump_check(v->dump, seq, p, len, err);
     /* The length first: a short, long or empty ledger can match the regenerated prefix. */
     if ((uint64_t)len != v->size)
         return cs_err_set(err, 0, "ledger %u is %zu bytes, the synthetic source makes %llu (--synthetic-size)", seq,
@@ -320,6 +325,12 @@ int br_consume(const br_consume_spec *spec, br_subscriber **out, cs_err *err)
         opts.resume_retries = spec->resume_retries;
     opts.busy_poll_ns = spec->busy_poll_us * 1000;
     verifier v = {.on = spec->verify, .compressible = spec->compressible, .size = spec->size};
+    if (spec->verify_dir && *spec->verify_dir && br_dump_open(&v.dump, spec->verify_dir, err) != 0) {
+        for (size_t i = 0; i < k; i++) /* before any dial, as a bad token file */
+            subs[i].r = RL_ERR_INVALID, subs[i].failed = true, subs[i].err = *err;
+        free(xs), free(streams);
+        return -1;
+    }
 
     /* Every stream exists (and a signal can cancel it) before the first dial, and every session
      * is open (subscribed) before any is read, so they all see the same ledgers. */
@@ -357,6 +368,7 @@ int br_consume(const br_consume_spec *spec, br_subscriber **out, cs_err *err)
         rc = cs_err_set(err, 0, "subscriber %zu: %s (%zu of %zu subscribers failed)", first_failed + 1,
                         subs[first_failed].err.msg, failed, k);
     free(v.expected);
+    br_dump_free(v.dump);
     free(xs);
     free(streams);
     return rc;

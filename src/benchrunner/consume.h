@@ -6,7 +6,8 @@
  * poll loop over rl_stream_fd with rl_stream_next(0) (the header's contract), taking one ledger
  * per readable session per pass so no subscriber is served twice while another waits. Each
  * ledger's arrival is stamped as next returns it; with --verify its bytes are compared against the
- * synthetic source, regenerated once per sequence for all subscribers. */
+ * synthetic source, regenerated once per sequence for all subscribers, or with --verify-dir
+ * against a dump directory's (dumpverify.h). */
 #ifndef CS_BENCHRUNNER_CONSUME_H
 #define CS_BENCHRUNNER_CONSUME_H
 
@@ -27,6 +28,7 @@ typedef struct br_consume_spec {
     bool verify;
     bool compressible;        /* the synthetic shape --verify regenerates */
     uint64_t size;            /* the length --verify expects of every ledger */
+    const char *verify_dir;   /* --verify-dir: expect the dump's bytes instead (NULL or "": no) */
     size_t subscribers;       /* 1..BR_MAX_SUBSCRIBERS */
     bool resume;
     int64_t resume_retries;

@@ -21,6 +21,7 @@ void br_options_defaults(br_options *o)
     o->chunk_size = CS_DEFAULT_CHUNK_SIZE;
     o->compress_level_text = "auto";
     o->count = 100;
+    o->verify_dir = "";
     o->pipe_cmd = "";
     o->pipe_size = 1048576;
     o->core_binary = "";
@@ -66,6 +67,9 @@ static void fill_flags(cs_flag *f, br_options *o)
         {"count", CS_FLAG_UINT, &o->count, "loopback: ledgers to stream"},
         {"verify", CS_FLAG_BOOL, &o->verify,
          "loopback and remote: check every payload against the regenerated synthetic bytes"},
+        {"verify-dir", CS_FLAG_STRING, &o->verify_dir,
+         "remote: check every payload against the dump `directory` instead: ledger N is its record (N-1) mod "
+         "records, in ledger-<seq>.xdr order, as corestreamd's file source serves it without --start-ledger"},
         {"pipe-cmd", CS_FLAG_STRING, &o->pipe_cmd, "localtap: shell command that writes framed metas to fd 3"},
         {"pipe-size", CS_FLAG_INT, &o->pipe_size, "localtap: kernel pipe size to request"},
         {"core-binary", CS_FLAG_STRING, &o->core_binary, "local: stellar-core binary (default: found on PATH)"},
@@ -168,6 +172,8 @@ int br_options_validate(const br_options *o, cs_err *err)
     if (o->subscribers < 1 || o->subscribers > BR_MAX_SUBSCRIBERS)
         return cs_err_set(err, 0, "--subscribers must be 1 to %d, got %lld", BR_MAX_SUBSCRIBERS,
                           (long long)o->subscribers);
+    if (*o->verify_dir && strcmp(o->mode, "remote") != 0)
+        return set_quoted(err, "--verify-dir applies to the remote mode, not ", o->mode);
     if (o->subscribers > 1 && !streams)
         return set_quoted(err, "--subscribers applies to the remote and loopback modes, not ", o->mode);
     if (o->resume && !streams)

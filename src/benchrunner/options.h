@@ -26,6 +26,7 @@ typedef struct br_options {
     bool remote_compressible;
     uint64_t count;
     bool verify;
+    const char *verify_dir; /* --verify-dir: a dump directory to verify against ("" unset) */
     const char *pipe_cmd;
     int64_t pipe_size;
     const char *core_binary;
