@@ -39,7 +39,7 @@ void br_options_defaults(br_options *o)
     o->resume_retries = 10;
 }
 
-#define BR_NFLAGS 33
+#define BR_NFLAGS 34
 
 static void fill_flags(cs_flag *f, br_options *o)
 {
