@@ -181,6 +181,7 @@ static void test_pipe_source_over_cores_v23_stream(void **state)
     const char *want = "source emitted ledger 88 after 85: sequences must be dense and ascending";
     if (!strstr(g_proc.log, want))
         fail_msg("no \"%s\" in:\n%s", want, g_proc.log);
+    rl_stream_free(j.c.s);
     collected_free(&j.c);
     free(stream);
 }
@@ -224,6 +225,7 @@ static void test_file_source_over_public_network_ledgers(void **state)
         free(want[i]);
     }
     assert_int_equal(cs_proc_stop(&g_proc, SIGTERM, WAIT_MS), 0);
+    rl_stream_free(j.c.s);
     collected_free(&j.c);
 }
 
