@@ -4,7 +4,8 @@
 Written from docs/PROTOCOL.md alone (no C or Go source consulted), to show that the spec is
 enough to implement a subscriber. It starts its own corestreamd (synthetic source), assembles
 ledgers by the rules of PROTOCOL.md section 2, and checks the close codes (section 4), a
-refusal (section 1), the stamp rules (section 3) and /healthz and /readyz (section 5).
+refusal and the run token of the 101 (section 1), the stamp rules (section 3) and /healthz and
+/readyz (section 5).
 
 Run:  /usr/bin/python3 tests/protocol_client.py <path to corestreamd>
 Needs only Debian packages: python3-websockets, python3-zstandard, python3-xxhash.
@@ -71,12 +72,15 @@ def unzstd(payload):
 
 async def subscribe(port, query, first, end):
     """Subscribe and assemble. first=None: from the tip. Returns (ledgers, close, stats);
-    each ledger is (seq, beginStamp, endStamp); close is (code, reason) or None (no close frame)."""
+    each ledger is (seq, beginStamp, endStamp); close is (code, reason) or None (no close frame);
+    stats["run"] is the 101's X-Corestream-Run (None without one)."""
     stats = {"redeliveries": 0, "raw": 0, "zstd": 0}
     out, want, cur = [], first, None  # cur: [seq, stamp, next chunkIdx, bytearray, piece sizes]
     async with websockets.connect(f"ws://127.0.0.1:{port}/stream{query}", compression=None,
                                   ping_interval=None, max_size=2 * MAX_PIECE,
                                   open_timeout=10, close_timeout=5) as ws:
+        headers = ws.response_headers if hasattr(ws, "response_headers") else ws.response.headers
+        stats["run"] = headers.get("X-Corestream-Run")
         try:
             while True:
                 m = decode(await ws.recv())
@@ -199,6 +203,11 @@ def test(port):
     check(close == (1000, ""), f"bounded range closed with {close}, expected (1000, '')")
     old = [l for l in ledgers if l[0] <= ring_latest]
     check(all(l[1] == 0 and l[2] == 0 for l in old), f"ring ledgers with stamps: {old}")
+    # Section 1: the 101 names the run, as /healthz does.
+    run = healthz(port).get("run")
+    check(st1["run"] is not None and re.fullmatch(r"[a-z]+-[0-9a-f]{16}", st1["run"]),
+          f"101 X-Corestream-Run {st1['run']!r}")
+    check(run == st1["run"], f"/healthz run {run!r}, the 101's {st1['run']!r}")
     # The ring may lag the live send (END 20 can arrive before the ring holds 20): poll, bounded.
     deadline = time.monotonic() + 5
     while (latest := healthz(port)["latest"]) < 20:
@@ -220,7 +229,8 @@ def test(port):
     check(seqs and seqs == list(range(seqs[0], end + 1)), f"tip subscription got {seqs}, end={end}")
     check(close == (1000, ""), f"tip range closed with {close}, expected (1000, '')")
     check(any(l[1] and l[2] for l in tip), f"no stamped (live-followed) ledger from the tip: {tip}")
-    return (f"catch-up 1..20 ({len(old)} from ring, stampless; {st1['zstd']} zstd/{st1['raw']} raw "
+    check(st2["run"] == st1["run"], f"the run changed between subscriptions: {st1['run']} {st2['run']}")
+    return (f"run {st1['run']}, catch-up 1..20 ({len(old)} from ring, stampless; {st1['zstd']} zstd/{st1['raw']} raw "
             f"chunks, {st1['redeliveries']} redeliveries), tip {seqs[0]}..{end} "
             f"({sum(1 for l in tip if l[1])} stamped)")
 

@@ -296,7 +296,8 @@ static void loopback_two_subscribers(void **state)
     assert_tmpdir_empty(f);
 }
 
-/* A corestreamd on this port (0: any) numbering from ledger 1, 50 small ledgers a second. */
+/* A corestreamd on this port (0: any) on the data dir named by tag, numbering from ledger 1 (or
+ * continuing the ring it finds there), 50 small ledgers a second. */
 static void start_slow_corestreamd(fixture *f, cs_proc *p, int port, const char *tag)
 {
     char data_dir[700], listen[32];
@@ -309,9 +310,10 @@ static void start_slow_corestreamd(fixture *f, cs_proc *p, int port, const char 
         fail_msg("corestreamd did not start listening:\n%s", p->log);
 }
 
-/* --resume across a server killed and started again on its port (from ledger 1 again, so the
- * range is there to resume): both subscribers get 1..120 whole and in order, the summary counts
- * the reconnects, and the CSVs carry a reconnects column that says when they happened. */
+/* --resume across a server killed and started again on its port and data dir (the same run: it
+ * continues its ring, so the range is there to resume; a fresh data dir would be another run,
+ * which resume refuses): both subscribers get 1..120 whole and in order, the summary counts the
+ * reconnects, and the CSVs carry a reconnects column that says when they happened. */
 static void remote_resume_across_restart(void **state)
 {
     fixture *f = *state;
@@ -332,7 +334,7 @@ static void remote_resume_across_restart(void **state)
     assert_int_equal(cs_proc_wait_exit(&p, 300), -1);
     assert_int_equal(cs_proc_stop(&srv, SIGKILL, 15000), 128 + SIGKILL);
     cs_proc_free(&srv);
-    start_slow_corestreamd(f, &srv, port, "second");
+    start_slow_corestreamd(f, &srv, port, "first");
 
     int st = cs_proc_wait_exit(&p, RUN_MS);
     if (st != 0)

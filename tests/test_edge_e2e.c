@@ -411,6 +411,20 @@ static uint32_t from_ledger(const char *following)
     return (uint32_t)strtoul(p + 12, NULL, 10);
 }
 
+/* The edge's run token (its listening line's run=) is the stream's run's, with no nonce of its
+ * own data dir: "jetstream-<XXH64 of its identity, seed 0>", the same on every edge of the run. */
+static void expect_edge_run(const char *run)
+{
+    char identity[256], want[64];
+    snprintf(identity, sizeof identity, "source=jetstream stream=" STREAM " run=%s", run);
+    snprintf(want, sizeof want, " run=jetstream-%016llx\n", /* the line's last field */
+             (unsigned long long)XXH64(identity, strlen(identity), 0));
+    const char *line = strstr(g_edge.log, "msg=\"corestreamd listening\"");
+    const char *at = line ? strstr(line, want) : NULL;
+    if (!at || strchr(line, '\n') != at + strlen(want) - 1)
+        fail_msg("no%s on the edge's listening line:\n%s", want, g_edge.log);
+}
+
 static void test_edge_restart_resumes_at_ring_end(void **state)
 {
     (void)state;
@@ -419,6 +433,7 @@ static void test_edge_restart_resumes_at_ring_end(void **state)
     start_core(args, run, sizeof run);
     wait_stream_ledger(run, 1);
     start_edge(NULL, NULL, 0);
+    expect_edge_run(run);
     subscriber sub;
     subscriber_start(&sub, g_edge.port, 1, 10, true);
     subscriber_finish(&sub);
@@ -429,6 +444,7 @@ static void test_edge_restart_resumes_at_ring_end(void **state)
     g_edge_live = false;
 
     start_edge(NULL, following, sizeof following);
+    expect_edge_run(run);
     uint32_t from = from_ledger(following);
     assert_true(from >= 11); /* the ring held at least what the subscriber was served */
     assert_int_equal(cs_proc_log_count(&g_edge, "ring reset at start"), 0);

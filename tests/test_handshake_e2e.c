@@ -68,7 +68,8 @@ static int setup(void **state)
         return -1;
     if (cs_logcap_start(CS_LOG_DEBUG) != 0)
         return -1;
-    harness_opts o = {.start = 1, .size = 1024, .interval_ms = 100, .retention = 100};
+    harness_opts o = {.start = 1, .size = 1024, .interval_ms = 100, .retention = 100,
+                      .run = "synthetic-0123456789abcdef"};
     g_port = start_server(&g_h, &o, &g_tun);
     return 0;
 }
@@ -368,7 +369,8 @@ static void test_valid_handshake_still_upgrades(void **state)
     assert_int_equal(st, 101);
 }
 
-/* A /stream upgrade gets the server's own 101, its exact bytes. */
+/* A /stream upgrade gets the server's own 101, its exact bytes: the run token after the
+ * handshake's headers. */
 static void test_stream_upgrade_gets_the_servers_own_101(void **state)
 {
     (void)state;
@@ -377,7 +379,8 @@ static void test_stream_upgrade_gets_the_servers_own_101(void **state)
                          WAIT_MS, resp, sizeof resp);
     assert_int_equal(st, 101);
     assert_string_equal(resp, "HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\n"
-                              "sec-websocket-accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n");
+                              "sec-websocket-accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n"
+                              "x-corestream-run: synthetic-0123456789abcdef\r\n\r\n");
 }
 
 /* Reads from fd until the peer closes or WAIT_MS passes; returns the bytes read. */

@@ -1,8 +1,8 @@
 /* libremoteledger against a real corestreamd process (started from its binary on 127.0.0.1 with
  * an ephemeral port and a scratch data dir), for what only a real process shows: a server paused
  * with SIGSTOP, whose kernel still accepts connections and holds them, but which sends nothing;
- * /healthz for rl_stream_bounds; resume across a server killed and restarted; several sessions
- * served by one poll loop. Also the dial
+ * /healthz for rl_stream_bounds; resume across a server killed and restarted, refused when the
+ * restart is another run (a fresh data dir); several sessions served by one poll loop. Also the dial
  * timeout, against a listener whose accept queue is full (its kernel drops SYNs). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -29,6 +29,7 @@
 #include "corestream/remoteledger.h"
 #include "support/procharness.h"
 #include "support/tmpdir.h"
+#include "support/wsclient.h"
 #include "support/wait.h"
 
 #ifndef CORESTREAMD_BIN
@@ -297,8 +298,8 @@ static void test_poll_loop_over_streams(void **state)
     g_live = false;
 }
 
-/* corestreamd on this port with a fresh data dir (named by tag), its synthetic source numbering
- * from start. */
+/* corestreamd on this port with the data dir named by tag ("data" is start_daemon's), the same
+ * synthetic source as start_daemon (so the same run identity), numbering from start. */
 static void start_daemon_at(int port, const char *tag, uint32_t start)
 {
     char datadir[PATH_MAX + 32], listen[32], first[16];
@@ -306,11 +307,24 @@ static void start_daemon_at(int port, const char *tag, uint32_t start)
     snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
     snprintf(first, sizeof first, "%u", start);
     char *argv[] = {CORESTREAMD_BIN, datadir, "--listen", listen, "--source", "synthetic",
-                    "--synthetic-interval", "20ms", "--emit-window", "0", "--synthetic-size", "3000",
+                    "--synthetic-interval", "20ms", "--emit-window", "0", "--synthetic-size", "1000",
                     "--start-ledger", first, NULL};
     assert_int_equal(cs_proc_start(&g_proc, argv), 0);
     g_live = true;
     assert_int_equal(cs_proc_wait_listening(&g_proc, WAIT_MS), 0);
+}
+
+/* The run token of the running daemon, from its listening line (run=...). */
+static void daemon_run(char *buf, size_t len)
+{
+    const char *line = strstr(g_proc.log, "msg=\"corestreamd listening\"");
+    const char *run = line ? strstr(line, " run=") : NULL;
+    assert_non_null(run);
+    run += 5;
+    size_t n = strcspn(run, " \n");
+    assert_true(n > 0 && n < len);
+    memcpy(buf, run, n);
+    buf[n] = '\0';
 }
 
 typedef struct restarter {
@@ -321,6 +335,8 @@ typedef struct restarter {
     bool in_order;
     int kill_after;   /* SIGKILL the server after this many ledgers and start another */
     uint32_t ahead;   /* ...then let its ring get this far past the restart point first */
+    const char *tag;  /* ...on this data dir */
+    char runs[2][64]; /* the run tokens of the first server and of the second */
 } restarter;
 
 static int restart_daemon(const uint8_t *p, size_t n, const rl_ledger_info *info, void *ctx)
@@ -335,10 +351,12 @@ static int restart_daemon(const uint8_t *p, size_t n, const rl_ledger_info *info
     /* Killed mid-stream (the connection drops wherever the server was, mid-ledger likely). The
      * new one starts numbering at the ledger after this one; the client may have more of the old
      * server's already buffered, and asks for whatever it expects next. */
+    daemon_run(z->runs[0], sizeof z->runs[0]);
     assert_int_equal(cs_proc_stop(&g_proc, SIGKILL, WAIT_MS), 128 + SIGKILL);
     cs_proc_free(&g_proc);
     g_live = false;
-    start_daemon_at(z->port, "second", info->sequence + 1);
+    start_daemon_at(z->port, z->tag, info->sequence + 1);
+    daemon_run(z->runs[1], sizeof z->runs[1]);
     if (z->ahead) {
         uint32_t oldest = 0, latest = 0;
         int64_t t0 = mono_ms();
@@ -349,11 +367,9 @@ static int restart_daemon(const uint8_t *p, size_t n, const rl_ledger_info *info
     return 0;
 }
 
-/* The server killed and restarted mid-range: with resume the caller sees [1,40] whole, once, in
- * order: first with the missed ledgers replayed from the new server's ring (it is let run ahead
- * before the client reconnects), then with the reconnect racing the new server's first ledgers
- * (live, or from the ring when they were quicker). */
-static void run_restart(uint32_t ahead)
+/* Streams [1,40] with resume across a SIGKILL after ledger 10 and a restart on the data dir
+ * named by tag; returns the call's result, with z and the stream's run filled in. */
+static rl_result restart_run(restarter *z, const char *tag, uint32_t ahead, bool allow, char *run, size_t len)
 {
     start_daemon();
     char url[64];
@@ -363,20 +379,52 @@ static void run_restart(uint32_t ahead)
     o.resume_retries = 100;
     o.resume_backoff_ns = 20 * MS;
     o.resume_backoff_max_ns = 200 * MS;
+    o.allow_run_change = allow;
     rl_stream *s, *probe;
     assert_int_equal(rl_stream_new(&s, url, &o), RL_OK);
     assert_int_equal(rl_stream_new(&probe, url, NULL), RL_OK);
-    restarter z = {.probe = probe, .port = g_proc.port, .in_order = true, .kill_after = 10, .ahead = ahead};
-    assert_int_equal(rl_stream_raw_ledgers(s, rl_bounded_range(1, 40), restart_daemon, &z), RL_OK);
-    assert_int_equal(z.count, 40);
-    assert_true(z.in_order);
-    assert_int_equal(z.last, 40);
-    assert_true(rl_stream_reconnects(s) >= 1);
+    *z = (restarter){.probe = probe, .port = g_proc.port, .in_order = true, .kill_after = 10, .ahead = ahead,
+                     .tag = tag};
+    rl_result r = rl_stream_raw_ledgers(s, rl_bounded_range(1, 40), restart_daemon, z);
+    char want[512];
+    if (r == RL_ERR_RUN_CHANGED) {
+        snprintf(want, sizeof want,
+                 "remoteledger: dial %s/stream?end=40&start=%u: run changed: the server is now run %s, the "
+                 "session began on run %s",
+                 url, z->last + 1, z->runs[1], z->runs[0]);
+        assert_string_equal(rl_stream_error(s), want);
+    }
+    snprintf(run, len, "%s", rl_stream_run(s));
+    assert_true(rl_stream_reconnects(s) >= (r == RL_OK ? 1u : 0u));
+    /* /healthz names the run as the 101 did */
+    char body[1024], field[96];
+    assert_int_equal(cs_http_get("127.0.0.1", z->port, "/healthz", WAIT_MS, body, sizeof body, NULL, 0), 200);
+    snprintf(field, sizeof field, ",\"run\":\"%s\"}\n", z->runs[1]);
+    assert_true(strlen(body) > strlen(field));
+    assert_string_equal(body + strlen(body) - strlen(field), field);
     rl_stream_free(s);
     rl_stream_free(probe);
     assert_int_equal(cs_proc_stop(&g_proc, SIGTERM, WAIT_MS), 0);
     cs_proc_free(&g_proc);
     g_live = false;
+    return r;
+}
+
+/* The server killed and restarted mid-range on its own data dir: the same run (its token is
+ * kept), so with resume the caller sees [1,40] whole, once, in order: first with the missed
+ * ledgers replayed from the new server's ring (it is let run ahead before the client reconnects),
+ * then with the reconnect racing the new server's first ledgers (live, or from the ring when they
+ * were quicker). */
+static void run_restart(uint32_t ahead)
+{
+    restarter z;
+    char run[64];
+    assert_int_equal(restart_run(&z, "data", ahead, false, run, sizeof run), RL_OK);
+    assert_int_equal(z.count, 40);
+    assert_true(z.in_order);
+    assert_int_equal(z.last, 40);
+    assert_string_equal(z.runs[1], z.runs[0]);
+    assert_string_equal(run, z.runs[0]);
 }
 
 static void test_resume_across_restart_with_ring_catch_up(void **state)
@@ -389,6 +437,28 @@ static void test_resume_across_restart_live(void **state)
 {
     (void)state;
     run_restart(0);
+}
+
+/* Restarted on a fresh data dir, with the same flags: another run (issue 28: a resume accepted
+ * its ledgers after those of the first). The resume is refused with RL_ERR_RUN_CHANGED after the
+ * first run's ledgers, naming both tokens; with allow_run_change it goes on, on the new run. */
+static void test_resume_refuses_another_run(void **state)
+{
+    (void)state;
+    restarter z;
+    char run[64];
+    assert_int_equal(restart_run(&z, "fresh", 0, false, run, sizeof run), RL_ERR_RUN_CHANGED);
+    assert_string_not_equal(z.runs[1], z.runs[0]);
+    assert_true(z.in_order);
+    assert_true(z.last >= 10 && z.last < 40);
+    assert_int_equal((uint32_t)z.count, z.last);
+    assert_string_equal(run, z.runs[0]);
+
+    assert_int_equal(restart_run(&z, "fresh-allowed", 0, true, run, sizeof run), RL_OK);
+    assert_string_not_equal(z.runs[1], z.runs[0]);
+    assert_int_equal(z.count, 40);
+    assert_true(z.in_order);
+    assert_string_equal(run, z.runs[1]);
 }
 
 /* A loopback listener that never accepts, with a backlog of 0, filled by connections of our own:
@@ -453,6 +523,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_poll_loop_over_streams, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resume_across_restart_with_ring_catch_up, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resume_across_restart_live, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_resume_refuses_another_run, setup, teardown),
         cmocka_unit_test(test_dial_timeout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -72,6 +72,20 @@ static void expect_healthz_has(fixture *f, const char *needle)
         fail_msg("no %s in /healthz: %s", needle, body);
 }
 
+/* The run token on the listening line (its last field, run=...) into run. */
+static void listening_run(const fixture *f, char *run, size_t len)
+{
+    const char *line = strstr(f->proc.log, "msg=\"corestreamd listening\"");
+    const char *r = line ? strstr(line, " run=") : NULL;
+    if (!r)
+        fail_msg("no run= on the listening line:\n%s", f->proc.log);
+    r += 5;
+    size_t n = strcspn(r, " \n");
+    assert_true(n > 0 && n < len);
+    memcpy(run, r, n);
+    run[n] = '\0';
+}
+
 /* Reads ledgers from..to and hands each to check (with arg), asserting the sequence is whole. */
 static void read_range(fixture *f, uint32_t from, uint32_t to, void (*check)(const cs_ledger *l, void *arg), void *arg)
 {
@@ -111,17 +125,21 @@ static const char *const k_five_ledgers[] = {"--source", "synthetic", "--synthet
                                              "--synthetic-count", "5", NULL};
 
 /* Two runs of the same command line make ledgers 1-5 and 6-10; a third, still running, serves all
- * ten from the ring, byte-exact, and says it continued. */
+ * ten from the ring, byte-exact, and says it continued. All three are one run: one run token. */
 static void synthetic_restart_continues_the_ring(void **state)
 {
     fixture *f = *state;
+    char run[64], again[64];
     run_to_exit(f, k_five_ledgers);
     expect_in_log(f, "msg=\"corestreamd listening\" addr=");
     if (!strstr(f->proc.log, " start_ledger=1 start=default retention="))
         fail_msg("first run:\n%s", f->proc.log);
+    listening_run(f, run, sizeof run);
     free_proc(f);
 
     run_to_exit(f, k_five_ledgers);
+    listening_run(f, again, sizeof again);
+    assert_string_equal(again, run);
     if (!strstr(f->proc.log, " start_ledger=6 start=continue latest=5 retention=") ||
         !strstr(f->proc.log, "range=[6,10]") || strstr(f->proc.log, "ring reset"))
         fail_msg("second run:\n%s", f->proc.log);
@@ -133,21 +151,26 @@ static void synthetic_restart_continues_the_ring(void **state)
     if (!strstr(f->proc.log, " start_ledger=11 start=continue latest=10 retention="))
         fail_msg("third run:\n%s", f->proc.log);
     expect_healthz_has(f, "{\"oldest\":1,");
-    expect_healthz_has(f, ",\"start\":\"continue\",\"start_ledger\":11}\n");
+    char tail[128];
+    snprintf(tail, sizeof tail, ",\"start\":\"continue\",\"start_ledger\":11,\"run\":\"%s\"}\n", run);
+    expect_healthz_has(f, tail);
     read_range(f, 1, 11, check_synthetic, NULL);
     assert_int_equal(cs_proc_log_count(&f->proc, "level=WARN"), 0);
     assert_int_equal(cs_proc_log_count(&f->proc, "level=ERROR"), 0);
     assert_int_equal(cs_proc_stop(&f->proc, SIGTERM, STOP_MS), 0);
 }
 
-/* Another run's ring (another size) is not continued: the run starts at 1 and the ring is reset. */
+/* Another run's ring (another size) is not continued: the run starts at 1, the ring is reset, and
+ * the run token is another. */
 static void another_run_is_not_continued(void **state)
 {
     fixture *f = *state;
+    char run[64], other_run[64];
     static const char *const first[] = {"--source", "synthetic", "--synthetic-size", "4096",
                                         "--synthetic-interval=-1ns", "--emit-window", "0", "--synthetic-count",
                                         "3", NULL};
     run_to_exit(f, first);
+    listening_run(f, run, sizeof run);
     free_proc(f);
     static const char *const other[] = {"--source", "synthetic", "--synthetic-size", "8192",
                                         "--synthetic-interval=-1ns", "--emit-window", "0", "--synthetic-count",
@@ -156,6 +179,8 @@ static void another_run_is_not_continued(void **state)
     if (!strstr(f->proc.log, " start_ledger=1 start=default retention=") ||
         !strstr(f->proc.log, "reason=\"written by another run\""))
         fail_msg("log:\n%s", f->proc.log);
+    listening_run(f, other_run, sizeof other_run);
+    assert_string_not_equal(other_run, run);
 }
 
 /* ---- file ----------------------------------------------------------------------------------- */

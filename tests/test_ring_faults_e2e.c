@@ -185,7 +185,7 @@ static void directory_in_place_degrades_then_recovers(void **state)
     healthz(f, body, sizeof body);
     snprintf(want, sizeof want, "{\"oldest\":%u,", bad + 1);
     if (strncmp(body, want, strlen(want)) != 0 || !strstr(body, ",\"ring_write_failures\":1,\"ring_degraded\":false,\"ring_dropped\":0,"
-                                                       "\"start\":\"default\",\"start_ledger\":1}"))
+                                                       "\"start\":\"default\",\"start_ledger\":1,\"run\":\"synthetic-"))
         fail_msg("healthz: %s", body);
     /* The ring serves from past the gap: a subscriber asking for the failed ledger is refused. */
     char q[64];

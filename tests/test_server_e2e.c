@@ -218,7 +218,7 @@ static void test_healthz(void **state)
 {
     (void)state;
     harness h;
-    harness_opts o = {.count = 5};
+    harness_opts o = {.count = 5, .run = "synthetic-0123456789abcdef"};
     harness_start(&h, &o);
     assert_true(cs_server_wait_retained(h.srv, 5, 10 * T_SEC));
     char body[512], ctype[128];
@@ -227,7 +227,7 @@ static void test_healthz(void **state)
     assert_string_equal(ctype, "application/json");
     assert_string_equal(body, "{\"oldest\":1,\"latest\":5,\"subscribers\":0,\"live_abandons\":0,\"raw_fallbacks\":0,"
                               "\"version\":\"" PROJECT_VERSION "\",\"ring_write_failures\":0,"
-                              "\"ring_degraded\":false,\"ring_dropped\":0}\n");
+                              "\"ring_degraded\":false,\"ring_dropped\":0,\"run\":\"synthetic-0123456789abcdef\"}\n");
     harness_stop(&h);
 }
 

@@ -126,7 +126,8 @@ static int count_entries(const char *dir)
         else if (len > 4 && strcmp(de->d_name + len - 4, ".rec") == 0)
             recs++;
         else if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0 && strcmp(de->d_name, "ring-format") != 0 &&
-                 strcmp(de->d_name, "ring-identity") != 0)
+                 strcmp(de->d_name, "ring-identity") != 0 &&
+                 strcmp(de->d_name, "ring-run") != 0)
             other++;
     }
     closedir(d);

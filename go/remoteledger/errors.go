@@ -60,6 +60,15 @@ var (
 	// ErrInvalid: a URL, range or option that can never work; nothing was dialled. Also a
 	// GetLedger for a ledger the session has passed or will never reach.
 	ErrInvalid = errors.New("remoteledger: invalid argument")
+
+	// ErrRunChanged: a reconnection (WithResume) reached a server of another run than the
+	// stream's first connection: its 101 answer named another X-Corestream-Run token (the server
+	// restarted on a new data directory, or with another source), so its ledgers may not continue
+	// the ones yielded. Nothing of that server was yielded; resume never retries it.
+	// WithAllowRunChange accepts the change instead. The message names both tokens:
+	// "remoteledger: dial ws://…/stream?start=62: run changed: the server is now run
+	// synthetic-0b5d…, the session began on run synthetic-7c31…".
+	ErrRunChanged = errors.New("remoteledger: run changed")
 )
 
 // TooFarBehindError is what ErrTooFarBehind carries: Requested is the ledger the stream needed

@@ -18,6 +18,7 @@ type config struct {
 	certFile, keyFile         string
 	insecureSkipVerify        bool
 	bearerToken               string
+	allowRunChange            bool
 
 	observer func(LedgerInfo)
 }
@@ -66,9 +67,15 @@ func WithIdleTimeout(d time.Duration) Option { return func(c *config) { c.idleTi
 // once and in order. retries is the budget of attempts in a row without a ledger arriving (a
 // ledger refills it); once spent, the last failure is yielded. Negative: no limit (only the
 // context stops it). 0: no resume, the default. Never retried: ErrTooFarBehind, ErrGap,
-// ErrProtocol, ErrTLS, ErrUnauthorized, cancellation. LedgerInfo.Reconnects and
+// ErrProtocol, ErrTLS, ErrUnauthorized, ErrRunChanged, cancellation. LedgerInfo.Reconnects and
 // Session.Reconnects count the reconnections.
 func WithResume(retries int64) Option { return func(c *config) { c.resumeRetries = retries } }
+
+// WithAllowRunChange lets a resumed stream go on when the server it reconnects to is of another
+// run (its X-Corestream-Run token differs: a new data directory, another source), instead of
+// ending with ErrRunChanged; the stream then follows the new run (Session.Run). The ledgers stay
+// in sequence, but nothing vouches that they continue the same chain.
+func WithAllowRunChange() Option { return func(c *config) { c.allowRunChange = true } }
 
 // WithResumeBackoff sets the wait before reconnection attempt n, min(initial*2^(n-1), max), of
 // which a random half is taken off. Zero or negative: the defaults, 100 ms and 10 s.

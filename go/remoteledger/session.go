@@ -21,6 +21,7 @@ type Session struct {
 	next       uint32 // the sequence due next; 0 before a tip subscription's first ledger
 	err        error  // the session is over: every call returns this
 	reconnects uint64 // kept past Close
+	run        string // kept past Close
 }
 
 // Open dials and subscribes to ledgerRange, returning once the server has accepted (the
@@ -121,6 +122,18 @@ func (p *Session) Reconnects() uint64 {
 	return p.reconnects
 }
 
+// Run is the run token of the session's server (its X-Corestream-Run): the first one a
+// connection of the session answered with (with WithAllowRunChange, the latest), "" when the
+// server sends none (an older corestreamd). It stays the same across restarts of the server on
+// its data directory; a resume onto another run ends the session with ErrRunChanged. Also after
+// Close.
+func (p *Session) Run() string {
+	if p.cs != nil {
+		p.run = C.GoString(C.rl_stream_run(p.cs))
+	}
+	return p.run
+}
+
 // Close ends the session (close 1000 to the server when the connection is up) and frees it; the
 // bytes last returned are gone. Safe to call more than once.
 func (p *Session) Close() error {
@@ -128,6 +141,7 @@ func (p *Session) Close() error {
 		return nil
 	}
 	p.Reconnects()
+	p.Run()
 	freeC(p.cs)
 	p.cs = nil
 	if p.err == nil {

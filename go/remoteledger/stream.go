@@ -67,6 +67,7 @@ func (s *Stream) newC() (*C.rl_stream, error) {
 	o.resume_backoff_ns = C.int64_t(c.resumeBackoff)
 	o.resume_backoff_max_ns = C.int64_t(c.resumeBackoffMax)
 	o.tls_insecure_skip_verify = C.bool(c.insecureSkipVerify)
+	o.allow_run_change = C.bool(c.allowRunChange)
 	var strs []*C.char
 	cstr := func(v string) *C.char {
 		if v == "" {
@@ -295,6 +296,8 @@ func resultError(ctx context.Context, cs *C.rl_stream, r C.rl_result) error {
 		return lib(ErrIdleTimeout, ErrRead)
 	case C.RL_ERR_INVALID:
 		return lib(ErrInvalid)
+	case C.RL_ERR_RUN_CHANGED:
+		return lib(ErrRunChanged)
 	default: // RL_ERR_NOMEM, or a result newer than this package
 		return errors.New(msg)
 	}

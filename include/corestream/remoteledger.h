@@ -73,7 +73,7 @@ extern "C" {
 /* The version of this header. rl_version_number() and rl_version_string() give the library's,
  * which may be newer (same major, see the ABI rules above). */
 #define RL_VERSION_MAJOR 1
-#define RL_VERSION_MINOR 2
+#define RL_VERSION_MINOR 3
 #define RL_VERSION_PATCH 0
 #define RL_VERSION_NUMBER (RL_VERSION_MAJOR * 10000 + RL_VERSION_MINOR * 100 + RL_VERSION_PATCH)
 #define RL_VERSION_STR_(x) #x
@@ -96,7 +96,8 @@ typedef enum rl_result {
     RL_ERR_TRUNCATED = 3,      /* the stream closed before the bounded range was delivered, or
                                   mid-ledger */
     RL_ERR_PROTOCOL = 4,       /* malformed message, bad count, length or checksum, payload cap;
-                                  a /healthz answer without its numbers (rl_stream_bounds) */
+                                  a /healthz answer without its numbers (rl_stream_bounds); an
+                                  X-Corestream-Run header that is not a run token */
     RL_ERR_DIAL = 5,           /* could not connect, or the WebSocket handshake failed: a status
                                   other than 101, e.g.
                                   "server requires a token (401)" when no bearer_token was set,
@@ -124,6 +125,12 @@ typedef enum rl_result {
                                   server); no ledger was returned */
     RL_AGAIN = 15,             /* rl_stream_next: no ledger within the call's timeout_ns; the
                                   stream is intact, call again */
+    RL_ERR_RUN_CHANGED = 16,   /* since 1.3: a connection of the session reached a server of
+                                  another run than its first (another X-Corestream-Run token: a
+                                  new data directory, another source or source parameters), so
+                                  its ledgers may not continue the ones delivered. Never retried;
+                                  allow_run_change accepts it instead. rl_stream_run has the
+                                  session's token */
 } rl_result;
 
 /* Stable name of a result, e.g. "RL_ERR_GAP". */
@@ -241,13 +248,14 @@ typedef struct rl_options {
     /* Resume: reconnect by itself when a connection is lost, and go on from the ledger it
      * expected next, so the caller (callback or pull) sees every ledger of its range exactly
      * once and in order across dropped connections and server restarts (the server replays what
-     * was missed from its ring). Retried: a transport error or a connection dropped mid-ledger
+     * was missed from its ring), as long as the server is of the same run (RL_ERR_RUN_CHANGED,
+     * allow_run_change). Retried: a transport error or a connection dropped mid-ledger
      * (its partial assembly is discarded), a close other than 1000 or 4001 (a restart's 1001 on
      * an unbounded range included), a truncated bounded range, a refused or timed-out dial or
      * handshake (not an HTTP 4xx answer: a bad token stays an error), the idle timeout. Never
      * retried: RL_ERR_TOO_FAR_BEHIND (4001, returned at once with its bounds), RL_ERR_GAP,
-     * RL_ERR_PROTOCOL, RL_ERR_TLS, RL_ERR_CANCELLED, a message over max_chunk_size, and the clean
-     * end of a stream. rl_stream_open retries its first dial the same way.
+     * RL_ERR_PROTOCOL, RL_ERR_TLS, RL_ERR_CANCELLED, RL_ERR_RUN_CHANGED, a message over
+     * max_chunk_size, and the clean end of a stream. rl_stream_open retries its first dial the same way.
      * resume_retries is the budget: the attempts allowed in a row without a ledger arriving (a
      * ledger makes the budget whole again); when it is spent the last failure is returned, with
      * its message. 0: the default, no resume (the prototype's behaviour: the first failure is
@@ -270,6 +278,21 @@ typedef struct rl_options {
      * once; rl_stream_next with a timeout of 0 never spins. 0 (or negative): the default, off. Above 1 s (1000000000) is RL_ERR_INVALID at
      * rl_stream_new. */
     int64_t busy_poll_ns;
+
+    /* Since 1.3. The run a session follows: corestreamd's 101 answer names its run in an
+     * `X-Corestream-Run` header (docs/PROTOCOL.md), a token that stays the same across restarts
+     * on the same data directory and changes with a new one, or another source or source
+     * parameters. A session remembers the token of its first connection that carried one
+     * (rl_stream_run), and a later connection (a resume) that answers another ends the session
+     * with RL_ERR_RUN_CHANGED, never retried, before any of that server's ledgers is read:
+     *   remoteledger: dial ws://box:8462/stream?start=62: run changed: the server is now run
+     *   synthetic-0b5d2e55c1a3f9e4, the session began on run synthetic-7c31a2d9e0f4b816
+     * (the client closes that connection with 1000 "run changed"). A server that sends no
+     * token (an older one) is accepted, and a token that is not 1 to 64 visible ASCII
+     * characters is RL_ERR_PROTOCOL. true: a change of run is accepted and the session follows
+     * the new token from then on; the ledgers stay in sequence, but nothing vouches that they
+     * continue the same chain. Default false. */
+    bool allow_run_change;
 } rl_options;
 
 /* What a zero option means. */
@@ -301,7 +324,7 @@ typedef struct rl_stream rl_stream;
  * (the message says why: in the prototype's words for a URL, naming the field for an option, e.g.
  *   remoteledger: rl_options.struct_size is 0: set it to sizeof(rl_options) (rl_options_init does)
  *   remoteledger: rl_options.struct_size 12 is not a multiple of 8
- *   remoteledger: rl_options.struct_size 200 sets options this library (1.2.0, 152 bytes) does not know
+ *   remoteledger: rl_options.struct_size 200 sets options this library (1.3.0, 160 bytes) does not know
  * ; *out is still set so rl_stream_error can be read, every later rl_stream_raw_ledgers returns the
  * same error, and the stream must be freed). Returns RL_ERR_NOMEM with *out NULL when the stream
  * cannot be allocated. */
@@ -349,7 +372,8 @@ RL_API rl_result rl_stream_raw_ledgers(rl_stream *s, rl_range range, rl_ledger_f
 /* Dials and subscribes to range: returns once the server has accepted the upgrade (RL_OK), or
  * with the error rl_stream_raw_ledgers would give for the dial (RL_ERR_INVALID for a bad range or
  * when a session is already open, RL_ERR_DIAL, RL_ERR_TLS, RL_ERR_DIAL_TIMEOUT,
- * RL_ERR_HANDSHAKE_TIMEOUT, RL_ERR_CANCELLED, RL_ERR_NOMEM); no session is open after an error. */
+ * RL_ERR_HANDSHAKE_TIMEOUT, RL_ERR_CANCELLED, RL_ERR_NOMEM, RL_ERR_PROTOCOL for a malformed
+ * X-Corestream-Run); no session is open after an error. */
 RL_API rl_result rl_stream_open(rl_stream *s, rl_range range);
 
 /* The next verified ledger of the open session, waiting at most timeout_ns (0: only what has
@@ -361,7 +385,8 @@ RL_API rl_result rl_stream_open(rl_stream *s, rl_range range);
  * RL_END: the range is complete (after its last ledger, the client closes with 1000 "range
  * complete"), or the server ended an unbounded stream cleanly.
  * Otherwise the stream's error (RL_ERR_TOO_FAR_BEHIND, _GAP, _TRUNCATED, _PROTOCOL, _READ,
- * _IDLE_TIMEOUT, _CANCELLED, _NOMEM), with its message in rl_stream_error.
+ * _IDLE_TIMEOUT, _CANCELLED, _NOMEM, and with resume the errors of a reconnection, _RUN_CHANGED
+ * included), with its message in rl_stream_error.
  * After RL_END or an error the connection is closed and every later call returns the same result
  * until rl_stream_close. Without an open session: RL_ERR_INVALID. */
 RL_API rl_result rl_stream_next(rl_stream *s, int64_t timeout_ns, const uint8_t **ledger, size_t *len,
@@ -456,7 +481,8 @@ RL_API rl_result rl_stream_bounds(rl_stream *s, uint32_t *oldest, uint32_t *late
 RL_API void rl_stream_cancel(rl_stream *s);
 
 /* Makes the stream as good as new after a cancel or an error: closes any session (as
- * rl_stream_close), clears the cancellation, the error message and the too-far-behind bounds.
+ * rl_stream_close), clears the cancellation, the error message, the too-far-behind bounds and the
+ * run token (rl_stream_run).
  * The URL and options stay. A per-call cancel is then: cancel from another thread while a call
  * runs, and reset after it has returned and the canceller can no longer fire (e.g. after Go's
  * context.AfterFunc stop function has returned). Not concurrently with any other call on the
@@ -490,6 +516,14 @@ RL_API const char *rl_stream_error(const rl_stream *s);
  * server reported (both 0 when its close reason was unreadable). Returns false otherwise. */
 RL_API bool rl_stream_too_far_behind(const rl_stream *s, uint32_t *requested, uint32_t *oldest,
                                      uint32_t *latest);
+
+/* The run token (X-Corestream-Run, see allow_run_change) of the current session, or of the last
+ * one once it has ended: the first token a connection of the session answered with (with
+ * allow_run_change, the latest). "" before any, when no server of the session sent one, and after
+ * rl_stream_reset. Borrowed until the next rl_stream_open, rl_stream_raw_ledgers or
+ * rl_stream_reset, or rl_stream_free. Since 1.3. Not concurrently with another call on the
+ * stream (rl_stream_cancel aside). */
+RL_API const char *rl_stream_run(const rl_stream *s);
 
 /* The WebSocket URL the last call dialled (e.g. "ws://box:8462/stream?end=3&start=2&token=abc");
  * "" before the first call, or when no call got as far as building one. */

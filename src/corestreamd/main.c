@@ -279,6 +279,7 @@ typedef struct run_parts {
     cs_range range;
     cs_run_start start;
     char identity[PATH_MAX + 128];
+    char run[CS_RUN_TOKEN_MAX]; /* the run token, once the ring is claimed (cs_run_token) */
     bool edge;
     cs_server *server;
     cs_js_publisher *jetstream;
@@ -407,6 +408,9 @@ static int start_serving(const cs_daemon_config *cfg, cs_cancel *cancel, notify_
     }
     if (rc != 0)
         return rc;
+    /* The claim kept or drew the ring's run nonce: the token the 101 and /healthz carry. */
+    cs_run_token(cfg, p->identity, cs_ring_run_nonce(p->ring), p->run, sizeof p->run);
+    cs_server_set_run(p->server, p->run);
     cs_server_log_listening(p->server);
     pthread_mutex_lock(&g_server_mu);
     g_server = p->server;

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include "common/synthetic.h"
 #include "corestream/wire.h"
@@ -38,6 +39,12 @@ void cs_run_identity(const cs_daemon_config *c, const cs_source *src, char *buf,
         /* pipe and captive: one network's ledgers are one chain, whichever core produced them. */
         snprintf(buf, len, "source=%s network=%s", c->source, c->network_passphrase);
     }
+}
+
+void cs_run_token(const cs_daemon_config *c, const char *identity, uint64_t nonce, char *buf, size_t len)
+{
+    uint64_t seed = strcmp(c->source, "jetstream") == 0 ? 0 : nonce;
+    snprintf(buf, len, "%.24s-%016llx", c->source, (unsigned long long)XXH64(identity, strlen(identity), seed));
 }
 
 int cs_run_start_decide(const cs_daemon_config *c, cs_ring *ring, const char *identity, cs_run_start *out,

@@ -38,6 +38,15 @@ const char *cs_start_mode_name(cs_start_mode mode);
  * jetstream the stream and the run it follows, from src (the built edge source; NULL otherwise). */
 void cs_run_identity(const cs_daemon_config *c, const cs_source *src, char *buf, size_t len);
 
+/* The run token: what the 101 answer of a subscription carries as `X-Corestream-Run` and /healthz
+ * as "run" (docs/PROTOCOL.md), so that a resuming client can tell this run from another:
+ * "<source>-<16 hex digits of XXH64(identity, seed nonce)>", e.g. "synthetic-5f0c…", at most
+ * CS_RUN_TOKEN_MAX - 1 characters of [a-z0-9-]. nonce is the ring's run nonce
+ * (cs_ring_run_nonce), so a new data directory is a new run; for jetstream (edge) it is ignored:
+ * every edge of one stream's run serves the same bytes, and answers the same token. */
+#define CS_RUN_TOKEN_MAX 48
+void cs_run_token(const cs_daemon_config *c, const char *identity, uint64_t nonce, char *buf, size_t len);
+
 /* Decides where the run starts, reading the ring (cs_ring_continues); changes nothing. Errors:
  * `--start-ledger is required with --source captive: the ring "<dir>" holds no ledgers of this
  * run to continue`, and for a bounded synthetic or file run that would reach ledger 4294967295:

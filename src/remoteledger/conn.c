@@ -281,7 +281,7 @@ rli_serve_status rli_conn_serve(rli_conn *c, bool until_established, int64_t cal
             rli_conn_cancelled(c);
             return RLI_SERVE_DONE;
         }
-        if (until_established && c->established)
+        if (until_established && c->established && !c->done) /* a refused run closes first */
             return RLI_SERVE_ESTABLISHED;
         /* Input already read is parsed before anything else; then write, read, and wait only
          * when nothing moved. */

@@ -253,6 +253,45 @@ static int on_frames(rli_conn *c, const uint8_t *in, size_t len, size_t *used)
     }
 }
 
+/* The upgrade is done: its X-Corestream-Run against the session's run. The first token a
+ * session meets is its run; a later connection that answers another decides the outcome
+ * (RL_ERR_RUN_CHANGED, or RL_ERR_PROTOCOL for a malformed one), not retried, and closes before
+ * any of its frames is read. No header (an older server) passes; allow_run_change takes the new
+ * token as the session's. */
+static void check_run(rli_conn *c)
+{
+    rl_stream *s = c->s;
+    const char *v;
+    size_t n;
+    if (!rli_hs_header(c->hs.buf, c->hs.line, "X-Corestream-Run", &v, &n))
+        return;
+    bool ok = n >= 1 && n <= RLI_RUN_MAX;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = v[i] > 0x20 && v[i] < 0x7f;
+    if (!ok) {
+        char quoted[RLI_RUN_MAX * 4 + 8];
+        cs_go_quote_n(quoted, sizeof quoted, v, n < 2 * RLI_RUN_MAX ? n : 2 * RLI_RUN_MAX);
+        c->no_retry = true;
+        rli_conn_fail(c, RL_ERR_PROTOCOL,
+                      "remoteledger: dial %s: protocol violation: X-Corestream-Run %s is not a run token", c->ep,
+                      quoted);
+        rli_conn_queue_close(c, CLOSE_PROTOCOL_ERROR, "malformed X-Corestream-Run");
+        return;
+    }
+    char run[RLI_RUN_MAX + 1];
+    memcpy(run, v, n);
+    run[n] = '\0';
+    if (!*s->run || strcmp(s->run, run) == 0 || s->opts.allow_run_change) {
+        memcpy(s->run, run, n + 1);
+        return;
+    }
+    c->no_retry = true;
+    rli_conn_fail(c, RL_ERR_RUN_CHANGED,
+                  "remoteledger: dial %s: run changed: the server is now run %s, the session began on run %s", c->ep,
+                  run, s->run);
+    rli_conn_queue_close(c, CS_CLOSE_NORMAL, "run changed");
+}
+
 int rli_conn_on_bytes(rli_conn *c, const uint8_t *in, size_t len, size_t *used)
 {
     *used = len;
@@ -279,6 +318,7 @@ int rli_conn_on_bytes(rli_conn *c, const uint8_t *in, size_t len, size_t *used)
     }
     c->established = true;
     c->last_msg_ms = rli_mono_ms();
+    check_run(c); /* a refusal lingers for its close frame: nothing more is read */
     return 0;
 }
 

@@ -178,6 +178,31 @@ static int status_code(span line)
     return code;
 }
 
+bool rli_hs_header(const char *head, size_t len, const char *name, const char **value, size_t *vlen)
+{
+    const char *p = head, *end = head + len;
+    const char *nl = memchr(p, '\n', len); /* the status line is no header */
+    p = nl ? nl + 1 : end;
+    while (p < end) {
+        nl = memchr(p, '\n', (size_t)(end - p));
+        const char *le = nl ? nl : end;
+        size_t n = (size_t)(le - p);
+        if (n && p[n - 1] == '\r')
+            n--;
+        const char *colon = memchr(p, ':', n);
+        if (colon && span_is(trim(p, (size_t)(colon - p)), name)) {
+            span v = trim(colon + 1, n - (size_t)(colon + 1 - p));
+            *value = v.p;
+            *vlen = v.n;
+            return true;
+        }
+        if (!nl)
+            break;
+        p = nl + 1;
+    }
+    return false;
+}
+
 int rli_hs_status_code(const char *head, size_t len)
 {
     const char *nl = memchr(head, '\n', len);

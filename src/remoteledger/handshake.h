@@ -60,6 +60,13 @@ rli_hs_status rli_hs_feed(rli_hs_reader *r, const uint8_t *in, size_t len, size_
 /* The status code of a head's status line ("HTTP/1.1 401 ..." -> 401), -1 when unreadable. */
 int rli_hs_status_code(const char *head, size_t len);
 
+/* The longest run token a client keeps (X-Corestream-Run, docs/PROTOCOL.md). */
+#define RLI_RUN_MAX 64
+
+/* The value of the first header line named name (case-insensitively) of a complete head, spaces
+ * and tabs trimmed: *value (into head) and *vlen. false when there is no such line. */
+bool rli_hs_header(const char *head, size_t len, const char *name, const char **value, size_t *vlen);
+
 /* Checks a complete response head (status line and headers, blank line included) against the
  * key: NULL when it is a valid 101 for it, otherwise the "HS: ..." description of the failure. */
 const char *rli_hs_check(const char *head, size_t len, const char *key);

@@ -39,6 +39,7 @@ const char *rl_result_name(rl_result r)
         [RL_ERR_IDLE_TIMEOUT] = "RL_ERR_IDLE_TIMEOUT",
         [RL_END] = "RL_END",
         [RL_AGAIN] = "RL_AGAIN",
+        [RL_ERR_RUN_CHANGED] = "RL_ERR_RUN_CHANGED",
     };
     if ((unsigned)r < sizeof names / sizeof names[0] && names[r])
         return names[r];
@@ -163,6 +164,8 @@ bool rl_stream_too_far_behind(const rl_stream *s, uint32_t *requested, uint32_t 
 
 const char *rl_stream_endpoint(const rl_stream *s) { return s->endpoint ? s->endpoint : ""; }
 
+const char *rl_stream_run(const rl_stream *s) { return s->run; }
+
 /* ---- the pull calls ------------------------------------------------------------------------ */
 
 static int64_t now_unix_nano(void)
@@ -196,6 +199,7 @@ rl_result rl_stream_open(rl_stream *s, rl_range range)
     s->tfb_requested = s->tfb_oldest = s->tfb_latest = 0;
     s->failures = 0;
     s->reconnects = 0;
+    s->run[0] = '\0'; /* a session's run is its own */
     if (!s->url_ok) {
         s->err = s->url_err;
         return (rl_result)s->url_err.kind;
@@ -330,6 +334,7 @@ void rl_stream_reset(rl_stream *s)
     cs_err_clear(&s->err);
     s->tfb = false;
     s->tfb_requested = s->tfb_oldest = s->tfb_latest = 0;
+    s->run[0] = '\0';
 }
 
 rl_result rl_stream_raw_ledgers(rl_stream *s, rl_range range, rl_ledger_fn fn, void *ctx)

@@ -83,6 +83,9 @@ struct rl_stream {
     int64_t retry_at_ms;
     int64_t failures;
     uint64_t reconnects;
+    /* The session's run token (X-Corestream-Run): the first a connection of it answered with (the
+     * latest with allow_run_change); "" while none has. Cleared when a session opens. */
+    char run[RLI_RUN_MAX + 1];
     int backoff_wake; /* an eventfd rl_stream_cancel signals while no connection is up; -1 */
     int retry_timer;  /* a timerfd readable once retry_at_ms has come: rl_stream_fd between
                          connections; -1 until the first retry is scheduled */
@@ -217,7 +220,9 @@ rli_serve_status rli_conn_serve(rli_conn *c, bool until_established, int64_t cal
 /* ---- conn_input.c ---- */
 
 /* What one read got, or what is left of it: *used bytes were parsed. Until the upgrade is done
- * only the response head is taken, so the frames after it wait for the first rl_stream_next.
+ * only the response head is taken, so the frames after it wait for the first rl_stream_next; a
+ * 101 whose X-Corestream-Run is not the session's run ends the connection there (RL_ERR_RUN_CHANGED,
+ * or RL_ERR_PROTOCOL for a malformed token; never retried) with its close frame queued.
  * Afterwards payload goes to the assembler straight from in (rbuf, or the slot of
  * rli_conn_rx_slot); parsing stops after a ledger's END (c->ready). A failure decides the
  * outcome (RL_ERR_DIAL or RL_ERR_TLS for a refused upgrade; RL_ERR_READ, RL_ERR_TRUNCATED,

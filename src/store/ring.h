@@ -174,9 +174,22 @@ void cs_ring_reject(cs_ring *r, uint32_t seq, const char *problem);
  * `ring reset at start: its ledgers are not this run's` reason=… ring_identity=… identity=…
  * oldest=… latest=… is logged. A ring with no identity recorded (written before identities) that
  * the run continues is kept (INFO `ring: no run identity recorded; this run continues it`). The
- * identity is then recorded in `ring-identity`. Errors: `store: run identity is not one line of at
- * most 4095 bytes`, `store: write "<dir>/ring-identity": …`, and the open's `store: upgrade …`. */
+ * identity is then recorded in `ring-identity`.
+ *
+ * The run nonce (`ring-run`, docs/RING.md): 64 random bits that tell this directory's run of an
+ * identity from any other directory's. It is kept while the identity recorded with it is this
+ * one (a reset for a first_seq that does not continue the ring keeps it), and drawn anew, and
+ * written before any reset, when there is none for this identity (a new directory, a ring of an
+ * older build, another identity) or another run's ledgers are dropped. cs_ring_run_nonce reads it.
+ *
+ * Errors (an identity that is too long fails before anything is read or written): `store: run
+ * identity is not one line of at most 4095 bytes`, `store: write "<dir>/ring-run": …` (nothing
+ * reset), `store: write "<dir>/ring-identity": …`, and the open's `store: upgrade …`. */
 int cs_ring_claim(cs_ring *r, const char *identity, uint32_t first_seq, cs_err *err);
+
+/* The run nonce the claim kept or drew (never 0 after a successful claim; 0 before one). Read
+ * after the claim, on its thread or one it handed the ring to. */
+uint64_t cs_ring_run_nonce(const cs_ring *r);
 
 /* Whether a run of this identity continues the ring: it holds ledgers, the identity recorded
  * with them (`ring-identity`) is this one, and latest + 1 is a streamable sequence (below

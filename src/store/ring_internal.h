@@ -61,6 +61,9 @@ struct cs_ring {
     /* Set by the open, cleared under wmu once its repairs are carried out. */
     atomic_bool unsettled;
     open_repairs repairs;
+    /* The run nonce (ring-run) the claim kept or drew; 0 before the claim. Written once by the
+     * claim, before anyone reads the ring. */
+    uint64_t run_nonce;
 };
 
 #define FORMAT_NAME "ring-format"

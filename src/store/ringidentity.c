@@ -1,5 +1,6 @@
-/* Run identity: which run wrote the ring (ring-identity), whether this one continues it, and
- * the claim at start. */
+/* Run identity: which run wrote the ring (ring-identity), whether this one continues it, the
+ * claim at start, and the run nonce (ring-run) that tells this data directory's run of an identity
+ * from any other's. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -9,7 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -20,6 +23,8 @@
 
 #define IDENTITY_NAME "ring-identity"
 #define IDENTITY_MAX 4096
+#define RUN_NAME "ring-run"
+#define RUN_LINE_MAX 96
 
 /* The identity recorded in `ring-identity` into old (IDENTITY_MAX + 1 bytes); false when there is
  * none, or it is not one whole line. */
@@ -39,6 +44,47 @@ static bool read_identity(const cs_ring *r, char *old)
     return true;
 }
 
+/* ring-run: "corestream-run 1 nonce=<16 hex> identity_xxh64=<16 hex>\n", the nonce drawn when
+ * the ring was first claimed under that identity. False when there is none, or it is not exactly
+ * that line (a nonce of 0 included): the claim then draws a new one. */
+static bool read_run(const cs_ring *r, uint64_t *nonce, uint64_t *idhash)
+{
+    char text[RUN_LINE_MAX + 1];
+    int fd = openat(r->dfd, RUN_NAME, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = pread(fd, text, RUN_LINE_MAX, 0);
+    close(fd);
+    if (n <= 0)
+        return false;
+    text[n] = '\0';
+    unsigned long long a, b;
+    int used = -1;
+    if (sscanf(text, "corestream-run 1 nonce=%16llx identity_xxh64=%16llx\n%n", &a, &b, &used) != 2 || used != n)
+        return false;
+    char again[RUN_LINE_MAX];
+    snprintf(again, sizeof again, "corestream-run 1 nonce=%016llx identity_xxh64=%016llx\n", a, b);
+    if (strcmp(again, text) != 0 || a == 0)
+        return false; /* only what the writer formats */
+    *nonce = a;
+    *idhash = b;
+    return true;
+}
+
+/* 64 random bits, never 0: the kernel's, or (getrandom unavailable) the clock's and the pid's
+ * mixed. The nonce is to tell runs apart, not a secret. */
+static uint64_t draw_nonce(void)
+{
+    uint64_t v = 0;
+    if (getrandom(&v, sizeof v, 0) != (ssize_t)sizeof v) {
+        struct timespec ts[2];
+        clock_gettime(CLOCK_REALTIME, &ts[0]);
+        clock_gettime(CLOCK_MONOTONIC, &ts[1]);
+        v = XXH64(ts, sizeof ts, (uint64_t)getpid());
+    }
+    return v ? v : 1;
+}
+
 bool cs_ring_continues(cs_ring *r, const char *identity, uint32_t *latest)
 {
     char old[IDENTITY_MAX + 1];
@@ -52,19 +98,39 @@ bool cs_ring_continues(cs_ring *r, const char *identity, uint32_t *latest)
 
 int cs_ring_claim(cs_ring *r, const char *identity, uint32_t first_seq, cs_err *err)
 {
+    if (strlen(identity) > IDENTITY_MAX - 1 || strchr(identity, '\n'))
+        return cs_err_set(err, 0, "store: run identity is not one line of at most %d bytes", IDENTITY_MAX - 1);
     char old[IDENTITY_MAX + 1];
     bool known = read_identity(r, old);
+    uint64_t nonce = 0, run_idhash = 0, idhash = XXH64(identity, strlen(identity), 0);
+    bool have_run = read_run(r, &nonce, &run_idhash);
     pthread_mutex_lock(&r->wmu);
     if (rng_settle_locked(r, err) != 0) {
         pthread_mutex_unlock(&r->wmu);
         return -1;
     }
     char reason[160] = "";
-    if (r->filled && known && strcmp(old, identity) != 0)
+    bool another = r->filled && known && strcmp(old, identity) != 0;
+    if (another)
         snprintf(reason, sizeof reason, "written by another run");
     else if (r->filled && first_seq != 0 && (r->latest == UINT32_MAX || first_seq != r->latest + 1))
         snprintf(reason, sizeof reason, "this run starts at ledger %" PRIu32 ", not at %" PRIu64, first_seq,
                  (uint64_t)r->latest + 1);
+    /* The nonce stays while the identity does (a --start-ledger reset included: same identity,
+     * same bytes); a new one when none is recorded for this identity, or another run's ledgers
+     * go. Written before any reset, so a failure leaves the ring's ledgers as they were. */
+    if (!have_run || run_idhash != idhash || another) {
+        nonce = draw_nonce();
+        char line[RUN_LINE_MAX];
+        snprintf(line, sizeof line, "corestream-run 1 nonce=%016llx identity_xxh64=%016llx\n",
+                 (unsigned long long)nonce, (unsigned long long)idhash);
+        if (rng_write_small_file(r->dfd, RUN_NAME, line) != 0) {
+            int e = errno;
+            pthread_mutex_unlock(&r->wmu);
+            return cs_err_set(err, 0, "store: write \"%s/%s\": %s", r->dir, RUN_NAME, strerror(e));
+        }
+    }
+    r->run_nonce = nonce;
     uint32_t oldest = r->oldest, latest = r->latest;
     if (*reason) {
         rng_set_bounds(r, false, 0, 0);
@@ -82,8 +148,6 @@ int cs_ring_claim(cs_ring *r, const char *identity, uint32_t first_seq, cs_err *
         CS_LOG(CS_LOG_INFO, "ring: no run identity recorded; this run continues it", KV_S("identity", identity),
                KV_U("oldest", oldest), KV_U("latest", latest));
     char text[IDENTITY_MAX + 2];
-    if (strlen(identity) > IDENTITY_MAX - 1 || strchr(identity, '\n'))
-        return cs_err_set(err, 0, "store: run identity is not one line of at most %d bytes", IDENTITY_MAX - 1);
     snprintf(text, sizeof text, "%s\n", identity);
     if (!known || strcmp(old, identity) != 0) {
         if (rng_write_small_file(r->dfd, IDENTITY_NAME, text) != 0)
@@ -91,3 +155,5 @@ int cs_ring_claim(cs_ring *r, const char *identity, uint32_t first_seq, cs_err *
     }
     return 0;
 }
+
+uint64_t cs_ring_run_nonce(const cs_ring *r) { return r->run_nonce; }

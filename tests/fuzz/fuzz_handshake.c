@@ -9,7 +9,9 @@
  *    done at the same offset;
  *  - a feed never reports using more than it got, and while reading it takes everything;
  *  - a completed head is a prefix of the input ending at its first blank line, with a 101 status
- *    and the Sec-WebSocket-Accept for the key (checked here independently of rli_hs_check).
+ *    and the Sec-WebSocket-Accept for the key (checked here independently of rli_hs_check);
+ *  - a header value found in it (rli_hs_header, as the client reads X-Corestream-Run) lies inside
+ *    the head, within one line, trimmed.
  *
  * Build and run: tests/fuzz/CMakeLists.txt (clang, -DCS_FUZZ=ON). */
 #include <stdbool.h>
@@ -155,6 +157,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         check(whole.head_len <= RLI_HS_MAX_RESPONSE, "the head within its bound");
         check(memcmp(r->buf, stream, whole.head_len) == 0, "the head is what was sent");
         check_accepted(stream, whole.head_len);
+    }
+
+    /* The X-Corestream-Run lookup, on the head read and on the input as it is. */
+    for (int k = 0; k < 2; k++) {
+        const char *head = k == 0 ? r->buf : (const char *)stream;
+        size_t hlen = k == 0 ? (whole.st == RLI_HS_DONE ? whole.head_len : 0) : len;
+        const char *v = NULL;
+        size_t vlen = 0;
+        if (hlen && rli_hs_header(head, hlen, "X-Corestream-Run", &v, &vlen)) {
+            check(v >= head && vlen <= hlen && (size_t)(v - head) <= hlen - vlen, "a header value inside the head");
+            check(!memchr(v, '\n', vlen), "a header value within its line");
+            check(vlen == 0 || (v[0] != ' ' && v[0] != '\t' && v[vlen - 1] != ' ' && v[vlen - 1] != '\t'),
+                  "a header value trimmed");
+        }
     }
     free(r);
 

@@ -1,5 +1,5 @@
 /* Test support: what the libremoteledger unit tests share, the files tests/test_remoteledger_<concern>.c
- * (endpoint, assemble, websocket, conn, delivery, endings, pull, resume; each file's first comment
+ * (endpoint, assemble, websocket, conn, delivery, endings, pull, resume, run; each file's first comment
  * says what its concern is). Failures are cmocka assertions; include after <cmocka.h>.
  *
  * Every one of those files ends with rlsuite_run, which runs its cases three times: through the

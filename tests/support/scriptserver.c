@@ -208,6 +208,18 @@ void ss_handshake_with(ss_server *s, const char *fmt)
     add_step(s, st);
 }
 
+void ss_handshake_run(ss_server *s, const char *run)
+{
+    char fmt[1024];
+    int n = snprintf(fmt, sizeof fmt,
+                     "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                     "Sec-WebSocket-Accept: %%s\r\nX-Corestream-Run: %s\r\n\r\n",
+                     run);
+    if (n < 0 || (size_t)n >= sizeof fmt || strstr(run, "%s"))
+        abort(); /* a run this long, or one with the accept's placeholder, is the test's mistake */
+    ss_handshake_with(s, fmt);
+}
+
 void ss_answer_raw(ss_server *s, const char *bytes)
 {
     step st = {.kind = ST_ANSWER_RAW, .len = strlen(bytes)};

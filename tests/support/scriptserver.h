@@ -79,6 +79,9 @@ void ss_reject_handshake(ss_server *s, int status);
 /* First step only: answer the upgrade with this response head instead of the standard 101; one
  * "%s" in it, if any, becomes the correct Sec-WebSocket-Accept. The following steps run after it. */
 void ss_handshake_with(ss_server *s, const char *response_fmt);
+/* First step only: the standard 101 plus an `X-Corestream-Run: <run>` header line (run as given,
+ * malformed ones included), as corestreamd names its run. */
+void ss_handshake_run(ss_server *s, const char *run);
 /* First step only: as soon as the client sends anything, answer these bytes, before any TLS or
  * HTTP (a plain server answering a TLS client, say), then end the stream. */
 void ss_answer_raw(ss_server *s, const char *bytes);

@@ -62,6 +62,8 @@ void harness_launch(harness *h, const harness_opts *o, cs_source *src, cs_range 
     };
     assert_int_equal(cs_server_new(&h->srv, &sc, &err), 0);
     assert_int_equal(cs_server_listen(h->srv, &err), 0);
+    if (o->run)
+        cs_server_set_run(h->srv, o->run);
     const char *colon = strrchr(cs_server_addr(h->srv), ':');
     h->port = atoi(colon + 1);
     assert_int_equal(pthread_create(&h->th, NULL, run_server, h), 0);

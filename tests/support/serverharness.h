@@ -37,6 +37,7 @@ typedef struct harness_opts {
     bool auth_healthz;
     const char *tls_cert, *tls_key, *tls_client_ca;
     int64_t write_timeout_s; /* 0: the server's default */
+    const char *run; /* the run token (cs_server_set_run) the 101 and /healthz carry; NULL: none */
     /* harness_start: the first ledger waits until this many subscribers are registered (up to
      * 60 s; then the run fails with "harness: ..."), so that a test's subscribers meet the live
      * flow from its start however slowly the machine connects them. 0: no wait. */

@@ -64,12 +64,15 @@ static void serve_healthz(cs_server *s, http_req *r, unsigned head)
     cs_ring_bounds(s->cfg.ring, &oldest, &latest);
     cs_ring_health_t h;
     cs_ring_health(s->cfg.ring, &h);
-    char body[400], start[64] = "";
+    char body[512], start[64 + SRV_RUN_MAX] = "";
+    int n = 0;
     if (s->cfg.start_mode)
-        snprintf(start, sizeof start, ",\"start\":\"%s\",\"start_ledger\":%u", s->cfg.start_mode,
-                 s->cfg.range.from);
-    /* The prototype's five fields first, as its clients parse them; the ring's health and the
-     * run's start after. */
+        n = snprintf(start, sizeof start, ",\"start\":\"%s\",\"start_ledger\":%u", s->cfg.start_mode,
+                     s->cfg.range.from);
+    if (*s->run && n >= 0 && (size_t)n < sizeof start) /* a token is [a-z0-9-]: nothing to escape */
+        snprintf(start + n, sizeof start - (size_t)n, ",\"run\":\"%s\"", s->run);
+    /* The prototype's five fields first, as its clients parse them; the ring's health, the run's
+     * start and its token after. */
     snprintf(body, sizeof body,
              "{\"oldest\":%u,\"latest\":%u,\"subscribers\":%d,\"live_abandons\":%llu,\"raw_fallbacks\":%llu,"
              "\"version\":\"%s\",\"ring_write_failures\":%llu,\"ring_degraded\":%s,\"ring_dropped\":%llu%s}\n",
@@ -314,8 +317,10 @@ static int accept_upgrade(cs_server *s, http_req *r, conn_tag *tag, bool tls, co
     }
     char accept[29];
     cs_wss_accept(key, strlen(key), accept);
+    /* The run token after the handshake's own headers: an addition clients may ignore. */
     cs_strbuf_printf(r->out, "HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\n"
-                             "connection: Upgrade\r\nsec-websocket-accept: %s\r\n\r\n", accept);
+                             "connection: Upgrade\r\nsec-websocket-accept: %s\r\n%s%s%s\r\n",
+                     accept, *s->run ? "x-corestream-run: " : "", s->run, *s->run ? "\r\n" : "");
     u->tag = tag;
     u->tls = tls;
     u->req = *req;

@@ -250,6 +250,8 @@ void cs_server_log_listening(const cs_server *s)
     kv[n++] = KV_U("max_connections_per_ip", s->max_conns_per_addr);
     kv[n++] = KV_S("version", cs_build_version());
     kv[n++] = KV_S("commit", cs_build_commit());
+    if (*s->run)
+        kv[n++] = KV_S("run", s->run);
     cs_log_kvs(CS_LOG_INFO, "corestreamd listening", n, kv);
     if (*s->admin_addr)
         CS_LOG(CS_LOG_INFO, "admin endpoints listening", KV_S("addr", s->admin_addr),
@@ -293,6 +295,16 @@ void cs_server_set_jetstream_stats(cs_server *s, void (*fn)(void *arg, cs_metric
 {
     s->jetstream_stats = fn;
     s->jetstream_arg = arg;
+}
+
+void cs_server_set_run(cs_server *s, const char *run)
+{
+    size_t n = strlen(run);
+    bool ok = n < sizeof s->run;
+    for (size_t i = 0; ok && i < n; i++) /* nothing a header or a JSON string would need escaped */
+        ok = (run[i] >= 'a' && run[i] <= 'z') || (run[i] >= 'A' && run[i] <= 'Z') ||
+             (run[i] >= '0' && run[i] <= '9') || strchr("._:-", run[i]);
+    snprintf(s->run, sizeof s->run, "%s", ok ? run : "");
 }
 
 const char *cs_server_addr(const cs_server *s)

@@ -104,6 +104,12 @@ int cs_server_new(cs_server **out, const cs_server_config *cfg, cs_err *err);
  * out at each scrape, on cs-heads, and must be quick and thread-safe (cs_js_publisher_stats is). Call before cs_server_listen; fn and arg must outlive the server's run. */
 void cs_server_set_jetstream_stats(cs_server *s, void (*fn)(void *arg, cs_metrics_jetstream *out), void *arg);
 
+/* The run token (cs_run_token): every 101 then carries it as `x-corestream-run: <run>`, /healthz
+ * as "run", and the listening line as run=; a server without one sends neither (embedded
+ * servers, the tests'). Copied; 1 to 64 characters of A-Z a-z 0-9 . _ : - (anything else is
+ * ignored). Call before cs_server_run (the daemon does once the ring is claimed). */
+void cs_server_set_run(cs_server *s, const char *run);
+
 /* Binds the listeners (`listen on <addr>: <reason>`) and starts the head reader and the stream I/O
  * threads; connections wait in the kernel's backlog until cs_server_run accepts them, so nothing is
  * served, and the ring is neither read nor written, before then: the caller claims the ring
@@ -113,7 +119,7 @@ void cs_server_set_jetstream_stats(cs_server *s, void (*fn)(void *arg, cs_metric
 int cs_server_listen(cs_server *s, cs_err *err);
 
 /* Logs INFO `corestreamd listening` (addr, source, start_ledger, start and, when the run
- * continues the ring, latest; retention, the connection caps, version, commit) and, with
+ * continues the ring, latest; retention, the connection caps, version, commit; run, when set) and, with
  * --admin-listen, `admin endpoints listening`. The daemon calls it once the ring is claimed. */
 void cs_server_log_listening(const cs_server *s);
 

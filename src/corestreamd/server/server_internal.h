@@ -36,6 +36,8 @@
 #include "corestreamd/net/tokens.h"
 #include "corestreamd/net/wsio.h"
 
+#define SRV_RUN_MAX 65 /* a run token (cs_server_set_run), NUL included */
+
 /* What admission counted for one accepted connection: it travels with the connection (head
  * reader, then a stream I/O thread) and comes back to the accept loop, which alone releases it. */
 typedef struct conn_tag {
@@ -141,6 +143,9 @@ struct cs_server {
     cs_err source_err;
     void (*jetstream_stats)(void *arg, cs_metrics_jetstream *out); /* set before listen */
     void *jetstream_arg;
+    /* The run token (cs_server_set_run): set before cs_server_run, read by cs-heads for each 101
+     * and /healthz (the accept loop's hand-over orders the two). "" when none was set. */
+    char run[SRV_RUN_MAX];
 };
 
 /* Only on the accept loop (checked where assertions are on). */
