@@ -290,10 +290,12 @@ void scenario_check(harness *h, const scenario *sc, const seen *subs, int n, siz
     if (sc->stamps == STAMPS_SOME_REPLAYED)
         assert_true(count_stamped(subs) < subs->n);
     if (sc->redelivers) {
-        /* The server abandoned live flows and the stalled subscriber got those ledgers again,
-         * whole and stampless, from the ring. Whether it had a partial of one to drop depends on
-         * where the socket buffers were full when the flow was abandoned (mid-ledger: a partial,
-         * dropped; at a ledger's first byte: none), so a partial is checked only when there is one. */
+        /* The stalled subscriber got every ledger (checked above) and some of them again from the
+         * ring, whole and stampless. How it got there depends on where the socket buffers were
+         * full when the next BEGIN came: inside a ledger, the live flow is abandoned (counted) and
+         * the partial dropped; at a ledger's first byte, abandoned with nothing to drop; between
+         * ledgers on a busy machine, it has fallen behind and catches up from the ring without an
+         * abandon. A partial, when there is one, is checked to come back stampless. */
         unsigned discarded = 0;
         for (uint32_t k = 0; k < subs->n; k++) {
             discarded += subs->l[k].discarded;
@@ -302,7 +304,7 @@ void scenario_check(harness *h, const scenario *sc, const seen *subs, int n, siz
         }
         unsigned long long abandons = (unsigned long long)cs_server_live_abandons(h->srv);
         uint32_t stampless = subs->n - count_stamped(subs);
-        if (abandons == 0 || stampless == 0)
+        if (stampless == 0 || (discarded > 0 && abandons == 0))
             fail_msg("no redelivery: the server abandoned %llu live flows; the stalled subscriber got %u of its %u "
                      "ledgers stampless and discarded %u partials",
                      abandons, stampless, subs->n, discarded);

@@ -62,7 +62,7 @@ typedef struct scenario {
     bool zstd;            /* every chunk zstd-compressed (the test client sees codecs; the library does not) */
     scenario_stamps stamps;
     int64_t emit_min_ms, emit_max_ms; /* STAMPS_LIVE */
-    bool redelivers; /* the server counted an abandon; the stalled one got ledgers again, stampless */
+    bool redelivers; /* the stalled one got ledgers again from the ring, stampless */
 
     /* ---- how it ends, as each client sees it ---- */
     int close_code; /* the server's close frame (0: the client left first, at `take`) */
