@@ -18,24 +18,6 @@
 #include "support/rlsuite.h"
 #include "support/scriptserver.h"
 
-static rl_options resuming(int64_t retries)
-{
-    rl_options o;
-    rl_options_init(&o);
-    o.resume_retries = retries;
-    o.resume_backoff_ns = 5000000LL; /* 5 ms, at most 20 ms: the tests do not wait long */
-    o.resume_backoff_max_ns = 20000000LL;
-    return o;
-}
-
-static void expect_sequences(const collected *c, uint32_t from, int count)
-{
-    assert_int_equal(c->count, count);
-    for (int i = 0; i < count && i < MAX_LEDGERS; i++)
-        if (c->infos[i].sequence != from + (uint32_t)i)
-            fail_msg("ledger %d is %u, want %u", i, c->infos[i].sequence, from + (uint32_t)i);
-}
-
 /* Cut mid-ledger, then a close 1011, then a truncated bounded range: each time the next
  * connection asks for the ledger expected next, and the caller sees every ledger once, in
  * order. */
@@ -58,7 +40,7 @@ static void test_resume_exactly_once(void **state)
     ss_next_connection(ss);
     ss_ledger(ss, 5, 10);
     ss_ledger(ss, 6, 10);
-    rl_options o = resuming(3);
+    rl_options o = resume_options(3);
     collected c = {0};
     drain_url(ss_url(ss), &o, rl_bounded_range(1, 6), &c);
     expect(&c, RL_OK, 6);
@@ -86,7 +68,7 @@ static void test_resume_unbounded_going_away(void **state)
     ss_next_connection(ss);
     ss_ledger(ss, 41, 10);
     ss_send_close(ss, 1000, "source ended");
-    rl_options o = resuming(-1);
+    rl_options o = resume_options(-1);
     collected c = {0};
     drain_url(ss_url(ss), &o, rl_unbounded_range(0), &c);
     expect(&c, RL_OK, 2);
@@ -102,7 +84,7 @@ static void test_resume_unbounded_going_away(void **state)
 static void test_resume_does_not_retry(void **state)
 {
     (void)state;
-    rl_options o = resuming(-1);
+    rl_options o = resume_options(-1);
     ss_server *ss = ss_start();
     ss_ledger(ss, 5, 10);
     ss_send_close(ss, 4001, "too far behind: oldest=16 latest=20");
@@ -151,7 +133,7 @@ static void test_resume_budget(void **state)
     ss_drop(ss);
     ss_next_connection(ss);
     ss_send_close(ss, 1011, "source failed");
-    rl_options o = resuming(2);
+    rl_options o = resume_options(2);
     collected c = {0};
     drain_url(ss_url(ss), &o, rl_unbounded_range(1), &c);
     expect(&c, RL_ERR_READ, 0);
@@ -172,7 +154,7 @@ static void test_resume_budget(void **state)
     ss_next_connection(ss);
     ss_ledger(ss, 2, 10);
     ss_send_close(ss, 1000, "");
-    o = resuming(2);
+    o = resume_options(2);
     collected_reset(&c);
     drain_url(ss_url(ss), &o, rl_bounded_range(1, 2), &c);
     expect(&c, RL_OK, 2);
@@ -181,7 +163,7 @@ static void test_resume_budget(void **state)
     ss_stop(ss);
 
     /* nothing listening at all: the dial is retried, and its failure returned in the end */
-    o = resuming(2);
+    o = resume_options(2);
     collected_reset(&c);
     drain_url("ws://127.0.0.1:1", &o, rl_unbounded_range(1), &c);
     expect(&c, RL_ERR_DIAL, 0);
@@ -201,7 +183,7 @@ static void test_resume_backoff_and_next_timeout(void **state)
     ss_next_connection(ss);
     ss_ledger(ss, 2, 10);
     ss_drop(ss);
-    rl_options o = resuming(-1);
+    rl_options o = resume_options(-1);
     o.resume_backoff_ns = 2000000000LL; /* each wait: 1 to 2 s, well past the bound below */
     o.resume_backoff_max_ns = 2000000000LL;
     rl_stream *s;

@@ -24,21 +24,20 @@
 
 static rl_options resuming(void)
 {
-    rl_options o;
-    rl_options_init(&o);
-    o.resume_retries = 3; /* more than any case needs: a refusal is not for want of budget */
-    o.resume_backoff_ns = 5000000LL;
-    o.resume_backoff_max_ns = 20000000LL;
+    rl_options o = resume_options(3); /* more than any case needs: a refusal is not for want of budget */
     o.idle_timeout_ns = 3000000000LL; /* a client that reads past a refusal fails in seconds */
     return o;
 }
 
-static void expect_sequences(const collected *c, uint32_t from, int count)
+/* One connection of a script: its 101 with run (NULL: without the header), ledger seq, then the
+ * connection dropped and the next one awaited. */
+static void drop_after(ss_server *ss, const char *run, uint32_t seq)
 {
-    assert_int_equal(c->count, count);
-    for (int i = 0; i < count && i < MAX_LEDGERS; i++)
-        if (c->infos[i].sequence != from + (uint32_t)i)
-            fail_msg("ledger %d is %u, want %u", i, c->infos[i].sequence, from + (uint32_t)i);
+    if (run)
+        ss_handshake_run(ss, run);
+    ss_ledger(ss, seq, 10);
+    ss_drop(ss);
+    ss_next_connection(ss);
 }
 
 /* The same token on every connection: the session resumes as it always did. */
@@ -48,9 +47,7 @@ static void test_same_run_resumes(void **state)
     ss_server *ss = ss_start();
     ss_handshake_run(ss, RUN_A);
     ss_ledger(ss, 1, 10);
-    ss_ledger(ss, 2, 10);
-    ss_drop(ss);
-    ss_next_connection(ss);
+    drop_after(ss, NULL, 2);
     ss_handshake_run(ss, RUN_A);
     ss_ledger(ss, 3, 10);
     rl_options o = resuming();
@@ -76,9 +73,7 @@ static void test_another_run_is_refused(void **state)
     ss_server *ss = ss_start();
     ss_handshake_run(ss, RUN_A);
     ss_ledger(ss, 1, 10);
-    ss_ledger(ss, 2, 10);
-    ss_drop(ss);
-    ss_next_connection(ss);
+    drop_after(ss, NULL, 2);
     ss_handshake_run(ss, RUN_B);
     ss_ledger(ss, 3, 10);
     ss_stall(ss);
@@ -109,13 +104,8 @@ static void test_absent_header_is_accepted(void **state)
 {
     (void)state;
     ss_server *ss = ss_start();
-    ss_handshake_run(ss, RUN_A);
-    ss_ledger(ss, 1, 10);
-    ss_drop(ss);
-    ss_next_connection(ss);
-    ss_ledger(ss, 2, 10); /* the standard 101: no X-Corestream-Run */
-    ss_drop(ss);
-    ss_next_connection(ss);
+    drop_after(ss, RUN_A, 1);
+    drop_after(ss, NULL, 2); /* the standard 101: no X-Corestream-Run */
     ss_handshake_run(ss, RUN_A);
     ss_ledger(ss, 3, 10);
     rl_options o = resuming();
@@ -129,13 +119,8 @@ static void test_absent_header_is_accepted(void **state)
     ss_stop(ss);
 
     ss = ss_start();
-    ss_ledger(ss, 1, 10);
-    ss_drop(ss);
-    ss_next_connection(ss);
-    ss_handshake_run(ss, RUN_B);
-    ss_ledger(ss, 2, 10);
-    ss_drop(ss);
-    ss_next_connection(ss);
+    drop_after(ss, NULL, 1);
+    drop_after(ss, RUN_B, 2);
     ss_handshake_run(ss, RUN_A); /* B was the session's first token: A is another run */
     ss_stall(ss);
     collected_reset(&c);
@@ -163,14 +148,8 @@ static void test_allow_run_change(void **state)
 {
     (void)state;
     ss_server *ss = ss_start();
-    ss_handshake_run(ss, RUN_A);
-    ss_ledger(ss, 1, 10);
-    ss_drop(ss);
-    ss_next_connection(ss);
-    ss_handshake_run(ss, RUN_B);
-    ss_ledger(ss, 2, 10);
-    ss_drop(ss);
-    ss_next_connection(ss);
+    drop_after(ss, RUN_A, 1);
+    drop_after(ss, RUN_B, 2);
     ss_handshake_run(ss, RUN_B);
     ss_ledger(ss, 3, 10);
     rl_options o = resuming();

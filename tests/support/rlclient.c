@@ -215,3 +215,21 @@ void expect_client_close(const ss_server *ss, int i, int code, const char *reaso
     if (reason)
         assert_string_equal(got, reason);
 }
+
+void expect_sequences(const collected *c, uint32_t from, int count)
+{
+    assert_int_equal(c->count, count);
+    for (int i = 0; i < count && i < MAX_LEDGERS; i++)
+        if (c->infos[i].sequence != from + (uint32_t)i)
+            fail_msg("ledger %d is %u, want %u", i, c->infos[i].sequence, from + (uint32_t)i);
+}
+
+rl_options resume_options(int64_t retries)
+{
+    rl_options o;
+    rl_options_init(&o);
+    o.resume_retries = retries;
+    o.resume_backoff_ns = 5000000LL;
+    o.resume_backoff_max_ns = 20000000LL;
+    return o;
+}

@@ -64,6 +64,11 @@ void drain_done(ss_server *ss, collected *c);
 void drain(ss_server *ss, rl_options *opts, rl_range range, collected *c);
 /* The run ended with r after count ledgers. */
 void expect(const collected *c, rl_result r, int count);
+/* The count ledgers delivered are from, from + 1, …, in order. */
+void expect_sequences(const collected *c, uint32_t from, int count);
+/* Default options with resume on: retries attempts in a row, backoff 5 ms doubling up to 20 ms
+ * (the tests do not wait long). */
+rl_options resume_options(int64_t retries);
 /* drain, expect, and when err is not NULL the exact error text. */
 void drain_expect(ss_server *ss, rl_options *opts, rl_range range, collected *c, rl_result r, int count,
                   const char *err);
