@@ -4,6 +4,8 @@
  *   BEGIN (14 B): 02 10 seq:u32 emitStartUnixNano:i64
  *   CHUNK (11 B + payload): 02 11 seq:u32 chunkIdx:u32 codec:u8 payload...
  *   END   (34 B): 02 12 seq:u32 chunkCount:u32 totalLen:u64 emitEndUnixNano:i64 xxhash64:u64
+ *   SIG   (199 B + run): 02 13 seq:u32 alg:u8 publicKey[32] sha256[32] prevSignature[64]
+ *         signature[64] run[1..64]; only to a subscriber that asked (`sig=1`), just before END
  * Stamps are 0 for stampless deliveries (ring replays, late arrivals). totalLen, chunkCount and
  * the XXH64 (seed 0) always describe the raw, uncompressed ledger. */
 #ifndef CORESTREAM_WIRE_H
@@ -13,11 +15,16 @@
 #define CS_WIRE_TYPE_BEGIN 0x10
 #define CS_WIRE_TYPE_CHUNK 0x11
 #define CS_WIRE_TYPE_END 0x12
+#define CS_WIRE_TYPE_SIG 0x13 /* a signed ledger's signature (docs/PROTOCOL.md, "Signed ledgers") */
 
 #define CS_WIRE_BEGIN_LEN 14
 #define CS_WIRE_CHUNK_HEADER_LEN 11
 #define CS_WIRE_END_LEN 34
 #define CS_WIRE_MIN_LEN 6 /* version, type, seq */
+#define CS_WIRE_SIG_FIXED_LEN 199 /* SIG without its run token */
+#define CS_WIRE_SIG_RUN_MAX 64
+#define CS_WIRE_SIG_MAX_LEN (CS_WIRE_SIG_FIXED_LEN + CS_WIRE_SIG_RUN_MAX)
+#define CS_SIG_ALG_ED25519 0x01
 
 #define CS_CODEC_RAW 0x00
 #define CS_CODEC_ZSTD 0x01 /* one independent zstd frame */

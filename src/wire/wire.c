@@ -112,6 +112,13 @@ int cs_wire_decode(const uint8_t *buf, size_t len, cs_wire_msg *m, cs_err *err)
         m->stamp = (int64_t)get_u64(buf + 18);
         m->checksum = get_u64(buf + 26);
         return 0;
+    case CS_WIRE_TYPE_SIG:
+        if (len <= CS_WIRE_SIG_FIXED_LEN || len > CS_WIRE_SIG_MAX_LEN)
+            return cs_err_set(err, CS_WIRE_ERR_SHORT, "wire: SIG is %zu bytes, want %d to %d", len,
+                              CS_WIRE_SIG_FIXED_LEN + 1, CS_WIRE_SIG_MAX_LEN);
+        m->payload = buf; /* the whole message: cs_sig_decode (wire/ledgersig.h) reads it */
+        m->payload_len = len;
+        return 0;
     default:
         return cs_err_set(err, CS_WIRE_ERR_TYPE, "wire: unknown message type: 0x%02x", m->type);
     }

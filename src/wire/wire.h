@@ -23,7 +23,7 @@ typedef struct cs_wire_msg {
     int64_t stamp;      /* BEGIN: emitStart; END: emitEnd */
     uint32_t chunk_idx; /* CHUNK */
     uint8_t codec;      /* CHUNK */
-    const uint8_t *payload; /* CHUNK: aliases the decoded buffer */
+    const uint8_t *payload; /* CHUNK: aliases the decoded buffer; SIG: the whole message */
     size_t payload_len;
     uint32_t chunk_count; /* END */
     uint64_t total_len;   /* END */
@@ -46,7 +46,8 @@ size_t cs_wire_append_chunk(uint8_t *out, uint32_t seq, uint32_t idx, uint8_t co
                             const uint8_t *payload, size_t len);
 
 /* Decodes one message, checking in the spec's order: length ≥ 6, version, then per type the
- * exact length (BEGIN 14, CHUNK ≥ 11, END 34) and the chunk codec. */
+ * exact length (BEGIN 14, CHUNK ≥ 11, END 34, SIG 200 to 263) and the chunk codec. A SIG's
+ * fields are read by cs_sig_decode (wire/ledgersig.h). */
 int cs_wire_decode(const uint8_t *buf, size_t len, cs_wire_msg *out, cs_err *err);
 
 /* `chunk size N is outside [4096,8388608]` */

@@ -31,6 +31,12 @@ int cs_certs_make(cs_certs *c)
     cs_tmpdir_join(&c->dir, "expired.key", c->expired_key, sizeof c->expired_key);
     cs_tmpdir_join(&c->dir, "client.pem", c->client_cert, sizeof c->client_cert);
     cs_tmpdir_join(&c->dir, "client.key", c->client_key, sizeof c->client_key);
+    cs_tmpdir_join(&c->dir, "signing.key", c->sign_key, sizeof c->sign_key);
+    cs_tmpdir_join(&c->dir, "signing.pub", c->sign_pub, sizeof c->sign_pub);
+    cs_tmpdir_join(&c->dir, "other-signing.key", c->other_sign_key, sizeof c->other_sign_key);
+    cs_tmpdir_join(&c->dir, "other-signing.pub", c->other_sign_pub, sizeof c->other_sign_pub);
+    cs_tmpdir_join(&c->dir, "both.pub", c->both_pub, sizeof c->both_pub);
+    cs_tmpdir_join(&c->dir, "ec.pub", c->ec_pub, sizeof c->ec_pub);
     return 0;
 }
 

@@ -5,6 +5,9 @@
 #   other.pem other.key        signed by it, for other.example only
 #   expired.pem expired.key    signed by it, for 127.0.0.1 and localhost, valid only in Jan 2020
 #   client.pem client.key      signed by it, for client authentication
+#   signing.key signing.pub    an Ed25519 ledger-signing pair, made with the two lines
+#                              docs/operations/signing.md gives; other-signing.* another one;
+#                              both.pub the two public keys in one file; ec.pub a P-256 public key
 # `openssl x509 -days` cannot go negative and OpenSSL 3.0 has no -not_before, so the expired one
 # goes through `openssl ca`, whose -startdate/-enddate take any dates.
 set -eu
@@ -55,3 +58,10 @@ basicConstraints = CA:FALSE
 EOF
 openssl ca -batch -config ca.cnf -cert ca.pem -keyfile ca.key -in expired.csr -out expired.pem \
   -startdate 20200101000000Z -enddate 20200102000000Z -notext 2>/dev/null
+
+for k in signing other-signing; do
+  openssl genpkey -algorithm ed25519 -out "$k.key"
+  openssl pkey -in "$k.key" -pubout -out "$k.pub"
+done
+cat signing.pub other-signing.pub > both.pub
+openssl pkey -in server.key -pubout -out ec.pub
