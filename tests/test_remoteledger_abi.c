@@ -43,7 +43,9 @@ static void test_version(void **state)
     assert_int_equal(RL_AGAIN, 15);
     assert_int_equal(RL_ERR_RUN_CHANGED, 16);
     assert_string_equal(rl_result_name(RL_ERR_RUN_CHANGED), "RL_ERR_RUN_CHANGED");
-    assert_string_equal(rl_result_name((rl_result)17), "RL_ERR_UNKNOWN");
+    assert_int_equal(RL_ERR_SIGNATURE, 17);
+    assert_string_equal(rl_result_name(RL_ERR_SIGNATURE), "RL_ERR_SIGNATURE");
+    assert_string_equal(rl_result_name((rl_result)18), "RL_ERR_UNKNOWN");
 }
 
 /* A zeroed struct (as Go's `var o C.rl_options` makes it) with only its size set: every default.
@@ -99,9 +101,11 @@ static void old_size_run(size_t old_size)
 static void test_old_size_options_accepted(void **state)
 {
     (void)state;
+    old_size_run(offsetof(rl_options, trusted_keys_file));    /* a 1.3 caller's struct (160 bytes) */
+    assert_int_equal(offsetof(rl_options, trusted_keys_file), 160); /* 1.4 appended after 1.3's padded end */
+    assert_int_equal(sizeof(rl_options), 168);
     old_size_run(offsetof(rl_options, allow_run_change));     /* a 1.2 caller's struct (152 bytes) */
     assert_int_equal(offsetof(rl_options, allow_run_change), 152); /* 1.3 appended after 1.2's last byte */
-    assert_int_equal(sizeof(rl_options), 160);
     old_size_run(offsetof(rl_options, busy_poll_ns));         /* a 1.1 caller's struct (144 bytes) */
     assert_int_equal(offsetof(rl_options, busy_poll_ns), 144);  /* 1.2 appended after 1.1's last byte */
     old_size_run(offsetof(rl_options, tls_ca_file));          /* as if the TLS fields were newer */

@@ -73,7 +73,7 @@ extern "C" {
 /* The version of this header. rl_version_number() and rl_version_string() give the library's,
  * which may be newer (same major, see the ABI rules above). */
 #define RL_VERSION_MAJOR 1
-#define RL_VERSION_MINOR 3
+#define RL_VERSION_MINOR 4
 #define RL_VERSION_PATCH 0
 #define RL_VERSION_NUMBER (RL_VERSION_MAJOR * 10000 + RL_VERSION_MINOR * 100 + RL_VERSION_PATCH)
 #define RL_VERSION_STR_(x) #x
@@ -131,6 +131,11 @@ typedef enum rl_result {
                                   its ledgers may not continue the ones delivered. Never retried;
                                   allow_run_change accepts it instead. rl_stream_run has the
                                   session's token */
+    RL_ERR_SIGNATURE = 17,     /* since 1.4, with trusted_keys_file: a ledger came unsigned, signed
+                                  by a key not trusted, with a signature that does not verify, or
+                                  signed for another run or out of its chain (docs/PROTOCOL.md,
+                                  "Signed ledgers"). The ledger is not handed over; never
+                                  retried */
 } rl_result;
 
 /* Stable name of a result, e.g. "RL_ERR_GAP". */
@@ -190,7 +195,7 @@ typedef struct rl_options {
      * 268435456 (RL_DEFAULT_MAX_MESSAGE_SIZE, the protocol's ceiling). Negative: no cap. */
     int64_t max_message_size;
     /* Largest chunk payload accepted per message (the WebSocket read limit is this plus the
-     * 11-byte chunk header, at least 34; a bigger message ends the call with RL_ERR_READ and a
+     * 11-byte chunk header, at least 263 (a SIG); a bigger message ends the call with RL_ERR_READ and a
      * close 1009). 0: the default, 8388608 (RL_DEFAULT_MAX_CHUNK_SIZE), the largest chunk a server
      * can be configured with. Negative: no limit. It also bounds what one zstd chunk may expand
      * to: min(this, 8388608). */
@@ -293,6 +298,26 @@ typedef struct rl_options {
      * the new token from then on; the ledgers stay in sequence, but nothing vouches that they
      * continue the same chain. Default false. */
     bool allow_run_change;
+
+    /* Since 1.4. Signed ledgers (docs/PROTOCOL.md, "Signed ledgers"): a PEM file of one or more
+     * Ed25519 public keys (`openssl pkey -in core.key -pubout`), read and copied by
+     * rl_stream_new (a file that cannot be read, holds no public key or a key of another type
+     * is RL_ERR_INVALID naming it). With it, every connection asks for signatures (`sig=1` in
+     * the request) and a ledger is handed over only when its SIG is signed by one of these keys
+     * over exactly the bytes assembled (SHA-256), for the session's signing run (that of its
+     * first signed ledger; with allow_run_change, the latest) and chaining to the ledger before
+     * it when the session has that one; anything else ends the session with RL_ERR_SIGNATURE,
+     * never retried:
+     *   remoteledger: signature: ledger 10 is unsigned
+     *   remoteledger: signature: ledger 10: signed by <64 hex>, which is not a trusted key
+     *   remoteledger: signature: ledger 10: bytes differ from the signed SHA-256
+     *   remoteledger: signature: ledger 10: signature does not verify
+     *   remoteledger: signature: ledger 10: signed for run R2, the session's ledgers for run R1
+     *   remoteledger: signature: ledger 10 does not chain to ledger 9
+     * (the client closes with 1008 "ledger signature refused"). Costs per ledger: SHA-256 of its
+     * bytes as they arrive and one Ed25519 verification (docs/BENCHMARKS.md, "Signing").
+     * NULL or "": no check and no signatures asked for (the default). */
+    const char *trusted_keys_file;
 } rl_options;
 
 /* What a zero option means. */

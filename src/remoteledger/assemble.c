@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/evp.h>
 #include <xxhash.h>
 #include <zstd.h>
 
@@ -20,7 +21,7 @@
 
 /* Where the bytes of the current message go. */
 enum {
-    M_HDR,  /* collecting the header (up to END's 34 bytes) */
+    M_HDR,  /* collecting the header (a whole BEGIN, END or SIG; a CHUNK's first 11 bytes) */
     M_RAW,  /* a raw CHUNK's payload: appended and hashed as it arrives */
     M_ZSTD, /* a zstd CHUNK's payload: referenced (whole) or gathered (fragments) */
     M_SKIP, /* the rest is not needed: an error is pending, or the message is already too long */
@@ -43,13 +44,16 @@ struct rli_asm {
     uint8_t *buf;
     size_t len, bufcap;
     XXH64_state_t *hash;
+    EVP_MD_CTX *sha;   /* SHA-256 of the raw bytes, when rli_asm_want_sha256 asked for it */
+    uint8_t sig[CS_WIRE_SIG_MAX_LEN]; /* the ledger's SIG message, sig_len 0 when none came */
+    size_t sig_len;
     ZSTD_DCtx *dctx;
 
     /* the message being fed */
     int mode;
     bool chunk_open; /* the header was a well-formed CHUNK header */
     bool whole;      /* fed by rli_asm_message: the payload may be referenced in place */
-    uint8_t hdr[CS_WIRE_END_LEN];
+    uint8_t hdr[CS_WIRE_SIG_MAX_LEN];
     size_t hdr_len;
     uint64_t msg_len;
     uint64_t size_hint;
@@ -62,6 +66,8 @@ struct rli_asm {
     cs_err perr;
 
     rl_ledger_info info;
+    uint8_t digest[32]; /* SHA-256 of the ledger completed last (with sha) */
+    uint64_t xxh64;     /* ...and its XXH64, as its END carried it */
 };
 
 static uint32_t get_u32(const uint8_t *p)
@@ -93,6 +99,7 @@ void rli_asm_free(rli_asm *a)
         return;
     if (a->hash)
         XXH64_freeState(a->hash);
+    EVP_MD_CTX_free(a->sha);
     ZSTD_freeDCtx(a->dctx);
     free(a->buf);
     free(a->scratch);
@@ -109,6 +116,7 @@ void rli_asm_reset(rli_asm *a, uint32_t from)
     a->chunks = 0;
     a->discarded = 0;
     a->len = 0;
+    a->sig_len = 0;
     a->mode = M_HDR;
     a->chunk_open = false;
     a->pending = false;
@@ -127,6 +135,31 @@ bool rli_asm_active(const rli_asm *a, uint32_t *seq)
 }
 
 size_t rli_asm_capacity(const rli_asm *a) { return a->bufcap; }
+
+bool rli_asm_want_sha256(rli_asm *a)
+{
+    if (!a->sha)
+        a->sha = EVP_MD_CTX_new();
+    return a->sha && EVP_DigestInit_ex(a->sha, EVP_sha256(), NULL) == 1;
+}
+
+const uint8_t *rli_asm_sig(const rli_asm *a, size_t *len)
+{
+    *len = a->sig_len;
+    return a->sig_len ? a->sig : NULL;
+}
+
+const uint8_t *rli_asm_sha256(const rli_asm *a) { return a->sha ? a->digest : NULL; }
+
+uint64_t rli_asm_xxh64(const rli_asm *a) { return a->xxh64; }
+
+/* Both hashes over bytes just appended to the ledger. */
+static void hash_update(rli_asm *a, const uint8_t *p, size_t n)
+{
+    XXH64_update(a->hash, p, n);
+    if (a->sha)
+        EVP_DigestUpdate(a->sha, p, n);
+}
 
 const uint8_t *rli_asm_partial(const rli_asm *a, size_t *len, uint32_t *discarded)
 {
@@ -245,6 +278,11 @@ static void open_chunk(rli_asm *a)
         pend(a, RL_ERR_PROTOCOL, PROTOCOL_PREFIX "CHUNK for ledger %" PRIu32 " outside its flow", seq);
         return;
     }
+    if (a->sig_len) {
+        pend(a, RL_ERR_PROTOCOL, PROTOCOL_PREFIX "ledger %" PRIu32 " chunk %" PRIu32 " arrived after its SIG", seq,
+             idx);
+        return;
+    }
     if (idx != a->chunks) {
         pend(a, RL_ERR_PROTOCOL,
              PROTOCOL_PREFIX "ledger %" PRIu32 " chunk %" PRIu32 " arrived, expected chunk %" PRIu32,
@@ -277,7 +315,7 @@ static void append_raw(rli_asm *a, const uint8_t *p, size_t n)
     }
     if (p != a->buf + a->len) /* else received in place (rli_asm_recv_slot) */
         memcpy(a->buf + a->len, p, n);
-    XXH64_update(a->hash, p, n);
+    hash_update(a, p, n);
     a->len += n;
 }
 
@@ -339,7 +377,7 @@ void rli_asm_msg_data(rli_asm *a, const uint8_t *p, size_t n)
             if (a->hdr_len == CS_WIRE_CHUNK_HEADER_LEN && is_chunk_header(a->hdr))
                 open_chunk(a);
             else if (a->hdr_len == sizeof a->hdr)
-                a->mode = M_SKIP; /* longer than any fixed-size message: the length is the error */
+                a->mode = M_SKIP; /* longer than any other message: the length is the error */
             break;
         }
         case M_RAW:
@@ -438,7 +476,7 @@ static rli_asm_status expand(rli_asm *a, cs_err *err)
         return fail(err, RL_ERR_PROTOCOL,
                     PROTOCOL_PREFIX "ledger %" PRIu32 " exceeds the %" PRId64 "-byte payload cap", a->seq,
                     a->cap);
-    XXH64_update(a->hash, a->buf + start, a->len - start);
+    hash_update(a, a->buf + start, a->len - start);
     return RLI_ASM_MORE;
 }
 
@@ -457,7 +495,7 @@ static rli_asm_status finish_chunk(rli_asm *a, cs_err *err)
     return RLI_ASM_MORE;
 }
 
-/* The decode error of a BEGIN, END or unknown message longer than any fixed-size message, worded
+/* The decode error of a BEGIN, END, SIG or unknown message longer than any but a CHUNK, worded
  * as cs_wire_decode words it (the bytes past the header were not kept). */
 static rli_asm_status long_message_error(rli_asm *a, cs_err *err)
 {
@@ -476,6 +514,9 @@ static rli_asm_status long_message_error(rli_asm *a, cs_err *err)
         return fail(err, RL_ERR_PROTOCOL,
                     PROTOCOL_PREFIX "wire: message shorter than header: END is %llu bytes, want %d", n,
                     CS_WIRE_END_LEN);
+    case CS_WIRE_TYPE_SIG:
+        return fail(err, RL_ERR_PROTOCOL, PROTOCOL_PREFIX "wire: SIG is %llu bytes, want %d to %d", n,
+                    CS_WIRE_SIG_FIXED_LEN + 1, CS_WIRE_SIG_MAX_LEN);
     case CS_WIRE_TYPE_CHUNK:
         return fail(err, RL_ERR_PROTOCOL, PROTOCOL_PREFIX "wire: unknown chunk codec: 0x%02x", h[10]);
     default:
@@ -506,7 +547,22 @@ static rli_asm_status on_begin(rli_asm *a, const cs_wire_msg *m, cs_err *err)
     a->emit_start = m->stamp;
     a->len = 0;
     a->chunks = 0;
+    a->sig_len = 0;
     XXH64_reset(a->hash, 0);
+    if (a->sha)
+        EVP_DigestInit_ex(a->sha, EVP_sha256(), NULL);
+    return RLI_ASM_MORE;
+}
+
+/* A SIG: once per ledger, after its last CHUNK; kept as it came for the caller (rli_asm_sig). */
+static rli_asm_status on_sig(rli_asm *a, const cs_wire_msg *m, cs_err *err)
+{
+    if (!a->active || m->seq != a->seq)
+        return fail(err, RL_ERR_PROTOCOL, PROTOCOL_PREFIX "SIG for ledger %" PRIu32 " outside its flow", m->seq);
+    if (a->sig_len)
+        return fail(err, RL_ERR_PROTOCOL, PROTOCOL_PREFIX "ledger %" PRIu32 " has a second SIG", m->seq);
+    memcpy(a->sig, m->payload, m->payload_len);
+    a->sig_len = m->payload_len;
     return RLI_ASM_MORE;
 }
 
@@ -528,6 +584,11 @@ static rli_asm_status on_end(rli_asm *a, const cs_wire_msg *m, cs_err *err)
         return fail(err, RL_ERR_PROTOCOL,
                     PROTOCOL_PREFIX "ledger %" PRIu32 " checksum mismatch: got 0x%016" PRIx64 ", want 0x%016" PRIx64,
                     m->seq, sum, m->checksum);
+    if (a->sha) {
+        unsigned int dn = 0;
+        EVP_DigestFinal_ex(a->sha, a->digest, &dn);
+    }
+    a->xxh64 = sum;
     a->exhausted = m->seq == CS_LAST_SEQUENCE;
     a->expected = m->seq + 1; /* wraps to 0 after the last sequence; exhausted remembers it */
     a->info = (rl_ledger_info){
@@ -562,6 +623,8 @@ rli_asm_status rli_asm_msg_end(rli_asm *a, cs_err *err)
             st = on_begin(a, &m, err);
         } else if (m.type == CS_WIRE_TYPE_END) {
             st = on_end(a, &m, err);
+        } else if (m.type == CS_WIRE_TYPE_SIG) {
+            st = on_sig(a, &m, err);
         } else {
             /* A CHUNK decodes only when it is at least 11 bytes, and then it was opened above. */
             st = fail(err, RL_ERR_PROTOCOL, PROTOCOL_PREFIX "wire: unknown message type: 0x%02x", m.type);

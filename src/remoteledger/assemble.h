@@ -78,6 +78,18 @@ uint32_t rli_asm_expected(const rli_asm *a);
 /* Whether a BEGIN has opened a flow that has not ended; *seq is its ledger. */
 bool rli_asm_active(const rli_asm *a, uint32_t *seq);
 
+/* Signed ledgers (docs/PROTOCOL.md, "Signed ledgers"). A SIG message of the ledger being
+ * assembled is accepted once, after its last CHUNK (a CHUNK after it, a second SIG or one for
+ * another ledger is RL_ERR_PROTOCOL) and kept as it came; the assembler does not verify it.
+ * rli_asm_want_sha256: from the next BEGIN on, the raw bytes are also hashed with SHA-256 as they
+ * are appended (false when out of memory). After RLI_ASM_LEDGER, rli_asm_sig is the ledger's SIG
+ * message (NULL, *len 0, when it had none) and rli_asm_sha256 its digest (32 bytes; NULL without
+ * want_sha256); both borrowed until the next feed or reset. rli_asm_xxh64: its XXH64. */
+bool rli_asm_want_sha256(rli_asm *a);
+const uint8_t *rli_asm_sig(const rli_asm *a, size_t *len);
+const uint8_t *rli_asm_sha256(const rli_asm *a);
+uint64_t rli_asm_xxh64(const rli_asm *a);
+
 /* Current assembly-buffer capacity, for tests. */
 size_t rli_asm_capacity(const rli_asm *a);
 

@@ -42,9 +42,16 @@ static void status_name(uint16_t code, char *buf, size_t len)
 }
 
 /* A complete ledger: parsing stops here, so the ledger can be handed over (the assembler holds
- * it until it is fed again). */
+ * it until it is fed again). With trusted keys only once its signature holds (sigcheck.c). */
 static int ledger_ready(rli_conn *c)
 {
+    cs_err err;
+    if (c->s->keys && rli_sigcheck(c->s, c->a, &err)) {
+        c->no_retry = true; /* another connection would bring the same ledger */
+        rli_conn_fail(c, RL_ERR_SIGNATURE, "%s", err.msg);
+        rli_conn_queue_close(c, CS_CLOSE_POLICY, "ledger signature refused");
+        return 0; /* not handed over; the close goes out before the connection is dropped */
+    }
     rl_ledger_info info;
     rli_asm_ledger(c->a, NULL, &info);
     c->ready = true;

@@ -586,7 +586,7 @@ static int add_pair(qpair **v, size_t *n, const char *k, const char *val)
     return p->k && p->v ? 0 : -1;
 }
 
-int rli_endpoint_build(const rli_url *u, rl_range r, char **endpoint, char **target, cs_err *err)
+int rli_endpoint_build(const rli_url *u, rl_range r, bool sig, char **endpoint, char **target, cs_err *err)
 {
     *endpoint = *target = NULL;
     char rs[64];
@@ -605,7 +605,7 @@ int rli_endpoint_build(const rli_url *u, rl_range r, char **endpoint, char **tar
     /* The range owns start and end: whatever the configured URL carried is stale. */
     size_t kept = 0;
     for (size_t i = 0; i < n; i++) {
-        if (key_is(&pairs[i], "start") || key_is(&pairs[i], "end")) {
+        if (key_is(&pairs[i], "start") || key_is(&pairs[i], "end") || (sig && key_is(&pairs[i], "sig"))) {
             free(pairs[i].k);
             free(pairs[i].v);
             continue;
@@ -616,6 +616,10 @@ int rli_endpoint_build(const rli_url *u, rl_range r, char **endpoint, char **tar
     char num[16];
     snprintf(num, sizeof num, "%" PRIu32, r.from);
     if (add_pair(&pairs, &n, "start", num)) {
+        free_pairs(pairs, n);
+        return oom(err);
+    }
+    if (sig && add_pair(&pairs, &n, "sig", "1")) {
         free_pairs(pairs, n);
         return oom(err);
     }
@@ -686,7 +690,7 @@ int64_t rli_read_limit(int64_t max_chunk_size)
     if (n > INT64_MAX - (CS_WIRE_CHUNK_HEADER_LEN + 1))
         return INT64_MAX - 1;
     n += CS_WIRE_CHUNK_HEADER_LEN;
-    return n < CS_WIRE_END_LEN ? CS_WIRE_END_LEN : n;
+    return n < CS_WIRE_SIG_MAX_LEN ? CS_WIRE_SIG_MAX_LEN : n;
 }
 
 size_t rli_expand_bound(int64_t max_chunk_size)

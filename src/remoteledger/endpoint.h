@@ -36,13 +36,14 @@ typedef struct rli_url {
 int rli_url_parse(rli_url *u, const char *raw, cs_err *err);
 void rli_url_free(rli_url *u);
 
-/* Steps 5-7 for one range: the ceiling check, then start/end scrubbed and re-set, the query
+/* Steps 5-7 for one range: the ceiling check, then start/end scrubbed and re-set (and with sig,
+ * sig=1 asking for signed ledgers' SIG messages, any sig the URL had replaced), the query
  * re-encoded with sorted keys. On success *endpoint is the full URL to report (malloc'd) and
  * *target the request target to send, path and query (malloc'd). Errors have kind
  * RL_ERR_INVALID:
  *   remoteledger: range <r> reaches ledger 4294967295, the last representable sequence
  *   remoteledger: range [a,b] ends before it starts */
-int rli_endpoint_build(const rli_url *u, rl_range r, char **endpoint, char **target, cs_err *err);
+int rli_endpoint_build(const rli_url *u, rl_range r, bool sig, char **endpoint, char **target, cs_err *err);
 
 /* "[a,b]" when bounded, "[a,latest)" otherwise (Go's ledgerbackend.Range.String). */
 void rli_range_format(rl_range r, char *buf, size_t len);

@@ -24,7 +24,8 @@ bool rli_opts_own_strings(rl_options *o, rli_opt_strings *copies)
     return own_string(&o->tls_ca_file, &copies->tls_ca_file) && own_string(&o->tls_ca_dir, &copies->tls_ca_dir) &&
            own_string(&o->tls_server_name, &copies->tls_server_name) &&
            own_string(&o->tls_cert_file, &copies->tls_cert_file) &&
-           own_string(&o->tls_key_file, &copies->tls_key_file) && own_string(&o->bearer_token, &copies->bearer_token);
+           own_string(&o->tls_key_file, &copies->tls_key_file) && own_string(&o->bearer_token, &copies->bearer_token) &&
+           own_string(&o->trusted_keys_file, &copies->trusted_keys_file);
 }
 
 void rli_opts_free_strings(rli_opt_strings *copies)
@@ -35,6 +36,7 @@ void rli_opts_free_strings(rli_opt_strings *copies)
     free(copies->tls_cert_file);
     free(copies->tls_key_file);
     free(copies->bearer_token);
+    free(copies->trusted_keys_file);
 }
 
 int rli_opts_check(const rl_options *o, cs_err *err)

@@ -33,7 +33,7 @@ static rl_result session_connect(rl_stream *s, bool first, bool *retry)
             range.from = s->range.from;
     }
     char *endpoint = NULL, *target = NULL;
-    if (rli_endpoint_build(&s->url, range, &endpoint, &target, &s->err))
+    if (rli_endpoint_build(&s->url, range, s->keys != NULL, &endpoint, &target, &s->err))
         return (rl_result)s->err.kind;
     free(s->endpoint);
     s->endpoint = endpoint;

@@ -40,6 +40,7 @@ const char *rl_result_name(rl_result r)
         [RL_END] = "RL_END",
         [RL_AGAIN] = "RL_AGAIN",
         [RL_ERR_RUN_CHANGED] = "RL_ERR_RUN_CHANGED",
+        [RL_ERR_SIGNATURE] = "RL_ERR_SIGNATURE",
     };
     if ((unsigned)r < sizeof names / sizeof names[0] && names[r])
         return names[r];
@@ -108,6 +109,14 @@ rl_result rl_stream_new(rl_stream **out, const char *url, const rl_options *opts
         s->err = s->url_err;
         return (rl_result)s->url_err.kind;
     }
+    if (o->trusted_keys_file && *o->trusted_keys_file) {
+        cs_err kerr;
+        if (cs_sig_keyset_load(o->trusted_keys_file, &s->keys, &kerr)) {
+            cs_err_set(&s->url_err, RL_ERR_INVALID, "remoteledger: %s", kerr.msg);
+            s->err = s->url_err;
+            return RL_ERR_INVALID;
+        }
+    }
     s->url_ok = true;
     return RL_OK;
 }
@@ -120,6 +129,7 @@ void rl_stream_free(rl_stream *s)
     rli_url_free(&s->url);
     free(s->endpoint);
     rli_asm_free(s->asm_);
+    cs_sig_keyset_free(s->keys);
     if (s->backoff_wake >= 0)
         close(s->backoff_wake);
     if (s->retry_timer >= 0)
@@ -200,19 +210,22 @@ rl_result rl_stream_open(rl_stream *s, rl_range range)
     s->failures = 0;
     s->reconnects = 0;
     s->run[0] = '\0'; /* a session's run is its own */
+    s->sig = (rli_sigstate){0};
     if (!s->url_ok) {
         s->err = s->url_err;
         return (rl_result)s->url_err.kind;
     }
     /* The whole range is checked before any dial (a resumed one is a part of it). */
     char *endpoint = NULL, *target = NULL;
-    if (rli_endpoint_build(&s->url, range, &endpoint, &target, &s->err))
+    if (rli_endpoint_build(&s->url, range, s->keys != NULL, &endpoint, &target, &s->err))
         return (rl_result)s->err.kind;
     free(endpoint);
     free(target);
     if (!s->asm_) {
         s->asm_ = rli_asm_new(s->opts.max_message_size, rli_expand_bound(s->opts.max_chunk_size));
-        if (!s->asm_) {
+        if (!s->asm_ || (s->keys && !rli_asm_want_sha256(s->asm_))) {
+            rli_asm_free(s->asm_);
+            s->asm_ = NULL;
             cs_err_set(&s->err, RL_ERR_NOMEM, "remoteledger: out of memory");
             return RL_ERR_NOMEM;
         }

@@ -33,6 +33,7 @@
 #include "remoteledger/handshake.h"
 #include "remoteledger/transport.h"
 #include "remoteledger/wsframe.h"
+#include "wire/ledgersig.h"
 
 /* Socket reads go into this per-connection buffer, and the framing parser consumes it in place.
  * Measured on loopback (2 vCPUs) with lws's RAW socket before: throughput is flat from 64 KiB to
@@ -55,10 +56,20 @@
 /* Copies of the string options, which the stream's rl_options points at (options.c). Each is
  * malloc'd and owned by the stream; NULL where the caller's option was NULL. */
 typedef struct rli_opt_strings {
-    char *tls_ca_file, *tls_ca_dir, *tls_server_name, *tls_cert_file, *tls_key_file, *bearer_token;
+    char *tls_ca_file, *tls_ca_dir, *tls_server_name, *tls_cert_file, *tls_key_file, *bearer_token,
+        *trusted_keys_file;
 } rli_opt_strings;
 
 struct rli_conn;
+
+/* A session's signing run and the last signature it accepted (sigcheck.c). */
+typedef struct rli_sigstate {
+    uint8_t run_len; /* 0: no signed ledger yet */
+    char run[CS_WIRE_SIG_RUN_MAX];
+    bool have_prev;
+    uint32_t prev_seq;
+    uint8_t prev[CS_SIG_LEN];
+} rli_sigstate;
 
 /* The stream (rl_stream in the public header). Created by rl_stream_new, freed by rl_stream_free;
  * all of it is the calling thread's except cancelled, mu and what mu guards. */
@@ -86,6 +97,10 @@ struct rl_stream {
     /* The session's run token (X-Corestream-Run): the first a connection of it answered with (the
      * latest with allow_run_change); "" while none has. Cleared when a session opens. */
     char run[RLI_RUN_MAX + 1];
+    /* Signed ledgers (trusted_keys_file): the keys, loaded by rl_stream_new (NULL without), and
+     * the session's signing state (sigcheck.c), cleared when a session opens. */
+    cs_sig_keyset *keys;
+    rli_sigstate sig;
     int backoff_wake; /* an eventfd rl_stream_cancel signals while no connection is up; -1 */
     int retry_timer;  /* a timerfd readable once retry_at_ms has come: rl_stream_fd between
                          connections; -1 until the first retry is scheduled */
@@ -242,6 +257,13 @@ void rli_conn_on_closed(rli_conn *c);
 /* The transport failed. A TLS failure is reported in its words (RL_ERR_TLS while dialing,
  * RL_ERR_READ after); a plain socket error reads as rli_conn_on_closed. */
 void rli_conn_on_transport_error(rli_conn *c);
+
+/* ---- sigcheck.c ---- */
+
+/* The ledger the assembler just completed, against the session's trusted keys (s->keys non-NULL):
+ * 0, the state advanced; or -1 with err (kind RL_ERR_SIGNATURE, the messages of
+ * rl_options.trusted_keys_file). */
+int rli_sigcheck(rl_stream *s, const rli_asm *a, cs_err *err);
 
 /* ---- resume.c ---- */
 

@@ -75,7 +75,7 @@ static void check_endpoint(const rli_url *u, rl_range r)
 {
     char *endpoint, *target;
     cs_err err;
-    if (rli_endpoint_build(u, r, &endpoint, &target, &err) != 0) {
+    if (rli_endpoint_build(u, r, false, &endpoint, &target, &err) != 0) {
         check(endpoint == NULL && target == NULL, "nothing built on failure");
         check(err.kind == RL_ERR_NOMEM || strncmp(err.msg, "remoteledger: range ", 20) == 0,
               "only the range can fail");
@@ -111,7 +111,7 @@ static void check_endpoint(const rli_url *u, rl_range r)
               same_str(back.hostname, u->hostname) && same_str(back.path, u->path) && frag_ok,
           "the endpoint parses back to the same url");
     char *endpoint2, *target2;
-    check(rli_endpoint_build(&back, r, &endpoint2, &target2, &err) == 0, "the endpoint builds again");
+    check(rli_endpoint_build(&back, r, false, &endpoint2, &target2, &err) == 0, "the endpoint builds again");
     check(strcmp(endpoint, endpoint2) == 0 && strcmp(target, target2) == 0, "building is a fixed point");
     free(endpoint2);
     free(target2);
