@@ -259,7 +259,7 @@ static void test_flow_lifecycle(void **state)
     cs_snap_release(&s);
 
     cs_msg *em = end_msg(7, 2);
-    assert_int_equal(cs_broadcast_end(b, em, NULL), 0);
+    assert_int_equal(cs_broadcast_end(b, em, NULL, NULL), 0);
     assert_true(fired(b, g));
     assert_int_equal(atomic_load(&w.calls), 4);
     cs_broadcast_watch(b, &s);
@@ -287,7 +287,7 @@ static void test_generation_advances_on_every_publish(void **state)
         for (int step = 0; step < 4; step++) {
             int rc = step == 0   ? cs_broadcast_begin(b, seq, begin_msg(seq), NULL)
                      : step < 3  ? cs_broadcast_chunk(b, chunk_msg(seq, (uint32_t)step - 1), NULL)
-                                 : cs_broadcast_end(b, end_msg(seq, 2), NULL);
+                                 : cs_broadcast_end(b, end_msg(seq, 2), NULL, NULL);
             assert_int_equal(rc, 0);
             cs_broadcast_watch(b, &s);
             assert_true(s.gen > prev);
@@ -342,7 +342,7 @@ static void test_wake_runs_after_the_change_outside_the_lock(void **state)
     assert_int_equal(cs_broadcast_begin(b, 5, begin_msg(5), NULL), 0);
     assert_int_equal(r.stuck, 0);
     assert_int_equal(cs_broadcast_chunk(b, chunk_msg(5, 0), NULL), 0);
-    assert_int_equal(cs_broadcast_end(b, end_msg(5, 1), NULL), 0);
+    assert_int_equal(cs_broadcast_end(b, end_msg(5, 1), NULL, NULL), 0);
     cs_broadcast_finish(b, false);
     assert_int_equal(r.stuck, 0);
     assert_int_equal(r.calls, 4);
@@ -390,7 +390,7 @@ static void test_wait_sees_publishes_after_watch(void **state)
     /* Published after the watch but before the wait: the wait returns at once. */
     cs_broadcast_watch(b, &s);
     assert_int_equal(cs_broadcast_begin(b, 8, begin_msg(8), NULL), 0);
-    assert_int_equal(cs_broadcast_end(b, end_msg(8, 0), NULL), 0);
+    assert_int_equal(cs_broadcast_end(b, end_msg(8, 0), NULL, NULL), 0);
     int64_t t0 = now_ns();
     assert_true(cs_broadcast_wait(b, s.gen, WAIT_NS));
     assert_true(now_ns() - t0 < WAIT_NS / 2);
@@ -454,7 +454,7 @@ static void test_snapshot_is_stable(void **state)
 
     cs_msg *beta = chunk_msg(1, 1), *em = end_msg(1, 2);
     assert_int_equal(cs_broadcast_chunk(b, beta, NULL), 0);
-    assert_int_equal(cs_broadcast_end(b, em, NULL), 0);
+    assert_int_equal(cs_broadcast_end(b, em, NULL, NULL), 0);
     assert_int_equal(cs_broadcast_begin(b, 2, begin_msg(2), NULL), 0);
 
     /* The snapshot still shows exactly the prefix it saw. */
@@ -514,7 +514,7 @@ static void test_flow_state_follows_a_held_flow(void **state)
     assert_int_equal(s.nchunks, 0); /* the snapshot itself does not move */
 
     cs_msg *em = end_msg(4, 3);
-    assert_int_equal(cs_broadcast_end(b, em, NULL), 0);
+    assert_int_equal(cs_broadcast_end(b, em, NULL, NULL), 0);
     assert_int_equal(cs_broadcast_begin(b, 5, begin_msg(5), NULL), 0);
     assert_int_equal(cs_broadcast_chunk(b, chunk_msg(5, 0), NULL), 0);
     cs_broadcast_finish(b, false);
@@ -537,7 +537,7 @@ static void test_finish_is_final_and_idempotent(void **state)
     assert_non_null(b);
     assert_int_equal(cs_broadcast_begin(b, 3, begin_msg(3), NULL), 0);
     cs_msg *em = end_msg(3, 0);
-    assert_int_equal(cs_broadcast_end(b, em, NULL), 0);
+    assert_int_equal(cs_broadcast_end(b, em, NULL, NULL), 0);
     cs_snap s;
     cs_broadcast_watch(b, &s);
     uint64_t g = s.gen;
@@ -626,7 +626,7 @@ static int apply(cs_broadcaster *b, op o, cs_msg *m, cs_err *err)
     case OP_CHUNK:
         return cs_broadcast_chunk(b, m ? m : chunk_msg(1, 0), err);
     case OP_END:
-        return cs_broadcast_end(b, m ? m : end_msg(1, 0), err);
+        return cs_broadcast_end(b, m ? m : end_msg(1, 0), NULL, err);
     case OP_FINISH:
         cs_broadcast_finish(b, false);
         return 0;
@@ -727,7 +727,7 @@ static void test_flow_continues_after_a_refused_begin(void **state)
         fail_msg("watch deadlocked after the refused begin");
     cs_snap_release(&s);
     assert_int_equal(cs_broadcast_chunk(b, chunk_msg(1, 1), NULL), 0);
-    assert_int_equal(cs_broadcast_end(b, end_msg(1, 2), NULL), 0);
+    assert_int_equal(cs_broadcast_end(b, end_msg(1, 2), NULL, NULL), 0);
     cs_broadcast_watch(b, &s);
     assert_int_equal(s.seq, 1);
     assert_int_equal(s.nchunks, 2);
@@ -752,7 +752,7 @@ static void test_flows_are_freed_with_their_last_reference(void **state)
     cs_msg *em = cs_msg_retain(end_msg(1, 1));
     assert_int_equal(cs_broadcast_begin(b, 1, bm, NULL), 0);
     assert_int_equal(cs_broadcast_chunk(b, cm, NULL), 0);
-    assert_int_equal(cs_broadcast_end(b, em, NULL), 0);
+    assert_int_equal(cs_broadcast_end(b, em, NULL, NULL), 0);
 
     cs_snap s1, s2;
     cs_broadcast_watch(b, &s1);
@@ -824,7 +824,7 @@ static void test_retain_and_release_a_flow_directly(void **state)
     cs_flow *f = cs_flow_retain(s.flow);
     assert_ptr_equal(f, s.flow);
     cs_snap_release(&s);
-    assert_int_equal(cs_broadcast_end(b, end_msg(6, 0), NULL), 0);
+    assert_int_equal(cs_broadcast_end(b, end_msg(6, 0), NULL, NULL), 0);
     cs_broadcaster_free(b);
     assert_int_equal(refs_of(bm), 2); /* f still holds the flow */
     assert_int_equal(f->seq, 6);
@@ -891,7 +891,7 @@ static void test_too_many_chunks_is_refused(void **state)
     assert_int_equal(s.nchunks, cap);
     assert_int_equal(s.gen, g);
     cs_snap_release(&s);
-    assert_int_equal(cs_broadcast_end(b, end_msg(1, (uint32_t)cap), NULL), 0);
+    assert_int_equal(cs_broadcast_end(b, end_msg(1, (uint32_t)cap), NULL, NULL), 0);
     cs_broadcaster_free(b);
     assert_int_equal(refs_of(tiny), 1);
     cs_msg_release(tiny);
@@ -993,7 +993,7 @@ static void test_concurrent_watchers(void **state)
         assert_int_equal(cs_broadcast_begin(b, seq, begin_msg(seq), NULL), 0);
         for (uint32_t i = 0; i < CHUNKS; i++)
             assert_int_equal(cs_broadcast_chunk(b, chunk_msg(seq, i), NULL), 0);
-        assert_int_equal(cs_broadcast_end(b, end_msg(seq, CHUNKS), NULL), 0);
+        assert_int_equal(cs_broadcast_end(b, end_msg(seq, CHUNKS), NULL, NULL), 0);
     }
     cs_broadcast_finish(b, false);
     for (int i = 0; i < WATCHERS; i++)

@@ -86,7 +86,7 @@ static void gated_destroy(cs_source *src)
     free(g);
 }
 
-static const cs_source_ops gated_ops = {gated_next, gated_read, gated_destroy};
+static const cs_source_ops gated_ops = {.next = gated_next, .read = gated_read, .destroy = gated_destroy};
 
 /* ---- HTTP helpers ---- */
 

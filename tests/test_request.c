@@ -79,6 +79,26 @@ static void test_parse_stream_request(void **state)
     ERR(CEILING, "end=4294967295");
 }
 
+/* sig=1 asks for signed ledgers' SIG messages; 0 or blank does not; anything else is a 400 after
+ * the range's checks. */
+static void test_sig_parameter(void **state)
+{
+    (void)state;
+    const char *on[] = {"start=7", "sig=1"}, *off[] = {"sig=0"}, *blank[] = {"sig="}, *first[] = {"sig=1", "sig=x"};
+    cs_stream_request r;
+    assert_int_equal(cs_stream_request_parse(on, 2, &r, NULL), 0);
+    assert_true(r.sig && r.start == 7);
+    assert_int_equal(cs_stream_request_parse(off, 1, &r, NULL), 0);
+    assert_false(r.sig);
+    assert_int_equal(cs_stream_request_parse(blank, 1, &r, NULL), 0);
+    assert_false(r.sig);
+    assert_int_equal(cs_stream_request_parse(first, 2, &r, NULL), 0);
+    assert_true(r.sig);
+    expect_ok(off, 1, 0, 0, false);
+    ERR("invalid sig parameter \"yes\"", "sig=yes");
+    ERR("invalid start parameter \"x\"", "sig=yes", "start=x");
+}
+
 /* ---- the 400 bodies of PORTSPEC 1.5, in order ---- */
 
 static void test_the_five_messages(void **state)
@@ -327,6 +347,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_stream_request),
+        cmocka_unit_test(test_sig_parameter),
         cmocka_unit_test(test_the_five_messages),
         cmocka_unit_test(test_order_of_checks),
         cmocka_unit_test(test_bounds),

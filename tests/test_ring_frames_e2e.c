@@ -384,7 +384,7 @@ static void format2_ring_served_then_frames_made(void **state)
         read_file(p, text, sizeof text);
         char *cut = strstr(text, " frames_len=");
         assert_non_null(cut);
-        assert_memory_equal(text, "corestream-ring-record 3 ", 25);
+        assert_memory_equal(text, "corestream-ring-record 4 ", 25);
         text[23] = '1';
         strcpy(cut, "\n");
         write_file(p, text);
@@ -397,7 +397,7 @@ static void format2_ring_served_then_frames_made(void **state)
     assert_true(exists(f, "ledger-1.frames") && exists(f, "ledger-3.frames"));
     ring_path(f, "ledger-2.rec", p, sizeof p);
     read_file(p, text, sizeof text);
-    static const char want[] = "corestream-ring-record 3 seq=2 len=300000 chunks=5 chunk_size=65536 ";
+    static const char want[] = "corestream-ring-record 4 seq=2 len=300000 chunks=5 chunk_size=65536 ";
     if (strncmp(text, want, strlen(want)) != 0 ||
         strstr(text, "frames_len=0 "))
         fail_msg("record: %s", text);

@@ -71,7 +71,7 @@ static void ss_destroy(cs_source *s)
     (void)s;
 }
 
-static const cs_source_ops ss_ops = {ss_next, ss_read, ss_destroy};
+static const cs_source_ops ss_ops = {.next = ss_next, .read = ss_read, .destroy = ss_destroy};
 
 typedef struct rig {
     cs_tmpdir dir;

@@ -163,8 +163,8 @@ static void put_stores_the_published_frames(void **state)
     char text[512], fields[512], want[600];
     read_text(f, "ledger-7.rec", text, sizeof text);
     int n = snprintf(fields, sizeof fields,
-                     "corestream-ring-record 3 seq=7 len=%d chunks=3 chunk_size=%d xxh64=%016llx frames_len=%zu "
-                     "frames_xxh3=%016llx raw_xxh3=%016llx",
+                     "corestream-ring-record 4 seq=7 len=%d chunks=3 chunk_size=%d xxh64=%016llx frames_len=%zu "
+                     "frames_xxh3=%016llx raw_xxh3=%016llx sig=-",
                      LEN, CS, (unsigned long long)f->rec.xxh64, flen, (unsigned long long)XXH3_64bits(file, flen),
                      (unsigned long long)XXH3_64bits(f->raw + CS, CS));
     snprintf(want, sizeof want, "%s self=%016llx\n", fields, (unsigned long long)XXH64(fields, (size_t)n, 0));
@@ -209,7 +209,7 @@ static void bad_frames_at_get_cost_only_the_frames(void **state)
     assert_false(exists(f, "ledger-7.frames"));
     char text[512];
     read_text(f, "ledger-7.rec", text, sizeof text);
-    assert_non_null(strstr(text, " frames_len=0 frames_xxh3=0000000000000000 raw_xxh3=0000000000000000 self="));
+    assert_non_null(strstr(text, " frames_len=0 frames_xxh3=0000000000000000 raw_xxh3=0000000000000000 sig=- self="));
     uint32_t o, l;
     assert_true(cs_ring_bounds(r, &o, &l));
     assert_int_equal(o, 7);
@@ -357,9 +357,9 @@ static void older_frames_are_forgotten(void **state)
     cs_ring_close(r);
     char p[1024], text[512];
     read_text(f, "ledger-7.rec", text, sizeof text);
-    char *self = strstr(text, " self=");
-    assert_non_null(self);
-    strcpy(self, "\n");
+    char *sig = strstr(text, " sig=");
+    assert_non_null(sig);
+    strcpy(sig, "\n");
     text[23] = '2';
     path(f, "ledger-7.rec", p, sizeof p);
     FILE *fp = fopen(p, "w");
@@ -371,7 +371,7 @@ static void older_frames_are_forgotten(void **state)
     assert_int_equal(cs_ring_claim(r, "test run", 0, &err), 0);
     assert_false(exists(f, "ledger-7.frames"));
     read_text(f, "ledger-7.rec", text, sizeof text);
-    assert_memory_equal(text, "corestream-ring-record 3 seq=7 ", 31);
+    assert_memory_equal(text, "corestream-ring-record 4 seq=7 ", 31);
     assert_non_null(strstr(text, " frames_len=0 "));
     cs_ledger_ref *ref = get7(r);
     assert_int_equal(ref->frames_fd, -1);

@@ -80,6 +80,7 @@ static int remote_options(const br_options *o, rl_options *opts, char *token, si
     opts->tls_cert_file = o->tls_cert;
     opts->tls_key_file = o->tls_key;
     opts->bearer_token = o->token;
+    opts->trusted_keys_file = o->trusted_keys;
     if (!*o->token_file)
         return 0;
     FILE *f = fopen(o->token_file, "r");

@@ -35,11 +35,12 @@ void br_options_defaults(br_options *o)
     o->tls_key = "";
     o->token = "";
     o->token_file = "";
+    o->trusted_keys = "";
     o->subscribers = 1;
     o->resume_retries = 10;
 }
 
-#define BR_NFLAGS 34
+#define BR_NFLAGS 35
 
 static void fill_flags(cs_flag *f, br_options *o)
 {
@@ -87,6 +88,8 @@ static void fill_flags(cs_flag *f, br_options *o)
         {"tls-key", CS_FLAG_STRING, &o->tls_key, "remote, wss://: client key (PEM; default: in -tls-cert)"},
         {"token", CS_FLAG_STRING, &o->token, "remote: bearer token for the server"},
         {"token-file", CS_FLAG_STRING, &o->token_file, "remote: file holding the bearer token (its first line)"},
+        {"trusted-keys", CS_FLAG_STRING, &o->trusted_keys,
+         "remote: PEM `file` of Ed25519 public keys; every ledger must be signed by one (corestreamd --signing-key)"},
         {"subscribers", CS_FLAG_INT, &o->subscribers,
          "remote and loopback: K subscribers in this process, served by one thread (1..1024)"},
         {"resume", CS_FLAG_BOOL, &o->resume,

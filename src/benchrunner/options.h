@@ -41,6 +41,7 @@ typedef struct br_options {
     const char *tls_key;         /* its key (PEM; default: in tls_cert) */
     const char *token;           /* bearer token */
     const char *token_file;      /* file whose first line is the bearer token */
+    const char *trusted_keys;    /* remote: Ed25519 public keys every ledger must be signed by */
     int64_t subscribers;         /* remote and loopback: sessions served by one thread (1..1024) */
     bool resume;                 /* remote and loopback: reconnect and go on (rl_options resume) */
     int64_t resume_retries;      /* --resume's budget: attempts in a row without a ledger; <0 none */

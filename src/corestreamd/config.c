@@ -54,6 +54,8 @@ static void set_defaults(cs_daemon_config *c)
     c->tls_cert = "";
     c->tls_key = "";
     c->tls_client_ca = "";
+    c->signing_key = "";
+    c->trusted_keys = "";
     c->admin_listen = "";
     c->jetstream_url = "";
     c->jetstream_stream = CS_JS_DEFAULT_STREAM;
@@ -74,6 +76,10 @@ static int validate_edge(const cs_daemon_config *c, cs_err *err)
         return cs_err_set(err, 0,
                           "--jetstream-url cannot be combined with --source jetstream: an edge serves a stream, it "
                           "does not publish one");
+    if (*c->signing_key)
+        return cs_err_set(err, 0,
+                          "--signing-key cannot be combined with --source jetstream: an edge forwards the core's "
+                          "signatures, it never signs");
     if (cs_js_validate_stream_name(c->jetstream_stream, err) != 0)
         return -1;
     size_t n = strlen(c->jetstream_run);
@@ -258,6 +264,10 @@ static int validate(cs_daemon_config *c, cs_err *err)
                           "reads the FIFO of a core that runs on its own");
     if (edge && validate_edge(c, err) != 0)
         return -1;
+    if (!edge && *c->trusted_keys)
+        return cs_err_set(err, 0,
+                          "--trusted-keys is for the edge (--source jetstream); a subscriber checks signatures "
+                          "with its own keys");
     if (validate_serving(c, err) != 0)
         return -1;
     if (c->busy_poll_us < 0 || c->busy_poll_us > CS_BUSY_POLL_US_MAX)
@@ -366,6 +376,10 @@ int cs_daemon_config_parse(cs_daemon_config *c, int argc, char **argv, FILE *usa
         {"tls-key", CS_FLAG_STRING, &c->tls_key, "PEM private key `file` for --tls-cert"},
         {"tls-client-ca", CS_FLAG_STRING, &c->tls_client_ca,
          "PEM CA `file`: clients must present a certificate it signed (mutual TLS)"},
+        {"signing-key", CS_FLAG_STRING, &c->signing_key,
+         "Ed25519 PEM private key `file`: sign every ledger (subscribers ask with sig=1; SIGHUP reloads it)"},
+        {"trusted-keys", CS_FLAG_STRING, &c->trusted_keys,
+         "PEM `file` of Ed25519 public keys: the edge (--source jetstream) serves only ledgers one of them signed"},
         {"version", CS_FLAG_BOOL, &c->version,
          "print the version, commit, build type and library versions, then exit"},
         {"jetstream-url", CS_FLAG_STRING, &c->jetstream_url,

@@ -53,6 +53,8 @@ typedef struct cs_daemon_config {
     const char *tls_cert;
     const char *tls_key;
     const char *tls_client_ca;
+    const char *signing_key;  /* --signing-key: sign every ledger (Ed25519 PEM private key) */
+    const char *trusted_keys; /* --trusted-keys: the edge checks every ledger's signature */
     bool version; /* --version: print the build information and exit 0 */
     /* --jetstream-*: the JetStream publisher, off while jetstream_url is "" (jetstream/). */
     const char *jetstream_url;

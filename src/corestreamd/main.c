@@ -29,6 +29,8 @@
 static pthread_mutex_t g_server_mu = PTHREAD_MUTEX_INITIALIZER;
 static const cs_daemon_config *g_cfg; /* read-only once the signal thread runs */
 static cs_server *g_server;
+/* --signing-key, reloaded by the signal thread: set and cleared under g_server_mu. */
+static cs_signing *g_signing;
 static cs_cancel *g_cancel;
 /* A SIGHUP between the listening line and the hand-over of the server below is kept for it: an
  * operator who saw the daemon listen and reloaded must not find the reload dropped. */
@@ -56,6 +58,11 @@ static void on_progress(void *arg, uint32_t seq)
 static void reload(const cs_daemon_config *c)
 {
     bool level_file = *c->log_level_file, server_files = *c->auth_tokens || *c->tls_cert;
+    pthread_mutex_lock(&g_server_mu);
+    bool signing = g_signing != NULL;
+    if (signing)
+        cs_signing_reload(g_signing);
+    pthread_mutex_unlock(&g_server_mu);
     if (level_file) {
         int level;
         cs_err err;
@@ -75,7 +82,7 @@ static void reload(const cs_daemon_config *c)
         }
     }
     if (!server_files) {
-        if (!level_file)
+        if (!level_file && !signing)
             CS_LOG0(CS_LOG_INFO, "reload: nothing to reload");
         return;
     }
@@ -281,6 +288,7 @@ typedef struct run_parts {
     char identity[PATH_MAX + 128];
     char run[CS_RUN_TOKEN_MAX]; /* the run token, once the ring is claimed (cs_run_token) */
     bool edge;
+    cs_signing *signing; /* --signing-key; main's, freed after the server */
     cs_server *server;
     cs_js_publisher *jetstream;
 } run_parts;
@@ -379,6 +387,7 @@ static int new_server(const cs_daemon_config *cfg, cs_cancel *cancel, notify_hoo
         .on_progress = on_progress,
         .progress_arg = hook,
         .admin_listen = cfg->admin_listen,
+        .signing = p->signing,
     };
     return cs_server_new(&p->server, &sc, err);
 }
@@ -411,6 +420,8 @@ static int start_serving(const cs_daemon_config *cfg, cs_cancel *cancel, notify_
     /* The claim kept or drew the ring's run nonce: the token the 101 and /healthz carry. */
     cs_run_token(cfg, p->identity, cs_ring_run_nonce(p->ring), p->run, sizeof p->run);
     cs_server_set_run(p->server, p->run);
+    if (p->signing)
+        cs_signing_set_run(p->signing, p->run);
     cs_server_log_listening(p->server);
     pthread_mutex_lock(&g_server_mu);
     g_server = p->server;
@@ -458,7 +469,14 @@ int main(int argc, char **argv)
     pthread_mutex_unlock(&g_server_mu);
 
     run_parts run = {0};
-    rc = open_run(&cfg, &cancel, &run, &err);
+    /* The signing key is read before the ring is opened: a bad key changes nothing on disk. */
+    cs_signing *signing = NULL;
+    rc = *cfg.signing_key ? cs_signing_new(&signing, cfg.signing_key, &err) : 0;
+    pthread_mutex_lock(&g_server_mu);
+    g_signing = run.signing = signing;
+    pthread_mutex_unlock(&g_server_mu);
+    if (rc == 0)
+        rc = open_run(&cfg, &cancel, &run, &err);
     if (rc == 0)
         rc = start_serving(&cfg, &cancel, &hook, &run, &err);
     bool ran = false;
@@ -475,8 +493,10 @@ int main(int argc, char **argv)
     pthread_mutex_lock(&g_server_mu);
     g_server = NULL;
     g_cancel = NULL;
+    g_signing = NULL;
     pthread_mutex_unlock(&g_server_mu);
     cs_server_free(run.server);
+    cs_signing_free(signing);
     cs_daemon_config_free(&cfg);
     cs_cancel_destroy(&cancel);
     if (rc != 0) {

@@ -12,6 +12,7 @@
 #include <sys/uio.h>
 
 #include "common/err.h"
+#include "corestream/wire.h"
 #include "store/frames.h"
 
 enum {
@@ -30,7 +31,8 @@ typedef struct cs_ring cs_ring;
  * store/frames.h): the file's length and XXH3-64, and XXH3-64 of the raw (codec 0) chunks' bytes
  * in chunk order, which replay reads from the ledger file. Two hashes, so a mismatch says which
  * file changed: the frames (dropped, the ledger is re-encoded) or the ledger (dropped). All 0: no
- * frames. */
+ * frames. sig is the ledger's SIG message as it was published (signed ledgers, docs/RING.md), sig_len
+ * 0 when it had none. */
 typedef struct cs_ledger_record {
     uint64_t len;
     uint32_t chunks;
@@ -39,7 +41,9 @@ typedef struct cs_ledger_record {
     uint64_t frames_len;
     uint64_t frames_xxh3;
     uint64_t raw_xxh3;
-    int version; /* of the line it was read from (3 for this build's); writers ignore it */
+    uint16_t sig_len;
+    uint8_t sig[CS_WIRE_SIG_MAX_LEN];
+    int version; /* of the line it was read from (4 for this build's); writers ignore it */
 } cs_ledger_record;
 
 /* An open retained ledger and its record, checked at open against the file (a regular file, not
@@ -199,9 +203,11 @@ uint64_t cs_ring_run_nonce(const cs_ring *r);
 bool cs_ring_continues(cs_ring *r, const char *identity, uint32_t *latest);
 
 /* The record's one line (docs/RING.md), exposed for its fuzz target: parse accepts exactly what
- * format writes (version 2) or a version-1 record (no frames), consistent (chunks, frames fields),
- * of ledger seq; else -1 with problem `integrity record is unreadable` or `integrity record is
- * for ledger S`. format returns the line's length (newline included; buf of 256 bytes holds any). */
+ * format writes (version 4) or a record of versions 1 to 3 (no signature; 1: no frames either),
+ * consistent (chunks, frames fields, a SIG of this ledger), of ledger seq; else -1 with problem
+ * `integrity record is unreadable`, `integrity record fails its own checksum` or `integrity
+ * record is for ledger S`. format returns the line's length (newline included; buf of 1024 bytes
+ * holds any). */
 int cs_ring_record_parse(const char *text, uint32_t seq, cs_ledger_record *rec, char *problem, size_t plen);
 size_t cs_ring_record_format(char *buf, size_t len, uint32_t seq, const cs_ledger_record *rec);
 

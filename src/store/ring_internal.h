@@ -68,7 +68,7 @@ struct cs_ring {
 
 #define FORMAT_NAME "ring-format"
 #define FORMAT_TEXT "corestream-ring 3\n"
-#define RECORD_MAX 256
+#define RECORD_MAX 1024
 
 /* The public ref is embedded so that release can find the descriptor and the count. */
 typedef struct ledger_file {

@@ -14,11 +14,12 @@
 
 #include "common/log.h"
 #include "store/frames.h"
+#include "wire/wire.h"
 #include "store/ledgerdir.h"
 #include "store/ring_internal.h"
 
-/* The fields of a record line, without its self checksum. Version 2 adds the stored frames;
- * version 1 (a ring of format 2) is read as "no frames". */
+/* The fields of a record line, without its self checksum. Version 2 adds the stored frames (version
+ * 1, a ring of format 2, is read as "no frames"); version 4 the ledger's SIG (`sig=-`: none). */
 static int format_fields(char *buf, size_t len, int version, uint32_t seq, const cs_ledger_record *rec)
 {
     int n = snprintf(buf, len, "corestream-ring-record %d seq=%" PRIu32 " len=%" PRIu64 " chunks=%" PRIu32
@@ -27,6 +28,15 @@ static int format_fields(char *buf, size_t len, int version, uint32_t seq, const
     if (version >= 2 && n > 0 && (size_t)n < len)
         n += snprintf(buf + n, len - (size_t)n, " frames_len=%" PRIu64 " frames_xxh3=%016" PRIx64
                       " raw_xxh3=%016" PRIx64, rec->frames_len, rec->frames_xxh3, rec->raw_xxh3);
+    if (version >= 4 && n > 0 && (size_t)n + 6 + 2 * (size_t)rec->sig_len < len) {
+        static const char hex[] = "0123456789abcdef";
+        n += snprintf(buf + n, len - (size_t)n, " sig=%s", rec->sig_len ? "" : "-");
+        for (size_t i = 0; i < rec->sig_len; i++) {
+            buf[n++] = hex[rec->sig[i] >> 4];
+            buf[n++] = hex[rec->sig[i] & 15];
+        }
+        buf[n] = '\0';
+    }
     return n;
 }
 
@@ -47,7 +57,7 @@ static int format_record_v(char *buf, size_t len, int version, uint32_t seq, con
 
 int rng_format_record(char *buf, size_t len, uint32_t seq, const cs_ledger_record *rec)
 {
-    return format_record_v(buf, len, 3, seq, rec);
+    return format_record_v(buf, len, 4, seq, rec);
 }
 
 /* Whether the fields agree with each other and with the chunking rules (the frames' index size
@@ -66,21 +76,50 @@ static bool record_consistent(const cs_ledger_record *r, int version)
     return consistent && r->frames_xxh3 == 0 && r->raw_xxh3 == 0;
 }
 
-/* Parses a record strictly: it must be exactly what format_record writes (versions 1 and 2, of
- * rings written before the self checksum, are still read), consistent, and from version 3 on
- * match its own checksum. On failure problem says what is wrong. */
+/* The hex of a version-4 record's `sig=` ("-": none) into rec; false when it is not a SIG message
+ * of ledger seq. */
+static bool parse_sig(const char *hex, uint32_t seq, cs_ledger_record *r)
+{
+    r->sig_len = 0;
+    if (strcmp(hex, "-") == 0)
+        return true;
+    size_t n = strlen(hex);
+    if (n % 2 || n / 2 > sizeof r->sig)
+        return false;
+    for (size_t i = 0; i < n / 2; i++) {
+        unsigned v;
+        if (sscanf(hex + 2 * i, "%2x", &v) != 1)
+            return false;
+        r->sig[i] = (uint8_t)v;
+    }
+    r->sig_len = (uint16_t)(n / 2);
+    cs_wire_msg m;
+    return cs_wire_decode(r->sig, r->sig_len, &m, NULL) == 0 && m.type == CS_WIRE_TYPE_SIG && m.seq == seq;
+}
+
+/* Parses a record strictly: it must be exactly what format_record writes (versions 1 to 3, of
+ * rings written before the signature or the self checksum, are still read), consistent, and from
+ * version 3 on match its own checksum. On failure problem says what is wrong. */
 static int parse_record(const char *text, uint32_t want_seq, cs_ledger_record *rec, char *problem, size_t plen)
 {
     uint32_t seq;
     int version = 0;
     uint64_t self = 0;
     cs_ledger_record r = {0};
+    char sig[2 * CS_WIRE_SIG_MAX_LEN + 2] = "-";
     int got = sscanf(text, "corestream-ring-record %d seq=%" SCNu32 " len=%" SCNu64 " chunks=%" SCNu32
                            " chunk_size=%" SCNu32 " xxh64=%" SCNx64 " frames_len=%" SCNu64 " frames_xxh3=%" SCNx64
-                           " raw_xxh3=%" SCNx64 " self=%" SCNx64,
+                           " raw_xxh3=%" SCNx64 " sig=%527[-0-9a-f] self=%" SCNx64,
                      &version, &seq, &r.len, &r.chunks, &r.chunk_size, &r.xxh64, &r.frames_len, &r.frames_xxh3,
-                     &r.raw_xxh3, &self);
-    if (!((version == 1 && got == 6) || (version == 2 && got == 9) || (version == 3 && got == 10))) {
+                     &r.raw_xxh3, sig, &self);
+    if (version == 3 && got == 9) { /* a version 3 line has no sig=: its self= follows raw_xxh3 */
+        const char *p = strstr(text, " self=");
+        if (p && sscanf(p, " self=%" SCNx64, &self) == 1)
+            got = 10;
+    }
+    if (!((version == 1 && got == 6) || (version == 2 && got == 9) || (version == 3 && got == 10) ||
+          (version == 4 && got == 11)) ||
+        !parse_sig(sig, seq, &r)) {
         snprintf(problem, plen, "integrity record is unreadable");
         return -1;
     }

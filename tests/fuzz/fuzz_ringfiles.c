@@ -52,8 +52,8 @@ static void fuzz_record(const uint8_t *data, size_t size)
             check(rec.chunks == 0, "no chunking, no chunks");
         if (rec.frames_len)
             check(rec.chunk_size && rec.frames_len >= cs_frames_tail_len(rec.chunks), "frames hold their index");
-        if (strncmp(text, "corestream-ring-record 3 ", 25) == 0) {
-            char again[256];
+        if (strncmp(text, "corestream-ring-record 4 ", 25) == 0) {
+            char again[1024];
             cs_ring_record_format(again, sizeof again, 7, &rec);
             check(strcmp(again, text) == 0, "a record of this version formats back to itself");
         }

@@ -83,6 +83,10 @@ int cs_stream_request_parse(const char *const *args, size_t nargs, cs_stream_req
                     CS_LAST_SEQUENCE);
     if (out->bounded && out->start != 0 && out->end < out->start)
         return fail(err, "end %u is before start %u", out->end, out->start);
+    const char *sig = first_value(args, nargs, "sig");
+    if (sig && strcmp(sig, "0") != 0 && strcmp(sig, "1") != 0)
+        return invalid(err, "sig", sig);
+    out->sig = sig && strcmp(sig, "1") == 0;
     return 0;
 }
 

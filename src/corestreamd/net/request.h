@@ -11,6 +11,7 @@ typedef struct cs_stream_request {
     uint32_t start; /* 0 = the next live ledger */
     uint32_t end;
     bool bounded;
+    bool sig; /* sig=1: signed ledgers' SIG messages too (docs/PROTOCOL.md, "Signed ledgers") */
 } cs_stream_request;
 
 /* The decoded query bytes the server reads (pairs NUL-terminated); the rest of a longer query is
@@ -31,7 +32,7 @@ typedef struct cs_stream_error {
  * no spaces; leading zeros allowed). Errors, in this order, are the 400 bodies:
  * `invalid start parameter "<v>"`, `invalid end parameter "<v>"`, `invalid end parameter: 0`,
  * `ledger 4294967295 is the last representable sequence and is not streamable`,
- * `end E is before start S`. err may be NULL. Values of up to CS_QUERY_MAX bytes in all are quoted
+ * `end E is before start S`, `invalid sig parameter "<v>"` (sig is 0 or 1). err may be NULL. Values of up to CS_QUERY_MAX bytes in all are quoted
  * whole; a longer one is cut at the end of the body. */
 int cs_stream_request_parse(const char *const *args, size_t nargs, cs_stream_request *out,
                             cs_stream_error *err);

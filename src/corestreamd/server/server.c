@@ -99,6 +99,7 @@ static void *source_main(void *arg)
         .on_progress = s->cfg.on_progress,
         .progress_arg = s->cfg.progress_arg,
         .metrics = s->metrics,
+        .signing = s->cfg.signing,
     };
     s->source_rc = cs_source_loop_run(&loop, &s->source_err);
     /* Pending chunks still go into the open flow before the stream is declared over. */

@@ -18,6 +18,7 @@
 #include "common/err.h"
 #include "common/cancel.h"
 #include "corestreamd/stream/metrics.h"
+#include "corestreamd/stream/signing.h"
 #include "corestreamd/sources/source.h"
 #include "store/ring.h"
 
@@ -78,6 +79,9 @@ typedef struct cs_server_config {
      * /stream), with caps of its own (64 connections, 16 per address) so a flood of the data port
      * cannot lock the probes out. NULL or "": none. TLS and --auth-healthz apply as on --listen. */
     const char *admin_listen;
+    /* --signing-key: the source loop signs every ledger with it (stream/signing.h); borrowed, the
+     * caller frees it after the server. NULL: unsigned. */
+    cs_signing *signing;
 } cs_server_config;
 
 #define CS_DEFAULT_MAX_CONNECTIONS 4096

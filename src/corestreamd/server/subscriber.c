@@ -271,6 +271,7 @@ static void *io_open(void *ctx, int thread, cs_wsconn *c, void *arg)
     cs_cursor_env env = {.bc = s->bc, .ring = s->cfg.ring, .replays = s->replays,
                          .slots = s->replay_slots, .live_abandons = &s->live_abandons};
     cs_cursor_init(&sub->cursor, &env, sub->req.start, sub->req.bounded, sub->req.end);
+    sub->cursor.want_sig = sub->req.sig;
     sub->cursor.ticket.key = sub->tag->key; /* replays are counted per address, as connections */
     sub->cursor.ticket.granted = replay_granted;
     sub->cursor.ticket.granted_ctx = sub;

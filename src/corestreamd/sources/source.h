@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include "common/err.h"
+#include "corestream/wire.h"
 
 /* A ledger range: [from,to] when bounded, [from,latest) otherwise. */
 typedef struct cs_range {
@@ -43,6 +44,10 @@ typedef struct cs_source_ops {
      * body, -1 on error (CS_ERR_CANCELLED on cancellation). */
     ssize_t (*read)(cs_source *s, uint8_t *buf, size_t len, cs_err *err);
     void (*destroy)(cs_source *s);
+    /* A relay's source (the edge): the SIG message the current emission came with, asked once
+     * its body has ended (read returned 0). Returns its length, 0 when it had none. NULL: the
+     * source never carries signatures (the source loop signs, when it has a key). */
+    size_t (*signature)(cs_source *s, uint8_t out[CS_WIRE_SIG_MAX_LEN]);
 } cs_source_ops;
 
 /* Called by a source, on the source loop's thread from inside next() or read(), when its writer

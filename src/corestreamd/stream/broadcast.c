@@ -32,6 +32,7 @@ void cs_flow_release(cs_flow *f)
         free(f->segs[s]);
     cs_msg_release(f->begin);
     cs_msg_release(f->end);
+    cs_msg_release(f->sig);
     free(f);
 }
 
@@ -138,12 +139,15 @@ int cs_broadcast_chunk(cs_broadcaster *b, cs_msg *chunk, cs_err *err)
     return 0;
 }
 
-int cs_broadcast_end(cs_broadcaster *b, cs_msg *end, cs_err *err)
+int cs_broadcast_end(cs_broadcaster *b, cs_msg *end, cs_msg *sig, cs_err *err)
 {
     pthread_mutex_lock(&b->mu);
     cs_flow *f = b->flow;
-    if (!f || f->end || b->ended)
+    if (!f || f->end || b->ended) {
+        cs_msg_release(sig);
         return guard_fail(b, end, err, "server: end published outside an open flow");
+    }
+    f->sig = sig; /* before end: whoever sees end under the lock sees sig */
     f->end = end;
     bump_and_unlock(b);
     return 0;

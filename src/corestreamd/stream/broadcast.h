@@ -24,6 +24,9 @@ typedef struct cs_flow {
     uint32_t seq;
     cs_msg *begin;
     cs_msg *end; /* NULL until complete; written under the broadcaster lock */
+    /* The ledger's SIG (signed ledgers), set with end and never changed after: read it once end
+     * was seen. NULL when the ledger is unsigned. */
+    cs_msg *sig;
     size_t nchunks;
     cs_msg **segs[CS_FLOW_MAX_SEGS];
 } cs_flow;
@@ -53,14 +56,14 @@ typedef struct cs_broadcaster cs_broadcaster;
 cs_broadcaster *cs_broadcaster_new(void (*wake)(void *), void *wake_ctx);
 void cs_broadcaster_free(cs_broadcaster *b);
 
-/* Each takes the caller's reference to msg. A guard failure returns -1 with the spec's message
+/* Each takes the caller's reference to msg (and end's to sig, which may be NULL). A guard failure returns -1 with the spec's message
  * (`server: ledger begun after the stream was finished`, `server: ledger begun while the previous
  * flow is still open`, `server: chunk published outside an open flow`, `server: end published
  * outside an open flow`), releases msg and leaves the state and the lock untouched: it is a bug in
  * the caller, which aborts. */
 int cs_broadcast_begin(cs_broadcaster *b, uint32_t seq, cs_msg *begin, cs_err *err);
 int cs_broadcast_chunk(cs_broadcaster *b, cs_msg *chunk, cs_err *err);
-int cs_broadcast_end(cs_broadcaster *b, cs_msg *end, cs_err *err);
+int cs_broadcast_end(cs_broadcaster *b, cs_msg *end, cs_msg *sig, cs_err *err);
 
 /* Idempotent: marks the stream ended (failed when failed is true, on the first call only). */
 void cs_broadcast_finish(cs_broadcaster *b, bool failed);

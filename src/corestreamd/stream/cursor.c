@@ -28,6 +28,7 @@ static void unpin(cs_cursor *c)
     cs_flow_release(c->pinned);
     c->pinned = NULL;
     c->sent = 0;
+    c->sig_sent = false;
     c->mode = CS_CUR_IDLE;
 }
 
@@ -40,6 +41,8 @@ static void leave_slot(cs_cursor *c)
 
 void cs_cursor_destroy(cs_cursor *c)
 {
+    cs_msg_release(c->held);
+    c->held = NULL;
     unpin(c);
     cs_replay_release(c->replay);
     c->replay = NULL;
@@ -86,6 +89,26 @@ static void oom(cs_step *out)
     cs_err_set(&out->err, 0, "out of memory");
 }
 
+/* The end of a ledger: its SIG first when the subscriber asked for signatures and the ledger has
+ * one (then false: END goes at the next step), else end (a reference the caller gives up, NULL
+ * when out of memory). True when END was written. */
+static bool write_tail(cs_cursor *c, cs_step *out, cs_msg *sig, cs_msg *end)
+{
+    if (c->want_sig && sig && !c->sig_sent) {
+        c->sig_sent = true;
+        cs_msg_release(end);
+        write_msg(out, cs_msg_retain(sig));
+        return false;
+    }
+    c->sig_sent = false;
+    if (!end) {
+        oom(out);
+        return false;
+    }
+    write_msg(out, end);
+    return true;
+}
+
 /* STAMPLESS: BEGIN(seq,0), the shared chunks as they are, END re-framed with zero stamps. The
  * flow is complete, so its chunk count and END are final. */
 static bool step_stampless(cs_cursor *c, cs_step *out)
@@ -101,10 +124,10 @@ static bool step_stampless(cs_cursor *c, cs_step *out)
         write_msg(out, cs_msg_retain(cs_flow_chunk(f, k - 1)));
         return true;
     }
-    cs_msg *m = stampless_end(f->end);
-    m ? write_msg(out, m) : oom(out);
-    c->next++;
-    unpin(c);
+    if (write_tail(c, out, f->sig, stampless_end(f->end))) {
+        c->next++;
+        unpin(c);
+    }
     return true;
 }
 
@@ -113,9 +136,21 @@ static bool step_replay(cs_cursor *c, cs_step *out)
 {
     cs_msg *m = NULL;
     cs_err err;
+    if (c->held) { /* the END behind its SIG */
+        write_msg(out, c->held);
+        c->held = NULL;
+        return true;
+    }
     int rc = cs_replay_next(c->replay, &m, &err);
     switch (rc) {
     case CS_REPLAY_MSG:
+        if (c->want_sig && m->data[1] == CS_WIRE_TYPE_END) {
+            cs_msg *sig = cs_replay_sig(c->replay);
+            if (sig) {
+                c->held = m;
+                m = sig;
+            }
+        }
         write_msg(out, m);
         return true;
     case CS_REPLAY_PENDING:
@@ -222,9 +257,10 @@ static bool decide(cs_cursor *c, const cs_snap *s, int stepper, cs_step *out)
             return true;
         }
         if (s->end) {
-            write_msg(out, cs_msg_retain(s->end));
-            c->next++;
-            unpin(c);
+            if (write_tail(c, out, s->flow->sig, cs_msg_retain(s->end))) {
+                c->next++;
+                unpin(c);
+            }
             return true;
         }
         out->kind = CS_STEP_WAIT;
@@ -240,9 +276,10 @@ static bool decide(cs_cursor *c, const cs_snap *s, int stepper, cs_step *out)
             cs_msg *end;
             cs_broadcast_flow_state(c->env.bc, c->pinned, &nchunks, &end);
             if (end && c->sent == nchunks) {
-                write_msg(out, cs_msg_retain(end));
-                c->next++;
-                unpin(c);
+                if (write_tail(c, out, c->pinned->sig, cs_msg_retain(end))) {
+                    c->next++;
+                    unpin(c);
+                }
                 return true;
             }
             out->abandoned = true;
@@ -277,6 +314,8 @@ static void check_state(const cs_cursor *c)
     (void)c;
     assert((c->mode == CS_CUR_LIVE || c->mode == CS_CUR_STAMPLESS) == (c->pinned != NULL));
     assert((c->mode == CS_CUR_REPLAY) == (c->replay != NULL));
+    assert(!c->held || c->mode == CS_CUR_REPLAY);
+    assert(!c->sig_sent || c->mode == CS_CUR_LIVE || c->mode == CS_CUR_STAMPLESS);
     assert(c->mode != CS_CUR_QUEUED || !c->followed_live); /* once live, never queued again */
     assert(c->mode != CS_CUR_REPLAY || c->catching_up || c->followed_live); /* a catch-up holds a slot */
 }

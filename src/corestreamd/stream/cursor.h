@@ -53,6 +53,12 @@ typedef struct cs_cursor {
     bool catching_up; /* a replay has started under the slot held */
     uint64_t abandoned; /* this subscriber's abandons, for the logs */
     uint32_t abandoned_seq;
+    /* Signed ledgers: want_sig (the request's sig=1, set by the owner after cs_cursor_init) sends
+     * each signed ledger's SIG just before its END, live, stampless or replayed. sig_sent: the
+     * current ledger's SIG is out, its END is next. held: a replay's END waiting behind its SIG. */
+    bool want_sig;
+    bool sig_sent;
+    cs_msg *held;
 } cs_cursor;
 
 typedef enum cs_step_kind {

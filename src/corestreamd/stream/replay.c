@@ -560,6 +560,21 @@ size_t cs_replay_ahead(cs_replay *r, size_t *bytes)
     return n;
 }
 
+cs_msg *cs_replay_sig(cs_replay *r)
+{
+    /* ledger was set by the worker that opened it, before the END this follows was handed out
+     * under the pool's lock; it does not change afterwards. */
+    const cs_ledger_record *rec = r->ledger ? &r->ledger->rec : NULL;
+    if (!rec || !rec->sig_len)
+        return NULL;
+    cs_msg *m = cs_msg_new(rec->sig_len);
+    if (m) {
+        memcpy(m->data, rec->sig, rec->sig_len);
+        m->len = rec->sig_len;
+    }
+    return m;
+}
+
 void cs_replay_release(cs_replay *r)
 {
     if (!r)

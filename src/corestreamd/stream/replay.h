@@ -64,6 +64,10 @@ int cs_replay_next(cs_replay *r, cs_msg **out, cs_err *err);
  * counts them: what r holds in memory now. Any thread. */
 size_t cs_replay_ahead(cs_replay *r, size_t *bytes);
 
+/* The SIG message of the ledger r replays, from its record (a new reference; NULL when the ledger
+ * is unsigned, or out of memory). Call once r has handed out its END: the I/O thread. */
+cs_msg *cs_replay_sig(cs_replay *r);
+
 /* The cursor is done with r (finished, or its connection went away). */
 void cs_replay_release(cs_replay *r);
 

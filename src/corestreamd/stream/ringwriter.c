@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 #include "common/log.h"
 #include "common/thread.h"
 #include "wire/wire.h"
@@ -124,13 +125,17 @@ int cs_ring_writer_new(cs_ring_writer **out, cs_ring *ring, cs_err *err)
 }
 
 void cs_ring_writer_submit(cs_ring_writer *w, uint32_t seq, cs_msg **msgs, size_t n, cs_flow *flow,
-                           size_t chunk_size, uint64_t xxh64)
+                           size_t chunk_size, uint64_t xxh64, const cs_msg *sig)
 {
     uint64_t len = 0;
     for (size_t i = 0; i < n; i++)
         len += msgs[i]->len - CS_WIRE_CHUNK_HEADER_LEN;
     pthread_mutex_lock(&w->mu);
     w->rec = (cs_ledger_record){.len = len, .chunks = (uint32_t)n, .chunk_size = (uint32_t)chunk_size, .xxh64 = xxh64};
+    if (sig && sig->len <= sizeof w->rec.sig) {
+        memcpy(w->rec.sig, sig->data, sig->len);
+        w->rec.sig_len = (uint16_t)sig->len;
+    }
     w->seq = seq;
     w->msgs = msgs;
     w->n = n;

@@ -29,9 +29,10 @@ int cs_ring_writer_new(cs_ring_writer **out, cs_ring *ring, cs_err *err);
  * (malloc'd) and a reference to the ledger's complete live flow (NULL: no stored frames), whose n
  * published CHUNK messages become the ledger's stored frames as they are; returns at once.
  * chunk_size and xxh64 are what the live flow used and its END carried: they go into the
- * ledger's integrity record. At most one write is outstanding: call cs_ring_writer_wait first. */
+ * ledger's integrity record, as does the ledger's SIG message (sig; NULL: unsigned), copied. At
+ * most one write is outstanding: call cs_ring_writer_wait first. */
 void cs_ring_writer_submit(cs_ring_writer *w, uint32_t seq, cs_msg **msgs, size_t n, cs_flow *flow,
-                           size_t chunk_size, uint64_t xxh64);
+                           size_t chunk_size, uint64_t xxh64, const cs_msg *sig);
 
 /* Waits for the outstanding write, if any; its failure, if it failed, is the writer's to report. */
 void cs_ring_writer_wait(cs_ring_writer *w);

@@ -2,11 +2,13 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <openssl/evp.h>
 #include <xxhash.h>
 
 #include "common/clock.h"
 #include "common/log.h"
 #include "corestreamd/stream/ringwriter.h"
+#include "wire/ledgersig.h"
 #include "wire/wire.h"
 
 /* Idle raw chunk buffers kept between ledgers: a 64 MiB ledger's worth (256 chunks at the default
@@ -62,10 +64,64 @@ static void abort_on_bug(const cs_err *e)
     abort();
 }
 
-/* Emits one ledger. Returns 0, 1 when cancelled, -1 on failure. */
-static int emit_ledger(cs_source_loop *l, const cs_emission *em, XXH64_state_t *hash,
-                       ledger_parts *parts, cs_msg_pool *chunk_pool, uint64_t *sum, cs_err *err)
+/* What the loop carries from one ledger to the next. */
+typedef struct loop_state {
+    XXH64_state_t *hash;
+    EVP_MD_CTX *sha; /* SHA-256 of the ledger, when the loop signs */
+    ledger_parts parts;
+    cs_ring_writer *writer;
+    cs_msg_pool *chunk_pool;
+    uint32_t prev; /* the last ledger published; 0 before the first */
+    /* The signature of the ledger before the one being emitted (signed ledgers chain), when
+     * known: this run's last, or at start the ring's record of the ledger before. */
+    bool have_prev_sig;
+    uint8_t prev_sig[CS_SIG_LEN];
+} loop_state;
+
+/* The SIG message of the ledger just read, as its source gave it (a relay) or signed here: NULL
+ * when it is unsigned. A signature that cannot be made is logged and the ledger goes out unsigned
+ * (clients that check signatures refuse it). */
+static cs_msg *ledger_sig(cs_source_loop *l, loop_state *st, uint32_t seq, uint64_t total, uint64_t sum)
 {
+    uint8_t buf[CS_WIRE_SIG_MAX_LEN];
+    size_t n = 0;
+    cs_sig sig = {.seq = seq};
+    if (l->src->ops->signature) {
+        n = l->src->ops->signature(l->src, buf);
+        if (n && cs_sig_decode(buf, n, &sig, NULL) != 0)
+            n = 0;
+    } else if (l->signing) {
+        unsigned int dn = 0;
+        EVP_DigestFinal_ex(st->sha, sig.sha256, &dn);
+        if (st->have_prev_sig)
+            memcpy(sig.prev, st->prev_sig, CS_SIG_LEN);
+        cs_err e;
+        if (cs_signing_sign(l->signing, &sig, total, sum, &e) == 0)
+            n = cs_sig_encode(&sig, buf);
+        else
+            CS_LOG(CS_LOG_ERROR, "ledger signing failed; the ledger goes out unsigned", KV_U("ledger", seq),
+                   KV_S("error", e.msg));
+    }
+    st->have_prev_sig = n != 0;
+    if (!n)
+        return NULL;
+    memcpy(st->prev_sig, sig.sig, CS_SIG_LEN);
+    cs_msg *m = cs_msg_new(n);
+    if (m) {
+        memcpy(m->data, buf, n);
+        m->len = n;
+        m->published_ns = cs_mono_ns();
+    }
+    return m;
+}
+
+/* Emits one ledger. Returns 0, 1 when cancelled, -1 on failure. */
+static int emit_ledger(cs_source_loop *l, const cs_emission *em, loop_state *st, uint64_t *sum, cs_msg **sig,
+                       cs_err *err)
+{
+    XXH64_state_t *hash = st->hash;
+    ledger_parts *parts = &st->parts;
+    cs_msg_pool *chunk_pool = st->chunk_pool;
     uint32_t seq = em->seq;
     cs_err e;
     cs_msg *begin = cs_msg_new(CS_WIRE_BEGIN_LEN);
@@ -82,6 +138,8 @@ static int emit_ledger(cs_source_loop *l, const cs_emission *em, XXH64_state_t *
         abort_on_bug(&e);
 
     XXH64_reset(hash, 0);
+    if (st->sha)
+        EVP_DigestInit_ex(st->sha, EVP_sha256(), NULL);
     uint64_t total = 0;
     uint32_t idx = 0;
     for (;;) {
@@ -105,6 +163,8 @@ static int emit_ledger(cs_source_loop *l, const cs_emission *em, XXH64_state_t *
         total += (uint64_t)n;
         raw->len = CS_WIRE_CHUNK_HEADER_LEN + (size_t)n;
         XXH64_update(hash, raw->data + CS_WIRE_CHUNK_HEADER_LEN, (size_t)n);
+        if (st->sha)
+            EVP_DigestUpdate(st->sha, raw->data + CS_WIRE_CHUNK_HEADER_LEN, (size_t)n);
         if (parts_push(parts, cs_msg_retain(raw)) != 0) {
             cs_msg_release(raw);
             cs_msg_release(raw);
@@ -123,6 +183,7 @@ static int emit_ledger(cs_source_loop *l, const cs_emission *em, XXH64_state_t *
     int64_t emit_end = cs_wall_ns();
     *sum = XXH64_digest(hash);
     end->len = cs_wire_put_end(end->data, seq, idx, total, emit_end, *sum);
+    *sig = ledger_sig(l, st, seq, total, *sum);
     end->published_ns = cs_mono_ns();
     /* Counted before END goes out, so a scrape after a subscriber saw END counts that ledger. */
     if (l->metrics) {
@@ -134,7 +195,7 @@ static int emit_ledger(cs_source_loop *l, const cs_emission *em, XXH64_state_t *
         atomic_store_explicit(&m->latest_emitted, seq, memory_order_relaxed);
         atomic_store_explicit(&m->latest_emitted_at, (uint64_t)emit_end, memory_order_relaxed);
     }
-    if (cs_broadcast_end(l->bc, end, &e) != 0)
+    if (cs_broadcast_end(l->bc, end, *sig ? cs_msg_retain(*sig) : NULL, &e) != 0)
         abort_on_bug(&e);
     return 0;
 }
@@ -170,15 +231,6 @@ static void on_reconnecting(void *arg, bool on)
         cs_m_set_state(l->metrics, on ? CS_SRC_RECONNECTING : l->published ? CS_SRC_STREAMING : CS_SRC_CATCHING_UP);
 }
 
-/* What the loop carries from one ledger to the next. */
-typedef struct loop_state {
-    XXH64_state_t *hash;
-    ledger_parts parts;
-    cs_ring_writer *writer;
-    cs_msg_pool *chunk_pool;
-    uint32_t prev; /* the last ledger published; 0 before the first */
-} loop_state;
-
 enum { STEP_NEXT, STEP_ENDED, STEP_CANCELLED, STEP_FAILED };
 
 /* The checks on an emission before anything of it is published. Returns 0, or -1 with err. */
@@ -195,20 +247,35 @@ static int check_emission(const cs_source_loop *l, uint32_t prev, const cs_emiss
 
 /* Hands the ledger just published to the ring writer: only now the disk, and off this thread, so
  * live delivery never pays for the ring write. */
-static void store_ledger(cs_source_loop *l, loop_state *st, uint32_t seq, uint64_t sum)
+static void store_ledger(cs_source_loop *l, loop_state *st, uint32_t seq, uint64_t sum, const cs_msg *sig)
 {
     uint64_t bytes = 0;
     for (size_t i = 0; i < st->parts.n; i++)
         bytes += st->parts.msgs[i]->len - CS_WIRE_CHUNK_HEADER_LEN;
     size_t chunks = st->parts.n;
     cs_ring_writer_submit(st->writer, seq, st->parts.msgs, st->parts.n, published_flow(l, seq, st->parts.n),
-                          l->chunk_size, sum);
+                          l->chunk_size, sum, sig);
     st->parts = (ledger_parts){0};
     if (seq % 100 == 0) {
         /* The log reports the ring as it stands with this ledger in it. */
         cs_ring_writer_wait(st->writer);
         log_streaming(l, seq, bytes, chunks);
     }
+}
+
+/* The first ledger this run signs chains to the ring's ledger before it, when the ring has that
+ * one signed (a restart goes on with the chain its subscribers hold). */
+static void chain_from_ring(cs_source_loop *l, loop_state *st, uint32_t seq)
+{
+    cs_ledger_ref *ref;
+    cs_sig sig;
+    if (seq < 2 || cs_ring_get(l->ring, seq - 1, &ref, NULL) != 0)
+        return;
+    if (ref->rec.sig_len && cs_sig_decode(ref->rec.sig, ref->rec.sig_len, &sig, NULL) == 0) {
+        memcpy(st->prev_sig, sig.sig, CS_SIG_LEN);
+        st->have_prev_sig = true;
+    }
+    cs_ledger_ref_release(ref);
 }
 
 /* One ledger: asked of the source, checked, published, stored. */
@@ -232,14 +299,19 @@ static int step(cs_source_loop *l, loop_state *st, cs_err *err)
     }
     if (check_emission(l, st->prev, &em, err) != 0)
         return STEP_FAILED;
+    if (st->prev == 0 && l->signing)
+        chain_from_ring(l, st, em.seq);
     uint64_t sum = 0;
-    int r = emit_ledger(l, &em, st->hash, &st->parts, st->chunk_pool, &sum, err);
+    cs_msg *sig = NULL;
+    int r = emit_ledger(l, &em, st, &sum, &sig, err);
     if (r != 0) {
+        cs_msg_release(sig);
         parts_clear(&st->parts);
         return r == 1 ? STEP_CANCELLED : STEP_FAILED;
     }
     st->prev = em.seq;
-    store_ledger(l, st, em.seq, sum);
+    store_ledger(l, st, em.seq, sum, sig);
+    cs_msg_release(sig);
     l->published++;
     if (l->on_progress)
         l->on_progress(l->progress_arg, em.seq);
@@ -255,15 +327,16 @@ int cs_source_loop_run(cs_source_loop *l, cs_err *err)
         cs_m_set_state(l->metrics, CS_SRC_CATCHING_UP);
     CS_LOG(CS_LOG_INFO, "source loop starting", KV_S("range", range), KV_U("chunk_size", l->chunk_size));
 
-    loop_state st = {.hash = XXH64_createState()};
+    loop_state st = {.hash = XXH64_createState(), .sha = l->signing ? EVP_MD_CTX_new() : NULL};
     /* Raw chunk buffers come back once the ring has their ledger; up to CHUNK_POOL_BYTES of them
      * wait for the next ledger instead of going back to malloc. */
     size_t chunk_cap = CS_WIRE_CHUNK_HEADER_LEN + l->chunk_size;
     size_t keep = CHUNK_POOL_BYTES / chunk_cap;
     /* Payloads page-aligned, so the ring can write them with O_DIRECT (store/ring.h). */
     st.chunk_pool = cs_msg_pool_new_aligned(chunk_cap, keep < 16 ? 16 : keep, CS_WIRE_CHUNK_HEADER_LEN);
-    if (!st.hash || !st.chunk_pool || cs_ring_writer_new(&st.writer, l->ring, err) != 0) {
+    if (!st.hash || !st.chunk_pool || (l->signing && !st.sha) || cs_ring_writer_new(&st.writer, l->ring, err) != 0) {
         XXH64_freeState(st.hash);
+        EVP_MD_CTX_free(st.sha);
         cs_msg_pool_free(st.chunk_pool);
         return cs_err_set(err, 0, "source loop: out of memory");
     }
@@ -288,6 +361,7 @@ int cs_source_loop_run(cs_source_loop *l, cs_err *err)
         CS_LOG(CS_LOG_INFO, "source exhausted", KV_U("ledgers", l->published));
     free(st.parts.msgs);
     XXH64_freeState(st.hash);
+    EVP_MD_CTX_free(st.sha);
     cs_msg_pool_free(st.chunk_pool); /* chunks still in a flow or a replay free themselves later */
     return how == STEP_FAILED ? -1 : 0;
 }

@@ -1,6 +1,7 @@
 /* The source loop (docs/STREAM-THREADS.md): the only reader of the source. Per ledger it publishes
  * BEGIN before the first body read, cuts the body into chunk-size pieces as it arrives, hands each
- * to the encoder pool and the hash, publishes END after every chunk, and only then writes the ring
+ * to the encoder pool and the hash (and SHA-256 when it signs), publishes END after every chunk
+ * (with the ledger's SIG, signed here or relayed from the source), and only then writes the ring
  * (on the ring writer's thread). That write is finished before the source is asked for the next
  * ledger, so the ring holds every ledger published (sources/rejoin.h relies on it). Nothing here
  * waits on a subscriber. */
@@ -16,6 +17,7 @@
 #include "common/cancel.h"
 #include "corestreamd/stream/compress.h"
 #include "corestreamd/stream/metrics.h"
+#include "corestreamd/stream/signing.h"
 #include "corestreamd/sources/source.h"
 #include "store/ring.h"
 
@@ -30,6 +32,9 @@ typedef struct cs_source_loop {
     cs_cancel *cancel;
     atomic_int *subscribers; /* for the periodic `streaming` log; may be NULL */
     cs_metrics *metrics;     /* the source thread's counters and state; may be NULL */
+    /* Signs every ledger published (a SIG published with its END and kept in its record); NULL:
+     * ledgers are unsigned, or carry the SIG their source gives (ops->signature). */
+    cs_signing *signing;
     uint64_t published;      /* out: ledgers published and retained */
     /* Called on this thread, holding nothing: once with seq 0 when the loop starts, then with each
      * ledger's sequence once its END is published and it is handed to the ring writer. It must
