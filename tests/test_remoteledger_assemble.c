@@ -579,17 +579,19 @@ static void test_asm_decompress_errors(void **state)
     }
     sc_free(&s);
 
-    /* a frame declaring more than the per-chunk bound */
+    /* a frame declaring more than the per-chunk bound: refused from its header */
     uint8_t src[8192], z[9000];
     cs_synthetic_fill(src, sizeof src, 1, true);
     size_t zn = ZSTD_compress(z, sizeof z, src, sizeof src, 1);
+    assert_true(zn < 4096);
     sc_begin(&s, 1, 0);
     sc_chunk(&s, 1, 0, CS_CODEC_ZSTD, z, zn);
     expect_error(&s, -1, 4096, 1, RL_ERR_PROTOCOL,
-                 PV "ledger 1 chunk 0: decompress: decompressed size exceeds configured limit", 0);
+                 PV "ledger 1 chunk 0 inflates to 8192 bytes, over the chunk bound of 4096 (max_chunk_size)", 0);
     sc_free(&s);
 
-    /* the same without a content size in the frame: caught while expanding */
+    /* a frame without a content size cannot be held to the bound before it is decoded: refused,
+     * within the bound too (the server always writes the content size) */
     ZSTD_CCtx *cc = ZSTD_createCCtx();
     ZSTD_CCtx_setParameter(cc, ZSTD_c_contentSizeFlag, 0);
     zn = ZSTD_compress2(cc, z, sizeof z, src, sizeof src);
@@ -598,9 +600,18 @@ static void test_asm_decompress_errors(void **state)
     sc_begin(&s, 1, 0);
     sc_chunk(&s, 1, 0, CS_CODEC_ZSTD, z, zn);
     expect_error(&s, -1, 4096, 1, RL_ERR_PROTOCOL,
-                 PV "ledger 1 chunk 0: decompress: decompressed size exceeds configured limit", 0);
+                 PV "ledger 1 chunk 0 is a zstd frame without a content size, which the chunk bound of 4096 "
+                    "(max_chunk_size) needs",
+                 0);
+    expect_error(&s, -1, 0, 1, RL_ERR_PROTOCOL,
+                 PV "ledger 1 chunk 0 is a zstd frame without a content size, which the chunk bound of 8388608 "
+                    "(max_chunk_size) needs",
+                 0);
     sc_free(&s);
-    /* ...and within the bound it expands fine, exactly at the bound too */
+    ZSTD_freeCCtx(cc);
+
+    /* with its content size it expands fine, exactly at the bound too */
+    zn = ZSTD_compress(z, sizeof z, src, sizeof src, 1);
     sc_begin(&s, 1, 0);
     sc_chunk(&s, 1, 0, CS_CODEC_ZSTD, z, zn);
     sc_end(&s, 1, 1, sizeof src, 0, XXH64(src, sizeof src, 0));
@@ -612,7 +623,6 @@ static void test_asm_decompress_errors(void **state)
         rli_asm_free(a);
     }
     sc_free(&s);
-    ZSTD_freeCCtx(cc);
 
     /* a frame cut short */
     zn = ZSTD_compress(z, sizeof z, src, sizeof src, 1);

@@ -22,8 +22,8 @@ var (
 	ErrTruncated = errors.New("remoteledger: stream ended before the requested range was delivered")
 
 	// ErrProtocol: a malformed message, a bad chunk count, length or checksum, a ledger over the
-	// WithMaxMessageSize cap, or a /healthz answer without its numbers. The ledger that failed
-	// verification was not yielded.
+	// WithMaxMessageSize cap, a chunk over the WithMaxChunkSize bound (what it decodes to), or a
+	// /healthz answer without its numbers. The ledger that failed verification was not yielded.
 	ErrProtocol = errors.New("remoteledger: protocol violation")
 
 	// ErrDial: no connection, or the WebSocket upgrade was refused (any status but 101; for

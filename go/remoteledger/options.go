@@ -36,12 +36,22 @@ func timeoutNS(d time.Duration) int64 {
 }
 
 // WithMaxMessageSize caps an assembled ledger at n bytes (a ledger of exactly n is accepted);
-// a bigger one ends the stream with ErrProtocol. Default 256 MiB. Negative: no cap.
+// a bigger one ends the stream with ErrProtocol, refused before room is made for the chunk that
+// would cross it. Default 256 MiB. Negative: no cap. It is what bounds a Stream's memory: at
+// most this, plus one WithMaxChunkSize, plus a 1 MiB receive buffer and the zstd decoder's
+// state, whatever the server sends (with a negative cap nothing bounds it). zstd makes a ledger
+// of the cap cheap to send (256 MiB in about 9 KB of 8 MiB chunks): lower this where a Stream
+// cannot afford the cap.
 func WithMaxMessageSize(n int64) Option { return func(c *config) { c.maxMessageSize = n } }
 
-// WithMaxChunkSize caps one chunk's payload at n bytes; it must be at least the server's
-// --chunk-size. A bigger chunk ends the stream with ErrRead (close 1009). Default 8 MiB, the
-// largest a server can send. Negative: no limit.
+// WithMaxChunkSize is the chunk bound: it caps one chunk's payload at n bytes on the wire (a
+// bigger message ends the stream with ErrRead, close 1009), and every chunk by what it decodes
+// to, min(n, 8 MiB): a zstd frame announcing more, or no content size, or a raw or compressed
+// payload past it, ends the stream with ErrProtocol before anything is allocated for it, e.g.
+// "remoteledger: protocol violation: ledger 10 chunk 3 inflates to 8388608 bytes, over the chunk
+// bound of 262144 (max_chunk_size)". It must be at least the server's --chunk-size; set it to
+// that (262144 by default) when known. Default 8 MiB, the largest a server can send. Negative:
+// no wire limit (the decoded bound is then 8 MiB).
 func WithMaxChunkSize(n int64) Option { return func(c *config) { c.maxChunkSize = n } }
 
 // WithDialTimeout bounds the TCP connect (ErrDialTimeout). Default 30 s; d <= 0: only the

@@ -120,3 +120,84 @@ func TestProtocolErrors(t *testing.T) {
 		})
 	}
 }
+
+// zeroFrame is a zstd frame of n zero bytes (n > 0) that says its content size: RLE blocks of at
+// most 128 KiB, a few hundred bytes for 8 MiB, as a server could send it.
+func zeroFrame(n int) []byte {
+	f := []byte{0x28, 0xb5, 0x2f, 0xfd, 0xa0} // magic; single segment, 4-byte content size
+	f = binary.LittleEndian.AppendUint32(f, uint32(n))
+	for n > 0 {
+		size := min(n, 128<<10)
+		n -= size
+		h := uint32(size)<<3 | 1<<1 // RLE block
+		if n == 0 {
+			h |= 1 // last
+		}
+		f = append(f, byte(h), byte(h>>8), byte(h>>16), 0)
+	}
+	return f
+}
+
+// chunk is one CHUNK of a zstd payload, as a frame with a 16-bit length.
+func chunk(seq, idx uint32, payload []byte) []byte {
+	b := []byte{2, 0x11}
+	b = binary.BigEndian.AppendUint32(b, seq)
+	b = binary.BigEndian.AppendUint32(b, idx)
+	b = append(b, 1)
+	b = append(b, payload...)
+	return append(binary.BigEndian.AppendUint16([]byte{0x82, 126}, uint16(len(b))), b...)
+}
+
+// endOf closes a ledger of count chunks, total bytes and checksum sum.
+func endOf(seq, count uint32, total, sum uint64) []byte {
+	b := make([]byte, 34)
+	b[0], b[1] = 2, 0x12
+	binary.BigEndian.PutUint32(b[2:], seq)
+	binary.BigEndian.PutUint32(b[6:], count)
+	binary.BigEndian.PutUint64(b[10:], total)
+	binary.BigEndian.PutUint64(b[26:], sum)
+	return frame(2, b)
+}
+
+// A few hundred bytes that inflate to 8 MiB, 40 times over: WithMaxChunkSize refuses the first
+// chunk from its frame header, and a chunk exactly at the bound passes.
+func TestMaxChunkSizeRefusesInflation(t *testing.T) {
+	noLeaks(t)
+	bomb := [][]byte{begin(10)}
+	for i := range 40 {
+		bomb = append(bomb, chunk(10, uint32(i), zeroFrame(8<<20)))
+	}
+	s, err := New(scripted(t, bomb...), WithMaxChunkSize(256<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got error
+	for _, err := range s.RawLedgers(context.Background(), UnboundedRange(10)) {
+		got = err
+	}
+	const want = "remoteledger: protocol violation: ledger 10 chunk 0 inflates to 8388608 bytes, " +
+		"over the chunk bound of 262144 (max_chunk_size)"
+	if !errors.Is(got, ErrProtocol) || got.Error() != want {
+		t.Fatalf("got %v, want ErrProtocol %q", got, want)
+	}
+
+	const xxh64Zeros256K = 0xd79c0e35a60f2740
+	s, err = New(scripted(t, begin(10), chunk(10, 0, zeroFrame(256<<10)), endOf(10, 1, 256<<10, xxh64Zeros256K)),
+		WithMaxChunkSize(256<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for b, err := range s.RawLedgers(context.Background(), SingleLedgerRange(10)) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) != 256<<10 {
+			t.Fatalf("ledger of %d bytes", len(b))
+		}
+		n++
+	}
+	if n != 1 {
+		t.Fatalf("%d ledgers", n)
+	}
+}

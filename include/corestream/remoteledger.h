@@ -187,18 +187,46 @@ RL_API bool rl_info_emit_window(const rl_ledger_info *i, int64_t *ns); /* emit_e
  *   - A larger size (a caller built against a newer header, run with an older library) is
  *     accepted only when every byte this library does not know is zero, so no option is silently
  *     ignored.
- * The struct is copied by rl_stream_new, strings included: the caller's may go away after it. */
+ * The struct is copied by rl_stream_new, strings included: the caller's may go away after it.
+ *
+ * Memory. Whatever the server sends, a stream holds at most: the ledger cap (max_message_size)
+ * for the assembly buffer, plus one chunk bound (max_chunk_size, at most 8388608) of scratch
+ * for a zstd chunk that arrives in several reads, plus a 1 MiB receive buffer, plus fixed state
+ * (the zstd decoder's, about 100 KiB; OpenSSL's on wss://; the stream's own). With the defaults
+ * that is 256 MiB + 8 MiB + 1 MiB + that state; with max_chunk_size 262144, 256 MiB + 256 KiB +
+ * 1 MiB (and, while the assembly buffer grows, what realloc needs to move it; glibc moves large
+ * blocks without a copy). The buffers are kept, not shrunk, until rl_stream_free: a stream that
+ * once assembled a ledger of n bytes keeps a buffer of n to 2n bytes, never past the cap. The
+ * cap is what bounds it: zstd makes a ledger of the cap cheap to send (a 256 MiB one costs about
+ * 9 KB of 8 MiB chunks, or about 40 KB of 256 KiB ones), so a program that cannot afford the cap
+ * per stream should lower max_message_size, not only max_chunk_size. With a negative
+ * max_message_size nothing bounds the assembly buffer. */
 typedef struct rl_options {
     /* sizeof(rl_options) as the caller compiled it. rl_options_init sets it. */
     size_t struct_size;
-    /* Largest assembled ledger accepted; a ledger of exactly this size is fine. 0: the default,
-     * 268435456 (RL_DEFAULT_MAX_MESSAGE_SIZE, the protocol's ceiling). Negative: no cap. */
+    /* Largest assembled ledger accepted; a ledger of exactly this size is fine, a bigger one ends
+     * the call with RL_ERR_PROTOCOL ("remoteledger: protocol violation: ledger 10 exceeds the
+     * 268435456-byte payload cap"), refused before any room is made for the chunk that would
+     * cross it. 0: the default, 268435456 (RL_DEFAULT_MAX_MESSAGE_SIZE, the protocol's ceiling).
+     * Negative: no cap. It is what bounds a session's memory (see "Memory" below): the ledger
+     * being assembled, or the last one handed over, lives in one buffer that grows by doubling
+     * from 64 KiB up to this cap and never past it. */
     int64_t max_message_size;
-    /* Largest chunk payload accepted per message (the WebSocket read limit is this plus the
-     * 11-byte chunk header, at least 263 (a SIG); a bigger message ends the call with RL_ERR_READ and a
-     * close 1009). 0: the default, 8388608 (RL_DEFAULT_MAX_CHUNK_SIZE), the largest chunk a server
-     * can be configured with. Negative: no limit. It also bounds what one zstd chunk may expand
-     * to: min(this, 8388608). */
+    /* The chunk bound. Largest chunk payload accepted per message: the WebSocket read limit is
+     * this plus the 11-byte chunk header (at least 263, a SIG), and a bigger message ends the call with
+     * RL_ERR_READ and a close 1009 ("remoteledger: read: read limited at 262156 bytes").
+     * 0: the default, 8388608 (RL_DEFAULT_MAX_CHUNK_SIZE), the largest chunk a server can be
+     * configured with. Negative: no read limit.
+     * It also bounds every CHUNK by what it decodes to, min(this, 8388608) (8388608 when 0 or
+     * negative): a raw payload past it, a zstd payload past it, a zstd frame whose header
+     * announces more, or one whose header announces no content size (a server always writes
+     * it), end the call with RL_ERR_PROTOCOL before any room is made for the chunk, e.g.
+     *   remoteledger: protocol violation: ledger 10 chunk 3 inflates to 8388608 bytes, over the chunk bound of 262144 (max_chunk_size)
+     *   remoteledger: protocol violation: ledger 10 chunk 3 carries more bytes than the chunk bound of 262144 (max_chunk_size)
+     *   remoteledger: protocol violation: ledger 10 chunk 3 is a zstd frame without a content size, which the chunk bound of 262144 (max_chunk_size) needs
+     * Set it to the server's --chunk-size (262144 by default) when known: a zstd frame of a few
+     * hundred bytes may announce 8 MiB, so a larger bound lets a few KB on the wire fill the
+     * ledger cap sooner. Never retried by resume. */
     int64_t max_chunk_size;
     /* Bound on connecting the TCP socket (to every address the name has, in turn), in
      * nanoseconds; the name lookup itself cannot be cut short. RL_ERR_DIAL_TIMEOUT when it passes.
@@ -349,7 +377,7 @@ typedef struct rl_stream rl_stream;
  * (the message says why: in the prototype's words for a URL, naming the field for an option, e.g.
  *   remoteledger: rl_options.struct_size is 0: set it to sizeof(rl_options) (rl_options_init does)
  *   remoteledger: rl_options.struct_size 12 is not a multiple of 8
- *   remoteledger: rl_options.struct_size 200 sets options this library (1.3.0, 160 bytes) does not know
+ *   remoteledger: rl_options.struct_size 200 sets options this library (1.4.0, 168 bytes) does not know
  * ; *out is still set so rl_stream_error can be read, every later rl_stream_raw_ledgers returns the
  * same error, and the stream must be freed). Returns RL_ERR_NOMEM with *out NULL when the stream
  * cannot be allocated. */

@@ -16,6 +16,8 @@
 #define PROTOCOL_PREFIX "remoteledger: protocol violation: "
 #define GAP_PREFIX "remoteledger: ledger sequence gap: "
 #define MIN_BUFFER (64u << 10)
+/* What the chunk bound is called where a caller sets it (rl_options). */
+#define BOUND_NAME "max_chunk_size"
 /* zstd frames cannot legitimately need a window past one chunk (8 MiB); leave a margin. */
 #define ZSTD_WINDOW_LOG_MAX 24
 
@@ -29,7 +31,7 @@ enum {
 
 struct rli_asm {
     int64_t cap;
-    size_t expand_bound;
+    size_t bound; /* the most one CHUNK may carry or decode to */
 
     /* sequence tracker */
     uint32_t expected;
@@ -58,6 +60,7 @@ struct rli_asm {
     uint64_t msg_len;
     uint64_t size_hint;
     uint32_t chunk_idx;
+    size_t chunk_len; /* the CHUNK's payload bytes so far (raw, or compressed) */
     const uint8_t *direct;
     size_t direct_len;
     uint8_t *scratch;
@@ -75,13 +78,13 @@ static uint32_t get_u32(const uint8_t *p)
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
 }
 
-rli_asm *rli_asm_new(int64_t max_payload, size_t expand_bound)
+rli_asm *rli_asm_new(int64_t max_payload, size_t chunk_bound)
 {
     rli_asm *a = calloc(1, sizeof *a);
     if (!a)
         return NULL;
     a->cap = max_payload;
-    a->expand_bound = expand_bound ? expand_bound : CS_MAX_CHUNK_SIZE;
+    a->bound = chunk_bound ? chunk_bound : CS_MAX_CHUNK_SIZE;
     a->hash = XXH64_createState();
     a->dctx = ZSTD_createDCtx();
     if (!a->hash || !a->dctx) {
@@ -161,6 +164,11 @@ static void hash_update(rli_asm *a, const uint8_t *p, size_t n)
         EVP_DigestUpdate(a->sha, p, n);
 }
 
+size_t rli_asm_footprint(const rli_asm *a)
+{
+    return sizeof *a + a->bufcap + a->scratch_cap + ZSTD_sizeof_DCtx(a->dctx);
+}
+
 const uint8_t *rli_asm_partial(const rli_asm *a, size_t *len, uint32_t *discarded)
 {
     *len = a->len;
@@ -180,7 +188,8 @@ const uint8_t *rli_asm_ledger(const rli_asm *a, size_t *len, rl_ledger_info *inf
 
 /* ---- buffers ---------------------------------------------------------------------------------- */
 
-/* Geometric growth of the assembly buffer; never shrinks. */
+/* Geometric growth of the assembly buffer, never past the ledger cap (a need within the cap is
+ * all the callers ask for), so the buffer is at most the cap; never shrinks. */
 static bool reserve(rli_asm *a, size_t need)
 {
     if (need <= a->bufcap)
@@ -188,6 +197,8 @@ static bool reserve(rli_asm *a, size_t need)
     size_t cap = a->bufcap > MIN_BUFFER ? a->bufcap : MIN_BUFFER;
     while (cap < need)
         cap = cap > SIZE_MAX / 2 ? need : cap * 2;
+    if (a->cap >= 0 && (uint64_t)cap > (uint64_t)a->cap)
+        cap = (uint64_t)a->cap > need ? (size_t)a->cap : need;
     uint8_t *p = realloc(a->buf, cap);
     if (!p)
         return false;
@@ -196,18 +207,30 @@ static bool reserve(rli_asm *a, size_t need)
     return true;
 }
 
+/* Room for n more compressed bytes (scratch_len + n is within the chunk bound): geometric growth,
+ * never past the bound; never shrinks. */
+static bool scratch_reserve(rli_asm *a, size_t n)
+{
+    size_t need = a->scratch_len + n;
+    if (need <= a->scratch_cap)
+        return true;
+    size_t cap = a->scratch_cap ? a->scratch_cap : MIN_BUFFER;
+    while (cap < need)
+        cap *= 2;
+    if (cap > a->bound)
+        cap = a->bound > need ? a->bound : need;
+    uint8_t *s = realloc(a->scratch, cap);
+    if (!s)
+        return false;
+    a->scratch = s;
+    a->scratch_cap = cap;
+    return true;
+}
+
 static bool scratch_append(rli_asm *a, const uint8_t *p, size_t n)
 {
-    if (a->scratch_len + n > a->scratch_cap) {
-        size_t cap = a->scratch_cap ? a->scratch_cap : MIN_BUFFER;
-        while (cap < a->scratch_len + n)
-            cap *= 2;
-        uint8_t *s = realloc(a->scratch, cap);
-        if (!s)
-            return false;
-        a->scratch = s;
-        a->scratch_cap = cap;
-    }
+    if (!scratch_reserve(a, n))
+        return false;
     if (p != a->scratch + a->scratch_len) /* else received in place (rli_asm_recv_slot) */
         memcpy(a->scratch + a->scratch_len, p, n);
     a->scratch_len += n;
@@ -260,6 +283,7 @@ void rli_asm_msg_begin(rli_asm *a, uint64_t size_hint)
     a->hdr_len = 0;
     a->msg_len = 0;
     a->size_hint = size_hint;
+    a->chunk_len = 0;
     a->direct = NULL;
     a->direct_len = 0;
     a->scratch_len = 0;
@@ -274,6 +298,7 @@ static void open_chunk(rli_asm *a)
     uint32_t idx = get_u32(a->hdr + 6);
     a->chunk_open = true;
     a->chunk_idx = idx;
+    a->chunk_len = 0;
     if (!a->active || seq != a->seq) {
         pend(a, RL_ERR_PROTOCOL, PROTOCOL_PREFIX "CHUNK for ledger %" PRIu32 " outside its flow", seq);
         return;
@@ -291,10 +316,10 @@ static void open_chunk(rli_asm *a)
     }
     if (a->hdr[10] == CS_CODEC_RAW) {
         a->mode = M_RAW;
-        /* Pre-size for the whole payload when the transport knows it and the cap allows it. */
+        /* Pre-size for the whole payload when the transport knows it and the bounds allow it. */
         if (a->size_hint > CS_WIRE_CHUNK_HEADER_LEN) {
             uint64_t payload = a->size_hint - CS_WIRE_CHUNK_HEADER_LEN;
-            if ((a->cap < 0 || a->len + payload <= (uint64_t)a->cap) && payload <= SIZE_MAX - a->len)
+            if (payload <= a->bound && (a->cap < 0 || a->len + payload <= (uint64_t)a->cap))
                 (void)reserve(a, a->len + (size_t)payload);
         }
     } else {
@@ -302,11 +327,27 @@ static void open_chunk(rli_asm *a)
     }
 }
 
+/* A CHUNK's payload (raw, or compressed) is past the chunk bound. */
+static void pend_over_bound(rli_asm *a)
+{
+    pend(a, RL_ERR_PROTOCOL,
+         PROTOCOL_PREFIX "ledger %" PRIu32 " chunk %" PRIu32 " carries more bytes than the chunk bound of %zu (" BOUND_NAME ")",
+         a->seq, a->chunk_idx, a->bound);
+}
+
 static void append_raw(rli_asm *a, const uint8_t *p, size_t n)
 {
-    if (a->cap >= 0 && (uint64_t)a->len + n > (uint64_t)a->cap) {
+    /* The limit the first byte too many crosses is the error, however the bytes were split (the
+     * cap when both fall on the same byte). */
+    uint64_t bound_room = a->bound - a->chunk_len;
+    uint64_t cap_room = a->cap >= 0 ? (uint64_t)a->cap - a->len : UINT64_MAX;
+    if (n > cap_room && cap_room <= bound_room) {
         pend(a, RL_ERR_PROTOCOL, PROTOCOL_PREFIX "ledger %" PRIu32 " exceeds the %" PRId64 "-byte payload cap",
              a->seq, a->cap);
+        return;
+    }
+    if (n > bound_room) {
+        pend_over_bound(a);
         return;
     }
     if (!reserve(a, a->len + n)) {
@@ -317,6 +358,33 @@ static void append_raw(rli_asm *a, const uint8_t *p, size_t n)
         memcpy(a->buf + a->len, p, n);
     hash_update(a, p, n);
     a->len += n;
+    a->chunk_len += n;
+}
+
+/* Compressed bytes of a zstd CHUNK: referenced when the message came whole, else gathered. */
+static void append_zstd(rli_asm *a, const uint8_t *p, size_t n)
+{
+    if (n > a->bound - a->chunk_len) {
+        pend_over_bound(a);
+        return;
+    }
+    a->chunk_len += n;
+    if (a->whole && a->scratch_len == 0 && !a->direct) {
+        a->direct = p;
+        a->direct_len = n;
+        return;
+    }
+    if (a->direct) { /* not expected: a whole message fed in pieces */
+        const uint8_t *d = a->direct;
+        size_t dn = a->direct_len;
+        a->direct = NULL;
+        if (!scratch_append(a, d, dn)) {
+            pend(a, RL_ERR_NOMEM, "remoteledger: out of memory");
+            return;
+        }
+    }
+    if (!scratch_append(a, p, n))
+        pend(a, RL_ERR_NOMEM, "remoteledger: out of memory");
 }
 
 uint8_t *rli_asm_recv_slot(rli_asm *a, size_t want, size_t *room)
@@ -324,6 +392,11 @@ uint8_t *rli_asm_recv_slot(rli_asm *a, size_t want, size_t *room)
     *room = 0;
     if (want == 0)
         return NULL;
+    if ((a->mode == M_RAW || a->mode == M_ZSTD) && want > a->bound - a->chunk_len) {
+        want = a->bound - a->chunk_len; /* the next byte past the bound: append_* says so */
+        if (want == 0)
+            return NULL;
+    }
     if (a->mode == M_RAW) {
         if (a->cap >= 0) {
             if ((uint64_t)a->len >= (uint64_t)a->cap)
@@ -337,18 +410,8 @@ uint8_t *rli_asm_recv_slot(rli_asm *a, size_t want, size_t *room)
         return a->buf + a->len;
     }
     if (a->mode == M_ZSTD && !a->whole && !a->direct) {
-        if (a->scratch_len + want > a->scratch_cap) {
-            if (want > SIZE_MAX / 2 - a->scratch_len)
-                return NULL;
-            size_t cap = a->scratch_cap ? a->scratch_cap : MIN_BUFFER;
-            while (cap < a->scratch_len + want)
-                cap *= 2;
-            uint8_t *s = realloc(a->scratch, cap);
-            if (!s)
-                return NULL;
-            a->scratch = s;
-            a->scratch_cap = cap;
-        }
+        if (!scratch_reserve(a, want))
+            return NULL;
         *room = want;
         return a->scratch + a->scratch_len;
     }
@@ -385,22 +448,7 @@ void rli_asm_msg_data(rli_asm *a, const uint8_t *p, size_t n)
             n = 0;
             break;
         case M_ZSTD:
-            if (a->whole && a->scratch_len == 0 && !a->direct) {
-                a->direct = p;
-                a->direct_len = n;
-            } else {
-                if (a->direct) { /* not expected: a whole message fed in pieces */
-                    const uint8_t *d = a->direct;
-                    size_t dn = a->direct_len;
-                    a->direct = NULL;
-                    if (!scratch_append(a, d, dn)) {
-                        pend(a, RL_ERR_NOMEM, "remoteledger: out of memory");
-                        break;
-                    }
-                }
-                if (!scratch_append(a, p, n))
-                    pend(a, RL_ERR_NOMEM, "remoteledger: out of memory");
-            }
+            append_zstd(a, p, n);
             n = 0;
             break;
         default:
@@ -410,73 +458,96 @@ void rli_asm_msg_data(rli_asm *a, const uint8_t *p, size_t n)
     }
 }
 
-/* Expands the current zstd chunk into the assembly buffer, bounded by expand_bound. */
+static const char no_content_size[] = "no content size";
+
+/* What a zstd payload decodes to: the sum of its frames' content sizes, known before any byte is
+ * decoded. NULL with *total set, or why it cannot be known: a frame without a content size
+ * (no_content_size), or zstd's words for one that is malformed or cut short. */
+static const char *content_size(const uint8_t *p, size_t n, uint64_t *total)
+{
+    *total = 0;
+    while (n) {
+        size_t fn = ZSTD_findFrameCompressedSize(p, n);
+        if (ZSTD_isError(fn))
+            return ZSTD_getErrorName(fn);
+        unsigned long long fcs = ZSTD_getFrameContentSize(p, fn);
+        if (fcs == ZSTD_CONTENTSIZE_UNKNOWN)
+            return no_content_size;
+        if (fcs == ZSTD_CONTENTSIZE_ERROR)
+            return "Unknown frame descriptor";
+        *total = fcs > UINT64_MAX - *total ? UINT64_MAX : *total + fcs;
+        p += fn;
+        n -= fn;
+    }
+    return NULL;
+}
+
+/* Decodes src[0..n) into exactly the total bytes its frames announced, at the end of the
+ * assembly (reserved by the caller). NULL, or zstd's words for what went wrong. */
+static const char *inflate(rli_asm *a, const uint8_t *src, size_t n, size_t total)
+{
+    static uint8_t none[1];
+    ZSTD_DCtx_reset(a->dctx, ZSTD_reset_session_only);
+    ZSTD_outBuffer out = {total ? a->buf + a->len : none, total, 0};
+    ZSTD_inBuffer in = {src, n, 0};
+    for (;;) {
+        size_t in0 = in.pos, out0 = out.pos;
+        size_t r = ZSTD_decompressStream(a->dctx, &out, &in);
+        if (ZSTD_isError(r))
+            return ZSTD_getErrorName(r);
+        if (in.pos == in.size && r == 0)
+            break; /* every frame complete */
+        if (in.pos == in0 && out.pos == out0)
+            return out.pos == out.size ? "more than its content size" : "unexpected EOF";
+    }
+    return out.pos == total ? NULL : "less than its content size";
+}
+
+/* Whether total decoded bytes may join the assembly: within the chunk bound and the ledger cap. */
+static rli_asm_status check_inflate(rli_asm *a, uint64_t total, cs_err *err)
+{
+    if (total > a->bound)
+        return fail(err, RL_ERR_PROTOCOL,
+                    PROTOCOL_PREFIX "ledger %" PRIu32 " chunk %" PRIu32 " inflates to %" PRIu64
+                                    " bytes, over the chunk bound of %zu (" BOUND_NAME ")",
+                    a->seq, a->chunk_idx, total, a->bound);
+    if (a->cap >= 0 && a->len + total > (uint64_t)a->cap)
+        return fail(err, RL_ERR_PROTOCOL,
+                    PROTOCOL_PREFIX "ledger %" PRIu32 " exceeds the %" PRId64 "-byte payload cap", a->seq,
+                    a->cap);
+    return RLI_ASM_MORE;
+}
+
+/* Expands the current zstd chunk into the assembly buffer. What it decodes to is checked against
+ * the chunk bound and the ledger cap from the frames' headers, before any room is made for it. */
 static rli_asm_status expand(rli_asm *a, cs_err *err)
 {
     const uint8_t *src = a->direct ? a->direct : a->scratch;
     size_t n = a->direct ? a->direct_len : a->scratch_len;
     if (n == 0)
         return RLI_ASM_MORE;
-    const size_t bound = a->expand_bound;
-    const char *why = NULL;
-    size_t start = a->len;
-
-    ZSTD_DCtx_reset(a->dctx, ZSTD_reset_session_only);
-    unsigned long long fcs = ZSTD_getFrameContentSize(src, n);
-    size_t first = n * 4 > MIN_BUFFER ? n * 4 : MIN_BUFFER;
-    if (fcs != ZSTD_CONTENTSIZE_UNKNOWN && fcs != ZSTD_CONTENTSIZE_ERROR) {
-        if (fcs > bound)
-            why = "decompressed size exceeds configured limit";
-        else
-            first = (size_t)fcs;
+    uint64_t total;
+    const char *why = content_size(src, n, &total);
+    if (why == no_content_size)
+        return fail(err, RL_ERR_PROTOCOL,
+                    PROTOCOL_PREFIX "ledger %" PRIu32 " chunk %" PRIu32 " is a zstd frame without a content size, "
+                                    "which the chunk bound of %zu (" BOUND_NAME ") needs",
+                    a->seq, a->chunk_idx, a->bound);
+    if (!why) {
+        if (check_inflate(a, total, err) != RLI_ASM_MORE)
+            return RLI_ASM_ERROR;
+        if (!reserve(a, a->len + (size_t)total))
+            return fail(err, RL_ERR_NOMEM, "remoteledger: out of memory");
+        why = inflate(a, src, n, (size_t)total);
     }
-    if (!why && !reserve(a, a->len + (first < bound + 1 ? first : bound + 1)))
-        return fail(err, RL_ERR_NOMEM, "remoteledger: out of memory");
-    ZSTD_inBuffer in = {src, n, 0};
-    while (!why) {
-        size_t produced = a->len - start;
-        size_t allowed = bound - produced + 1; /* one past the bound shows an overflow */
-        if (a->bufcap == a->len) {
-            size_t want = produced > MIN_BUFFER ? produced : MIN_BUFFER;
-            if (want > allowed)
-                want = allowed;
-            if (!reserve(a, a->len + want))
-                return fail(err, RL_ERR_NOMEM, "remoteledger: out of memory");
-        }
-        size_t room = a->bufcap - a->len;
-        if (room > allowed)
-            room = allowed;
-        ZSTD_outBuffer out = {a->buf + a->len, room, 0};
-        size_t r = ZSTD_decompressStream(a->dctx, &out, &in);
-        if (ZSTD_isError(r)) {
-            why = ZSTD_getErrorName(r);
-            break;
-        }
-        a->len += out.pos;
-        if (a->len - start > bound) {
-            why = "decompressed size exceeds configured limit";
-            break;
-        }
-        if (in.pos == in.size) {
-            if (r == 0)
-                break; /* every frame complete */
-            if (out.pos < out.size) {
-                why = "unexpected EOF"; /* the frame stops short */
-                break;
-            }
-        }
-    }
-    if (why) {
-        a->len = start;
+    if (why)
         return fail(err, RL_ERR_PROTOCOL,
                     PROTOCOL_PREFIX "ledger %" PRIu32 " chunk %" PRIu32 ": decompress: %s", a->seq,
                     a->chunk_idx, why);
+    if (total) { /* the buffer may not exist yet for an empty frame */
+        hash_update(a, a->buf + a->len, (size_t)total);
+        a->len += (size_t)total;
     }
-    if (a->cap >= 0 && (uint64_t)a->len > (uint64_t)a->cap)
-        return fail(err, RL_ERR_PROTOCOL,
-                    PROTOCOL_PREFIX "ledger %" PRIu32 " exceeds the %" PRId64 "-byte payload cap", a->seq,
-                    a->cap);
-    hash_update(a, a->buf + start, a->len - start);
     return RLI_ASM_MORE;
 }
 

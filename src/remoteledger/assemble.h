@@ -10,6 +10,14 @@
  * appended raw bytes, so END verification costs nothing extra. The assembly buffer is reused
  * across ledgers and never shrinks.
  *
+ * Memory. Every CHUNK is held to the chunk bound: a raw payload, a compressed payload, and what a
+ * zstd payload decodes to, which its frames' headers must announce (a frame without a content
+ * size is refused) and which is checked against the bound and the ledger cap before any room is
+ * made for it, then decoded into exactly that room. The assembly buffer grows by doubling from
+ * 64 KiB but never past the cap, and the scratch buffer never past the bound, so an assembler
+ * holds at most cap + bound bytes of buffers plus the zstd decoder's state (rli_asm_footprint),
+ * whatever the bytes on the wire.
+ *
  * Errors are reported when the message that caused them is complete, in the order the prototype
  * checks them (decode, flow, index, expansion, cap), so a transport error that cuts a message
  * short still wins over a violation inside it. After an error the assembler must be reset before
@@ -34,8 +42,8 @@ typedef enum rli_asm_status {
 } rli_asm_status;
 
 /* max_payload: the assembled-ledger cap, negative for none (a ledger of exactly the cap passes).
- * expand_bound: the most one zstd chunk may expand to (rli_expand_bound). */
-rli_asm *rli_asm_new(int64_t max_payload, size_t expand_bound);
+ * chunk_bound: the most one CHUNK may carry or decode to (rli_expand_bound; 0: 8 MiB). */
+rli_asm *rli_asm_new(int64_t max_payload, size_t chunk_bound);
 void rli_asm_free(rli_asm *a);
 
 /* Starts a stream: no assembly in progress, the tracker expecting `from` (0 accepts any first
@@ -92,5 +100,10 @@ uint64_t rli_asm_xxh64(const rli_asm *a);
 
 /* Current assembly-buffer capacity, for tests. */
 size_t rli_asm_capacity(const rli_asm *a);
+
+/* Everything the assembler holds now, in bytes: itself, the assembly and scratch buffers and the
+ * zstd decoder's state. Buffers never shrink, so it is also the most it has held (the decoder's
+ * state aside, which zstd may resize). For tests and the documented bound. */
+size_t rli_asm_footprint(const rli_asm *a);
 
 #endif
