@@ -169,14 +169,20 @@ func (s *Stream) RawLedgers(ctx context.Context, ledgerRange Range, opts ...Stre
 			yield(nil, resultError(ctx, cs, r))
 			return
 		}
+		m := s.newMeter()
+		m.sync(cs) // the open's own retries (WithResume)
+		m.start()
 		for {
 			ledger, info, r := next(cs)
+			m.sync(cs)
 			switch r {
 			case C.RL_OK:
 				s.observe(sc.observer, info)
+				m.ledger(info)
 				if !yield(ledger, nil) {
 					return // the free sends close 1000 "consumer done"
 				}
+				m.start()
 			case C.RL_AGAIN:
 				if err := ctx.Err(); err != nil {
 					yield(nil, err)
@@ -210,7 +216,12 @@ func next(cs *C.rl_stream) ([]byte, LedgerInfo, C.rl_result) {
 	if r != C.RL_OK {
 		return nil, LedgerInfo{}, r
 	}
-	info := LedgerInfo{
+	return unsafe.Slice((*byte)(unsafe.Pointer(p)), int(n)), infoOf(cs, &ci), r
+}
+
+// infoOf is the LedgerInfo of a ledger rl_stream_next returned on cs.
+func infoOf(cs *C.rl_stream, ci *C.rl_ledger_info) LedgerInfo {
+	return LedgerInfo{
 		Sequence:          uint32(ci.sequence),
 		EmitStartUnixNano: int64(ci.emit_start_unix_nano),
 		EmitEndUnixNano:   int64(ci.emit_end_unix_nano),
@@ -220,7 +231,6 @@ func next(cs *C.rl_stream) ([]byte, LedgerInfo, C.rl_result) {
 		DiscardedPartials: int(ci.discarded_partials),
 		Reconnects:        uint64(C.rl_stream_reconnects(cs)),
 	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(p)), int(n)), info, r
 }
 
 // Bounds is the range of ledgers the server retains and can serve, from its /healthz: latest is
