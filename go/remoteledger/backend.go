@@ -168,7 +168,10 @@ func (b *Backend) IsPrepared(ctx context.Context, ledgerRange Range) (bool, erro
 //     prepared range, is served by a new subscription from it: the server replays it from its
 //     ring (a *TooFarBehindError if it no longer has it), and the reading goes on from there.
 //     The cost is that of a new subscription: a dial, an upgrade, the ring's replay. Captive
-//     core refuses it ("requested ledger is behind the captive core stream").
+//     core refuses it ("requested ledger is behind the captive core stream"). The server must
+//     be of the same run (X-Corestream-Run) as the prepared range's first subscription, as
+//     within one (ErrRunChanged otherwise, unless WithAllowRunChange; PrepareRange starts a new
+//     range on whatever run the server has).
 //   - A call that ctx interrupts drops the connection, and leaves the Backend prepared: the next
 //     call subscribes again, from the sequence it asks for (the cost of a new subscription).
 //     Captive core keeps its stream across a cancelled GetLedger.
