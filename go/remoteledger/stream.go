@@ -144,8 +144,9 @@ func cRange(r Range) C.rl_range {
 // Err values), when ctx is done (yields ctx.Err()), or on break. An unbounded range from 0 starts
 // at the next ledger the server publishes.
 //
-// The StreamOptions are this package's (WithLedgerObserver); the SDK's own cannot be read
-// outside the SDK, and an adapter drops them.
+// The StreamOptions are this package's (WithLedgerObserver). The SDK's LedgerStream.RawLedgers
+// takes none (its StreamOption and WithStreamMetrics were dropped; WithMetrics is the
+// equivalent here); the adapter in docs/rpc-wiring.md passes none.
 func (s *Stream) RawLedgers(ctx context.Context, ledgerRange Range, opts ...StreamOption) iter.Seq2[[]byte, error] {
 	var sc streamConfig
 	for _, o := range opts {
