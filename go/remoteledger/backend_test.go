@@ -181,6 +181,7 @@ func TestBackendUnboundedRange(t *testing.T) {
 	if err := b.PrepareRange(ctx, UnboundedRange(0)); err != nil {
 		t.Fatal(err)
 	}
+	waitLatest(t, b.Stream(), 1) // the ring is written just after a ledger goes out live
 	latest, err := b.GetLatestLedgerSequence(ctx)
 	if err != nil || latest == 0 {
 		t.Fatalf("latest %d, %v", latest, err)
