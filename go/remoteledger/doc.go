@@ -5,22 +5,28 @@
 // range) is an iter.Seq2[[]byte, error] over the ledgers of a bounded or unbounded Range, each
 // one raw LedgerCloseMeta XDR, reassembled and verified (chunk count, length, XXH64) before it is
 // yielded. A few lines adapt it to the SDK's types (docs/rpc-wiring.md in the corestream
-// repository). Beside it: Open, a Session pulled one ledger at a time (Next, GetLedger), and
-// Bounds / GetLatestLedgerSequence, the server's retained range from its /healthz.
+// repository). Beside it: Open, a Session pulled one ledger at a time (Next, GetLedger);
+// NewBackend, a Backend with the semantics of the SDK's ledgerbackend.LedgerBackend (PrepareRange,
+// then GetLedgerRaw for each sequence, as with captive core; its doc lists the differences); and
+// Bounds / GetLatestLedgerSequence, the server's retained range from its /healthz. WithMetrics
+// feeds a Metrics the caller implements (a Prometheus registry, say) with each ledger and
+// reconnection. The examples run in the module's tests against a real corestreamd.
 //
 // # Ownership of the bytes
 //
-// A yielded slice (and one returned by Session.Next or GetLedger) is BORROWED: it is the
+// A yielded slice (and one returned by Session.Next or Session.GetLedger) is BORROWED: it is the
 // library's assembly buffer, in C memory, valid until the next iteration step (the next call on
 // the Session, or its Close) and overwritten then. A consumer that keeps a ledger copies it
 // (bytes.Clone). Reading a slice after that is a use-after-free, not stale data. Never pass one
-// to another goroutine without copying it.
+// to another goroutine without copying it. Backend.GetLedgerRaw is the exception: it returns a
+// copy the caller owns, as the SDK's GetLedgerRaw does.
 //
 // # Goroutines
 //
 // A Stream holds a URL and options only, and is safe for concurrent use: every RawLedgers
 // iteration, Open and Bounds call gets a C stream (and a connection) of its own, freed when it
-// ends. A Session is used by one goroutine at a time. The connection is serviced on the
+// ends. A Session is used by one goroutine at a time. A Backend holds one C stream until Close;
+// its methods are safe for concurrent use (see Backend). The connection is serviced on the
 // iterating goroutine, inside the library, only while the loop waits for its next ledger, never
 // while the loop body runs: a body slower than the server's close interval makes the server
 // resend the ledgers from its retention ring, and one that falls further behind than that

@@ -78,6 +78,8 @@ type TooFarBehindError struct {
 	Requested, Oldest, Latest uint32
 }
 
+// Error is the message, with the bounds when the server's close reason gave them:
+// "remoteledger: requested ledger is behind the server's retention: requested 1, server retains [16,20]".
 func (e *TooFarBehindError) Error() string {
 	if e.Oldest == 0 && e.Latest == 0 {
 		return fmt.Sprintf("%s: requested %d", ErrTooFarBehind, e.Requested)
@@ -86,6 +88,7 @@ func (e *TooFarBehindError) Error() string {
 		e.Latest)
 }
 
+// Unwrap is ErrTooFarBehind, for errors.Is.
 func (e *TooFarBehindError) Unwrap() error { return ErrTooFarBehind }
 
 // libError is a failure with libremoteledger's message, matching its kinds with errors.Is.
@@ -94,5 +97,8 @@ type libError struct {
 	kinds []error
 }
 
-func (e *libError) Error() string   { return e.msg }
+// Error is the library's message.
+func (e *libError) Error() string { return e.msg }
+
+// Unwrap is the error's kinds, for errors.Is.
 func (e *libError) Unwrap() []error { return e.kinds }

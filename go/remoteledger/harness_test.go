@@ -31,7 +31,7 @@ const waitFor = 20 * time.Second
 
 // daemon is a corestreamd started from $CORESTREAMD on 127.0.0.1, its output kept.
 type daemon struct {
-	t       *testing.T
+	t       *testing.T // nil for TestMain's
 	cmd     *exec.Cmd
 	dataDir string
 	port    int
@@ -81,28 +81,40 @@ func startDaemon(t *testing.T, dataDir string, port int, extra ...string) *daemo
 // source and every other flag given by args; it is stopped at cleanup.
 func startDaemonSource(t *testing.T, dataDir string, port int, args ...string) *daemon {
 	t.Helper()
+	d, err := launch(daemonBin(t), dataDir, port, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.t = t
+	t.Cleanup(func() { d.stop(syscall.SIGTERM) })
+	return d
+}
+
+// launch runs corestreamd (bin) on dataDir, listening on 127.0.0.1:port (0: ephemeral), with
+// args, and returns once it listens. The caller stops it.
+func launch(bin, dataDir string, port int, args ...string) (*daemon, error) {
 	base := []string{"--data-dir=" + dataDir, "--listen", fmt.Sprintf("127.0.0.1:%d", port)}
-	d := &daemon{t: t, dataDir: dataDir, log: &logBuf{}, exited: make(chan struct{})}
-	d.cmd = exec.Command(daemonBin(t), append(base, args...)...)
+	d := &daemon{dataDir: dataDir, log: &logBuf{}, exited: make(chan struct{})}
+	d.cmd = exec.Command(bin, append(base, args...)...)
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
 	if err := d.cmd.Start(); err != nil {
-		t.Fatalf("start corestreamd: %v", err)
+		return nil, fmt.Errorf("start corestreamd: %v", err)
 	}
 	go func() { _ = d.cmd.Wait(); close(d.exited) }()
-	t.Cleanup(func() { d.stop(syscall.SIGTERM) })
 	deadline := time.Now().Add(waitFor)
 	for {
 		if m := listeningRE.FindStringSubmatch(d.log.String()); m != nil {
 			d.port, _ = strconv.Atoi(m[1])
-			return d
+			return d, nil
 		}
 		select {
 		case <-d.exited:
-			t.Fatalf("corestreamd exited before listening:\n%s", d.log.String())
+			return nil, fmt.Errorf("corestreamd exited before listening:\n%s", d.log.String())
 		case <-time.After(10 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("corestreamd not listening within %v:\n%s", waitFor, d.log.String())
+			d.stop(syscall.SIGKILL)
+			return nil, fmt.Errorf("corestreamd not listening within %v:\n%s", waitFor, d.log.String())
 		}
 	}
 }
@@ -123,7 +135,9 @@ func (d *daemon) stop(sig syscall.Signal) {
 	case <-time.After(waitFor):
 		_ = d.cmd.Process.Kill()
 		<-d.exited
-		d.t.Errorf("corestreamd did not exit on %v", sig)
+		if d.t != nil {
+			d.t.Errorf("corestreamd did not exit on %v", sig)
+		}
 	}
 }
 
@@ -210,13 +224,22 @@ func waitLatest(t *testing.T, s *Stream, seq uint32) {
 // certs writes a CA and a server certificate for 127.0.0.1 (and "corestream.test") to dir.
 func certs(t *testing.T, dir string) (caFile, certFile, keyFile string) {
 	t.Helper()
+	caFile, certFile, keyFile, err := writeCerts(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return caFile, certFile, keyFile
+}
+
+// writeCerts is certs without a test: ca.pem, server.pem and server.key in dir.
+func writeCerts(dir string) (caFile, certFile, keyFile string, err error) {
 	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour), IsCA: true,
 		BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
 	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
 	if err != nil {
-		t.Fatal(err)
+		return "", "", "", err
 	}
 	ca, _ := x509.ParseCertificate(caDER)
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -226,16 +249,17 @@ func certs(t *testing.T, dir string) (caFile, certFile, keyFile string) {
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 	if err != nil {
-		t.Fatal(err)
+		return "", "", "", err
 	}
 	keyDER, _ := x509.MarshalECPrivateKey(key)
 	write := func(name, typ string, b []byte) string {
 		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: b}), 0o600); err != nil {
-			t.Fatal(err)
+		if werr := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: b}), 0o600); werr != nil && err == nil {
+			err = werr
 		}
 		return p
 	}
-	return write("ca.pem", "CERTIFICATE", caDER), write("server.pem", "CERTIFICATE", der),
+	caFile, certFile, keyFile = write("ca.pem", "CERTIFICATE", caDER), write("server.pem", "CERTIFICATE", der),
 		write("server.key", "EC PRIVATE KEY", keyDER)
+	return caFile, certFile, keyFile, err
 }

@@ -21,6 +21,7 @@ type config struct {
 	allowRunChange            bool
 
 	observer func(LedgerInfo)
+	metrics  Metrics // WithMetrics (metrics.go)
 }
 
 // Option configures a Stream at New.

@@ -19,10 +19,31 @@ func UnboundedRange(from uint32) Range { return Range{from: from} }
 // SingleLedgerRange is the one ledger seq.
 func SingleLedgerRange(seq uint32) Range { return BoundedRange(seq, seq) }
 
-func (r Range) From() uint32  { return r.from }
-func (r Range) To() uint32    { return r.to }
+// From is the range's first ledger; 0 in an unbounded range means the tip (the next ledger the
+// server publishes).
+func (r Range) From() uint32 { return r.from }
+
+// To is the last ledger of a bounded range, and 0 for an unbounded one.
+func (r Range) To() uint32 { return r.to }
+
+// Bounded reports whether the range has a last ledger (BoundedRange, SingleLedgerRange).
 func (r Range) Bounded() bool { return r.bounded }
 
+// Contains reports whether every ledger of other is in r, as the SDK's Range.Contains: an
+// unbounded range contains the ranges that start at or after its start, a bounded one the
+// bounded ranges inside it and no unbounded one.
+func (r Range) Contains(other Range) bool {
+	if r.bounded && !other.bounded {
+		return false
+	}
+	if r.bounded {
+		return r.from <= other.from && r.to >= other.to
+	}
+	return r.from <= other.from
+}
+
+// String is "[from,to]" for a bounded range and "[from,latest)" for an unbounded one, as the
+// SDK's.
 func (r Range) String() string {
 	if r.bounded {
 		return fmt.Sprintf("[%d,%d]", r.from, r.to)

@@ -22,6 +22,7 @@ type Session struct {
 	err        error  // the session is over: every call returns this
 	reconnects uint64 // kept past Close
 	run        string // kept past Close
+	meter      meter  // WithMetrics
 }
 
 // Open dials and subscribes to ledgerRange, returning once the server has accepted (the
@@ -49,7 +50,9 @@ func (s *Stream) Open(ctx context.Context, ledgerRange Range) (*Session, error) 
 		freeC(cs)
 		return nil, err
 	}
-	return &Session{s: s, cs: cs, rng: ledgerRange, next: ledgerRange.from}, nil
+	p := &Session{s: s, cs: cs, rng: ledgerRange, next: ledgerRange.from, meter: s.newMeter()}
+	p.meter.sync(cs) // the open's own retries (WithResume)
+	return p, nil
 }
 
 // Next waits for the session's next ledger and returns it, BORROWED until the next call on the
@@ -67,12 +70,15 @@ func (p *Session) Next(ctx context.Context) ([]byte, LedgerInfo, error) {
 	}
 	release := guard(ctx, p.cs)
 	defer release()
+	p.meter.start()
 	for {
 		ledger, info, r := next(p.cs)
+		p.meter.sync(p.cs)
 		switch r {
 		case C.RL_OK:
 			p.next = info.Sequence + 1
 			p.s.observe(nil, info)
+			p.meter.ledger(info)
 			return ledger, info, nil
 		case C.RL_AGAIN:
 			if err := ctx.Err(); err != nil {

@@ -144,8 +144,9 @@ func cRange(r Range) C.rl_range {
 // Err values), when ctx is done (yields ctx.Err()), or on break. An unbounded range from 0 starts
 // at the next ledger the server publishes.
 //
-// The StreamOptions are this package's (WithLedgerObserver); the SDK's own cannot be read
-// outside the SDK, and an adapter drops them.
+// The StreamOptions are this package's (WithLedgerObserver). The SDK's LedgerStream.RawLedgers
+// takes none (its StreamOption and WithStreamMetrics were dropped; WithMetrics is the
+// equivalent here); the adapter in docs/rpc-wiring.md passes none.
 func (s *Stream) RawLedgers(ctx context.Context, ledgerRange Range, opts ...StreamOption) iter.Seq2[[]byte, error] {
 	var sc streamConfig
 	for _, o := range opts {
@@ -169,14 +170,20 @@ func (s *Stream) RawLedgers(ctx context.Context, ledgerRange Range, opts ...Stre
 			yield(nil, resultError(ctx, cs, r))
 			return
 		}
+		m := s.newMeter()
+		m.sync(cs) // the open's own retries (WithResume)
+		m.start()
 		for {
 			ledger, info, r := next(cs)
+			m.sync(cs)
 			switch r {
 			case C.RL_OK:
 				s.observe(sc.observer, info)
+				m.ledger(info)
 				if !yield(ledger, nil) {
 					return // the free sends close 1000 "consumer done"
 				}
+				m.start()
 			case C.RL_AGAIN:
 				if err := ctx.Err(); err != nil {
 					yield(nil, err)
@@ -210,7 +217,12 @@ func next(cs *C.rl_stream) ([]byte, LedgerInfo, C.rl_result) {
 	if r != C.RL_OK {
 		return nil, LedgerInfo{}, r
 	}
-	info := LedgerInfo{
+	return unsafe.Slice((*byte)(unsafe.Pointer(p)), int(n)), infoOf(cs, &ci), r
+}
+
+// infoOf is the LedgerInfo of a ledger rl_stream_next returned on cs.
+func infoOf(cs *C.rl_stream, ci *C.rl_ledger_info) LedgerInfo {
+	return LedgerInfo{
 		Sequence:          uint32(ci.sequence),
 		EmitStartUnixNano: int64(ci.emit_start_unix_nano),
 		EmitEndUnixNano:   int64(ci.emit_end_unix_nano),
@@ -220,7 +232,6 @@ func next(cs *C.rl_stream) ([]byte, LedgerInfo, C.rl_result) {
 		DiscardedPartials: int(ci.discarded_partials),
 		Reconnects:        uint64(C.rl_stream_reconnects(cs)),
 	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(p)), int(n)), info, r
 }
 
 // Bounds is the range of ledgers the server retains and can serve, from its /healthz: latest is

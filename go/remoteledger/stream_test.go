@@ -386,7 +386,9 @@ func TestResumeAcrossAServerRestart(t *testing.T) {
 	dataDir := t.TempDir()
 	d := startDaemon(t, dataDir, 0)
 	port := d.port
-	s, _ := New(d.url(), WithResume(100), WithResumeBackoff(20*time.Millisecond, 200*time.Millisecond))
+	var m countingMetrics
+	s, _ := New(d.url(), WithResume(100), WithResumeBackoff(20*time.Millisecond, 200*time.Millisecond),
+		WithMetrics(&m))
 	probe, _ := New(d.url())
 	var reconnects uint64
 	var replayed int
@@ -428,6 +430,12 @@ func TestResumeAcrossAServerRestart(t *testing.T) {
 	if reconnects < 1 || replayed < 8 {
 		t.Fatalf("reconnects %d, ledgers replayed from the ring %d", reconnects, replayed)
 	}
+	// The Metrics saw the same: every ledger once, and each reconnection.
+	if mseqs, size, mreconnects := m.snapshot(); !equalSeqs(mseqs, seqs) || size != 60*1000 ||
+		uint64(mreconnects) != reconnects {
+		t.Fatalf("metrics: ledgers %v, %d bytes, %d reconnects; the loop saw %d reconnects", mseqs, size,
+			mreconnects, reconnects)
+	}
 	if liveStreams.Load() != 0 {
 		t.Fatal("C stream left")
 	}
@@ -438,7 +446,8 @@ func itoa(v uint32) string { return strconv.FormatUint(uint64(v), 10) }
 func TestBoundsAndSession(t *testing.T) {
 	d := startDaemon(t, t.TempDir(), 0)
 	noLeaks(t)
-	s, _ := New(d.url())
+	var m countingMetrics
+	s, _ := New(d.url(), WithMetrics(&m))
 	waitLatest(t, s, 12)
 	oldest, latest, err := s.Bounds(context.Background())
 	if err != nil || oldest != 1 || latest < 12 {
@@ -482,6 +491,11 @@ func TestBoundsAndSession(t *testing.T) {
 	}
 	p.Close()
 	p.Close()
+	// The Metrics saw each ledger the session read, those GetLedger read past included.
+	if mseqs, size, reconnects := m.snapshot(); !equalSeqs(mseqs, []uint32{3, 4, 5, 6, 7, 8, 9, 10}) ||
+		size != 8000 || reconnects != 0 {
+		t.Fatalf("metrics: ledgers %v, %d bytes, %d reconnects", mseqs, size, reconnects)
+	}
 
 	// A cancelled Next ends its session.
 	p, err = s.Open(context.Background(), UnboundedRange(0))
