@@ -69,6 +69,13 @@ var (
 	// "remoteledger: dial ws://…/stream?start=62: run changed: the server is now run
 	// synthetic-0b5d…, the session began on run synthetic-7c31…".
 	ErrRunChanged = errors.New("remoteledger: run changed")
+
+	// ErrSignature: with WithTrustedKeys, a ledger came unsigned, signed by a key not trusted,
+	// with bytes or fields other than those signed, for another signing run or out of its chain
+	// (docs/PROTOCOL.md, "Signed ledgers"). The ledger was not yielded; resume never retries it.
+	// The message says which: "remoteledger: signature: ledger 10 is unsigned",
+	// "remoteledger: signature: ledger 10: signed by <hex>, which is not a trusted key", ….
+	ErrSignature = errors.New("remoteledger: signature")
 )
 
 // TooFarBehindError is what ErrTooFarBehind carries: Requested is the ledger the stream needed

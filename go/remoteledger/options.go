@@ -19,6 +19,7 @@ type config struct {
 	insecureSkipVerify        bool
 	bearerToken               string
 	allowRunChange            bool
+	trustedKeys               string
 
 	observer func(LedgerInfo)
 	metrics  Metrics // WithMetrics (metrics.go)
@@ -87,6 +88,14 @@ func WithResume(retries int64) Option { return func(c *config) { c.resumeRetries
 // ending with ErrRunChanged; the stream then follows the new run (Session.Run). The ledgers stay
 // in sequence, but nothing vouches that they continue the same chain.
 func WithAllowRunChange() Option { return func(c *config) { c.allowRunChange = true } }
+
+// WithTrustedKeys verifies signed ledgers: file is a PEM file of one or more Ed25519 public keys
+// (`openssl pkey -in core.key -pubout`), read by New (a file that cannot be read or holds no such
+// key is ErrInvalid naming it). Every connection then asks corestreamd (--signing-key) for its
+// signatures, and a ledger is yielded only when one of these keys signed exactly its bytes, for
+// the stream's signing run, in its chain; anything else ends the stream with ErrSignature.
+// Costs per ledger: SHA-256 of its bytes as they arrive and one Ed25519 verification.
+func WithTrustedKeys(file string) Option { return func(c *config) { c.trustedKeys = file } }
 
 // WithResumeBackoff sets the wait before reconnection attempt n, min(initial*2^(n-1), max), of
 // which a random half is taken off. Zero or negative: the defaults, 100 ms and 10 s.

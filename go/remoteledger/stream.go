@@ -83,6 +83,7 @@ func (s *Stream) newC() (*C.rl_stream, error) {
 	o.tls_cert_file = cstr(c.certFile)
 	o.tls_key_file = cstr(c.keyFile)
 	o.bearer_token = cstr(c.bearerToken)
+	o.trusted_keys_file = cstr(c.trustedKeys)
 	curl := cstr(s.url)
 	if curl == nil {
 		curl = C.CString("")
@@ -309,6 +310,8 @@ func resultError(ctx context.Context, cs *C.rl_stream, r C.rl_result) error {
 		return lib(ErrInvalid)
 	case C.RL_ERR_RUN_CHANGED:
 		return lib(ErrRunChanged)
+	case C.RL_ERR_SIGNATURE:
+		return lib(ErrSignature)
 	default: // RL_ERR_NOMEM, or a result newer than this package
 		return errors.New(msg)
 	}
