@@ -9,6 +9,7 @@
 
 #include "corestreamd/jetstream/naming.h"
 #include "corestreamd/jetstream/stream.h"
+#include "wire/ledgersig.h"
 #include "wire/wire.h"
 
 static void test_stream_names(void **state)
@@ -60,6 +61,12 @@ static void test_position_after(void **state)
     assert_int_equal(cs_js_pos_after(m, n, &p, &e), 0);
     assert_int_equal(p.seq, 9);
     assert_int_equal(p.item, 6);
+    uint8_t sig[CS_WIRE_SIG_MAX_LEN];
+    cs_sig s = {.seq = 9, .alg = CS_SIG_ALG_ED25519, .run_len = 1, .run = "r"};
+    n = cs_sig_encode(&s, sig);
+    assert_int_equal(cs_js_pos_after(sig, n, &p, &e), 0); /* a SIG: only its END is left */
+    assert_int_equal(p.seq, 9);
+    assert_int_equal(p.item, CS_JS_ITEM_END);
     n = cs_wire_put_end(m, 9, 5, 100, 0, 42);
     assert_int_equal(cs_js_pos_after(m, n, &p, &e), 0);
     assert_int_equal(p.seq, 10);

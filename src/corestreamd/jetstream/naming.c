@@ -61,6 +61,9 @@ int cs_js_pos_after(const uint8_t *msg, size_t len, cs_js_pos *next, cs_err *err
             break;
         *next = (cs_js_pos){m.seq, m.chunk_idx + 2};
         return 0;
+    case CS_WIRE_TYPE_SIG:
+        *next = (cs_js_pos){m.seq, CS_JS_ITEM_END};
+        return 0;
     default:
         if (m.seq == UINT32_MAX)
             break;

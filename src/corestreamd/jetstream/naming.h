@@ -1,8 +1,9 @@
 /* How corestream's flows are named in JetStream: the subject a ledger's messages go to, the
  * Nats-Msg-Id of each message, the run identity token, and the position a message stands for.
  *
- *   subject     <stream>.<run>.<seq>          every message of ledger seq (BEGIN, CHUNK…, END)
- *   Nats-Msg-Id <run>:<seq>:<item>            item 0 is BEGIN, 1..n chunk item-1, n+1 END
+ *   subject     <stream>.<run>.<seq>          every message of ledger seq (BEGIN, CHUNK…, [SIG,] END)
+ *   Nats-Msg-Id <run>:<seq>:<item>            item 0 is BEGIN, 1..n chunk item-1, then a signed
+ *                                             ledger's SIG n+1 and END n+2, or END n+1
  *
  * The run identity names what defines the byte stream (cs_js_run_id); two cores with the same
  * identity publish the same ledgers under the same ids, so the server's dedupe window merges a
@@ -21,7 +22,10 @@
 /* Room for a subject or a message id built from valid names. */
 #define CS_JS_SUBJECT_MAX (2 * CS_JS_NAME_MAX + 16)
 
-/* The next message to append for a run: ledger seq, item (0 BEGIN, 1..n chunks, n+1 END). */
+/* The next message to append for a run: ledger seq, item (0 BEGIN, 1..n chunks, n+1 SIG or END,
+ * n+2 END after a SIG). CS_JS_ITEM_END: the ledger's END, after its SIG, whatever n is (the
+ * position after a stored SIG, which does not carry the chunk count). */
+#define CS_JS_ITEM_END UINT32_MAX
 typedef struct cs_js_pos {
     uint32_t seq;
     uint32_t item;
@@ -44,7 +48,7 @@ void cs_js_stream_subjects(char *out, size_t len, const char *stream);
 void cs_js_msg_id(char *out, size_t len, const char *run, uint32_t seq, uint32_t item);
 
 /* The position after a stored wire message (BEGIN → (seq,1), CHUNK i → (seq,i+2),
- * END → (seq+1,0)). -1 with `jetstream: last message of the run is not a wire message: …` when
+ * SIG → (seq,CS_JS_ITEM_END), END → (seq+1,0)). -1 with `jetstream: last message of the run is not a wire message: …` when
  * the body does not decode, or names ledger 4294967295's END (no next ledger). */
 int cs_js_pos_after(const uint8_t *msg, size_t len, cs_js_pos *next, cs_err *err);
 

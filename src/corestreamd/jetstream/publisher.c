@@ -76,6 +76,8 @@ struct cs_js_publisher {
     uint32_t rp_item;    /* item number the replay hands out next */
     cs_msg *held;        /* a replay message whose publish met a full window */
     uint32_t held_item;
+    cs_msg *held_end; /* a replayed signed ledger's END, behind its SIG */
+    uint32_t held_end_item;
     bool behind;
     bool drained; /* the thread ended with everything the source emitted published */
     int64_t behind_since;
@@ -165,7 +167,10 @@ static void on_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void
         if (msg && cs_wire_decode((const uint8_t *)natsMsg_GetData(msg), (size_t)natsMsg_GetDataLength(msg), &w,
                                   NULL) == 0) {
             at.seq = w.seq;
-            at.item = w.type == CS_WIRE_TYPE_BEGIN ? 0 : w.type == CS_WIRE_TYPE_CHUNK ? w.chunk_idx + 1 : UINT32_MAX;
+            at.item = w.type == CS_WIRE_TYPE_BEGIN   ? 0
+                      : w.type == CS_WIRE_TYPE_CHUNK ? w.chunk_idx + 1
+                      : w.type == CS_WIRE_TYPE_SIG   ? CS_JS_ITEM_END - 1 /* before its END */
+                                                     : CS_JS_ITEM_END;
         }
         uint64_t v = pack(at), cur = atomic_load(&p->first_failed);
         while (v < cur && !atomic_compare_exchange_weak(&p->first_failed, &cur, v))
@@ -264,6 +269,8 @@ static void drop_sources(cs_js_publisher *p)
     p->flow = NULL;
     cs_msg_release(p->held);
     p->held = NULL;
+    cs_msg_release(p->held_end);
+    p->held_end = NULL;
     if (p->rp)
         cs_replay_release(p->rp);
     p->rp = NULL;
@@ -336,11 +343,17 @@ static int step_flow(cs_js_publisher *p, cs_flow *f)
         cs_broadcast_flow_state(p->bc, f, &n, &end);
         uint32_t item = p->pos.item;
         cs_msg *m = NULL;
+        /* A signed ledger's SIG goes between its last chunk and END (f->sig is final once end is). */
+        uint32_t end_item = end ? (uint32_t)n + 1 + (f->sig != NULL) : 0;
+        if (item == CS_JS_ITEM_END && end && f->sig)
+            item = p->pos.item = end_item; /* resumed right after the stored SIG */
         if (item == 0)
             m = f->begin;
         else if (item <= n)
             m = cs_flow_chunk(f, item - 1);
-        else if (end && item == n + 1)
+        else if (end && f->sig && item == n + 1)
+            m = f->sig;
+        else if (end && item == end_item)
             m = end;
         else if (end) {
             /* The stream holds more of this ledger than the flow has: not this run's bytes. */
@@ -379,6 +392,11 @@ static int step_ring(cs_js_publisher *p)
         cs_msg *m = p->held;
         uint32_t item = p->held_item;
         p->held = NULL;
+        if (!m && p->held_end) {
+            m = p->held_end;
+            item = p->held_end_item;
+            p->held_end = NULL;
+        }
         if (!m) {
             cs_err e;
             int r = cs_replay_next(p->rp, &m, &e);
@@ -400,6 +418,15 @@ static int step_ring(cs_js_publisher *p)
                 return STEP_PROGRESS;
             }
             item = p->rp_item++;
+            cs_msg *sig = m->data[1] == CS_WIRE_TYPE_END ? cs_replay_sig(p->rp) : NULL;
+            if (sig) { /* a signed ledger: its SIG first, END behind it */
+                p->held_end = m;
+                p->held_end_item = item + 1;
+                m = sig;
+            } else if (p->pos.item == CS_JS_ITEM_END && m->data[1] == CS_WIRE_TYPE_END) {
+                item++; /* the stream has a SIG this ring copy lacks: END still goes after it */
+                p->pos.item = item;
+            }
             if (item < p->pos.item) {
                 cs_msg_release(m); /* already in the stream */
                 continue;
