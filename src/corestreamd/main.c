@@ -132,10 +132,13 @@ static int build_source(const cs_daemon_config *c, cs_cancel *cancel, cs_ring *r
     if (strcmp(c->source, "jetstream") == 0) {
         /* The edge: the stream paces it; the range only names the first ledger, for the logs. */
         *range = cs_counted_range(start, 0);
+        cs_js_auth auth;
+        cs_daemon_nats_auth(c, &auth);
         cs_js_source_config jc = {.url = c->jetstream_source_url,
                                   .stream = c->jetstream_stream,
                                   .run = c->jetstream_run,
-                                  .start = (uint32_t)c->start_ledger};
+                                  .start = (uint32_t)c->start_ledger,
+                                  .auth = &auth};
         return cs_js_source_new(src, &jc, ring, cancel, err);
     }
     if (strcmp(c->source, "synthetic") == 0) {
@@ -227,7 +230,10 @@ static int jetstream_new(const cs_daemon_config *c, cs_server *server, cs_ring *
     char defined_by[PATH_MAX + 128], run[CS_JS_NAME_MAX];
     cs_daemon_run_definition(c, defined_by, sizeof defined_by);
     cs_js_run_id(run, sizeof run, c->source, defined_by);
+    cs_js_auth auth;
+    cs_daemon_nats_auth(c, &auth);
     cs_js_config jc = {.url = c->jetstream_url,
+                       .auth = &auth,
                        .stream = c->jetstream_stream,
                        .run = run,
                        .run_desc = defined_by,

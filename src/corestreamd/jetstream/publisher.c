@@ -10,9 +10,9 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "corestream/wire.h"
+#include "corestreamd/jetstream/connect.h"
 #include "corestreamd/jetstream/library.h"
 #include "corestreamd/jetstream/naming.h"
-#include "corestreamd/jetstream/servers.h"
 #include "corestreamd/jetstream/stream.h"
 #include "corestreamd/stream/replay.h"
 #include "wire/wire.h"
@@ -82,6 +82,8 @@ struct cs_js_publisher {
     uint32_t ahead_logged; /* the position last reported as ahead of the source */
     uint32_t first_live;   /* the first flow this process emitted (0 until seen) */
     int64_t next_connect;  /* monotonic ns: no new connection is tried before */
+    bool refusal_logged;   /* this outage's refusal (credentials, TLS) was logged at WARN */
+    bool tls;              /* TLS asked for (--jetstream-tls-*), for the causes of a failed connect */
 };
 
 static uint64_t pack(cs_js_pos p)
@@ -247,10 +249,16 @@ static bool reconnect(cs_js_publisher *p)
     const char *what;
     natsStatus s = open_connection(p, &what);
     if (s != NATS_OK) {
-        CS_LOG(CS_LOG_DEBUG, "jetstream reconnect failed", KV_S("step", what), KV_S("status", natsStatus_GetText(s)));
+        /* Refused (credentials, TLS) is what an operator must fix: said once per outage. */
+        char cause[CS_ERR_MSG_MAX / 2];
+        bool loud = cs_js_refused(s) && !p->refusal_logged;
+        CS_LOG(loud ? CS_LOG_WARN : CS_LOG_DEBUG, "jetstream reconnect failed", KV_S("step", what),
+               KV_S("error", cs_js_connect_cause(s, p->tls, cause, sizeof cause)));
+        p->refusal_logged = p->refusal_logged || loud;
         close_connection(p);
         return false;
     }
+    p->refusal_logged = false;
     atomic_store(&p->resync, true);
     atomic_store(&p->connected, true);
     return true;
@@ -565,11 +573,10 @@ static void *publisher_main(void *arg)
 
 /* ---- life cycle ------------------------------------------------------------------------------- */
 
-static int nats_fail(cs_err *err, const char *what, const char *url, natsStatus s)
+static int nats_fail(cs_err *err, const char *what, const char *url, natsStatus s, bool tls)
 {
-    const char *last = nats_GetLastError(NULL);
-    return cs_err_set(err, 0, "jetstream: %s %s: %s%s%s", what, url, natsStatus_GetText(s),
-                      last && *last ? ": " : "", last && *last ? last : "");
+    char cause[CS_ERR_MSG_MAX / 2];
+    return cs_err_set(err, 0, "jetstream: %s %s: %s", what, url, cs_js_connect_cause(s, tls, cause, sizeof cause));
 }
 
 static char *dup_or_empty(const char *s)
@@ -604,18 +611,19 @@ int cs_js_publisher_new(cs_js_publisher **out, const cs_js_config *cfg, cs_broad
     }
 
     int64_t timeout = cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 5000;
+    p->tls = cfg->auth && cs_js_auth_tls(cfg->auth);
+    cs_js_conn_config cc = {.urls = p->url, .name = "corestreamd", .timeout_ms = timeout, .auth = cfg->auth};
     natsStatus s = cs_js_library_open();
-    if (s == NATS_OK)
-        s = natsOptions_Create(&p->opts);
-    if (s == NATS_OK)
-        s = cs_js_set_servers(p->opts, p->url);
-    if (s == NATS_OK)
-        s = natsOptions_SetName(p->opts, "corestreamd");
-    if (s == NATS_OK)
-        s = natsOptions_SetTimeout(p->opts, timeout);
+    if (s != NATS_OK) {
+        cs_js_publisher_free(p);
+        return nats_fail(err, "set up the connection to", cfg->url, s, false);
+    }
+    if (cs_js_options_new(&p->opts, &cc, err) != 0) {
+        cs_js_publisher_free(p);
+        return -1;
+    }
     /* A lost connection is replaced by the publisher thread (reconnect). */
-    if (s == NATS_OK)
-        s = natsOptions_SetAllowReconnect(p->opts, false);
+    s = natsOptions_SetAllowReconnect(p->opts, false);
     /* A hung server is noticed in about 4 s. */
     if (s == NATS_OK)
         s = natsOptions_SetPingInterval(p->opts, 2000);
@@ -630,12 +638,12 @@ int cs_js_publisher_new(cs_js_publisher **out, const cs_js_config *cfg, cs_broad
         s = natsOptions_SetClosedCB(p->opts, on_closed, p);
     if (s != NATS_OK) {
         cs_js_publisher_free(p);
-        return nats_fail(err, "set up the connection to", cfg->url, s);
+        return nats_fail(err, "set up the connection to", cfg->url, s, false);
     }
     const char *what;
     s = open_connection(p, &what);
     if (s != NATS_OK) {
-        nats_fail(err, what, cfg->url, s);
+        nats_fail(err, what, cfg->url, s, p->tls);
         cs_js_publisher_free(p);
         return -1;
     }

@@ -13,9 +13,9 @@
 #include "common/godur.h"
 #include "common/log.h"
 #include "corestream/wire.h"
+#include "corestreamd/jetstream/connect.h"
 #include "corestreamd/jetstream/library.h"
 #include "corestreamd/jetstream/naming.h"
-#include "corestreamd/jetstream/servers.h"
 #include "remoteledger/assemble.h"
 #include "wire/wire.h"
 
@@ -486,19 +486,15 @@ static int newest_run(js_source *s, cs_err *err)
     return rc;
 }
 
-static int connect(js_source *s, int64_t timeout_ms, cs_err *err)
+static int connect(js_source *s, int64_t timeout_ms, const cs_js_auth *auth, cs_err *err)
 {
     natsStatus st = cs_js_library_open();
-    if (st == NATS_OK)
-        st = natsOptions_Create(&s->opts);
-    if (st == NATS_OK)
-        st = cs_js_set_servers(s->opts, s->url);
-    if (st == NATS_OK)
-        st = natsOptions_SetName(s->opts, "corestreamd-edge");
-    if (st == NATS_OK)
-        st = natsOptions_SetTimeout(s->opts, timeout_ms);
-    if (st == NATS_OK)
-        st = natsOptions_SetMaxReconnect(s->opts, -1);
+    if (st != NATS_OK)
+        return cs_err_set(err, 0, "jetstream source: open nats.c: %s", natsStatus_GetText(st));
+    cs_js_conn_config cc = {.urls = s->url, .name = "corestreamd-edge", .timeout_ms = timeout_ms, .auth = auth};
+    if (cs_js_options_new(&s->opts, &cc, err) != 0)
+        return -1;
+    st = natsOptions_SetMaxReconnect(s->opts, -1);
     if (st == NATS_OK)
         st = natsOptions_SetReconnectWait(s->opts, 250);
     /* A dead server is noticed within about 4 s even when no fetch is waiting on it. */
@@ -514,8 +510,11 @@ static int connect(js_source *s, int64_t timeout_ms, cs_err *err)
         st = natsOptions_SetClosedCB(s->opts, on_closed, s);
     if (st == NATS_OK)
         st = natsConnection_Connect(&s->nc, s->opts);
-    if (st != NATS_OK)
-        return cs_err_set(err, 0, "jetstream source: connect to %s: %s", s->url, nats_detail(st));
+    if (st != NATS_OK) {
+        char cause[CS_ERR_MSG_MAX / 2];
+        return cs_err_set(err, 0, "jetstream source: connect to %s: %s", s->url,
+                          cs_js_connect_cause(st, auth && cs_js_auth_tls(auth), cause, sizeof cause));
+    }
     jsOptions jo;
     jsOptions_Init(&jo);
     jo.Wait = API_WAIT_MS;
@@ -545,7 +544,7 @@ int cs_js_source_new(cs_source **out, const cs_js_source_config *cfg, cs_ring *r
     s->ring = ring;
     s->cancel = cancel;
     atomic_init(&s->disconnects, 0);
-    int rc = connect(s, cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 5000, err);
+    int rc = connect(s, cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 5000, cfg->auth, err);
     if (rc == 0 && cfg->run && *cfg->run)
         snprintf(s->run, sizeof s->run, "%s", cfg->run);
     else if (rc == 0)

@@ -42,6 +42,7 @@
 
 #include "common/cancel.h"
 #include "common/err.h"
+#include "corestreamd/jetstream/auth.h"
 #include "corestreamd/sources/source.h"
 #include "store/ring.h"
 
@@ -51,6 +52,7 @@ typedef struct cs_js_source_config {
     const char *run;    /* run token to follow; "" or NULL: the run of the stream's newest message */
     uint32_t start;     /* ledger to start at when the ring is empty; 0: the run's first */
     int64_t connect_timeout_ms; /* 0 → 5000 */
+    const cs_js_auth *auth;     /* credentials and TLS (borrowed for new only); NULL: none */
 } cs_js_source_config;
 
 /* Connects and resolves the run (for "" the newest message's subject names it), before returning,
