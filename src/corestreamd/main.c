@@ -268,6 +268,18 @@ static void jetstream_stats(void *arg, cs_metrics_jetstream *out)
                                   .connected = st.connected};
 }
 
+/* /metrics: an edge's skipped messages, copied at each scrape. */
+static void edge_stats(void *arg, cs_metrics_edge *out)
+{
+    cs_js_source_stats_t st;
+    cs_js_source_stats(arg, &st);
+    out->names = cs_js_skip_names;
+    out->nreasons = CS_JS_SKIP_REASONS;
+    for (size_t i = 0; i < CS_JS_SKIP_REASONS && i < CS_M_EDGE_REASONS_MAX; i++)
+        out->skipped[i] = st.skipped[i];
+    out->waiting_for = st.waiting_for;
+}
+
 static int fail(const char *msg)
 {
     char why[CS_ERR_MSG_MAX + 16];
@@ -399,6 +411,8 @@ static int start_serving(const cs_daemon_config *cfg, cs_cancel *cancel, notify_
         rc = jetstream_new(cfg, p->server, p->ring, &p->jetstream, err);
     if (rc == 0 && p->jetstream)
         cs_server_set_jetstream_stats(p->server, jetstream_stats, p->jetstream);
+    if (rc == 0 && p->edge)
+        cs_server_set_edge_stats(p->server, edge_stats, p->src);
     /* The signal thread sees the server only once listen has set it up; a signal before that
      * fires the cancellation instead, and the run below does not start. */
     if (rc == 0)
