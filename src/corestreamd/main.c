@@ -264,6 +264,7 @@ static void jetstream_stats(void *arg, cs_metrics_jetstream *out)
                                   .gaps = st.gaps,
                                   .behind_episodes = st.behind_episodes,
                                   .resyncs = st.resyncs,
+                                  .foreign_duplicates = st.foreign_duplicates,
                                   .behind = st.behind,
                                   .connected = st.connected};
 }

@@ -65,7 +65,12 @@ struct cs_js_publisher {
     atomic_uint_fast64_t first_failed;
 
     atomic_uint_fast64_t published, acked, duplicates, ack_failures, stalls, ledgers, ring_ledgers,
-        behind_episodes, gaps, resyncs;
+        behind_episodes, gaps, resyncs, foreign_duplicates;
+    /* Resends: every position up to this one (packed + 1; 0: none) was published by this process
+     * before its last resync, so the server may rightly call a publish of it a duplicate. Any
+     * other duplicate is of a message this process never sent: another publisher's. */
+    atomic_uint_fast64_t resend_upto;
+    uint64_t sent_high; /* publisher thread: the highest position published (packed + 1) */
     atomic_bool behind_flag;
 
     /* The publisher thread's own state. */
@@ -145,6 +150,36 @@ static void on_closed(natsConnection *nc, void *closure)
     pthread_mutex_unlock(&p->mu);
 }
 
+/* The position a published message stands for ({0,0} when it does not decode). */
+static cs_js_pos msg_pos(natsMsg *msg)
+{
+    cs_js_pos at = {0, 0};
+    cs_wire_msg w;
+    if (msg && cs_wire_decode((const uint8_t *)natsMsg_GetData(msg), (size_t)natsMsg_GetDataLength(msg), &w, NULL) ==
+                   0) {
+        at.seq = w.seq;
+        at.item = w.type == CS_WIRE_TYPE_BEGIN ? 0 : w.type == CS_WIRE_TYPE_CHUNK ? w.chunk_idx + 1 : UINT32_MAX;
+    }
+    return at;
+}
+
+/* A duplicate ack for a message this process publishes for the first time: the stream already
+ * held its id from someone else, and dropped the core's genuine message. */
+static void check_duplicate(cs_js_publisher *p, natsMsg *msg, const jsPubAck *pa)
+{
+    atomic_fetch_add(&p->duplicates, 1);
+    if (pack(msg_pos(msg)) < atomic_load(&p->resend_upto))
+        return; /* a resend of this process's own */
+    atomic_fetch_add(&p->foreign_duplicates, 1);
+    const char *id = NULL;
+    if (natsMsgHeader_Get(msg, "Nats-Msg-Id", &id) != NATS_OK)
+        id = "";
+    CS_LOG(CS_LOG_WARN, "jetstream stream already held a message id this process never sent",
+           KV_S("subject", natsMsg_GetSubject(msg)), KV_S("msg_id", id), KV_U("stream_seq", pa->Sequence),
+           KV_S("stream", p->stream),
+           KV_S("detail", "another publisher used the core's subjects and ids: the stream dropped the core's message"));
+}
+
 static void on_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *closure)
 {
     (void)js;
@@ -152,7 +187,7 @@ static void on_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void
     if (pa) {
         atomic_fetch_add(&p->acked, 1);
         if (pa->Duplicate)
-            atomic_fetch_add(&p->duplicates, 1);
+            check_duplicate(p, msg, pa);
     } else if (pae) {
         atomic_fetch_add(&p->ack_failures, 1);
         /* A timed-out ack may still be stored; only a refusal is known to be missing. */
@@ -162,14 +197,7 @@ static void on_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void
             natsMsg_Destroy(msg);
             return;
         }
-        cs_js_pos at = {0, 0};
-        cs_wire_msg w;
-        if (msg && cs_wire_decode((const uint8_t *)natsMsg_GetData(msg), (size_t)natsMsg_GetDataLength(msg), &w,
-                                  NULL) == 0) {
-            at.seq = w.seq;
-            at.item = w.type == CS_WIRE_TYPE_BEGIN ? 0 : w.type == CS_WIRE_TYPE_CHUNK ? w.chunk_idx + 1 : UINT32_MAX;
-        }
-        uint64_t v = pack(at), cur = atomic_load(&p->first_failed);
+        uint64_t v = pack(msg_pos(msg)), cur = atomic_load(&p->first_failed);
         while (v < cur && !atomic_compare_exchange_weak(&p->first_failed, &cur, v))
             ;
         atomic_store(&p->resync, true);
@@ -314,6 +342,9 @@ static int publish(cs_js_publisher *p, uint32_t item, const cs_msg *m)
     if (s == NATS_OK) {
         p->js_used = true;
         atomic_fetch_add(&p->published, 1);
+        uint64_t at = pack((cs_js_pos){p->pos.seq, item}) + 1;
+        if (at > p->sent_high)
+            p->sent_high = at;
         return PUB_OK;
     }
     if (s == NATS_TIMEOUT) {
@@ -490,6 +521,8 @@ static int step(cs_js_publisher *p, const cs_snap *snap)
 static int resync(cs_js_publisher *p)
 {
     atomic_store(&p->resync, false);
+    /* What was published before may be published again from here on: resends, not foreign. */
+    atomic_store(&p->resend_upto, p->sent_high);
     natsMsgList pending;
     if (p->js_used && js_PublishAsyncGetPendingList(&pending, p->js) == NATS_OK)
         natsMsgList_Destroy(&pending); /* what landed is in the stream; the rest is republished */
@@ -751,6 +784,7 @@ void cs_js_publisher_stats(cs_js_publisher *p, cs_js_stats *out)
         .behind_episodes = atomic_load(&p->behind_episodes),
         .gaps = atomic_load(&p->gaps),
         .resyncs = atomic_load(&p->resyncs),
+        .foreign_duplicates = atomic_load(&p->foreign_duplicates),
         .behind = atomic_load(&p->behind_flag),
         .connected = atomic_load(&p->connected),
     };

@@ -97,6 +97,8 @@ typedef struct cs_js_stats {
     uint64_t behind_episodes; /* transitions into `behind` */
     uint64_t gaps;            /* `jetstream stream gap` errors */
     uint64_t resyncs;         /* times the position was re-read from the stream */
+    uint64_t foreign_duplicates; /* of duplicates, those of a message this process had never sent:
+                                    another publisher had used its id (WARN logged) */
     bool behind;
     bool connected;
 } cs_js_stats;

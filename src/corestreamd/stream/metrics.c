@@ -200,6 +200,10 @@ static void jetstream_metrics(cs_strbuf *b, const cs_metrics_jetstream *j)
     metric_u(b, "corestreamd_jetstream_duplicates_total", "counter",
              "Acknowledgements that named a duplicate (a republish the server deduplicated by Nats-Msg-Id).",
              j->duplicates);
+    metric_u(b, "corestreamd_jetstream_foreign_duplicates_total", "counter",
+             "Duplicate acknowledgements for a message this process had never sent: another publisher used the "
+             "core's subjects and message ids, and the stream dropped the core's message.",
+             j->foreign_duplicates);
     metric_u(b, "corestreamd_jetstream_ack_failures_total", "counter",
              "Publishes whose acknowledgement failed or timed out (the position is then re-read from the stream).",
              j->ack_failures);
