@@ -603,9 +603,40 @@ static void fault_stream(natsConnection **ncp, jsCtx **jsp)
     *jsp = js;
 }
 
-/* A stream holding ledgers 1, 2 and then third (a gap when it is 4, a corrupt ledger 3 when
- * xor is set). The edge serves 1 and 2, then fails with the fault named. */
-static void bad_stream(uint32_t third, uint64_t xor, const char *want)
+/* The edge's /readyz: its status, the body in body. */
+static int edge_readyz(char *body, size_t cap)
+{
+    return cs_http_get("127.0.0.1", g_edge.port, "/readyz", WAIT_MS, body, cap, NULL, 0);
+}
+
+/* Waits (bounded) for the edge's log line, failing with its log. */
+static void wait_edge_line(const char *needle)
+{
+    if (cs_proc_wait_line(&g_edge, needle, WAIT_MS) != 0)
+        fail_msg("no `%s` in:\n%s", needle, g_edge.log);
+}
+
+/* Reads one ledger from ws and checks it is ledger seq with the synthetic bytes of fill. */
+static void expect_ledger(cs_ws *ws, uint32_t seq, uint32_t fill)
+{
+    char err[256];
+    cs_ledger l;
+    if (cs_ws_read_ledger(ws, &l, WAIT_MS, err, sizeof err) != 1)
+        fail_msg("ledger %u from the edge: %s\n%s", seq, err, g_edge.log);
+    assert_int_equal(l.seq, seq);
+    assert_int_equal(l.len, SIZE);
+    uint8_t *want = malloc(SIZE);
+    cs_synthetic_fill(want, SIZE, fill, false);
+    if (memcmp(want, l.data, SIZE) != 0)
+        fail_msg("ledger %u from the edge is not the genuine copy", seq);
+    free(want);
+    cs_ledger_free(&l);
+}
+
+/* A stream holding ledgers 1, 2 and then third (a gap when it is 4, a corrupt ledger 3 when xor is
+ * set). The edge serves 1 and 2, skips the fault (logged with reason, counted), stays up, not ready
+ * while it waits for ledger 3 (/readyz names it), and serves the genuine ledger 3 once it comes. */
+static void bad_stream(uint32_t third, uint64_t xor, const char *want, const char *reason)
 {
     natsConnection *nc = NULL;
     jsCtx *js = NULL;
@@ -613,38 +644,89 @@ static void bad_stream(uint32_t third, uint64_t xor, const char *want)
     put_ledger(js, "test-fault", 1, 0);
     put_ledger(js, "test-fault", 2, 0);
     put_ledger(js, "test-fault", third, xor);
-    jsCtx_Destroy(js);
-    natsConnection_Destroy(nc);
 
     const char *args[] = {"--jetstream-run=test-fault", NULL};
     start_edge(args, NULL, 0);
-    int st = cs_proc_wait_exit(&g_edge, WAIT_MS);
-    if (st != 1)
-        fail_msg("edge exit status %d, want 1:\n%s", st, g_edge.log);
-    assert_true(cs_proc_log_count(&g_edge, "jetstream stream is not a clean flow") == 1);
-    if (!strstr(g_edge.log, want))
-        fail_msg("no `%s` in:\n%s", want, g_edge.log);
-    /* What came before the fault was served and kept. */
-    assert_true(cs_proc_log_count(&g_edge, "corestreamd failed") == 1);
+    int status = 0;
+    cs_ws *ws = cs_ws_connect("127.0.0.1", g_edge.port, "/stream?start=1", WAIT_MS, &status, NULL, 0);
+    if (!ws)
+        fail_msg("connect to the edge: status %d\n%s", status, g_edge.log);
+    expect_ledger(ws, 1, 1);
+    expect_ledger(ws, 2, 2);
+    wait_edge_line(want); /* on a `jetstream source skipped a message` line */
+    char body[4096];
+    assert_int_equal(edge_readyz(body, sizeof body), 503);
+    if (!strstr(body, "\"state\":\"waiting\"") || !strstr(body, "\"waiting_for\":3"))
+        fail_msg("/readyz does not say it waits for ledger 3: %s", body);
+    char metric[96];
+    snprintf(metric, sizeof metric, "corestreamd_edge_messages_skipped_total{reason=\"%s\"} ", reason);
+    static char metrics[1 << 17];
+    assert_int_equal(cs_http_get("127.0.0.1", g_edge.port, "/metrics", WAIT_MS, metrics, sizeof metrics, NULL, 0), 200);
+    const char *line = strstr(metrics, metric);
+    if (!line || atoi(line + strlen(metric)) < 1)
+        fail_msg("no %s count in /metrics:\n%s", reason, metrics);
+
+    put_ledger(js, "test-fault", 3, 0);
+    expect_ledger(ws, 3, 3);
+    wait_edge_line("jetstream source has the ledger it waited for");
+    assert_int_equal(edge_readyz(body, sizeof body), 200);
+    cs_ws_close(ws);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    assert_int_equal(cs_proc_stop(&g_edge, SIGTERM, WAIT_MS), 0);
+    assert_int_equal(cs_proc_log_count(&g_edge, "level=ERROR"), 0);
 }
 
-static void test_gap_in_stream_fails_loudly(void **state)
+static void test_gap_in_stream_waits_for_the_ledger(void **state)
 {
     (void)state;
-    bad_stream(4, 0, "error=\"remoteledger: ledger sequence gap: got ledger 4, expected 3\"");
+    bad_stream(4, 0, "reason=out_of_place error=\"ledger 4 where ledger 3 is next (a gap)\"", "out_of_place");
 }
 
-static void test_corrupt_ledger_fails_loudly(void **state)
+static void test_corrupt_ledger_skipped_then_genuine_served(void **state)
 {
     (void)state;
-    bad_stream(3, 1, "jetstream source: ledger 3 at stream sequence 21: remoteledger: protocol violation: ledger 3 checksum mismatch");
+    bad_stream(3, 1, "reason=corrupt error=\"remoteledger: protocol violation: ledger 3 checksum mismatch", "corrupt");
+}
+
+/* Junk on the next ledger's subject (six bytes; a message of ledger 9 under ledger 3's subject)
+ * is skipped, never fatal, and the genuine ledger after it is served. */
+static void test_junk_messages_are_skipped(void **state)
+{
+    (void)state;
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    fault_stream(&nc, &js);
+    put_ledger(js, "test-fault", 1, 0);
+    const char *args[] = {"--jetstream-run=test-fault", NULL};
+    start_edge(args, NULL, 0);
+    int status = 0;
+    cs_ws *ws = cs_ws_connect("127.0.0.1", g_edge.port, "/stream?start=1", WAIT_MS, &status, NULL, 0);
+    if (!ws)
+        fail_msg("connect to the edge: status %d\n%s", status, g_edge.log);
+    expect_ledger(ws, 1, 1);
+    jsErrCode jerr = 0;
+    assert_int_equal(js_Publish(NULL, js, STREAM ".test-fault.2", "junk!!", 6, NULL, &jerr), NATS_OK);
+    uint8_t begin[CS_WIRE_BEGIN_LEN];
+    size_t n = cs_wire_put_begin(begin, 9, 1);
+    assert_int_equal(js_Publish(NULL, js, STREAM ".test-fault.2", begin, (int)n, NULL, &jerr), NATS_OK);
+    wait_edge_line("reason=malformed");
+    wait_edge_line("reason=subject");
+    put_ledger(js, "test-fault", 2, 0);
+    expect_ledger(ws, 2, 2);
+    wait_edge_line("jetstream source has the ledger it waited for");
+    cs_ws_close(ws);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    assert_int_equal(cs_proc_stop(&g_edge, SIGTERM, WAIT_MS), 0);
 }
 
 /* The edge forwards a ledger's body as the stream delivers it, and holds its END back until the
  * stream's END verifies: a subscriber of the edge gets BEGIN and the first chunk of ledger 3
- * while the stream holds no END for it yet, and when that END comes with a wrong checksum, no
- * END at all: the edge logs the fault and closes the connection. */
-static void test_corrupt_ledger_mid_forward_sends_no_end(void **state)
+ * while the stream holds no END for it yet; when that END comes with a wrong checksum, no END
+ * goes out: the edge begins ledger 3 again (a fresh BEGIN: the subscriber drops its partial copy)
+ * and forwards the genuine copy once it comes. */
+static void test_corrupt_ledger_mid_forward_is_begun_again(void **state)
 {
     (void)state;
     natsConnection *nc = NULL;
@@ -658,50 +740,55 @@ static void test_corrupt_ledger_mid_forward_sends_no_end(void **state)
     cs_ws *ws = cs_ws_connect("127.0.0.1", g_edge.port, "/stream?start=1", WAIT_MS, &status, NULL, 0);
     if (!ws)
         fail_msg("connect to the edge: status %d\n%s", status, g_edge.log);
-    char err[256];
-    for (uint32_t want = 1; want <= 2; want++) {
-        cs_ledger l;
-        if (cs_ws_read_ledger(ws, &l, WAIT_MS, err, sizeof err) != 1)
-            fail_msg("ledger %u from the edge: %s\n%s", want, err, g_edge.log);
-        assert_int_equal(l.seq, want);
-        cs_ledger_free(&l);
-    }
-    put_copy(js, "test-fault", 3, 3, UINT32_MAX, false, 0);
+    expect_ledger(ws, 1, 1);
+    expect_ledger(ws, 2, 2);
+    put_copy(js, "test-fault", 3, 7, UINT32_MAX, false, 0); /* a copy with other bytes */
     /* The edge's 256 KiB chunk fills from the stream's 64 KiB ones before any END exists. */
     cs_ws_msg m;
-    assert_int_equal(cs_ws_read(ws, &m, WAIT_MS), CS_WS_BINARY);
     cs_wire_msg w;
-    assert_int_equal(cs_wire_decode(m.data, m.len, &w, NULL), 0);
-    assert_int_equal(w.type, CS_WIRE_TYPE_BEGIN);
-    assert_int_equal(w.seq, 3);
+    for (int type = CS_WIRE_TYPE_BEGIN; type; type = type == CS_WIRE_TYPE_BEGIN ? CS_WIRE_TYPE_CHUNK : 0) {
+        assert_int_equal(cs_ws_read(ws, &m, WAIT_MS), CS_WS_BINARY);
+        assert_int_equal(cs_wire_decode(m.data, m.len, &w, NULL), 0);
+        assert_int_equal(w.type, type);
+        assert_int_equal(w.seq, 3);
+    }
+    put_end(js, "test-fault", 3, 0); /* the genuine END: copy 7's bytes do not match it */
+    put_ledger(js, "test-fault", 3, 0);
+    /* Next comes a fresh BEGIN of 3, then the genuine copy: never an END of the void bytes. */
     assert_int_equal(cs_ws_read(ws, &m, WAIT_MS), CS_WS_BINARY);
     assert_int_equal(cs_wire_decode(m.data, m.len, &w, NULL), 0);
-    assert_int_equal(w.type, CS_WIRE_TYPE_CHUNK);
-    assert_int_equal(w.seq, 3);
-    put_end(js, "test-fault", 3, 1);
-    /* Whatever else arrives, it is never an END: the connection ends first. */
-    for (int i = 0; i < 8; i++) {
-        int k = cs_ws_read(ws, &m, WAIT_MS);
-        if (k == CS_WS_CLOSE || k == CS_WS_EOF)
-            break;
-        assert_int_equal(k, CS_WS_BINARY);
+    if (w.type != CS_WIRE_TYPE_BEGIN || w.seq != 3)
+        fail_msg("after a copy that does not verify, the edge sent %s of ledger %u, not a fresh BEGIN of 3",
+                 w.type == CS_WIRE_TYPE_END ? "END" : "CHUNK", w.seq);
+    uint8_t *want = malloc(SIZE);
+    cs_synthetic_fill(want, SIZE, 3, false);
+    size_t got = 0;
+    for (;;) {
+        assert_int_equal(cs_ws_read(ws, &m, WAIT_MS), CS_WS_BINARY);
         assert_int_equal(cs_wire_decode(m.data, m.len, &w, NULL), 0);
+        assert_int_equal(w.seq, 3);
         if (w.type == CS_WIRE_TYPE_END)
-            fail_msg("the edge sent END of ledger %u, whose stream END does not verify", w.seq);
+            break;
+        assert_int_equal(w.type, CS_WIRE_TYPE_CHUNK);
+        assert_int_equal(w.codec, 0);
+        assert_true(got + w.payload_len <= SIZE);
+        assert_memory_equal(w.payload, want + got, w.payload_len);
+        got += w.payload_len;
     }
+    assert_int_equal(got, SIZE);
+    assert_int_equal(w.checksum, XXH64(want, SIZE, 0));
+    free(want);
+    wait_edge_line("ledger begins again: the bytes sent of it were void");
     cs_ws_close(ws);
     jsCtx_Destroy(js);
     natsConnection_Destroy(nc);
-    int st = cs_proc_wait_exit(&g_edge, WAIT_MS);
-    if (st != 1)
-        fail_msg("edge exit status %d, want 1:\n%s", st, g_edge.log);
-    assert_int_equal(cs_proc_log_count(&g_edge, "jetstream stream is not a clean flow"), 1);
-    if (!strstr(g_edge.log, "ledger 3 checksum mismatch"))
-        fail_msg("no checksum mismatch named in:\n%s", g_edge.log);
+    assert_int_equal(cs_proc_stop(&g_edge, SIGTERM, WAIT_MS), 0);
+    assert_true(strstr(g_edge.log, "reason=corrupt") != NULL);
 }
 
-/* The stream begins ledger 3 again after the edge has forwarded its first 256 KiB: a second copy
- * with the same bytes is served to the end; one with other bytes is a fault, with no END. */
+/* The stream begins ledger 3 again after the edge has forwarded its first 256 KiB: the edge begins
+ * it again for its subscribers (a fresh BEGIN) and serves the second copy whole, whatever its bytes
+ * (it verifies). */
 static void restarted_ledger(uint32_t second_fill)
 {
     natsConnection *nc = NULL;
@@ -725,28 +812,15 @@ static void restarted_ledger(uint32_t second_fill)
         assert_int_equal(w.seq, 3);
     }
     put_copy(js, "test-fault", 3, second_fill, UINT32_MAX, true, 0);
-    bool ended = false;
-    for (int i = 0; i < 8 && !ended && cs_ws_read(ws, &m, WAIT_MS) == CS_WS_BINARY; i++) {
-        assert_int_equal(cs_wire_decode(m.data, m.len, &w, NULL), 0);
-        ended = w.type == CS_WIRE_TYPE_END;
-    }
+    /* A fresh BEGIN of 3 (the partial copy is void), then the second copy to its END. */
+    expect_ledger(ws, 3, second_fill);
     cs_ws_close(ws);
     jsCtx_Destroy(js);
     natsConnection_Destroy(nc);
-    if (second_fill == 3) {
-        if (!ended)
-            fail_msg("no END of ledger 3 from the edge:\n%s", g_edge.log);
-        if (cs_proc_wait_line(&g_edge, "jetstream stream began a ledger again", WAIT_MS) != 0)
-            fail_msg("no `began a ledger again` in:\n%s", g_edge.log);
-        assert_int_equal(cs_proc_stop(&g_edge, SIGTERM, WAIT_MS), 0);
-        assert_int_equal(cs_proc_log_count(&g_edge, "level=ERROR"), 0);
-    } else {
-        if (ended)
-            fail_msg("the edge ended ledger 3 with bytes the stream replaced:\n%s", g_edge.log);
-        assert_int_equal(cs_proc_wait_exit(&g_edge, WAIT_MS), 1);
-        if (!strstr(g_edge.log, "the stream began the ledger again with other bytes than those already forwarded"))
-            fail_msg("no restart fault in:\n%s", g_edge.log);
-    }
+    wait_edge_line("ledger begins again: the bytes sent of it were void");
+    wait_edge_line("jetstream stream began a ledger again");
+    assert_int_equal(cs_proc_stop(&g_edge, SIGTERM, WAIT_MS), 0);
+    assert_int_equal(cs_proc_log_count(&g_edge, "level=ERROR"), 0);
 }
 
 static void test_ledger_begun_again_same_bytes_is_served(void **state)
@@ -755,7 +829,7 @@ static void test_ledger_begun_again_same_bytes_is_served(void **state)
     restarted_ledger(3);
 }
 
-static void test_ledger_begun_again_other_bytes_fails(void **state)
+static void test_ledger_begun_again_other_bytes_is_served(void **state)
 {
     (void)state;
     restarted_ledger(7);
@@ -770,11 +844,12 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_edge_restart_resumes_at_ring_end, setup, teardown),
         cmocka_unit_test_setup_teardown(test_core_restart_edge_sees_no_gap_no_dup, setup, teardown),
         cmocka_unit_test_setup_teardown(test_nats_restart_edge_resumes, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_gap_in_stream_fails_loudly, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_corrupt_ledger_fails_loudly, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_corrupt_ledger_mid_forward_sends_no_end, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gap_in_stream_waits_for_the_ledger, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_corrupt_ledger_skipped_then_genuine_served, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_junk_messages_are_skipped, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_corrupt_ledger_mid_forward_is_begun_again, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ledger_begun_again_same_bytes_is_served, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_ledger_begun_again_other_bytes_fails, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ledger_begun_again_other_bytes_is_served, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cluster_node_loss_edge_keeps_serving, setup_cluster, teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

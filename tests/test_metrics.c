@@ -34,10 +34,15 @@ static void test_readiness_verdicts(void **state)
         {CS_SRC_FAILED, true, 503, "{\"ready\":false,\"state\":\"failed\",\"reason\":\"source failed\",\"latest\":7}\n"},
         {CS_SRC_RING_FAILED, true, 503,
          "{\"ready\":false,\"state\":\"ring_failed\",\"reason\":\"ring failing\",\"latest\":7}\n"},
+        {CS_SRC_WAITING, false, 503,
+         "{\"ready\":false,\"state\":\"waiting\",\"reason\":\"waiting for ledger 8 past a skipped message\","
+         "\"latest\":7,\"waiting_for\":8}\n"},
+        {CS_SRC_WAITING, true, 503,
+         "{\"ready\":false,\"state\":\"waiting\",\"reason\":\"shutting down\",\"latest\":7}\n"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char body[256];
-        assert_int_equal(cs_readiness(cases[i].st, cases[i].stopping, 7, body, sizeof body), cases[i].code);
+        assert_int_equal(cs_readiness(cases[i].st, cases[i].stopping, 7, 8, body, sizeof body), cases[i].code);
         assert_string_equal(body, cases[i].body);
     }
 }

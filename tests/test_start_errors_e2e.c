@@ -83,6 +83,34 @@ static const start_case k_cases[] = {
     {{"--source", "captive", "--start-ledger", "5", "--core-config", "@/missing.cfg", "--history-archive-urls",
       "http://127.0.0.1:1"},
      "error=\"captive: read config \\\"@/missing.cfg\\\": open @/missing.cfg: no such file or directory\"", 1, false},
+    /* NATS credentials and TLS: combinations, then each file (before any connection) */
+    {{"--jetstream-user", "core"},
+     "error=\"--jetstream-user needs --jetstream-url (publishing) or --source jetstream (an edge)\"", 1, false},
+    {{"--jetstream-url", "nats://127.0.0.1:1", "--jetstream-user", "core"},
+     "error=\"--jetstream-password-file is required with --jetstream-user\"", 1, false},
+    {{"--jetstream-url", "nats://127.0.0.1:1", "--jetstream-password-file", "@/junk.pem"},
+     "error=\"--jetstream-user is required with --jetstream-password-file\"", 1, false},
+    {{"--jetstream-url", "nats://127.0.0.1:1", "--jetstream-creds", "@/junk.pem", "--jetstream-nkey-seed", "@/junk.pem"},
+     "error=\"--jetstream-creds and --jetstream-nkey-seed cannot be used together: give one NATS credential (a .creds "
+     "file, an nkey seed, or a user with a password file)\"",
+     1, false},
+    {{"--jetstream-url", "nats://127.0.0.1:1", "--jetstream-tls-cert", "@CERT"},
+     "error=\"--jetstream-tls-key is required with --jetstream-tls-cert\"", 1, false},
+    {{"--jetstream-url", "nats://127.0.0.1:1", "--jetstream-tls-ca", "@/missing.pem"},
+     "error=\"--jetstream-tls-ca @/missing.pem: No such file or directory\"", 1, false},
+    {{"--source", "jetstream", "--jetstream-source-url", "nats://127.0.0.1:1", "--jetstream-tls-cert", "@CERT",
+      "--jetstream-tls-key", "@/dir"},
+     "error=\"--jetstream-tls-key @/dir: Is a directory\"", 1, false},
+    {{"--jetstream-url", "nats://127.0.0.1:1", "--jetstream-user", "core", "--jetstream-password-file", "@/plain-file"},
+     "error=\"--jetstream-password-file @/plain-file: the file is empty\"", 1, false},
+    {{"--jetstream-url", "nats://127.0.0.1:1", "--jetstream-user", "core", "--jetstream-password-file", "@/closed.pem"},
+     "error=\"--jetstream-password-file @/closed.pem: Permission denied\"", 1, true},
+    {{"--jetstream-url", "nats://127.0.0.1:1", "--jetstream-nkey-seed", "@/junk.pem"},
+     "error=\"--jetstream-nkey-seed @/junk.pem: not an nkey seed (58 characters of A-Z and 2-7, starting with SU)\"", 1,
+     false},
+    {{"--jetstream-url", "nats://127.0.0.1:1", "--jetstream-tls-ca", "@/junk.pem"},
+     "error=\"--jetstream-tls-ca @/junk.pem: Error loading trusted certificates '@/junk.pem': no certificate or crl "
+     "found\"", 1, false},
 };
 
 static cs_tmpdir g_tmp;

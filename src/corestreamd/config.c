@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "common/goquote.h"
 #include "corestream/wire.h"
+#include "corestreamd/jetstream/auth.h"
 #include "corestreamd/jetstream/naming.h"
 #include "corestreamd/net/listener.h"
 #include "corestreamd/jetstream/publisher.h"
@@ -65,6 +66,38 @@ static void set_defaults(cs_daemon_config *c)
     c->jetstream_max_pending = CS_JS_DEFAULT_MAX_PENDING;
     c->jetstream_source_url = "";
     c->jetstream_run = "";
+    c->jetstream_creds = "";
+    c->jetstream_nkey_seed = "";
+    c->jetstream_user = "";
+    c->jetstream_password_file = "";
+    c->jetstream_tls_ca = "";
+    c->jetstream_tls_cert = "";
+    c->jetstream_tls_key = "";
+}
+
+void cs_daemon_nats_auth(const cs_daemon_config *c, cs_js_auth *out)
+{
+    *out = (cs_js_auth){.creds = c->jetstream_creds,
+                        .nkey_seed = c->jetstream_nkey_seed,
+                        .user = c->jetstream_user,
+                        .password_file = c->jetstream_password_file,
+                        .tls_ca = c->jetstream_tls_ca,
+                        .tls_cert = c->jetstream_tls_cert,
+                        .tls_key = c->jetstream_tls_key};
+}
+
+/* The NATS credential and TLS flags: meaningful with a connection to NATS only. */
+static int validate_nats_auth(const cs_daemon_config *c, bool edge, cs_err *err)
+{
+    cs_js_auth a;
+    cs_daemon_nats_auth(c, &a);
+    if (!cs_js_auth_any(&a) || edge || *c->jetstream_url)
+        return cs_js_auth_validate(&a, err);
+    const char *flag = *a.creds ? "creds" : *a.nkey_seed ? "nkey-seed" : *a.user ? "user"
+                       : *a.password_file ? "password-file" : *a.tls_ca ? "tls-ca" : *a.tls_cert ? "tls-cert"
+                                                                                                : "tls-key";
+    return cs_err_set(err, 0, "--jetstream-%s needs --jetstream-url (publishing) or --source jetstream (an edge)",
+                      flag);
 }
 
 /* --source jetstream: the edge's own flags. */
@@ -290,7 +323,9 @@ static int validate(cs_daemon_config *c, cs_err *err)
         return cs_err_set(err, 0, "--log-format must be logfmt or json, got %s", q);
     }
     c->log_format_value = (int)fmt;
-    return validate_jetstream(c, err);
+    if (validate_jetstream(c, err) != 0)
+        return -1;
+    return validate_nats_auth(c, edge, err);
 }
 
 /* Long because of its table: one line or three per flag, in -h's order, then a dozen lines of
@@ -397,6 +432,19 @@ int cs_daemon_config_parse(cs_daemon_config *c, int argc, char **argv, FILE *usa
          "NATS `urls` (comma-separated) the edge (--source jetstream) consumes --jetstream-stream from"},
         {"jetstream-run", CS_FLAG_STRING, &c->jetstream_run,
          "run `token` the edge follows (as the core logs it); empty means the run of the stream's newest message"},
+        {"jetstream-creds", CS_FLAG_STRING, &c->jetstream_creds,
+         "NATS credentials `file` (.creds: user JWT and nkey seed) for the publisher or the edge"},
+        {"jetstream-nkey-seed", CS_FLAG_STRING, &c->jetstream_nkey_seed,
+         "`file` holding the NATS user nkey seed (SU…) to authenticate with"},
+        {"jetstream-user", CS_FLAG_STRING, &c->jetstream_user,
+         "NATS user `name`, with --jetstream-password-file"},
+        {"jetstream-password-file", CS_FLAG_STRING, &c->jetstream_password_file,
+         "`file` whose first line is the password of --jetstream-user"},
+        {"jetstream-tls-ca", CS_FLAG_STRING, &c->jetstream_tls_ca,
+         "PEM CA `file` the NATS servers' certificates must chain to (turns TLS on)"},
+        {"jetstream-tls-cert", CS_FLAG_STRING, &c->jetstream_tls_cert,
+         "PEM client certificate `file` (chain allowed) presented to NATS (turns TLS on)"},
+        {"jetstream-tls-key", CS_FLAG_STRING, &c->jetstream_tls_key, "PEM private key `file` for --jetstream-tls-cert"},
     };
     cs_flagset fs = {.prog = "corestreamd",
                      .synopsis = "Streams ledgers from one source to WebSocket subscribers on /stream.",

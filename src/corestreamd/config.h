@@ -66,6 +66,14 @@ typedef struct cs_daemon_config {
     /* --source jetstream (the edge): where to consume, and which run ("" the newest). */
     const char *jetstream_source_url;
     const char *jetstream_run;
+    /* NATS credentials and TLS, for whichever of the two runs (jetstream/auth.h). */
+    const char *jetstream_creds;
+    const char *jetstream_nkey_seed;
+    const char *jetstream_user;
+    const char *jetstream_password_file;
+    const char *jetstream_tls_ca;
+    const char *jetstream_tls_cert;
+    const char *jetstream_tls_key;
     const char *admin_listen;
     /* Derived: --log-level and --log-format parsed. */
     int log_level_value;
@@ -83,6 +91,10 @@ typedef struct cs_daemon_config {
 #define CS_CONFIG_VERSION 2
 /* --busy-poll-us at most: a spin that long already costs a core per idle I/O thread. */
 #define CS_BUSY_POLL_US_MAX 100000
+/* The NATS credential flags as jetstream/auth.h takes them. */
+struct cs_js_auth;
+void cs_daemon_nats_auth(const cs_daemon_config *cfg, struct cs_js_auth *out);
+
 int cs_daemon_config_parse(cs_daemon_config *cfg, int argc, char **argv, FILE *usage_out, cs_err *err);
 void cs_daemon_config_free(cs_daemon_config *cfg);
 

@@ -139,10 +139,14 @@ static int build_source(const cs_daemon_config *c, cs_cancel *cancel, cs_ring *r
     if (strcmp(c->source, "jetstream") == 0) {
         /* The edge: the stream paces it; the range only names the first ledger, for the logs. */
         *range = cs_counted_range(start, 0);
+        cs_js_auth auth;
+        cs_daemon_nats_auth(c, &auth);
         cs_js_source_config jc = {.url = c->jetstream_source_url,
                                   .stream = c->jetstream_stream,
                                   .run = c->jetstream_run,
-                                  .start = (uint32_t)c->start_ledger};
+                                  .start = (uint32_t)c->start_ledger,
+                                  .auth = &auth,
+                                  .trusted_keys = c->trusted_keys};
         return cs_js_source_new(src, &jc, ring, cancel, err);
     }
     if (strcmp(c->source, "synthetic") == 0) {
@@ -234,7 +238,10 @@ static int jetstream_new(const cs_daemon_config *c, cs_server *server, cs_ring *
     char defined_by[PATH_MAX + 128], run[CS_JS_NAME_MAX];
     cs_daemon_run_definition(c, defined_by, sizeof defined_by);
     cs_js_run_id(run, sizeof run, c->source, defined_by);
+    cs_js_auth auth;
+    cs_daemon_nats_auth(c, &auth);
     cs_js_config jc = {.url = c->jetstream_url,
+                       .auth = &auth,
                        .stream = c->jetstream_stream,
                        .run = run,
                        .run_desc = defined_by,
@@ -265,8 +272,21 @@ static void jetstream_stats(void *arg, cs_metrics_jetstream *out)
                                   .gaps = st.gaps,
                                   .behind_episodes = st.behind_episodes,
                                   .resyncs = st.resyncs,
+                                  .foreign_duplicates = st.foreign_duplicates,
                                   .behind = st.behind,
                                   .connected = st.connected};
+}
+
+/* /metrics: an edge's skipped messages, copied at each scrape. */
+static void edge_stats(void *arg, cs_metrics_edge *out)
+{
+    cs_js_source_stats_t st;
+    cs_js_source_stats(arg, &st);
+    out->names = cs_js_skip_names;
+    out->nreasons = CS_JS_SKIP_REASONS;
+    for (size_t i = 0; i < CS_JS_SKIP_REASONS && i < CS_M_EDGE_REASONS_MAX; i++)
+        out->skipped[i] = st.skipped[i];
+    out->waiting_for = st.waiting_for;
 }
 
 static int fail(const char *msg)
@@ -402,6 +422,8 @@ static int start_serving(const cs_daemon_config *cfg, cs_cancel *cancel, notify_
         rc = jetstream_new(cfg, p->server, p->ring, &p->jetstream, err);
     if (rc == 0 && p->jetstream)
         cs_server_set_jetstream_stats(p->server, jetstream_stats, p->jetstream);
+    if (rc == 0 && p->edge)
+        cs_server_set_edge_stats(p->server, edge_stats, p->src);
     /* The signal thread sees the server only once listen has set it up; a signal before that
      * fires the cancellation instead, and the run below does not start. */
     if (rc == 0)

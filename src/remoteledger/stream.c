@@ -210,7 +210,7 @@ rl_result rl_stream_open(rl_stream *s, rl_range range)
     s->failures = 0;
     s->reconnects = 0;
     s->run[0] = '\0'; /* a session's run is its own */
-    s->sig = (rli_sigstate){0};
+    s->sig = (cs_sig_chain){0};
     if (!s->url_ok) {
         s->err = s->url_err;
         return (rl_result)s->url_err.kind;

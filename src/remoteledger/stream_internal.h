@@ -62,14 +62,6 @@ typedef struct rli_opt_strings {
 
 struct rli_conn;
 
-/* A session's signing run and the last signature it accepted (sigcheck.c). */
-typedef struct rli_sigstate {
-    uint8_t run_len; /* 0: no signed ledger yet */
-    char run[CS_WIRE_SIG_RUN_MAX];
-    bool have_prev;
-    uint32_t prev_seq;
-    uint8_t prev[CS_SIG_LEN];
-} rli_sigstate;
 
 /* The stream (rl_stream in the public header). Created by rl_stream_new, freed by rl_stream_free;
  * all of it is the calling thread's except cancelled, mu and what mu guards. */
@@ -100,7 +92,7 @@ struct rl_stream {
     /* Signed ledgers (trusted_keys_file): the keys, loaded by rl_stream_new (NULL without), and
      * the session's signing state (sigcheck.c), cleared when a session opens. */
     cs_sig_keyset *keys;
-    rli_sigstate sig;
+    cs_sig_chain sig;
     int backoff_wake; /* an eventfd rl_stream_cancel signals while no connection is up; -1 */
     int retry_timer;  /* a timerfd readable once retry_at_ms has come: rl_stream_fd between
                          connections; -1 until the first retry is scheduled */

@@ -275,3 +275,43 @@ int cs_sig_verify(const cs_sig_keyset *ks, const cs_sig *s, uint64_t len, uint64
         return cs_err_set(err, 0, "signature does not verify");
     return 0;
 }
+
+/* ---- a verifier's chain ---------------------------------------------------------------------- */
+
+/* The run s was signed for against the chain's: the first signed ledger sets it; another later is
+ * refused unless allow_run_change, which restarts the chain on the new run. */
+static int chain_run(cs_sig_chain *c, const cs_sig *s, bool allow_run_change, cs_err *err)
+{
+    bool same = c->run_len == s->run_len && memcmp(c->run, s->run, s->run_len) == 0;
+    if (c->run_len && !same && !allow_run_change)
+        return cs_err_set(err, 0, "ledger %u: signed for run %.*s, the session's ledgers for run %.*s", s->seq,
+                          (int)s->run_len, s->run, (int)c->run_len, c->run);
+    if (!same) {
+        c->run_len = s->run_len;
+        memcpy(c->run, s->run, s->run_len);
+        c->have_prev = false;
+    }
+    return 0;
+}
+
+int cs_sig_chain_check(cs_sig_chain *c, const cs_sig_keyset *ks, const uint8_t *msg, size_t n, uint32_t seq,
+                       uint64_t len, uint64_t xxh64, const uint8_t sha256[CS_SIG_SHA_LEN], bool allow_run_change,
+                       cs_err *err)
+{
+    cs_sig s;
+    cs_err why;
+    if (cs_sig_decode(msg, n, &s, &why) || cs_sig_verify(ks, &s, len, xxh64, sha256, &why))
+        return cs_err_set(err, 0, "ledger %u: %s", seq, why.msg);
+    if (s.seq != seq)
+        return cs_err_set(err, 0, "ledger %u: SIG is for ledger %u", seq, s.seq);
+    if (chain_run(c, &s, allow_run_change, err))
+        return -1;
+    /* A zero previous signature is the signer saying it had none (its first ledger, or a ring
+     * reset): the chain starts again there. */
+    if (c->have_prev && c->prev_seq + 1 == seq && !cs_sig_prev_none(&s) && memcmp(c->prev, s.prev, CS_SIG_LEN) != 0)
+        return cs_err_set(err, 0, "ledger %u does not chain to ledger %u", seq, c->prev_seq);
+    c->have_prev = true;
+    c->prev_seq = seq;
+    memcpy(c->prev, s.sig, CS_SIG_LEN);
+    return 0;
+}

@@ -91,4 +91,28 @@ size_t cs_sig_keyset_count(const cs_sig_keyset *ks);
 int cs_sig_verify(const cs_sig_keyset *ks, const cs_sig *s, uint64_t len, uint64_t xxh64,
                   const uint8_t sha256[CS_SIG_SHA_LEN], cs_err *err);
 
+/* ---- a verifier's chain ------------------------------------------------------------------- */
+
+/* What a verifier keeps between ledgers: the signing run (that of its first signed ledger) and
+ * the last signature it accepted. Zero it to start. */
+typedef struct cs_sig_chain {
+    uint8_t run_len; /* 0: no signed ledger yet */
+    char run[CS_WIRE_SIG_RUN_MAX];
+    bool have_prev;
+    uint32_t prev_seq;
+    uint8_t prev[CS_SIG_LEN];
+} cs_sig_chain;
+
+/* The SIG message msg of ledger seq (length len, XXH64 xxh64, SHA-256 sha256 as the verifier
+ * computed them) against the trusted keys ks and the chain: cs_sig_verify's checks, then the run
+ * (another signing run than the chain's is refused unless allow_run_change, which starts the chain
+ * afresh on it) and the chain (when the chain holds ledger seq - 1, a SIG whose previous signature
+ * is not all zero must carry that ledger's signature). 0 with the chain advanced, or -1 with err
+ * (kind 0), worded to follow "…: ": `ledger N: <cs_sig_decode's or cs_sig_verify's message>`,
+ * `ledger N: SIG is for ledger M`, `ledger N: signed for run R2, the session's ledgers for run
+ * R1`, `ledger N does not chain to ledger N-1`. */
+int cs_sig_chain_check(cs_sig_chain *c, const cs_sig_keyset *ks, const uint8_t *msg, size_t n, uint32_t seq,
+                       uint64_t len, uint64_t xxh64, const uint8_t sha256[CS_SIG_SHA_LEN], bool allow_run_change,
+                       cs_err *err);
+
 #endif

@@ -50,6 +50,8 @@ static int write_conf(cs_nats_server *s)
             s->port ? s->port : -1, store);
     if (s->max_payload > 0)
         fprintf(f, "max_payload: %lld\n", (long long)s->max_payload);
+    if (s->extra_conf)
+        fprintf(f, "%s\n", s->extra_conf);
     if (s->clustered) {
         fprintf(f, "server_name: n%d\ncluster {\n  name: cs\n  listen: \"127.0.0.1:%d\"\n  routes: [\n",
                 s->index, s->route_port);
@@ -95,6 +97,15 @@ static void init_server(cs_nats_server *s, int64_t max_payload)
 int cs_nats_start(cs_nats_server *s, int64_t max_payload, int timeout_ms)
 {
     init_server(s, max_payload);
+    if (cs_tmpdir_make(&s->dir, "nats") != 0)
+        return -1;
+    return launch(s, timeout_ms);
+}
+
+int cs_nats_start_conf(cs_nats_server *s, const char *extra_conf, int timeout_ms)
+{
+    init_server(s, 0);
+    s->extra_conf = extra_conf;
     if (cs_tmpdir_make(&s->dir, "nats") != 0)
         return -1;
     return launch(s, timeout_ms);

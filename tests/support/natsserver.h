@@ -18,6 +18,7 @@ typedef struct cs_nats_server {
     int port;         /* 0 until the first start */
     char url[64];     /* nats://127.0.0.1:<port> */
     int64_t max_payload; /* 0: the server's default (1 MiB) */
+    const char *extra_conf; /* appended to the config as it is (accounts, tls); NULL: none */
     bool running;
     /* A cluster node (cs_nats_cluster_start): its index, its route port and its peers'. */
     bool clustered;
@@ -50,6 +51,8 @@ void cs_nats_cluster_free(cs_nats_cluster *c);
 /* Makes the scratch directory, writes the config and starts the server; returns once it says
  * "Server is ready" (0), or -1 (the server's output is then in proc.log). */
 int cs_nats_start(cs_nats_server *s, int64_t max_payload, int timeout_ms);
+/* The same with extra_conf appended to the config (borrowed: it must outlive the server). */
+int cs_nats_start_conf(cs_nats_server *s, const char *extra_conf, int timeout_ms);
 /* Starts a stopped server again on its port and store. 0 or -1. */
 int cs_nats_restart(cs_nats_server *s, int timeout_ms);
 /* Sends sig (SIGTERM for a clean stop, SIGKILL for a crash) and waits for the exit. 0 or -1. */

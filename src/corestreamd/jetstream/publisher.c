@@ -10,9 +10,9 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "corestream/wire.h"
+#include "corestreamd/jetstream/connect.h"
 #include "corestreamd/jetstream/library.h"
 #include "corestreamd/jetstream/naming.h"
-#include "corestreamd/jetstream/servers.h"
 #include "corestreamd/jetstream/stream.h"
 #include "corestreamd/stream/replay.h"
 #include "wire/wire.h"
@@ -65,7 +65,12 @@ struct cs_js_publisher {
     atomic_uint_fast64_t first_failed;
 
     atomic_uint_fast64_t published, acked, duplicates, ack_failures, stalls, ledgers, ring_ledgers,
-        behind_episodes, gaps, resyncs;
+        behind_episodes, gaps, resyncs, foreign_duplicates;
+    /* Resends: every position up to this one (packed + 1; 0: none) was published by this process
+     * before its last resync, so the server may rightly call a publish of it a duplicate. Any
+     * other duplicate is of a message this process never sent: another publisher's. */
+    atomic_uint_fast64_t resend_upto;
+    uint64_t sent_high; /* publisher thread: the highest position published (packed + 1) */
     atomic_bool behind_flag;
 
     /* The publisher thread's own state. */
@@ -84,6 +89,8 @@ struct cs_js_publisher {
     uint32_t ahead_logged; /* the position last reported as ahead of the source */
     uint32_t first_live;   /* the first flow this process emitted (0 until seen) */
     int64_t next_connect;  /* monotonic ns: no new connection is tried before */
+    bool refusal_logged;   /* this outage's refusal (credentials, TLS) was logged at WARN */
+    bool tls;              /* TLS asked for (--jetstream-tls-*), for the causes of a failed connect */
 };
 
 static uint64_t pack(cs_js_pos p)
@@ -145,6 +152,39 @@ static void on_closed(natsConnection *nc, void *closure)
     pthread_mutex_unlock(&p->mu);
 }
 
+/* The position a published message stands for ({0,0} when it does not decode). */
+static cs_js_pos msg_pos(natsMsg *msg)
+{
+    cs_js_pos at = {0, 0};
+    cs_wire_msg w;
+    if (msg && cs_wire_decode((const uint8_t *)natsMsg_GetData(msg), (size_t)natsMsg_GetDataLength(msg), &w, NULL) ==
+                   0) {
+        at.seq = w.seq;
+        at.item = w.type == CS_WIRE_TYPE_BEGIN   ? 0
+                  : w.type == CS_WIRE_TYPE_CHUNK ? w.chunk_idx + 1
+                  : w.type == CS_WIRE_TYPE_SIG   ? CS_JS_ITEM_END - 1 /* before its END */
+                                                 : CS_JS_ITEM_END;
+    }
+    return at;
+}
+
+/* A duplicate ack for a message this process publishes for the first time: the stream already
+ * held its id from someone else, and dropped the core's genuine message. */
+static void check_duplicate(cs_js_publisher *p, natsMsg *msg, const jsPubAck *pa)
+{
+    atomic_fetch_add(&p->duplicates, 1);
+    if (pack(msg_pos(msg)) < atomic_load(&p->resend_upto))
+        return; /* a resend of this process's own */
+    atomic_fetch_add(&p->foreign_duplicates, 1);
+    const char *id = NULL;
+    if (natsMsgHeader_Get(msg, "Nats-Msg-Id", &id) != NATS_OK)
+        id = "";
+    CS_LOG(CS_LOG_WARN, "jetstream stream already held a message id this process never sent",
+           KV_S("subject", natsMsg_GetSubject(msg)), KV_S("msg_id", id), KV_U("stream_seq", pa->Sequence),
+           KV_S("stream", p->stream),
+           KV_S("detail", "another publisher used the core's subjects and ids: the stream dropped the core's message"));
+}
+
 static void on_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *closure)
 {
     (void)js;
@@ -152,7 +192,7 @@ static void on_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void
     if (pa) {
         atomic_fetch_add(&p->acked, 1);
         if (pa->Duplicate)
-            atomic_fetch_add(&p->duplicates, 1);
+            check_duplicate(p, msg, pa);
     } else if (pae) {
         atomic_fetch_add(&p->ack_failures, 1);
         /* A timed-out ack may still be stored; only a refusal is known to be missing. */
@@ -162,17 +202,7 @@ static void on_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void
             natsMsg_Destroy(msg);
             return;
         }
-        cs_js_pos at = {0, 0};
-        cs_wire_msg w;
-        if (msg && cs_wire_decode((const uint8_t *)natsMsg_GetData(msg), (size_t)natsMsg_GetDataLength(msg), &w,
-                                  NULL) == 0) {
-            at.seq = w.seq;
-            at.item = w.type == CS_WIRE_TYPE_BEGIN   ? 0
-                      : w.type == CS_WIRE_TYPE_CHUNK ? w.chunk_idx + 1
-                      : w.type == CS_WIRE_TYPE_SIG   ? CS_JS_ITEM_END - 1 /* before its END */
-                                                     : CS_JS_ITEM_END;
-        }
-        uint64_t v = pack(at), cur = atomic_load(&p->first_failed);
+        uint64_t v = pack(msg_pos(msg)), cur = atomic_load(&p->first_failed);
         while (v < cur && !atomic_compare_exchange_weak(&p->first_failed, &cur, v))
             ;
         atomic_store(&p->resync, true);
@@ -252,10 +282,16 @@ static bool reconnect(cs_js_publisher *p)
     const char *what;
     natsStatus s = open_connection(p, &what);
     if (s != NATS_OK) {
-        CS_LOG(CS_LOG_DEBUG, "jetstream reconnect failed", KV_S("step", what), KV_S("status", natsStatus_GetText(s)));
+        /* Refused (credentials, TLS) is what an operator must fix: said once per outage. */
+        char cause[CS_ERR_MSG_MAX / 2];
+        bool loud = cs_js_refused(s) && !p->refusal_logged;
+        CS_LOG(loud ? CS_LOG_WARN : CS_LOG_DEBUG, "jetstream reconnect failed", KV_S("step", what),
+               KV_S("error", cs_js_connect_cause(s, p->tls, cause, sizeof cause)));
+        p->refusal_logged = p->refusal_logged || loud;
         close_connection(p);
         return false;
     }
+    p->refusal_logged = false;
     atomic_store(&p->resync, true);
     atomic_store(&p->connected, true);
     return true;
@@ -313,6 +349,9 @@ static int publish(cs_js_publisher *p, uint32_t item, const cs_msg *m)
     if (s == NATS_OK) {
         p->js_used = true;
         atomic_fetch_add(&p->published, 1);
+        uint64_t at = pack((cs_js_pos){p->pos.seq, item}) + 1;
+        if (at > p->sent_high)
+            p->sent_high = at;
         return PUB_OK;
     }
     if (s == NATS_TIMEOUT) {
@@ -509,6 +548,8 @@ static int step(cs_js_publisher *p, const cs_snap *snap)
 static int resync(cs_js_publisher *p)
 {
     atomic_store(&p->resync, false);
+    /* What was published before may be published again from here on: resends, not foreign. */
+    atomic_store(&p->resend_upto, p->sent_high);
     natsMsgList pending;
     if (p->js_used && js_PublishAsyncGetPendingList(&pending, p->js) == NATS_OK)
         natsMsgList_Destroy(&pending); /* what landed is in the stream; the rest is republished */
@@ -592,11 +633,10 @@ static void *publisher_main(void *arg)
 
 /* ---- life cycle ------------------------------------------------------------------------------- */
 
-static int nats_fail(cs_err *err, const char *what, const char *url, natsStatus s)
+static int nats_fail(cs_err *err, const char *what, const char *url, natsStatus s, bool tls)
 {
-    const char *last = nats_GetLastError(NULL);
-    return cs_err_set(err, 0, "jetstream: %s %s: %s%s%s", what, url, natsStatus_GetText(s),
-                      last && *last ? ": " : "", last && *last ? last : "");
+    char cause[CS_ERR_MSG_MAX / 2];
+    return cs_err_set(err, 0, "jetstream: %s %s: %s", what, url, cs_js_connect_cause(s, tls, cause, sizeof cause));
 }
 
 static char *dup_or_empty(const char *s)
@@ -631,18 +671,19 @@ int cs_js_publisher_new(cs_js_publisher **out, const cs_js_config *cfg, cs_broad
     }
 
     int64_t timeout = cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 5000;
+    p->tls = cfg->auth && cs_js_auth_tls(cfg->auth);
+    cs_js_conn_config cc = {.urls = p->url, .name = "corestreamd", .timeout_ms = timeout, .auth = cfg->auth};
     natsStatus s = cs_js_library_open();
-    if (s == NATS_OK)
-        s = natsOptions_Create(&p->opts);
-    if (s == NATS_OK)
-        s = cs_js_set_servers(p->opts, p->url);
-    if (s == NATS_OK)
-        s = natsOptions_SetName(p->opts, "corestreamd");
-    if (s == NATS_OK)
-        s = natsOptions_SetTimeout(p->opts, timeout);
+    if (s != NATS_OK) {
+        cs_js_publisher_free(p);
+        return nats_fail(err, "set up the connection to", cfg->url, s, false);
+    }
+    if (cs_js_options_new(&p->opts, &cc, err) != 0) {
+        cs_js_publisher_free(p);
+        return -1;
+    }
     /* A lost connection is replaced by the publisher thread (reconnect). */
-    if (s == NATS_OK)
-        s = natsOptions_SetAllowReconnect(p->opts, false);
+    s = natsOptions_SetAllowReconnect(p->opts, false);
     /* A hung server is noticed in about 4 s. */
     if (s == NATS_OK)
         s = natsOptions_SetPingInterval(p->opts, 2000);
@@ -657,12 +698,12 @@ int cs_js_publisher_new(cs_js_publisher **out, const cs_js_config *cfg, cs_broad
         s = natsOptions_SetClosedCB(p->opts, on_closed, p);
     if (s != NATS_OK) {
         cs_js_publisher_free(p);
-        return nats_fail(err, "set up the connection to", cfg->url, s);
+        return nats_fail(err, "set up the connection to", cfg->url, s, false);
     }
     const char *what;
     s = open_connection(p, &what);
     if (s != NATS_OK) {
-        nats_fail(err, what, cfg->url, s);
+        nats_fail(err, what, cfg->url, s, p->tls);
         cs_js_publisher_free(p);
         return -1;
     }
@@ -770,6 +811,7 @@ void cs_js_publisher_stats(cs_js_publisher *p, cs_js_stats *out)
         .behind_episodes = atomic_load(&p->behind_episodes),
         .gaps = atomic_load(&p->gaps),
         .resyncs = atomic_load(&p->resyncs),
+        .foreign_duplicates = atomic_load(&p->foreign_duplicates),
         .behind = atomic_load(&p->behind_flag),
         .connected = atomic_load(&p->connected),
     };

@@ -35,6 +35,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "corestreamd/jetstream/auth.h"
 #include "corestreamd/stream/broadcast.h"
 #include "store/ring.h"
 
@@ -60,6 +61,7 @@ typedef struct cs_js_config {
     bool compress;        /* for ring catch-up, as the server's replays */
     int compress_level;
     int64_t connect_timeout_ms; /* 0 → 5000 */
+    const cs_js_auth *auth;     /* credentials and TLS (borrowed for new only); NULL: none */
 } cs_js_config;
 
 typedef struct cs_js_publisher cs_js_publisher;
@@ -95,6 +97,8 @@ typedef struct cs_js_stats {
     uint64_t behind_episodes; /* transitions into `behind` */
     uint64_t gaps;            /* `jetstream stream gap` errors */
     uint64_t resyncs;         /* times the position was re-read from the stream */
+    uint64_t foreign_duplicates; /* of duplicates, those of a message this process had never sent:
+                                    another publisher had used its id (WARN logged) */
     bool behind;
     bool connected;
 } cs_js_stats;

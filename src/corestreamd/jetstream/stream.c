@@ -3,7 +3,9 @@
 #include <string.h>
 
 #include "common/godur.h"
+#include "common/log.h"
 #include "corestream/wire.h"
+#include "wire/wire.h"
 
 uint64_t cs_js_max_message(size_t chunk_size)
 {
@@ -114,6 +116,44 @@ int cs_js_stream_ensure(jsCtx *js, const cs_js_stream_spec *spec, bool *created,
     return 0;
 }
 
+/* Whether m is a wire message of run whose ledger is its subject's: *next is the position after
+ * it then. */
+static bool run_message(natsMsg *m, const char *stream, const char *run, cs_js_pos *next)
+{
+    char prefix[CS_JS_SUBJECT_MAX];
+    int n = snprintf(prefix, sizeof prefix, "%s.%s.", stream, run);
+    const char *subj = natsMsg_GetSubject(m);
+    if (n <= 0 || strncmp(subj, prefix, (size_t)n) != 0)
+        return false;
+    cs_wire_msg w;
+    if (cs_wire_decode((const uint8_t *)natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m), &w, NULL) != 0)
+        return false;
+    char want[16];
+    snprintf(want, sizeof want, "%u", w.seq);
+    return strcmp(subj + n, want) == 0 &&
+           cs_js_pos_after((const uint8_t *)natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m), next, NULL) == 0;
+}
+
+/* The run's last message m is not one of its wire messages (junk another publisher put there):
+ * the stream's messages before it are looked at, newest first, for the run's last real one
+ * (at most CS_JS_JUNK_LOOKBACK of them). 1 with *next after it, 0 when none is found. */
+static int before_junk(jsCtx *js, const char *stream, const char *run, natsMsg *m, cs_js_pos *next)
+{
+    uint64_t seq = natsMsg_GetSequence(m);
+    CS_LOG(CS_LOG_WARN, "jetstream stream's last message of the run is not a wire message; looking before it",
+           KV_S("subject", natsMsg_GetSubject(m)), KV_U("stream_seq", seq), KV_S("stream", stream));
+    for (uint64_t k = 1; k <= CS_JS_JUNK_LOOKBACK && k < seq; k++) {
+        natsMsg *prev = NULL;
+        if (js_GetMsg(&prev, js, stream, seq - k, NULL, NULL) != NATS_OK)
+            continue; /* deleted, or not readable: older ones may be */
+        bool ok = run_message(prev, stream, run, next);
+        natsMsg_Destroy(prev);
+        if (ok)
+            return 1;
+    }
+    return 0;
+}
+
 int cs_js_stream_resume_pos(jsCtx *js, const char *stream, const char *run, bool *found, cs_js_pos *next,
                             cs_err *err)
 {
@@ -130,9 +170,17 @@ int cs_js_stream_resume_pos(jsCtx *js, const char *stream, const char *run, bool
         snprintf(what, sizeof what, "read the last message of %s in", filter);
         return js_fail(err, what, stream, s, jerr);
     }
-    int rc = cs_js_pos_after((const uint8_t *)natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m), next, err);
-    natsMsg_Destroy(m);
-    if (rc == 0)
+    if (run_message(m, stream, run, next)) {
+        natsMsg_Destroy(m);
         *found = true;
+        return 0;
+    }
+    int got = before_junk(js, stream, run, m, next);
+    int rc = 0;
+    if (got)
+        *found = true;
+    else
+        rc = cs_js_pos_after((const uint8_t *)natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m), next, err);
+    natsMsg_Destroy(m);
     return rc;
 }

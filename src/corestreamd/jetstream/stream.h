@@ -41,8 +41,13 @@ typedef struct cs_js_stream_spec {
 int cs_js_stream_ensure(jsCtx *js, const cs_js_stream_spec *spec, bool *created, cs_err *err);
 
 /* Where run stands in the stream: *found false when the stream holds no message of it, else
- * *next is the position after its last message (cs_js_pos_after). Errors name the request:
- * `jetstream: read the last message of CORESTREAM.<run>.*: …`. */
+ * *next is the position after its last message (cs_js_pos_after). A last message that is not a
+ * wire message of its subject's ledger (junk someone else published there) is passed over: WARN
+ * `jetstream stream's last message of the run is not a wire message; looking before it`, and the
+ * run's last real message among the CS_JS_JUNK_LOOKBACK stream messages before it counts; with
+ * none there, the junk's own error. Errors name the request: `jetstream: read the last message
+ * of CORESTREAM.<run>.*: …`. */
+#define CS_JS_JUNK_LOOKBACK 1024
 int cs_js_stream_resume_pos(jsCtx *js, const char *stream, const char *run, bool *found, cs_js_pos *next,
                             cs_err *err);
 

@@ -93,7 +93,8 @@ static unsigned readiness(cs_server *s, char *body, size_t len)
     cs_source_state st = cs_m_state(s->metrics);
     if (h.degraded && st == CS_SRC_STREAMING)
         st = CS_SRC_RING_FAILED;
-    return cs_readiness(st, atomic_load(&s->stop_requested), cs_m_get(&s->metrics->latest_emitted), body, len);
+    return cs_readiness(st, atomic_load(&s->stop_requested), cs_m_get(&s->metrics->latest_emitted),
+                        cs_m_get(&s->metrics->waiting_for), body, len);
 }
 
 static void serve_readyz(cs_server *s, http_req *r, unsigned head)
@@ -154,6 +155,12 @@ static void serve_metrics(cs_server *s, http_req *r, unsigned head)
         memset(&js, 0, sizeof js);
         s->jetstream_stats(s->jetstream_arg, &js);
         v.jetstream = &js;
+    }
+    cs_metrics_edge edge;
+    if (s->edge_stats) {
+        memset(&edge, 0, sizeof edge);
+        s->edge_stats(s->edge_arg, &edge);
+        v.edge = &edge;
     }
     cs_strbuf b = CS_STRBUF_INIT;
     cs_metrics_render(&b, s->metrics, &v);

@@ -298,6 +298,12 @@ void cs_server_set_jetstream_stats(cs_server *s, void (*fn)(void *arg, cs_metric
     s->jetstream_arg = arg;
 }
 
+void cs_server_set_edge_stats(cs_server *s, void (*fn)(void *arg, cs_metrics_edge *out), void *arg)
+{
+    s->edge_stats = fn;
+    s->edge_arg = arg;
+}
+
 void cs_server_set_run(cs_server *s, const char *run)
 {
     size_t n = strlen(run);

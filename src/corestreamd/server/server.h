@@ -108,6 +108,9 @@ int cs_server_new(cs_server **out, const cs_server_config *cfg, cs_err *err);
  * out at each scrape, on cs-heads, and must be quick and thread-safe (cs_js_publisher_stats is). Call before cs_server_listen; fn and arg must outlive the server's run. */
 void cs_server_set_jetstream_stats(cs_server *s, void (*fn)(void *arg, cs_metrics_jetstream *out), void *arg);
 
+/* The same for an edge's counters (the corestreamd_edge_* families). */
+void cs_server_set_edge_stats(cs_server *s, void (*fn)(void *arg, cs_metrics_edge *out), void *arg);
+
 /* The run token (cs_run_token): every 101 then carries it as `x-corestream-run: <run>`, /healthz
  * as "run", and the listening line as run=; a server without one sends neither (embedded
  * servers, the tests'). Copied; 1 to 64 characters of A-Z a-z 0-9 . _ : - (anything else is

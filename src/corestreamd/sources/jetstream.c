@@ -7,16 +7,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <xxhash.h>
 
 #include "common/clock.h"
 #include "common/godur.h"
 #include "common/log.h"
 #include "corestream/wire.h"
+#include "corestreamd/jetstream/connect.h"
 #include "corestreamd/jetstream/library.h"
 #include "corestreamd/jetstream/naming.h"
-#include "corestreamd/jetstream/servers.h"
 #include "remoteledger/assemble.h"
+#include "wire/ledgersig.h"
 #include "wire/wire.h"
 
 /* The longest one wait for the next message lasts, so cancellation and outages are seen promptly. */
@@ -68,10 +68,17 @@ typedef struct js_source {
     bool verified;         /* END verified: ledger/ledger_len are the whole ledger */
     const uint8_t *ledger;
     size_t ledger_len, ledger_off;
-    uint32_t discarded;      /* the assembler's discard count when forwarding of this copy began */
-    XXH64_state_t *fwd_hash; /* over the bytes forwarded of the current ledger */
-    size_t recheck_len;      /* a repeated BEGIN restarted the ledger after this many bytes had */
-    uint64_t recheck_sum;    /* gone out (with this XXH64): the new copy must start with them */
+    uint32_t next_idx;     /* the chunk index the open copy takes next */
+    bool void_pending;     /* the bytes of the open ledger handed out are void: read says so once */
+    /* Skipped messages (skip), by reason, and the ledger waited for since (0: none). */
+    atomic_uint_fast64_t skipped[CS_JS_SKIP_REASONS];
+    atomic_uint waiting_for;
+    uint64_t skips_in_wait;
+    int last_skip; /* the reason of the last skip logged at WARN (-1: none) */
+    char last_skip_subject[CS_JS_SUBJECT_MAX];
+    /* --trusted-keys (NULL: none) and the signing run and chain of the ledgers served. */
+    cs_sig_keyset *keys;
+    cs_sig_chain chain;
 } js_source;
 
 static const char *nats_detail(natsStatus s)
@@ -250,12 +257,48 @@ static natsMsg *next_msg(js_source *s, cs_err *err)
     }
 }
 
-static int stream_fault(js_source *s, uint32_t seq, uint64_t sseq, const char *what, cs_err *err)
+const char *const cs_js_skip_names[CS_JS_SKIP_REASONS] = {"malformed", "subject", "out_of_place", "corrupt",
+                                                           "signature"};
+
+/* The ledger the edge waits for: the one open, else the one expected (0: any). */
+static uint32_t waited_ledger(const js_source *s)
 {
-    CS_LOG(CS_LOG_ERROR, "jetstream stream is not a clean flow", KV_S("stream", s->stream), KV_S("run", s->run),
-           KV_U("ledger", seq), KV_U("stream_seq", sseq), KV_S("error", what));
-    return cs_err_set(err, 0, "jetstream source: ledger %u at stream sequence %llu: %s", seq,
-                      (unsigned long long)sseq, what);
+    uint32_t open;
+    if (rli_asm_active(s->asm_, &open))
+        return open;
+    uint32_t want = rli_asm_expected(s->asm_);
+    return want ? want : s->need;
+}
+
+/* The one way a message of the run leaves the edge unserved: counted by reason, logged (WARN the
+ * first time in a row for a subject and reason, DEBUG after), and the edge waits, not ready, until
+ * the ledger it needs has verified (release_wait). Never fatal. */
+static void skip(js_source *s, uint64_t sseq, const char *subject, cs_js_skip reason, const char *why)
+{
+    atomic_fetch_add(&s->skipped[reason], 1);
+    uint32_t wait = waited_ledger(s);
+    bool again = s->last_skip == (int)reason && strcmp(s->last_skip_subject, subject) == 0;
+    CS_LOG(again ? CS_LOG_DEBUG : CS_LOG_WARN, "jetstream source skipped a message", KV_S("stream", s->stream),
+           KV_S("run", s->run), KV_U("stream_seq", sseq), KV_S("subject", subject),
+           KV_S("reason", cs_js_skip_names[reason]), KV_S("error", why), KV_U("waiting_for", wait));
+    s->last_skip = (int)reason;
+    snprintf(s->last_skip_subject, sizeof s->last_skip_subject, "%s", subject);
+    s->skips_in_wait++;
+    /* Before the run's first ledger (wait 0) the edge is not ready anyway: catching up. */
+    if (wait && atomic_exchange(&s->waiting_for, wait) != wait)
+        cs_source_tell_waiting(&s->base, wait);
+}
+
+/* The ledger the edge waited for has verified: ready again. */
+static void release_wait(js_source *s, uint32_t seq)
+{
+    if (atomic_exchange(&s->waiting_for, 0) == 0)
+        return;
+    CS_LOG(CS_LOG_INFO, "jetstream source has the ledger it waited for", KV_S("stream", s->stream),
+           KV_S("run", s->run), KV_U("ledger", seq), KV_U("skipped", s->skips_in_wait));
+    s->skips_in_wait = 0;
+    s->last_skip = -1;
+    cs_source_tell_waiting(&s->base, 0);
 }
 
 /* The ledger a subject "<stream>.<run>.<seq>" names, or -1. */
@@ -273,22 +316,96 @@ static int64_t subject_seq(const js_source *s, const char *subj)
     return (int64_t)v;
 }
 
-/* Feeds the next message of the run to the assembler. Returns 1 when fed (*rs says what it did),
- * 0 when the message was skipped (already consumed, or before the first ledger served), -1 with
- * err on a fault or cancellation. seq names the ledger expected, for messages. */
-static int feed(js_source *s, uint32_t seq, rli_asm_status *rs, cs_err *err)
+static const char *type_name(int type)
 {
-    natsMsg *m = next_msg(s, err);
-    if (!m)
-        return -1;
+    return type == CS_WIRE_TYPE_BEGIN   ? "BEGIN"
+           : type == CS_WIRE_TYPE_CHUNK ? "CHUNK"
+           : type == CS_WIRE_TYPE_SIG   ? "SIG"
+                                        : "END";
+}
+
+/* Whether w continues the flow (PROTOCOL.md, section 2): false with why when it does not (another
+ * ledger than the one open or expected, a chunk out of order, a CHUNK or END with no BEGIN). The
+ * assembler never sees such a message, so the copy being assembled survives it. */
+static bool in_place(const js_source *s, const cs_wire_msg *w, char *why, size_t len)
+{
+    uint32_t open;
+    if (rli_asm_active(s->asm_, &open)) {
+        if (w->seq != open)
+            snprintf(why, len, "%s of ledger %u while ledger %u is being assembled", type_name(w->type), w->seq, open);
+        else if (w->type == CS_WIRE_TYPE_CHUNK && w->chunk_idx != s->next_idx)
+            snprintf(why, len, "chunk %u of ledger %u where chunk %u is next", w->chunk_idx, w->seq, s->next_idx);
+        else
+            return true;
+        return false;
+    }
+    uint32_t want = rli_asm_expected(s->asm_);
+    if (w->type != CS_WIRE_TYPE_BEGIN)
+        snprintf(why, len, "%s of ledger %u without its BEGIN", type_name(w->type), w->seq);
+    else if (want && w->seq != want)
+        snprintf(why, len, "ledger %u where ledger %u is next (a %s)", w->seq, want, w->seq > want ? "gap" : "duplicate");
+    else
+        return true;
+    return false;
+}
+
+/* The stream sequence of m, or 0 when it has no JetStream metadata. */
+static uint64_t stream_seq(natsMsg *m)
+{
     jsMsgMetaData *meta = NULL;
     uint64_t sseq = 0;
     if (natsMsg_GetMetaData(&meta, m) == NATS_OK) {
         sseq = meta->Sequence.Stream;
         jsMsgMetaData_Destroy(meta);
     }
-    if (sseq == 0)
-        return stream_fault(s, seq, s->last_sseq + 1, "a message without JetStream metadata", err);
+    return sseq;
+}
+
+/* The copy is broken: the assembler refused a message in place (a chunk that does not expand, an
+ * END whose count, length or XXH64 does not match), or its signature does not hold. It is dropped;
+ * the edge waits for a whole copy of the same ledger, and bytes of it already forwarded are void
+ * (read says so). */
+static int drop_copy(js_source *s, uint64_t sseq, const char *subject, uint32_t seq, cs_js_skip reason,
+                     const cs_err *e, cs_err *err)
+{
+    if (e->kind == RL_ERR_NOMEM)
+        return cs_err_set(err, 0, "jetstream source: ledger %u: out of memory", seq);
+    skip(s, sseq, subject, reason, e->msg);
+    rli_asm_reset(s->asm_, seq);
+    s->next_idx = 0;
+    if (s->open && s->ledger_off > 0)
+        s->void_pending = true;
+    return 0;
+}
+
+/* With trusted keys: the ledger the assembler just verified against its SIG (cs_sig_chain_check).
+ * 0, or -1 with why in e. */
+static int check_signature(js_source *s, cs_err *e)
+{
+    size_t len, n;
+    rl_ledger_info info;
+    rli_asm_ledger(s->asm_, &len, &info);
+    const uint8_t *sig = rli_asm_sig(s->asm_, &n);
+    if (!sig)
+        return cs_err_set(e, 0, "ledger %u is unsigned", info.sequence);
+    return cs_sig_chain_check(&s->chain, s->keys, sig, n, info.sequence, len, rli_asm_xxh64(s->asm_),
+                              rli_asm_sha256(s->asm_), false, e);
+}
+
+/* Feeds the next message of the run to the assembler. Returns 1 when fed, 0 when it was not
+ * (already consumed, passed over before the first ledger served, or skipped), -1 with err on
+ * cancellation or no memory. */
+static int feed(js_source *s, cs_err *err)
+{
+    natsMsg *m = next_msg(s, err);
+    if (!m)
+        return -1;
+    const char *subject = natsMsg_GetSubject(m);
+    uint64_t sseq = stream_seq(m);
+    if (sseq == 0) {
+        skip(s, s->last_sseq + 1, subject, CS_JS_SKIP_MALFORMED, "a message without JetStream metadata");
+        return 0;
+    }
     if (sseq <= s->last_sseq)
         return 0; /* delivered again after a consumer was recreated: already consumed */
     s->last_sseq = sseq;
@@ -296,29 +413,39 @@ static int feed(js_source *s, uint32_t seq, rli_asm_status *rs, cs_err *err)
     size_t len = (size_t)natsMsg_GetDataLength(m);
     cs_wire_msg w;
     cs_err e;
-    bool decoded = cs_wire_decode(data, len, &w, &e) == 0;
-    if (decoded) {
-        int64_t subj = subject_seq(s, natsMsg_GetSubject(m));
-        if (subj != (int64_t)w.seq) {
-            char what[CS_JS_SUBJECT_MAX + 96];
-            snprintf(what, sizeof what, "a message of ledger %u stored under subject %s", w.seq,
-                     natsMsg_GetSubject(m));
-            return stream_fault(s, w.seq, sseq, what, err);
-        }
+    char why[CS_JS_SUBJECT_MAX + 96];
+    if (cs_wire_decode(data, len, &w, &e) != 0) {
+        skip(s, sseq, subject, CS_JS_SKIP_MALFORMED, e.msg);
+        return 0;
+    }
+    if (subject_seq(s, subject) != (int64_t)w.seq) {
+        snprintf(why, sizeof why, "a message of ledger %u stored under another ledger's subject", w.seq);
+        skip(s, sseq, subject, CS_JS_SKIP_SUBJECT, why);
+        return 0;
     }
     if (!s->started) {
         /* Ledgers before the one wanted (or, wanting any, before the first BEGIN) are not ours to
-         * serve; the first one that is must begin here. */
-        if (decoded && s->need && w.seq < s->need)
-            return 0;
-        if (decoded && !s->need && w.type != CS_WIRE_TYPE_BEGIN)
+         * serve: passed over, not skipped. */
+        if ((s->need && w.seq < s->need) || (!s->need && w.type != CS_WIRE_TYPE_BEGIN))
             return 0;
         s->started = true;
     }
-    *rs = rli_asm_message(s->asm_, data, len, &e);
-    if (*rs == RLI_ASM_ERROR)
-        return stream_fault(s, decoded ? w.seq : seq, sseq, e.msg, err);
-    if (*rs == RLI_ASM_LEDGER) {
+    if (!in_place(s, &w, why, sizeof why)) {
+        skip(s, sseq, subject, CS_JS_SKIP_OUT_OF_PLACE, why);
+        return 0;
+    }
+    uint32_t open;
+    bool again = w.type == CS_WIRE_TYPE_BEGIN && rli_asm_active(s->asm_, &open);
+    rli_asm_status rs = rli_asm_message(s->asm_, data, len, &e);
+    if (rs == RLI_ASM_ERROR)
+        return drop_copy(s, sseq, subject, w.seq, CS_JS_SKIP_CORRUPT, &e, err);
+    if (rs == RLI_ASM_LEDGER && s->keys && check_signature(s, &e) != 0)
+        return drop_copy(s, sseq, subject, w.seq, CS_JS_SKIP_SIGNATURE, &e, err);
+    s->next_idx = w.type == CS_WIRE_TYPE_BEGIN ? 0 : s->next_idx + (w.type == CS_WIRE_TYPE_CHUNK);
+    /* A repeated BEGIN restarts the assembly: what went out of the copy before is void. */
+    if (again && s->open && s->ledger_off > 0)
+        s->void_pending = true;
+    if (rs == RLI_ASM_LEDGER) {
         rl_ledger_info info;
         s->ledger = rli_asm_ledger(s->asm_, &s->ledger_len, &info);
         s->verified = true;
@@ -348,37 +475,34 @@ static int js_next(cs_source *base, cs_emission *em, cs_err *err)
         uint32_t expect = rli_asm_expected(s->asm_);
         if (expect)
             em->seq = expect;
-        rli_asm_status rs;
-        int r = feed(s, em->seq, &rs, err);
+        int r = feed(s, err);
         if (r < 0)
             return -1;
         uint32_t seq;
         if (r == 0 || !rli_asm_active(s->asm_, &seq))
             continue; /* a BEGIN opens a flow; no single message can complete one */
-        size_t have;
-        rli_asm_partial(s->asm_, &have, &s->discarded);
         s->open = true;
         s->need = 0;
         s->ledger_off = 0;
-        s->recheck_len = 0;
-        XXH64_reset(s->fwd_hash, 0);
+        s->void_pending = false;
         s->seq = seq;
         em->seq = seq;
         return 1;
     }
 }
 
-/* A repeated BEGIN restarted the ledger after part of it had gone out: what went out must be the
- * new copy's first bytes, or the subscribers hold bytes no END can vouch for. */
-static int check_restart(js_source *s, const uint8_t *p, size_t have, uint32_t seq, cs_err *err)
+/* The assembled bytes of the open ledger not yet handed out start at *p (have in all). */
+static void assembled(const js_source *s, const uint8_t **p, size_t *have)
 {
-    if (have < s->recheck_len)
-        return 0;
-    if (XXH64(p, s->recheck_len, 0) != s->recheck_sum)
-        return stream_fault(s, seq, s->last_sseq,
-                            "the stream began the ledger again with other bytes than those already forwarded", err);
-    s->recheck_len = 0;
-    return 0;
+    uint32_t open, discarded;
+    *p = NULL;
+    *have = 0;
+    if (s->verified) {
+        *p = s->ledger;
+        *have = s->ledger_len;
+    } else if (rli_asm_active(s->asm_, &open)) {
+        *p = rli_asm_partial(s->asm_, have, &discarded);
+    }
 }
 
 static ssize_t js_read(cs_source *base, uint8_t *buf, size_t len, cs_err *err)
@@ -386,45 +510,28 @@ static ssize_t js_read(cs_source *base, uint8_t *buf, size_t len, cs_err *err)
     js_source *s = (js_source *)base;
     if (!s->open)
         return cs_err_set(err, 0, "jetstream source: read without a ledger");
-    uint32_t seq = s->seq;
     for (;;) {
-        size_t have;
-        uint32_t discarded;
+        if (s->void_pending) {
+            s->void_pending = false;
+            s->ledger_off = 0;
+            return cs_err_set(err, CS_ERR_LEDGER_VOID, "jetstream source: ledger %u begins again", s->seq);
+        }
         const uint8_t *p;
-        if (s->verified) {
-            p = s->ledger;
-            have = s->ledger_len;
-        } else {
-            p = rli_asm_partial(s->asm_, &have, &discarded);
-            if (discarded != s->discarded) {
-                s->discarded = discarded;
-                if (s->ledger_off > 0 && s->recheck_len == 0) {
-                    s->recheck_len = s->ledger_off;
-                    s->recheck_sum = XXH64_digest(s->fwd_hash);
-                }
-            }
-        }
-        if (s->recheck_len) {
-            if (s->verified && have < s->recheck_len)
-                return stream_fault(s, seq, s->last_sseq,
-                                    "the stream began the ledger again with fewer bytes than those already forwarded",
-                                    err);
-            if (check_restart(s, p, have, seq, err) != 0)
-                return -1;
-        }
-        if (!s->recheck_len && have > s->ledger_off) {
+        size_t have;
+        assembled(s, &p, &have);
+        if (have > s->ledger_off) {
             size_t n = have - s->ledger_off;
             if (n > len)
                 n = len;
             memcpy(buf, p + s->ledger_off, n);
-            XXH64_update(s->fwd_hash, buf, n);
             s->ledger_off += n;
             return (ssize_t)n;
         }
-        if (s->verified)
+        if (s->verified) {
+            release_wait(s, s->seq);
             return 0; /* every byte out and END verified: the source loop may end the ledger */
-        rli_asm_status rs;
-        if (feed(s, seq, &rs, err) < 0)
+        }
+        if (feed(s, err) < 0)
             return -1;
     }
 }
@@ -447,8 +554,7 @@ static void js_destroy(cs_source *base)
     }
     natsOptions_Destroy(s->opts);
     rli_asm_free(s->asm_);
-    if (s->fwd_hash)
-        XXH64_freeState(s->fwd_hash);
+    cs_sig_keyset_free(s->keys);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s->url);
@@ -500,19 +606,15 @@ static int newest_run(js_source *s, cs_err *err)
     return rc;
 }
 
-static int connect(js_source *s, int64_t timeout_ms, cs_err *err)
+static int connect(js_source *s, int64_t timeout_ms, const cs_js_auth *auth, cs_err *err)
 {
     natsStatus st = cs_js_library_open();
-    if (st == NATS_OK)
-        st = natsOptions_Create(&s->opts);
-    if (st == NATS_OK)
-        st = cs_js_set_servers(s->opts, s->url);
-    if (st == NATS_OK)
-        st = natsOptions_SetName(s->opts, "corestreamd-edge");
-    if (st == NATS_OK)
-        st = natsOptions_SetTimeout(s->opts, timeout_ms);
-    if (st == NATS_OK)
-        st = natsOptions_SetMaxReconnect(s->opts, -1);
+    if (st != NATS_OK)
+        return cs_err_set(err, 0, "jetstream source: open nats.c: %s", natsStatus_GetText(st));
+    cs_js_conn_config cc = {.urls = s->url, .name = "corestreamd-edge", .timeout_ms = timeout_ms, .auth = auth};
+    if (cs_js_options_new(&s->opts, &cc, err) != 0)
+        return -1;
+    st = natsOptions_SetMaxReconnect(s->opts, -1);
     if (st == NATS_OK)
         st = natsOptions_SetReconnectWait(s->opts, 250);
     /* A dead server is noticed within about 4 s even when no fetch is waiting on it. */
@@ -528,8 +630,11 @@ static int connect(js_source *s, int64_t timeout_ms, cs_err *err)
         st = natsOptions_SetClosedCB(s->opts, on_closed, s);
     if (st == NATS_OK)
         st = natsConnection_Connect(&s->nc, s->opts);
-    if (st != NATS_OK)
-        return cs_err_set(err, 0, "jetstream source: connect to %s: %s", s->url, nats_detail(st));
+    if (st != NATS_OK) {
+        char cause[CS_ERR_MSG_MAX / 2];
+        return cs_err_set(err, 0, "jetstream source: connect to %s: %s", s->url,
+                          cs_js_connect_cause(st, auth && cs_js_auth_tls(auth), cause, sizeof cause));
+    }
     jsOptions jo;
     jsOptions_Init(&jo);
     jo.Wait = API_WAIT_MS;
@@ -548,18 +653,23 @@ int cs_js_source_new(cs_source **out, const cs_js_source_config *cfg, cs_ring *r
         return cs_err_set(err, 0, "jetstream source: out of memory");
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
-    if (!(s->url = strdup(cfg->url)) || !(s->asm_ = rli_asm_new(CS_MAX_PAYLOAD_SIZE, CS_MAX_CHUNK_SIZE)) ||
-        !(s->fwd_hash = XXH64_createState())) {
+    s->last_skip = -1;
+    if (!(s->url = strdup(cfg->url)) || !(s->asm_ = rli_asm_new(CS_MAX_PAYLOAD_SIZE, CS_MAX_CHUNK_SIZE))) {
         js_destroy(&s->base);
         return cs_err_set(err, 0, "jetstream source: out of memory");
     }
     s->base.ops = &js_ops;
+    if (cfg->trusted_keys && *cfg->trusted_keys &&
+        (cs_sig_keyset_load(cfg->trusted_keys, &s->keys, err) != 0 || !rli_asm_want_sha256(s->asm_))) {
+        js_destroy(&s->base);
+        return -1;
+    }
     snprintf(s->stream, sizeof s->stream, "%s", cfg->stream);
     s->start = cfg->start;
     s->ring = ring;
     s->cancel = cancel;
     atomic_init(&s->disconnects, 0);
-    int rc = connect(s, cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 5000, err);
+    int rc = connect(s, cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 5000, cfg->auth, err);
     if (rc == 0 && cfg->run && *cfg->run)
         snprintf(s->run, sizeof s->run, "%s", cfg->run);
     else if (rc == 0)
@@ -574,6 +684,14 @@ int cs_js_source_new(cs_source **out, const cs_js_source_config *cfg, cs_ring *r
 }
 
 const char *cs_js_source_run(const cs_source *s) { return ((const js_source *)s)->run; }
+
+void cs_js_source_stats(const cs_source *src, cs_js_source_stats_t *out)
+{
+    const js_source *s = (const js_source *)src;
+    for (int i = 0; i < CS_JS_SKIP_REASONS; i++)
+        out->skipped[i] = atomic_load(&((js_source *)s)->skipped[i]);
+    out->waiting_for = atomic_load(&((js_source *)s)->waiting_for);
+}
 
 void cs_js_source_identity(const cs_source *s, char *buf, size_t len)
 {

@@ -9,9 +9,16 @@
  * the assembled bytes as each stream chunk arrives (zstd chunks once decoded), so the edge's
  * subscribers get the body while it is still arriving. read() returns 0 (the body's end, after
  * which the source loop sends END and the ring keeps the ledger) only once the stream's END has
- * verified; on a fault read() fails instead, so the ledger never ends and is never retained. A
- * BEGIN repeated mid-ledger restarts the assembly: the new copy must begin with the bytes already
- * handed out (XXH64 of that prefix), else that is a fault too.
+ * verified. When the copy being forwarded turns out bad (it does not verify, or the stream begins
+ * the ledger again), read() fails once with CS_ERR_LEDGER_VOID: the bytes handed out are void and
+ * the source loop begins the same ledger again (a fresh BEGIN); the next read()s hand out the next
+ * copy from its first byte.
+ *
+ * Skips: a message of the run that is not the next piece of the ledger needed (cs_js_skip) is
+ * never served and never fatal: WARN `jetstream source skipped a message` (stream_seq, subject,
+ * reason, error), counted by reason (cs_js_source_stats); the source then tells the loop it waits
+ * for that ledger (cs_source_tell_waiting, /readyz 503 `waiting`) until a whole verified copy
+ * came. Every skip goes through one function with its reason.
  *
  * Where it starts: the ledger the edge's ring needs next (ring latest+1); with an empty ring,
  * --start-ledger when given, else the run's first ledger in the stream. It asks the stream for
@@ -29,10 +36,6 @@
  * duplicate and no gap. WARN `jetstream source lost the stream; resuming` once per outage, INFO
  * `jetstream source resumed` when messages flow again.
  *
- * A gap, a duplicate or a corrupt ledger in the stream is never skipped: it is ERROR `jetstream
- * stream is not a clean flow` (ledger, stream_seq, error) and the source fails with the
- * assembler's message (`jetstream source: ledger N at stream sequence S: …`).
- *
  * Threads: new/destroy from the controlling thread, next/read from the source loop only. */
 #ifndef CS_CORESTREAMD_SOURCES_JETSTREAM_H
 #define CS_CORESTREAMD_SOURCES_JETSTREAM_H
@@ -42,6 +45,7 @@
 
 #include "common/cancel.h"
 #include "common/err.h"
+#include "corestreamd/jetstream/auth.h"
 #include "corestreamd/sources/source.h"
 #include "store/ring.h"
 
@@ -51,19 +55,53 @@ typedef struct cs_js_source_config {
     const char *run;    /* run token to follow; "" or NULL: the run of the stream's newest message */
     uint32_t start;     /* ledger to start at when the ring is empty; 0: the run's first */
     int64_t connect_timeout_ms; /* 0 → 5000 */
+    const cs_js_auth *auth;     /* credentials and TLS (borrowed for new only); NULL: none */
+    /* --trusted-keys: a PEM file of Ed25519 public keys (read by new); a verified ledger whose
+     * SIG none of them made over its bytes, for the signing run the edge follows, in its chain
+     * (cs_sig_chain_check) is skipped as CS_JS_SKIP_SIGNATURE. NULL or "": signatures are
+     * forwarded unchecked. */
+    const char *trusted_keys;
 } cs_js_source_config;
 
 /* Connects and resolves the run (for "" the newest message's subject names it), before returning,
  * so the caller can claim the ring under cs_js_source_identity. ring and cancel are borrowed and
  * must outlive the source; the ring is first read at the first next(), after the claim. Errors:
- * `jetstream source: connect to <url>: …`, `jetstream source: stream S holds no message; start the
- * core's publisher first, or name --jetstream-run`, `jetstream source: the newest message's
+ * the trusted keys' (`trusted keys "<f>": …`, wire/ledgersig.h), `jetstream source: connect to
+ * <url>: …`, `jetstream source: stream S holds no message; start the core's publisher first, or
+ * name --jetstream-run`, `jetstream source: the newest message's
  * subject "…" is not <stream>.<run>.<seq>`. */
 int cs_js_source_new(cs_source **out, const cs_js_source_config *cfg, cs_ring *ring, cs_cancel *cancel,
                      cs_err *err);
 
 /* The run token followed (resolved at new). */
 const char *cs_js_source_run(const cs_source *s);
+
+/* Why a message of the run was not served (corestreamd_edge_messages_skipped_total's reason):
+ * not a wire message; a message of another ledger than its subject names; one that does not
+ * continue the flow (another ledger than the one open or next, a chunk out of order, a CHUNK or
+ * END without BEGIN: a gap or a duplicate too); a copy of a ledger that does not verify (a chunk
+ * that does not expand, END's count, length or XXH64); with trusted keys, a copy whose signature
+ * does not hold (unsigned, another key, other bytes, another run, out of its chain). A new reason
+ * goes before CS_JS_SKIP_REASONS, with its name in cs_js_skip_names. */
+typedef enum cs_js_skip {
+    CS_JS_SKIP_MALFORMED,
+    CS_JS_SKIP_SUBJECT,
+    CS_JS_SKIP_OUT_OF_PLACE,
+    CS_JS_SKIP_CORRUPT,
+    CS_JS_SKIP_SIGNATURE,
+    CS_JS_SKIP_REASONS
+} cs_js_skip;
+
+/* The label values: "malformed", "subject", "out_of_place", "corrupt", "signature". */
+extern const char *const cs_js_skip_names[CS_JS_SKIP_REASONS];
+
+typedef struct cs_js_source_stats_t {
+    uint64_t skipped[CS_JS_SKIP_REASONS];
+    uint32_t waiting_for; /* the ledger the edge waits for past a skipped message; 0: none */
+} cs_js_source_stats_t;
+
+/* Any thread (atomics), while the source exists. */
+void cs_js_source_stats(const cs_source *s, cs_js_source_stats_t *out);
 
 /* The ring's run identity for an edge: `source=jetstream stream=<S> run=<R>`. */
 void cs_js_source_identity(const cs_source *s, char *buf, size_t len);

@@ -34,3 +34,12 @@ void cs_js_source_identity(const cs_source *s, char *buf, size_t len)
     (void)s, (void)buf, (void)len;
     unreachable(__func__);
 }
+
+const char *const cs_js_skip_names[CS_JS_SKIP_REASONS] = {"malformed", "subject", "out_of_place", "corrupt",
+                                                                 "signature"};
+
+void cs_js_source_stats(const cs_source *s, cs_js_source_stats_t *out)
+{
+    (void)s, (void)out;
+    unreachable(__func__);
+}

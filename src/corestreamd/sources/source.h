@@ -27,6 +27,11 @@ void cs_range_format(cs_range r, char *buf, size_t len);
 
 /* Error kind that marks a cancellation (shutdown), as opposed to a failure. */
 #define CS_ERR_CANCELLED 100
+/* Error kind of read(): the body bytes of the current emission handed out so far are void (they
+ * were not the ledger's); the same ledger begins again, and the next read() starts its body from
+ * its first byte. Not a failure: the source loop sends a fresh BEGIN of the same ledger (a
+ * redelivery, PROTOCOL.md section 2 rule 4) and reads on. */
+#define CS_ERR_LEDGER_VOID 101
 
 typedef struct cs_emission {
     uint32_t seq;
@@ -54,13 +59,26 @@ typedef struct cs_source_ops {
  * went away and it waits for another (on true), and when the writer is back (on false). */
 typedef void (*cs_source_reconnecting_fn)(void *arg, bool on);
 
+/* Called by a source, on the source loop's thread from inside next() or read(), when it waits for
+ * ledger seq past a message it could not serve (seq), and when that ledger has come (0). */
+typedef void (*cs_source_waiting_fn)(void *arg, uint32_t seq);
+
 struct cs_source {
     const cs_source_ops *ops;
     /* Set by the source loop before the first next(); NULL when nobody listens. A wrapping source
      * hands it on to the source it wraps. */
     cs_source_reconnecting_fn reconnecting;
     void *reconnecting_arg;
+    /* The same for waiting past a skipped message (waiting_arg). */
+    cs_source_waiting_fn waiting;
+    void *waiting_arg;
 };
+
+static inline void cs_source_tell_waiting(cs_source *s, uint32_t seq)
+{
+    if (s->waiting)
+        s->waiting(s->waiting_arg, seq);
+}
 
 /* Tells s's listener, if any. */
 static inline void cs_source_tell_reconnecting(cs_source *s, bool on)

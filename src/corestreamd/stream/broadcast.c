@@ -117,6 +117,29 @@ int cs_broadcast_begin(cs_broadcaster *b, uint32_t seq, cs_msg *begin, cs_err *e
     return 0;
 }
 
+int cs_broadcast_rebegin(cs_broadcaster *b, uint32_t seq, cs_msg *begin, cs_err *err)
+{
+    cs_flow *f = calloc(1, sizeof *f);
+    if (!f) {
+        cs_msg_release(begin);
+        return cs_err_set(err, 0, "server: out of memory beginning ledger %u again", seq);
+    }
+    atomic_init(&f->refs, 1);
+    f->seq = seq;
+    f->begin = begin;
+    pthread_mutex_lock(&b->mu);
+    if (b->ended || !b->flow || b->flow->end || b->flow->seq != seq) {
+        f->begin = NULL;
+        free(f);
+        return guard_fail(b, begin, err, "server: ledger begun again without an open flow of it");
+    }
+    cs_flow *old = b->flow;
+    b->flow = f;
+    bump_and_unlock(b);
+    cs_flow_release(old);
+    return 0;
+}
+
 int cs_broadcast_chunk(cs_broadcaster *b, cs_msg *chunk, cs_err *err)
 {
     pthread_mutex_lock(&b->mu);

@@ -63,6 +63,13 @@ void cs_broadcaster_free(cs_broadcaster *b);
  * the caller, which aborts. */
 int cs_broadcast_begin(cs_broadcaster *b, uint32_t seq, cs_msg *begin, cs_err *err);
 int cs_broadcast_chunk(cs_broadcaster *b, cs_msg *chunk, cs_err *err);
+/* Replaces the open flow of ledger seq by a new one that has only begin: its bytes so far were
+ * void (an edge's source found they were not the ledger's). A cursor inside the old flow sends the
+ * new BEGIN and follows the new flow (a redelivery: PROTOCOL.md section 2, rule 4); the old flow
+ * never gets an END. Guard: `server: ledger begun again without an open flow of it`. Only the
+ * edge's source voids a ledger, and an edge runs no JetStream publisher (whose pinned flow would
+ * wait for that END). */
+int cs_broadcast_rebegin(cs_broadcaster *b, uint32_t seq, cs_msg *begin, cs_err *err);
 int cs_broadcast_end(cs_broadcaster *b, cs_msg *end, cs_msg *sig, cs_err *err);
 
 /* Idempotent: marks the stream ended (failed when failed is true, on the first call only). */

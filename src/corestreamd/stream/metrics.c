@@ -18,7 +18,7 @@ static const int64_t k_bounds_ns[CS_M_BUCKETS] = {
 static const int k_close_codes[CS_M_CLOSE_CODES - 1] = {1000, 1001, 1008, 1009, 1011, 4001};
 
 static const char *const k_state_names[CS_SRC_STATES] = {
-    "starting", "catching_up", "streaming", "ended", "stopped", "failed", "ring_failed", "reconnecting",
+    "starting", "catching_up", "streaming", "ended", "stopped", "failed", "ring_failed", "reconnecting", "waiting",
 };
 
 const char *cs_source_state_name(cs_source_state s)
@@ -200,6 +200,10 @@ static void jetstream_metrics(cs_strbuf *b, const cs_metrics_jetstream *j)
     metric_u(b, "corestreamd_jetstream_duplicates_total", "counter",
              "Acknowledgements that named a duplicate (a republish the server deduplicated by Nats-Msg-Id).",
              j->duplicates);
+    metric_u(b, "corestreamd_jetstream_foreign_duplicates_total", "counter",
+             "Duplicate acknowledgements for a message this process had never sent: another publisher used the "
+             "core's subjects and message ids, and the stream dropped the core's message.",
+             j->foreign_duplicates);
     metric_u(b, "corestreamd_jetstream_ack_failures_total", "counter",
              "Publishes whose acknowledgement failed or timed out (the position is then re-read from the stream).",
              j->ack_failures);
@@ -219,6 +223,22 @@ static void jetstream_metrics(cs_strbuf *b, const cs_metrics_jetstream *j)
              "1 while the publisher is behind the live flow or cannot reach NATS, else 0.", j->behind ? 1 : 0);
     metric_u(b, "corestreamd_jetstream_connected", "gauge", "1 while the publisher's NATS connection is up, else 0.",
              j->connected ? 1 : 0);
+}
+
+static void edge_metrics(cs_strbuf *b, const cs_metrics_edge *e)
+{
+    family(b, "corestreamd_edge_messages_skipped_total", "counter",
+           "Messages of the followed run the edge did not serve, by reason: malformed (not a wire message), "
+           "subject (another ledger than its subject's), out_of_place (does not continue the flow: a gap, a "
+           "duplicate, a chunk out of order), corrupt (a copy of a ledger that does not verify).");
+    for (size_t i = 0; i < e->nreasons && i < CS_M_EDGE_REASONS_MAX; i++) {
+        char label[64];
+        snprintf(label, sizeof label, "{reason=\"%s\"}", e->names[i]);
+        sample_u(b, "corestreamd_edge_messages_skipped_total", label, e->skipped[i]);
+    }
+    metric_u(b, "corestreamd_edge_waiting_for_ledger", "gauge",
+             "The ledger the edge waits for past a skipped message (not ready meanwhile); 0 when it does not wait.",
+             e->waiting_for);
 }
 
 /* Long because it is the exposition itself: one family after another, in the order a scrape
@@ -342,5 +362,7 @@ void cs_metrics_render(cs_strbuf *b, const cs_metrics *m, const cs_metrics_view 
                  (uint64_t)v->tls_not_after);
     if (v->jetstream)
         jetstream_metrics(b, v->jetstream);
+    if (v->edge)
+        edge_metrics(b, v->edge);
     process_metrics(b);
 }

@@ -29,11 +29,13 @@ typedef enum cs_source_state {
     CS_SRC_FAILED,          /* the source failed */
     CS_SRC_RING_FAILED,     /* streaming, but the last ring write failed (readiness only) */
     CS_SRC_RECONNECTING,    /* the source's writer went away; it waits for the next (a FIFO) */
+    CS_SRC_WAITING,         /* the source skipped a message it could not serve and waits for a good
+                               copy of ledger waiting_for (an edge) */
     CS_SRC_STATES
 } cs_source_state;
 
 /* The label value of a state: "starting", "catching_up", "streaming", "ended", "stopped",
- * "failed", "ring_failed". */
+ * "failed", "ring_failed", "reconnecting", "waiting". */
 const char *cs_source_state_name(cs_source_state s);
 
 /* Histogram buckets, in seconds, shared by both latency histograms: T_emit is 7.5 ms at the
@@ -53,6 +55,7 @@ typedef struct cs_metrics {
     /* Source thread. */
     atomic_int source_state;            /* a cs_source_state */
     atomic_uint_fast64_t latest_emitted; /* the last ledger whose END went out; 0: none */
+    atomic_uint_fast64_t waiting_for;    /* CS_SRC_WAITING: the ledger waited for */
     atomic_uint_fast64_t latest_emitted_at; /* its END's wall clock, Unix ns; 0: none */
     atomic_uint_fast64_t ledgers_emitted;
     atomic_uint_fast64_t bytes_raw;      /* ledger payload bytes emitted */
@@ -114,9 +117,19 @@ static inline cs_source_state cs_m_state(const cs_metrics *m)
  * cs_js_stats, jetstream/publisher.h: the streaming core itself knows nothing of NATS). */
 typedef struct cs_metrics_jetstream {
     uint64_t published, acked, duplicates, ack_failures, stalls;
-    uint64_t ledgers, ring_ledgers, gaps, behind_episodes, resyncs;
+    uint64_t ledgers, ring_ledgers, gaps, behind_episodes, resyncs, foreign_duplicates;
     bool behind, connected;
 } cs_metrics_jetstream;
+
+/* An edge's counters at scrape time (the daemon's hook copies them from the jetstream source):
+ * messages skipped, by reason (names[i] the label value), and the ledger waited for (0: none). */
+#define CS_M_EDGE_REASONS_MAX 8
+typedef struct cs_metrics_edge {
+    const char *const *names;
+    uint64_t skipped[CS_M_EDGE_REASONS_MAX];
+    size_t nreasons;
+    uint64_t waiting_for;
+} cs_metrics_edge;
 
 /* What the server knows at scrape time, beyond the counters. */
 typedef struct cs_metrics_view {
@@ -143,6 +156,7 @@ typedef struct cs_metrics_view {
     bool ready;             /* what /readyz answers: true for 200 */
     int64_t tls_not_after;  /* the served certificate's notAfter, Unix seconds; 0: no TLS, family left out */
     const cs_metrics_jetstream *jetstream; /* NULL: no publisher, the corestreamd_jetstream_* families left out */
+    const cs_metrics_edge *edge; /* NULL: not an edge, the corestreamd_edge_* families left out */
 } cs_metrics_view;
 
 /* Appends the whole exposition: every family with its HELP and TYPE lines (the

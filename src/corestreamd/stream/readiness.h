@@ -15,7 +15,11 @@
  *   {"ready":true,"state":"streaming","latest":L}
  *   {"ready":false,"state":"catching_up","reason":"catching up","latest":0}
  * Reasons: "starting", "catching up", "source ended", "shutting down", "source failed",
- * "ring failing", "source reconnecting". Pure; any thread. */
-unsigned cs_readiness(cs_source_state st, bool stopping, uint64_t latest, char *body, size_t len);
+ * "ring failing", "source reconnecting"; and for an edge waiting past a skipped message
+ * (CS_SRC_WAITING, the ledger in waiting_for):
+ *   {"ready":false,"state":"waiting","reason":"waiting for ledger W past a skipped message","latest":L,"waiting_for":W}
+ * Pure; any thread. */
+unsigned cs_readiness(cs_source_state st, bool stopping, uint64_t latest, uint64_t waiting_for, char *body,
+                      size_t len);
 
 #endif

@@ -115,33 +115,62 @@ static cs_msg *ledger_sig(cs_source_loop *l, loop_state *st, uint32_t seq, uint6
     return m;
 }
 
+/* The ledger being emitted: its BEGIN's stamp, the bytes and chunks so far. */
+typedef struct emitting {
+    uint32_t seq;
+    int64_t start;
+    uint64_t total;
+    uint32_t idx;
+} emitting;
+
+/* BEGIN of em->seq: the first (again false) or a fresh one after the source voided the bytes so
+ * far (again true), which replaces the open flow. BEGIN goes out before the first body read, so
+ * T_emit cannot collapse to zero when a read blocks for the whole window. */
+static int begin_ledger(cs_source_loop *l, emitting *em, bool again, loop_state *st, cs_err *err)
+{
+    cs_err e;
+    cs_msg *begin = cs_msg_new(CS_WIRE_BEGIN_LEN);
+    if (!begin)
+        return cs_err_set(err, 0, "ledger %u: out of memory", em->seq);
+    em->start = cs_wall_ns();
+    em->total = 0;
+    em->idx = 0;
+    XXH64_reset(st->hash, 0);
+    if (st->sha)
+        EVP_DigestInit_ex(st->sha, EVP_sha256(), NULL);
+    begin->len = cs_wire_put_begin(begin->data, em->seq, em->start);
+    begin->published_ns = cs_mono_ns();
+    if (l->metrics && cs_m_state(l->metrics) == CS_SRC_CATCHING_UP)
+        cs_m_set_state(l->metrics, CS_SRC_STREAMING);
+    if ((again ? cs_broadcast_rebegin(l->bc, em->seq, begin, &e) : cs_broadcast_begin(l->bc, em->seq, begin, &e)) != 0)
+        abort_on_bug(&e);
+    return 0;
+}
+
+/* The source voided what it handed out of this ledger: the chunks already submitted reach the old
+ * flow first, then a fresh BEGIN replaces it (subscribers inside it start again, PROTOCOL.md
+ * rule 4), and nothing of the void bytes reaches the ring. */
+static int restart_ledger(cs_source_loop *l, emitting *em, loop_state *st, cs_err *err)
+{
+    cs_pipeline_flush(l->pipeline);
+    parts_clear(&st->parts);
+    CS_LOG(CS_LOG_WARN, "ledger begins again: the bytes sent of it were void", KV_U("ledger", em->seq),
+           KV_U("bytes", em->total), KV_U("chunks", em->idx));
+    return begin_ledger(l, em, true, st, err);
+}
+
 /* Emits one ledger. Returns 0, 1 when cancelled, -1 on failure. */
-static int emit_ledger(cs_source_loop *l, const cs_emission *em, loop_state *st, uint64_t *sum, cs_msg **sig,
+static int emit_ledger(cs_source_loop *l, const cs_emission *ems, loop_state *st, uint64_t *sum, cs_msg **sig,
                        cs_err *err)
 {
     XXH64_state_t *hash = st->hash;
     ledger_parts *parts = &st->parts;
     cs_msg_pool *chunk_pool = st->chunk_pool;
-    uint32_t seq = em->seq;
+    emitting em = {.seq = ems->seq};
+    uint32_t seq = em.seq;
     cs_err e;
-    cs_msg *begin = cs_msg_new(CS_WIRE_BEGIN_LEN);
-    if (!begin)
-        return cs_err_set(err, 0, "ledger %u: out of memory", seq);
-    /* BEGIN goes out before the first body read, so T_emit cannot collapse to zero when a read
-     * blocks for the whole window. */
-    int64_t emit_start = cs_wall_ns();
-    begin->len = cs_wire_put_begin(begin->data, seq, emit_start);
-    begin->published_ns = cs_mono_ns();
-    if (l->metrics && cs_m_state(l->metrics) == CS_SRC_CATCHING_UP)
-        cs_m_set_state(l->metrics, CS_SRC_STREAMING);
-    if (cs_broadcast_begin(l->bc, seq, begin, &e) != 0)
-        abort_on_bug(&e);
-
-    XXH64_reset(hash, 0);
-    if (st->sha)
-        EVP_DigestInit_ex(st->sha, EVP_sha256(), NULL);
-    uint64_t total = 0;
-    uint32_t idx = 0;
+    if (begin_ledger(l, &em, false, st, err) != 0)
+        return -1;
     for (;;) {
         cs_msg *raw = cs_msg_pool_get(chunk_pool);
         if (!raw)
@@ -153,14 +182,19 @@ static int emit_ledger(cs_source_loop *l, const cs_emission *em, loop_state *st,
                 break;
             if (e.kind == CS_ERR_CANCELLED)
                 return 1;
+            if (e.kind == CS_ERR_LEDGER_VOID) {
+                if (restart_ledger(l, &em, st, err) != 0)
+                    return -1;
+                continue;
+            }
             return cs_err_set(err, 0, "source failed emitting ledger %u: %s", seq, e.msg);
         }
-        if (total + (uint64_t)n > l->max_payload) {
+        if (em.total + (uint64_t)n > l->max_payload) {
             cs_msg_release(raw);
             return cs_err_set(err, 0, "ledger %u ran past the %llu-byte protocol payload cap mid-emission",
                               seq, (unsigned long long)l->max_payload);
         }
-        total += (uint64_t)n;
+        em.total += (uint64_t)n;
         raw->len = CS_WIRE_CHUNK_HEADER_LEN + (size_t)n;
         XXH64_update(hash, raw->data + CS_WIRE_CHUNK_HEADER_LEN, (size_t)n);
         if (st->sha)
@@ -170,27 +204,27 @@ static int emit_ledger(cs_source_loop *l, const cs_emission *em, loop_state *st,
             cs_msg_release(raw);
             return cs_err_set(err, 0, "ledger %u: out of memory", seq);
         }
-        cs_pipeline_submit(l->pipeline, raw, seq, idx++);
+        cs_pipeline_submit(l->pipeline, raw, seq, em.idx++);
     }
     cs_pipeline_flush(l->pipeline);
-    if (em->declared_size > 0 && total != em->declared_size)
+    if (ems->declared_size > 0 && em.total != ems->declared_size)
         return cs_err_set(err, 0, "ledger %u body is %llu bytes, source declared %llu", seq,
-                          (unsigned long long)total, (unsigned long long)em->declared_size);
+                          (unsigned long long)em.total, (unsigned long long)ems->declared_size);
 
     cs_msg *end = cs_msg_new(CS_WIRE_END_LEN);
     if (!end)
         return cs_err_set(err, 0, "ledger %u: out of memory", seq);
     int64_t emit_end = cs_wall_ns();
     *sum = XXH64_digest(hash);
-    end->len = cs_wire_put_end(end->data, seq, idx, total, emit_end, *sum);
-    *sig = ledger_sig(l, st, seq, total, *sum);
+    end->len = cs_wire_put_end(end->data, seq, em.idx, em.total, emit_end, *sum);
+    *sig = ledger_sig(l, st, seq, em.total, *sum);
     end->published_ns = cs_mono_ns();
     /* Counted before END goes out, so a scrape after a subscriber saw END counts that ledger. */
     if (l->metrics) {
         cs_metrics *m = l->metrics;
-        cs_m_observe_ns(&m->t_emit, emit_end - emit_start);
+        cs_m_observe_ns(&m->t_emit, emit_end - em.start);
         cs_m_add1(&m->ledgers_emitted, 1);
-        cs_m_add1(&m->bytes_raw, total);
+        cs_m_add1(&m->bytes_raw, em.total);
         cs_m_add1(&m->bytes_framing, CS_WIRE_BEGIN_LEN + CS_WIRE_END_LEN);
         atomic_store_explicit(&m->latest_emitted, seq, memory_order_relaxed);
         atomic_store_explicit(&m->latest_emitted_at, (uint64_t)emit_end, memory_order_relaxed);
@@ -229,6 +263,17 @@ static void on_reconnecting(void *arg, bool on)
     cs_source_loop *l = arg;
     if (l->metrics)
         cs_m_set_state(l->metrics, on ? CS_SRC_RECONNECTING : l->published ? CS_SRC_STREAMING : CS_SRC_CATCHING_UP);
+}
+
+/* The source waits for ledger seq past a message it skipped (seq), or has it (0): readiness
+ * follows. Source loop thread. */
+static void on_waiting(void *arg, uint32_t seq)
+{
+    cs_source_loop *l = arg;
+    if (!l->metrics)
+        return;
+    atomic_store_explicit(&l->metrics->waiting_for, seq, memory_order_relaxed);
+    cs_m_set_state(l->metrics, seq ? CS_SRC_WAITING : l->published ? CS_SRC_STREAMING : CS_SRC_CATCHING_UP);
 }
 
 enum { STEP_NEXT, STEP_ENDED, STEP_CANCELLED, STEP_FAILED };
@@ -342,6 +387,8 @@ int cs_source_loop_run(cs_source_loop *l, cs_err *err)
     }
     l->src->reconnecting = on_reconnecting;
     l->src->reconnecting_arg = l;
+    l->src->waiting = on_waiting;
+    l->src->waiting_arg = l;
     if (l->on_progress)
         l->on_progress(l->progress_arg, 0);
     int how;

@@ -1,0 +1,139 @@
+#include "corestreamd/jetstream/auth.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/crypto.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "corestreamd/jetstream/nkey.h"
+
+static bool given(const char *s)
+{
+    return s && *s;
+}
+
+bool cs_js_auth_any(const cs_js_auth *a)
+{
+    return given(a->creds) || given(a->nkey_seed) || given(a->user) || given(a->password_file) ||
+           given(a->tls_ca) || given(a->tls_cert) || given(a->tls_key);
+}
+
+bool cs_js_auth_tls(const cs_js_auth *a)
+{
+    return given(a->tls_ca) || given(a->tls_cert) || given(a->tls_key);
+}
+
+/* Opens path for reading, refusing a directory with EISDIR. The descriptor, or -1 with errno. */
+static int open_file(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
+        int e = S_ISDIR(st.st_mode) ? EISDIR : errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
+static int check_readable(const char *flag, const char *path, cs_err *err)
+{
+    if (!given(path))
+        return 0;
+    int fd = open_file(path);
+    if (fd < 0)
+        return cs_err_set(err, 0, "--%s %s: %s", flag, path, strerror(errno));
+    close(fd);
+    return 0;
+}
+
+int cs_js_read_secret_line(const char *path, char *out, size_t len, cs_err *err)
+{
+    int fd = open_file(path);
+    if (fd < 0)
+        return cs_err_set(err, 0, "%s", strerror(errno));
+    char buf[4096];
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    int e = errno;
+    close(fd);
+    if (n < 0)
+        return cs_err_set(err, 0, "%s", strerror(e));
+    buf[n] = '\0';
+    char *s = buf;
+    while (*s == ' ' || *s == '\t' || *s == '\r' || *s == '\n')
+        s++;
+    size_t k = strcspn(s, "\r\n");
+    while (k > 0 && (s[k - 1] == ' ' || s[k - 1] == '\t'))
+        k--;
+    int rc = 0;
+    if (k == 0)
+        rc = cs_err_set(err, 0, "the file is empty");
+    else if (k >= len)
+        rc = cs_err_set(err, 0, "its first line is longer than %zu bytes", len - 1);
+    else {
+        memcpy(out, s, k);
+        out[k] = '\0';
+    }
+    OPENSSL_cleanse(buf, sizeof buf);
+    if (rc != 0 && len)
+        OPENSSL_cleanse(out, len);
+    return rc;
+}
+
+static int check_secret(const char *flag, const char *path, cs_err *err)
+{
+    char line[1024];
+    int rc = cs_js_read_secret_line(path, line, sizeof line, err);
+    OPENSSL_cleanse(line, sizeof line);
+    return rc == 0 ? 0 : cs_err_prefix(err, "--%s %s: ", flag, path);
+}
+
+/* At most one kind of credential: a .creds file, an nkey seed, or a user and its password. */
+static int check_kinds(const cs_js_auth *a, cs_err *err)
+{
+    const char *kinds[3] = {NULL, NULL, NULL};
+    int n = 0;
+    if (given(a->creds))
+        kinds[n++] = "--jetstream-creds";
+    if (given(a->nkey_seed))
+        kinds[n++] = "--jetstream-nkey-seed";
+    if (given(a->user))
+        kinds[n++] = "--jetstream-user";
+    if (n > 1)
+        return cs_err_set(err, 0,
+                          "%s and %s cannot be used together: give one NATS credential (a .creds file, an nkey "
+                          "seed, or a user with a password file)",
+                          kinds[0], kinds[1]);
+    if (given(a->user) && !given(a->password_file))
+        return cs_err_set(err, 0, "--jetstream-password-file is required with --jetstream-user");
+    if (given(a->password_file) && !given(a->user))
+        return cs_err_set(err, 0, "--jetstream-user is required with --jetstream-password-file");
+    if (given(a->tls_cert) && !given(a->tls_key))
+        return cs_err_set(err, 0, "--jetstream-tls-key is required with --jetstream-tls-cert");
+    if (given(a->tls_key) && !given(a->tls_cert))
+        return cs_err_set(err, 0, "--jetstream-tls-cert is required with --jetstream-tls-key");
+    return 0;
+}
+
+int cs_js_auth_validate(const cs_js_auth *a, cs_err *err)
+{
+    if (check_kinds(a, err) != 0)
+        return -1;
+    if (check_readable("jetstream-creds", a->creds, err) != 0 || check_readable("jetstream-tls-ca", a->tls_ca, err) != 0 ||
+        check_readable("jetstream-tls-cert", a->tls_cert, err) != 0 ||
+        check_readable("jetstream-tls-key", a->tls_key, err) != 0)
+        return -1;
+    if (given(a->password_file) && check_secret("jetstream-password-file", a->password_file, err) != 0)
+        return -1;
+    if (given(a->nkey_seed)) {
+        char pub[CS_NKEY_TEXT_MAX];
+        if (cs_nkey_public_from_seed_file(a->nkey_seed, pub, err) != 0)
+            return cs_err_prefix(err, "--jetstream-nkey-seed ");
+    }
+    return 0;
+}
