@@ -70,6 +70,7 @@ static void analyse(cs_jsr *r, const char *run)
     uint8_t *buf = NULL;
     bool open = false;
     uint32_t seq = 0, next_idx = 0, zstd = 0, prev_seq = 0;
+    bool sig = false;
     int64_t stamp = 0;
     XXH64_state_t *h = XXH64_createState();
     for (size_t i = 0; i < r->nmsgs && !r->violation[0]; i++) {
@@ -90,6 +91,7 @@ static void analyse(cs_jsr *r, const char *run)
             seq = w.seq;
             next_idx = 0;
             zstd = 0;
+            sig = false;
             have = 0;
             stamp = w.stamp;
             XXH64_reset(h, 0);
@@ -100,7 +102,15 @@ static void analyse(cs_jsr *r, const char *run)
             violate(r, "message for ledger %u outside an open flow (open ledger %u, item %u)", w.seq, seq, m->item);
             break;
         }
+        if (w.type == CS_WIRE_TYPE_SIG) {
+            if (sig)
+                violate(r, "ledger %u: a second SIG%.0u%.0u", seq, 0, 0);
+            sig = true;
+            continue;
+        }
         if (w.type == CS_WIRE_TYPE_CHUNK) {
+            if (sig)
+                violate(r, "ledger %u: chunk %u after its SIG%.0u", seq, w.chunk_idx, 0);
             if (w.chunk_idx != next_idx) {
                 violate(r, "ledger %u: chunk %u where chunk %u was due", seq, w.chunk_idx, next_idx);
                 break;
@@ -137,6 +147,7 @@ static void analyse(cs_jsr *r, const char *run)
         }
         cs_jsr_ledger *l = &r->ledgers[r->nledgers++];
         l->seq = seq;
+        l->sig = sig;
         l->len = have;
         l->data = malloc(have ? have : 1);
         memcpy(l->data, buf, have);
@@ -205,12 +216,21 @@ int cs_jsr_read(const char *url, const char *stream, const char *run, cs_jsr *ou
     conn_close(&c);
     if (rc == 0)
         analyse(out, run);
-    /* The id must name the message: item 0 BEGIN, END last. */
+    /* The id must name the message: item 0 BEGIN, the chunks, a SIG, END last. */
+    uint32_t chunks = 0;
+    bool signed_ = false;
     for (size_t i = 0; rc == 0 && i < out->nmsgs && !out->violation[0]; i++) {
         cs_wire_msg w;
         if (cs_wire_decode(out->msgs[i].data, out->msgs[i].len, &w, NULL) != 0)
             continue;
-        uint32_t item = w.type == CS_WIRE_TYPE_BEGIN ? 0 : w.type == CS_WIRE_TYPE_CHUNK ? w.chunk_idx + 1 : w.chunk_count + 1;
+        if (w.type == CS_WIRE_TYPE_BEGIN)
+            chunks = 0, signed_ = false;
+        chunks += w.type == CS_WIRE_TYPE_CHUNK;
+        signed_ |= w.type == CS_WIRE_TYPE_SIG;
+        uint32_t item = w.type == CS_WIRE_TYPE_BEGIN   ? 0
+                        : w.type == CS_WIRE_TYPE_CHUNK ? w.chunk_idx + 1
+                        : w.type == CS_WIRE_TYPE_SIG   ? chunks + 1
+                                                       : w.chunk_count + 1 + signed_;
         if (w.seq != out->msgs[i].seq || item != out->msgs[i].item)
             violate(out, "ledger %u item %u carries the Nats-Msg-Id of item %u", w.seq, item, out->msgs[i].item);
     }

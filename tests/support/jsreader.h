@@ -7,6 +7,7 @@
 #ifndef CS_TESTS_SUPPORT_JSREADER_H
 #define CS_TESTS_SUPPORT_JSREADER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -24,6 +25,7 @@ typedef struct cs_jsr_ledger {
     uint32_t chunks;
     uint32_t zstd_chunks;
     int64_t emit_start; /* 0 when the ledger came from the ring (stampless) */
+    bool sig;           /* a SIG came between its last chunk and END */
 } cs_jsr_ledger;
 
 typedef struct cs_jsr {

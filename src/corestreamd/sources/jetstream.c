@@ -370,9 +370,9 @@ static int drop_copy(js_source *s, uint64_t sseq, const char *subject, uint32_t 
 {
     if (e->kind == RL_ERR_NOMEM)
         return cs_err_set(err, 0, "jetstream source: ledger %u: out of memory", seq);
-    skip(s, sseq, subject, reason, e->msg);
-    rli_asm_reset(s->asm_, seq);
+    rli_asm_reset(s->asm_, seq); /* first: a copy that verified before its signature failed moved it on */
     s->next_idx = 0;
+    skip(s, sseq, subject, reason, e->msg);
     if (s->open && s->ledger_off > 0)
         s->void_pending = true;
     return 0;
