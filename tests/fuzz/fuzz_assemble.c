@@ -5,7 +5,8 @@
  * opcode byte and its arguments:
  *   low 3 bits  0-1 BEGIN, 2 raw CHUNK, 3 zstd CHUNK (compressed here from input bytes or from a
  *               run of one byte, with or without the content size, optionally corrupted), 4 END
- *               with the totals of the flow so far, 5 and 7 arbitrary bytes, 6 a truncated END;
+ *               with the totals of the flow so far, 5 arbitrary bytes, 6 a truncated END, 7 a SIG
+ *               of the open ledger (any length from 190 to 269 bytes, its fields from the input);
  *   bit 3       perturbs the message (sequence, index or END field off by one, repetitive zstd);
  *   bit 7       feeds it in fragments (piece size, size hint and whether pieces are received in
  *               place, into rli_asm_recv_slot's slot, from the next byte).
@@ -160,6 +161,20 @@ static void gen(src *s, model *md, ZSTD_CCtx *cc, int64_t cap, msg *out)
             out->n = byte(s) % CS_WIRE_END_LEN;
         else if (seq == md->seq)
             md->next = md->seq + 1;
+        break;
+    }
+    case 7: { /* a SIG of the open ledger, 190 to 269 bytes (200 to 263 are valid), fields from input */
+        uint32_t seq = md->seq + (perturb ? 1 : 0);
+        size_t n = 190 + byte(s) % 80;
+        out->p = calloc(1, n);
+        check(out->p != NULL, "malloc");
+        uint8_t *p = out->p;
+        p[0] = CS_WIRE_VERSION;
+        p[1] = CS_WIRE_TYPE_SIG;
+        p[2] = (uint8_t)(seq >> 24), p[3] = (uint8_t)(seq >> 16), p[4] = (uint8_t)(seq >> 8), p[5] = (uint8_t)seq;
+        for (size_t i = 6; i < n && s->n; i++)
+            p[i] = byte(s);
+        out->n = n;
         break;
     }
     default: {
