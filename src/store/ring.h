@@ -226,6 +226,12 @@ void cs_ring_health(cs_ring *r, cs_ring_health_t *out);
 /* Bytes of the ledger files in the ring (as found at open, then as written, pruned and dropped).
  * Any thread. */
 uint64_t cs_ring_bytes(cs_ring *r);
+/* The largest chunk size a retained ledger's record names (found at open, or put or given frames
+ * since; it never shrinks, so a ledger dropped meanwhile may still count): a replay cuts a ledger
+ * at its recorded chunk size, so no CHUNK this ring serves is larger than this or the current
+ * --chunk-size. 0 when no record names one. Any thread. */
+uint32_t cs_ring_max_chunk_size(cs_ring *r);
+
 /* Bytes of the stored frames files (ledger-<seq>.frames) of the ledgers in the ring, counted the
  * same way: at open, then as put, attached, dropped and pruned. Any thread. */
 uint64_t cs_ring_frames_bytes(cs_ring *r);

@@ -48,6 +48,9 @@ struct cs_ring {
     /* Bytes of the ledger files in the bounds, and of their stored frames files (for /metrics):
      * changed under wmu (or by the open, alone), read by anyone. */
     atomic_uint_fast64_t bytes, frames_bytes;
+    /* The largest chunk size any record met since open says a ledger was cut at (records found at
+     * open, puts, frames attached): only grows. cs_ring_max_chunk_size. */
+    atomic_uint max_chunk;
     /* Health, for /healthz: written by the put thread, read by anyone. */
     atomic_uint_fast64_t write_failures;
     atomic_bool degraded;
@@ -141,6 +144,9 @@ void rng_forget_frames(cs_ring *r, uint32_t seq, const cs_ledger_record *rec);
 int rng_check_frames_stat(const struct stat *st, const cs_ledger_record *rec, char *problem, size_t plen);
 
 /* ---- records (ringrecord.c) ------------------------------------------------------------------ */
+
+/* Raises max_chunk to chunk_size when it is larger. Any thread. */
+void rng_note_chunk_size(cs_ring *r, uint32_t chunk_size);
 
 /* The record's line for seq into buf (RECORD_MAX bytes hold any); returns its length. */
 int rng_format_record(char *buf, size_t len, uint32_t seq, const cs_ledger_record *rec);

@@ -192,6 +192,7 @@ int cs_ring_frames_attach(cs_ring *r, const cs_ledger_ref *ref, cs_frames_writer
         unlinkat(r->dfd, fname, 0);
     } else {
         rng_frames_bytes_adjust(r, (int64_t)rec.frames_len);
+        rng_note_chunk_size(r, rec.chunk_size);
     }
     pthread_mutex_unlock(&r->wmu);
     rng_frames_writer_free(w, rc != 0);

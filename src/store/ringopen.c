@@ -96,6 +96,7 @@ static int check_at_open(cs_ring *r, const entry *ledger, bool upgrade, uint64_t
         snprintf(problem, plen, "is %lld bytes, its record says %" PRIu64, (long long)st.st_size, rec.len);
         return -1;
     }
+    rng_note_chunk_size(r, rec.chunk_size); /* a replay may cut it there */
     /* Bad frames cost the frames, not the ledger: its raw bytes are still checked by their own
      * record when replayed by re-encoding. Frames of the older format (a version-2 record's) have
      * no per-chunk hashes: forgotten too, quietly, and made again. */

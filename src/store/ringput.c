@@ -310,6 +310,7 @@ int cs_ring_put(cs_ring *r, uint32_t seq, const struct iovec *parts, size_t npar
         written += parts[i].iov_len;
     rng_bytes_adjust(r, (int64_t)written);
     rng_frames_bytes_adjust(r, (int64_t)rec.frames_len);
+    rng_note_chunk_size(r, rec.chunk_size);
     uint32_t oldest = r->filled ? r->oldest : seq;
     uint32_t keep = rng_pruned_oldest(r, oldest, seq);
     rng_set_bounds(r, true, keep, seq);

@@ -285,6 +285,20 @@ uint64_t cs_ring_bytes(cs_ring *r)
     return atomic_load_explicit(&r->bytes, memory_order_relaxed);
 }
 
+uint32_t cs_ring_max_chunk_size(cs_ring *r)
+{
+    return atomic_load_explicit(&r->max_chunk, memory_order_relaxed);
+}
+
+void rng_note_chunk_size(cs_ring *r, uint32_t chunk_size)
+{
+    unsigned cur = atomic_load_explicit(&r->max_chunk, memory_order_relaxed);
+    while (chunk_size > cur &&
+           !atomic_compare_exchange_weak_explicit(&r->max_chunk, &cur, chunk_size, memory_order_relaxed,
+                                                  memory_order_relaxed))
+        ;
+}
+
 uint64_t cs_ring_frames_bytes(cs_ring *r)
 {
     return atomic_load_explicit(&r->frames_bytes, memory_order_relaxed);

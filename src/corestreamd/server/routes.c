@@ -324,10 +324,14 @@ static int accept_upgrade(cs_server *s, http_req *r, conn_tag *tag, bool tls, co
     }
     char accept[29];
     cs_wss_accept(key, strlen(key), accept);
-    /* The run token after the handshake's own headers: an addition clients may ignore. */
+    /* The run token and the chunk bound after the handshake's own headers: additions clients may
+     * ignore. No CHUNK this server sends decodes past the bound: live ones are cut at
+     * --chunk-size, replayed ones at their recorded chunk size. */
+    uint32_t ring_chunk = cs_ring_max_chunk_size(s->cfg.ring);
+    size_t bound = ring_chunk > s->chunk_size ? ring_chunk : s->chunk_size;
     cs_strbuf_printf(r->out, "HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\n"
-                             "connection: Upgrade\r\nsec-websocket-accept: %s\r\n%s%s%s\r\n",
-                     accept, *s->run ? "x-corestream-run: " : "", s->run, *s->run ? "\r\n" : "");
+                             "connection: Upgrade\r\nsec-websocket-accept: %s\r\n%s%s%sx-corestream-chunk-size: %zu\r\n\r\n",
+                     accept, *s->run ? "x-corestream-run: " : "", s->run, *s->run ? "\r\n" : "", bound);
     u->tag = tag;
     u->tls = tls;
     u->req = *req;
