@@ -63,9 +63,9 @@ run_one() {
   l1=$(json_num "$(healthz "$addr")" latest)
   wait_rc "$spid"
   rm -rf -- "$SERVER_DATA"
-  local got dn d50 d99 t50 srv cli
+  local got d50 d99 t50 srv cli
   got=$(sum_ledgers "$CELL_DIR/$label.client.out")
-  read -r dn d50 _ d99 _ _ < <(csv_stats 7 0 "$CELL_DIR/$label.client.csv")
+  read -r _ d50 _ d99 _ _ < <(csv_stats 7 0 "$CELL_DIR/$label.client.csv")
   read -r _ t50 _ _ _ _ < <(csv_stats 6 0 "$CELL_DIR/$label.client.csv")
   srv=$(awk -v a="${cpu0:-0}" -v b="${cpu1:-0}" -v x="${l0:-0}" -v y="${l1:-0}" 'BEGIN { if (y > x) printf "%.3f", (b - a) * 1000 / (y - x); else print "nan" }')
   cli=$(awk -v c="$(timev_cpu_s "$CELL_DIR/$label.client.time")" -v n="${got:-0}" 'BEGIN { if (n > 0) printf "%.3f", c * 1000 / n; else print "nan" }')
