@@ -369,7 +369,8 @@ static void test_valid_handshake_still_upgrades(void **state)
     assert_int_equal(st, 101);
 }
 
-/* A /stream upgrade gets the server's own 101, its exact bytes: the run token after the
+/* A /stream upgrade gets the server's own 101, its exact bytes: the run token and the chunk bound
+ * (the server's --chunk-size, 262144 by default, its ring holding nothing cut larger) after the
  * handshake's headers. */
 static void test_stream_upgrade_gets_the_servers_own_101(void **state)
 {
@@ -380,7 +381,8 @@ static void test_stream_upgrade_gets_the_servers_own_101(void **state)
     assert_int_equal(st, 101);
     assert_string_equal(resp, "HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\n"
                               "sec-websocket-accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n"
-                              "x-corestream-run: synthetic-0123456789abcdef\r\n\r\n");
+                              "x-corestream-run: synthetic-0123456789abcdef\r\n"
+                              "x-corestream-chunk-size: 262144\r\n\r\n");
 }
 
 /* Reads from fd until the peer closes or WAIT_MS passes; returns the bytes read. */

@@ -515,6 +515,53 @@ static void test_dial_timeout(void **state)
     close(lfd);
 }
 
+/* corestreamd on the data dir "bound", synthetic 200000-byte ledgers every 20 ms cut at chunk,
+ * count of them (0: unbounded). */
+static void start_chunked(const char *chunk, const char *count)
+{
+    char datadir[PATH_MAX + 32];
+    snprintf(datadir, sizeof datadir, "--data-dir=%s/bound", g_tmp.path);
+    char *argv[] = {CORESTREAMD_BIN, datadir, "--listen", "127.0.0.1:0", "--source", "synthetic",
+                    "--synthetic-interval", "20ms", "--emit-window", "0", "--synthetic-size", "200000",
+                    "--chunk-size", (char *)chunk, "--synthetic-count", (char *)count, NULL};
+    assert_int_equal(cs_proc_start(&g_proc, argv), 0);
+    g_live = true;
+    assert_int_equal(cs_proc_wait_listening(&g_proc, WAIT_MS), 0);
+}
+
+/* A ring keeps ledgers cut at an older, larger --chunk-size (replays cut a ledger where it was cut
+ * live): the 101 announces the largest chunk the server may send, ring included, and a client,
+ * which holds chunks to that bound, reads old and new ledgers alike. */
+static void test_announced_chunk_bound_covers_the_ring(void **state)
+{
+    (void)state;
+    start_chunked("65536", "4");
+    assert_int_equal(cs_proc_wait_exit(&g_proc, WAIT_MS), 0);
+    cs_proc_free(&g_proc);
+    start_chunked("4096", "0"); /* the same run: it continues the ring at 5 */
+    char resp[1024];
+    int st = cs_http_raw("127.0.0.1", g_proc.port,
+                         "GET /stream?start=1&end=1 HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+                         "Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+                         "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+                         WAIT_MS, resp, sizeof resp);
+    assert_int_equal(st, 101);
+    if (!strstr(resp, "\r\nx-corestream-chunk-size: 65536\r\n"))
+        fail_msg("101 without the ring's chunk size:\n%s", resp);
+    char url[64];
+    url_of(url, sizeof url);
+    rl_stream *s;
+    assert_int_equal(rl_stream_new(&s, url, NULL), RL_OK);
+    int n = 0;
+    if (rl_stream_raw_ledgers(s, rl_bounded_range(1, 8), count_ledger, &n) != RL_OK)
+        fail_msg("%s", rl_stream_error(s));
+    assert_int_equal(n, 8);
+    rl_stream_free(s);
+    assert_int_equal(cs_proc_stop(&g_proc, SIGTERM, WAIT_MS), 0);
+    cs_proc_free(&g_proc);
+    g_live = false;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -524,6 +571,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_resume_across_restart_with_ring_catch_up, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resume_across_restart_live, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resume_refuses_another_run, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_announced_chunk_bound_covers_the_ring, setup, teardown),
         cmocka_unit_test(test_dial_timeout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -227,11 +227,14 @@ static void test_asm_growth_clamped_to_cap(void **state)
 
 /* The scripted server sends BEGIN 10 and the bomb's chunks; the client's outcome and what its
  * assembler held afterwards. */
-static void session_bomb(rl_options *o, collected *c, size_t *footprint)
+/* The session bomb against a server whose 101 says head (NULL: the standard one). */
+static void session_bomb_from(const char *head, rl_options *o, collected *c, size_t *footprint)
 {
     size_t zn;
     uint8_t *z = zeros_frame(8 * MIB, &zn);
     ss_server *ss = ss_start();
+    if (head)
+        ss_handshake_with(ss, head);
     ss_begin(ss, 10, 0);
     for (uint32_t i = 0; i < BOMB_CHUNKS; i++)
         ss_chunk(ss, 10, i, CS_CODEC_ZSTD, z, zn);
@@ -242,6 +245,11 @@ static void session_bomb(rl_options *o, collected *c, size_t *footprint)
     *footprint = rli_asm_footprint(c->s->asm_);
     drain_done(ss, c);
     ss_stop(ss);
+}
+
+static void session_bomb(rl_options *o, collected *c, size_t *footprint)
+{
+    session_bomb_from(NULL, o, c, footprint);
 }
 
 static void test_session_bomb_refused(void **state)
@@ -275,6 +283,41 @@ static void test_session_bomb_stops_at_cap(void **state)
     collected_free(&c);
 }
 
+/* With the default bound, a server that announces its chunk size (corestreamd's 101 says
+ * X-Corestream-Chunk-Size) bounds the chunks to it: the bomb is refused at its first chunk, naming
+ * the server's bound; a bound the caller set lower still wins, and an announcement that is not a
+ * chunk size is ignored (the bomb then reaches the ledger cap). */
+static void test_session_bomb_refused_by_the_servers_bound(void **state)
+{
+    (void)state;
+    static const char *const heads[] = {
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        "Sec-WebSocket-Accept: %s\r\nX-Corestream-Chunk-Size: 262144\r\n\r\n",
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        "Sec-WebSocket-Accept: %s\r\nX-Corestream-Chunk-Size: 262144x\r\n\r\n",
+    };
+    rl_options o;
+    rl_options_init(&o);
+    collected c = {0};
+    size_t footprint;
+    session_bomb_from(heads[0], &o, &c, &footprint);
+    expect(&c, RL_ERR_PROTOCOL, 0);
+    assert_string_equal(c.err, PV "ledger 10 chunk 0 inflates to 8388608 bytes, over the chunk bound of 262144 "
+                                  "(the server's X-Corestream-Chunk-Size)");
+    assert_true(footprint < (64u << 10) + STATE_SLACK);
+    collected_reset(&c);
+    o.max_chunk_size = 65536;
+    session_bomb_from(heads[0], &o, &c, &footprint);
+    assert_string_equal(c.err, PV "ledger 10 chunk 0 inflates to 8388608 bytes, over the chunk bound of 65536 "
+                                  "(max_chunk_size)");
+    collected_reset(&c);
+    o.max_chunk_size = 0;
+    o.max_message_size = 20 * MIB;
+    session_bomb_from(heads[1], &o, &c, &footprint);
+    assert_string_equal(c.err, PV "ledger 10 exceeds the 20971520-byte payload cap");
+    collected_free(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -284,6 +327,7 @@ int main(void)
         cmocka_unit_test(test_asm_growth_clamped_to_cap),
         cmocka_unit_test(test_session_bomb_refused),
         cmocka_unit_test(test_session_bomb_stops_at_cap),
+        cmocka_unit_test(test_session_bomb_refused_by_the_servers_bound),
     };
     return RLSUITE_RUN(tests);
 }

@@ -224,9 +224,13 @@ typedef struct rl_options {
      *   remoteledger: protocol violation: ledger 10 chunk 3 inflates to 8388608 bytes, over the chunk bound of 262144 (max_chunk_size)
      *   remoteledger: protocol violation: ledger 10 chunk 3 carries more bytes than the chunk bound of 262144 (max_chunk_size)
      *   remoteledger: protocol violation: ledger 10 chunk 3 is a zstd frame without a content size, which the chunk bound of 262144 (max_chunk_size) needs
-     * Set it to the server's --chunk-size (262144 by default) when known: a zstd frame of a few
-     * hundred bytes may announce 8 MiB, so a larger bound lets a few KB on the wire fill the
-     * ledger cap sooner. Never retried by resume. */
+     * Since 1.4 a connection whose server announces its largest chunk (corestreamd's 101 says
+     * `X-Corestream-Chunk-Size: 262144`, docs/PROTOCOL.md) holds that connection's chunks to the
+     * smaller of the two, the message then ending "(the server's X-Corestream-Chunk-Size)": with
+     * the default bound, a zstd frame of a few hundred bytes announcing 8 MiB from a server that
+     * sends 256 KiB chunks is refused at its first chunk. For a server that announces nothing
+     * (an older one), set this to its --chunk-size when known: a larger bound lets a few KB on
+     * the wire fill the ledger cap sooner. Never retried by resume. */
     int64_t max_chunk_size;
     /* Bound on connecting the TCP socket (to every address the name has, in turn), in
      * nanoseconds; the name lookup itself cannot be cut short. RL_ERR_DIAL_TIMEOUT when it passes.

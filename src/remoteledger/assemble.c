@@ -16,8 +16,10 @@
 #define PROTOCOL_PREFIX "remoteledger: protocol violation: "
 #define GAP_PREFIX "remoteledger: ledger sequence gap: "
 #define MIN_BUFFER (64u << 10)
-/* What the chunk bound is called where a caller sets it (rl_options). */
-#define BOUND_NAME "max_chunk_size"
+/* Where the chunk bound comes from, for the messages: the caller's option, or the server's
+ * answer when that is smaller (rli_asm_set_server_bound). */
+#define BOUND_OPTION "max_chunk_size"
+#define BOUND_SERVER "the server's X-Corestream-Chunk-Size"
 /* zstd frames cannot legitimately need a window past one chunk (8 MiB); leave a margin. */
 #define ZSTD_WINDOW_LOG_MAX 24
 
@@ -32,6 +34,8 @@ enum {
 struct rli_asm {
     int64_t cap;
     size_t bound; /* the most one CHUNK may carry or decode to */
+    size_t option_bound;    /* ...as the caller set it */
+    const char *bound_name; /* BOUND_OPTION or BOUND_SERVER */
 
     /* sequence tracker */
     uint32_t expected;
@@ -84,7 +88,8 @@ rli_asm *rli_asm_new(int64_t max_payload, size_t chunk_bound)
     if (!a)
         return NULL;
     a->cap = max_payload;
-    a->bound = chunk_bound ? chunk_bound : CS_MAX_CHUNK_SIZE;
+    a->option_bound = a->bound = chunk_bound ? chunk_bound : CS_MAX_CHUNK_SIZE;
+    a->bound_name = BOUND_OPTION;
     a->hash = XXH64_createState();
     a->dctx = ZSTD_createDCtx();
     if (!a->hash || !a->dctx) {
@@ -162,6 +167,13 @@ static void hash_update(rli_asm *a, const uint8_t *p, size_t n)
     XXH64_update(a->hash, p, n);
     if (a->sha)
         EVP_DigestUpdate(a->sha, p, n);
+}
+
+void rli_asm_set_server_bound(rli_asm *a, size_t announced)
+{
+    bool server = announced && announced < a->option_bound;
+    a->bound = server ? announced : a->option_bound;
+    a->bound_name = server ? BOUND_SERVER : BOUND_OPTION;
 }
 
 size_t rli_asm_footprint(const rli_asm *a)
@@ -331,8 +343,8 @@ static void open_chunk(rli_asm *a)
 static void pend_over_bound(rli_asm *a)
 {
     pend(a, RL_ERR_PROTOCOL,
-         PROTOCOL_PREFIX "ledger %" PRIu32 " chunk %" PRIu32 " carries more bytes than the chunk bound of %zu (" BOUND_NAME ")",
-         a->seq, a->chunk_idx, a->bound);
+         PROTOCOL_PREFIX "ledger %" PRIu32 " chunk %" PRIu32 " carries more bytes than the chunk bound of %zu (%s)",
+         a->seq, a->chunk_idx, a->bound, a->bound_name);
 }
 
 static void append_raw(rli_asm *a, const uint8_t *p, size_t n)
@@ -509,8 +521,8 @@ static rli_asm_status check_inflate(rli_asm *a, uint64_t total, cs_err *err)
     if (total > a->bound)
         return fail(err, RL_ERR_PROTOCOL,
                     PROTOCOL_PREFIX "ledger %" PRIu32 " chunk %" PRIu32 " inflates to %" PRIu64
-                                    " bytes, over the chunk bound of %zu (" BOUND_NAME ")",
-                    a->seq, a->chunk_idx, total, a->bound);
+                                    " bytes, over the chunk bound of %zu (%s)",
+                    a->seq, a->chunk_idx, total, a->bound, a->bound_name);
     if (a->cap >= 0 && a->len + total > (uint64_t)a->cap)
         return fail(err, RL_ERR_PROTOCOL,
                     PROTOCOL_PREFIX "ledger %" PRIu32 " exceeds the %" PRId64 "-byte payload cap", a->seq,
@@ -531,8 +543,8 @@ static rli_asm_status expand(rli_asm *a, cs_err *err)
     if (why == no_content_size)
         return fail(err, RL_ERR_PROTOCOL,
                     PROTOCOL_PREFIX "ledger %" PRIu32 " chunk %" PRIu32 " is a zstd frame without a content size, "
-                                    "which the chunk bound of %zu (" BOUND_NAME ") needs",
-                    a->seq, a->chunk_idx, a->bound);
+                                    "which the chunk bound of %zu (%s) needs",
+                    a->seq, a->chunk_idx, a->bound, a->bound_name);
     if (!why) {
         if (check_inflate(a, total, err) != RLI_ASM_MORE)
             return RLI_ASM_ERROR;

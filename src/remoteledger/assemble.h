@@ -98,6 +98,11 @@ const uint8_t *rli_asm_sig(const rli_asm *a, size_t *len);
 const uint8_t *rli_asm_sha256(const rli_asm *a);
 uint64_t rli_asm_xxh64(const rli_asm *a);
 
+/* The chunk bound of one connection: the server's (its 101 answer's X-Corestream-Chunk-Size) when
+ * that is smaller than the caller's, else the caller's again (announced 0: none given). Errors
+ * name which: "(max_chunk_size)" or "(the server's X-Corestream-Chunk-Size)". Between messages. */
+void rli_asm_set_server_bound(rli_asm *a, size_t announced);
+
 /* Current assembly-buffer capacity, for tests. */
 size_t rli_asm_capacity(const rli_asm *a);
 

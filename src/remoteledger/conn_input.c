@@ -299,6 +299,24 @@ static void check_run(rli_conn *c)
     rli_conn_queue_close(c, CS_CLOSE_NORMAL, "run changed");
 }
 
+/* The upgrade is done: its X-Corestream-Chunk-Size, the largest chunk the server sends, bounds
+ * this connection's chunks when it is below the caller's bound (rli_asm_set_server_bound). Absent
+ * (an older server) or not a chunk size (4096 to 8388608): the caller's bound alone. */
+static void check_chunk_size(rli_conn *c)
+{
+    const char *v;
+    size_t n;
+    uint64_t size = 0;
+    if (rli_hs_header(c->hs.buf, c->hs.line, "X-Corestream-Chunk-Size", &v, &n)) {
+        size_t i = 0;
+        for (; i < n && i < 8 && v[i] >= '0' && v[i] <= '9'; i++)
+            size = size * 10 + (uint64_t)(v[i] - '0');
+        if (i != n || size < CS_MIN_CHUNK_SIZE || size > CS_MAX_CHUNK_SIZE)
+            size = 0;
+    }
+    rli_asm_set_server_bound(c->a, (size_t)size);
+}
+
 int rli_conn_on_bytes(rli_conn *c, const uint8_t *in, size_t len, size_t *used)
 {
     *used = len;
@@ -326,6 +344,8 @@ int rli_conn_on_bytes(rli_conn *c, const uint8_t *in, size_t len, size_t *used)
     c->established = true;
     c->last_msg_ms = rli_mono_ms();
     check_run(c); /* a refusal lingers for its close frame: nothing more is read */
+    if (c->a)
+        check_chunk_size(c);
     return 0;
 }
 
