@@ -277,6 +277,10 @@ static void skip(js_source *s, uint64_t sseq, const char *subject, cs_js_skip re
 {
     atomic_fetch_add(&s->skipped[reason], 1);
     uint32_t wait = waited_ledger(s);
+    /* Not ready before the line says so: whoever read it finds /readyz waiting. Before the run's
+     * first ledger (wait 0) the edge is not ready anyway: catching up. */
+    if (wait && atomic_exchange(&s->waiting_for, wait) != wait)
+        cs_source_tell_waiting(&s->base, wait);
     bool again = s->last_skip == (int)reason && strcmp(s->last_skip_subject, subject) == 0;
     CS_LOG(again ? CS_LOG_DEBUG : CS_LOG_WARN, "jetstream source skipped a message", KV_S("stream", s->stream),
            KV_S("run", s->run), KV_U("stream_seq", sseq), KV_S("subject", subject),
@@ -284,9 +288,6 @@ static void skip(js_source *s, uint64_t sseq, const char *subject, cs_js_skip re
     s->last_skip = (int)reason;
     snprintf(s->last_skip_subject, sizeof s->last_skip_subject, "%s", subject);
     s->skips_in_wait++;
-    /* Before the run's first ledger (wait 0) the edge is not ready anyway: catching up. */
-    if (wait && atomic_exchange(&s->waiting_for, wait) != wait)
-        cs_source_tell_waiting(&s->base, wait);
 }
 
 /* The ledger the edge waited for has verified: ready again. */
@@ -294,11 +295,11 @@ static void release_wait(js_source *s, uint32_t seq)
 {
     if (atomic_exchange(&s->waiting_for, 0) == 0)
         return;
+    cs_source_tell_waiting(&s->base, 0); /* ready before the line says so */
     CS_LOG(CS_LOG_INFO, "jetstream source has the ledger it waited for", KV_S("stream", s->stream),
            KV_S("run", s->run), KV_U("ledger", seq), KV_U("skipped", s->skips_in_wait));
     s->skips_in_wait = 0;
     s->last_skip = -1;
-    cs_source_tell_waiting(&s->base, 0);
 }
 
 /* The ledger a subject "<stream>.<run>.<seq>" names, or -1. */
