@@ -86,11 +86,12 @@ static bool parse_sig(const char *hex, uint32_t seq, cs_ledger_record *r)
     size_t n = strlen(hex);
     if (n % 2 || n / 2 > sizeof r->sig)
         return false;
-    for (size_t i = 0; i < n / 2; i++) {
-        unsigned v;
-        if (sscanf(hex + 2 * i, "%2x", &v) != 1)
+    for (size_t i = 0; i < n; i++) {
+        char c = hex[i]; /* [-0-9a-f] by the scan: '-' is the only other */
+        if (c == '-')
             return false;
-        r->sig[i] = (uint8_t)v;
+        uint8_t v = (uint8_t)(c <= '9' ? c - '0' : c - 'a' + 10);
+        r->sig[i / 2] = (uint8_t)(i % 2 ? r->sig[i / 2] | v : v << 4);
     }
     r->sig_len = (uint16_t)(n / 2);
     cs_wire_msg m;
