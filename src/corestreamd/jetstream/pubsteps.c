@@ -1,0 +1,293 @@
+/* What the JetStream publisher's thread publishes next (publisher_internal.h): the ledger at its
+ * position, from the live flow while it is current, else from the ring, item by item under its
+ * Nats-Msg-Id (naming.h), and, after a failure, where the run ends in the stream. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "corestream/wire.h"
+#include "corestreamd/jetstream/publisher_internal.h"
+#include "corestreamd/jetstream/stream.h"
+#include "wire/wire.h"
+
+void pub_drop_sources(cs_js_publisher *p)
+{
+    cs_flow_release(p->flow);
+    p->flow = NULL;
+    cs_msg_release(p->held);
+    p->held = NULL;
+    cs_msg_release(p->held_end);
+    p->held_end = NULL;
+    if (p->rp)
+        cs_replay_release(p->rp);
+    p->rp = NULL;
+}
+
+void pub_note_behind(cs_js_publisher *p, bool behind, const char *reason, uint32_t live)
+{
+    if (behind == p->behind)
+        return;
+    p->behind = behind;
+    atomic_store(&p->behind_flag, behind);
+    if (behind) {
+        p->behind_since = cs_mono_ns();
+        atomic_fetch_add(&p->behind_episodes, 1);
+        CS_LOG(CS_LOG_WARN, "jetstream publisher behind", KV_S("reason", reason), KV_U("ledger", p->pos.seq),
+               KV_U("live", live), KV_S("stream", p->stream));
+    } else {
+        CS_LOG(CS_LOG_INFO, "jetstream publisher caught up", KV_U("ledger", p->pos.seq),
+               KV_D("behind_for", cs_mono_ns() - p->behind_since), KV_S("stream", p->stream));
+    }
+}
+
+static int publish(cs_js_publisher *p, uint32_t item, const cs_msg *m)
+{
+    if (!atomic_load(&p->connected) || atomic_load(&p->resync))
+        return PUB_FAIL;
+    char subj[CS_JS_SUBJECT_MAX], id[CS_JS_SUBJECT_MAX];
+    cs_js_subject(subj, sizeof subj, p->stream, p->run, p->pos.seq);
+    cs_js_msg_id(id, sizeof id, p->run, p->pos.seq, item);
+    natsMsg *nm = NULL;
+    natsStatus s = natsMsg_Create(&nm, subj, NULL, (const char *)m->data, (int)m->len);
+    if (s == NATS_OK) {
+        jsPubOptions po;
+        jsPubOptions_Init(&po);
+        po.MsgId = id;
+        po.MaxWait = ACK_WAIT_MS;
+        s = js_PublishMsgAsync(p->js, &nm, &po);
+    }
+    natsMsg_Destroy(nm);
+    if (s == NATS_OK) {
+        p->js_used = true;
+        atomic_fetch_add(&p->published, 1);
+        uint64_t at = pub_pack((cs_js_pos){p->pos.seq, item}) + 1;
+        if (at > p->sent_high)
+            p->sent_high = at;
+        return PUB_OK;
+    }
+    if (s == NATS_TIMEOUT) {
+        atomic_fetch_add(&p->stalls, 1);
+        return PUB_STALL;
+    }
+    /* Anything else (the connection went, a buffer ran out): ask the stream again. */
+    CS_LOG(CS_LOG_DEBUG, "jetstream publish refused", KV_S("status", natsStatus_GetText(s)),
+           KV_U("ledger", p->pos.seq), KV_U("item", item));
+    atomic_store(&p->resync, true);
+    return PUB_FAIL;
+}
+
+static void ledger_done(cs_js_publisher *p, bool from_ring)
+{
+    atomic_fetch_add(&p->ledgers, 1);
+    if (from_ring)
+        atomic_fetch_add(&p->ring_ledgers, 1);
+    p->pos = (cs_js_pos){p->pos.seq + 1, 0};
+}
+
+/* Publishes pos from the pinned live flow f as far as it goes. */
+static int step_flow(cs_js_publisher *p, cs_flow *f)
+{
+    for (;;) {
+        size_t n;
+        cs_msg *end;
+        cs_broadcast_flow_state(p->bc, f, &n, &end);
+        uint32_t item = p->pos.item;
+        cs_msg *m = NULL;
+        /* A signed ledger's SIG goes between its last chunk and END (f->sig is final once end is). */
+        uint32_t end_item = end ? (uint32_t)n + 1 + (f->sig != NULL) : 0;
+        if (item == CS_JS_ITEM_END && end && f->sig)
+            item = p->pos.item = end_item; /* resumed right after the stored SIG */
+        if (item == 0)
+            m = f->begin;
+        else if (item <= n)
+            m = cs_flow_chunk(f, item - 1);
+        else if (end && f->sig && item == n + 1)
+            m = f->sig;
+        else if (end && item == end_item)
+            m = end;
+        else if (end) {
+            /* The stream holds more of this ledger than the flow has: not this run's bytes. */
+            CS_LOG(CS_LOG_ERROR, "jetstream stream gap", KV_U("from", p->pos.seq), KV_U("to", p->pos.seq),
+                   KV_S("detail", "the stream's copy of this ledger has more chunks than the source emitted"));
+            atomic_fetch_add(&p->gaps, 1);
+            ledger_done(p, false);
+            return STEP_PROGRESS;
+        } else
+            return STEP_WAIT_FLOW;
+        int r = publish(p, item, m);
+        if (r == PUB_STALL)
+            return STEP_PROGRESS;
+        if (r == PUB_FAIL)
+            return STEP_WAIT_KICK;
+        if (m == end) {
+            ledger_done(p, false);
+            cs_flow_release(p->flow);
+            p->flow = NULL;
+            return STEP_PROGRESS;
+        }
+        p->pos.item++;
+    }
+}
+
+/* Publishes pos from the ring. */
+static int step_ring(cs_js_publisher *p)
+{
+    if (!p->rp) {
+        p->rp = cs_replay_start(p->replays, p->pos.seq, 0);
+        p->rp_item = 0;
+        if (!p->rp)
+            return STEP_WAIT_KICK; /* out of memory: try again shortly */
+    }
+    for (;;) {
+        cs_msg *m = p->held;
+        uint32_t item = p->held_item;
+        p->held = NULL;
+        if (!m && p->held_end) {
+            m = p->held_end;
+            item = p->held_end_item;
+            p->held_end = NULL;
+        }
+        if (!m) {
+            cs_err e;
+            int r = cs_replay_next(p->rp, &m, &e);
+            if (r == CS_REPLAY_PENDING)
+                return STEP_WAIT_KICK;
+            if (r == CS_REPLAY_NOT_RETAINED || r == CS_REPLAY_DONE) {
+                /* Pruned or reset under us: the next step finds it missing and says so. */
+                cs_replay_release(p->rp);
+                p->rp = NULL;
+                return STEP_PROGRESS;
+            }
+            if (r == CS_REPLAY_FAILED) {
+                CS_LOG(CS_LOG_ERROR, "jetstream stream gap", KV_U("from", p->pos.seq), KV_U("to", p->pos.seq),
+                       KV_S("detail", e.msg));
+                atomic_fetch_add(&p->gaps, 1);
+                cs_replay_release(p->rp);
+                p->rp = NULL;
+                ledger_done(p, true);
+                return STEP_PROGRESS;
+            }
+            item = p->rp_item++;
+            cs_msg *sig = m->data[1] == CS_WIRE_TYPE_END ? cs_replay_sig(p->rp) : NULL;
+            if (sig) { /* a signed ledger: its SIG first, END behind it */
+                p->held_end = m;
+                p->held_end_item = item + 1;
+                m = sig;
+            } else if (p->pos.item == CS_JS_ITEM_END && m->data[1] == CS_WIRE_TYPE_END) {
+                item++; /* the stream has a SIG this ring copy lacks: END still goes after it */
+                p->pos.item = item;
+            }
+            if (item < p->pos.item) {
+                cs_msg_release(m); /* already in the stream */
+                continue;
+            }
+        }
+        bool is_end = m->len >= 2 && m->data[1] == CS_WIRE_TYPE_END;
+        int r = publish(p, item, m);
+        if (r != PUB_OK) {
+            p->held = m;
+            p->held_item = item;
+            return r == PUB_STALL ? STEP_PROGRESS : STEP_WAIT_KICK;
+        }
+        cs_msg_release(m);
+        if (is_end) {
+            cs_replay_release(p->rp);
+            p->rp = NULL;
+            ledger_done(p, true);
+            return STEP_PROGRESS;
+        }
+        p->pos.item++;
+    }
+}
+
+int pub_step(cs_js_publisher *p, const cs_snap *snap)
+{
+    if (snap->flow && !p->first_live)
+        p->first_live = snap->seq;
+    if (!p->have_pos) {
+        /* A run new to the stream starts with the first flow it sees: history is not owed. */
+        if (!snap->flow)
+            return STEP_WAIT_FLOW;
+        p->pos = (cs_js_pos){snap->seq, 0};
+        p->have_pos = true;
+    }
+    if (p->flow && p->flow->seq != p->pos.seq) {
+        cs_flow_release(p->flow);
+        p->flow = NULL;
+    }
+    if (!p->flow && snap->flow && snap->seq == p->pos.seq && !p->rp) {
+        /* Live from the current flow (a replay already under way for this ledger finishes
+         * from the ring, so item numbering never changes source mid-ledger needlessly). */
+        p->flow = cs_flow_retain(snap->flow);
+    }
+    pub_note_behind(p, snap->flow && p->pos.seq < snap->seq, "live flow ahead", snap->seq);
+    if (p->flow)
+        return step_flow(p, p->flow);
+    if (p->rp)
+        return step_ring(p);
+    /* The ring serves only ledgers this process emitted and has already replaced with a later
+     * flow (each is in the ring before the next begins): what a ring holds from before the start
+     * may be another run's bytes until the ring records the identity of the run that wrote it. */
+    uint32_t oldest, latest;
+    bool any = cs_ring_bounds(p->ring, &oldest, &latest);
+    bool ours = p->first_live && p->pos.seq >= p->first_live && snap->flow && p->pos.seq < snap->seq;
+    if (ours && any && p->pos.seq >= oldest && p->pos.seq <= latest)
+        return step_ring(p);
+    if (snap->flow && snap->seq > p->pos.seq) {
+        uint32_t next = snap->seq;
+        uint32_t floor = oldest > p->first_live ? oldest : p->first_live;
+        if (any && floor > p->pos.seq && floor < snap->seq && floor <= latest)
+            next = floor;
+        CS_LOG(CS_LOG_ERROR, "jetstream stream gap", KV_U("from", p->pos.seq), KV_U("to", next - 1),
+               KV_S("detail", p->pos.item ? "not in the ring; the first is partial in the stream"
+                                          : "not in the ring; the stream skips them"),
+               KV_S("stream", p->stream));
+        atomic_fetch_add(&p->gaps, 1);
+        p->pos = (cs_js_pos){next, 0};
+        return STEP_PROGRESS;
+    }
+    bool source_behind = snap->flow && (snap->seq + 1 < p->pos.seq || (snap->seq + 1 == p->pos.seq && !snap->end));
+    if (source_behind && p->ahead_logged != p->pos.seq) {
+        p->ahead_logged = p->pos.seq;
+        CS_LOG(CS_LOG_INFO, "jetstream stream is ahead of the source", KV_U("source", snap->seq),
+               KV_U("resume_ledger", p->pos.seq), KV_S("stream", p->stream));
+    }
+    return STEP_WAIT_FLOW;
+}
+
+/* Re-reads where the run ends in the stream and continues right after it. */
+int pub_resync(cs_js_publisher *p)
+{
+    atomic_store(&p->resync, false);
+    /* What was published before may be published again from here on: resends, not foreign. */
+    atomic_store(&p->resend_upto, p->sent_high);
+    natsMsgList pending;
+    if (p->js_used && js_PublishAsyncGetPendingList(&pending, p->js) == NATS_OK)
+        natsMsgList_Destroy(&pending); /* what landed is in the stream; the rest is republished */
+    bool found;
+    cs_js_pos next;
+    cs_err e;
+    if (cs_js_stream_resume_pos(p->js, p->stream, p->run, &found, &next, &e) != 0) {
+        CS_LOG(CS_LOG_DEBUG, "jetstream resync failed", KV_S("error", e.msg));
+        atomic_store(&p->resync, true);
+        return -1;
+    }
+    atomic_fetch_add(&p->resyncs, 1);
+    uint64_t failed = atomic_exchange(&p->first_failed, UINT64_MAX);
+    if (found && failed != UINT64_MAX && pub_pack(next) > failed + 1) {
+        CS_LOG(CS_LOG_ERROR, "jetstream stream gap", KV_U("from", (uint32_t)(failed >> 32)),
+               KV_U("to", (uint32_t)(failed >> 32)),
+               KV_S("detail", "a publish failed while later messages were stored"), KV_S("stream", p->stream));
+        atomic_fetch_add(&p->gaps, 1);
+    }
+    pub_drop_sources(p);
+    if (found) {
+        p->pos = next;
+        p->have_pos = true;
+    }
+    CS_LOG(CS_LOG_INFO, "jetstream publisher resuming", KV_U("ledger", p->pos.seq), KV_U("item", p->pos.item),
+           KV_B("stream_has_run", found));
+    return 0;
+}
+
