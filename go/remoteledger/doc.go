@@ -10,7 +10,9 @@
 // then GetLedgerRaw for each sequence, as with captive core; its doc lists the differences); and
 // Bounds / GetLatestLedgerSequence, the server's retained range from its /healthz. WithMetrics
 // feeds a Metrics the caller implements (a Prometheus registry, say) with each ledger and
-// reconnection. The examples run in the module's tests against a real corestreamd.
+// reconnection. WithTrustedKeys checks that the core signed every ledger (corestreamd
+// --signing-key): anything else ends the stream with ErrSignature. The examples run in the
+// module's tests against a real corestreamd.
 //
 // # Ownership of the bytes
 //
