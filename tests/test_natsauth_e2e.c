@@ -225,7 +225,9 @@ static void start_edge(const char *run)
 
 /* ---- NATS clients of the test ----------------------------------------------------------------- */
 
-static event g_violation; /* a permission violation reached the test's client */
+/* A permission violation reached the test's client. Set from nats.c's thread once per refused
+ * message, so it lives for the whole program (main), not one case. */
+static event g_violation;
 
 static void on_client_error(natsConnection *nc, natsSubscription *sub, natsStatus s, void *closure)
 {
@@ -365,12 +367,10 @@ static void test_forged_ledger_refused_edge_serves_genuine(void **state)
     expect_genuine(ws, 1);
     /* A client with the edge's permissions forges the ledger after the next: refused. */
     natsConnection *forger = client(true);
-    event_init(&g_violation);
     uint32_t target = stream_tip(forger, run) + 2;
     forge_ledger(forger, run, target);
     if (!event_wait(&g_violation, (int64_t)WAIT_MS * 1000000))
         fail_msg("NATS did not refuse the forger's publish");
-    event_destroy(&g_violation);
     natsConnection_Destroy(forger);
     for (uint32_t seq = 2; seq <= target + 1; seq++)
         expect_genuine(ws, seq);
@@ -460,12 +460,14 @@ static void test_foreign_duplicate_is_warned(void **state)
     if (!strstr(g_core.log, want))
         fail_msg("the WARN does not name `%s`:\n%s", want, g_core.log);
     assert_true(metric(&g_core, "corestreamd_jetstream_foreign_duplicates_total ") >= 1);
-    assert_int_equal(cs_proc_stop(&g_core, SIGTERM, WAIT_MS), 0);
+    if (cs_proc_stop(&g_core, SIGTERM, WAIT_MS) != 0)
+        fail_msg("the core did not stop cleanly:\n%s", g_core.log);
 }
 
 int main(void)
 {
     nats_Open(-1);
+    event_init(&g_violation);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_publisher_without_credentials_is_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_forged_ledger_refused_edge_serves_genuine, setup, teardown),
@@ -473,6 +475,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_foreign_duplicate_is_warned, setup, teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    nats_Close();
+    nats_Close(); /* no nats.c callback runs after it */
+    event_destroy(&g_violation);
     return rc;
 }
