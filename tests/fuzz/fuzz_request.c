@@ -7,7 +7,8 @@
  *     heap string. The answer must be the one PORTSPEC 1.5 gives (request.h): the documented 400
  *     body for the first failing rule, byte for byte with the value quoted whole, or a
  *     request with start != 4294967295 and, when bounded, 0 < end != 4294967295 and end >= start
- *     unless start is 0; the same answer twice and with a NULL err.
+ *     unless start is 0, and sig as its first value says (0, 1 or absent; anything else is the
+ *     last 400); the same answer twice and with a NULL err.
  *  1  "origin\nhost": allowed exactly when the origin is empty or its host matches Host without
  *     regard to ASCII case; otherwise the documented 403 body, cut like snprintf to any length.
  *  2  family, port and address bytes: the formatted "ip:port" / "[ip6]:port" parses back to the
@@ -79,7 +80,7 @@ static char *oracle_request(char **args, size_t n, cs_stream_request *want)
 {
     memset(want, 0, sizeof *want);
     const char *sv = first_value(args, n, "start"), *ev = first_value(args, n, "end");
-    const char *which = NULL, *bad = NULL;
+    const char *which = NULL, *bad = NULL, *sig = NULL;
     if (sv && !oracle_u32(sv, &want->start))
         which = "start", bad = sv;
     else if (ev && !oracle_u32(ev, &want->end))
@@ -100,7 +101,15 @@ static char *oracle_request(char **args, size_t n, cs_stream_request *want)
         strcpy(body, "ledger 4294967295 is the last representable sequence and is not streamable");
     else if (want->bounded && want->start != 0 && want->end < want->start)
         sprintf(body, "end %u is before start %u", want->end, want->start);
-    else {
+    else if ((sig = first_value(args, n, "sig")) && strcmp(sig, "0") != 0 && strcmp(sig, "1") != 0) {
+        free(body);
+        qn = cs_go_quote(NULL, 0, sig);
+        body = malloc(qn + 100);
+        check(body != NULL, "malloc");
+        int k = sprintf(body, "invalid sig parameter ");
+        cs_go_quote(body + k, qn + 1, sig);
+    } else {
+        want->sig = sig && strcmp(sig, "1") == 0;
         free(body);
         return NULL;
     }
@@ -130,7 +139,8 @@ static void fuzz_query(const uint8_t *data, size_t size)
         check(strcmp(err.body, body) == 0, "the documented 400 body for the first failing rule");
     } else {
         check(rc == 0, "a good query parses");
-        check(got.start == want.start && got.end == want.end && got.bounded == want.bounded,
+        check(got.start == want.start && got.end == want.end && got.bounded == want.bounded &&
+                  got.sig == want.sig,
               "the request the rules give");
         check(got.start != CS_LAST_SEQUENCE, "start is streamable");
         if (got.bounded)

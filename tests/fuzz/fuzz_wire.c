@@ -4,7 +4,8 @@
  * copy, so ASan sees a read one past the end):
  *  - a decode succeeds only for a known type, and its fields re-encode with cs_wire_put_begin,
  *    cs_wire_put_end or cs_wire_put_chunk_header to exactly the input's header bytes (all of it
- *    for BEGIN and END); a CHUNK's payload is the rest of the input, in place;
+ *    for BEGIN and END); a CHUNK's payload is the rest of the input, in place; a SIG (200 to 263
+ *    bytes) is handed over whole, in place;
  *  - a decode fails with the error kind the spec's order of checks picks, a message starting
  *    "wire: ", and the same verdict with a NULL err.
  *
@@ -43,6 +44,8 @@ static int expected_kind(const uint8_t *b, size_t n)
         if (n < CS_WIRE_CHUNK_HEADER_LEN)
             return CS_WIRE_ERR_SHORT;
         return b[10] == CS_CODEC_RAW || b[10] == CS_CODEC_ZSTD ? 0 : CS_WIRE_ERR_CODEC;
+    case CS_WIRE_TYPE_SIG:
+        return n > CS_WIRE_SIG_FIXED_LEN && n <= CS_WIRE_SIG_MAX_LEN ? 0 : CS_WIRE_ERR_SHORT;
     default:
         return CS_WIRE_ERR_TYPE;
     }
@@ -81,8 +84,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             check(m.payload == buf + CS_WIRE_CHUNK_HEADER_LEN, "payload starts after the header");
             check(m.payload_len == size - CS_WIRE_CHUNK_HEADER_LEN, "payload runs to the input's end");
             break;
+        case CS_WIRE_TYPE_SIG: /* its fields are cs_sig_decode's (wire/ledgersig.h) */
+            check(m.payload == buf && m.payload_len == size, "a SIG is handed over whole, in place");
+            break;
         default:
-            check(false, "success only for BEGIN, CHUNK or END");
+            check(false, "success only for BEGIN, CHUNK, END or SIG");
         }
     } else {
         check(rc == -1, "decode returns 0 or -1");
