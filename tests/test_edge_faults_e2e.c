@@ -58,30 +58,42 @@ static int teardown(void **state)
 
 /* ---- a gap and a corrupt ledger in the stream ------------------------------------------------- */
 
+static void publish(jsCtx *js, const char *subj, const uint8_t *msg, size_t n)
+{
+    jsErrCode jerr = 0;
+    assert_int_equal(js_Publish(NULL, js, subj, msg, (int)n, NULL, &jerr), NATS_OK);
+}
+
+/* BEGIN and at most max_chunks raw chunks of 64 KiB of ledger seq's body to subj; returns how
+ * many chunks went. */
+static uint32_t put_begin_chunks(jsCtx *js, const char *subj, uint32_t seq, const uint8_t *body,
+                                 uint32_t max_chunks)
+{
+    uint8_t *msg = malloc(65536 + CS_WIRE_CHUNK_HEADER_LEN);
+    publish(js, subj, msg, cs_wire_put_begin(msg, seq, 1));
+    uint32_t idx = 0;
+    for (size_t off = 0; off < SIZE && idx < max_chunks; off += 65536, idx++) {
+        size_t k = SIZE - off < 65536 ? SIZE - off : 65536;
+        publish(js, subj, msg, cs_wire_append_chunk(msg, seq, idx, CS_CODEC_RAW, body + off, k));
+    }
+    free(msg);
+    return idx;
+}
+
 /* Publishes ledger seq of run as the core would (BEGIN, raw chunks of 64 KiB, END) with the
  * synthetic payload of ledger `fill`: at most max_chunks chunks, and END only when with_end and
  * every chunk went; a non-zero xor flips the END's checksum. */
 static void put_copy(jsCtx *js, const char *run, uint32_t seq, uint32_t fill, uint32_t max_chunks, bool with_end,
                      uint64_t xor)
 {
-    uint8_t *body = malloc(SIZE), *msg = malloc(65536 + CS_WIRE_CHUNK_HEADER_LEN);
+    uint8_t *body = malloc(SIZE), end[CS_WIRE_END_LEN];
     cs_synthetic_fill(body, SIZE, fill, false);
     char subj[128];
     snprintf(subj, sizeof subj, "%s.%s.%u", STREAM, run, seq);
-    jsErrCode jerr = 0;
-    size_t n = cs_wire_put_begin(msg, seq, 1);
-    assert_int_equal(js_Publish(NULL, js, subj, msg, (int)n, NULL, &jerr), NATS_OK);
-    uint32_t idx = 0;
-    for (size_t off = 0; off < SIZE && idx < max_chunks; off += 65536, idx++) {
-        size_t k = SIZE - off < 65536 ? SIZE - off : 65536;
-        n = cs_wire_append_chunk(msg, seq, idx, CS_CODEC_RAW, body + off, k);
-        assert_int_equal(js_Publish(NULL, js, subj, msg, (int)n, NULL, &jerr), NATS_OK);
-    }
-    n = cs_wire_put_end(msg, seq, idx, SIZE, 2, XXH64(body, SIZE, 0) ^ xor);
+    uint32_t idx = put_begin_chunks(js, subj, seq, body, max_chunks);
     if (with_end && idx * (size_t)65536 >= SIZE)
-        assert_int_equal(js_Publish(NULL, js, subj, msg, (int)n, NULL, &jerr), NATS_OK);
+        publish(js, subj, end, cs_wire_put_end(end, seq, idx, SIZE, 2, XXH64(body, SIZE, 0) ^ xor));
     free(body);
-    free(msg);
 }
 
 static void put_ledger(jsCtx *js, const char *run, uint32_t seq, uint64_t xor)
@@ -97,9 +109,7 @@ static void put_end(jsCtx *js, const char *run, uint32_t seq, uint64_t xor)
     char subj[128];
     snprintf(subj, sizeof subj, "%s.%s.%u", STREAM, run, seq);
     uint32_t chunks = (SIZE + 65535) / 65536;
-    size_t n = cs_wire_put_end(msg, seq, chunks, SIZE, 2, XXH64(body, SIZE, 0) ^ xor);
-    jsErrCode jerr = 0;
-    assert_int_equal(js_Publish(NULL, js, subj, msg, (int)n, NULL, &jerr), NATS_OK);
+    publish(js, subj, msg, cs_wire_put_end(msg, seq, chunks, SIZE, 2, XXH64(body, SIZE, 0) ^ xor));
     free(body);
 }
 
@@ -225,11 +235,9 @@ static void test_junk_messages_are_skipped(void **state)
     if (!ws)
         fail_msg("connect to the edge: status %d\n%s", status, fx.edge.log);
     expect_ledger(ws, 1, 1);
-    jsErrCode jerr = 0;
-    assert_int_equal(js_Publish(NULL, js, STREAM ".test-fault.2", "junk!!", 6, NULL, &jerr), NATS_OK);
+    publish(js, STREAM ".test-fault.2", (const uint8_t *)"junk!!", 6);
     uint8_t begin[CS_WIRE_BEGIN_LEN];
-    size_t n = cs_wire_put_begin(begin, 9, 1);
-    assert_int_equal(js_Publish(NULL, js, STREAM ".test-fault.2", begin, (int)n, NULL, &jerr), NATS_OK);
+    publish(js, STREAM ".test-fault.2", begin, cs_wire_put_begin(begin, 9, 1)); /* ledger 9 under 2 */
     wait_edge_line("reason=malformed");
     wait_edge_line("reason=subject");
     put_ledger(js, "test-fault", 2, 0);
@@ -375,19 +383,12 @@ static bool g_have_last;
  * genuine copy moves the chain on. */
 static void put_signed(jsCtx *js, uint32_t seq, signed_copy c)
 {
-    uint8_t *body = malloc(SIZE), *signed_body = malloc(SIZE), *msg = malloc(65536 + CS_WIRE_CHUNK_HEADER_LEN);
+    uint8_t *body = malloc(SIZE), *signed_body = malloc(SIZE), end[CS_WIRE_END_LEN];
     cs_synthetic_fill(body, SIZE, c.fill, false);
     cs_synthetic_fill(signed_body, SIZE, c.signed_fill, false);
     char subj[128];
     snprintf(subj, sizeof subj, "%s.test-fault.%u", STREAM, seq);
-    jsErrCode jerr = 0;
-    size_t n = cs_wire_put_begin(msg, seq, 1);
-    assert_int_equal(js_Publish(NULL, js, subj, msg, (int)n, NULL, &jerr), NATS_OK);
-    uint32_t idx = 0;
-    for (size_t off = 0; off < SIZE; off += 65536, idx++) {
-        n = cs_wire_append_chunk(msg, seq, idx, CS_CODEC_RAW, body + off, SIZE - off < 65536 ? SIZE - off : 65536);
-        assert_int_equal(js_Publish(NULL, js, subj, msg, (int)n, NULL, &jerr), NATS_OK);
-    }
+    uint32_t idx = put_begin_chunks(js, subj, seq, body, UINT32_MAX);
     if (c.by) {
         cs_sig sig = {.seq = seq, .run_len = (uint8_t)strlen(SIGNING_RUN)};
         memcpy(sig.run, SIGNING_RUN, sig.run_len);
@@ -403,14 +404,11 @@ static void put_signed(jsCtx *js, uint32_t seq, signed_copy c)
             g_have_last = true;
         }
         uint8_t m[CS_WIRE_SIG_MAX_LEN];
-        n = cs_sig_encode(&sig, m);
-        assert_int_equal(js_Publish(NULL, js, subj, m, (int)n, NULL, &jerr), NATS_OK);
+        publish(js, subj, m, cs_sig_encode(&sig, m));
     }
-    n = cs_wire_put_end(msg, seq, idx, SIZE, 2, XXH64(body, SIZE, 0));
-    assert_int_equal(js_Publish(NULL, js, subj, msg, (int)n, NULL, &jerr), NATS_OK);
+    publish(js, subj, end, cs_wire_put_end(end, seq, idx, SIZE, 2, XXH64(body, SIZE, 0)));
     free(body);
     free(signed_body);
-    free(msg);
 }
 
 static bool four_skipped(void *arg)

@@ -77,11 +77,6 @@ struct rli_asm {
     uint64_t xxh64;     /* ...and its XXH64, as its END carried it */
 };
 
-static uint32_t get_u32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
-}
-
 rli_asm *rli_asm_new(int64_t max_payload, size_t chunk_bound)
 {
     rli_asm *a = calloc(1, sizeof *a);
@@ -306,8 +301,8 @@ void rli_asm_msg_begin(rli_asm *a, uint64_t size_hint)
  * can go straight where it belongs (or nowhere). */
 static void open_chunk(rli_asm *a)
 {
-    uint32_t seq = get_u32(a->hdr + 2);
-    uint32_t idx = get_u32(a->hdr + 6);
+    uint32_t seq = cs_wire_get_u32(a->hdr + 2);
+    uint32_t idx = cs_wire_get_u32(a->hdr + 6);
     a->chunk_open = true;
     a->chunk_idx = idx;
     a->chunk_len = 0;

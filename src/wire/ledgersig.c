@@ -10,32 +10,15 @@
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 
+#include "wire/wire.h"
+
 #define KEYSET_MAX 64
-
-static void put_u32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)(v >> 24);
-    p[1] = (uint8_t)(v >> 16);
-    p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
-}
-
-static void put_u64(uint8_t *p, uint64_t v)
-{
-    put_u32(p, (uint32_t)(v >> 32));
-    put_u32(p + 4, (uint32_t)v);
-}
-
-static uint32_t get_u32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
-}
 
 size_t cs_sig_encode(const cs_sig *s, uint8_t out[CS_WIRE_SIG_MAX_LEN])
 {
     out[0] = CS_WIRE_VERSION;
     out[1] = CS_WIRE_TYPE_SIG;
-    put_u32(out + 2, s->seq);
+    cs_wire_put_u32(out + 2, s->seq);
     out[6] = s->alg;
     memcpy(out + 7, s->key, CS_SIG_KEY_LEN);
     memcpy(out + 39, s->sha256, CS_SIG_SHA_LEN);
@@ -55,7 +38,7 @@ int cs_sig_decode(const uint8_t *msg, size_t len, cs_sig *out, cs_err *err)
     if (msg[6] != CS_SIG_ALG_ED25519)
         return cs_err_set(err, 0, "SIG algorithm 0x%02x is not Ed25519 (0x%02x)", msg[6], CS_SIG_ALG_ED25519);
     memset(out, 0, sizeof *out);
-    out->seq = get_u32(msg + 2);
+    out->seq = cs_wire_get_u32(msg + 2);
     out->alg = msg[6];
     memcpy(out->key, msg + 7, CS_SIG_KEY_LEN);
     memcpy(out->sha256, msg + 39, CS_SIG_SHA_LEN);
@@ -73,9 +56,9 @@ size_t cs_sig_input(const cs_sig *s, uint64_t len, uint64_t xxh64, uint8_t out[C
     out[n++] = s->run_len;
     memcpy(out + n, s->run, s->run_len);
     n += s->run_len;
-    put_u32(out + n, s->seq);
-    put_u64(out + n + 4, len);
-    put_u64(out + n + 12, xxh64);
+    cs_wire_put_u32(out + n, s->seq);
+    cs_wire_put_u64(out + n + 4, len);
+    cs_wire_put_u64(out + n + 12, xxh64);
     n += 20;
     memcpy(out + n, s->sha256, CS_SIG_SHA_LEN);
     n += CS_SIG_SHA_LEN;

@@ -4,36 +4,12 @@
 #include <stdio.h>
 #include <string.h>
 
-static void put_u32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)(v >> 24);
-    p[1] = (uint8_t)(v >> 16);
-    p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
-}
-
-static void put_u64(uint8_t *p, uint64_t v)
-{
-    put_u32(p, (uint32_t)(v >> 32));
-    put_u32(p + 4, (uint32_t)v);
-}
-
-static uint32_t get_u32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
-}
-
-static uint64_t get_u64(const uint8_t *p)
-{
-    return (uint64_t)get_u32(p) << 32 | get_u32(p + 4);
-}
-
 size_t cs_wire_put_begin(uint8_t out[CS_WIRE_BEGIN_LEN], uint32_t seq, int64_t emit_start)
 {
     out[0] = CS_WIRE_VERSION;
     out[1] = CS_WIRE_TYPE_BEGIN;
-    put_u32(out + 2, seq);
-    put_u64(out + 6, (uint64_t)emit_start);
+    cs_wire_put_u32(out + 2, seq);
+    cs_wire_put_u64(out + 6, (uint64_t)emit_start);
     return CS_WIRE_BEGIN_LEN;
 }
 
@@ -42,11 +18,11 @@ size_t cs_wire_put_end(uint8_t out[CS_WIRE_END_LEN], uint32_t seq, uint32_t chun
 {
     out[0] = CS_WIRE_VERSION;
     out[1] = CS_WIRE_TYPE_END;
-    put_u32(out + 2, seq);
-    put_u32(out + 6, chunk_count);
-    put_u64(out + 10, total_len);
-    put_u64(out + 18, (uint64_t)emit_end);
-    put_u64(out + 26, checksum);
+    cs_wire_put_u32(out + 2, seq);
+    cs_wire_put_u32(out + 6, chunk_count);
+    cs_wire_put_u64(out + 10, total_len);
+    cs_wire_put_u64(out + 18, (uint64_t)emit_end);
+    cs_wire_put_u64(out + 26, checksum);
     return CS_WIRE_END_LEN;
 }
 
@@ -55,8 +31,8 @@ void cs_wire_put_chunk_header(uint8_t out[CS_WIRE_CHUNK_HEADER_LEN], uint32_t se
 {
     out[0] = CS_WIRE_VERSION;
     out[1] = CS_WIRE_TYPE_CHUNK;
-    put_u32(out + 2, seq);
-    put_u32(out + 6, idx);
+    cs_wire_put_u32(out + 2, seq);
+    cs_wire_put_u32(out + 6, idx);
     out[10] = codec;
 }
 
@@ -81,21 +57,21 @@ int cs_wire_decode(const uint8_t *buf, size_t len, cs_wire_msg *m, cs_err *err)
                           CS_WIRE_VERSION);
     memset(m, 0, sizeof *m);
     m->type = buf[1];
-    m->seq = get_u32(buf + 2);
+    m->seq = cs_wire_get_u32(buf + 2);
     switch (m->type) {
     case CS_WIRE_TYPE_BEGIN:
         if (len != CS_WIRE_BEGIN_LEN)
             return cs_err_set(err, CS_WIRE_ERR_SHORT,
                               "wire: message shorter than header: BEGIN is %zu bytes, want %d", len,
                               CS_WIRE_BEGIN_LEN);
-        m->stamp = (int64_t)get_u64(buf + 6);
+        m->stamp = (int64_t)cs_wire_get_u64(buf + 6);
         return 0;
     case CS_WIRE_TYPE_CHUNK:
         if (len < CS_WIRE_CHUNK_HEADER_LEN)
             return cs_err_set(err, CS_WIRE_ERR_SHORT,
                               "wire: message shorter than header: CHUNK is %zu bytes, want at least %d",
                               len, CS_WIRE_CHUNK_HEADER_LEN);
-        m->chunk_idx = get_u32(buf + 6);
+        m->chunk_idx = cs_wire_get_u32(buf + 6);
         m->codec = buf[10];
         if (m->codec != CS_CODEC_RAW && m->codec != CS_CODEC_ZSTD)
             return cs_err_set(err, CS_WIRE_ERR_CODEC, "wire: unknown chunk codec: 0x%02x", m->codec);
@@ -107,10 +83,10 @@ int cs_wire_decode(const uint8_t *buf, size_t len, cs_wire_msg *m, cs_err *err)
             return cs_err_set(err, CS_WIRE_ERR_SHORT,
                               "wire: message shorter than header: END is %zu bytes, want %d", len,
                               CS_WIRE_END_LEN);
-        m->chunk_count = get_u32(buf + 6);
-        m->total_len = get_u64(buf + 10);
-        m->stamp = (int64_t)get_u64(buf + 18);
-        m->checksum = get_u64(buf + 26);
+        m->chunk_count = cs_wire_get_u32(buf + 6);
+        m->total_len = cs_wire_get_u64(buf + 10);
+        m->stamp = (int64_t)cs_wire_get_u64(buf + 18);
+        m->checksum = cs_wire_get_u64(buf + 26);
         return 0;
     case CS_WIRE_TYPE_SIG:
         if (len <= CS_WIRE_SIG_FIXED_LEN || len > CS_WIRE_SIG_MAX_LEN)

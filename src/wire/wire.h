@@ -9,6 +9,32 @@
 #include "common/err.h"
 #include "corestream/wire.h"
 
+/* The wire's integers, big-endian, for every codec of its messages (here, ledgersig.c, the
+ * client's assembler). */
+static inline void cs_wire_put_u32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+static inline void cs_wire_put_u64(uint8_t *p, uint64_t v)
+{
+    cs_wire_put_u32(p, (uint32_t)(v >> 32));
+    cs_wire_put_u32(p + 4, (uint32_t)v);
+}
+
+static inline uint32_t cs_wire_get_u32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+
+static inline uint64_t cs_wire_get_u64(const uint8_t *p)
+{
+    return (uint64_t)cs_wire_get_u32(p) << 32 | cs_wire_get_u32(p + 4);
+}
+
 /* Decode error kinds; the messages are the prototype's, word for word. */
 enum {
     CS_WIRE_ERR_SHORT = 1,   /* "wire: message shorter than header: …" */
