@@ -171,14 +171,14 @@ static void test_nonce_drawn_anew(void **state)
     }
 }
 
-/* ring-run cannot be written (a directory in its place): the claim fails before any reset. */
+/* ring-run cannot be written (a directory where its temporary file goes): the claim fails before
+ * any reset. */
 static void test_unwritable_run_resets_nothing(void **state)
 {
     fixture *f = *state;
     claim_as(f, SIZE1, 1, 1, 3);
     char p[700];
-    ring_file(f, "ring-run", p, sizeof p);
-    assert_int_equal(unlink(p), 0);
+    ring_file(f, "ring-run.tmp", p, sizeof p);
     assert_int_equal(mkdir(p, 0755), 0);
     char inside[720];
     snprintf(inside, sizeof inside, "%s/x", p);
@@ -195,6 +195,33 @@ static void test_unwritable_run_resets_nothing(void **state)
     assert_int_equal(cs_ring_run_nonce(r), 0);
     cs_ring_close(r);
     expect_bounds(f, true, 1, 3);
+}
+
+/* ring-identity or ring-run that exists and cannot be read stops the open, naming the file and the
+ * system's error, and the ring is left as it was: a run that cannot be told is never reset or given
+ * a new token. (docs/RING.md, failure table: "bookkeeping that cannot be read") */
+static void test_unreadable_bookkeeping_stops_the_open(void **state)
+{
+    fixture *f = *state;
+    claim_as(f, SIZE1, 1, 1, 3);
+    const char *names[] = {"ring-identity", "ring-run"};
+    for (size_t i = 0; i < 2; i++) {
+        char p[700], saved[720];
+        ring_file(f, names[i], p, sizeof p);
+        snprintf(saved, sizeof saved, "%s.saved", p);
+        assert_int_equal(rename(p, saved), 0);
+        assert_int_equal(mkdir(p, 0755), 0); /* reads fail with EISDIR, as root too */
+        cs_ring *r = (cs_ring *)1;
+        cs_err err = {0};
+        assert_int_equal(cs_ring_open(&r, f->ring, 100, &err), -1);
+        assert_null(r);
+        char want[800];
+        snprintf(want, sizeof want, "store: read \"%s/%s\": Is a directory", f->ring, names[i]);
+        assert_string_equal(err.msg, want);
+        assert_int_equal(rmdir(p), 0);
+        assert_int_equal(rename(saved, p), 0);
+        expect_bounds(f, true, 1, 3);
+    }
 }
 
 /* "<source>-<16 hex of XXH64(identity, seed nonce)>"; an edge's ignores the nonce. */
@@ -229,6 +256,7 @@ int main(void)
         T(test_nonce_kept_while_the_identity_is),
         T(test_nonce_drawn_anew),
         T(test_unwritable_run_resets_nothing),
+        T(test_unreadable_bookkeeping_stops_the_open),
         cmocka_unit_test(test_token),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

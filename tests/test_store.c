@@ -218,6 +218,44 @@ static void expect_not_retained(cs_ring *r, uint32_t seq, const char *msg)
         assert_string_equal(err.msg, msg);
 }
 
+/* get in a hole: CS_RING_ERR_HOLE naming the hole, and cs_ring_hole agrees. */
+static void expect_hole(cs_ring *r, uint32_t seq, uint32_t first, uint32_t last)
+{
+    cs_ledger_ref *ref = (cs_ledger_ref *)1;
+    cs_err err = {0};
+    assert_int_equal(cs_ring_get(r, seq, &ref, &err), -1);
+    assert_null(ref);
+    assert_int_equal(err.kind, CS_RING_ERR_HOLE);
+    char want[160];
+    snprintf(want, sizeof want, "store: ledger %u is missing from the ring (ledgers %u to %u)", seq, first, last);
+    assert_string_equal(err.msg, want);
+    uint32_t f, l;
+    assert_true(cs_ring_hole(r, seq, &f, &l));
+    assert_int_equal(f, first);
+    assert_int_equal(l, last);
+}
+
+/* The entries of <root>/quarantine/<dir>/ for the one directory there whose name starts with
+ * prefix: true when it holds name. */
+static bool quarantined(const char *root, const char *prefix, const char *name)
+{
+    char q[1024];
+    snprintf(q, sizeof q, "%s/quarantine", root);
+    DIR *d = opendir(q);
+    if (!d)
+        return false;
+    bool found = false;
+    for (struct dirent *de; !found && (de = readdir(d));) {
+        if (strncmp(de->d_name, prefix, strlen(prefix)) != 0)
+            continue;
+        char sub[1400];
+        snprintf(sub, sizeof sub, "%s/%s", q, de->d_name);
+        found = exists(sub, name) && exists(sub, "reason");
+    }
+    closedir(d);
+    return found;
+}
+
 static void expect_bounds(cs_ring *r, uint32_t oldest, uint32_t latest)
 {
     uint32_t o, l;
@@ -315,14 +353,15 @@ static void test_open_shrinks_to_smaller_retention(void **state)
     cs_ring_close(r);
 }
 
-/* The ring writes canonical names only: a zero-padded one is not a ledger it can vouch for, and
- * costs only itself; what is kept is pruned to retention by name. */
+/* The ring writes canonical names only: a zero-padded one inside the retention is not a ledger it
+ * can vouch for, and is quarantined alone; what is older than the retention is pruned by name.
+ * (docs/RING.md, failure table: "a name the ring never writes") */
 static void test_open_prunes_the_files_it_found(void **state)
 {
     fixture *f = *state;
     assert_int_equal(mkdir(f->ring, 0755), 0);
     const char *names[] = {"ledger-001.xdr", "ledger-002.xdr", "ledger-3.xdr", "ledger-4.xdr", "ledger-5.xdr",
-                           "ledger-6.xdr"};
+                           "ledger-6.xdr", "ledger-06.xdr"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         write_file(f->ring, names[i], "x");
     cs_ring *r = open_ring(f->ring, 2);
@@ -335,34 +374,43 @@ static void test_open_prunes_the_files_it_found(void **state)
     assert_true(exists(f->ring, "ledger-6.xdr"));
     assert_false(exists(f->ring, "ledger-002.xdr"));
     assert_false(exists(f->ring, "ledger-001.xdr"));
+    assert_true(quarantined(f->root, "ledger-6-", "ledger-06.xdr"));
     cs_ring_health_t h;
     cs_ring_health(r, &h);
-    assert_int_equal(h.dropped, 2);
+    assert_int_equal(h.dropped, 1);
+    assert_int_equal(h.holes, 0);
     cs_ring_close(r);
 }
 
-/* 41 */
-static void test_open_rejects_non_contiguous_directory(void **state)
+/* 41: a gap found at open is a hole: the ledgers on both sides stay and are served, the missing
+ * ones are logged and counted. (docs/RING.md, failure table: "missing at open") */
+static void test_open_keeps_the_ledgers_around_a_gap(void **state)
 {
     fixture *f = *state;
     assert_int_equal(mkdir(f->ring, 0755), 0);
     write_file(f->ring, "ledger-5.xdr", "5");
     write_file(f->ring, "ledger-6.xdr", "6");
     write_file(f->ring, "ledger-9.xdr", "9");
-    /* A gap is not fatal: the ring keeps the newest contiguous run and drops what is older. */
     cs_ring *r = open_ring(f->ring, 10);
-    expect_bounds(r, 9, 9);
-    assert_true(exists(f->ring, "ledger-5.xdr"));
+    expect_bounds(r, 5, 9);
+    expect_hole(r, 7, 7, 8);
+    expect_hole(r, 8, 7, 8);
     claim(r);
-    assert_false(exists(f->ring, "ledger-5.xdr"));
-    assert_false(exists(f->ring, "ledger-6.xdr"));
-    assert_int_equal(count_entries(f->ring), 1);
+    assert_true(exists(f->ring, "ledger-5.xdr"));
+    assert_true(exists(f->ring, "ledger-6.xdr"));
+    assert_int_equal(count_entries(f->ring), 3);
+    expect_hole(r, 7, 7, 8);
+    cs_ring_health_t h;
+    cs_ring_health(r, &h);
+    assert_int_equal(h.dropped, 2);
+    assert_int_equal(h.holes, 2);
     cs_ring_close(r);
 }
 
 /* A bad newest ledger (an empty directory in its place, an empty file after a power cut) costs
  * only itself: the good ledgers before it stay, and the ring continues after them. A bad ledger in
- * the middle still costs itself and everything older, so the ring stays contiguous. */
+ * the middle costs only itself too: it is quarantined and its sequence is a hole.
+ * (docs/RING.md, failure table: "wrong length or type at open") */
 static void test_bad_newest_costs_only_itself(void **state)
 {
     fixture *f = *state;
@@ -376,19 +424,24 @@ static void test_bad_newest_costs_only_itself(void **state)
     write_file(f->ring, "ledger-5.xdr", "");
     write_file(f->ring, "ledger-2.xdr", "cut");
     r = open_ring(f->ring, 10);
-    expect_bounds(r, 3, 4);
+    expect_bounds(r, 1, 4);
+    expect_hole(r, 2, 2, 2);
     assert_true(exists(f->ring, "ledger-6.xdr"));
     claim(r);
     assert_false(exists(f->ring, "ledger-6.xdr"));
     assert_false(exists(f->ring, "ledger-5.xdr"));
-    assert_false(exists(f->ring, "ledger-1.xdr"));
-    assert_int_equal(count_entries(f->ring), 2);
+    assert_false(exists(f->ring, "ledger-2.xdr"));
+    assert_true(quarantined(f->root, "ledger-6-", "ledger-6.xdr"));
+    assert_true(quarantined(f->root, "ledger-5-", "ledger-5.rec"));
+    assert_true(quarantined(f->root, "ledger-2-", "ledger-2.xdr"));
+    assert_int_equal(count_entries(f->ring), 3);
     cs_ring_health_t h;
     cs_ring_health(r, &h);
-    assert_int_equal(h.dropped, 4); /* 6 and 5 alone, 2 and 1 below the run */
+    assert_int_equal(h.dropped, 3); /* 6, 5 and 2, each alone */
+    expect_get(r, 1);
     expect_get(r, 3);
     assert_false(put(r, 5));
-    expect_bounds(r, 3, 5);
+    expect_bounds(r, 1, 5);
     cs_ring_close(r);
 }
 
@@ -520,9 +573,18 @@ static void test_get_after_prune_race(void **state)
     path_join(p, sizeof p, f->ring, "ledger-1.xdr");
     assert_int_equal(unlink(p), 0);
     expect_bounds(r, 1, 3);
-    /* Removed while in the bounds: not pruned, so the ring drops it. */
-    expect_not_retained(r, 1, "store: ledger not retained: ledger 1 failed its integrity check: is missing");
+    /* Removed while in the bounds: not pruned, so it is suspect; a read changes nothing. */
+    cs_ledger_ref *ref;
+    cs_err err = {0};
+    assert_int_equal(cs_ring_get(r, 1, &ref, &err), -1);
+    assert_int_equal(err.kind, CS_RING_ERR_CORRUPT);
+    assert_string_equal(err.msg, "store: ledger 1 failed its integrity check: is missing");
+    expect_bounds(r, 1, 3);
+    /* The verdict: a missing ledger whose record is there; it was the oldest, so the bounds move. */
+    assert_int_equal(cs_ring_condemn(r, 1, err.msg), CS_RING_VERDICT_BAD);
+    assert_true(quarantined(f->root, "ledger-1-", "ledger-1.rec"));
     expect_bounds(r, 2, 3);
+    assert_int_equal(cs_ring_condemn(r, 1, err.msg), CS_RING_VERDICT_GONE);
     cs_ring_close(r);
 }
 
@@ -640,10 +702,13 @@ static void test_put_publish_failure_keeps_bounds(void **state)
     cs_ring_health(r, &h);
     assert_int_equal(h.write_failures, 1);
     assert_true(h.degraded);
-    /* The next ledger leaves a gap: the ring resets to it, and is healthy again. */
-    assert_true(put(r, 6));
-    expect_bounds(r, 6, 6);
-    assert_false(exists(f->ring, "ledger-4.xdr"));
+    /* The next ledger skips the one that failed: a hole, and the ledgers before it stay.
+     * (docs/RING.md, failure table: "a ring write fails") */
+    assert_false(put(r, 6));
+    expect_bounds(r, 1, 6);
+    expect_hole(r, 5, 5, 5);
+    expect_get(r, 4);
+    expect_get(r, 6);
     cs_ring_health(r, &h);
     assert_int_equal(h.write_failures, 1);
     assert_false(h.degraded);
@@ -680,7 +745,7 @@ static void test_put_write_failure_keeps_bounds(void **state)
 }
 
 /* EMFILE on the ring write: the put fails, the ring keeps its range and is degraded; once a
- * descriptor is free again the next put works (past the gap, so the ring resets to it). */
+ * descriptor is free again the next put works, and the ledger that failed is a hole. */
 static void test_put_emfile_degrades(void **state)
 {
     fixture *f = *state;
@@ -708,8 +773,10 @@ static void test_put_emfile_degrades(void **state)
     cs_ring_health(r, &h);
     assert_true(h.degraded);
     assert_int_equal(h.write_failures, 1);
-    assert_true(put(r, 4));
-    expect_bounds(r, 4, 4);
+    assert_false(put(r, 4));
+    expect_bounds(r, 1, 4);
+    expect_hole(r, 3, 3, 3);
+    expect_get(r, 1);
     cs_ring_health(r, &h);
     assert_false(h.degraded);
     cs_ring_close(r);
@@ -747,9 +814,15 @@ static void test_get_read_error(void **state)
     cs_ledger_ref *ref;
     cs_err err = {0};
     assert_int_equal(cs_ring_get(r, 2, &ref, &err), -1);
-    assert_int_equal(err.kind, CS_RING_ERR_NOT_RETAINED);
-    assert_string_equal(err.msg, "store: ledger not retained: ledger 2 failed its integrity check: is a directory");
-    expect_bounds(r, 3, 3);
+    assert_int_equal(err.kind, CS_RING_ERR_CORRUPT);
+    assert_string_equal(err.msg, "store: ledger 2 failed its integrity check: is a directory");
+    expect_bounds(r, 1, 3); /* a read never changes the ring */
+    assert_int_equal(cs_ring_condemn(r, 2, err.msg), CS_RING_VERDICT_BAD);
+    assert_true(quarantined(f->root, "ledger-2-", "ledger-2.xdr"));
+    expect_bounds(r, 1, 3);
+    expect_hole(r, 2, 2, 2);
+    expect_get(r, 1);
+    expect_get(r, 3);
     cs_ring_close(r);
 }
 
@@ -945,7 +1018,7 @@ int main(void)
         T(test_open_rescans_existing_directory),
         T(test_open_shrinks_to_smaller_retention),
         T(test_open_prunes_the_files_it_found),
-        T(test_open_rejects_non_contiguous_directory),
+        T(test_open_keeps_the_ledgers_around_a_gap),
         T(test_bad_newest_costs_only_itself),
         T(test_open_ignores_foreign_files),
         T(test_put_resets_on_gap),

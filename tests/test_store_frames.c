@@ -192,7 +192,9 @@ static void put_without_chunks_stores_none(void **state)
 }
 
 /* A frames file cut short is found by get: the ledger is served without frames (the caller
- * re-encodes it), the record loses them and the file goes. */
+ * re-encodes it) and the ref says why; get itself changes nothing on disk. The caller drops them:
+ * the record loses them and the file goes. (docs/RING.md, failure table: "frames of the wrong
+ * length") */
 static void bad_frames_at_get_cost_only_the_frames(void **state)
 {
     fixture *f = *state;
@@ -205,6 +207,9 @@ static void bad_frames_at_get_cost_only_the_frames(void **state)
     assert_int_equal(ref->frames_fd, -1);
     assert_int_equal(ref->rec.frames_len, 0);
     assert_int_equal(ref->rec.len, LEN);
+    assert_non_null(strstr(ref->frames_problem, "is 10 bytes, its record says "));
+    assert_true(exists(f, "ledger-7.frames"));
+    cs_ring_drop_frames(r, 7, ref->frames_claimed_xxh3, ref->frames_problem);
     cs_ledger_ref_release(ref);
     assert_false(exists(f, "ledger-7.frames"));
     char text[512];

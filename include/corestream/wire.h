@@ -48,6 +48,9 @@
 #define CS_CLOSE_TOO_BIG 1009        /* message over the read limit */
 #define CS_CLOSE_INTERNAL_ERROR 1011 /* "source failed" */
 #define CS_CLOSE_TOO_FAR_BEHIND 4001 /* "too far behind: oldest=%d latest=%d" */
+#define CS_CLOSE_RING_HOLE 4002      /* "missing from the ring: first=%d last=%d": the requested range
+                                        crosses ledgers the server's ring does not hold (quarantined
+                                        or never written); everything before them was sent */
 
 #define CS_REASON_SOURCE_ENDED "source ended"
 #define CS_REASON_RANGE_INCOMPLETE "source ended before range complete"

@@ -18,8 +18,10 @@
 enum {
     CS_RING_ERR_NOT_RETAINED = 1, /* "store: ledger not retained: …" */
     CS_RING_ERR_INVALID_SEQ = 2,  /* "store: invalid ledger sequence: …" */
-    CS_RING_ERR_IO = 3,
-    CS_RING_ERR_CORRUPT = 4, /* the file differs from its record */
+    CS_RING_ERR_IO = 3,      /* an I/O error (errno named): says nothing about the ledger */
+    CS_RING_ERR_CORRUPT = 4, /* a check failed: the ledger is suspect until cs_ring_condemn proves it */
+    CS_RING_ERR_HOLE = 5,    /* "store: ledger S is missing from the ring (ledgers F to L)": quarantined or
+                                never written, inside the bounds */
 };
 
 typedef struct cs_ring cs_ring;
@@ -60,6 +62,10 @@ typedef struct cs_ledger_ref {
     const cs_frame *frames;     /* rec.chunks entries */
     const uint8_t *frames_tail; /* the file's index and trailer, as read: the last bytes hashed */
     size_t frames_tail_len;
+    /* Why the stored frames were left out ("" when they were not, or an I/O error kept them out),
+     * and the frames_xxh3 their record claims (for cs_ring_drop_frames). */
+    char frames_problem[300];
+    uint64_t frames_claimed_xxh3;
 } cs_ledger_ref;
 
 /* Opens (creating with mkdir -p) dir as a ring of `retention` ledgers. The open only looks: it
@@ -138,14 +144,18 @@ void cs_frames_writer_abort(cs_frames_writer *w);
  * these frames (frames_xxh3), so several readers drop them once. Thread-safe. */
 void cs_ring_drop_frames(cs_ring *r, uint32_t seq, uint64_t frames_xxh3, const char *problem);
 
-/* Opens ledger seq and its stored frames, if any (frames that fail their check are dropped,
- * cs_ring_drop_frames, and the ref has none). Outside the bounds, or pruned meanwhile: CS_RING_ERR_NOT_RETAINED with
- * `store: ledger not retained: ledger S outside [O,L]` or `…: ledger S was pruned`. A ledger that
- * fails its check (missing, a symlink, a directory, no record, a record for another ledger, a
- * length that differs) is rejected (cs_ring_reject: dropped with everything older, ERROR logged)
- * and reported as CS_RING_ERR_NOT_RETAINED too, `…: ledger S failed its integrity check: <what>`:
- * the caller answers with the new bounds. Other failures: CS_RING_ERR_IO `store: read ledger S: …`.
- * Thread-safe. Release the result with cs_ledger_ref_release. */
+/* Opens ledger seq and its stored frames, if any, and checks them against the record. Reads only:
+ * it never writes, moves or removes a file, whatever it finds. Outside the bounds, or pruned
+ * meanwhile: CS_RING_ERR_NOT_RETAINED with `store: ledger not retained: ledger S outside [O,L]` or
+ * `…: ledger S was pruned`. Inside a hole (cs_ring_hole): CS_RING_ERR_HOLE `store: ledger S is missing
+ * from the ring (ledgers F to L)`. A check that fails (missing, a symlink, a directory, no record, a
+ * record that is unreadable or for another ledger, a length that differs): CS_RING_ERR_CORRUPT
+ * `store: ledger S failed its integrity check: <what>`; the ledger is only suspect, and the caller
+ * hands the message to cs_ring_condemn for a verdict. Any system call that fails (EMFILE, ENFILE,
+ * ENOMEM, EACCES, EIO, …): CS_RING_ERR_IO `store: read ledger S: <what>: <strerror>`, counted in
+ * io_errors. Frames that fail their check are left out of the ref (it has none: a replay
+ * re-encodes) and frames_problem says why when it is a finding rather than an I/O error (the caller
+ * may cs_ring_drop_frames them). Thread-safe. Release the result with cs_ledger_ref_release. */
 int cs_ring_get(cs_ring *r, uint32_t seq, cs_ledger_ref **out, cs_err *err);
 
 /* Reads exactly n bytes at off (off + n <= rec.len). A short read (the file was truncated) is
@@ -162,12 +172,32 @@ int cs_frame_read(const cs_ledger_ref *ref, uint32_t k, void *buf, cs_err *err);
 void cs_ledger_ref_retain(cs_ledger_ref *ref);
 void cs_ledger_ref_release(cs_ledger_ref *ref);
 
-/* A retained ledger failed a check (problem says what differed): logs ERROR
- * `ring ledger failed its integrity check; dropping it and every older ledger` file=<path>
- * problem=<problem> dropped=N oldest=O latest=L (the new bounds), unlinks the dropped files and
- * counts them. Nothing happens (and nothing is logged) when seq is no longer retained, so several
- * readers finding the same fault drop it once. Thread-safe. */
-void cs_ring_reject(cs_ring *r, uint32_t seq, const char *problem);
+/* The one way a ledger leaves the ring other than pruning or a reset: a reader found ledger seq
+ * suspect (suspicion says what it saw) and asks for a verdict. condemn proves it, reading the ledger
+ * file and its record afresh: the ledger is bad only when its record fails its own check (missing,
+ * unreadable, for another ledger, a bad self checksum) or the file is not what the record says (not
+ * a regular file, another length, bytes whose XXH64 differs). Then it is quarantined: the ledger,
+ * its record and its frames move to `<data-dir>/quarantine/ledger-S-<UTC time>/` with a `reason`
+ * file, ERROR `ring ledger is bad; quarantined, the ledgers around it stay` file problem
+ * record_xxh64 actual_xxh64 quarantine oldest latest is logged, and seq becomes a hole (cs_ring_hole)
+ * unless it was the oldest (the bounds then start after it). A quarantine that cannot be written
+ * still makes the hole (the files stay where they are, ERROR naming the failure; the next open
+ * quarantines them). Verdicts:
+ * - CS_RING_VERDICT_BAD: proven and quarantined (or made a hole);
+ * - CS_RING_VERDICT_GOOD: the ledger hashes to its record; nothing changes (the caller's suspicion
+ *   was of something else: frames, the index, a read racing with a change);
+ * - CS_RING_VERDICT_GONE: seq left the bounds, is a hole already, or was replaced meanwhile;
+ * - CS_RING_VERDICT_IO: a system call failed, so nothing is proven: nothing changes, the errno is
+ *   logged (WARN `ring ledger could not be checked; it stays`) and counted in io_errors.
+ * Several readers finding one fault quarantine it once. It hashes the whole ledger, so it runs on
+ * the caller's thread, never the put thread's. Thread-safe. */
+enum { CS_RING_VERDICT_BAD = 0, CS_RING_VERDICT_GOOD = 1, CS_RING_VERDICT_GONE = 2, CS_RING_VERDICT_IO = 3 };
+int cs_ring_condemn(cs_ring *r, uint32_t seq, const char *suspicion);
+
+/* Whether seq is inside a hole: a retained sequence whose ledger is not served (quarantined, found
+ * missing, or never written because the ring's writes failed). *first and *last receive the hole's
+ * range. Thread-safe. */
+bool cs_ring_hole(cs_ring *r, uint32_t seq, uint32_t *first, uint32_t *last);
 
 /* Run identity: identity is one line naming what defines this run's byte stream (the source kind
  * and its parameters); first_seq is the run's first ledger, or 0 when only the source knows it.
@@ -217,7 +247,9 @@ bool cs_ring_bounds(cs_ring *r, uint32_t *oldest, uint32_t *latest);
 typedef struct cs_ring_health_t {
     uint64_t write_failures; /* puts that failed since open */
     bool degraded;           /* the last put failed */
-    uint64_t dropped;        /* ledgers dropped for failing a check, at open and since */
+    uint64_t dropped;        /* ledgers lost to the ring since open: quarantined, or found missing */
+    uint64_t holes;          /* sequences inside the bounds that are not served now */
+    uint64_t io_errors;      /* reads and checks that met a system call's error since open */
 } cs_ring_health_t;
 
 /* Thread-safe. */

@@ -14,6 +14,10 @@
 #include "store/ledgerdir.h"
 #include "store/ring.h"
 
+typedef struct rng_hole {
+    uint32_t first, last;
+} rng_hole;
+
 /* A ledger the open found bad, with why. */
 typedef struct open_drop {
     uint32_t seq;
@@ -26,11 +30,9 @@ typedef struct open_drop {
 typedef struct open_repairs {
     bool upgrade;        /* no ring-format: a record is made for each kept ledger by hashing it */
     bool rewrite_format; /* ring-format is missing or of format 2 */
-    open_drop *alone;    /* bad ledgers that cost only themselves */
-    size_t nalone;
-    bool broken;          /* brk ended the run of good ledgers: it and every older ledger go */
-    open_drop brk;        /* seq and problem only */
-    uint64_t brk_dropped; /* sequences at and below brk.seq that held a ledger or a gap */
+    open_drop *bad;      /* entries proven bad (each costs only itself): quarantined by the settle */
+    size_t nbad;
+    uint64_t missing;     /* sequences inside the bounds with no ledger at all (holes, counted) */
     uint32_t *forget;     /* kept ledgers whose frames failed their check, or are of the older format */
     size_t nforget;
     uint64_t old_frames;  /* of those, frames of the older format (CSFRAME1), forgotten without an ERROR */
@@ -55,7 +57,7 @@ struct cs_ring {
     atomic_uint_fast64_t write_failures;
     atomic_bool degraded;
     atomic_uint_fast64_t dropped;
-    /* Serializes the bound changes of put with those of cs_ring_reject (any thread). */
+    /* Serializes the bound changes of put with those of cs_ring_condemn (any thread). */
     pthread_mutex_t wmu;
     /* The put thread's: write ledger files with O_DIRECT when the parts allow it (set before
      * puts begin); refused once the file system said no, so it is asked once. */
@@ -67,6 +69,20 @@ struct cs_ring {
     /* The run nonce (ring-run) the claim kept or drew; 0 before the claim. Written once by the
      * claim, before anyone reads the ring. */
     uint64_t run_nonce;
+    /* ring-identity and ring-run as the open read them (known: the file exists and is one line);
+     * the claim reads these and keeps them current. A file that cannot be read fails the open. */
+    bool identity_known;
+    char identity[4097];
+    char run_line[128];
+    /* Holes: sequences inside the bounds that are not served (quarantined, missing, or not written
+     * because puts failed), as sorted disjoint ranges. Changed with the bounds (under wmu and the
+     * write lock, rng_set_bounds), read under the read lock. */
+    rng_hole *holes;
+    size_t nholes, holes_cap;
+    /* The put thread's: consecutive puts that failed right after latest (failed_first 0: none), so
+     * the put that works again makes them a hole instead of resetting the ring. */
+    uint32_t failed_first, failed_last;
+    atomic_uint_fast64_t io_errors;
 };
 
 #define FORMAT_NAME "ring-format"
@@ -114,8 +130,34 @@ uint64_t rng_unlink_range(int dfd, uint32_t from, uint32_t to, uint64_t *frames)
 /* unlink_range for a ring whose counters follow the files (not the open's scan). */
 void rng_unlink_counted(cs_ring *r, uint32_t from, uint32_t to);
 
-/* The bounds, under the write lock; callers hold wmu. */
+/* The bounds, under the write lock; callers hold wmu. Holes below the new oldest go, a hole at the
+ * oldest moves the oldest past it (an empty ring when nothing is left), and every hole goes with an
+ * empty ring. */
 void rng_set_bounds(cs_ring *r, bool filled, uint32_t oldest, uint32_t latest);
+
+/* ---- holes and quarantine (ringquarantine.c) --------------------------------------------------- */
+
+/* Makes [first, last] a hole (merged with its neighbours) and applies rng_set_bounds' rules; callers
+ * hold wmu. Returns -1 (ENOMEM) when the hole cannot be recorded: the caller then keeps the ledger. */
+int rng_hole_add(cs_ring *r, uint32_t first, uint32_t last);
+/* The same, with new bounds set once the hole is in: a reader never sees the bounds cover the hole
+ * before the hole is recorded (a put that skips sequences whose writes failed). */
+int rng_hole_add_bounds(cs_ring *r, uint32_t first, uint32_t last, bool filled, uint32_t oldest, uint32_t latest);
+
+/* Whether seq is in a hole; callers hold the read or write lock. */
+bool rng_in_hole_locked(const cs_ring *r, uint32_t seq, uint32_t *first, uint32_t *last);
+
+/* Moves the named entries (ledger, record, frames of seq; absent ones skipped) to a new directory
+ * under <data-dir>/quarantine with a reason file holding text. where receives the directory's path.
+ * Returns 0, or -1 with errno (what was moved stays moved). Callers hold wmu. */
+int rng_quarantine(cs_ring *r, uint32_t seq, const char *text, char *where, size_t wlen);
+/* The same for one entry under a name the ring never writes (ledger-007.xdr). */
+int rng_quarantine_file(cs_ring *r, uint32_t seq, const char *name, const char *text, char *where, size_t wlen);
+
+/* The reason file's text: the ledger, the problem, what found it, the two checksums ("-" when the
+ * bytes were not hashed) and the time. */
+void rng_reason_text(char *buf, size_t len, uint32_t seq, const char *problem, const char *suspicion,
+                     const char *want, const char *got);
 
 /* The oldest sequence that keeps [oldest, latest] within the retention count. */
 uint32_t rng_pruned_oldest(const cs_ring *r, uint32_t oldest, uint32_t latest);
@@ -130,10 +172,7 @@ int rng_hash_file(int fd, uint64_t len, uint64_t *sum);
  * into *out (malloc'd, the caller frees; NULL when none). Returns 0, or -1 with errno. */
 int rng_scan_entries(cs_ring *r, entry **out, size_t *n);
 
-/* The ERROR lines of a dropped ledger (cs_ring_reject's) and of frames that failed their check. */
-void rng_log_reject(const cs_ring *r, uint32_t seq, const char *problem, uint64_t dropped, bool filled,
-                    uint32_t oldest, uint32_t latest);
-
+/* The ERROR line of frames that failed their check. */
 void rng_log_frames_problem(const cs_ring *r, uint32_t seq, const char *problem);
 /* The ledger keeps its raw file and record but loses its frames: the record is rewritten without
  * them first, so no reader is sent to a file about to go. Under wmu, or at open. A failed rewrite
@@ -151,12 +190,20 @@ void rng_note_chunk_size(cs_ring *r, uint32_t chunk_size);
 /* The record's line for seq into buf (RECORD_MAX bytes hold any); returns its length. */
 int rng_format_record(char *buf, size_t len, uint32_t seq, const cs_ledger_record *rec);
 
-/* Reads and parses the record of seq. Returns 0, -1 with problem, or -2 when it is missing
- * (ENOENT; errno kept). */
+/* Reads and parses the record of seq. Returns 0, -1 with problem (the record is bad), -2 when it is
+ * missing (ENOENT; errno kept), or -3 when a system call failed (problem names it; errno kept): an
+ * I/O error, which proves nothing about the record. */
 int rng_read_record(int dfd, uint32_t seq, cs_ledger_record *rec, char *problem, size_t plen);
 
 /* Writes seq's record through a temporary file and a rename. On failure errno is set. */
 int rng_write_record(int dfd, uint32_t seq, const cs_ledger_record *rec);
+
+/* ---- run identity (ringidentity.c) ----------------------------------------------------------- */
+
+/* Reads ring-identity and ring-run into r (either may be missing). Errors: `store: read
+ * "<dir>/ring-identity": <strerror>` (or ring-run): a file that exists and cannot be read stops the
+ * open, since a ring whose run cannot be told must not be reset or given a new run. */
+int rng_read_bookkeeping(cs_ring *r, cs_err *err);
 
 /* ---- the open's repairs (ringopen.c) --------------------------------------------------------- */
 

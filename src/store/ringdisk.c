@@ -100,12 +100,38 @@ void rng_unlink_counted(cs_ring *r, uint32_t from, uint32_t to)
     rng_frames_bytes_adjust(r, -(int64_t)frames);
 }
 
+/* Holes below oldest go; a hole that starts at or before oldest moves oldest past it. */
+static void trim_holes(cs_ring *r)
+{
+    size_t keep = 0;
+    for (size_t i = 0; i < r->nholes; i++) {
+        rng_hole h = r->holes[i];
+        if (!r->filled || h.last < r->oldest || h.first > r->latest)
+            continue;
+        if (h.first <= r->oldest) {
+            if (h.last >= r->latest) {
+                r->filled = false;
+                r->oldest = r->latest = 0;
+                keep = 0;
+                break;
+            }
+            r->oldest = h.last + 1;
+            continue;
+        }
+        if (h.last > r->latest)
+            h.last = r->latest;
+        r->holes[keep++] = h;
+    }
+    r->nholes = keep;
+}
+
 void rng_set_bounds(cs_ring *r, bool filled, uint32_t oldest, uint32_t latest)
 {
     pthread_rwlock_wrlock(&r->lock);
     r->filled = filled;
     r->oldest = oldest;
     r->latest = latest;
+    trim_holes(r);
     pthread_rwlock_unlock(&r->lock);
 }
 
@@ -240,23 +266,6 @@ int rng_scan_entries(cs_ring *r, entry **out, size_t *n)
     if (*n > 1)
         qsort(*out, *n, sizeof **out, cmp_entry);
     return 0;
-}
-
-static void ring_path(const cs_ring *r, uint32_t seq, char *buf, size_t len)
-{
-    char name[CS_LEDGER_NAME_MAX];
-    cs_ledger_name_format(name, sizeof name, seq);
-    snprintf(buf, len, "%s/%s", r->dir, name);
-}
-
-void rng_log_reject(const cs_ring *r, uint32_t seq, const char *problem, uint64_t dropped, bool filled,
-                    uint32_t oldest, uint32_t latest)
-{
-    char path[4200];
-    ring_path(r, seq, path, sizeof path);
-    CS_LOG(CS_LOG_ERROR, "ring ledger failed its integrity check; dropping it and every older ledger",
-           KV_S("file", path), KV_S("problem", problem), KV_U("dropped", dropped),
-           KV_U("oldest", filled ? oldest : 0), KV_U("latest", filled ? latest : 0));
 }
 
 void rng_log_frames_problem(const cs_ring *r, uint32_t seq, const char *problem)

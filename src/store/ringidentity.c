@@ -26,41 +26,65 @@
 #define RUN_NAME "ring-run"
 #define RUN_LINE_MAX 96
 
-/* The identity recorded in `ring-identity` into old (IDENTITY_MAX + 1 bytes); false when there is
- * none, or it is not one whole line. */
+/* Reads name whole into buf (at most cap - 1 bytes, NUL-terminated): 1 when read, 0 when it does
+ * not exist, -1 when it cannot be read (errno). */
+static int read_small(const cs_ring *r, const char *name, char *buf, size_t cap, ssize_t *len)
+{
+    buf[0] = '\0';
+    *len = 0;
+    int fd = openat(r->dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : -1;
+    ssize_t n = pread(fd, buf, cap - 1, 0);
+    int e = errno;
+    close(fd);
+    if (n < 0) {
+        errno = e;
+        return -1;
+    }
+    buf[n] = '\0';
+    *len = n;
+    return 1;
+}
+
+int rng_read_bookkeeping(cs_ring *r, cs_err *err)
+{
+    ssize_t n;
+    int got = read_small(r, IDENTITY_NAME, r->identity, sizeof r->identity, &n);
+    if (got < 0)
+        return cs_err_set(err, 0, "store: read \"%s/%s\": %s", r->dir, IDENTITY_NAME, strerror(errno));
+    /* Known only as one whole line; anything else is as good as none (the claim rewrites it). */
+    r->identity_known = got > 0 && n > 0 && r->identity[n - 1] == '\n' && memchr(r->identity, '\n', (size_t)n - 1) == NULL;
+    if (r->identity_known)
+        r->identity[n - 1] = '\0';
+    else
+        r->identity[0] = '\0';
+    if (read_small(r, RUN_NAME, r->run_line, sizeof r->run_line, &n) < 0)
+        return cs_err_set(err, 0, "store: read \"%s/%s\": %s", r->dir, RUN_NAME, strerror(errno));
+    return 0;
+}
+
+/* The identity the open read from `ring-identity` into old (IDENTITY_MAX + 1 bytes); false when
+ * there is none, or it is not one whole line. */
 static bool read_identity(const cs_ring *r, char *old)
 {
-    old[0] = '\0';
-    int fd = openat(r->dfd, IDENTITY_NAME, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0)
-        return false;
-    ssize_t n = pread(fd, old, IDENTITY_MAX, 0);
-    close(fd);
-    if (n <= 0 || old[n - 1] != '\n') {
-        old[0] = '\0';
-        return false;
-    }
-    old[n - 1] = '\0';
-    return true;
+    snprintf(old, IDENTITY_MAX + 1, "%s", r->identity);
+    return r->identity_known;
 }
 
 /* ring-run: "corestream-run 1 nonce=<16 hex> identity_xxh64=<16 hex>\n", the nonce drawn when
- * the ring was first claimed under that identity. False when there is none, or it is not exactly
- * that line (a nonce of 0 included): the claim then draws a new one. */
+ * the ring was first claimed under that identity, as the open read it. False when there is none, or
+ * it is not exactly that line (a nonce of 0 included): the claim then draws a new one. */
 static bool read_run(const cs_ring *r, uint64_t *nonce, uint64_t *idhash)
 {
-    char text[RUN_LINE_MAX + 1];
-    int fd = openat(r->dfd, RUN_NAME, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0)
+    const char *text = r->run_line;
+    size_t n = strlen(text);
+    if (n == 0 || n > RUN_LINE_MAX)
         return false;
-    ssize_t n = pread(fd, text, RUN_LINE_MAX, 0);
-    close(fd);
-    if (n <= 0)
-        return false;
-    text[n] = '\0';
     unsigned long long a, b;
     int used = -1;
-    if (sscanf(text, "corestream-run 1 nonce=%16llx identity_xxh64=%16llx\n%n", &a, &b, &used) != 2 || used != n)
+    if (sscanf(text, "corestream-run 1 nonce=%16llx identity_xxh64=%16llx\n%n", &a, &b, &used) != 2 ||
+        used != (int)n)
         return false;
     char again[RUN_LINE_MAX];
     snprintf(again, sizeof again, "corestream-run 1 nonce=%016llx identity_xxh64=%016llx\n", a, b);
@@ -129,6 +153,7 @@ int cs_ring_claim(cs_ring *r, const char *identity, uint32_t first_seq, cs_err *
             pthread_mutex_unlock(&r->wmu);
             return cs_err_set(err, 0, "store: write \"%s/%s\": %s", r->dir, RUN_NAME, strerror(e));
         }
+        snprintf(r->run_line, sizeof r->run_line, "%s", line);
     }
     r->run_nonce = nonce;
     uint32_t oldest = r->oldest, latest = r->latest;
@@ -152,6 +177,8 @@ int cs_ring_claim(cs_ring *r, const char *identity, uint32_t first_seq, cs_err *
     if (!known || strcmp(old, identity) != 0) {
         if (rng_write_small_file(r->dfd, IDENTITY_NAME, text) != 0)
             return cs_err_set(err, 0, "store: write \"%s/%s\": %s", r->dir, IDENTITY_NAME, strerror(errno));
+        snprintf(r->identity, sizeof r->identity, "%s", identity);
+        r->identity_known = true;
     }
     return 0;
 }

@@ -59,8 +59,10 @@ static int check_frames_at_open(cs_ring *r, uint32_t seq, const cs_ledger_record
     rng_frames_name(name, seq);
     struct stat st;
     if (fstatat(r->dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-        snprintf(problem, plen, "%s", errno == ENOENT ? "is missing" : strerror(errno));
-        return -1;
+        int e = errno;
+        snprintf(problem, plen, "%s", e == ENOENT ? "is missing" : strerror(e));
+        errno = e;
+        return e == ENOENT ? -1 : -3;
     }
     return rng_check_frames_stat(&st, rec, problem, plen);
 }
@@ -69,7 +71,8 @@ static int check_frames_at_open(cs_ring *r, uint32_t seq, const cs_ledger_record
  * when it has no record in a ring from before records, which has no ring-format: its record is
  * made when the repairs are carried out; a record that exists is checked all the same). Frames
  * that fail their check are noted in *bad_frames, and those of the older format in *old_frames as
- * well. Returns 0, or -1 with problem. */
+ * well. Returns 0, -1 with problem (the ledger is bad), or -3 with problem naming the file and the
+ * system's error (nothing is proven: the open fails). */
 static int check_at_open(cs_ring *r, const entry *ledger, bool upgrade, uint64_t *size, uint64_t *frames_size,
                          bool *bad_frames, bool *old_frames, char *problem, size_t plen)
 {
@@ -78,8 +81,8 @@ static int check_at_open(cs_ring *r, const entry *ledger, bool upgrade, uint64_t
     uint32_t seq = ledger->seq;
     struct stat st;
     if (fstatat(r->dfd, ledger->name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-        snprintf(problem, plen, "%s", strerror(errno));
-        return -1;
+        snprintf(problem, plen, "%s: %s", ledger->name, strerror(errno));
+        return -3;
     }
     if (!S_ISREG(st.st_mode)) {
         snprintf(problem, plen, "%s", S_ISLNK(st.st_mode) ? "is a symbolic link" : S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file");
@@ -90,6 +93,8 @@ static int check_at_open(cs_ring *r, const entry *ledger, bool upgrade, uint64_t
     int rr = rng_read_record(r->dfd, seq, &rec, problem, plen);
     if (rr == -2 && upgrade)
         return 0; /* a ring from before records: its record is made at the first write */
+    if (rr == -3)
+        return -3;
     if (rr != 0)
         return -1;
     if (rec.len != (uint64_t)st.st_size) {
@@ -101,9 +106,17 @@ static int check_at_open(cs_ring *r, const entry *ledger, bool upgrade, uint64_t
      * record when replayed by re-encoding. Frames of the older format (a version-2 record's) have
      * no per-chunk hashes: forgotten too, quietly, and made again. */
     char fproblem[300];
+    int fr = rec.frames_len && rec.version >= 3 ? check_frames_at_open(r, seq, &rec, fproblem, sizeof fproblem) : 0;
+    if (fr == -3) {
+        int e = errno;
+        char fname[CS_LEDGER_NAME_MAX];
+        rng_frames_name(fname, seq);
+        snprintf(problem, plen, "%s: %s", fname, strerror(e));
+        return -3;
+    }
     if (rec.frames_len && rec.version < 3) {
         *bad_frames = *old_frames = true;
-    } else if (rec.frames_len && check_frames_at_open(r, seq, &rec, fproblem, sizeof fproblem) != 0) {
+    } else if (fr != 0) {
         rng_log_frames_problem(r, seq, fproblem);
         *bad_frames = true;
     } else {
@@ -113,29 +126,34 @@ static int check_at_open(cs_ring *r, const entry *ledger, bool upgrade, uint64_t
 }
 
 /* Whether ring-format says this build's format (3); a format-2 ring (records, no frames) is
- * upgraded by rewriting it: its records are read as records without frames. */
-static bool format_current(cs_ring *r)
+ * upgraded by rewriting it: its records are read as records without frames. Returns 1 current,
+ * 0 missing or another format, -1 when it cannot be read (errno). */
+static int format_current(cs_ring *r)
 {
     char buf[64];
     int fd = openat(r->dfd, FORMAT_NAME, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
-        return false;
+        return errno == ENOENT || errno == ELOOP ? 0 : -1;
     ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    int e = errno;
     close(fd);
+    errno = e;
+    if (n < 0)
+        return e == EISDIR ? 0 : -1;
     return n == (ssize_t)strlen(FORMAT_TEXT) && memcmp(buf, FORMAT_TEXT, (size_t)n) == 0;
 }
 
-static int note_drop(open_repairs *o, const entry *e, const char *problem)
+static int note_drop(open_repairs *o, uint32_t seq, const char *name, const char *problem)
 {
-    if (o->nalone % 16 == 0) {
-        open_drop *grown = realloc(o->alone, (o->nalone + 16) * sizeof *grown);
+    if (o->nbad % 16 == 0) {
+        open_drop *grown = realloc(o->bad, (o->nbad + 16) * sizeof *grown);
         if (!grown)
             return -1;
-        o->alone = grown;
+        o->bad = grown;
     }
-    open_drop *d = &o->alone[o->nalone++];
-    d->seq = e->seq;
-    snprintf(d->name, sizeof d->name, "%s", e->name);
+    open_drop *d = &o->bad[o->nbad++];
+    d->seq = seq;
+    snprintf(d->name, sizeof d->name, "%s", name);
     snprintf(d->problem, sizeof d->problem, "%s", problem);
     return 0;
 }
@@ -152,12 +170,45 @@ static int note_forget(open_repairs *o, uint32_t seq)
     return 0;
 }
 
-/* Sets the bounds from what is on disk without changing it, and notes in r->repairs what the
- * first write carries out (settle): the ring keeps the longest contiguous run of good ledgers that
- * ends at the newest good one, up to the retention count (older ledgers are pruned unchecked). A
- * bad ledger newer than that run, or one under a name that is not its own (ledger-007.xdr), costs
- * only itself; the first bad or missing ledger below the newest good one costs itself and
- * everything older. */
+/* The holes of the bounds: every sequence in [oldest, latest] that has no good ledger. good holds
+ * the good ledgers' sequences, newest first. Returns the sequences missing, or UINT64_MAX when the
+ * holes cannot be recorded. */
+static uint64_t holes_between(cs_ring *r, const uint32_t *good, size_t ngood)
+{
+    uint64_t missing = 0;
+    for (size_t i = 0; i + 1 < ngood; i++) {
+        if (good[i] - good[i + 1] <= 1)
+            continue;
+        if (rng_hole_add(r, good[i + 1] + 1, good[i] - 1) != 0)
+            return UINT64_MAX;
+        missing += good[i] - good[i + 1] - 1;
+    }
+    return missing;
+}
+
+/* A record whose ledger the scan did not find (newer than every ledger, or in a hole): the ledger
+ * is missing, which is logged and counted, and the record is kept for a person to look at. */
+static int note_orphan_records(cs_ring *r, const entry *v, size_t n, const bool *ledger_seen)
+{
+    for (size_t i = 0; i < n; i++) {
+        const entry *e = &v[i];
+        if (e->kind != E_RECORD || !e->canonical || ledger_seen[i])
+            continue;
+        uint32_t first, last;
+        bool newer = !r->filled || e->seq > r->latest;
+        if (newer || (e->seq >= r->oldest && rng_in_hole_locked(r, e->seq, &first, &last)))
+            if (note_drop(&r->repairs, e->seq, e->name, "is missing (its record is there)") != 0)
+                return -1;
+    }
+    return 0;
+}
+
+/* Sets the bounds and holes from what is on disk without changing it, and notes in r->repairs what
+ * the first write carries out (settle). The newest good ledger is the latest; every ledger within
+ * the retention count below it is checked (older ones are pruned unchecked): good ones are kept, a
+ * bad one costs only itself (quarantined by the settle) and, like a missing sequence, leaves a hole
+ * unless it is older than every good ledger kept. A system call that fails ends the open: nothing
+ * is proven by it, and nothing is changed. */
 static int survey(cs_ring *r, cs_err *err)
 {
     entry *v;
@@ -165,68 +216,84 @@ static int survey(cs_ring *r, cs_err *err)
     if (rng_scan_entries(r, &v, &n) != 0)
         return cs_err_set(err, 0, "store: scan \"%s\": %s", r->dir, strerror(errno));
     open_repairs *o = &r->repairs;
+    int fmt = format_current(r);
+    if (fmt < 0) {
+        int e = errno;
+        free(v);
+        return cs_err_set(err, 0, "store: read \"%s/%s\": %s", r->dir, FORMAT_NAME, strerror(e));
+    }
     o->upgrade = faccessat(r->dfd, FORMAT_NAME, F_OK, AT_SYMLINK_NOFOLLOW) != 0;
-    o->rewrite_format = o->upgrade || !format_current(r);
+    o->rewrite_format = o->upgrade || fmt == 0;
     bool nomem = false;
-    /* Canonically named ledgers only, one per sequence, newest last; the rest cost themselves. */
-    size_t nledgers = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (v[i].record)
-            continue;
-        if (!v[i].canonical) {
-            char problem[300];
-            snprintf(problem, sizeof problem, "unexpected file name %s", v[i].name);
-            nomem |= note_drop(o, &v[i], problem) != 0;
-            continue;
-        }
-        v[nledgers++] = v[i];
+    uint32_t *good = malloc((n ? n : 1) * sizeof *good);
+    bool *seen = calloc(n ? n : 1, sizeof *seen); /* a record whose ledger the scan found */
+    size_t ngood = 0;
+    nomem |= !good || !seen;
+    /* Sorted by sequence then kind: a sequence's ledgers come before its record. */
+    for (size_t i = 0, ledger_at = SIZE_MAX; i < n && !nomem; i++) {
+        if (v[i].kind == E_LEDGER && v[i].canonical)
+            ledger_at = i;
+        else if (v[i].kind == E_RECORD)
+            seen[i] = ledger_at != SIZE_MAX && v[ledger_at].seq == v[i].seq;
     }
     bool filled = false;
-    uint32_t oldest = 0, latest = 0;
+    uint32_t oldest = 0, latest = 0, low = 0;
     uint64_t bytes = 0, fbytes = 0; /* of the ledgers kept and their frames, as the checks found them */
-    for (size_t k = nledgers; k-- > 0 && !nomem;) {
+    for (size_t k = n; k-- > 0 && !nomem;) {
         const entry *e = &v[k];
-        if (filled && e->seq != oldest - 1) {
-            o->broken = true;
-            o->brk.seq = oldest - 1;
-            snprintf(o->brk.problem, sizeof o->brk.problem, "is missing (the ring resumes at ledger %" PRIu32 ")",
-                     oldest);
-            break;
+        if (e->kind != E_LEDGER)
+            continue;
+        if (filled && e->seq < low)
+            break; /* what is older is pruned, unchecked */
+        char problem[600];
+        if (!e->canonical) {
+            snprintf(problem, sizeof problem, "unexpected file name %s", e->name);
+            nomem |= note_drop(o, e->seq, e->name, problem) != 0;
+            continue;
         }
         uint64_t size = 0, fsize = 0;
         bool bad_frames, old_frames;
-        char problem[600];
-        if (check_at_open(r, e, o->upgrade, &size, &fsize, &bad_frames, &old_frames, problem, sizeof problem) !=
-            0) {
-            if (!filled) {
-                nomem |= note_drop(o, e, problem) != 0;
-                continue;
-            }
-            o->broken = true;
-            o->brk.seq = e->seq;
-            snprintf(o->brk.problem, sizeof o->brk.problem, "%s", problem);
-            break;
+        int rc = check_at_open(r, e, o->upgrade, &size, &fsize, &bad_frames, &old_frames, problem, sizeof problem);
+        if (rc == -3) {
+            free(v);
+            free(good);
+            free(seen);
+            return cs_err_set(err, 0, "store: read \"%s/%s\"", r->dir, problem);
+        }
+        if (rc != 0) {
+            nomem |= note_drop(o, e->seq, e->name, problem) != 0;
+            continue;
         }
         if (bad_frames)
             nomem |= note_forget(o, e->seq) != 0;
         o->old_frames += old_frames;
         bytes += size;
         fbytes += fsize;
-        if (!filled)
+        if (!filled) {
             latest = e->seq;
+            low = (uint64_t)latest + 1 > r->retention ? (uint32_t)((uint64_t)latest + 1 - r->retention) : 1;
+        }
         filled = true;
         oldest = e->seq;
-        if ((uint64_t)latest - oldest + 1 >= r->retention)
-            break; /* what is older is pruned, unchecked */
+        good[ngood++] = e->seq;
     }
-    if (o->broken && nledgers > 0 && v[0].seq <= o->brk.seq)
-        o->brk_dropped = (uint64_t)o->brk.seq - v[0].seq + 1; /* counted as sequences: a gap counts too */
-    free(v);
-    if (nomem)
-        return cs_err_set(err, 0, "store: scan \"%s\": %s", r->dir, strerror(ENOMEM));
     r->filled = filled;
     r->oldest = filled ? oldest : 0;
     r->latest = filled ? latest : 0;
+    uint64_t missing = nomem ? 0 : holes_between(r, good, ngood);
+    nomem |= missing == UINT64_MAX || note_orphan_records(r, v, n, seen) != 0;
+    free(v);
+    free(good);
+    free(seen);
+    if (nomem)
+        return cs_err_set(err, 0, "store: scan \"%s\": %s", r->dir, strerror(ENOMEM));
+    o->missing = missing;
+    /* A quarantined ledger's sequence is a hole, not a missing one: counted once, as bad. */
+    for (size_t i = 0; i < o->nbad; i++) {
+        uint32_t f, l;
+        if (filled && o->bad[i].seq >= oldest && rng_in_hole_locked(r, o->bad[i].seq, &f, &l) && o->missing)
+            o->missing--;
+    }
     atomic_store(&r->bytes, filled ? bytes : 0);
     atomic_store(&r->frames_bytes, filled ? fbytes : 0);
     atomic_store(&r->unsettled, true);
@@ -283,7 +350,8 @@ static void remove_entry(cs_ring *r, const char *name)
 }
 
 /* Every ledger, record and frames entry but the bounds' own (frames only while their record
- * claims them) goes: bad and pruned ledgers, and the sidecars of a crash between two renames. */
+ * claims them) goes: pruned ledgers, and the sidecars of a crash between two renames. Bad ledgers
+ * were quarantined before this runs. */
 static void remove_outside(cs_ring *r)
 {
     entry *v;
@@ -292,7 +360,9 @@ static void remove_outside(cs_ring *r)
         return; /* leftovers only cost disk space; the next start tries again */
     for (size_t i = 0; i < n; i++) {
         const entry *e = &v[i];
-        bool keep = r->filled && e->canonical && e->seq >= r->oldest && e->seq <= r->latest;
+        uint32_t first, last;
+        bool keep = r->filled && e->canonical && e->seq >= r->oldest && e->seq <= r->latest &&
+                    !rng_in_hole_locked(r, e->seq, &first, &last);
         if (keep && e->kind == E_FRAMES) {
             cs_ledger_record rec;
             char ignored[300];
@@ -311,6 +381,11 @@ static int make_records(cs_ring *r, cs_err *err)
 {
     uint64_t made = 0;
     for (uint64_t s = r->oldest; r->filled && s <= r->latest; s++) {
+        uint32_t first, last;
+        if (rng_in_hole_locked(r, (uint32_t)s, &first, &last)) {
+            s = last;
+            continue;
+        }
         char name[CS_LEDGER_NAME_MAX];
         rng_record_name(name, (uint32_t)s);
         if (faccessat(r->dfd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
@@ -337,16 +412,49 @@ static int make_records(cs_ring *r, cs_err *err)
     return 0;
 }
 
-static void log_drops(const cs_ring *r, const open_repairs *o)
+/* Moves one entry the open found bad to the quarantine, with its sidecars when it is the ledger
+ * of its sequence (or its orphan record), and logs it. */
+static void quarantine_found(cs_ring *r, const open_drop *d)
 {
-    for (size_t i = 0; i < o->nalone; i++) {
-        char path[4200];
-        snprintf(path, sizeof path, "%s/%s", r->dir, o->alone[i].name);
-        CS_LOG(CS_LOG_ERROR, "ring ledger failed its integrity check; dropping it", KV_S("file", path),
-               KV_S("problem", o->alone[i].problem), KV_U("oldest", r->oldest), KV_U("latest", r->latest));
+    char path[4200], text[1600], where[4300];
+    snprintf(path, sizeof path, "%s/%s", r->dir, d->name);
+    rng_reason_text(text, sizeof text, d->seq, d->problem, "open", "-", "-");
+    char canon[CS_LEDGER_NAME_MAX], rname[CS_LEDGER_NAME_MAX];
+    cs_ledger_name_format(canon, sizeof canon, d->seq);
+    rng_record_name(rname, d->seq);
+    int rc;
+    if (strcmp(d->name, canon) == 0 || strcmp(d->name, rname) == 0) {
+        rc = rng_quarantine(r, d->seq, text, where, sizeof where);
+    } else {
+        /* A name the ring never writes (ledger-007.xdr): that file alone; ledger-7's are not its. */
+        rc = rng_quarantine_file(r, d->seq, d->name, text, where, sizeof where);
     }
-    if (o->broken)
-        rng_log_reject(r, o->brk.seq, o->brk.problem, o->brk_dropped, r->filled, r->oldest, r->latest);
+    if (rc != 0) {
+        CS_LOG(CS_LOG_ERROR, "ring ledger is bad; it could not be quarantined, it is not served and stays in place",
+               KV_S("file", path), KV_S("problem", d->problem), KV_S("error", strerror(errno)),
+               KV_U("oldest", r->oldest), KV_U("latest", r->latest));
+        return;
+    }
+    CS_LOG(CS_LOG_ERROR, "ring ledger is bad; quarantined, the ledgers around it stay", KV_S("file", path),
+           KV_S("problem", d->problem), KV_S("record_xxh64", "-"), KV_S("actual_xxh64", "-"), KV_S("quarantine", where),
+           KV_U("oldest", r->oldest), KV_U("latest", r->latest));
+}
+
+/* The holes the open found where no file was at all (not only quarantined ledgers): one line each. */
+static void log_missing(const cs_ring *r, const open_repairs *o)
+{
+    for (size_t i = 0; i < r->nholes; i++) {
+        uint64_t bad = 0;
+        for (size_t k = 0; k < o->nbad; k++)
+            bad += o->bad[k].seq >= r->holes[i].first && o->bad[k].seq <= r->holes[i].last;
+        if (bad >= (uint64_t)r->holes[i].last - r->holes[i].first + 1)
+            continue;
+        char path[4200];
+        snprintf(path, sizeof path, "%s/ledger-%" PRIu32 ".xdr", r->dir, r->holes[i].first);
+        CS_LOG(CS_LOG_ERROR, "ring ledgers are missing; their sequences are a hole, the ledgers around them stay",
+               KV_S("file", path), KV_U("first", r->holes[i].first), KV_U("last", r->holes[i].last),
+               KV_U("oldest", r->oldest), KV_U("latest", r->latest));
+    }
 }
 
 int rng_settle_locked(cs_ring *r, cs_err *err)
@@ -355,6 +463,8 @@ int rng_settle_locked(cs_ring *r, cs_err *err)
         return 0;
     open_repairs *o = &r->repairs;
     remove_leftover_tmps(r);
+    for (size_t i = 0; i < o->nbad; i++)
+        quarantine_found(r, &o->bad[i]);
     if (o->upgrade && make_records(r, err) != 0)
         return -1;
     for (size_t i = 0; i < o->nforget; i++) {
@@ -369,9 +479,10 @@ int rng_settle_locked(cs_ring *r, cs_err *err)
     remove_outside(r);
     if (o->rewrite_format && rng_write_small_file(r->dfd, FORMAT_NAME, FORMAT_TEXT) != 0)
         return cs_err_set(err, 0, "store: upgrade \"%s\": %s: %s", r->dir, FORMAT_NAME, strerror(errno));
-    log_drops(r, o);
-    atomic_fetch_add(&r->dropped, o->nalone + o->brk_dropped);
-    free(o->alone);
+    if (o->missing)
+        log_missing(r, o);
+    atomic_fetch_add(&r->dropped, o->nbad + o->missing);
+    free(o->bad);
     free(o->forget);
     memset(o, 0, sizeof *o);
     atomic_store(&r->unsettled, false);
@@ -420,7 +531,7 @@ int cs_ring_open(cs_ring **out, const char *dir, int64_t retention, cs_err *err)
     atomic_init(&r->degraded, false);
     atomic_init(&r->dropped, 0);
     atomic_init(&r->unsettled, false);
-    if (probe_writable(r, err) != 0 || survey(r, err) != 0) {
+    if (probe_writable(r, err) != 0 || rng_read_bookkeeping(r, err) != 0 || survey(r, err) != 0) {
         if (err)
             err->kind = 0;
         cs_ring_close(r);
@@ -435,8 +546,9 @@ void cs_ring_close(cs_ring *r)
     if (!r)
         return;
     close(r->dfd);
-    free(r->repairs.alone);
+    free(r->repairs.bad);
     free(r->repairs.forget);
+    free(r->holes);
     pthread_rwlock_destroy(&r->lock);
     pthread_mutex_destroy(&r->wmu);
     free(r->dir);

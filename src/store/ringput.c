@@ -264,10 +264,29 @@ static int publish_tmp(cs_ring *r, uint32_t seq, bool frames, cs_err *err)
     return 0;
 }
 
-static void put_failed(cs_ring *r)
+/* A put that failed: counted, and remembered when it is the ledger after latest (or follows the
+ * ones that failed before it), so the put that works again leaves a hole for it instead of
+ * resetting the ring. */
+static void put_failed(cs_ring *r, uint32_t seq)
 {
     atomic_fetch_add(&r->write_failures, 1);
     atomic_store(&r->degraded, true);
+    pthread_mutex_lock(&r->wmu);
+    bool next = r->filled && r->latest < UINT32_MAX && seq == r->latest + 1;
+    if (r->failed_first && seq == (uint64_t)r->failed_last + 1)
+        r->failed_last = seq; /* the run of failures goes on */
+    else if (next)
+        r->failed_first = r->failed_last = seq;
+    else if (!r->failed_first || seq != r->failed_last) /* not a retry of the last one */
+        r->failed_first = r->failed_last = 0;
+    pthread_mutex_unlock(&r->wmu);
+}
+
+/* Whether seq follows a run of failed puts that began right after latest. */
+static bool follows_failed_puts(const cs_ring *r, uint32_t seq)
+{
+    return r->filled && r->failed_first && r->failed_first == (uint64_t)r->latest + 1 && seq > r->failed_first &&
+           (uint64_t)r->failed_last + 1 >= seq;
 }
 
 int cs_ring_put(cs_ring *r, uint32_t seq, const struct iovec *parts, size_t nparts, const struct iovec *chunks,
@@ -280,18 +299,21 @@ int cs_ring_put(cs_ring *r, uint32_t seq, const struct iovec *parts, size_t npar
                           "store: invalid ledger sequence: ledger sequences start at 1, so 0 means a "
                           "wrapped counter");
     if (rng_settle(r, err) != 0) {
-        put_failed(r);
+        put_failed(r, seq);
         return -1;
     }
     /* The new ledger is written before anything is reset: a write that fails leaves the ring
      * serving what it held (the gap it leaves resets the ring at the next write that works). */
     cs_ledger_record rec = *rec_in;
     if (write_tmp(r, seq, parts, nparts, chunks, nchunks, &rec, err) != 0) {
-        put_failed(r);
+        put_failed(r, seq);
         return -1;
     }
     pthread_mutex_lock(&r->wmu);
-    if (r->filled && (r->latest == UINT32_MAX || seq != r->latest + 1)) {
+    /* Ledgers the ring failed to write are a hole, not a reason to forget the ones before them. */
+    uint32_t skipped = follows_failed_puts(r, seq) ? r->failed_first : 0;
+    r->failed_first = r->failed_last = 0;
+    if (!skipped && r->filled && (r->latest == UINT32_MAX || seq != r->latest + 1)) {
         uint32_t oldest = r->oldest, latest = r->latest;
         /* Empty the bounds first so no reader is sent to a file about to disappear. */
         rng_set_bounds(r, false, 0, 0);
@@ -300,8 +322,12 @@ int cs_ring_put(cs_ring *r, uint32_t seq, const struct iovec *parts, size_t npar
             *reset = true;
     }
     if (publish_tmp(r, seq, rec.frames_len != 0, err) != 0) {
+        if (skipped) { /* still owed: put_failed extends the run with seq */
+            r->failed_first = skipped;
+            r->failed_last = seq - 1;
+        }
         pthread_mutex_unlock(&r->wmu);
-        put_failed(r);
+        put_failed(r, seq);
         return -1;
     }
     atomic_store(&r->degraded, false);
@@ -313,7 +339,11 @@ int cs_ring_put(cs_ring *r, uint32_t seq, const struct iovec *parts, size_t npar
     rng_note_chunk_size(r, rec.chunk_size);
     uint32_t oldest = r->filled ? r->oldest : seq;
     uint32_t keep = rng_pruned_oldest(r, oldest, seq);
-    rng_set_bounds(r, true, keep, seq);
+    if (!skipped || rng_hole_add_bounds(r, skipped, seq - 1, true, keep, seq) != 0)
+        rng_set_bounds(r, true, skipped ? seq : keep, seq); /* no room for the hole: only seq is kept */
+    if (skipped)
+        CS_LOG(CS_LOG_WARN, "ring: ledgers whose writes failed are a hole; the ledgers before them stay",
+               KV_U("first", skipped), KV_U("last", seq - 1), KV_U("ledger", seq));
     if (keep != oldest)
         rng_unlink_counted(r, oldest, keep - 1);
     pthread_mutex_unlock(&r->wmu);

@@ -25,25 +25,6 @@ static ledger_file *file_of(cs_ledger_ref *ref)
     return (ledger_file *)((char *)ref - offsetof(ledger_file, ref));
 }
 
-void cs_ring_reject(cs_ring *r, uint32_t seq, const char *problem)
-{
-    pthread_mutex_lock(&r->wmu);
-    rng_settle_locked(r, NULL); /* a failure here is the next write's to report */
-    if (!r->filled || seq < r->oldest || seq > r->latest) {
-        pthread_mutex_unlock(&r->wmu);
-        return;
-    }
-    uint32_t oldest = r->oldest, latest = r->latest;
-    bool filled = seq != latest;
-    /* The bounds first, so no reader is sent to the files about to go. */
-    rng_set_bounds(r, filled, filled ? seq + 1 : 0, filled ? latest : 0);
-    rng_unlink_counted(r, oldest, seq);
-    uint64_t dropped = (uint64_t)seq - oldest + 1;
-    atomic_fetch_add(&r->dropped, dropped);
-    pthread_mutex_unlock(&r->wmu);
-    rng_log_reject(r, seq, problem, dropped, filled, seq + 1, latest);
-}
-
 static int not_retained_outside(uint32_t seq, uint32_t oldest, uint32_t latest, cs_err *err)
 {
     return cs_err_set(err, CS_RING_ERR_NOT_RETAINED,
@@ -57,52 +38,108 @@ bool rng_retained(cs_ring *r, uint32_t seq)
     return cs_ring_bounds(r, &oldest, &latest) && seq >= oldest && seq <= latest;
 }
 
-/* A check failed: a prune, reset or drop racing with us explains it when seq has left the bounds
- * meanwhile; otherwise the ledger is bad and is rejected. */
+/* A check failed: a prune or reset racing with us explains it when seq has left the bounds
+ * meanwhile; otherwise the ledger is suspect (the caller may ask cs_ring_condemn for a verdict). */
 static int get_failed(cs_ring *r, uint32_t seq, const char *problem, cs_err *err)
 {
     if (!rng_retained(r, seq))
         return cs_err_set(err, CS_RING_ERR_NOT_RETAINED, "store: ledger not retained: ledger %" PRIu32 " was pruned",
                           seq);
-    cs_ring_reject(r, seq, problem);
-    return cs_err_set(err, CS_RING_ERR_NOT_RETAINED,
-                      "store: ledger not retained: ledger %" PRIu32 " failed its integrity check: %s", seq, problem);
+    return cs_err_set(err, CS_RING_ERR_CORRUPT, "store: ledger %" PRIu32 " failed its integrity check: %s", seq,
+                      problem);
+}
+
+static int get_io_failed(cs_ring *r, uint32_t seq, const char *what, int e, cs_err *err)
+{
+    atomic_fetch_add(&r->io_errors, 1);
+    return cs_err_set(err, CS_RING_ERR_IO, "store: read ledger %" PRIu32 ": %s: %s", seq, what, strerror(e));
+}
+
+/* Where seq stands: outside the bounds, in a hole, or retained (0). */
+static int locate(cs_ring *r, uint32_t seq, cs_err *err)
+{
+    pthread_rwlock_rdlock(&r->lock);
+    bool filled = r->filled;
+    uint32_t oldest = r->oldest, latest = r->latest, first = 0, last = 0;
+    bool hole = filled && seq >= oldest && seq <= latest && rng_in_hole_locked(r, seq, &first, &last);
+    pthread_rwlock_unlock(&r->lock);
+    if (!filled || seq < oldest || seq > latest)
+        return not_retained_outside(seq, oldest, latest, err);
+    if (hole)
+        return cs_err_set(err, CS_RING_ERR_HOLE,
+                          "store: ledger %" PRIu32 " is missing from the ring (ledgers %" PRIu32 " to %" PRIu32 ")",
+                          seq, first, last);
+    return 0;
+}
+
+static ledger_file *new_file(uint32_t seq, const cs_ledger_record *rec, int fd)
+{
+    ledger_file *m = malloc(sizeof *m);
+    if (!m)
+        return NULL;
+    memset(&m->ref, 0, sizeof m->ref);
+    m->ref.seq = seq;
+    m->ref.rec = *rec;
+    m->ref.fd = fd;
+    m->ref.frames_fd = -1;
+    m->frames = NULL;
+    m->tail = NULL;
+    atomic_init(&m->refs, 1);
+    return m;
+}
+
+/* Opens and checks the frames the record claims; frames that fail are left out of the ref (a
+ * finding is said in frames_problem, an I/O error is only counted). */
+static void attach_frames(cs_ring *r, ledger_file *m)
+{
+    char problem[300];
+    int rc = open_frames(r, m, problem, sizeof problem);
+    if (rc == 0)
+        return;
+    if (rc == -3)
+        atomic_fetch_add(&r->io_errors, 1);
+    else
+        snprintf(m->ref.frames_problem, sizeof m->ref.frames_problem, "%s", problem);
+    m->ref.frames_claimed_xxh3 = m->ref.rec.frames_xxh3;
+    m->ref.rec.frames_len = 0;
+    m->ref.rec.frames_xxh3 = 0;
+    m->ref.rec.raw_xxh3 = 0;
 }
 
 int cs_ring_get(cs_ring *r, uint32_t seq, cs_ledger_ref **out, cs_err *err)
 {
     *out = NULL;
-    uint32_t oldest, latest;
-    bool filled = cs_ring_bounds(r, &oldest, &latest);
-    if (!filled || seq < oldest || seq > latest)
-        return not_retained_outside(seq, oldest, latest, err);
+    if (locate(r, seq, err) != 0)
+        return -1;
     /* Opened outside the lock: a prune racing with us shows up as a missing file, and once open
      * the unlink no longer matters. Never through a symlink; O_NONBLOCK so a FIFO put in the
      * ledger's place cannot hang the open (it then fails the regular-file check). */
-    char name[CS_LEDGER_NAME_MAX], problem[300];
+    char name[CS_LEDGER_NAME_MAX], problem[600];
     cs_ledger_name_format(name, sizeof name, seq);
     int fd = openat(r->dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
-        if (e == ENOENT || e == ELOOP) {
-            snprintf(problem, sizeof problem, "%s", e == ENOENT ? "is missing" : "is a symbolic link");
-            return get_failed(r, seq, problem, err);
-        }
-        return cs_err_set(err, CS_RING_ERR_IO, "store: read ledger %" PRIu32 ": %s", seq, strerror(e));
+        if (e == ENOENT || e == ELOOP)
+            return get_failed(r, seq, e == ENOENT ? "is missing" : "is a symbolic link", err);
+        return get_io_failed(r, seq, name, e, err);
     }
     struct stat st;
     if (fstat(fd, &st) != 0) {
         int e = errno;
         close(fd);
-        return cs_err_set(err, CS_RING_ERR_IO, "store: read ledger %" PRIu32 ": %s", seq, strerror(e));
+        return get_io_failed(r, seq, name, e, err);
     }
     cs_ledger_record rec;
     int rc = 0;
     if (!S_ISREG(st.st_mode)) {
         snprintf(problem, sizeof problem, "%s", S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file");
         rc = -1;
-    } else if (rng_read_record(r->dfd, seq, &rec, problem, sizeof problem) != 0) {
-        rc = -1;
+    } else if ((rc = rng_read_record(r->dfd, seq, &rec, problem, sizeof problem)) != 0) {
+        int e = errno;
+        if (rc == -3) {
+            close(fd);
+            return get_io_failed(r, seq, problem, e, err);
+        }
     } else if (rec.len != (uint64_t)st.st_size) {
         snprintf(problem, sizeof problem, "is %lld bytes, its record says %" PRIu64, (long long)st.st_size, rec.len);
         rc = -1;
@@ -111,29 +148,13 @@ int cs_ring_get(cs_ring *r, uint32_t seq, cs_ledger_ref **out, cs_err *err)
         close(fd);
         return get_failed(r, seq, problem, err);
     }
-    ledger_file *m = malloc(sizeof *m);
+    ledger_file *m = new_file(seq, &rec, fd);
     if (!m) {
         close(fd);
-        return cs_err_set(err, CS_RING_ERR_IO, "store: read ledger %" PRIu32 ": %s", seq, strerror(ENOMEM));
+        return get_io_failed(r, seq, name, ENOMEM, err);
     }
-    m->ref.seq = seq;
-    m->ref.rec = rec;
-    m->ref.fd = fd;
-    m->ref.frames_fd = -1;
-    m->ref.frames = NULL;
-    m->ref.frames_tail = NULL;
-    m->ref.frames_tail_len = 0;
-    m->frames = NULL;
-    m->tail = NULL;
-    atomic_init(&m->refs, 1);
-    if (rec.frames_len && open_frames(r, m, problem, sizeof problem) != 0) {
-        /* Not the ledger's fault: this replay (and every later one) re-encodes it. */
-        if (rng_retained(r, seq))
-            cs_ring_drop_frames(r, seq, rec.frames_xxh3, problem);
-        m->ref.rec.frames_len = 0;
-        m->ref.rec.frames_xxh3 = 0;
-        m->ref.rec.raw_xxh3 = 0;
-    }
+    if (rec.frames_len)
+        attach_frames(r, m);
     *out = &m->ref;
     return 0;
 }
@@ -154,7 +175,8 @@ static int pread_exact(int fd, void *buf, size_t n, uint64_t off, size_t *got)
 }
 
 /* Opens and checks the frames of m's ledger: a regular file (never through a symlink) of the
- * recorded length whose index parses against the record. Returns 0, or -1 with problem. */
+ * recorded length whose index parses against the record. Returns 0, -1 with problem (a finding), or
+ * -3 with problem (a system call failed). */
 static int open_frames(cs_ring *r, ledger_file *m, char *problem, size_t plen)
 {
     const cs_ledger_record *rec = &m->ref.rec;
@@ -162,26 +184,27 @@ static int open_frames(cs_ring *r, ledger_file *m, char *problem, size_t plen)
     rng_frames_name(name, m->ref.seq);
     int fd = openat(r->dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
-        snprintf(problem, plen, "%s", errno == ENOENT ? "is missing" : errno == ELOOP ? "is a symbolic link" : strerror(errno));
-        return -1;
+        int e = errno;
+        snprintf(problem, plen, "%s", e == ENOENT ? "is missing" : e == ELOOP ? "is a symbolic link" : strerror(e));
+        return e == ENOENT || e == ELOOP ? -1 : -3;
     }
     struct stat st;
     size_t tail_len = cs_frames_tail_len(rec->chunks), got = 0;
-    int rc = fstat(fd, &st) != 0 ? (snprintf(problem, plen, "%s", strerror(errno)), -1)
+    int rc = fstat(fd, &st) != 0 ? (snprintf(problem, plen, "%s", strerror(errno)), -3)
                                  : rng_check_frames_stat(&st, rec, problem, plen);
     if (rc == 0) {
         m->tail = malloc(tail_len);
         m->frames = malloc((rec->chunks ? rec->chunks : 1) * sizeof *m->frames);
         if (!m->tail || !m->frames) {
             snprintf(problem, plen, "%s", strerror(ENOMEM));
-            rc = -1;
+            rc = -3;
         }
     }
     if (rc == 0) {
         int k = pread_exact(fd, m->tail, tail_len, rec->frames_len - tail_len, &got);
         if (k != 0) {
             snprintf(problem, plen, "%s", k < 0 ? strerror(errno) : "is shorter than its record");
-            rc = -1;
+            rc = k < 0 ? -3 : -1;
         }
     }
     if (rc == 0)
@@ -193,7 +216,7 @@ static int open_frames(cs_ring *r, ledger_file *m, char *problem, size_t plen)
         free(m->frames);
         m->tail = NULL;
         m->frames = NULL;
-        return -1;
+        return rc;
     }
     m->ref.frames_fd = fd;
     m->ref.frames = m->frames;
@@ -273,6 +296,13 @@ void cs_ring_health(cs_ring *r, cs_ring_health_t *out)
     out->write_failures = atomic_load(&r->write_failures);
     out->degraded = atomic_load(&r->degraded);
     out->dropped = atomic_load(&r->dropped);
+    out->io_errors = atomic_load(&r->io_errors);
+    pthread_rwlock_rdlock(&r->lock);
+    uint64_t holes = 0;
+    for (size_t i = 0; i < r->nholes; i++)
+        holes += (uint64_t)r->holes[i].last - r->holes[i].first + 1;
+    pthread_rwlock_unlock(&r->lock);
+    out->holes = holes;
 }
 
 const char *cs_ring_dir(const cs_ring *r)

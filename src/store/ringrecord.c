@@ -162,19 +162,31 @@ int rng_read_record(int dfd, uint32_t seq, cs_ledger_record *rec, char *problem,
 {
     char name[CS_LEDGER_NAME_MAX];
     rng_record_name(name, seq);
-    int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
-        snprintf(problem, plen, e == ENOENT ? "integrity record is missing" : "integrity record: %s", strerror(e));
+        /* A symbolic link in its place is a finding (the ring never writes one), not an I/O error. */
+        if (e == ELOOP)
+            snprintf(problem, plen, "integrity record is a symbolic link");
+        else
+            snprintf(problem, plen, e == ENOENT ? "integrity record is missing" : "%s: %s", name, strerror(e));
         errno = e;
-        return e == ENOENT ? -2 : -1;
+        return e == ENOENT ? -2 : e == ELOOP ? -1 : -3;
+    }
+    struct stat st;
+    if (fstat(fd, &st) == 0 && !S_ISREG(st.st_mode)) {
+        close(fd);
+        snprintf(problem, plen, "integrity record is %s", S_ISDIR(st.st_mode) ? "a directory" : "not a regular file");
+        return -1;
     }
     char buf[RECORD_MAX + 1];
     ssize_t n = pread(fd, buf, RECORD_MAX, 0);
+    int e = errno;
     close(fd);
     if (n < 0) {
-        snprintf(problem, plen, "integrity record: %s", strerror(errno));
-        return -1;
+        snprintf(problem, plen, "%s: %s", name, strerror(e));
+        errno = e;
+        return -3;
     }
     buf[n] = '\0';
     return parse_record(buf, seq, rec, problem, plen);

@@ -140,13 +140,15 @@ static bool scan_u32(const char **p, const char *end, uint32_t *out)
     return true;
 }
 
-bool cs_wire_parse_too_far_behind(const char *reason, size_t len, uint32_t *oldest, uint32_t *latest)
+/* "<prefix>%d <middle>%d" with scanf semantics: the two reasons that carry two sequences. */
+static bool parse_two(const char *reason, size_t len, const char *prefix, const char *middle, uint32_t *a,
+                      uint32_t *b)
 {
     const char *p = reason, *end = reason + len;
     uint32_t o, l;
-    *oldest = *latest = 0;
-    size_t plen = strlen(TOO_FAR_PREFIX), mlen = strlen(TOO_FAR_MIDDLE);
-    if (len < plen || memcmp(p, TOO_FAR_PREFIX, plen) != 0)
+    *a = *b = 0;
+    size_t plen = strlen(prefix), mlen = strlen(middle);
+    if (len < plen || memcmp(p, prefix, plen) != 0)
         return false;
     p += plen;
     if (!scan_u32(&p, end, &o))
@@ -154,12 +156,30 @@ bool cs_wire_parse_too_far_behind(const char *reason, size_t len, uint32_t *olde
     /* A space in a scanf format matches any run of spaces, including none. */
     while (p < end && *p == ' ')
         p++;
-    if ((size_t)(end - p) < mlen || memcmp(p, TOO_FAR_MIDDLE, mlen) != 0)
+    if ((size_t)(end - p) < mlen || memcmp(p, middle, mlen) != 0)
         return false;
     p += mlen;
     if (!scan_u32(&p, end, &l))
         return false;
-    *oldest = o;
-    *latest = l;
+    *a = o;
+    *b = l;
     return true;
+}
+
+bool cs_wire_parse_too_far_behind(const char *reason, size_t len, uint32_t *oldest, uint32_t *latest)
+{
+    return parse_two(reason, len, TOO_FAR_PREFIX, TOO_FAR_MIDDLE, oldest, latest);
+}
+
+#define HOLE_PREFIX "missing from the ring: first="
+#define HOLE_MIDDLE "last="
+
+void cs_wire_format_ring_hole(char *buf, size_t len, uint32_t first, uint32_t last)
+{
+    snprintf(buf, len, HOLE_PREFIX "%u " HOLE_MIDDLE "%u", first, last);
+}
+
+bool cs_wire_parse_ring_hole(const char *reason, size_t len, uint32_t *first, uint32_t *last)
+{
+    return parse_two(reason, len, HOLE_PREFIX, HOLE_MIDDLE, first, last);
 }

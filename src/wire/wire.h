@@ -82,6 +82,10 @@ int cs_wire_validate_chunk_size(int64_t n, cs_err *err);
 /* 4001 reason: `too far behind: oldest=%d latest=%d`. */
 void cs_wire_format_too_far_behind(char *buf, size_t len, uint32_t oldest, uint32_t latest);
 
+/* 4002 reason: `missing from the ring: first=%d last=%d`; parse: false (0/0) when it cannot be read. */
+void cs_wire_format_ring_hole(char *buf, size_t len, uint32_t first, uint32_t last);
+bool cs_wire_parse_ring_hole(const char *reason, size_t len, uint32_t *first, uint32_t *last);
+
 /* Parses a 4001 reason with scanf semantics. Returns false (bounds left 0/0) when it cannot be
  * parsed, so an unreadable reason leaves the bounds unknown rather than wrong. */
 bool cs_wire_parse_too_far_behind(const char *reason, size_t len, uint32_t *oldest, uint32_t *latest);

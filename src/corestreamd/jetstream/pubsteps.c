@@ -159,7 +159,7 @@ static int step_ring(cs_js_publisher *p)
                 p->rp = NULL;
                 return STEP_PROGRESS;
             }
-            if (r == CS_REPLAY_FAILED) {
+            if (r == CS_REPLAY_FAILED || r == CS_REPLAY_CORRUPT || r == CS_REPLAY_HOLE) {
                 CS_LOG(CS_LOG_ERROR, "jetstream stream gap", KV_U("from", p->pos.seq), KV_U("to", p->pos.seq),
                        KV_S("detail", e.msg));
                 atomic_fetch_add(&p->gaps, 1);

@@ -173,6 +173,19 @@ static bool step_replay(cs_cursor *c, cs_step *out)
         close_with(out, CS_CLOSE_TOO_FAR_BEHIND, reason);
         return true;
     }
+    case CS_REPLAY_HOLE: {
+        /* Everything before the hole went out; the close names it, so a client can tell it from
+         * a ring that moved on (4001) and fetch it elsewhere. */
+        uint32_t first, last;
+        cs_replay_hole(c->replay, &first, &last);
+        cs_replay_release(c->replay);
+        c->replay = NULL;
+        c->mode = CS_CUR_IDLE;
+        char reason[96];
+        cs_wire_format_ring_hole(reason, sizeof reason, first, last);
+        close_with(out, CS_CLOSE_RING_HOLE, reason);
+        return true;
+    }
     default: {
         /* The ledger could not be read or differs from its record: no END goes out, so nothing
          * of it is accepted; the reason names it (the ring's ERROR line says what differed). */

@@ -57,7 +57,7 @@ static int fill_one(cs_frames_fill *f, ZSTD_CCtx *cctx, uint8_t *raw, uint8_t *o
         size_t n = ref->rec.len - off < cs ? (size_t)(ref->rec.len - off) : cs;
         if (cs_ledger_read(ref, off, raw, n, err) != 0) {
             if (err->kind == CS_RING_ERR_CORRUPT)
-                cs_ring_reject(f->ring, seq, err->msg);
+                cs_ring_condemn(f->ring, seq, err->msg);
             rc = FILL_SKIPPED;
             break;
         }
@@ -75,7 +75,7 @@ static int fill_one(cs_frames_fill *f, ZSTD_CCtx *cctx, uint8_t *raw, uint8_t *o
             snprintf(problem, sizeof problem,
                      "ledger-%" PRIu32 ".xdr changed on disk: its bytes hash to %016" PRIx64 ", its record says %016" PRIx64,
                      seq, sum, ref->rec.xxh64);
-            cs_ring_reject(f->ring, seq, problem);
+            cs_ring_condemn(f->ring, seq, problem);
             rc = FILL_SKIPPED;
         }
     }

@@ -4,8 +4,8 @@
  * it against its record's XXH64 while reading, compresses its chunks as the live encoder would
  * (zstd at the given level when compress is on and the frame is strictly smaller, else raw) and
  * attaches the frames (cs_ring_frames_attach). Until a ledger has them, its replays re-encode it
- * as before. A ledger whose bytes do not hash to its record is rejected like a replay would
- * (cs_ring_reject). Logs when it made any:
+ * as before. A ledger whose bytes do not hash to its record is judged like a replay would
+ * (cs_ring_condemn). Logs when it made any:
  *   INFO `ring: stored frames made for ledgers retained without them` ledgers=N
  * and a failure to write them once, at WARN `ring: stored frames could not be made` ledger=S error=…
  * (the pass stops; those ledgers keep replaying by re-encoding). */

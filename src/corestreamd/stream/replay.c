@@ -27,6 +27,7 @@ struct cs_replay {
     bool opening;  /* a worker is mapping the ledger */
     int status;    /* CS_REPLAY_PENDING until a terminal error */
     cs_err err;
+    uint32_t hole_first, hole_last; /* CS_REPLAY_HOLE's */
     /* The item that failed: the items before it are still handed out first, so the error comes in
      * their place of the flow whatever the workers' timing (an END that fails is never sent, the
      * chunks before it are). 0 for a failure before any item (the open). */
@@ -276,6 +277,39 @@ static cs_msg *produce_stored(cs_replay_pool *p, cs_replay *r, size_t k, int *st
     return read_stored(p, r, k, status, frames_fault, err);
 }
 
+/* What a failed open means for the subscriber: out of the bounds, in a hole (a suspect ledger is
+ * judged first: proven bad, it is a hole now), or a failure to retry. */
+static int open_failed(cs_replay_pool *p, cs_replay *r, cs_err *err)
+{
+    if (err->kind == CS_RING_ERR_CORRUPT)
+        cs_ring_condemn(p->ring, r->seq, err->msg);
+    if (err->kind == CS_RING_ERR_NOT_RETAINED)
+        return CS_REPLAY_NOT_RETAINED;
+    if (cs_ring_hole(p->ring, r->seq, &r->hole_first, &r->hole_last)) {
+        cs_err_set(err, CS_RING_ERR_HOLE, "store: ledger %u is missing from the ring (ledgers %u to %u)", r->seq,
+                   r->hole_first, r->hole_last);
+        return CS_REPLAY_HOLE;
+    }
+    uint32_t oldest, latest;
+    if (!cs_ring_bounds(p->ring, &oldest, &latest) || r->seq < oldest || r->seq > latest)
+        return CS_REPLAY_NOT_RETAINED;
+    return CS_REPLAY_FAILED;
+}
+
+/* A replay read something that differs from the record. Frames at fault cost the frames; bytes of
+ * the ledger (or a raw chunk's hash in the frames index) are judged by the ring: a ledger that
+ * hashes to its record stays, and its frames, whose index was wrong, are made again. */
+static void replay_corrupt(cs_replay_pool *p, const cs_replay *r, bool frames_fault, const char *problem)
+{
+    const cs_ledger_ref *l = r->ledger;
+    if (frames_fault) {
+        cs_ring_drop_frames(p->ring, r->seq, l->rec.frames_xxh3, problem);
+        return;
+    }
+    if (cs_ring_condemn(p->ring, r->seq, problem) == CS_RING_VERDICT_GOOD && r->stored)
+        cs_ring_drop_frames(p->ring, r->seq, l->rec.frames_xxh3, problem);
+}
+
 /* Opens the ledger (checked against its record by the ring). Called and returns with the lock
  * held. */
 static void open_locked(cs_replay_pool *p, cs_replay *r)
@@ -288,7 +322,7 @@ static void open_locked(cs_replay_pool *p, cs_replay *r)
     XXH64_state_t *hash = NULL;
     XXH3_state_t *fhash = NULL, *rawhash = NULL;
     if (cs_ring_get(p->ring, r->seq, &ledger, &err) != 0) {
-        status = err.kind == CS_RING_ERR_NOT_RETAINED ? CS_REPLAY_NOT_RETAINED : CS_REPLAY_FAILED;
+        status = open_failed(p, r, &err);
     } else if (!(hash = XXH64_createState()) ||
                (ledger->frames_fd >= 0 && (!(fhash = XXH3_createState()) || !(rawhash = XXH3_createState())))) {
         cs_ledger_ref_release(ledger);
@@ -299,6 +333,8 @@ static void open_locked(cs_replay_pool *p, cs_replay *r)
         status = CS_REPLAY_FAILED;
         cs_err_set(&err, 0, "replay ledger %u: out of memory", r->seq);
     } else {
+        if (ledger->frames_problem[0]) /* found by the open: those frames are made again */
+            cs_ring_drop_frames(p->ring, r->seq, ledger->frames_claimed_xxh3, ledger->frames_problem);
         XXH64_reset(hash, 0);
         if (fhash) {
             XXH3_64bits_reset(fhash);
@@ -400,12 +436,8 @@ static void *worker_main(void *argp)
             }
             if (!batch)
                 made = m[0] != NULL;
-            /* A ledger that differs from its record leaves the ring (with everything older); frames
-             * that differ leave the ledger to be re-encoded. */
-            if (status == CS_REPLAY_CORRUPT && frames_fault)
-                cs_ring_drop_frames(p->ring, r->seq, r->ledger->rec.frames_xxh3, err.msg);
-            else if (status == CS_REPLAY_CORRUPT)
-                cs_ring_reject(p->ring, r->seq, err.msg);
+            if (status == CS_REPLAY_CORRUPT)
+                replay_corrupt(p, r, frames_fault, err.msg);
             pthread_mutex_lock(&p->mu);
             if (status == CS_REPLAY_PENDING && made < n) {
                 status = CS_REPLAY_FAILED;
@@ -584,4 +616,10 @@ void cs_replay_release(cs_replay *r)
     r->released = true;
     unref_locked(p, r);
     pthread_mutex_unlock(&p->mu);
+}
+
+void cs_replay_hole(const cs_replay *r, uint32_t *first, uint32_t *last)
+{
+    *first = r->hole_first;
+    *last = r->hole_last;
 }

@@ -5,8 +5,11 @@
  * - A ledger with stored frames (docs/RING.md) is sent as it was published: each CHUNK is read
  *   with pread into a pooled message, header and payload as live, nothing compressed. The reads
  *   are hashed in order against the record's frames_xxh3 and raw_xxh3; a mismatch or short read
- *   of the frames drops the frames (cs_ring_drop_frames) and fails this replay CS_REPLAY_CORRUPT,
- *   one of the raw chunks drops the ledger (cs_ring_reject).
+ *   of the frames drops the frames (cs_ring_drop_frames: they are made from the ledger again) and
+ *   fails this replay CS_REPLAY_CORRUPT; one of a raw chunk (whose hash is in the frames index)
+ *   asks the ring for a verdict (cs_ring_condemn): a ledger that hashes to its record keeps its
+ *   place and loses its frames (the index was wrong), a proven-bad one is quarantined.
+ * - An I/O error (EMFILE, EIO, …) fails the replay CS_REPLAY_FAILED and changes nothing on disk.
  * - A ledger without them is cut at its recorded live chunk size (the pool's for records made at
  *   open), read with pread, hashed against the record's XXH64 and compressed.
  * Either way END carries the recorded checksum, and only once what was read hashes to the record.
@@ -53,12 +56,17 @@ enum {
     CS_REPLAY_DONE = 2,         /* END was already handed out */
     CS_REPLAY_NOT_RETAINED = 3, /* the ledger left the ring before it could be read */
     CS_REPLAY_FAILED = 4,       /* another read error; err says which */
-    CS_REPLAY_CORRUPT = 5,      /* the file differs from its record (truncated, changed): err says
-                                   how; the ring has dropped it, and no END was sent */
+    CS_REPLAY_CORRUPT = 5,      /* what was read differs from the record (truncated, changed): err
+                                   says how; the ring judged it (cs_ring_condemn), and no END was sent */
+    CS_REPLAY_HOLE = 6,         /* the ledger is in a hole of the ring (quarantined, or never
+                                   written): err says `… (ledgers F to L)`; cs_replay_hole has them */
 };
 /* A terminal status comes in the flow's place of the item that failed: every message before it is
  * handed out first (CS_REPLAY_MSG), whatever the workers' timing. */
 int cs_replay_next(cs_replay *r, cs_msg **out, cs_err *err);
+
+/* The hole a CS_REPLAY_HOLE status names (first and last sequence of it). */
+void cs_replay_hole(const cs_replay *r, uint32_t *first, uint32_t *last);
 
 /* Messages prepared and not yet handed out, and (in *bytes) their payload bytes as the window
  * counts them: what r holds in memory now. Any thread. */
