@@ -302,8 +302,14 @@ static void failing_start_leaves_the_ring_alone(void **state)
     run_to_exit(f, k_five_ledgers);
     char want[PATH_MAX + 256];
     snprintf(want, sizeof want,
-             "level=ERROR msg=\"ring ledger failed its integrity check; dropping it\" file=%s/ledger-5.xdr "
-             "problem=\"is 0 bytes, its record says 4096\" oldest=1 latest=4",
+             "level=ERROR msg=\"ring ledger is bad; quarantined, the ledgers around it stay\" file=%s/ledger-5.xdr "
+             "problem=\"is 0 bytes, its record says 4096\" record_xxh64=- actual_xxh64=- quarantine=%s/quarantine/ledger-5-",
+             f->ring, f->data);
+    expect_in_log(f, want);
+    /* A record whose ledger is missing is logged, counted and kept for a person to look at. */
+    snprintf(want, sizeof want,
+             "level=ERROR msg=\"ring ledger is bad; quarantined, the ledgers around it stay\" file=%s/ledger-20.rec "
+             "problem=\"is missing (its record is there)\"",
              f->ring);
     expect_in_log(f, want);
     if (!strstr(f->proc.log, " start_ledger=5 start=continue latest=4 retention=") || strstr(f->proc.log, "ring reset"))

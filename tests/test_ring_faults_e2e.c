@@ -21,7 +21,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <xxhash.h>
 
 #include "support/procharness.h"
@@ -143,8 +145,9 @@ static void readonly_dir_refused_at_start(void **state)
 }
 
 /* A directory where the next ledger goes fails that one ring write: logged once at ERROR with the
- * cause, counted in /healthz; the live subscriber gets every ledger; the next write works, resets
- * the ring past the gap and logs the recovery. */
+ * cause, counted in /healthz; the live subscriber gets every ledger; the next write works, the
+ * failed ledger is a hole and the ledgers before it stay (docs/RING.md, failure table: "a ring
+ * write fails"). */
 static void directory_in_place_degrades_then_recovers(void **state)
 {
     fixture *f = *state;
@@ -174,8 +177,10 @@ static void directory_in_place_degrades_then_recovers(void **state)
              "write works\" ledger=%u error=\"retain ledger %u: store: publish ledger %u: Is a directory\"",
              bad, bad, bad);
     wait_line(f, want);
-    snprintf(want, sizeof want, "level=WARN msg=\"retention reset: ledger does not continue the retained range\" ledger=%u",
-             bad + 1);
+    snprintf(want, sizeof want,
+             "level=WARN msg=\"ring: ledgers whose writes failed are a hole; the ledgers before them stay\" first=%u "
+             "last=%u ledger=%u",
+             bad, bad, bad + 1);
     wait_line(f, want);
     snprintf(want, sizeof want, "level=INFO msg=\"ring write recovered\" ledger=%u ledgers_not_retained=1", bad + 1);
     wait_line(f, want);
@@ -183,11 +188,11 @@ static void directory_in_place_degrades_then_recovers(void **state)
 
     char body[512];
     healthz(f, body, sizeof body);
-    snprintf(want, sizeof want, "{\"oldest\":%u,", bad + 1);
-    if (strncmp(body, want, strlen(want)) != 0 || !strstr(body, ",\"ring_write_failures\":1,\"ring_degraded\":false,\"ring_dropped\":0,"
-                                                       "\"start\":\"default\",\"start_ledger\":1,\"run\":\"synthetic-"))
+    if (strncmp(body, "{\"oldest\":1,", 11) != 0 || strstr(body, "retention reset") ||
+        !strstr(body, ",\"ring_write_failures\":1,\"ring_degraded\":false,\"ring_dropped\":0,"
+                      "\"start\":\"default\",\"start_ledger\":1,\"run\":\"synthetic-"))
         fail_msg("healthz: %s", body);
-    /* The ring serves from past the gap: a subscriber asking for the failed ledger is refused. */
+    /* A subscriber asking for the failed ledger is told where the hole is. */
     char q[64];
     snprintf(q, sizeof q, "/stream?start=%u", bad);
     cs_ws *old = cs_ws_connect("127.0.0.1", f->proc.port, q, WAIT_MS, NULL, NULL, 0);
@@ -196,8 +201,9 @@ static void directory_in_place_degrades_then_recovers(void **state)
     int code = 0;
     char reason[128];
     assert_int_equal(cs_ws_last_close(old, &code, reason, sizeof reason), 1);
-    assert_int_equal(code, 4001);
-    assert_non_null(strstr(reason, "too far behind: oldest="));
+    assert_int_equal(code, 4002);
+    snprintf(want, sizeof want, "missing from the ring: first=%u last=%u", bad, bad);
+    assert_string_equal(reason, want);
     cs_ws_close(old);
     cs_ws_close(ws);
     assert_int_equal(cs_proc_stop(&f->proc, SIGTERM, STOP_MS), 0);
@@ -390,7 +396,7 @@ static const char *open_problem(corruption c)
     case C_OTHER_RECORD:
         return "problem=\"integrity record is for ledger 1\"";
     case C_REMOVE:
-        return "problem=\"is missing (the ring resumes at ledger 3)\"";
+        return "problem=\"is missing (its record is there)\"";
     case C_RECORD_DIGIT:
         return "problem=\"integrity record fails its own checksum\"";
     default:
@@ -415,12 +421,18 @@ static void expect_close(cs_ws *ws, int want_code, const char *want_reason)
     fail_msg("no close");
 }
 
-/* The ring after the drop: ledgers 1 and 2 refused with the new bounds, 3 and 4 served whole. */
-static void expect_dropped_through_2(fixture *f)
+/* The ring after ledger 2 was quarantined: 1 served, then close 4002 naming the hole; 3 and 4
+ * served whole; the bounds unchanged. */
+static void expect_hole_at_2(fixture *f)
 {
     cs_ws *ws = cs_ws_connect("127.0.0.1", f->proc.port, "/stream?start=1&end=4", WAIT_MS, NULL, NULL, 0);
     assert_non_null(ws);
-    expect_close(ws, 4001, "too far behind: oldest=3 latest=4");
+    cs_ledger l;
+    char err[256];
+    assert_int_equal(cs_ws_read_ledger(ws, &l, WAIT_MS, err, sizeof err), 1);
+    assert_int_equal(l.seq, 1);
+    cs_ledger_free(&l);
+    expect_close(ws, 4002, "missing from the ring: first=2 last=2");
     cs_ws_close(ws);
     ws = cs_ws_connect("127.0.0.1", f->proc.port, "/stream?start=3&end=4", WAIT_MS, NULL, NULL, 0);
     assert_non_null(ws);
@@ -428,8 +440,28 @@ static void expect_dropped_through_2(fixture *f)
     cs_ws_close(ws);
     char body[512];
     healthz(f, body, sizeof body);
-    if (strncmp(body, "{\"oldest\":3,\"latest\":4,", 23) != 0 || !strstr(body, "\"ring_dropped\":2,"))
+    if (strncmp(body, "{\"oldest\":1,\"latest\":4,", 23) != 0 || !strstr(body, "\"ring_dropped\":1,"))
         fail_msg("healthz: %s", body);
+}
+
+/* Ledger 2's quarantine directory holds what was in its place and a reason. */
+static void expect_quarantined_2(const fixture *f)
+{
+    char q[PATH_MAX + 64];
+    snprintf(q, sizeof q, "%s/quarantine", f->data);
+    DIR *d = opendir(q);
+    if (!d)
+        fail_msg("no %s", q);
+    int found = 0;
+    for (struct dirent *de; (de = readdir(d));)
+        if (strncmp(de->d_name, "ledger-2-", 9) == 0) {
+            char reason[PATH_MAX + 400];
+            snprintf(reason, sizeof reason, "%s/%s/reason", q, de->d_name);
+            struct stat st;
+            found += stat(reason, &st) == 0 && st.st_size > 0;
+        }
+    closedir(d);
+    assert_int_equal(found, 1);
 }
 
 static void corrupt_before_start(fixture *f, corruption c)
@@ -438,10 +470,8 @@ static void corrupt_before_start(fixture *f, corruption c)
     corrupt(f, c);
     serve(f);
     char want[1200];
-    snprintf(want, sizeof want,
-             "level=ERROR msg=\"ring ledger failed its integrity check; dropping it and every older ledger\" "
-             "file=%s/ledger-2.xdr ",
-             f->ring);
+    snprintf(want, sizeof want, "level=ERROR msg=\"ring ledger is bad; quarantined, the ledgers around it stay\" file=%s/ledger-2.%s ",
+             f->ring, c == C_REMOVE ? "rec" : "xdr");
     if (c == C_FLIP || c == C_FLIP_UNMARKED) {
         /* Same length: found by the replay's hash, ring-format or not (a record that exists is
          * never made again from the bytes on disk). Ledger 1 is whole; ledger 2 never ends. */
@@ -462,7 +492,7 @@ static void corrupt_before_start(fixture *f, corruption c)
         wait_line(f, want);
         char line[2048];
         cs_proc_line(&f->proc, line, sizeof line);
-        if (!strstr(line, "problem=\"ledger-2.xdr changed on disk: "))
+        if (!strstr(line, "problem=\"its bytes hash to ") || !strstr(line, "found_by=\"ledger-2.xdr changed on disk: "))
             fail_msg("line: %s", line);
     } else {
         /* Logged at open, before the listening line the harness already read past. */
@@ -471,11 +501,12 @@ static void corrupt_before_start(fixture *f, corruption c)
             fail_msg("no %s in:\n%s", want, f->proc.log);
         char line[2048];
         snprintf(line, sizeof line, "%.*s", (int)strcspn(at, "\n"), at);
-        if (!strstr(line, open_problem(c)) || !strstr(line, "dropped=2 oldest=3 latest=3"))
+        if (!strstr(line, open_problem(c)) || !strstr(line, "found_by=open oldest=1 latest=3"))
             fail_msg("wanted %s; line: %s", open_problem(c), line);
     }
-    expect_dropped_through_2(f);
-    assert_int_equal(cs_proc_log_count(&f->proc, "ring ledger failed its integrity check"), 1);
+    expect_hole_at_2(f);
+    expect_quarantined_2(f);
+    assert_int_equal(cs_proc_log_count(&f->proc, "ring ledger is bad"), 1);
     assert_int_equal(cs_proc_stop(&f->proc, SIGTERM, STOP_MS), 0);
 }
 
@@ -557,9 +588,7 @@ static void corrupt_while_replaying(fixture *f, corruption c)
     char reason[128] = "";
     int whole = read_rest_of_2(ws, &code, reason, sizeof reason);
     char want[1200];
-    snprintf(want, sizeof want,
-             "level=ERROR msg=\"ring ledger failed its integrity check; dropping it and every older ledger\" "
-             "file=%s/ledger-2.xdr ",
+    snprintf(want, sizeof want, "level=ERROR msg=\"ring ledger is bad; quarantined, the ledgers around it stay\" file=%s/ledger-2.xdr ",
              f->ring);
     if (c == C_TRUNCATE || c == C_EMPTY || c == C_FLIP) {
         assert_int_equal(whole, 0);
@@ -568,22 +597,27 @@ static void corrupt_while_replaying(fixture *f, corruption c)
         wait_line(f, want);
         char line[2048];
         cs_proc_line(&f->proc, line, sizeof line);
-        const char *problem = c == C_FLIP ? "problem=\"ledger-2.xdr changed on disk: "
-                                          : "problem=\"ledger-2.xdr is shorter than its record: ends before byte ";
+        const char *problem = c == C_FLIP ? "found_by=\"ledger-2.xdr changed on disk: "
+                                          : "found_by=\"ledger-2.xdr is shorter than its record: ends before byte ";
         if (!strstr(line, problem))
             fail_msg("wanted %s; line: %s", problem, line);
-        expect_dropped_through_2(f);
+        expect_hole_at_2(f);
     } else {
         /* The bytes read are the recorded ones: a valid ledger, then 3 and 4. */
         if (whole != 1)
             fail_msg("ledger 2 cut short: %d %s", code, reason);
         assert_int_equal(read_through(ws, 4), 3);
-        /* The next reader's check finds the file changed, and drops it. */
+        /* The next reader's check finds the file changed; proven bad, it is quarantined and that
+         * reader is told where the hole is. */
         cs_ws *next = cs_ws_connect("127.0.0.1", f->proc.port, "/stream?start=2&end=4", WAIT_MS, NULL, NULL, 0);
         assert_non_null(next);
-        expect_close(next, 4001, "too far behind: oldest=3 latest=4");
+        expect_close(next, 4002, "missing from the ring: first=2 last=2");
         cs_ws_close(next);
+        if (c == C_REMOVE)
+            snprintf(want, sizeof want, "level=ERROR msg=\"ring ledger is bad; quarantined, the ledgers around it stay\" file=%s/ledger-2.xdr ",
+                     f->ring);
         wait_line(f, want);
+        expect_quarantined_2(f);
     }
     cs_ws_close(ws);
     assert_int_equal(cs_proc_stop(&f->proc, SIGTERM, STOP_MS), 0);

@@ -432,12 +432,12 @@ static void quarantine_found(cs_ring *r, const open_drop *d)
     if (rc != 0) {
         CS_LOG(CS_LOG_ERROR, "ring ledger is bad; it could not be quarantined, it is not served and stays in place",
                KV_S("file", path), KV_S("problem", d->problem), KV_S("error", strerror(errno)),
-               KV_U("oldest", r->oldest), KV_U("latest", r->latest));
+               KV_S("found_by", "open"), KV_U("oldest", r->oldest), KV_U("latest", r->latest));
         return;
     }
     CS_LOG(CS_LOG_ERROR, "ring ledger is bad; quarantined, the ledgers around it stay", KV_S("file", path),
            KV_S("problem", d->problem), KV_S("record_xxh64", "-"), KV_S("actual_xxh64", "-"), KV_S("quarantine", where),
-           KV_U("oldest", r->oldest), KV_U("latest", r->latest));
+           KV_S("found_by", "open"), KV_U("oldest", r->oldest), KV_U("latest", r->latest));
 }
 
 /* The holes the open found where no file was at all (not only quarantined ledgers): one line each. */

@@ -220,22 +220,32 @@ static int prove(cs_ring *r, uint32_t seq, proof *p)
     int rr = rng_read_record(r->dfd, seq, &rec, problem, sizeof problem);
     if (rr == -3)
         return io_failed(p, problem, errno);
+    /* What is in the ledger's place (a symlink itself, not what it names), so the quarantine can
+     * tell it was not replaced meanwhile. */
+    struct stat st;
+    if (fstatat(r->dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+        p->have_file = true;
+        p->dev = st.st_dev;
+        p->ino = st.st_ino;
+        p->size = S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
+    } else if (errno != ENOENT) {
+        return io_failed(p, name, errno);
+    }
     int fd = openat(r->dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0 && errno != ENOENT && errno != ELOOP)
         return io_failed(p, name, errno);
     if (fd < 0)
         return bad(p, errno == ENOENT ? (rr == 0 ? "is missing (its record is there)" : "is missing")
                                       : "is a symbolic link");
-    struct stat st;
     if (fstat(fd, &st) != 0) {
         int e = errno;
         close(fd);
         return io_failed(p, name, e);
     }
-    p->have_file = true;
-    p->dev = st.st_dev;
-    p->ino = st.st_ino;
-    p->size = (uint64_t)st.st_size;
+    if (!p->have_file || st.st_dev != p->dev || st.st_ino != p->ino) {
+        close(fd); /* replaced between the two looks: nothing to judge */
+        return io_failed(p, name, EAGAIN);
+    }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
         return bad(p, S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file");
@@ -276,7 +286,8 @@ static bool same_file(cs_ring *r, uint32_t seq, const proof *p)
     return p->have_file && st.st_dev == p->dev && st.st_ino == p->ino;
 }
 
-static void log_quarantined(const cs_ring *r, uint32_t seq, const proof *p, const char *where, int qerr)
+static void log_quarantined(const cs_ring *r, uint32_t seq, const proof *p, const char *where, int qerr,
+                            const char *suspicion)
 {
     char path[4200], want[17] = "-", got[17] = "-";
     snprintf(path, sizeof path, "%s/ledger-%" PRIu32 ".xdr", r->dir, seq);
@@ -287,11 +298,13 @@ static void log_quarantined(const cs_ring *r, uint32_t seq, const proof *p, cons
     if (qerr)
         CS_LOG(CS_LOG_ERROR, "ring ledger is bad; it could not be quarantined, it is not served and stays in place",
                KV_S("file", path), KV_S("problem", p->problem), KV_S("record_xxh64", want), KV_S("actual_xxh64", got),
-               KV_S("error", strerror(qerr)), KV_U("oldest", r->oldest), KV_U("latest", r->latest));
+               KV_S("error", strerror(qerr)), KV_S("found_by", suspicion), KV_U("oldest", r->oldest),
+               KV_U("latest", r->latest));
     else
         CS_LOG(CS_LOG_ERROR, "ring ledger is bad; quarantined, the ledgers around it stay", KV_S("file", path),
                KV_S("problem", p->problem), KV_S("record_xxh64", want), KV_S("actual_xxh64", got),
-               KV_S("quarantine", where), KV_U("oldest", r->oldest), KV_U("latest", r->latest));
+               KV_S("quarantine", where), KV_S("found_by", suspicion), KV_U("oldest", r->oldest),
+               KV_U("latest", r->latest));
 }
 
 void rng_reason_text(char *buf, size_t len, uint32_t seq, const char *problem, const char *suspicion,
@@ -322,7 +335,7 @@ static void quarantine_proven(cs_ring *r, uint32_t seq, const proof *p, const ch
     if (rng_hole_add(r, seq, seq) != 0)
         qerr = qerr ? qerr : ENOMEM;
     atomic_fetch_add(&r->dropped, 1);
-    log_quarantined(r, seq, p, where, qerr);
+    log_quarantined(r, seq, p, where, qerr, suspicion);
 }
 
 int cs_ring_condemn(cs_ring *r, uint32_t seq, const char *suspicion)
