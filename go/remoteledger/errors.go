@@ -76,6 +76,13 @@ var (
 	// The message says which: "remoteledger: signature: ledger 10 is unsigned",
 	// "remoteledger: signature: ledger 10: signed by <hex>, which is not a trusted key", ….
 	ErrSignature = errors.New("remoteledger: signature")
+
+	// ErrHole: the server's ring does not hold a ledger of the range (close 4002): it was proven
+	// bad and quarantined, or never written. Every ledger before it was yielded; resume never
+	// retries it (the same server answers the same until the hole is filled). The message names
+	// the missing ledgers: "remoteledger: ledgers 7 to 9 are missing from the server's ring
+	// (requested 7)".
+	ErrHole = errors.New("remoteledger: ledgers missing from the server's ring")
 )
 
 // TooFarBehindError is what ErrTooFarBehind carries: Requested is the ledger the stream needed

@@ -312,6 +312,8 @@ func resultError(ctx context.Context, cs *C.rl_stream, r C.rl_result) error {
 		return lib(ErrRunChanged)
 	case C.RL_ERR_SIGNATURE:
 		return lib(ErrSignature)
+	case C.RL_ERR_HOLE:
+		return lib(ErrHole)
 	default: // RL_ERR_NOMEM, or a result newer than this package
 		return errors.New(msg)
 	}

@@ -73,7 +73,7 @@ extern "C" {
 /* The version of this header. rl_version_number() and rl_version_string() give the library's,
  * which may be newer (same major, see the ABI rules above). */
 #define RL_VERSION_MAJOR 1
-#define RL_VERSION_MINOR 4
+#define RL_VERSION_MINOR 5
 #define RL_VERSION_PATCH 0
 #define RL_VERSION_NUMBER (RL_VERSION_MAJOR * 10000 + RL_VERSION_MINOR * 100 + RL_VERSION_PATCH)
 #define RL_VERSION_STR_(x) #x
@@ -103,7 +103,7 @@ typedef enum rl_result {
                                   "server requires a token (401)" when no bearer_token was set,
                                   "server rejected the token (401)" when one was; for
                                   rl_stream_bounds, a /healthz status other than 200 */
-    RL_ERR_READ = 6,           /* transport error, or a close code other than 1000/1001/4001 */
+    RL_ERR_READ = 6,           /* transport error, or a close code other than 1000/1001/4001/4002 */
     RL_ERR_CANCELLED = 7,      /* rl_stream_cancel was called (and rl_stream_reset not since) */
     RL_ERR_INVALID = 8,        /* bad URL, range or options; nothing was dialled */
     RL_ERR_NOMEM = 9,
@@ -136,6 +136,13 @@ typedef enum rl_result {
                                   signed for another run or out of its chain (docs/PROTOCOL.md,
                                   "Signed ledgers"). The ledger is not handed over; never
                                   retried */
+    RL_ERR_HOLE = 18,          /* since 1.5: the server's ring does not hold a ledger of the range
+                                  (close 4002: it was proven bad and quarantined, or never
+                                  written); every ledger before it was delivered. The message names
+                                  the missing ledgers: "remoteledger: ledgers 7 to 9 are missing
+                                  from the server's ring (requested 7)". Never retried: the same
+                                  server answers the same until an operator (or a backfill) fills
+                                  the hole; another server may hold them */
 } rl_result;
 
 /* Stable name of a result, e.g. "RL_ERR_GAP". */

@@ -142,6 +142,14 @@ static void on_peer_close(rli_conn *c, const uint8_t *in, size_t len)
                           expected, oldest, latest);
         return;
     }
+    uint32_t first, last;
+    if (code == CS_CLOSE_RING_HOLE && cs_wire_parse_ring_hole(reason, rlen, &first, &last)) {
+        rli_conn_fail(c, RL_ERR_HOLE,
+                      "remoteledger: ledgers %" PRIu32 " to %" PRIu32 " are missing from the server's ring (requested %" PRIu32
+                      ")",
+                      first, last, expected);
+        return;
+    }
     char name[40], quoted[512];
     status_name(code, name, sizeof name);
     cs_go_quote_n(quoted, sizeof quoted, reason, rlen);

@@ -41,6 +41,7 @@ const char *rl_result_name(rl_result r)
         [RL_AGAIN] = "RL_AGAIN",
         [RL_ERR_RUN_CHANGED] = "RL_ERR_RUN_CHANGED",
         [RL_ERR_SIGNATURE] = "RL_ERR_SIGNATURE",
+        [RL_ERR_HOLE] = "RL_ERR_HOLE",
     };
     if ((unsigned)r < sizeof names / sizeof names[0] && names[r])
         return names[r];
