@@ -324,6 +324,42 @@ static void failing_start_leaves_the_ring_alone(void **state)
     assert_int_equal(cs_proc_stop(&f->proc, SIGTERM, STOP_MS), 0);
 }
 
+/* Two daemons on one --data-dir (docs/RING.md, failure table: "a second daemon"): the second exits
+ * 1 before it reads anything, naming the directory and the first one's PID; the first goes on
+ * serving every ledger, and its data directory is unchanged by the attempt. */
+static void second_daemon_on_one_data_dir_exits(void **state)
+{
+    fixture *f = *state;
+    static const char *const serve[] = {"--source", "synthetic", "--synthetic-size", "4096",
+                                        "--synthetic-interval", "1h", "--emit-window", "0", NULL};
+    start_listening(f, serve);
+    read_range(f, 1, 1, check_synthetic, NULL);
+    char body[512] = "";
+    for (int i = 0; i < 4000 && !strstr(body, "\"latest\":1,"); i++) { /* ledger 1 in the ring */
+        if (i)
+            usleep(5000);
+        assert_int_equal(cs_http_get("127.0.0.1", f->proc.port, "/healthz", WAIT_MS, body, sizeof body, NULL, 0), 200);
+    }
+    uint64_t before = cs_ringfx_dir_digest(f->data);
+    cs_proc second = {0};
+    char *const argv[] = {(char *)CORESTREAMD_BIN, "--listen", "127.0.0.1:0", "--data-dir", f->data,
+                          "--source", "synthetic", "--synthetic-size", "4096", NULL};
+    assert_int_equal(cs_proc_start(&second, argv), 0);
+    int st = cs_proc_wait_exit(&second, 60000);
+    cs_proc_drain(&second);
+    char want[PATH_MAX + 200];
+    snprintf(want, sizeof want,
+             "data directory \\\"%s\\\" is in use by another corestreamd (pid %d): stop it, or give this one another "
+             "--data-dir",
+             f->data, (int)f->proc.pid);
+    if (st != 1 || !strstr(second.log, "level=ERROR msg=\"corestreamd failed\"") || !strstr(second.log, want))
+        fail_msg("second daemon: exit %d:\n%s", st, second.log);
+    cs_proc_free(&second);
+    assert_true(cs_ringfx_dir_digest(f->data) == before);
+    read_range(f, 1, 1, check_synthetic, NULL);
+    assert_int_equal(cs_proc_stop(&f->proc, SIGTERM, STOP_MS), 0);
+}
+
 /* ---- pipe: core re-emits what the ring holds ---------------------------------------------- */
 
 #define PIPE_TAIL 6000
@@ -422,6 +458,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(another_run_is_not_continued, setup, teardown),
         cmocka_unit_test_setup_teardown(file_restart_continues_the_dump, setup, teardown),
         cmocka_unit_test_setup_teardown(failing_start_leaves_the_ring_alone, setup, teardown),
+        cmocka_unit_test_setup_teardown(second_daemon_on_one_data_dir_exits, setup, teardown),
         cmocka_unit_test_setup_teardown(pipe_replay_is_compared_with_the_ring, setup, teardown),
         cmocka_unit_test_setup_teardown(captive_with_empty_ring_needs_start_ledger, setup, teardown),
     };

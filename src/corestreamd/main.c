@@ -9,6 +9,7 @@
 
 #include "common/thread.h"
 #include "common/buildinfo.h"
+#include "common/datadir.h"
 #include "common/log.h"
 #include "corestreamd/config.h"
 #include "corestreamd/jetstream/naming.h"
@@ -491,9 +492,13 @@ int main(int argc, char **argv)
     pthread_mutex_unlock(&g_server_mu);
 
     run_parts run = {0};
+    /* The data directory has one owner: taken before anything in it is read, held until exit. */
+    int lock_fd = cs_datadir_lock(cfg.data_dir, &err);
+    rc = lock_fd < 0 ? -1 : 0;
     /* The signing key is read before the ring is opened: a bad key changes nothing on disk. */
     cs_signing *signing = NULL;
-    rc = *cfg.signing_key ? cs_signing_new(&signing, cfg.signing_key, &err) : 0;
+    if (rc == 0)
+        rc = *cfg.signing_key ? cs_signing_new(&signing, cfg.signing_key, &err) : 0;
     pthread_mutex_lock(&g_server_mu);
     g_signing = run.signing = signing;
     pthread_mutex_unlock(&g_server_mu);
@@ -521,6 +526,8 @@ int main(int argc, char **argv)
     cs_signing_free(signing);
     cs_daemon_config_free(&cfg);
     cs_cancel_destroy(&cancel);
+    if (lock_fd >= 0)
+        close(lock_fd);
     if (rc != 0) {
         if (ran)
             CS_LOG(CS_LOG_ERROR, "corestreamd stopping on failure", KV_S("error", err.msg));

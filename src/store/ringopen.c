@@ -13,45 +13,11 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "common/datadir.h"
 #include "common/log.h"
 #include "store/frames.h"
 #include "store/ledgerdir.h"
 #include "store/ring_internal.h"
-
-/* mkdir -p with mode 0755; a component that already exists must be a directory. */
-static int ensure_dir(const char *path)
-{
-    if (mkdir(path, 0755) == 0)
-        return 0;
-    int e = errno;
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-        return 0;
-    errno = e == EEXIST ? ENOTDIR : e;
-    return -1;
-}
-
-static int mkdir_all(const char *dir)
-{
-    char *p = strdup(dir);
-    if (!p)
-        return -1;
-    int rc = 0;
-    for (char *s = p + (*p == '/'); *s && rc == 0; s++) {
-        if (*s != '/')
-            continue;
-        *s = '\0';
-        rc = ensure_dir(p);
-        *s = '/';
-    }
-    if (rc == 0)
-        rc = ensure_dir(p);
-    int e = errno;
-    free(p);
-    errno = e;
-    return rc;
-}
-
 
 static int check_frames_at_open(cs_ring *r, uint32_t seq, const cs_ledger_record *rec, char *problem, size_t plen)
 {
@@ -505,7 +471,7 @@ int cs_ring_open(cs_ring **out, const char *dir, int64_t retention, cs_err *err)
     *out = NULL;
     if (retention <= 0)
         return cs_err_set(err, 0, "store: retention must be positive, got %" PRId64, retention);
-    if (mkdir_all(dir) != 0)
+    if (cs_mkdir_all(dir) != 0)
         return cs_err_set(err, 0, "store: create \"%s\": %s", dir, strerror(errno));
     cs_ring *r = calloc(1, sizeof *r);
     char *copy = strdup(dir);

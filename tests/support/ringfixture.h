@@ -47,8 +47,9 @@ const char *cs_ringfx_with_pid(const cs_ringfx *f, const char *needle);
  * with the log otherwise. */
 void cs_ringfx_wait_line(cs_ringfx *f, const char *needle, int timeout_ms);
 
-/* XXH64 of a whole directory tree, in name order: every entry's name, every file's bytes, every
- * directory's entries. Equal before and after means nothing in it changed. */
+/* XXH64 of a whole directory tree, in name order: every entry's name, every file's bytes (but the
+ * data directory lock's, which holds its last holder's PID), every directory's entries. Equal
+ * before and after means nothing in it changed. */
 uint64_t cs_ringfx_dir_digest(const char *dir);
 
 #endif
