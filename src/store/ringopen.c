@@ -224,7 +224,7 @@ static int survey(cs_ring *r, cs_err *err)
             free(v);
             free(good);
             free(seen);
-            return cs_err_set(err, 0, "store: read \"%s/%s\"", r->dir, problem);
+            return cs_err_set(err, 0, "store: open \"%s\": %s", r->dir, problem);
         }
         if (rc != 0) {
             nomem |= note_drop(o, e->seq, e->name, problem) != 0;

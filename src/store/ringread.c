@@ -135,10 +135,10 @@ int cs_ring_get(cs_ring *r, uint32_t seq, cs_ledger_ref **out, cs_err *err)
         snprintf(problem, sizeof problem, "%s", S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file");
         rc = -1;
     } else if ((rc = rng_read_record(r->dfd, seq, &rec, problem, sizeof problem)) != 0) {
-        int e = errno;
-        if (rc == -3) {
+        if (rc == -3) { /* problem names the record and the error */
             close(fd);
-            return get_io_failed(r, seq, problem, e, err);
+            atomic_fetch_add(&r->io_errors, 1);
+            return cs_err_set(err, CS_RING_ERR_IO, "store: read ledger %" PRIu32 ": %s", seq, problem);
         }
     } else if (rec.len != (uint64_t)st.st_size) {
         snprintf(problem, sizeof problem, "is %lld bytes, its record says %" PRIu64, (long long)st.st_size, rec.len);
