@@ -2,7 +2,12 @@
  * nats-server: a gap, a corrupt ledger, junk messages, a copy that fails mid-forward, a ledger
  * begun again, and signed ledgers (with --trusted-keys: unsigned, another key's, forged bytes,
  * out of the chain). The edge never serves what it cannot verify and never dies of it: it skips
- * (logged with a reason, counted), waits not ready, and serves the genuine ledger once it comes. */
+ * (logged with a reason, counted), waits not ready, and serves the genuine ledger once it comes.
+ * And a signing core's stream that another publisher tries to pre-empt: junk published under the
+ * id of the core's next BEGIN, as a stranger could compute it (the core's old `<run>:<seq>:0`, a
+ * tag copied from a stored id, a tag under an all-zero secret) is just junk, and under the real
+ * id (someone holding the core's secret) makes the core republish the ledger under fresh ids:
+ * either way a verifying subscriber of the edge reads every ledger. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -23,6 +28,8 @@
 
 #include "common/synthetic.h"
 #include "corestream/remoteledger.h"
+#include "corestreamd/jetstream/idkey.h"
+#include "corestreamd/jetstream/naming.h"
 #include "support/certs.h"
 #include "support/edgefixture.h"
 #include "support/jsreader.h"
@@ -493,6 +500,195 @@ static void test_edge_checks_signatures(void **state)
     cs_certs_remove(&certs);
 }
 
+/* ---- a signing core's next BEGIN pre-empted ---------------------------------------------------- */
+
+/* The run's newest message in the stream: its ledger, and the Nats-Msg-Id it carries. */
+static uint32_t stream_tip(jsCtx *js, const char *run, char *id, size_t idlen)
+{
+    char filter[160];
+    snprintf(filter, sizeof filter, "%s.%s.*", STREAM, run);
+    natsMsg *m = NULL;
+    assert_int_equal(js_GetLastMsg(&m, js, STREAM, filter, NULL, NULL), NATS_OK);
+    cs_wire_msg w;
+    assert_int_equal(cs_wire_decode((const uint8_t *)natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m), &w, NULL),
+                     0);
+    const char *h = NULL;
+    assert_int_equal(natsMsgHeader_Get(m, "Nats-Msg-Id", &h), NATS_OK);
+    snprintf(id, idlen, "%s", h);
+    natsMsg_Destroy(m);
+    return w.seq;
+}
+
+/* The core's message id secret, read from its data directory as an insider could. */
+static void core_secret(uint8_t key[CS_JS_ID_KEY_LEN])
+{
+    char path[PATH_MAX + 64], text[2 * CS_JS_ID_KEY_LEN + 2] = "";
+    snprintf(path, sizeof path, "%s/core/%s", fx.tmp.path, CS_JS_ID_KEY_FILE);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(text, sizeof text, f));
+    fclose(f);
+    for (int i = 0; i < CS_JS_ID_KEY_LEN; i++) {
+        unsigned v;
+        assert_int_equal(sscanf(text + 2 * i, "%2x", &v), 1);
+        key[i] = (uint8_t)v;
+    }
+}
+
+/* The ids of ledger seq's BEGIN someone may publish under first: a stranger's guesses, or (insider)
+ * the id the core derives from its secret. */
+static size_t begin_ids(const char *run, uint32_t seq, const char *stored_id, bool insider,
+                        char ids[3][CS_JS_SUBJECT_MAX])
+{
+    uint8_t key[CS_JS_ID_KEY_LEN] = {0};
+    if (insider) {
+        core_secret(key);
+        assert_int_equal(cs_js_msg_id(ids[0], CS_JS_SUBJECT_MAX, run, seq, 0, key, 0), 0);
+        return 1;
+    }
+    snprintf(ids[0], CS_JS_SUBJECT_MAX, "%s:%u:0", run, seq);                         /* the old form */
+    snprintf(ids[1], CS_JS_SUBJECT_MAX, "%s:%u:0%s", run, seq, strrchr(stored_id, ':')); /* a seen tag */
+    assert_int_equal(cs_js_msg_id(ids[2], CS_JS_SUBJECT_MAX, run, seq, 0, key, 0), 0); /* a zero secret */
+    return 3;
+}
+
+/* Four junk bytes on ledger seq's subject under id: stored, not a duplicate (nobody used the id
+ * before). Returns the stream sequence. */
+static uint64_t put_junk(jsCtx *js, const char *run, uint32_t seq, const char *id)
+{
+    char subj[160];
+    snprintf(subj, sizeof subj, "%s.%s.%u", STREAM, run, seq);
+    jsPubOptions po;
+    jsPubOptions_Init(&po);
+    po.MsgId = id;
+    jsPubAck *pa = NULL;
+    assert_int_equal(js_Publish(&pa, js, subj, "junk", 4, &po, NULL), NATS_OK);
+    assert_false(pa->Duplicate);
+    uint64_t sseq = pa->Sequence;
+    jsPubAck_Destroy(pa);
+    return sseq;
+}
+
+/* The stream sequence of ledger seq's first BEGIN after stream sequence after (bounded scan). */
+static uint64_t begin_after(jsCtx *js, const char *run, uint32_t seq, uint64_t after)
+{
+    char subj[160];
+    snprintf(subj, sizeof subj, "%s.%s.%u", STREAM, run, seq);
+    for (uint64_t q = after + 1; q <= after + 4096; q++) {
+        natsMsg *m = NULL;
+        if (js_GetMsg(&m, js, STREAM, q, NULL, NULL) != NATS_OK)
+            break;
+        cs_wire_msg w;
+        bool hit = strcmp(natsMsg_GetSubject(m), subj) == 0 &&
+                   cs_wire_decode((const uint8_t *)natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m), &w, NULL) ==
+                       0 &&
+                   w.type == CS_WIRE_TYPE_BEGIN;
+        natsMsg_Destroy(m);
+        if (hit)
+            return q;
+    }
+    return 0;
+}
+
+static uint64_t metric(cs_proc *p, const char *name)
+{
+    static char body[1 << 17];
+    assert_int_equal(cs_http_get("127.0.0.1", p->port, "/metrics", WAIT_MS, body, sizeof body, NULL, 0), 200);
+    char line[256];
+    snprintf(line, sizeof line, "\n%s ", name);
+    const char *at = strstr(body, line);
+    if (!at)
+        fail_msg("no %s in /metrics", name);
+    return strtoull(at + strlen(line), NULL, 10);
+}
+
+static int next_in_order(const uint8_t *p, size_t n, const rl_ledger_info *info, void *ctx)
+{
+    (void)p, (void)n;
+    uint32_t *next = ctx;
+    assert_int_equal(info->sequence, *next);
+    (*next)++;
+    return 0;
+}
+
+/* A signing core publishes to the stream; an edge with the core's key follows it. Junk goes on the
+ * subject of the ledger five ahead of the stream's newest, under ids of its BEGIN, before the core
+ * gets there. A subscriber of the edge that checks signatures reads ledgers 1 to that one + 2:
+ * all of them, in order, none missing. */
+static void preempted_begin(bool insider)
+{
+    cs_certs certs;
+    assert_int_equal(cs_certs_make(&certs), 0);
+    char key[PATH_MAX + 32], keys[PATH_MAX + 32], run[128], runarg[160];
+    snprintf(key, sizeof key, "--signing-key=%s", certs.sign_key);
+    snprintf(keys, sizeof keys, "--trusted-keys=%s", certs.sign_pub);
+    const char *core_args[] = {key, NULL};
+    cs_edgefx_start_core(&fx, core_args, run, sizeof run);
+    cs_edgefx_wait_stream_ledger(&fx, run, 1);
+    snprintf(runarg, sizeof runarg, "--jetstream-run=%s", run);
+    const char *edge_args[] = {runarg, keys, NULL};
+    cs_edgefx_start_edge(&fx, edge_args, NULL, 0);
+
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    assert_int_equal(natsConnection_ConnectTo(&nc, fx.nats.url), NATS_OK);
+    assert_int_equal(natsConnection_JetStream(&js, nc, NULL), NATS_OK);
+    char stored[CS_JS_SUBJECT_MAX], ids[3][CS_JS_SUBJECT_MAX];
+    uint32_t target = stream_tip(js, run, stored, sizeof stored) + 5;
+    size_t nids = begin_ids(run, target, stored, insider, ids);
+    uint64_t junk = 0;
+    for (size_t i = 0; i < nids; i++)
+        junk = put_junk(js, run, target, ids[i]);
+
+    char url[64];
+    snprintf(url, sizeof url, "ws://127.0.0.1:%d", fx.edge.port);
+    rl_options o;
+    rl_options_init(&o);
+    o.trusted_keys_file = certs.sign_pub;
+    rl_stream *st;
+    assert_int_equal(rl_stream_new(&st, url, &o), RL_OK);
+    uint32_t next = 1;
+    if (rl_stream_raw_ledgers(st, rl_bounded_range(1, target + 2), next_in_order, &next) != RL_OK) {
+        cs_proc_drain(&fx.core);
+        cs_proc_drain(&fx.edge);
+        fail_msg("%s\ncore:\n%s\nedge:\n%s", rl_stream_error(st), fx.core.log, fx.edge.log);
+    }
+    assert_int_equal(next, target + 3);
+    rl_stream_free(st);
+    /* The junk came first: the genuine BEGIN is stored after it. */
+    assert_true(begin_after(js, run, target, junk) > junk);
+    cs_proc_drain(&fx.core);
+    if (insider) {
+        char want[512];
+        snprintf(want, sizeof want, "subject=%s.%s.%u msg_id=%s ", STREAM, run, target, ids[0]);
+        if (!strstr(fx.core.log, want) || !strstr(fx.core.log, "jetstream publisher republishing a ledger under fresh ids"))
+            fail_msg("no foreign duplicate of `%s` and republish in:\n%s", want, fx.core.log);
+        assert_true(metric(&fx.core, "corestreamd_jetstream_foreign_duplicates_total") >= 1);
+        assert_true(metric(&fx.core, "corestreamd_jetstream_republishes_total") >= 1);
+    } else {
+        assert_int_equal(cs_proc_log_count(&fx.core, "never sent"), 0);
+        assert_int_equal(metric(&fx.core, "corestreamd_jetstream_foreign_duplicates_total"), 0);
+    }
+    wait_edge_line("reason=malformed"); /* the junk, skipped */
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    assert_int_equal(cs_proc_stop(&fx.edge, SIGTERM, WAIT_MS), 0);
+    assert_int_equal(cs_proc_log_count(&fx.edge, "level=ERROR"), 0);
+    cs_certs_remove(&certs);
+}
+
+static void test_stranger_cannot_preempt_a_begin(void **state)
+{
+    (void)state;
+    preempted_begin(false);
+}
+
+static void test_preempted_begin_is_republished(void **state)
+{
+    (void)state;
+    preempted_begin(true);
+}
+
 int main(void)
 {
     nats_Open(-1);
@@ -504,6 +700,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ledger_begun_again_same_bytes_is_served, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ledger_begun_again_other_bytes_is_served, setup, teardown),
         cmocka_unit_test_setup_teardown(test_edge_checks_signatures, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stranger_cannot_preempt_a_begin, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_preempted_begin_is_republished, setup, teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     nats_Close();

@@ -245,6 +245,7 @@ static int jetstream_new(const cs_daemon_config *c, cs_server *server, cs_ring *
                        .stream = c->jetstream_stream,
                        .run = run,
                        .run_desc = defined_by,
+                       .data_dir = c->data_dir,
                        .max_age_ns = c->jetstream_max_age,
                        .max_bytes = c->jetstream_max_bytes,
                        .replicas = c->jetstream_replicas,
@@ -273,6 +274,7 @@ static void jetstream_stats(void *arg, cs_metrics_jetstream *out)
                                   .behind_episodes = st.behind_episodes,
                                   .resyncs = st.resyncs,
                                   .foreign_duplicates = st.foreign_duplicates,
+                                  .republishes = st.republishes,
                                   .behind = st.behind,
                                   .connected = st.connected};
 }

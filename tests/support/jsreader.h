@@ -1,7 +1,8 @@
 /* Test support: a nats.c consumer that reads one run's messages back from a JetStream stream, in
  * stream order (by stream sequence, so what is checked is exactly what the stream holds), and
  * checks them as an edge would: each ledger's BEGIN, its chunks in index order, its END with
- * count, length and XXH64; ledgers contiguous; each message's Nats-Msg-Id "<run>:<seq>:<item>".
+ * count, length and XXH64; ledgers contiguous; each message's Nats-Msg-Id "<run>:<seq>:<item>:<tag>"
+ * (the tag is not checked: only the core holds its secret).
  * Anything else (a duplicate, a gap, a message out of place) is a violation, described in text.
  * Every call is bounded (the JetStream API wait is 5 s a request). Not thread-safe. */
 #ifndef CS_TESTS_SUPPORT_JSREADER_H

@@ -204,6 +204,10 @@ static void jetstream_metrics(cs_strbuf *b, const cs_metrics_jetstream *j)
              "Duplicate acknowledgements for a message this process had never sent: another publisher used the "
              "core's subjects and message ids, and the stream dropped the core's message.",
              j->foreign_duplicates);
+    metric_u(b, "corestreamd_jetstream_republishes_total", "counter",
+             "Ledgers published again under fresh message ids after the stream dropped one of their messages as "
+             "another publisher's duplicate.",
+             j->republishes);
     metric_u(b, "corestreamd_jetstream_ack_failures_total", "counter",
              "Publishes whose acknowledgement failed or timed out (the position is then re-read from the stream).",
              j->ack_failures);

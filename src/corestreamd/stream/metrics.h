@@ -117,7 +117,7 @@ static inline cs_source_state cs_m_state(const cs_metrics *m)
  * cs_js_stats, jetstream/publisher.h: the streaming core itself knows nothing of NATS). */
 typedef struct cs_metrics_jetstream {
     uint64_t published, acked, duplicates, ack_failures, stalls;
-    uint64_t ledgers, ring_ledgers, gaps, behind_episodes, resyncs, foreign_duplicates;
+    uint64_t ledgers, ring_ledgers, gaps, behind_episodes, resyncs, foreign_duplicates, republishes;
     bool behind, connected;
 } cs_metrics_jetstream;
 
