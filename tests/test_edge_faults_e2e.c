@@ -146,6 +146,19 @@ static int edge_readyz(char *body, size_t cap)
     return cs_http_get("127.0.0.1", fx.edge.port, "/readyz", WAIT_MS, body, cap, NULL, 0);
 }
 
+/* A sample of /metrics (a family with no labels). */
+static uint64_t metric(cs_proc *p, const char *name)
+{
+    static char body[1 << 17];
+    assert_int_equal(cs_http_get("127.0.0.1", p->port, "/metrics", WAIT_MS, body, sizeof body, NULL, 0), 200);
+    char line[256];
+    snprintf(line, sizeof line, "\n%s ", name);
+    const char *at = strstr(body, line);
+    if (!at)
+        fail_msg("no %s in /metrics", name);
+    return strtoull(at + strlen(line), NULL, 10);
+}
+
 /* Waits (bounded) for the edge's log line, failing with its log. */
 static void wait_edge_line(const char *needle)
 {
@@ -182,7 +195,9 @@ static void bad_stream(uint32_t third, uint64_t xor, const char *want, const cha
     put_ledger(js, "test-fault", 2, 0);
     put_ledger(js, "test-fault", third, xor);
 
-    const char *args[] = {"--jetstream-run=test-fault", NULL};
+    /* Ledger 4 verifies after the fault: a gap the edge would report after --jetstream-gap-wait,
+     * which is longer than any test. */
+    const char *args[] = {"--jetstream-run=test-fault", "--jetstream-gap-wait=1h", NULL};
     cs_edgefx_start_edge(&fx, args, NULL, 0);
     int status = 0;
     cs_ws *ws = cs_ws_connect("127.0.0.1", fx.edge.port, "/stream?start=1", WAIT_MS, &status, NULL, 0);
@@ -224,6 +239,50 @@ static void test_corrupt_ledger_skipped_then_genuine_served(void **state)
 {
     (void)state;
     bad_stream(3, 1, "reason=corrupt error=\"remoteledger: protocol violation: ledger 3 checksum mismatch", "corrupt");
+}
+
+/* A stream that goes on without ledger 3 (ledgers 1, 2, 4, 5; --jetstream-gap-wait 0s): the edge
+ * reports the gap once ledger 4 verified (WARN naming 3, counted), serves on from 4 (its ring
+ * restarts there), is ready, and a subscriber still owed ledger 3 is told it is too far behind. */
+static void test_gap_in_stream_is_reported_and_passed(void **state)
+{
+    (void)state;
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    fault_stream(&nc, &js);
+    put_ledger(js, "test-fault", 1, 0);
+    put_ledger(js, "test-fault", 2, 0);
+    const char *args[] = {"--jetstream-run=test-fault", "--jetstream-gap-wait=0s", NULL};
+    cs_edgefx_start_edge(&fx, args, NULL, 0);
+    int status = 0;
+    cs_ws *ws = cs_ws_connect("127.0.0.1", fx.edge.port, "/stream?start=1", WAIT_MS, &status, NULL, 0);
+    if (!ws)
+        fail_msg("connect to the edge: status %d\n%s", status, fx.edge.log);
+    expect_ledger(ws, 1, 1);
+    expect_ledger(ws, 2, 2);
+    put_ledger(js, "test-fault", 4, 0);
+    put_ledger(js, "test-fault", 5, 0);
+    wait_edge_line("jetstream source gap: the stream went on without these ledgers");
+    if (!strstr(fx.edge.log, " stream=CORESTREAM run=test-fault from=3 to=3 resume_ledger=4 "))
+        fail_msg("the gap is not named:\n%s", fx.edge.log);
+    cs_ws_msg m;
+    assert_int_equal(cs_ws_read(ws, &m, WAIT_MS), CS_WS_CLOSE);
+    assert_int_equal(m.close_code, 4001);
+    cs_ws_close(ws);
+    ws = cs_ws_connect("127.0.0.1", fx.edge.port, "/stream?start=4", WAIT_MS, &status, NULL, 0);
+    if (!ws)
+        fail_msg("connect to the edge from 4: status %d\n%s", status, fx.edge.log);
+    expect_ledger(ws, 4, 4);
+    expect_ledger(ws, 5, 5);
+    cs_ws_close(ws);
+    assert_int_equal(metric(&fx.edge, "corestreamd_edge_gaps_total"), 1);
+    assert_int_equal(metric(&fx.edge, "corestreamd_edge_gap_ledgers_total"), 1);
+    char body[4096];
+    assert_int_equal(edge_readyz(body, sizeof body), 200);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    assert_int_equal(cs_proc_stop(&fx.edge, SIGTERM, WAIT_MS), 0);
+    assert_int_equal(cs_proc_log_count(&fx.edge, "level=ERROR"), 0);
 }
 
 /* Junk on the next ledger's subject (six bytes; a message of ledger 9 under ledger 3's subject)
@@ -590,18 +649,6 @@ static uint64_t begin_after(jsCtx *js, const char *run, uint32_t seq, uint64_t a
     return 0;
 }
 
-static uint64_t metric(cs_proc *p, const char *name)
-{
-    static char body[1 << 17];
-    assert_int_equal(cs_http_get("127.0.0.1", p->port, "/metrics", WAIT_MS, body, sizeof body, NULL, 0), 200);
-    char line[256];
-    snprintf(line, sizeof line, "\n%s ", name);
-    const char *at = strstr(body, line);
-    if (!at)
-        fail_msg("no %s in /metrics", name);
-    return strtoull(at + strlen(line), NULL, 10);
-}
-
 static int next_in_order(const uint8_t *p, size_t n, const rl_ledger_info *info, void *ctx)
 {
     (void)p, (void)n;
@@ -626,7 +673,9 @@ static void preempted_begin(bool insider)
     cs_edgefx_start_core(&fx, core_args, run, sizeof run);
     cs_edgefx_wait_stream_ledger(&fx, run, 1);
     snprintf(runarg, sizeof runarg, "--jetstream-run=%s", run);
-    const char *edge_args[] = {runarg, keys, NULL};
+    /* Later ledgers verify before the republished one comes: the edge waits for it (any gap wait
+     * does; this one is longer than any test). */
+    const char *edge_args[] = {runarg, keys, "--jetstream-gap-wait=1h", NULL};
     cs_edgefx_start_edge(&fx, edge_args, NULL, 0);
 
     natsConnection *nc = NULL;
@@ -695,6 +744,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_gap_in_stream_waits_for_the_ledger, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_ledger_skipped_then_genuine_served, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gap_in_stream_is_reported_and_passed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_junk_messages_are_skipped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_ledger_mid_forward_is_begun_again, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ledger_begun_again_same_bytes_is_served, setup, teardown),

@@ -146,7 +146,8 @@ static int build_source(const cs_daemon_config *c, cs_cancel *cancel, cs_ring *r
                                   .run = c->jetstream_run,
                                   .start = (uint32_t)c->start_ledger,
                                   .auth = &auth,
-                                  .trusted_keys = c->trusted_keys};
+                                  .trusted_keys = c->trusted_keys,
+                                  .gap_wait_ns = c->jetstream_gap_wait};
         return cs_js_source_new(src, &jc, ring, cancel, err);
     }
     if (strcmp(c->source, "synthetic") == 0) {
@@ -289,6 +290,8 @@ static void edge_stats(void *arg, cs_metrics_edge *out)
     for (size_t i = 0; i < CS_JS_SKIP_REASONS && i < CS_M_EDGE_REASONS_MAX; i++)
         out->skipped[i] = st.skipped[i];
     out->waiting_for = st.waiting_for;
+    out->gaps = st.gaps;
+    out->gap_ledgers = st.gap_ledgers;
 }
 
 static int fail(const char *msg)

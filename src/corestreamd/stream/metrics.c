@@ -243,6 +243,12 @@ static void edge_metrics(cs_strbuf *b, const cs_metrics_edge *e)
     metric_u(b, "corestreamd_edge_waiting_for_ledger", "gauge",
              "The ledger the edge waits for past a skipped message (not ready meanwhile); 0 when it does not wait.",
              e->waiting_for);
+    metric_u(b, "corestreamd_edge_gaps_total", "counter",
+             "Times the stream went on without ledgers the edge waited for (a later ledger verified, "
+             "--jetstream-gap-wait passed) and the edge served on from the later one (`jetstream source gap`).",
+             e->gaps);
+    metric_u(b, "corestreamd_edge_gap_ledgers_total", "counter",
+             "Ledgers in those gaps: never served by this edge.", e->gap_ledgers);
 }
 
 /* Long because it is the exposition itself: one family after another, in the order a scrape

@@ -122,13 +122,15 @@ typedef struct cs_metrics_jetstream {
 } cs_metrics_jetstream;
 
 /* An edge's counters at scrape time (the daemon's hook copies them from the jetstream source):
- * messages skipped, by reason (names[i] the label value), and the ledger waited for (0: none). */
+ * messages skipped, by reason (names[i] the label value), the ledger waited for (0: none), and
+ * the gaps the stream went on without. */
 #define CS_M_EDGE_REASONS_MAX 8
 typedef struct cs_metrics_edge {
     const char *const *names;
     uint64_t skipped[CS_M_EDGE_REASONS_MAX];
     size_t nreasons;
     uint64_t waiting_for;
+    uint64_t gaps, gap_ledgers; /* gaps reported, and the ledgers in them */
 } cs_metrics_edge;
 
 /* What the server knows at scrape time, beyond the counters. */
