@@ -120,8 +120,9 @@ static void put_end(jsCtx *js, const char *run, uint32_t seq, uint64_t xor)
     free(body);
 }
 
-/* Connects to the single server and creates the stream the fault tests write by hand. */
-static void fault_stream(natsConnection **ncp, jsCtx **jsp)
+/* Connects to the single server and creates the stream the fault tests write by hand, with the
+ * genuine ledgers 1..ledgers of the run test-fault in it. */
+static void fault_stream(natsConnection **ncp, jsCtx **jsp, uint32_t ledgers)
 {
     natsConnection *nc = NULL;
     jsCtx *js = NULL;
@@ -136,8 +137,25 @@ static void fault_stream(natsConnection **ncp, jsCtx **jsp)
     jsStreamInfo *si = NULL;
     assert_int_equal(js_AddStream(&si, js, &cfg, NULL, NULL), NATS_OK);
     jsStreamInfo_Destroy(si);
+    for (uint32_t seq = 1; seq <= ledgers; seq++)
+        put_ledger(js, "test-fault", seq, 0);
     *ncp = nc;
     *jsp = js;
+}
+
+/* The edge on the hand-written run test-fault with extra flags (after --jetstream-run), and a
+ * subscriber of it asking path. */
+static cs_ws *open_edge(const char *const *extra, const char *path)
+{
+    const char *args[8] = {"--jetstream-run=test-fault"};
+    for (size_t i = 1; extra && *extra && i < 7; extra++)
+        args[i++] = *extra;
+    cs_edgefx_start_edge(&fx, args, NULL, 0);
+    int status = 0;
+    cs_ws *ws = cs_ws_connect("127.0.0.1", fx.edge.port, path, WAIT_MS, &status, NULL, 0);
+    if (!ws)
+        fail_msg("connect to the edge at %s: status %d\n%s", path, status, fx.edge.log);
+    return ws;
 }
 
 /* The edge's /readyz: its status, the body in body. */
@@ -190,19 +208,12 @@ static void bad_stream(uint32_t third, uint64_t xor, const char *want, const cha
 {
     natsConnection *nc = NULL;
     jsCtx *js = NULL;
-    fault_stream(&nc, &js);
-    put_ledger(js, "test-fault", 1, 0);
-    put_ledger(js, "test-fault", 2, 0);
+    fault_stream(&nc, &js, 2);
     put_ledger(js, "test-fault", third, xor);
 
     /* Ledger 4 verifies after the fault: a gap the edge would report after --jetstream-gap-wait,
      * which is longer than any test. */
-    const char *args[] = {"--jetstream-run=test-fault", "--jetstream-gap-wait=1h", NULL};
-    cs_edgefx_start_edge(&fx, args, NULL, 0);
-    int status = 0;
-    cs_ws *ws = cs_ws_connect("127.0.0.1", fx.edge.port, "/stream?start=1", WAIT_MS, &status, NULL, 0);
-    if (!ws)
-        fail_msg("connect to the edge: status %d\n%s", status, fx.edge.log);
+    cs_ws *ws = open_edge((const char *const[]){"--jetstream-gap-wait=1h", NULL}, "/stream?start=1");
     expect_ledger(ws, 1, 1);
     expect_ledger(ws, 2, 2);
     wait_edge_line(want); /* on a `jetstream source skipped a message` line */
@@ -249,15 +260,8 @@ static void test_gap_in_stream_is_reported_and_passed(void **state)
     (void)state;
     natsConnection *nc = NULL;
     jsCtx *js = NULL;
-    fault_stream(&nc, &js);
-    put_ledger(js, "test-fault", 1, 0);
-    put_ledger(js, "test-fault", 2, 0);
-    const char *args[] = {"--jetstream-run=test-fault", "--jetstream-gap-wait=0s", NULL};
-    cs_edgefx_start_edge(&fx, args, NULL, 0);
-    int status = 0;
-    cs_ws *ws = cs_ws_connect("127.0.0.1", fx.edge.port, "/stream?start=1", WAIT_MS, &status, NULL, 0);
-    if (!ws)
-        fail_msg("connect to the edge: status %d\n%s", status, fx.edge.log);
+    fault_stream(&nc, &js, 2);
+    cs_ws *ws = open_edge((const char *const[]){"--jetstream-gap-wait=0s", NULL}, "/stream?start=1");
     expect_ledger(ws, 1, 1);
     expect_ledger(ws, 2, 2);
     put_ledger(js, "test-fault", 4, 0);
@@ -269,6 +273,7 @@ static void test_gap_in_stream_is_reported_and_passed(void **state)
     assert_int_equal(cs_ws_read(ws, &m, WAIT_MS), CS_WS_CLOSE);
     assert_int_equal(m.close_code, 4001);
     cs_ws_close(ws);
+    int status = 0;
     ws = cs_ws_connect("127.0.0.1", fx.edge.port, "/stream?start=4", WAIT_MS, &status, NULL, 0);
     if (!ws)
         fail_msg("connect to the edge from 4: status %d\n%s", status, fx.edge.log);
@@ -292,14 +297,8 @@ static void test_junk_messages_are_skipped(void **state)
     (void)state;
     natsConnection *nc = NULL;
     jsCtx *js = NULL;
-    fault_stream(&nc, &js);
-    put_ledger(js, "test-fault", 1, 0);
-    const char *args[] = {"--jetstream-run=test-fault", NULL};
-    cs_edgefx_start_edge(&fx, args, NULL, 0);
-    int status = 0;
-    cs_ws *ws = cs_ws_connect("127.0.0.1", fx.edge.port, "/stream?start=1", WAIT_MS, &status, NULL, 0);
-    if (!ws)
-        fail_msg("connect to the edge: status %d\n%s", status, fx.edge.log);
+    fault_stream(&nc, &js, 1);
+    cs_ws *ws = open_edge(NULL, "/stream?start=1");
     expect_ledger(ws, 1, 1);
     publish(js, STREAM ".test-fault.2", (const uint8_t *)"junk!!", 6);
     uint8_t begin[CS_WIRE_BEGIN_LEN];
@@ -325,15 +324,8 @@ static void test_corrupt_ledger_mid_forward_is_begun_again(void **state)
     (void)state;
     natsConnection *nc = NULL;
     jsCtx *js = NULL;
-    fault_stream(&nc, &js);
-    put_ledger(js, "test-fault", 1, 0);
-    put_ledger(js, "test-fault", 2, 0);
-    const char *args[] = {"--jetstream-run=test-fault", NULL};
-    cs_edgefx_start_edge(&fx, args, NULL, 0);
-    int status = 0;
-    cs_ws *ws = cs_ws_connect("127.0.0.1", fx.edge.port, "/stream?start=1", WAIT_MS, &status, NULL, 0);
-    if (!ws)
-        fail_msg("connect to the edge: status %d\n%s", status, fx.edge.log);
+    fault_stream(&nc, &js, 2);
+    cs_ws *ws = open_edge(NULL, "/stream?start=1");
     expect_ledger(ws, 1, 1);
     expect_ledger(ws, 2, 2);
     put_copy(js, "test-fault", 3, 7, UINT32_MAX, false, 0); /* a copy with other bytes */
@@ -387,15 +379,8 @@ static void restarted_ledger(uint32_t second_fill)
 {
     natsConnection *nc = NULL;
     jsCtx *js = NULL;
-    fault_stream(&nc, &js);
-    put_ledger(js, "test-fault", 1, 0);
-    put_ledger(js, "test-fault", 2, 0);
-    const char *args[] = {"--jetstream-run=test-fault", NULL};
-    cs_edgefx_start_edge(&fx, args, NULL, 0);
-    int status = 0;
-    cs_ws *ws = cs_ws_connect("127.0.0.1", fx.edge.port, "/stream?start=3", WAIT_MS, &status, NULL, 0);
-    if (!ws)
-        fail_msg("connect to the edge: status %d\n%s", status, fx.edge.log);
+    fault_stream(&nc, &js, 2);
+    cs_ws *ws = open_edge(NULL, "/stream?start=3");
     put_copy(js, "test-fault", 3, 3, 4, false, 0); /* BEGIN and 4 of its 5 chunks */
     cs_ws_msg m;
     cs_wire_msg w;
@@ -499,6 +484,27 @@ static int count_ledger(const uint8_t *p, size_t n, const rl_ledger_info *info, 
     return 0;
 }
 
+/* Ledgers 1..last from the edge through libremoteledger, each signature checked against the keys
+ * in pub: fn gets each; a failure fails the case with the logs. */
+static void read_signed(const char *pub, uint32_t last, rl_ledger_fn fn, void *ctx)
+{
+    char url[64];
+    snprintf(url, sizeof url, "ws://127.0.0.1:%d", fx.edge.port);
+    rl_options o;
+    rl_options_init(&o);
+    o.trusted_keys_file = pub;
+    rl_stream *st;
+    assert_int_equal(rl_stream_new(&st, url, &o), RL_OK);
+    if (rl_stream_raw_ledgers(st, rl_bounded_range(1, last), fn, ctx) != RL_OK) {
+        if (fx.core_live)
+            cs_proc_drain(&fx.core);
+        cs_proc_drain(&fx.edge);
+        fail_msg("%s\ncore:\n%s\nedge:\n%s", rl_stream_error(st), fx.core_live ? fx.core.log : "",
+                 fx.edge.log);
+    }
+    rl_stream_free(st);
+}
+
 /* An edge with the core's key: ledgers 1 and 2 signed pass; four copies of ledger 3 that are
  * unsigned, signed by another key, signed over other bytes, or out of the chain are skipped
  * (reason signature, the first logged with why), the edge waits for 3, not ready, and serves the
@@ -514,7 +520,7 @@ static void test_edge_checks_signatures(void **state)
     g_have_last = false;
     natsConnection *nc = NULL;
     jsCtx *js = NULL;
-    fault_stream(&nc, &js);
+    fault_stream(&nc, &js, 0);
     put_signed(js, 1, (signed_copy){.by = key, .fill = 1, .signed_fill = 1, .genuine = true});
     put_signed(js, 2, (signed_copy){.by = key, .fill = 2, .signed_fill = 2, .genuine = true});
     put_signed(js, 3, (signed_copy){.by = NULL, .fill = 3, .signed_fill = 3});
@@ -534,20 +540,9 @@ static void test_edge_checks_signatures(void **state)
         fail_msg("/readyz does not say it waits for ledger 3: %s", body);
 
     put_signed(js, 3, (signed_copy){.by = key, .fill = 3, .signed_fill = 3, .genuine = true});
-    char url[64];
-    snprintf(url, sizeof url, "ws://127.0.0.1:%d", fx.edge.port);
-    rl_options o;
-    rl_options_init(&o);
-    o.trusted_keys_file = certs.sign_pub;
-    rl_stream *st;
-    assert_int_equal(rl_stream_new(&st, url, &o), RL_OK);
     int n = 0;
-    if (rl_stream_raw_ledgers(st, rl_bounded_range(1, 3), count_ledger, &n) != RL_OK) {
-        cs_proc_drain(&fx.edge);
-        fail_msg("%s\nedge:\n%s", rl_stream_error(st), fx.edge.log);
-    }
+    read_signed(certs.sign_pub, 3, count_ledger, &n);
     assert_int_equal(n, 3);
-    rl_stream_free(st);
     wait_edge_line("jetstream source has the ledger it waited for");
     assert_int_equal(edge_readyz(body, sizeof body), 200);
     jsCtx_Destroy(js);
@@ -560,23 +555,6 @@ static void test_edge_checks_signatures(void **state)
 }
 
 /* ---- a signing core's next BEGIN pre-empted ---------------------------------------------------- */
-
-/* The run's newest message in the stream: its ledger, and the Nats-Msg-Id it carries. */
-static uint32_t stream_tip(jsCtx *js, const char *run, char *id, size_t idlen)
-{
-    char filter[160];
-    snprintf(filter, sizeof filter, "%s.%s.*", STREAM, run);
-    natsMsg *m = NULL;
-    assert_int_equal(js_GetLastMsg(&m, js, STREAM, filter, NULL, NULL), NATS_OK);
-    cs_wire_msg w;
-    assert_int_equal(cs_wire_decode((const uint8_t *)natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m), &w, NULL),
-                     0);
-    const char *h = NULL;
-    assert_int_equal(natsMsgHeader_Get(m, "Nats-Msg-Id", &h), NATS_OK);
-    snprintf(id, idlen, "%s", h);
-    natsMsg_Destroy(m);
-    return w.seq;
-}
 
 /* The core's message id secret, read from its data directory as an insider could. */
 static void core_secret(uint8_t key[CS_JS_ID_KEY_LEN])
@@ -683,27 +661,17 @@ static void preempted_begin(bool insider)
     assert_int_equal(natsConnection_ConnectTo(&nc, fx.nats.url), NATS_OK);
     assert_int_equal(natsConnection_JetStream(&js, nc, NULL), NATS_OK);
     char stored[CS_JS_SUBJECT_MAX], ids[3][CS_JS_SUBJECT_MAX];
-    uint32_t target = stream_tip(js, run, stored, sizeof stored) + 5;
+    uint32_t target = 0;
+    assert_int_equal(cs_jsr_tip(js, STREAM, run, &target, stored, sizeof stored), 0);
+    target += 5;
     size_t nids = begin_ids(run, target, stored, insider, ids);
     uint64_t junk = 0;
     for (size_t i = 0; i < nids; i++)
         junk = put_junk(js, run, target, ids[i]);
 
-    char url[64];
-    snprintf(url, sizeof url, "ws://127.0.0.1:%d", fx.edge.port);
-    rl_options o;
-    rl_options_init(&o);
-    o.trusted_keys_file = certs.sign_pub;
-    rl_stream *st;
-    assert_int_equal(rl_stream_new(&st, url, &o), RL_OK);
     uint32_t next = 1;
-    if (rl_stream_raw_ledgers(st, rl_bounded_range(1, target + 2), next_in_order, &next) != RL_OK) {
-        cs_proc_drain(&fx.core);
-        cs_proc_drain(&fx.edge);
-        fail_msg("%s\ncore:\n%s\nedge:\n%s", rl_stream_error(st), fx.core.log, fx.edge.log);
-    }
+    read_signed(certs.sign_pub, target + 2, next_in_order, &next);
     assert_int_equal(next, target + 3);
-    rl_stream_free(st);
     /* The junk came first: the genuine BEGIN is stored after it. */
     assert_true(begin_after(js, run, target, junk) > junk);
     cs_proc_drain(&fx.core);

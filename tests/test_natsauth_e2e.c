@@ -32,6 +32,7 @@
 #include "corestreamd/jetstream/nkey.h"
 #include "support/certs.h"
 #include "support/event.h"
+#include "support/jsreader.h"
 #include "support/natsserver.h"
 #include "support/procharness.h"
 #include "support/tmpdir.h"
@@ -275,16 +276,10 @@ static uint32_t stream_tip(natsConnection *nc, const char *run)
 {
     jsCtx *js = NULL;
     assert_int_equal(natsConnection_JetStream(&js, nc, NULL), NATS_OK);
-    char filter[160];
-    snprintf(filter, sizeof filter, "%s.%s.*", STREAM, run);
-    natsMsg *m = NULL;
-    assert_int_equal(js_GetLastMsg(&m, js, STREAM, filter, NULL, NULL), NATS_OK);
-    cs_wire_msg w;
-    assert_int_equal(cs_wire_decode((const uint8_t *)natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m), &w, NULL),
-                     0);
-    natsMsg_Destroy(m);
+    uint32_t seq = 0;
+    assert_int_equal(cs_jsr_tip(js, STREAM, run, &seq, NULL, 0), 0);
     jsCtx_Destroy(js);
-    return w.seq;
+    return seq;
 }
 
 /* A checksum-valid forged ledger seq (BEGIN, one chunk, END) on the core's subject with the core's

@@ -8,6 +8,7 @@
 #ifndef CS_TESTS_SUPPORT_JSREADER_H
 #define CS_TESTS_SUPPORT_JSREADER_H
 
+#include <nats/nats.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -44,6 +45,11 @@ int cs_jsr_read(const char *url, const char *stream, const char *run, cs_jsr *ou
 /* The message of ledger seq, item, or NULL. */
 const cs_jsr_msg *cs_jsr_find(const cs_jsr *r, uint32_t seq, uint32_t item);
 void cs_jsr_free(cs_jsr *r);
+
+/* The run's newest message in the stream, read through js (any connection, credentials or TLS
+ * included): its ledger into *seq and, when id is not NULL, its Nats-Msg-Id into id. 0, or -1 when
+ * there is none or it is not a wire message with an id. */
+int cs_jsr_tip(jsCtx *js, const char *stream, const char *run, uint32_t *seq, char *id, size_t idlen);
 
 /* Waits until the stream holds the END of ledger seq of the run: 0, or -1 after timeout_ms. It
  * subscribes to the ledger's subject first and then looks in the stream, so it cannot miss it. */
