@@ -2,7 +2,12 @@
  * nats-server: a gap, a corrupt ledger, junk messages, a copy that fails mid-forward, a ledger
  * begun again, and signed ledgers (with --trusted-keys: unsigned, another key's, forged bytes,
  * out of the chain). The edge never serves what it cannot verify and never dies of it: it skips
- * (logged with a reason, counted), waits not ready, and serves the genuine ledger once it comes. */
+ * (logged with a reason, counted), waits not ready, and serves the genuine ledger once it comes.
+ * And a signing core's stream that another publisher tries to pre-empt: junk published under the
+ * id of the core's next BEGIN, as a stranger could compute it (the core's old `<run>:<seq>:0`, a
+ * tag copied from a stored id, a tag under an all-zero secret) is just junk, and under the real
+ * id (someone holding the core's secret) makes the core republish the ledger under fresh ids:
+ * either way a verifying subscriber of the edge reads every ledger. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -23,6 +28,8 @@
 
 #include "common/synthetic.h"
 #include "corestream/remoteledger.h"
+#include "corestreamd/jetstream/idkey.h"
+#include "corestreamd/jetstream/naming.h"
 #include "support/certs.h"
 #include "support/edgefixture.h"
 #include "support/jsreader.h"
@@ -113,8 +120,9 @@ static void put_end(jsCtx *js, const char *run, uint32_t seq, uint64_t xor)
     free(body);
 }
 
-/* Connects to the single server and creates the stream the fault tests write by hand. */
-static void fault_stream(natsConnection **ncp, jsCtx **jsp)
+/* Connects to the single server and creates the stream the fault tests write by hand, with the
+ * genuine ledgers 1..ledgers of the run test-fault in it. */
+static void fault_stream(natsConnection **ncp, jsCtx **jsp, uint32_t ledgers)
 {
     natsConnection *nc = NULL;
     jsCtx *js = NULL;
@@ -129,14 +137,44 @@ static void fault_stream(natsConnection **ncp, jsCtx **jsp)
     jsStreamInfo *si = NULL;
     assert_int_equal(js_AddStream(&si, js, &cfg, NULL, NULL), NATS_OK);
     jsStreamInfo_Destroy(si);
+    for (uint32_t seq = 1; seq <= ledgers; seq++)
+        put_ledger(js, "test-fault", seq, 0);
     *ncp = nc;
     *jsp = js;
+}
+
+/* The edge on the hand-written run test-fault with extra flags (after --jetstream-run), and a
+ * subscriber of it asking path. */
+static cs_ws *open_edge(const char *const *extra, const char *path)
+{
+    const char *args[8] = {"--jetstream-run=test-fault"};
+    for (size_t i = 1; extra && *extra && i < 7; extra++)
+        args[i++] = *extra;
+    cs_edgefx_start_edge(&fx, args, NULL, 0);
+    int status = 0;
+    cs_ws *ws = cs_ws_connect("127.0.0.1", fx.edge.port, path, WAIT_MS, &status, NULL, 0);
+    if (!ws)
+        fail_msg("connect to the edge at %s: status %d\n%s", path, status, fx.edge.log);
+    return ws;
 }
 
 /* The edge's /readyz: its status, the body in body. */
 static int edge_readyz(char *body, size_t cap)
 {
     return cs_http_get("127.0.0.1", fx.edge.port, "/readyz", WAIT_MS, body, cap, NULL, 0);
+}
+
+/* A sample of /metrics (a family with no labels). */
+static uint64_t metric(cs_proc *p, const char *name)
+{
+    static char body[1 << 17];
+    assert_int_equal(cs_http_get("127.0.0.1", p->port, "/metrics", WAIT_MS, body, sizeof body, NULL, 0), 200);
+    char line[256];
+    snprintf(line, sizeof line, "\n%s ", name);
+    const char *at = strstr(body, line);
+    if (!at)
+        fail_msg("no %s in /metrics", name);
+    return strtoull(at + strlen(line), NULL, 10);
 }
 
 /* Waits (bounded) for the edge's log line, failing with its log. */
@@ -170,17 +208,12 @@ static void bad_stream(uint32_t third, uint64_t xor, const char *want, const cha
 {
     natsConnection *nc = NULL;
     jsCtx *js = NULL;
-    fault_stream(&nc, &js);
-    put_ledger(js, "test-fault", 1, 0);
-    put_ledger(js, "test-fault", 2, 0);
+    fault_stream(&nc, &js, 2);
     put_ledger(js, "test-fault", third, xor);
 
-    const char *args[] = {"--jetstream-run=test-fault", NULL};
-    cs_edgefx_start_edge(&fx, args, NULL, 0);
-    int status = 0;
-    cs_ws *ws = cs_ws_connect("127.0.0.1", fx.edge.port, "/stream?start=1", WAIT_MS, &status, NULL, 0);
-    if (!ws)
-        fail_msg("connect to the edge: status %d\n%s", status, fx.edge.log);
+    /* Ledger 4 verifies after the fault: a gap the edge would report after --jetstream-gap-wait,
+     * which is longer than any test. */
+    cs_ws *ws = open_edge((const char *const[]){"--jetstream-gap-wait=1h", NULL}, "/stream?start=1");
     expect_ledger(ws, 1, 1);
     expect_ledger(ws, 2, 2);
     wait_edge_line(want); /* on a `jetstream source skipped a message` line */
@@ -219,6 +252,44 @@ static void test_corrupt_ledger_skipped_then_genuine_served(void **state)
     bad_stream(3, 1, "reason=corrupt error=\"remoteledger: protocol violation: ledger 3 checksum mismatch", "corrupt");
 }
 
+/* A stream that goes on without ledger 3 (ledgers 1, 2, 4, 5; --jetstream-gap-wait 0s): the edge
+ * reports the gap once ledger 4 verified (WARN naming 3, counted), serves on from 4 (its ring
+ * restarts there), is ready, and a subscriber still owed ledger 3 is told it is too far behind. */
+static void test_gap_in_stream_is_reported_and_passed(void **state)
+{
+    (void)state;
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    fault_stream(&nc, &js, 2);
+    cs_ws *ws = open_edge((const char *const[]){"--jetstream-gap-wait=0s", NULL}, "/stream?start=1");
+    expect_ledger(ws, 1, 1);
+    expect_ledger(ws, 2, 2);
+    put_ledger(js, "test-fault", 4, 0);
+    put_ledger(js, "test-fault", 5, 0);
+    wait_edge_line("jetstream source gap: the stream went on without these ledgers");
+    if (!strstr(fx.edge.log, " stream=CORESTREAM run=test-fault from=3 to=3 resume_ledger=4 "))
+        fail_msg("the gap is not named:\n%s", fx.edge.log);
+    cs_ws_msg m;
+    assert_int_equal(cs_ws_read(ws, &m, WAIT_MS), CS_WS_CLOSE);
+    assert_int_equal(m.close_code, 4001);
+    cs_ws_close(ws);
+    int status = 0;
+    ws = cs_ws_connect("127.0.0.1", fx.edge.port, "/stream?start=4", WAIT_MS, &status, NULL, 0);
+    if (!ws)
+        fail_msg("connect to the edge from 4: status %d\n%s", status, fx.edge.log);
+    expect_ledger(ws, 4, 4);
+    expect_ledger(ws, 5, 5);
+    cs_ws_close(ws);
+    assert_int_equal(metric(&fx.edge, "corestreamd_edge_gaps_total"), 1);
+    assert_int_equal(metric(&fx.edge, "corestreamd_edge_gap_ledgers_total"), 1);
+    char body[4096];
+    assert_int_equal(edge_readyz(body, sizeof body), 200);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    assert_int_equal(cs_proc_stop(&fx.edge, SIGTERM, WAIT_MS), 0);
+    assert_int_equal(cs_proc_log_count(&fx.edge, "level=ERROR"), 0);
+}
+
 /* Junk on the next ledger's subject (six bytes; a message of ledger 9 under ledger 3's subject)
  * is skipped, never fatal, and the genuine ledger after it is served. */
 static void test_junk_messages_are_skipped(void **state)
@@ -226,14 +297,8 @@ static void test_junk_messages_are_skipped(void **state)
     (void)state;
     natsConnection *nc = NULL;
     jsCtx *js = NULL;
-    fault_stream(&nc, &js);
-    put_ledger(js, "test-fault", 1, 0);
-    const char *args[] = {"--jetstream-run=test-fault", NULL};
-    cs_edgefx_start_edge(&fx, args, NULL, 0);
-    int status = 0;
-    cs_ws *ws = cs_ws_connect("127.0.0.1", fx.edge.port, "/stream?start=1", WAIT_MS, &status, NULL, 0);
-    if (!ws)
-        fail_msg("connect to the edge: status %d\n%s", status, fx.edge.log);
+    fault_stream(&nc, &js, 1);
+    cs_ws *ws = open_edge(NULL, "/stream?start=1");
     expect_ledger(ws, 1, 1);
     publish(js, STREAM ".test-fault.2", (const uint8_t *)"junk!!", 6);
     uint8_t begin[CS_WIRE_BEGIN_LEN];
@@ -259,15 +324,8 @@ static void test_corrupt_ledger_mid_forward_is_begun_again(void **state)
     (void)state;
     natsConnection *nc = NULL;
     jsCtx *js = NULL;
-    fault_stream(&nc, &js);
-    put_ledger(js, "test-fault", 1, 0);
-    put_ledger(js, "test-fault", 2, 0);
-    const char *args[] = {"--jetstream-run=test-fault", NULL};
-    cs_edgefx_start_edge(&fx, args, NULL, 0);
-    int status = 0;
-    cs_ws *ws = cs_ws_connect("127.0.0.1", fx.edge.port, "/stream?start=1", WAIT_MS, &status, NULL, 0);
-    if (!ws)
-        fail_msg("connect to the edge: status %d\n%s", status, fx.edge.log);
+    fault_stream(&nc, &js, 2);
+    cs_ws *ws = open_edge(NULL, "/stream?start=1");
     expect_ledger(ws, 1, 1);
     expect_ledger(ws, 2, 2);
     put_copy(js, "test-fault", 3, 7, UINT32_MAX, false, 0); /* a copy with other bytes */
@@ -321,15 +379,8 @@ static void restarted_ledger(uint32_t second_fill)
 {
     natsConnection *nc = NULL;
     jsCtx *js = NULL;
-    fault_stream(&nc, &js);
-    put_ledger(js, "test-fault", 1, 0);
-    put_ledger(js, "test-fault", 2, 0);
-    const char *args[] = {"--jetstream-run=test-fault", NULL};
-    cs_edgefx_start_edge(&fx, args, NULL, 0);
-    int status = 0;
-    cs_ws *ws = cs_ws_connect("127.0.0.1", fx.edge.port, "/stream?start=3", WAIT_MS, &status, NULL, 0);
-    if (!ws)
-        fail_msg("connect to the edge: status %d\n%s", status, fx.edge.log);
+    fault_stream(&nc, &js, 2);
+    cs_ws *ws = open_edge(NULL, "/stream?start=3");
     put_copy(js, "test-fault", 3, 3, 4, false, 0); /* BEGIN and 4 of its 5 chunks */
     cs_ws_msg m;
     cs_wire_msg w;
@@ -433,6 +484,27 @@ static int count_ledger(const uint8_t *p, size_t n, const rl_ledger_info *info, 
     return 0;
 }
 
+/* Ledgers 1..last from the edge through libremoteledger, each signature checked against the keys
+ * in pub: fn gets each; a failure fails the case with the logs. */
+static void read_signed(const char *pub, uint32_t last, rl_ledger_fn fn, void *ctx)
+{
+    char url[64];
+    snprintf(url, sizeof url, "ws://127.0.0.1:%d", fx.edge.port);
+    rl_options o;
+    rl_options_init(&o);
+    o.trusted_keys_file = pub;
+    rl_stream *st;
+    assert_int_equal(rl_stream_new(&st, url, &o), RL_OK);
+    if (rl_stream_raw_ledgers(st, rl_bounded_range(1, last), fn, ctx) != RL_OK) {
+        if (fx.core_live)
+            cs_proc_drain(&fx.core);
+        cs_proc_drain(&fx.edge);
+        fail_msg("%s\ncore:\n%s\nedge:\n%s", rl_stream_error(st), fx.core_live ? fx.core.log : "",
+                 fx.edge.log);
+    }
+    rl_stream_free(st);
+}
+
 /* An edge with the core's key: ledgers 1 and 2 signed pass; four copies of ledger 3 that are
  * unsigned, signed by another key, signed over other bytes, or out of the chain are skipped
  * (reason signature, the first logged with why), the edge waits for 3, not ready, and serves the
@@ -448,7 +520,7 @@ static void test_edge_checks_signatures(void **state)
     g_have_last = false;
     natsConnection *nc = NULL;
     jsCtx *js = NULL;
-    fault_stream(&nc, &js);
+    fault_stream(&nc, &js, 0);
     put_signed(js, 1, (signed_copy){.by = key, .fill = 1, .signed_fill = 1, .genuine = true});
     put_signed(js, 2, (signed_copy){.by = key, .fill = 2, .signed_fill = 2, .genuine = true});
     put_signed(js, 3, (signed_copy){.by = NULL, .fill = 3, .signed_fill = 3});
@@ -468,20 +540,9 @@ static void test_edge_checks_signatures(void **state)
         fail_msg("/readyz does not say it waits for ledger 3: %s", body);
 
     put_signed(js, 3, (signed_copy){.by = key, .fill = 3, .signed_fill = 3, .genuine = true});
-    char url[64];
-    snprintf(url, sizeof url, "ws://127.0.0.1:%d", fx.edge.port);
-    rl_options o;
-    rl_options_init(&o);
-    o.trusted_keys_file = certs.sign_pub;
-    rl_stream *st;
-    assert_int_equal(rl_stream_new(&st, url, &o), RL_OK);
     int n = 0;
-    if (rl_stream_raw_ledgers(st, rl_bounded_range(1, 3), count_ledger, &n) != RL_OK) {
-        cs_proc_drain(&fx.edge);
-        fail_msg("%s\nedge:\n%s", rl_stream_error(st), fx.edge.log);
-    }
+    read_signed(certs.sign_pub, 3, count_ledger, &n);
     assert_int_equal(n, 3);
-    rl_stream_free(st);
     wait_edge_line("jetstream source has the ledger it waited for");
     assert_int_equal(edge_readyz(body, sizeof body), 200);
     jsCtx_Destroy(js);
@@ -493,17 +554,172 @@ static void test_edge_checks_signatures(void **state)
     cs_certs_remove(&certs);
 }
 
+/* ---- a signing core's next BEGIN pre-empted ---------------------------------------------------- */
+
+/* The core's message id secret, read from its data directory as an insider could. */
+static void core_secret(uint8_t key[CS_JS_ID_KEY_LEN])
+{
+    char path[PATH_MAX + 64], text[2 * CS_JS_ID_KEY_LEN + 2] = "";
+    snprintf(path, sizeof path, "%s/core/%s", fx.tmp.path, CS_JS_ID_KEY_FILE);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(text, sizeof text, f));
+    fclose(f);
+    for (int i = 0; i < CS_JS_ID_KEY_LEN; i++) {
+        unsigned v;
+        assert_int_equal(sscanf(text + 2 * i, "%2x", &v), 1);
+        key[i] = (uint8_t)v;
+    }
+}
+
+/* The ids of ledger seq's BEGIN someone may publish under first: a stranger's guesses, or (insider)
+ * the id the core derives from its secret. */
+static size_t begin_ids(const char *run, uint32_t seq, const char *stored_id, bool insider,
+                        char ids[3][CS_JS_SUBJECT_MAX])
+{
+    uint8_t key[CS_JS_ID_KEY_LEN] = {0};
+    if (insider) {
+        core_secret(key);
+        assert_int_equal(cs_js_msg_id(ids[0], CS_JS_SUBJECT_MAX, run, seq, 0, key, 0), 0);
+        return 1;
+    }
+    snprintf(ids[0], CS_JS_SUBJECT_MAX, "%s:%u:0", run, seq);                         /* the old form */
+    snprintf(ids[1], CS_JS_SUBJECT_MAX, "%s:%u:0%s", run, seq, strrchr(stored_id, ':')); /* a seen tag */
+    assert_int_equal(cs_js_msg_id(ids[2], CS_JS_SUBJECT_MAX, run, seq, 0, key, 0), 0); /* a zero secret */
+    return 3;
+}
+
+/* Four junk bytes on ledger seq's subject under id: stored, not a duplicate (nobody used the id
+ * before). Returns the stream sequence. */
+static uint64_t put_junk(jsCtx *js, const char *run, uint32_t seq, const char *id)
+{
+    char subj[160];
+    snprintf(subj, sizeof subj, "%s.%s.%u", STREAM, run, seq);
+    jsPubOptions po;
+    jsPubOptions_Init(&po);
+    po.MsgId = id;
+    jsPubAck *pa = NULL;
+    assert_int_equal(js_Publish(&pa, js, subj, "junk", 4, &po, NULL), NATS_OK);
+    assert_false(pa->Duplicate);
+    uint64_t sseq = pa->Sequence;
+    jsPubAck_Destroy(pa);
+    return sseq;
+}
+
+/* The stream sequence of ledger seq's first BEGIN after stream sequence after (bounded scan). */
+static uint64_t begin_after(jsCtx *js, const char *run, uint32_t seq, uint64_t after)
+{
+    char subj[160];
+    snprintf(subj, sizeof subj, "%s.%s.%u", STREAM, run, seq);
+    for (uint64_t q = after + 1; q <= after + 4096; q++) {
+        natsMsg *m = NULL;
+        if (js_GetMsg(&m, js, STREAM, q, NULL, NULL) != NATS_OK)
+            break;
+        cs_wire_msg w;
+        bool hit = strcmp(natsMsg_GetSubject(m), subj) == 0 &&
+                   cs_wire_decode((const uint8_t *)natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m), &w, NULL) ==
+                       0 &&
+                   w.type == CS_WIRE_TYPE_BEGIN;
+        natsMsg_Destroy(m);
+        if (hit)
+            return q;
+    }
+    return 0;
+}
+
+static int next_in_order(const uint8_t *p, size_t n, const rl_ledger_info *info, void *ctx)
+{
+    (void)p, (void)n;
+    uint32_t *next = ctx;
+    assert_int_equal(info->sequence, *next);
+    (*next)++;
+    return 0;
+}
+
+/* A signing core publishes to the stream; an edge with the core's key follows it. Junk goes on the
+ * subject of the ledger five ahead of the stream's newest, under ids of its BEGIN, before the core
+ * gets there. A subscriber of the edge that checks signatures reads ledgers 1 to that one + 2:
+ * all of them, in order, none missing. */
+static void preempted_begin(bool insider)
+{
+    cs_certs certs;
+    assert_int_equal(cs_certs_make(&certs), 0);
+    char key[PATH_MAX + 32], keys[PATH_MAX + 32], run[128], runarg[160];
+    snprintf(key, sizeof key, "--signing-key=%s", certs.sign_key);
+    snprintf(keys, sizeof keys, "--trusted-keys=%s", certs.sign_pub);
+    const char *core_args[] = {key, NULL};
+    cs_edgefx_start_core(&fx, core_args, run, sizeof run);
+    cs_edgefx_wait_stream_ledger(&fx, run, 1);
+    snprintf(runarg, sizeof runarg, "--jetstream-run=%s", run);
+    /* Later ledgers verify before the republished one comes: the edge waits for it (any gap wait
+     * does; this one is longer than any test). */
+    const char *edge_args[] = {runarg, keys, "--jetstream-gap-wait=1h", NULL};
+    cs_edgefx_start_edge(&fx, edge_args, NULL, 0);
+
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    assert_int_equal(natsConnection_ConnectTo(&nc, fx.nats.url), NATS_OK);
+    assert_int_equal(natsConnection_JetStream(&js, nc, NULL), NATS_OK);
+    char stored[CS_JS_SUBJECT_MAX], ids[3][CS_JS_SUBJECT_MAX];
+    uint32_t target = 0;
+    assert_int_equal(cs_jsr_tip(js, STREAM, run, &target, stored, sizeof stored), 0);
+    target += 5;
+    size_t nids = begin_ids(run, target, stored, insider, ids);
+    uint64_t junk = 0;
+    for (size_t i = 0; i < nids; i++)
+        junk = put_junk(js, run, target, ids[i]);
+
+    uint32_t next = 1;
+    read_signed(certs.sign_pub, target + 2, next_in_order, &next);
+    assert_int_equal(next, target + 3);
+    /* The junk came first: the genuine BEGIN is stored after it. */
+    assert_true(begin_after(js, run, target, junk) > junk);
+    cs_proc_drain(&fx.core);
+    if (insider) {
+        char want[512];
+        snprintf(want, sizeof want, "subject=%s.%s.%u msg_id=%s ", STREAM, run, target, ids[0]);
+        if (!strstr(fx.core.log, want) || !strstr(fx.core.log, "jetstream publisher republishing a ledger under fresh ids"))
+            fail_msg("no foreign duplicate of `%s` and republish in:\n%s", want, fx.core.log);
+        assert_true(metric(&fx.core, "corestreamd_jetstream_foreign_duplicates_total") >= 1);
+        assert_true(metric(&fx.core, "corestreamd_jetstream_republishes_total") >= 1);
+    } else {
+        assert_int_equal(cs_proc_log_count(&fx.core, "never sent"), 0);
+        assert_int_equal(metric(&fx.core, "corestreamd_jetstream_foreign_duplicates_total"), 0);
+    }
+    wait_edge_line("reason=malformed"); /* the junk, skipped */
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    assert_int_equal(cs_proc_stop(&fx.edge, SIGTERM, WAIT_MS), 0);
+    assert_int_equal(cs_proc_log_count(&fx.edge, "level=ERROR"), 0);
+    cs_certs_remove(&certs);
+}
+
+static void test_stranger_cannot_preempt_a_begin(void **state)
+{
+    (void)state;
+    preempted_begin(false);
+}
+
+static void test_preempted_begin_is_republished(void **state)
+{
+    (void)state;
+    preempted_begin(true);
+}
+
 int main(void)
 {
     nats_Open(-1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_gap_in_stream_waits_for_the_ledger, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_ledger_skipped_then_genuine_served, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gap_in_stream_is_reported_and_passed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_junk_messages_are_skipped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_ledger_mid_forward_is_begun_again, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ledger_begun_again_same_bytes_is_served, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ledger_begun_again_other_bytes_is_served, setup, teardown),
         cmocka_unit_test_setup_teardown(test_edge_checks_signatures, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stranger_cannot_preempt_a_begin, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_preempted_begin_is_republished, setup, teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     nats_Close();

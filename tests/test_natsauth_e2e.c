@@ -10,9 +10,8 @@
  *     corestreamd meets a permission it lacks;
  *   - junk on the next ledger's subject (published with the core's credentials) is skipped by the
  *     edge, which stays up, counts it, says on /readyz that it waits, and serves the genuine ledger
- *     when the restarted core publishes it;
- *   - a foreign publisher (the core's credentials) that takes a message id of the core's first
- *     makes the core WARN, naming the subject and the id, and count it. */
+ *     when the restarted core publishes it.
+ * A publisher that takes a message id of the core's first is test_edge_faults_e2e's. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -33,6 +32,7 @@
 #include "corestreamd/jetstream/nkey.h"
 #include "support/certs.h"
 #include "support/event.h"
+#include "support/jsreader.h"
 #include "support/natsserver.h"
 #include "support/procharness.h"
 #include "support/tmpdir.h"
@@ -276,16 +276,10 @@ static uint32_t stream_tip(natsConnection *nc, const char *run)
 {
     jsCtx *js = NULL;
     assert_int_equal(natsConnection_JetStream(&js, nc, NULL), NATS_OK);
-    char filter[160];
-    snprintf(filter, sizeof filter, "%s.%s.*", STREAM, run);
-    natsMsg *m = NULL;
-    assert_int_equal(js_GetLastMsg(&m, js, STREAM, filter, NULL, NULL), NATS_OK);
-    cs_wire_msg w;
-    assert_int_equal(cs_wire_decode((const uint8_t *)natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m), &w, NULL),
-                     0);
-    natsMsg_Destroy(m);
+    uint32_t seq = 0;
+    assert_int_equal(cs_jsr_tip(js, STREAM, run, &seq, NULL, 0), 0);
     jsCtx_Destroy(js);
-    return w.seq;
+    return seq;
 }
 
 /* A checksum-valid forged ledger seq (BEGIN, one chunk, END) on the core's subject with the core's
@@ -422,48 +416,6 @@ static void test_junk_is_survived_until_the_genuine_ledger(void **state)
     assert_int_equal(cs_proc_stop(&g_edge, SIGTERM, WAIT_MS), 0);
 }
 
-static natsConnection *g_probe_nc;
-static char g_probe_run[128];
-
-static bool stream_has_run(void *arg)
-{
-    (void)arg;
-    jsCtx *js = NULL;
-    natsMsg *m = NULL;
-    char filter[160];
-    snprintf(filter, sizeof filter, "%s.%s.*", STREAM, g_probe_run);
-    bool found = natsConnection_JetStream(&js, g_probe_nc, NULL) == NATS_OK &&
-                 js_GetLastMsg(&m, js, STREAM, filter, NULL, NULL) == NATS_OK;
-    natsMsg_Destroy(m);
-    jsCtx_Destroy(js);
-    return found;
-}
-
-static void test_foreign_duplicate_is_warned(void **state)
-{
-    (void)state;
-    char run[128];
-    start_core(false, 0, run, sizeof run);
-    natsConnection *nc = client(false);
-    /* Once the stream has a ledger of the run (no event announces it: polled), the ids of the
-     * ledger two ahead of its newest are taken first. */
-    g_probe_nc = nc;
-    snprintf(g_probe_run, sizeof g_probe_run, "%s", run);
-    if (cs_wait_until(stream_has_run, NULL, WAIT_MS) != 0)
-        fail_msg("the run never reached the stream:\n%s", g_core.log);
-    uint32_t target = stream_tip(nc, run) + 2;
-    forge_ledger(nc, run, target);
-    natsConnection_Destroy(nc);
-    char want[512];
-    snprintf(want, sizeof want, "subject=%s.%s.%u msg_id=%s:%u:0", STREAM, run, target, run, target);
-    wait_line(&g_core, "jetstream stream already held a message id this process never sent");
-    if (!strstr(g_core.log, want))
-        fail_msg("the WARN does not name `%s`:\n%s", want, g_core.log);
-    assert_true(metric(&g_core, "corestreamd_jetstream_foreign_duplicates_total ") >= 1);
-    if (cs_proc_stop(&g_core, SIGTERM, WAIT_MS) != 0)
-        fail_msg("the core did not stop cleanly:\n%s", g_core.log);
-}
-
 int main(void)
 {
     nats_Open(-1);
@@ -472,7 +424,6 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_publisher_without_credentials_is_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_forged_ledger_refused_edge_serves_genuine, setup, teardown),
         cmocka_unit_test_setup_teardown(test_junk_is_survived_until_the_genuine_ledger, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_foreign_duplicate_is_warned, setup, teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     nats_Close(); /* no nats.c callback runs after it */

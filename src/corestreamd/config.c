@@ -17,6 +17,7 @@
 #include "corestreamd/jetstream/publisher.h"
 #include "common/complevel.h"
 #include "corestreamd/server/server.h"
+#include "corestreamd/sources/jetstream.h"
 #include "wire/wire.h"
 
 static void set_defaults(cs_daemon_config *c)
@@ -66,6 +67,7 @@ static void set_defaults(cs_daemon_config *c)
     c->jetstream_max_pending = CS_JS_DEFAULT_MAX_PENDING;
     c->jetstream_source_url = "";
     c->jetstream_run = "";
+    c->jetstream_gap_wait = CS_JS_DEFAULT_GAP_WAIT_NS;
     c->jetstream_creds = "";
     c->jetstream_nkey_seed = "";
     c->jetstream_user = "";
@@ -125,6 +127,11 @@ static int validate_edge(const cs_daemon_config *c, cs_err *err)
         return cs_err_set(err, 0, "--jetstream-run \"%.80s\" must be a run token (A-Z a-z 0-9 _ -, under %d characters), as "
                           "the core logs it in `jetstream publisher ready`",
                           c->jetstream_run, CS_JS_NAME_MAX);
+    if (c->jetstream_gap_wait < 0) {
+        char a[CS_DUR_STR_MAX];
+        return cs_err_set(err, 0, "--jetstream-gap-wait %s is negative (0 means go on at once)",
+                          cs_dur_format(c->jetstream_gap_wait, a, sizeof a));
+    }
     return 0;
 }
 
@@ -432,6 +439,9 @@ int cs_daemon_config_parse(cs_daemon_config *c, int argc, char **argv, FILE *usa
          "NATS `urls` (comma-separated) the edge (--source jetstream) consumes --jetstream-stream from"},
         {"jetstream-run", CS_FLAG_STRING, &c->jetstream_run,
          "run `token` the edge follows (as the core logs it); empty means the run of the stream's newest message"},
+        {"jetstream-gap-wait", CS_FLAG_DURATION, &c->jetstream_gap_wait,
+         "how long the edge waits for a ledger the stream went on without (a later one verified) before it "
+         "reports the gap and serves on from the later ledger"},
         {"jetstream-creds", CS_FLAG_STRING, &c->jetstream_creds,
          "NATS credentials `file` (.creds: user JWT and nkey seed) for the publisher or the edge"},
         {"jetstream-nkey-seed", CS_FLAG_STRING, &c->jetstream_nkey_seed,

@@ -66,6 +66,7 @@ typedef struct cs_daemon_config {
     /* --source jetstream (the edge): where to consume, and which run ("" the newest). */
     const char *jetstream_source_url;
     const char *jetstream_run;
+    cs_dur jetstream_gap_wait; /* how long the edge waits for a ledger the stream went on without */
     /* NATS credentials and TLS, for whichever of the two runs (jetstream/auth.h). */
     const char *jetstream_creds;
     const char *jetstream_nkey_seed;

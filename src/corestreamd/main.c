@@ -147,7 +147,8 @@ static int build_source(const cs_daemon_config *c, cs_cancel *cancel, cs_ring *r
                                   .run = c->jetstream_run,
                                   .start = (uint32_t)c->start_ledger,
                                   .auth = &auth,
-                                  .trusted_keys = c->trusted_keys};
+                                  .trusted_keys = c->trusted_keys,
+                                  .gap_wait_ns = c->jetstream_gap_wait};
         return cs_js_source_new(src, &jc, ring, cancel, err);
     }
     if (strcmp(c->source, "synthetic") == 0) {
@@ -246,6 +247,7 @@ static int jetstream_new(const cs_daemon_config *c, cs_server *server, cs_ring *
                        .stream = c->jetstream_stream,
                        .run = run,
                        .run_desc = defined_by,
+                       .data_dir = c->data_dir,
                        .max_age_ns = c->jetstream_max_age,
                        .max_bytes = c->jetstream_max_bytes,
                        .replicas = c->jetstream_replicas,
@@ -274,6 +276,7 @@ static void jetstream_stats(void *arg, cs_metrics_jetstream *out)
                                   .behind_episodes = st.behind_episodes,
                                   .resyncs = st.resyncs,
                                   .foreign_duplicates = st.foreign_duplicates,
+                                  .republishes = st.republishes,
                                   .behind = st.behind,
                                   .connected = st.connected};
 }
@@ -288,6 +291,8 @@ static void edge_stats(void *arg, cs_metrics_edge *out)
     for (size_t i = 0; i < CS_JS_SKIP_REASONS && i < CS_M_EDGE_REASONS_MAX; i++)
         out->skipped[i] = st.skipped[i];
     out->waiting_for = st.waiting_for;
+    out->gaps = st.gaps;
+    out->gap_ledgers = st.gap_ledgers;
 }
 
 static int fail(const char *msg)

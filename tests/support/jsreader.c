@@ -298,3 +298,25 @@ int cs_jsr_wait_ledger(const char *url, const char *stream, const char *run, uin
     conn_close(&c);
     return rc;
 }
+
+int cs_jsr_tip(jsCtx *js, const char *stream, const char *run, uint32_t *seq, char *id, size_t idlen)
+{
+    char filter[256];
+    snprintf(filter, sizeof filter, "%s.%s.*", stream, run);
+    natsMsg *m = NULL;
+    if (js_GetLastMsg(&m, js, stream, filter, NULL, NULL) != NATS_OK)
+        return -1;
+    cs_wire_msg w;
+    const char *h = NULL;
+    int rc = cs_wire_decode((const uint8_t *)natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m), &w, NULL) == 0 &&
+                     natsMsgHeader_Get(m, "Nats-Msg-Id", &h) == NATS_OK
+                 ? 0
+                 : -1;
+    if (rc == 0) {
+        *seq = w.seq;
+        if (id)
+            snprintf(id, idlen, "%s", h);
+    }
+    natsMsg_Destroy(m);
+    return rc;
+}

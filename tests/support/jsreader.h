@@ -1,12 +1,14 @@
 /* Test support: a nats.c consumer that reads one run's messages back from a JetStream stream, in
  * stream order (by stream sequence, so what is checked is exactly what the stream holds), and
  * checks them as an edge would: each ledger's BEGIN, its chunks in index order, its END with
- * count, length and XXH64; ledgers contiguous; each message's Nats-Msg-Id "<run>:<seq>:<item>".
+ * count, length and XXH64; ledgers contiguous; each message's Nats-Msg-Id "<run>:<seq>:<item>:<tag>"
+ * (the tag is not checked: only the core holds its secret).
  * Anything else (a duplicate, a gap, a message out of place) is a violation, described in text.
  * Every call is bounded (the JetStream API wait is 5 s a request). Not thread-safe. */
 #ifndef CS_TESTS_SUPPORT_JSREADER_H
 #define CS_TESTS_SUPPORT_JSREADER_H
 
+#include <nats/nats.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -43,6 +45,11 @@ int cs_jsr_read(const char *url, const char *stream, const char *run, cs_jsr *ou
 /* The message of ledger seq, item, or NULL. */
 const cs_jsr_msg *cs_jsr_find(const cs_jsr *r, uint32_t seq, uint32_t item);
 void cs_jsr_free(cs_jsr *r);
+
+/* The run's newest message in the stream, read through js (any connection, credentials or TLS
+ * included): its ledger into *seq and, when id is not NULL, its Nats-Msg-Id into id. 0, or -1 when
+ * there is none or it is not a wire message with an id. */
+int cs_jsr_tip(jsCtx *js, const char *stream, const char *run, uint32_t *seq, char *id, size_t idlen);
 
 /* Waits until the stream holds the END of ledger seq of the run: 0, or -1 after timeout_ms. It
  * subscribes to the ledger's subject first and then looks in the stream, so it cannot miss it. */

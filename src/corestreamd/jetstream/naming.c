@@ -1,5 +1,7 @@
 #include "corestreamd/jetstream/naming.h"
 
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <stdio.h>
 #include <string.h>
 #include <xxhash.h>
@@ -41,9 +43,22 @@ void cs_js_stream_subjects(char *out, size_t len, const char *stream)
     snprintf(out, len, "%s.>", stream);
 }
 
-void cs_js_msg_id(char *out, size_t len, const char *run, uint32_t seq, uint32_t item)
+int cs_js_msg_id(char *out, size_t len, const char *run, uint32_t seq, uint32_t item,
+                 const uint8_t key[CS_JS_ID_KEY_LEN], uint64_t gen)
 {
-    snprintf(out, len, "%s:%u:%u", run, seq, item);
+    char input[CS_JS_SUBJECT_MAX + 24];
+    int n = snprintf(input, sizeof input, "%s:%u:%u:%llu", run, seq, item, (unsigned long long)gen);
+    uint8_t mac[EVP_MAX_MD_SIZE];
+    unsigned int maclen = 0;
+    if (n <= 0 || (size_t)n >= sizeof input ||
+        !HMAC(EVP_sha256(), key, CS_JS_ID_KEY_LEN, (const uint8_t *)input, (size_t)n, mac, &maclen) ||
+        maclen < CS_JS_ID_TAG_HEX / 2)
+        return -1;
+    char tag[CS_JS_ID_TAG_HEX + 1];
+    for (unsigned i = 0; i < CS_JS_ID_TAG_HEX / 2; i++)
+        snprintf(tag + 2 * i, 3, "%02x", mac[i]);
+    snprintf(out, len, "%s:%u:%u:%s", run, seq, item, tag);
+    return 0;
 }
 
 int cs_js_pos_after(const uint8_t *msg, size_t len, cs_js_pos *next, cs_err *err)

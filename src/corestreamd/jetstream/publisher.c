@@ -1,8 +1,10 @@
 #include "corestreamd/jetstream/publisher.h"
 
 #include <nats/nats.h>
+#include <openssl/crypto.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -11,6 +13,7 @@
 #include "common/log.h"
 #include "corestream/wire.h"
 #include "corestreamd/jetstream/connect.h"
+#include "corestreamd/jetstream/idkey.h"
 #include "corestreamd/jetstream/library.h"
 #include "corestreamd/jetstream/naming.h"
 #include "corestreamd/jetstream/publisher_internal.h"
@@ -88,12 +91,29 @@ static cs_js_pos msg_pos(natsMsg *msg)
     return at;
 }
 
+/* Asks the publisher thread to publish ledger seq again under fresh ids (its id `id` was taken):
+ * the lowest ledger asked for since the last resync wins. */
+static void request_republish(cs_js_publisher *p, uint32_t seq, const char *id)
+{
+    pthread_mutex_lock(&p->mu);
+    if (!p->republish_want || seq < p->republish_seq) {
+        p->republish_seq = seq;
+        snprintf(p->republish_id, sizeof p->republish_id, "%s", id);
+    }
+    p->republish_want = true;
+    pthread_mutex_unlock(&p->mu);
+    atomic_store(&p->resync, true); /* publishes stop until the resync */
+    kick(p);
+}
+
 /* A duplicate ack for a message this process publishes for the first time: the stream already
- * held its id from someone else, and dropped the core's genuine message. */
+ * held its id from someone else, and dropped the core's genuine message. Its ledger is published
+ * again under fresh ids. */
 static void check_duplicate(cs_js_publisher *p, natsMsg *msg, const jsPubAck *pa)
 {
     atomic_fetch_add(&p->duplicates, 1);
-    if (pub_pack(msg_pos(msg)) < atomic_load(&p->resend_upto))
+    cs_js_pos at = msg_pos(msg);
+    if (pub_pack(at) < atomic_load(&p->resend_upto))
         return; /* a resend of this process's own */
     atomic_fetch_add(&p->foreign_duplicates, 1);
     const char *id = NULL;
@@ -102,7 +122,9 @@ static void check_duplicate(cs_js_publisher *p, natsMsg *msg, const jsPubAck *pa
     CS_LOG(CS_LOG_WARN, "jetstream stream already held a message id this process never sent",
            KV_S("subject", natsMsg_GetSubject(msg)), KV_S("msg_id", id), KV_U("stream_seq", pa->Sequence),
            KV_S("stream", p->stream),
-           KV_S("detail", "another publisher used the core's subjects and ids: the stream dropped the core's message"));
+           KV_S("detail", "another publisher used the core's subjects and ids: the stream dropped the core's "
+                          "message; the ledger is published again under fresh ids"));
+    request_republish(p, at.seq, id);
 }
 
 static void on_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *closure)
@@ -310,6 +332,11 @@ int cs_js_publisher_new(cs_js_publisher **out, const cs_js_config *cfg, cs_broad
         return cs_err_set(err, 0, "jetstream: out of memory");
     }
 
+    bool key_created = false;
+    if (cs_js_id_key_load(cfg->data_dir, p->id_key, &key_created, err) != 0) {
+        cs_js_publisher_free(p);
+        return -1;
+    }
     int64_t timeout = cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 5000;
     p->tls = cfg->auth && cs_js_auth_tls(cfg->auth);
     cs_js_conn_config cc = {.urls = p->url, .name = "corestreamd", .timeout_ms = timeout, .auth = cfg->auth};
@@ -374,7 +401,8 @@ int cs_js_publisher_new(cs_js_publisher **out, const cs_js_config *cfg, cs_broad
     CS_LOG(CS_LOG_INFO, "jetstream publisher ready", KV_S("url", p->url), KV_S("stream", p->stream),
            KV_B("created", created), KV_S("subjects", subj), KV_S("run", p->run), KV_S("run_defined_by", p->run_desc),
            KV_I("max_payload", natsConnection_GetMaxPayload(p->nc)),
-           KV_U("resume_ledger", found ? p->pos.seq : 0), KV_U("resume_item", found ? p->pos.item : 0));
+           KV_U("resume_ledger", found ? p->pos.seq : 0), KV_U("resume_item", found ? p->pos.item : 0),
+           KV_B("id_secret_created", key_created));
     *out = p;
     return 0;
 }
@@ -435,6 +463,7 @@ void cs_js_publisher_free(cs_js_publisher *p)
     free(p->stream);
     free(p->run);
     free(p->run_desc);
+    OPENSSL_cleanse(p->id_key, sizeof p->id_key);
     free(p);
 }
 
@@ -452,6 +481,7 @@ void cs_js_publisher_stats(cs_js_publisher *p, cs_js_stats *out)
         .gaps = atomic_load(&p->gaps),
         .resyncs = atomic_load(&p->resyncs),
         .foreign_duplicates = atomic_load(&p->foreign_duplicates),
+        .republishes = atomic_load(&p->republishes),
         .behind = atomic_load(&p->behind_flag),
         .connected = atomic_load(&p->connected),
     };

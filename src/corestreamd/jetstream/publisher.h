@@ -13,7 +13,16 @@
  * (the stampless flow a ring replay sends a WebSocket subscriber); a ledger the ring no longer
  * holds is logged at ERROR `jetstream stream gap` with the first and last ledger missing.
  *
- * Where to publish from is always the stream's own answer: at start and after every reconnect or
+ * Ids are unguessable (naming.h): nobody without the data directory's secret can take the id of a
+ * message before the core sends it. Should the stream still answer a publish as a duplicate of a
+ * message this process never sent (someone holding the secret), it logs WARN `jetstream stream
+ * already held a message id this process never sent` and publishes the ledger again from its
+ * BEGIN under fresh ids, with
+ * everything after it, so consumers still get the genuine ledger (WARN `jetstream publisher
+ * republishing a ledger under fresh ids`); at most CS_JS_REPUBLISH_MAX times for one ledger,
+ * then ERROR `jetstream message id taken again; the ledger is not republished`.
+ *
+ * Where to publish from is otherwise always the stream's own answer: at start and after every reconnect or
  * failed acknowledgement the publisher reads the run's last stored message and continues right
  * after it (stream.h), so a core restart neither duplicates nor skips; a message whose ack was
  * lost and is published again is deduplicated by the server within the stream's duplicate
@@ -46,6 +55,8 @@
 #define CS_JS_DEFAULT_MAX_PENDING 64
 #define CS_JS_MAX_REPLICAS 5
 #define CS_JS_MAX_MAX_PENDING 4096
+/* Times one ledger is republished under fresh ids after its id was taken, before giving up. */
+#define CS_JS_REPUBLISH_MAX 3
 
 typedef struct cs_js_config {
     const char *url;    /* nats://host:port[,nats://…] (copied) */
@@ -53,6 +64,7 @@ typedef struct cs_js_config {
     const char *run;    /* run token (cs_js_run_id; copied). When the ring records the identity
                            of the run that wrote it, that identity is what goes here. */
     const char *run_desc; /* what the token was made from, for the start-up log (copied) */
+    const char *data_dir; /* holds the message id secret (idkey.h; borrowed for new only) */
     int64_t max_age_ns;   /* 0: none */
     int64_t max_bytes;    /* -1: none */
     int64_t replicas;     /* 1..5 */
@@ -66,11 +78,12 @@ typedef struct cs_js_config {
 
 typedef struct cs_js_publisher cs_js_publisher;
 
-/* Connects, refuses a chunk size that cannot fit the server's max_payload (cs_js_check_payload),
- * creates or checks the stream (cs_js_stream_ensure) and reads where the run ends in it, all
- * before returning; logs INFO `jetstream publisher ready`. bc and ring are borrowed and must
- * outlive the publisher. Errors: `jetstream: connect to <url>: …` and those of stream.h. NATS
- * must be reachable at start; later outages are ridden out. */
+/* Reads (or draws and writes) the message id secret of cfg->data_dir (idkey.h), connects, refuses
+ * a chunk size that cannot fit the server's max_payload (cs_js_check_payload), creates or checks
+ * the stream (cs_js_stream_ensure) and reads where the run ends in it, all before returning; logs
+ * INFO `jetstream publisher ready`. bc and ring are borrowed and must outlive the publisher.
+ * Errors: those of idkey.h, `jetstream: connect to <url>: …` and those of stream.h. NATS must be
+ * reachable at start; later outages are ridden out. */
 int cs_js_publisher_new(cs_js_publisher **out, const cs_js_config *cfg, cs_broadcaster *bc, cs_ring *ring,
                         cs_err *err);
 
@@ -98,7 +111,9 @@ typedef struct cs_js_stats {
     uint64_t gaps;            /* `jetstream stream gap` errors */
     uint64_t resyncs;         /* times the position was re-read from the stream */
     uint64_t foreign_duplicates; /* of duplicates, those of a message this process had never sent:
-                                    another publisher had used its id (WARN logged) */
+                                    another publisher had used its id (WARN logged, the ledger
+                                    republished under fresh ids) */
+    uint64_t republishes;        /* ledgers published again under fresh ids for that */
     bool behind;
     bool connected;
 } cs_js_stats;

@@ -49,11 +49,16 @@ struct cs_js_publisher {
 
     pthread_t thread;
     bool started;
-    pthread_mutex_t mu; /* guards kicks and the stop request */
+    pthread_mutex_t mu; /* guards kicks, the stop request and the republish request */
     pthread_cond_t cond;
     uint64_t kicks;
     bool stopping;
     bool closed; /* nats.c delivered nc's closed callback: no callback of nc runs any more */
+    /* A ledger whose message id someone else had taken (the lowest asked for since the last
+     * resync), with that id: published again under fresh ids by the next resync. */
+    bool republish_want;
+    uint32_t republish_seq;
+    char republish_id[CS_JS_SUBJECT_MAX];
     int64_t drain_deadline; /* monotonic ns, valid once stopping */
 
     atomic_bool connected;
@@ -63,7 +68,7 @@ struct cs_js_publisher {
     atomic_uint_fast64_t first_failed;
 
     atomic_uint_fast64_t published, acked, duplicates, ack_failures, stalls, ledgers, ring_ledgers,
-        behind_episodes, gaps, resyncs, foreign_duplicates;
+        behind_episodes, gaps, resyncs, foreign_duplicates, republishes;
     /* Resends: every position up to this one (packed + 1; 0: none) was published by this process
      * before its last resync, so the server may rightly call a publish of it a duplicate. Any
      * other duplicate is of a message this process never sent: another publisher's. */
@@ -72,6 +77,10 @@ struct cs_js_publisher {
     atomic_bool behind_flag;
 
     /* The publisher thread's own state. */
+    uint8_t id_key[CS_JS_ID_KEY_LEN]; /* the message id secret (idkey.h), read by new */
+    uint64_t gen;                     /* the id generation (naming.h): 0, or fresh per republish */
+    uint32_t republished_seq;         /* the ledger last republished, and how many times */
+    unsigned republish_attempts;
     bool have_pos;
     cs_js_pos pos;
     cs_flow *flow;       /* pinned flow of pos.seq, when it came live */
@@ -105,8 +114,8 @@ void pub_drop_sources(cs_js_publisher *p);
 void pub_note_behind(cs_js_publisher *p, bool behind, const char *reason, uint32_t live);
 /* Publishes what comes next at p->pos against the broadcaster's snapshot: a step_result. */
 int pub_step(cs_js_publisher *p, const cs_snap *snap);
-/* Re-reads where the run ends in the stream and continues right after it: 0, or -1 (asked again
- * later). */
+/* Re-reads where the run ends in the stream and continues right after it, or from the BEGIN of a
+ * ledger to republish under fresh ids: 0, or -1 (asked again later). */
 int pub_resync(cs_js_publisher *p);
 
 #endif

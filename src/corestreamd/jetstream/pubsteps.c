@@ -1,8 +1,10 @@
 /* What the JetStream publisher's thread publishes next (publisher_internal.h): the ledger at its
  * position, from the live flow while it is current, else from the ring, item by item under its
  * Nats-Msg-Id (naming.h), and, after a failure, where the run ends in the stream. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "common/clock.h"
 #include "common/log.h"
@@ -47,9 +49,10 @@ static int publish(cs_js_publisher *p, uint32_t item, const cs_msg *m)
         return PUB_FAIL;
     char subj[CS_JS_SUBJECT_MAX], id[CS_JS_SUBJECT_MAX];
     cs_js_subject(subj, sizeof subj, p->stream, p->run, p->pos.seq);
-    cs_js_msg_id(id, sizeof id, p->run, p->pos.seq, item);
     natsMsg *nm = NULL;
-    natsStatus s = natsMsg_Create(&nm, subj, NULL, (const char *)m->data, (int)m->len);
+    natsStatus s = cs_js_msg_id(id, sizeof id, p->run, p->pos.seq, item, p->id_key, p->gen) == 0
+                       ? natsMsg_Create(&nm, subj, NULL, (const char *)m->data, (int)m->len)
+                       : NATS_NO_MEMORY;
     if (s == NATS_OK) {
         jsPubOptions po;
         jsPubOptions_Init(&po);
@@ -256,7 +259,53 @@ int pub_step(cs_js_publisher *p, const cs_snap *snap)
     return STEP_WAIT_FLOW;
 }
 
-/* Re-reads where the run ends in the stream and continues right after it. */
+/* A fresh id generation (naming.h): random, never 0. */
+static uint64_t fresh_gen(void)
+{
+    uint64_t g = 0;
+    if (getrandom(&g, sizeof g, 0) != (ssize_t)sizeof g)
+        g = (uint64_t)cs_wall_ns() ^ (uint64_t)cs_mono_ns() << 17;
+    return g ? g : 1;
+}
+
+/* The republish a duplicate ack asked for since the last resync: true with the ledger and the id
+ * that was taken. */
+static bool take_republish(cs_js_publisher *p, uint32_t *seq, char *id, size_t len)
+{
+    pthread_mutex_lock(&p->mu);
+    bool want = p->republish_want;
+    *seq = p->republish_seq;
+    snprintf(id, len, "%s", p->republish_id);
+    p->republish_want = false;
+    pthread_mutex_unlock(&p->mu);
+    return want;
+}
+
+/* Ledger seq from its BEGIN again, under a fresh generation of ids: the stream dropped a message of
+ * it as a duplicate of someone else's (id), and what came after went on without it. Consumers get
+ * the ledger whole, then the ledgers after it again. At most CS_JS_REPUBLISH_MAX times in a row
+ * for one ledger: past that the taker is racing every fresh id, and the ledger is given up. */
+static void republish(cs_js_publisher *p, uint32_t seq, const char *id)
+{
+    unsigned attempt = seq == p->republished_seq ? p->republish_attempts + 1 : 1;
+    if (attempt > CS_JS_REPUBLISH_MAX) {
+        CS_LOG(CS_LOG_ERROR, "jetstream message id taken again; the ledger is not republished", KV_S("msg_id", id),
+               KV_U("ledger", seq), KV_U("attempts", CS_JS_REPUBLISH_MAX), KV_S("stream", p->stream),
+               KV_S("detail", "edges report the ledger as a gap; find who holds the id secret"));
+        return;
+    }
+    p->republished_seq = seq;
+    p->republish_attempts = attempt;
+    p->gen = fresh_gen();
+    p->pos = (cs_js_pos){seq, 0};
+    p->have_pos = true;
+    atomic_fetch_add(&p->republishes, 1);
+    CS_LOG(CS_LOG_WARN, "jetstream publisher republishing a ledger under fresh ids", KV_U("ledger", seq),
+           KV_S("taken_msg_id", id), KV_U("attempt", attempt), KV_S("stream", p->stream));
+}
+
+/* Re-reads where the run ends in the stream and continues right after it, or from the BEGIN of a
+ * ledger whose id was taken. */
 int pub_resync(cs_js_publisher *p)
 {
     atomic_store(&p->resync, false);
@@ -286,8 +335,11 @@ int pub_resync(cs_js_publisher *p)
         p->pos = next;
         p->have_pos = true;
     }
+    uint32_t seq;
+    char id[CS_JS_SUBJECT_MAX];
+    if (take_republish(p, &seq, id, sizeof id))
+        republish(p, seq, id);
     CS_LOG(CS_LOG_INFO, "jetstream publisher resuming", KV_U("ledger", p->pos.seq), KV_U("item", p->pos.item),
            KV_B("stream_has_run", found));
     return 0;
 }
-

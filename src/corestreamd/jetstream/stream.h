@@ -12,8 +12,8 @@
 #include "common/err.h"
 #include "corestreamd/jetstream/naming.h"
 
-/* Bytes a message's header block takes at most with its Nats-Msg-Id (an id built from valid
- * names is under 90 bytes; "NATS/1.0\r\nNats-Msg-Id: …\r\n\r\n" adds 30). */
+/* Bytes a message's header block takes at most with its Nats-Msg-Id (an id is at most
+ * CS_JS_MSG_ID_MAX, 96 bytes; "NATS/1.0\r\nNats-Msg-Id: …\r\n\r\n" adds 27). */
 #define CS_JS_HEADER_ROOM 128
 
 /* The largest message the publisher sends for a chunk size: a raw CHUNK (a zstd frame ships only

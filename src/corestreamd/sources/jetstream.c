@@ -15,6 +15,7 @@
 #include "corestreamd/jetstream/connect.h"
 #include "corestreamd/jetstream/library.h"
 #include "corestreamd/jetstream/naming.h"
+#include "corestreamd/sources/jsgap.h"
 #include "remoteledger/assemble.h"
 #include "wire/ledgersig.h"
 #include "wire/wire.h"
@@ -79,6 +80,11 @@ typedef struct js_source {
     /* --trusted-keys (NULL: none) and the signing run and chain of the ledgers served. */
     cs_sig_keyset *keys;
     cs_sig_chain chain;
+    /* Ledgers the stream went on without (jsgap.h): the watch, whether the next ledger follows a
+     * gap, and the gaps reported (and the ledgers in them). */
+    cs_jsgap *gap;
+    bool after_gap;
+    atomic_uint_fast64_t gaps, gap_ledgers;
 } js_source;
 
 static const char *nats_detail(natsStatus s)
@@ -203,9 +209,9 @@ static int position(js_source *s, cs_err *err)
 }
 
 /* The next message of the run, waiting as long as it takes (nats.c reconnecting, the consumer
- * recreated as needed: anything that keeps it from reading counts as an outage, logged once);
- * NULL with err (CS_ERR_CANCELLED) only on cancellation. The message stays owned by the source
- * until the next call. */
+ * recreated as needed: anything that keeps it from reading counts as an outage, logged once), or
+ * until a gap is due (jsgap.h). NULL with err (CS_ERR_CANCELLED) on cancellation, NULL with err
+ * kind 0 when the gap is due. The message stays owned by the source until the next call. */
 static natsMsg *next_msg(js_source *s, cs_err *err)
 {
     natsMsg_Destroy(s->cur);
@@ -213,6 +219,11 @@ static natsMsg *next_msg(js_source *s, cs_err *err)
     for (;;) {
         if (cs_cancel_is_set(s->cancel)) {
             cs_err_set(err, CS_ERR_CANCELLED, "cancelled");
+            return NULL;
+        }
+        int64_t deadline;
+        if (cs_jsgap_deadline(s->gap, &deadline) && cs_mono_ns() >= deadline) {
+            cs_err_set(err, 0, "a gap is due");
             return NULL;
         }
         if (s->sub && atomic_load(&s->disconnects) != s->sub_disconnects)
@@ -379,28 +390,14 @@ static int drop_copy(js_source *s, uint64_t sseq, const char *subject, uint32_t 
     return 0;
 }
 
-/* With trusted keys: the ledger the assembler just verified against its SIG (cs_sig_chain_check).
- * 0, or -1 with why in e. */
-static int check_signature(js_source *s, cs_err *e)
-{
-    size_t len, n;
-    rl_ledger_info info;
-    rli_asm_ledger(s->asm_, &len, &info);
-    const uint8_t *sig = rli_asm_sig(s->asm_, &n);
-    if (!sig)
-        return cs_err_set(e, 0, "ledger %u is unsigned", info.sequence);
-    return cs_sig_chain_check(&s->chain, s->keys, sig, n, info.sequence, len, rli_asm_xxh64(s->asm_),
-                              rli_asm_sha256(s->asm_), false, e);
-}
-
 /* Feeds the next message of the run to the assembler. Returns 1 when fed, 0 when it was not
- * (already consumed, passed over before the first ledger served, or skipped), -1 with err on
- * cancellation or no memory. */
+ * (already consumed, passed over before the first ledger served, skipped, or a gap is due), -1
+ * with err on cancellation or no memory. */
 static int feed(js_source *s, cs_err *err)
 {
     natsMsg *m = next_msg(s, err);
     if (!m)
-        return -1;
+        return err->kind == CS_ERR_CANCELLED ? -1 : 0;
     const char *subject = natsMsg_GetSubject(m);
     uint64_t sseq = stream_seq(m);
     if (sseq == 0) {
@@ -431,16 +428,20 @@ static int feed(js_source *s, cs_err *err)
             return 0;
         s->started = true;
     }
+    uint32_t open;
     if (!in_place(s, &w, why, sizeof why)) {
         skip(s, sseq, subject, CS_JS_SKIP_OUT_OF_PLACE, why);
+        if (!rli_asm_active(s->asm_, &open))
+            cs_jsgap_offer(s->gap, rli_asm_expected(s->asm_), &w, data, len, sseq, &s->chain, cs_mono_ns());
         return 0;
     }
-    uint32_t open;
+    if (w.type == CS_WIRE_TYPE_BEGIN)
+        cs_jsgap_clear(s->gap); /* the ledger waited for has begun */
     bool again = w.type == CS_WIRE_TYPE_BEGIN && rli_asm_active(s->asm_, &open);
     rli_asm_status rs = rli_asm_message(s->asm_, data, len, &e);
     if (rs == RLI_ASM_ERROR)
         return drop_copy(s, sseq, subject, w.seq, CS_JS_SKIP_CORRUPT, &e, err);
-    if (rs == RLI_ASM_LEDGER && s->keys && check_signature(s, &e) != 0)
+    if (rs == RLI_ASM_LEDGER && s->keys && cs_jsgap_check_signature(s->asm_, s->keys, &s->chain, &e) != 0)
         return drop_copy(s, sseq, subject, w.seq, CS_JS_SKIP_SIGNATURE, &e, err);
     s->next_idx = w.type == CS_WIRE_TYPE_BEGIN ? 0 : s->next_idx + (w.type == CS_WIRE_TYPE_CHUNK);
     /* A repeated BEGIN restarts the assembly: what went out of the copy before is void. */
@@ -458,6 +459,33 @@ static int feed(js_source *s, cs_err *err)
     return 1;
 }
 
+/* The ledgers from the one expected up to m - 1 never came, and m verified in the stream after
+ * them (jsgap.h): the gap is reported, and the edge reads on from m's BEGIN at stream sequence
+ * sseq (its consumer recreated there), no longer waiting. The next emission says it follows a gap. */
+static void go_past_gap(js_source *s, uint32_t m, uint64_t sseq)
+{
+    uint32_t from = rli_asm_expected(s->asm_);
+    atomic_fetch_add(&s->gaps, 1);
+    atomic_fetch_add(&s->gap_ledgers, m - from);
+    CS_LOG(CS_LOG_WARN, "jetstream source gap: the stream went on without these ledgers", KV_S("stream", s->stream),
+           KV_S("run", s->run), KV_U("from", from), KV_U("to", m - 1), KV_U("resume_ledger", m),
+           KV_U("resume_stream_seq", sseq), KV_U("skipped", s->skips_in_wait));
+    cs_jsgap_clear(s->gap);
+    rli_asm_reset(s->asm_, m);
+    s->next_idx = 0;
+    s->need = 0;
+    s->started = true;
+    s->after_gap = true;
+    if (s->sub)
+        natsSubscription_Unsubscribe(s->sub); /* its server answers: delete the consumer now */
+    drop_sub(s);
+    s->last_sseq = sseq - 1;
+    if (atomic_exchange(&s->waiting_for, 0) != 0)
+        cs_source_tell_waiting(&s->base, 0);
+    s->skips_in_wait = 0;
+    s->last_skip = -1;
+}
+
 /* Starts the next ledger as soon as its BEGIN is in: the body follows through read as the stream
  * delivers it. */
 static int js_next(cs_source *base, cs_emission *em, cs_err *err)
@@ -473,6 +501,10 @@ static int js_next(cs_source *base, cs_emission *em, cs_err *err)
     s->verified = false;
     s->ledger = NULL;
     for (;;) {
+        uint32_t gap_seq;
+        uint64_t gap_sseq;
+        if (cs_jsgap_due(s->gap, cs_mono_ns(), &gap_seq, &gap_sseq))
+            go_past_gap(s, gap_seq, gap_sseq);
         uint32_t expect = rli_asm_expected(s->asm_);
         if (expect)
             em->seq = expect;
@@ -488,6 +520,8 @@ static int js_next(cs_source *base, cs_emission *em, cs_err *err)
         s->void_pending = false;
         s->seq = seq;
         em->seq = seq;
+        em->after_gap = s->after_gap;
+        s->after_gap = false;
         return 1;
     }
 }
@@ -555,6 +589,7 @@ static void js_destroy(cs_source *base)
     }
     natsOptions_Destroy(s->opts);
     rli_asm_free(s->asm_);
+    cs_jsgap_free(s->gap);
     cs_sig_keyset_free(s->keys);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
@@ -665,6 +700,10 @@ int cs_js_source_new(cs_source **out, const cs_js_source_config *cfg, cs_ring *r
         js_destroy(&s->base);
         return -1;
     }
+    if (!(s->gap = cs_jsgap_new(cfg->gap_wait_ns, s->keys))) {
+        js_destroy(&s->base);
+        return cs_err_set(err, 0, "jetstream source: out of memory");
+    }
     snprintf(s->stream, sizeof s->stream, "%s", cfg->stream);
     s->start = cfg->start;
     s->ring = ring;
@@ -692,6 +731,8 @@ void cs_js_source_stats(const cs_source *src, cs_js_source_stats_t *out)
     for (int i = 0; i < CS_JS_SKIP_REASONS; i++)
         out->skipped[i] = atomic_load(&((js_source *)s)->skipped[i]);
     out->waiting_for = atomic_load(&((js_source *)s)->waiting_for);
+    out->gaps = atomic_load(&((js_source *)s)->gaps);
+    out->gap_ledgers = atomic_load(&((js_source *)s)->gap_ledgers);
 }
 
 void cs_js_source_identity(const cs_source *s, char *buf, size_t len)

@@ -20,6 +20,13 @@
  * for that ledger (cs_source_tell_waiting, /readyz 503 `waiting`) until a whole verified copy
  * came. Every skip goes through one function with its reason.
  *
+ * Gaps: when the stream goes on without the ledger the edge waits for (no copy of it open, and a
+ * later ledger verified after it, jsgap.h) for gap_wait, the edge gives up on it: WARN `jetstream
+ * source gap: the stream went on without these ledgers` (from, to, resume_ledger), counted
+ * (cs_js_source_stats), and it reads on from that later ledger's BEGIN, whose emission says it
+ * follows a gap (cs_emission.after_gap): the ring resets past the gap, as for any gap, and
+ * subscribers still owed the missing ledgers are told they are too far behind.
+ *
  * Where it starts: the ledger the edge's ring needs next (ring latest+1); with an empty ring,
  * --start-ledger when given, else the run's first ledger in the stream. It asks the stream for
  * the END of the ledger before that one and reads from the next stream message, or, when that
@@ -61,7 +68,13 @@ typedef struct cs_js_source_config {
      * (cs_sig_chain_check) is skipped as CS_JS_SKIP_SIGNATURE. NULL or "": signatures are
      * forwarded unchecked. */
     const char *trusted_keys;
+    /* --jetstream-gap-wait: how long the edge waits for a ledger the stream went on without (a
+     * later ledger verified after it, jsgap.h) before it reports the gap and serves on from that
+     * later ledger. */
+    int64_t gap_wait_ns;
 } cs_js_source_config;
+
+#define CS_JS_DEFAULT_GAP_WAIT_NS (10 * 1000000000LL)
 
 /* Connects and resolves the run (for "" the newest message's subject names it), before returning,
  * so the caller can claim the ring under cs_js_source_identity. ring and cancel are borrowed and
@@ -98,6 +111,8 @@ extern const char *const cs_js_skip_names[CS_JS_SKIP_REASONS];
 typedef struct cs_js_source_stats_t {
     uint64_t skipped[CS_JS_SKIP_REASONS];
     uint32_t waiting_for; /* the ledger the edge waits for past a skipped message; 0: none */
+    uint64_t gaps;        /* gaps reported (WARN `jetstream source gap: …`) */
+    uint64_t gap_ledgers; /* ledgers in them */
 } cs_js_source_stats_t;
 
 /* Any thread (atomics), while the source exists. */

@@ -36,6 +36,10 @@ void cs_range_format(cs_range r, char *buf, size_t len);
 typedef struct cs_emission {
     uint32_t seq;
     uint64_t declared_size; /* 0 = unknown */
+    /* The source could not get the ledgers between the last one it emitted and seq, and has
+     * reported them (a relay whose stream went on without them): seq may be past the last + 1.
+     * False for every other emission, which must be dense. */
+    bool after_gap;
 } cs_emission;
 
 typedef struct cs_source cs_source;

@@ -204,6 +204,10 @@ static void jetstream_metrics(cs_strbuf *b, const cs_metrics_jetstream *j)
              "Duplicate acknowledgements for a message this process had never sent: another publisher used the "
              "core's subjects and message ids, and the stream dropped the core's message.",
              j->foreign_duplicates);
+    metric_u(b, "corestreamd_jetstream_republishes_total", "counter",
+             "Ledgers published again under fresh message ids after the stream dropped one of their messages as "
+             "another publisher's duplicate.",
+             j->republishes);
     metric_u(b, "corestreamd_jetstream_ack_failures_total", "counter",
              "Publishes whose acknowledgement failed or timed out (the position is then re-read from the stream).",
              j->ack_failures);
@@ -239,6 +243,12 @@ static void edge_metrics(cs_strbuf *b, const cs_metrics_edge *e)
     metric_u(b, "corestreamd_edge_waiting_for_ledger", "gauge",
              "The ledger the edge waits for past a skipped message (not ready meanwhile); 0 when it does not wait.",
              e->waiting_for);
+    metric_u(b, "corestreamd_edge_gaps_total", "counter",
+             "Times the stream went on without ledgers the edge waited for (a later ledger verified, "
+             "--jetstream-gap-wait passed) and the edge served on from the later one (`jetstream source gap`).",
+             e->gaps);
+    metric_u(b, "corestreamd_edge_gap_ledgers_total", "counter",
+             "Ledgers in those gaps: never served by this edge.", e->gap_ledgers);
 }
 
 /* Long because it is the exposition itself: one family after another, in the order a scrape

@@ -117,18 +117,20 @@ static inline cs_source_state cs_m_state(const cs_metrics *m)
  * cs_js_stats, jetstream/publisher.h: the streaming core itself knows nothing of NATS). */
 typedef struct cs_metrics_jetstream {
     uint64_t published, acked, duplicates, ack_failures, stalls;
-    uint64_t ledgers, ring_ledgers, gaps, behind_episodes, resyncs, foreign_duplicates;
+    uint64_t ledgers, ring_ledgers, gaps, behind_episodes, resyncs, foreign_duplicates, republishes;
     bool behind, connected;
 } cs_metrics_jetstream;
 
 /* An edge's counters at scrape time (the daemon's hook copies them from the jetstream source):
- * messages skipped, by reason (names[i] the label value), and the ledger waited for (0: none). */
+ * messages skipped, by reason (names[i] the label value), the ledger waited for (0: none), and
+ * the gaps the stream went on without. */
 #define CS_M_EDGE_REASONS_MAX 8
 typedef struct cs_metrics_edge {
     const char *const *names;
     uint64_t skipped[CS_M_EDGE_REASONS_MAX];
     size_t nreasons;
     uint64_t waiting_for;
+    uint64_t gaps, gap_ledgers; /* gaps reported, and the ledgers in them */
 } cs_metrics_edge;
 
 /* What the server knows at scrape time, beyond the counters. */

@@ -281,7 +281,8 @@ enum { STEP_NEXT, STEP_ENDED, STEP_CANCELLED, STEP_FAILED };
 /* The checks on an emission before anything of it is published. Returns 0, or -1 with err. */
 static int check_emission(const cs_source_loop *l, uint32_t prev, const cs_emission *em, cs_err *err)
 {
-    if (prev != 0 && em->seq != (uint32_t)(prev + 1))
+    bool past_gap = em->after_gap && em->seq > prev;
+    if (prev != 0 && em->seq != (uint32_t)(prev + 1) && !past_gap)
         return cs_err_set(err, 0, "source emitted ledger %u after %u: sequences must be dense and ascending",
                           em->seq, prev);
     if (em->declared_size > l->max_payload)
