@@ -196,7 +196,7 @@ static void test_unwritable_data_dir_is_refused(void **state)
     close(fd);
     snprintf(datadir, sizeof datadir, "--data-dir=%s", file);
     const char *args[] = {datadir, "--listen", "127.0.0.1:0", NULL};
-    expect_failure(args, "store: create");
+    expect_failure(args, ": create: Not a directory");
 }
 
 /* SIGTERM: subscribers get 1001 `server shutting down`, the process logs and exits 0. */

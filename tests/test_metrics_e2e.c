@@ -155,7 +155,7 @@ static void test_readyz_follows_the_source(void **state)
     assert_int_equal(get(h.port, "/healthz", body, sizeof body), 200);
     assert_string_equal(body, "{\"oldest\":0,\"latest\":0,\"subscribers\":0,\"live_abandons\":0,\"raw_fallbacks\":0,"
                                      "\"version\":\"" PROJECT_VERSION "\",\"ring_write_failures\":0,\"ring_degraded\":false,"
-                                     "\"ring_dropped\":0}\n");
+                                     "\"ring_dropped\":0,\"ring_holes\":0,\"ring_io_errors\":0}\n");
     /* HEAD: the GET answer without its body (RFC 9110 9.3.2), Content-Length included. */
     assert_int_equal(raw(h.port, "HEAD", "/readyz", resp, sizeof resp), 503);
     assert_non_null(strstr(resp, "content-length: 72\r\n"));

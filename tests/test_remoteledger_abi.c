@@ -45,7 +45,9 @@ static void test_version(void **state)
     assert_string_equal(rl_result_name(RL_ERR_RUN_CHANGED), "RL_ERR_RUN_CHANGED");
     assert_int_equal(RL_ERR_SIGNATURE, 17);
     assert_string_equal(rl_result_name(RL_ERR_SIGNATURE), "RL_ERR_SIGNATURE");
-    assert_string_equal(rl_result_name((rl_result)18), "RL_ERR_UNKNOWN");
+    assert_int_equal(RL_ERR_HOLE, 18);
+    assert_string_equal(rl_result_name(RL_ERR_HOLE), "RL_ERR_HOLE");
+    assert_string_equal(rl_result_name((rl_result)19), "RL_ERR_UNKNOWN");
 }
 
 /* A zeroed struct (as Go's `var o C.rl_options` makes it) with only its size set: every default.

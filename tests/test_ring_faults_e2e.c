@@ -135,10 +135,16 @@ static void readonly_dir_refused_at_start(void **state)
     if (st != 1)
         fail_msg("exit %d; log:\n%s", st, f->proc.log);
     char want[4096];
-    snprintf(want, sizeof want,
-             "level=ERROR msg=\"corestreamd failed\" error=\"store: \\\"%s\\\" cannot be written: create "
-             "write-probe.tmp: %s\"",
-             f->ring, can_mount_tmpfs() ? "Read-only file system" : "Permission denied");
+    if (can_mount_tmpfs()) /* the data directory's lock file is the first thing written */
+        snprintf(want, sizeof want,
+                 "level=ERROR msg=\"corestreamd failed\" error=\"data directory \\\"%s\\\": lock corestreamd.lock: "
+                 "Read-only file system\"",
+                 f->data);
+    else
+        snprintf(want, sizeof want,
+                 "level=ERROR msg=\"corestreamd failed\" error=\"store: \\\"%s\\\" cannot be written: create "
+                 "write-probe.tmp: Permission denied\"",
+                 f->ring);
     if (!strstr(f->proc.log, with_pid(f, want)))
         fail_msg("wanted %s in:\n%s", with_pid(f, want), f->proc.log);
     assert_null(strstr(f->proc.log, "corestreamd listening"));
@@ -190,7 +196,7 @@ static void directory_in_place_degrades_then_recovers(void **state)
     healthz(f, body, sizeof body);
     if (strncmp(body, "{\"oldest\":1,", 11) != 0 || strstr(body, "retention reset") ||
         !strstr(body, ",\"ring_write_failures\":1,\"ring_degraded\":false,\"ring_dropped\":0,"
-                      "\"start\":\"default\",\"start_ledger\":1,\"run\":\"synthetic-"))
+                      "\"ring_holes\":1,\"ring_io_errors\":0,\"start\":\"default\",\"start_ledger\":1,\"run\":\"synthetic-"))
         fail_msg("healthz: %s", body);
     /* A subscriber asking for the failed ledger is told where the hole is. */
     char q[64];

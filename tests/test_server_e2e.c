@@ -227,7 +227,7 @@ static void test_healthz(void **state)
     assert_string_equal(ctype, "application/json");
     assert_string_equal(body, "{\"oldest\":1,\"latest\":5,\"subscribers\":0,\"live_abandons\":0,\"raw_fallbacks\":0,"
                               "\"version\":\"" PROJECT_VERSION "\",\"ring_write_failures\":0,"
-                              "\"ring_degraded\":false,\"ring_dropped\":0,\"run\":\"synthetic-0123456789abcdef\"}\n");
+                              "\"ring_degraded\":false,\"ring_dropped\":0,\"ring_holes\":0,\"ring_io_errors\":0,\"run\":\"synthetic-0123456789abcdef\"}\n");
     harness_stop(&h);
 }
 

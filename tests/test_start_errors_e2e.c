@@ -79,7 +79,7 @@ static const start_case k_cases[] = {
      "error=\"file source: scan \\\"@/missing\\\": No such file or directory\"", 1, false},
     {{"--source", "pipe", "--pipe-path", "@/missing/fifo"},
      "error=\"pipe source: create FIFO \\\"@/missing/fifo\\\": No such file or directory\"", 1, false},
-    {{"--data-dir", "@/plain-file"}, "error=\"store: create \\\"@/plain-file/ledgers\\\": Not a directory\"", 1, false},
+    {{"--data-dir", "@/plain-file"}, "error=\"data directory \\\"@/plain-file\\\": create: Not a directory\"", 1, false},
     {{"--source", "captive", "--start-ledger", "5", "--core-config", "@/missing.cfg", "--history-archive-urls",
       "http://127.0.0.1:1"},
      "error=\"captive: read config \\\"@/missing.cfg\\\": open @/missing.cfg: no such file or directory\"", 1, false},

@@ -52,11 +52,9 @@ static int read_key(int fd, const char *path, uint8_t key[CS_JS_ID_KEY_LEN], cs_
     return 0;
 }
 
-/* Draws a secret into key and writes it to path (through path.tmp, renamed once on disk). */
-static int draw_key(const char *path, uint8_t key[CS_JS_ID_KEY_LEN], cs_err *err)
+/* Writes key to path (through path.tmp, fsync'd, renamed once on disk). */
+static int write_key(const char *path, const uint8_t key[CS_JS_ID_KEY_LEN], cs_err *err)
 {
-    if (getrandom(key, CS_JS_ID_KEY_LEN, 0) != CS_JS_ID_KEY_LEN)
-        return io_fail(err, "draw", path, errno);
     char text[TEXT_LEN + 1], tmp[PATH_MAX + 8];
     for (int i = 0; i < CS_JS_ID_KEY_LEN; i++)
         snprintf(text + 2 * i, 3, "%02x", key[i]);
@@ -90,11 +88,20 @@ int cs_js_id_key_load(const char *data_dir, uint8_t key[CS_JS_ID_KEY_LEN], bool 
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0 && errno == ENOENT) {
         *created = true;
-        return draw_key(path, key, err);
+        if (getrandom(key, CS_JS_ID_KEY_LEN, 0) != CS_JS_ID_KEY_LEN)
+            return io_fail(err, "draw", path, errno);
+        return 0;
     }
     if (fd < 0)
         return io_fail(err, "read", path, errno);
     int rc = read_key(fd, path, key, err);
     close(fd);
     return rc;
+}
+
+int cs_js_id_key_save(const char *data_dir, const uint8_t key[CS_JS_ID_KEY_LEN], cs_err *err)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", data_dir, CS_JS_ID_KEY_FILE);
+    return write_key(path, key, err);
 }

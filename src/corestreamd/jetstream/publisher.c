@@ -337,6 +337,11 @@ int cs_js_publisher_new(cs_js_publisher **out, const cs_js_config *cfg, cs_broad
         cs_js_publisher_free(p);
         return -1;
     }
+    p->id_key_unsaved = key_created;
+    if (!(p->data_dir = strdup(cfg->data_dir))) {
+        cs_js_publisher_free(p);
+        return cs_err_set(err, 0, "jetstream: out of memory");
+    }
     int64_t timeout = cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 5000;
     p->tls = cfg->auth && cs_js_auth_tls(cfg->auth);
     cs_js_conn_config cc = {.urls = p->url, .name = "corestreamd", .timeout_ms = timeout, .auth = cfg->auth};
@@ -409,6 +414,10 @@ int cs_js_publisher_new(cs_js_publisher **out, const cs_js_config *cfg, cs_broad
 
 int cs_js_publisher_start(cs_js_publisher *p, cs_err *err)
 {
+    /* A secret drawn at new is written only now: every start-up check has passed. */
+    if (p->id_key_unsaved && cs_js_id_key_save(p->data_dir, p->id_key, err) != 0)
+        return -1;
+    p->id_key_unsaved = false;
     if (pthread_create(&p->thread, NULL, publisher_main, p) != 0)
         return cs_err_set(err, 0, "jetstream: cannot start the publisher thread");
     p->started = true;
@@ -463,6 +472,7 @@ void cs_js_publisher_free(cs_js_publisher *p)
     free(p->stream);
     free(p->run);
     free(p->run_desc);
+    free(p->data_dir);
     OPENSSL_cleanse(p->id_key, sizeof p->id_key);
     free(p);
 }

@@ -78,6 +78,8 @@ struct cs_js_publisher {
 
     /* The publisher thread's own state. */
     uint8_t id_key[CS_JS_ID_KEY_LEN]; /* the message id secret (idkey.h), read by new */
+    bool id_key_unsaved;              /* drawn by new; start writes it to data_dir */
+    char *data_dir;
     uint64_t gen;                     /* the id generation (naming.h): 0, or fresh per republish */
     uint32_t republished_seq;         /* the ledger last republished, and how many times */
     unsigned republish_attempts;

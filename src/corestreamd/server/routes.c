@@ -75,11 +75,12 @@ static void serve_healthz(cs_server *s, http_req *r, unsigned head)
      * start and its token after. */
     snprintf(body, sizeof body,
              "{\"oldest\":%u,\"latest\":%u,\"subscribers\":%d,\"live_abandons\":%llu,\"raw_fallbacks\":%llu,"
-             "\"version\":\"%s\",\"ring_write_failures\":%llu,\"ring_degraded\":%s,\"ring_dropped\":%llu%s}\n",
+             "\"version\":\"%s\",\"ring_write_failures\":%llu,\"ring_degraded\":%s,\"ring_dropped\":%llu,"
+             "\"ring_holes\":%llu,\"ring_io_errors\":%llu%s}\n",
              oldest, latest, atomic_load(&s->subscribers), (unsigned long long)atomic_load(&s->live_abandons),
              (unsigned long long)cs_server_raw_fallbacks(s), cs_build_version(),
              (unsigned long long)h.write_failures, h.degraded ? "true" : "false", (unsigned long long)h.dropped,
-             start);
+             (unsigned long long)h.holes, (unsigned long long)h.io_errors, start);
     cs_http_answer(r->out, 200, "application/json", body, head);
 }
 
@@ -135,6 +136,9 @@ static void serve_metrics(cs_server *s, http_req *r, unsigned head)
         .ring_frames_bytes = cs_ring_frames_bytes(s->cfg.ring),
         .ring_write_failures = h.write_failures,
         .ring_degraded = h.degraded,
+        .ring_dropped = h.dropped,
+        .ring_holes = h.holes,
+        .ring_io_errors = h.io_errors,
         .retention = s->cfg.retention,
         .subscribers = atomic_load(&s->subscribers),
         .connections = atomic_load(&s->connections),

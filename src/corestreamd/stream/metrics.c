@@ -316,8 +316,17 @@ void cs_metrics_render(cs_strbuf *b, const cs_metrics *m, const cs_metrics_view 
              "Bytes of the stored wire frames (ledger-<seq>.frames) beside the ledgers in the ring.",
              v->ring_frames_bytes);
     metric_u(b, "corestreamd_ring_write_failures_total", "counter",
-             "Ledgers the ring failed to store (the live flow carries on; the ring resets after the gap).",
+             "Ledgers the ring failed to store (the live flow carries on; each is a hole in the ring).",
              v->ring_write_failures);
+    metric_u(b, "corestreamd_ring_quarantined_total", "counter",
+             "Ledgers the ring lost since start: proven bad and moved to <data-dir>/quarantine, or found missing.",
+             v->ring_dropped);
+    metric_u(b, "corestreamd_ring_holes_ledgers", "gauge",
+             "Ledgers inside the ring's bounds that it does not hold (quarantined, missing or not written).",
+             v->ring_holes);
+    metric_u(b, "corestreamd_ring_io_errors_total", "counter",
+             "Ring reads and checks that met an I/O error (EMFILE, EIO, ...): the request failed, nothing was dropped.",
+             v->ring_io_errors);
     metric_u(b, "corestreamd_ring_degraded", "gauge",
              "1 while ring writes fail (the ring is frozen and catch-up cannot pass its latest), else 0.",
              v->ring_degraded ? 1 : 0);

@@ -147,6 +147,9 @@ typedef struct cs_metrics_view {
     uint64_t ring_frames_bytes; /* cs_ring_frames_bytes */
     uint64_t ring_write_failures; /* cs_ring_health */
     bool ring_degraded;           /* cs_ring_health: writes failing, the ring frozen */
+    uint64_t ring_dropped;        /* cs_ring_health: quarantined or found missing since start */
+    uint64_t ring_holes;          /* cs_ring_health: sequences in the bounds not held */
+    uint64_t ring_io_errors;      /* cs_ring_health: reads that met an I/O error */
     int64_t retention;
     int subscribers;
     int connections;
