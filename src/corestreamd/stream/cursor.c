@@ -295,7 +295,9 @@ static bool decide(cs_cursor *c, const cs_snap *s, int stepper, cs_step *out)
         }
         if (!take_slot(c, out))
             return true;
-        c->replay = cs_replay_start(c->env.replays, (uint32_t)c->next, stepper);
+        /* A catch-up holds its ledger under its slot; a redelivery, which has no slot, holds
+         * none while its subscriber does not read (replay.h). */
+        c->replay = cs_replay_start(c->env.replays, (uint32_t)c->next, stepper, !c->followed_live);
         if (!c->replay) {
             oom(out);
             return true;
