@@ -17,7 +17,6 @@
 #include <cmocka.h>
 
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -61,12 +60,8 @@ static int open_fds(pid_t pid)
 {
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
-    DIR *d = opendir(path);
-    assert_non_null(d);
-    int n = 0;
-    for (struct dirent *e; (e = readdir(d));)
-        n += e->d_name[0] != '.';
-    closedir(d);
+    int n = cs_dir_count(path);
+    assert_true(n > 0);
     return n;
 }
 
