@@ -203,7 +203,8 @@ static void test_stalled_subscribers_cannot_starve_the_ring(void **state)
                 left--;
     }
     if (left > n / 2)
-        fail_msg("%d of %d strangers never had their live flow abandoned; the daemon's log is %s", left, n, daemon_log());
+        fail_msg("%d of %d strangers never had their live flow abandoned; the daemon's log is %s", left, n,
+                 daemon_log());
     int at_stall = open_fds(p.pid), peak = at_stall;
     /* Ledgers go on being written to the ring while every stranger's redelivery waits. */
     for (uint32_t last = seq + AFTER_STALL; seq < last; seq++) {

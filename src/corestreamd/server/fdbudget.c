@@ -33,7 +33,7 @@ int cs_fd_budget_make(cs_fd_budget *b, uint64_t limit, uint64_t open, const cs_f
                       "replay workers %d, the server's own %d, admin port %d, source and publisher %" PRIu32
                       "), and a connection needs %" PRIu32 " (its socket and the ledger a catch-up holds); raise "
                       "LimitNOFILE or ulimit -n to at least %" PRIu64,
-                      limit, open, fixed, CS_FD_RING_WRITER, CS_FD_FRAMES_FILL, CS_REPLAY_WORKERS * CS_REPLAY_WORKER_FDS,
-                      CS_FD_SERVER_OWN, parts->admin ? CS_FD_ADMIN_CONNECTIONS : 0, parts->caller, every,
+                      limit, open, fixed, CS_FD_RING_WRITER, CS_FD_FRAMES_FILL,
+                      CS_REPLAY_WORKERS * CS_REPLAY_WORKER_FDS, CS_FD_SERVER_OWN, parts->admin ? CS_FD_ADMIN_CONNECTIONS : 0, parts->caller, every,
                       open + fixed + every);
 }

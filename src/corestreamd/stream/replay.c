@@ -181,9 +181,11 @@ static int file_acquire(cs_replay_pool *p, cs_replay *r, int *status, cs_err *er
     if (!same || !frames) {
         cs_ledger_ref_release(f);
         *status = same ? CS_REPLAY_FAILED : CS_REPLAY_NOT_RETAINED;
-        return same ? cs_err_set(err, CS_RING_ERR_IO, "replay ledger %u: its stored frames were dropped while it was replayed", r->seq)
-                    : cs_err_set(err, CS_RING_ERR_NOT_RETAINED,
-                                 "store: ledger not retained: ledger %u was replaced while it was replayed", r->seq);
+        if (same)
+            return cs_err_set(err, CS_RING_ERR_IO, "replay ledger %u: its stored frames were dropped while it was replayed",
+                              r->seq);
+        return cs_err_set(err, CS_RING_ERR_NOT_RETAINED,
+                          "store: ledger not retained: ledger %u was replaced while it was replayed", r->seq);
     }
     r->file = f;
     return 0;
