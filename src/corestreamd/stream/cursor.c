@@ -237,6 +237,7 @@ static bool decide(cs_cursor *c, const cs_snap *s, int stepper, cs_step *out)
 
     if (c->next != 0 && c->next == s->seq) {
         c->followed_live = true;
+        c->redelivering = false;
         bool begun = c->mode == CS_CUR_LIVE;
         if (!begun && s->end) {
             /* A completed flow reached late: served without stamps, it measures nothing. */
@@ -302,6 +303,8 @@ static bool decide(cs_cursor *c, const cs_snap *s, int stepper, cs_step *out)
             oom(out);
             return true;
         }
+        out->fell_behind = c->followed_live && !c->redelivering && !out->abandoned;
+        c->redelivering = c->followed_live;
         c->mode = CS_CUR_REPLAY;
         return false;
     }
