@@ -3,7 +3,8 @@
  * decoding would show), END carries the recorded checksum; frames changed on disk end the replay
  * CS_REPLAY_CORRUPT with no END and cost only the frames, so the next replay re-encodes the
  * intact ledger. The window bounds what a replay holds ahead of its reader, and every wake carries
- * the argument its replay was started with. */
+ * the argument its replay was started with. Only a held replay pins its ledger's descriptors
+ * while its reader waits; a per-read one gets the ledger again for each read. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -173,7 +174,7 @@ static void stored_chunks_are_sent_as_published(void **state)
 {
     fixture *f = *state;
     cs_replay_pool *p = pool_new(f);
-    cs_replay *r = cs_replay_start(p, 7, 5); /* its wakes say who reads it: 5 */
+    cs_replay *r = cs_replay_start(p, 7, 5, true); /* its wakes say who reads it: 5 */
     expect_begin(f, r);
     cs_err err = {0};
     cs_msg *m;
@@ -212,7 +213,7 @@ static void changed_frames_end_without_end_then_reencode(void **state)
     assert_int_equal(pwrite(fd, &b, 1, 310), 1);
     close(fd);
     cs_replay_pool *p = pool_new(f);
-    cs_replay *r = cs_replay_start(p, 7, 0);
+    cs_replay *r = cs_replay_start(p, 7, 0, true);
     expect_begin(f, r);
     cs_err err = {0};
     cs_msg *m;
@@ -235,7 +236,7 @@ static void changed_frames_end_without_end_then_reencode(void **state)
     assert_int_equal(o, 7);
 
     /* Re-encoded now: real zstd (or raw) chunks whose bytes are the ledger's, and the END. */
-    r = cs_replay_start(p, 7, 0);
+    r = cs_replay_start(p, 7, 0, true);
     expect_begin(f, r);
     uint8_t got[LEN];
     size_t at = 0;
@@ -327,7 +328,7 @@ static void window_bounds_what_is_prepared(void **state)
     enum { BIG = 256 << 10 };
     put_ledger(f, 9, 3 * CS_REPLAY_WINDOW_BYTES / BIG, BIG, 0, 0);
     cs_replay_pool *p = pool_new(f);
-    cs_replay *r = cs_replay_start(p, 8, 0);
+    cs_replay *r = cs_replay_start(p, 8, 0, true);
     await_ahead(f, r, CS_REPLAY_DEPTH, CS_REPLAY_DEPTH * 100);
     cs_msg *m;
     cs_err err = {0};
@@ -342,11 +343,93 @@ static void window_bounds_what_is_prepared(void **state)
     await_ahead(f, r, CS_REPLAY_DEPTH, CS_REPLAY_DEPTH * 100);
     cs_replay_release(r);
 
-    r = cs_replay_start(p, 9, 0);
+    r = cs_replay_start(p, 9, 0, true);
     await_ahead(f, r, 1 + CS_REPLAY_WINDOW_BYTES / BIG, CS_REPLAY_WINDOW_BYTES);
     assert_int_equal(cs_replay_ahead(r, &bytes), 1 + CS_REPLAY_WINDOW_BYTES / BIG);
     assert_int_equal(bytes, CS_REPLAY_WINDOW_BYTES);
     cs_replay_release(r);
+    cs_replay_pool_free(p);
+}
+
+/* Descriptors open in this process now. */
+static int open_fds(void)
+{
+    int n = cs_dir_count("/proc/self/fd");
+    assert_true(n > 0);
+    return n;
+}
+
+/* Reads r to its end: the status that ended it, and in *items how many messages came first. */
+static int drain(fixture *f, cs_replay *r, size_t *items)
+{
+    cs_msg *m;
+    cs_err err = {0};
+    int rc;
+    *items = 0;
+    for (size_t i = 0; i < 100000 && (rc = next(f, r, &m, &err)) == CS_REPLAY_MSG; i++) {
+        cs_msg_release(m);
+        (*items)++;
+    }
+    return rc;
+}
+
+/* A replay started without hold (a redelivery) pins no descriptor while its reader waits with a
+ * full window, for stored frames and for a ledger re-encoded alike, and still sends the ledger
+ * whole; a held one (a catch-up) pins the ledger and its frames meanwhile. */
+static void only_held_replays_pin_the_ledger_while_waiting(void **state)
+{
+    fixture *f = *state;
+    put_ledger(f, 8, 3 * CS_REPLAY_DEPTH, CS, 1, 100);
+    cs_replay_pool *p = cs_replay_pool_new(2, f->ring, false, 1, CS, wake, f, &(cs_err){0});
+    assert_non_null(p);
+    int idle = open_fds();
+    cs_replay *r = cs_replay_start(p, 8, 0, false);
+    await_ahead(f, r, CS_REPLAY_DEPTH, CS_REPLAY_DEPTH * 100);
+    assert_int_equal(open_fds(), idle);
+    size_t items;
+    assert_int_equal(drain(f, r, &items), CS_REPLAY_DONE);
+    assert_int_equal(items, 3 * CS_REPLAY_DEPTH + 2);
+    cs_replay_release(r);
+
+    r = cs_replay_start(p, 8, 0, true);
+    await_ahead(f, r, CS_REPLAY_DEPTH, CS_REPLAY_DEPTH * 100);
+    assert_int_equal(open_fds(), idle + 2);
+    cs_replay_release(r);
+    assert_int_equal(open_fds(), idle);
+    cs_replay_pool_free(p);
+
+    put_ledger(f, 9, 4 * CS_REPLAY_DEPTH, CS, 0, 0); /* no stored frames used: re-encoded */
+    cs_ring_drop_frames(f->ring, 9, 0, "unused");
+    p = pool_new(f);
+    r = cs_replay_start(p, 9, 0, false);
+    await_ahead(f, r, CS_REPLAY_DEPTH, CS_REPLAY_WINDOW_BYTES);
+    assert_int_equal(open_fds(), idle);
+    assert_int_equal(drain(f, r, &items), CS_REPLAY_DONE);
+    assert_int_equal(items, 4 * CS_REPLAY_DEPTH + 2);
+    cs_replay_release(r);
+    cs_replay_pool_free(p);
+}
+
+/* A ledger pruned while its reader waits: the held replay still sends it whole from the file it
+ * holds; the per-read one ends CS_REPLAY_NOT_RETAINED at its next read, with no END. */
+static void a_ledger_pruned_meanwhile_ends_only_a_per_read_replay(void **state)
+{
+    fixture *f = *state;
+    put_ledger(f, 8, 3 * CS_REPLAY_DEPTH, CS, 1, 100);
+    cs_replay_pool *p = pool_new(f);
+    cs_replay *held = cs_replay_start(p, 8, 0, true), *per_read = cs_replay_start(p, 8, 1, false);
+    await_ahead(f, held, CS_REPLAY_DEPTH, CS_REPLAY_DEPTH * 100);
+    await_ahead(f, per_read, CS_REPLAY_DEPTH, CS_REPLAY_DEPTH * 100);
+    for (uint32_t seq = 9; seq <= 17; seq++) /* retention 10: [8,17], then 8 pruned by 18 */
+        put_ledger(f, seq, 1, CS, 0, 0);
+    put_ledger(f, 18, 1, CS, 0, 0);
+    size_t items;
+    assert_int_equal(drain(f, held, &items), CS_REPLAY_DONE);
+    assert_int_equal(items, 3 * CS_REPLAY_DEPTH + 2);
+    assert_int_equal(drain(f, per_read, &items), CS_REPLAY_NOT_RETAINED);
+    assert_true(items >= CS_REPLAY_DEPTH && items < 3 * CS_REPLAY_DEPTH + 1);
+    cs_replay_release(held);
+    cs_replay_release(per_read);
     cs_replay_pool_free(p);
 }
 
@@ -356,6 +439,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(stored_chunks_are_sent_as_published, setup, teardown),
         cmocka_unit_test_setup_teardown(changed_frames_end_without_end_then_reencode, setup, teardown),
         cmocka_unit_test_setup_teardown(window_bounds_what_is_prepared, setup, teardown),
+        cmocka_unit_test_setup_teardown(only_held_replays_pin_the_ledger_while_waiting, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_ledger_pruned_meanwhile_ends_only_a_per_read_replay, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,6 +17,7 @@
 #include "corestreamd/notify.h"
 #include "corestreamd/sources/pace.h"
 #include "corestreamd/stream/compress.h"
+#include "corestreamd/stream/replay.h"
 #include "corestreamd/server/server.h"
 #include "corestreamd/sources/captive/captive.h"
 #include "corestreamd/sources/file.h"
@@ -204,6 +205,26 @@ static int build_source(const cs_daemon_config *c, cs_cancel *cancel, cs_ring *r
     if (!*src)
         return cs_err_set(err, 0, "source: out of memory");
     return 0;
+}
+
+/* Descriptors a NATS client may hold at once: its connection, the one replacing it on a
+ * reconnect, a name lookup's socket and a TLS file being read, with room for nats.c's own. */
+#define NATS_FDS 8
+
+/* Descriptors the run's own parts may open at once while it serves, beyond those open at listen
+ * (cs_server_config.fd_reserve): the source's (a dump's ledger file 1; a pipe command's or FIFO's
+ * pipe and the one replacing it 2; captive core's pipes to stellar-core and their spares, its
+ * log reader's eventfd and a history archive download 16; an edge's NATS client) and a JetStream
+ * publisher's (its NATS client, its replay worker and the ledger that replay holds). */
+static uint32_t run_fd_reserve(const cs_daemon_config *c)
+{
+    uint32_t source = strcmp(c->source, "file") == 0       ? 1
+                      : strcmp(c->source, "pipe") == 0     ? 2
+                      : strcmp(c->source, "captive") == 0  ? 16
+                      : strcmp(c->source, "jetstream") == 0 ? NATS_FDS
+                                                            : 0;
+    uint32_t publisher = *c->jetstream_url ? NATS_FDS + CS_REPLAY_WORKER_FDS + CS_REPLAY_HELD_FDS : 0;
+    return source + publisher;
 }
 
 /* The soft descriptor limit up to the hard one (systemd's default soft limit is 1024): the
@@ -401,6 +422,7 @@ static int new_server(const cs_daemon_config *cfg, cs_cancel *cancel, notify_hoo
         .compress_level = cfg->compress_level,
         .retention = cfg->retention,
         .max_connections = cfg->max_connections,
+        .fd_reserve = run_fd_reserve(cfg),
         .max_connections_per_ip = cfg->max_connections_per_ip,
         .max_replays = cfg->max_replays,
         .max_replays_per_ip = cfg->max_replays_per_ip,

@@ -1,6 +1,7 @@
 /* Test support: per-test scratch directories. See tmpdir.h. */
 #include "support/tmpdir.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
 #include <stdio.h>
@@ -52,6 +53,18 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
     if (++g_removed > CS_TMPDIR_MAX_ENTRIES)
         return 1; /* stop the walk: too many entries to be a test's scratch */
     return remove(path) == 0 ? 0 : -1;
+}
+
+int cs_dir_count(const char *path)
+{
+    DIR *d = opendir(path);
+    if (!d)
+        return -1;
+    int n = 0;
+    for (struct dirent *e; n < CS_TMPDIR_MAX_ENTRIES && (e = readdir(d));)
+        n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+    closedir(d);
+    return n;
 }
 
 int cs_tmpdir_remove(cs_tmpdir *d)

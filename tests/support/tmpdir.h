@@ -24,6 +24,12 @@ int cs_tmpdir_remove(cs_tmpdir *d);
 
 #define CS_TMPDIR_MAX_ENTRIES 100000
 
+/* How many entries the directory at path holds, "." and ".." aside (a process's open descriptors
+ * under /proc/<pid>/fd, its threads under /proc/<pid>/task), counting at most
+ * CS_TMPDIR_MAX_ENTRIES; -1 when it cannot be read. The count of /proc/self/fd includes the
+ * descriptor reading it. */
+int cs_dir_count(const char *path);
+
 #include "common/cancel.h"
 
 /* The per-test state of the source tests: a cancellation and a scratch directory. The

@@ -137,7 +137,7 @@ static int step_flow(cs_js_publisher *p, cs_flow *f)
 static int step_ring(cs_js_publisher *p)
 {
     if (!p->rp) {
-        p->rp = cs_replay_start(p->replays, p->pos.seq, 0);
+        p->rp = cs_replay_start(p->replays, p->pos.seq, 0, true);
         p->rp_item = 0;
         if (!p->rp)
             return STEP_WAIT_KICK; /* out of memory: try again shortly */

@@ -22,6 +22,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "corestreamd/net/listener.h"
+#include "corestreamd/server/fdbudget.h"
 #include "corestreamd/server/server_internal.h"
 
 #define ACCEPT_BATCH 64                 /* accepts per wake-up: a storm cannot hold the loop */
@@ -49,10 +50,27 @@ static long open_fds(void)
     return n > 3 ? n - 3 : 0; /* ".", ".." and the directory's own descriptor */
 }
 
-/* The caps in force: the configured total held under the descriptor limit less what is open
- * already and CS_FD_RESERVE (so the ring, the source and the loop never run out), and the
+/* The total cap held under the descriptor budget (fdbudget.h) when the limit is finite; 0 when
+ * no cap is configured nor needed. */
+static int budgeted_total(cs_server *s, int64_t *want, cs_err *err)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+        return 0;
+    cs_fd_parts parts = {.replay_slots = s->max_replays, .admin = s->admin_fd >= 0, .caller = s->cfg.fd_reserve};
+    cs_fd_budget b;
+    if (cs_fd_budget_make(&b, rl.rlim_cur, (uint64_t)open_fds(), &parts, err) != 0)
+        return cs_err_prefix(err, "listen on %s: ", s->cfg.listen);
+    CS_LOG(CS_LOG_DEBUG, "descriptor budget", KV_U("limit", b.limit), KV_U("open", b.open),
+           KV_U("reserved", b.reserve), KV_U("per_connection", b.per_connection), KV_U("connections", b.connections));
+    if (*want == 0 || (uint64_t)*want > b.connections)
+        *want = b.connections > INT64_MAX ? INT64_MAX : (int64_t)b.connections;
+    return 0;
+}
+
+/* The caps in force: the configured total held under the descriptor budget, and the
  * per-address cap at most half of that total, so that one address never holds every slot. */
-static int admission_caps(cs_server *s, cs_err *err)
+int srv_admission_setup(cs_server *s, cs_err *err)
 {
     int64_t want = s->cfg.max_connections ? s->cfg.max_connections : CS_DEFAULT_MAX_CONNECTIONS;
     int64_t per = s->cfg.max_connections_per_ip ? s->cfg.max_connections_per_ip : CS_DEFAULT_MAX_CONNECTIONS_PER_IP;
@@ -60,17 +78,8 @@ static int admission_caps(cs_server *s, cs_err *err)
         want = 0; /* no cap */
     if (per < 0)
         per = 0;
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
-        int64_t room = (int64_t)rl.rlim_cur - open_fds() - CS_FD_RESERVE;
-        if (room < 1)
-            return cs_err_set(err, 0,
-                              "listen on %s: the descriptor limit (%llu) leaves no room for connections "
-                              "beyond the %d held in reserve; raise LimitNOFILE or ulimit -n",
-                              s->cfg.listen, (unsigned long long)rl.rlim_cur, CS_FD_RESERVE);
-        if (want == 0 || want > room)
-            want = room;
-    }
+    if (budgeted_total(s, &want, err) != 0)
+        return -1;
     if (want > UINT32_MAX)
         want = UINT32_MAX;
     int64_t half = want > 1 ? want / 2 : want;
@@ -93,8 +102,6 @@ static int watch(cs_server *s, int fd, uint64_t what)
 
 int srv_accept_setup(cs_server *s, cs_err *err)
 {
-    if (admission_caps(s, err) != 0)
-        return -1;
     if (s->admin_fd >= 0 && !(s->admin_conns = cs_admission_new(ADMIN_MAX_CONNECTIONS, ADMIN_MAX_CONNECTIONS_PER_IP)))
         return cs_err_set(err, 0, "listen on %s: out of memory", s->cfg.admin_listen);
     accept_loop *l = calloc(1, sizeof *l);

@@ -183,7 +183,8 @@ int cs_server_new(cs_server **out, const cs_server_config *cfg, cs_err *err)
     if (rc == 0 && !(s->replays = cs_replay_pool_new(CS_REPLAY_WORKERS, cfg->ring, cfg->compress, (int)level,
                                                      s->chunk_size, replay_wake, s, err)))
         rc = -1;
-    if (rc == 0 && !(s->replay_slots = cs_replay_slots_new(replay_cap(cfg->max_replays, CS_DEFAULT_MAX_REPLAYS),
+    s->max_replays = replay_cap(cfg->max_replays, CS_DEFAULT_MAX_REPLAYS);
+    if (rc == 0 && !(s->replay_slots = cs_replay_slots_new(s->max_replays,
                                                            replay_cap(cfg->max_replays_per_ip,
                                                                       CS_DEFAULT_MAX_REPLAYS_PER_IP))))
         rc = cs_err_set(err, 0, "server: out of memory");
@@ -289,7 +290,7 @@ int cs_server_listen(cs_server *s, cs_err *err)
     };
     if (cs_headreader_start(&s->heads, &hc, err) != 0)
         return -1;
-    return 0;
+    return srv_admission_setup(s, err);
 }
 
 void cs_server_set_jetstream_stats(cs_server *s, void (*fn)(void *arg, cs_metrics_jetstream *out), void *arg)

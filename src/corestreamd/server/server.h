@@ -45,9 +45,15 @@ typedef struct cs_server_config {
     bool linger;                /* keep serving the ring after the source ends, until stopped
                                    (embedding and tests; the daemon exits instead) */
     /* Admission at accept. Connections beyond a cap are closed at once, before any HTTP state.
-     * The total is also held under the process's descriptor limit, less a reserve for the
-     * source, the ring and the loop itself. 0 means the default; negative means no cap. */
+     * The total is also held under the process's descriptor limit, less what is open at listen
+     * and what the rest may hold (fdbudget.h: the ring writer, the stored-frames fill, the
+     * replays, the admin port, fd_reserve); cs_server_listen fails when that leaves no room for
+     * one connection. 0 means the default; negative means no cap. */
     int64_t max_connections;        /* 0 → CS_DEFAULT_MAX_CONNECTIONS */
+    /* Descriptors the caller's own parts (the source, a JetStream publisher) may open at once
+     * while the server runs, beyond those open at cs_server_listen: kept out of the connection
+     * budget (fdbudget.h). 0: none. */
+    uint32_t fd_reserve;
     int64_t max_connections_per_ip; /* per IPv4 address or IPv6 /64; 0 → CS_DEFAULT_MAX_CONNECTIONS_PER_IP */
     int64_t header_timeout_s;       /* a connection's request must be complete by then; 0 → 10 */
     /* A subscriber whose socket takes nothing for this long while a message waits is dropped
@@ -93,8 +99,6 @@ typedef struct cs_server_config {
  * and re-dial without queueing behind itself. */
 #define CS_DEFAULT_MAX_REPLAYS 8
 #define CS_DEFAULT_MAX_REPLAYS_PER_IP 2
-/* Descriptors kept free under RLIMIT_NOFILE for everything that is not a connection. */
-#define CS_FD_RESERVE 64
 
 typedef struct cs_server cs_server;
 

@@ -101,6 +101,7 @@ struct cs_server {
     cs_replay_pool *replays;
     cs_frames_fill *frames_fill;   /* stored frames for ledgers retained without them */
     cs_replay_slots *replay_slots; /* under its own mutex */
+    uint32_t max_replays;          /* the slots' total cap in force; 0: none */
     atomic_uint_fast64_t live_abandons;
     atomic_int subscribers;
     int64_t write_timeout_ns; /* set before any thread starts */
@@ -157,7 +158,10 @@ struct cs_server {
 void srv_wake_loop(cs_server *s);
 
 /* accept.c: the accept loop. */
-int srv_accept_setup(cs_server *s, cs_err *err); /* the caps in force, the epoll; after bind */
+int srv_accept_setup(cs_server *s, cs_err *err); /* the epoll; after bind */
+/* The connection caps in force, under the descriptor budget (fdbudget.h): last in
+ * cs_server_listen, once the threads it starts have their descriptors open. */
+int srv_admission_setup(cs_server *s, cs_err *err);
 void srv_accept_run(cs_server *s);                /* until the wind-down ends */
 void srv_release_tag(cs_server *s, conn_tag *tag); /* accept loop only */
 void srv_post_release(cs_server *s, conn_tag *tag); /* any thread: the loop releases it */

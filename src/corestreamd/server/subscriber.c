@@ -167,6 +167,10 @@ static void log_step(cs_server *s, subscriber *sub, const cs_step *st)
         cs_kv extra[] = {KV_U("ledger", sub->cursor.abandoned_seq)};
         log_subscriber(CS_LOG_DEBUG, "live chunk flow abandoned; redelivering from the ring", sub, 1, extra);
     }
+    if (st->fell_behind && cs_log_enabled(CS_LOG_DEBUG)) {
+        cs_kv extra[] = {KV_U("ledger", sub->cursor.next)};
+        log_subscriber(CS_LOG_DEBUG, "behind the live flow; redelivering from the ring", sub, 1, extra);
+    }
     if (st->replay_queued) {
         cs_kv extra[] = {KV_U("ledger", sub->cursor.next), KV_U("position", st->queue_position),
                          KV_U("replays", cs_replay_slots_running(s->replay_slots))};

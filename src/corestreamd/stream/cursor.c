@@ -250,6 +250,7 @@ static bool decide(cs_cursor *c, const cs_snap *s, int stepper, cs_step *out)
 
     if (c->next != 0 && c->next == s->seq) {
         c->followed_live = true;
+        c->redelivering = false;
         bool begun = c->mode == CS_CUR_LIVE;
         if (!begun && s->end) {
             /* A completed flow reached late: served without stamps, it measures nothing. */
@@ -308,11 +309,15 @@ static bool decide(cs_cursor *c, const cs_snap *s, int stepper, cs_step *out)
         }
         if (!take_slot(c, out))
             return true;
-        c->replay = cs_replay_start(c->env.replays, (uint32_t)c->next, stepper);
+        /* A catch-up holds its ledger under its slot; a redelivery, which has no slot, holds
+         * none while its subscriber does not read (replay.h). */
+        c->replay = cs_replay_start(c->env.replays, (uint32_t)c->next, stepper, !c->followed_live);
         if (!c->replay) {
             oom(out);
             return true;
         }
+        out->fell_behind = c->followed_live && !c->redelivering && !out->abandoned;
+        c->redelivering = c->followed_live;
         c->mode = CS_CUR_REPLAY;
         return false;
     }

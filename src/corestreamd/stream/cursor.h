@@ -51,6 +51,7 @@ typedef struct cs_cursor {
     cs_replay_ticket ticket;
     bool followed_live;
     bool catching_up; /* a replay has started under the slot held */
+    bool redelivering; /* followed live, and now behind it: its ledgers come from the ring */
     uint64_t abandoned; /* this subscriber's abandons, for the logs */
     uint32_t abandoned_seq;
     /* Signed ledgers: want_sig (the request's sig=1, set by the owner after cs_cursor_init) sends
@@ -74,6 +75,9 @@ typedef struct cs_step {
     int code;
     char reason[124];
     bool abandoned; /* a live flow was abandoned during this step (ledger in abandoned_seq) */
+    /* Behind the live flow with no flow abandoned (a complete flow sent whole ended after the
+     * next had begun): this step started redelivering from the ring at cursor.next. */
+    bool fell_behind;
     bool replay_queued;   /* began waiting for a replay slot, at queue_position (1: first) */
     size_t queue_position;
     bool replay_started;  /* took a slot and started the catch-up at cursor.next */

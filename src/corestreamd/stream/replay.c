@@ -32,8 +32,20 @@ struct cs_replay {
      * their place of the flow whatever the workers' timing (an END that fails is never sent, the
      * chunks before it are). 0 for a failure before any item (the open). */
     size_t fail_at;
-    cs_ledger_ref *ledger; /* NULL until opened */
-    size_t chunk_size;     /* the recorded live chunking, else the pool's */
+    /* What the open found, copied so that the replay needs no descriptor to know it: the
+     * record and, with stored frames, their index and the frames file's tail (hashed last). */
+    bool opened;
+    cs_ledger_record rec;
+    cs_frame *frames; /* rec.chunks entries, stored replays only */
+    uint8_t *tail;
+    size_t tail_len;
+    /* The open ledger (its .xdr and .frames descriptors), touched only by the worker reading
+     * (reading, or opening). A held replay keeps it from the open until its last chunk is read;
+     * a per-read one gets it from the ring for each read and lets it go right after, so a
+     * subscriber that stops reading holds no descriptor of it (replay.h). */
+    cs_ledger_ref *file;
+    bool hold;
+    size_t chunk_size; /* the recorded live chunking, else the pool's */
     /* The file is read and hashed in order, one chunk at a time (reading: a worker is at it), so
      * the END is only sent when the bytes sent hash to the recorded checksum. */
     XXH64_state_t *hash;
@@ -94,14 +106,14 @@ static size_t item_bytes(const cs_replay *r, size_t k)
     if (k == 0 || k >= r->nitems - 1)
         return 0;
     if (r->stored)
-        return r->ledger->frames[k - 1].len;
-    uint64_t off = (uint64_t)(k - 1) * r->chunk_size, left = r->ledger->rec.len - off;
+        return r->frames[k - 1].len;
+    uint64_t off = (uint64_t)(k - 1) * r->chunk_size, left = r->rec.len - off;
     return left < r->chunk_size ? (size_t)left : r->chunk_size;
 }
 
 static bool can_claim_locked(const cs_replay *r)
 {
-    return r->ledger && !r->released && !r->reading && r->status == CS_REPLAY_PENDING &&
+    return r->opened && !r->released && !r->reading && r->status == CS_REPLAY_PENDING &&
            r->claimed < r->nitems && r->claimed < r->handed_out + CS_REPLAY_DEPTH &&
            (r->claimed == r->handed_out || r->window + item_bytes(r, r->claimed) <= CS_REPLAY_WINDOW_BYTES);
 }
@@ -121,7 +133,7 @@ static bool needs_work_locked(const cs_replay *r)
 {
     if (r->released || r->status != CS_REPLAY_PENDING)
         return false;
-    if (!r->ledger)
+    if (!r->opened)
         return !r->opening;
     return can_claim_locked(r) && r->claimed - r->handed_out <= CS_REPLAY_DEPTH / 2 &&
            r->window <= CS_REPLAY_WINDOW_BYTES / 2;
@@ -132,8 +144,9 @@ static void replay_free(cs_replay *r)
     for (size_t k = r->handed_out; k < r->claimed; k++)
         if (r->slot[k % CS_REPLAY_DEPTH])
             cs_msg_release(r->slot[k % CS_REPLAY_DEPTH]);
-    if (r->ledger)
-        cs_ledger_ref_release(r->ledger);
+    cs_ledger_ref_release(r->file);
+    free(r->frames);
+    free(r->tail);
     XXH64_freeState(r->hash);
     XXH3_freeState(r->fhash);
     XXH3_freeState(r->rawhash);
@@ -150,10 +163,51 @@ static void unref_locked(cs_replay_pool *p, cs_replay *r)
     pthread_mutex_lock(&p->mu);
 }
 
+static int open_failed(cs_replay_pool *p, cs_replay *r, cs_err *err);
+
+/* The ledger's descriptors for the read about to happen: the ones held, else the ring's ledger
+ * again, if it is still the one this replay began (same length and checksum; for stored frames,
+ * the same frames). A ledger gone from the ring meanwhile, or replaced by another run's, ends the
+ * replay CS_REPLAY_NOT_RETAINED (the subscriber is too far behind); frames dropped meanwhile end a
+ * stored one CS_REPLAY_FAILED. 0, or -1 with *status and err set. Reading worker only. */
+static int file_acquire(cs_replay_pool *p, cs_replay *r, int *status, cs_err *err)
+{
+    if (r->file)
+        return 0;
+    cs_ledger_ref *f;
+    if (cs_ring_get(p->ring, r->seq, &f, err) != 0) {
+        *status = open_failed(p, r, err);
+        return -1;
+    }
+    bool same = f->rec.len == r->rec.len && f->rec.xxh64 == r->rec.xxh64;
+    bool frames = !r->stored || (f->frames_fd >= 0 && f->rec.frames_xxh3 == r->rec.frames_xxh3);
+    if (!same || !frames) {
+        cs_ledger_ref_release(f);
+        *status = same ? CS_REPLAY_FAILED : CS_REPLAY_NOT_RETAINED;
+        if (same)
+            return cs_err_set(err, CS_RING_ERR_IO, "replay ledger %u: its stored frames were dropped while it was replayed",
+                              r->seq);
+        return cs_err_set(err, CS_RING_ERR_NOT_RETAINED,
+                          "store: ledger not retained: ledger %u was replaced while it was replayed", r->seq);
+    }
+    r->file = f;
+    return 0;
+}
+
+/* After a read: a per-read replay lets the ledger go at once; a held one when no chunk is left
+ * to read (more false), so a finished replay never holds it while its END waits. */
+static void file_done(cs_replay *r, bool more)
+{
+    if (r->file && (!r->hold || !more)) {
+        cs_ledger_ref_release(r->file);
+        r->file = NULL;
+    }
+}
+
 /* Reads chunk k-1 into a fresh buffer and hashes it; only one worker reads a replay at a time, in
  * order (r->reading), so the hash sees the bytes in ledger order. Returns the buffer (malloc'd)
  * and its length, or NULL with *status and err set. */
-static uint8_t *read_chunk(cs_replay *r, size_t k, size_t *n, int *status, cs_err *err)
+static uint8_t *read_chunk(cs_replay_pool *p, cs_replay *r, size_t k, size_t *n, int *status, cs_err *err)
 {
     uint64_t off = (uint64_t)(k - 1) * r->chunk_size;
     *n = item_bytes(r, k);
@@ -163,7 +217,13 @@ static uint8_t *read_chunk(cs_replay *r, size_t k, size_t *n, int *status, cs_er
         cs_err_set(err, 0, "replay ledger %u: out of memory", r->seq);
         return NULL;
     }
-    if (cs_ledger_read(r->ledger, off, buf, *n, err) != 0) {
+    if (file_acquire(p, r, status, err) != 0) {
+        free(buf);
+        return NULL;
+    }
+    int rc = cs_ledger_read(r->file, off, buf, *n, err);
+    file_done(r, rc == 0 && k < r->nitems - 2);
+    if (rc != 0) {
         *status = err->kind == CS_RING_ERR_CORRUPT ? CS_REPLAY_CORRUPT : CS_REPLAY_FAILED;
         free(buf);
         return NULL;
@@ -178,7 +238,7 @@ static uint8_t *read_chunk(cs_replay *r, size_t k, size_t *n, int *status, cs_er
  * frames file (not the ledger) is at fault. */
 static cs_msg *read_stored(cs_replay_pool *p, cs_replay *r, size_t k, int *status, bool *frames_fault, cs_err *err)
 {
-    const cs_frame *f = &r->ledger->frames[k - 1];
+    const cs_frame *f = &r->frames[k - 1];
     size_t need = CS_WIRE_CHUNK_HEADER_LEN + f->len;
     cs_msg *m = need <= CS_WIRE_CHUNK_HEADER_LEN + CS_REPLAY_SMALL_CHUNK ? cs_msg_pool_get(p->small)
                 : need <= CS_WIRE_CHUNK_HEADER_LEN + p->chunk_size ? cs_msg_pool_get(p->msgs)
@@ -188,7 +248,7 @@ static cs_msg *read_stored(cs_replay_pool *p, cs_replay *r, size_t k, int *statu
         cs_err_set(err, 0, "replay ledger %u: out of memory", r->seq);
         return NULL;
     }
-    if (cs_frame_read(r->ledger, (uint32_t)(k - 1), m->data + CS_WIRE_CHUNK_HEADER_LEN, err) != 0) {
+    if (cs_frame_read(r->file, (uint32_t)(k - 1), m->data + CS_WIRE_CHUNK_HEADER_LEN, err) != 0) {
         *status = err->kind == CS_RING_ERR_CORRUPT ? CS_REPLAY_CORRUPT : CS_REPLAY_FAILED;
         *frames_fault = f->codec != 0;
         cs_msg_release(m);
@@ -217,34 +277,34 @@ static cs_msg *read_stored(cs_replay_pool *p, cs_replay *r, size_t k, int *statu
  * hash to it (the stored frames' own hash for a stored replay). */
 static cs_msg *produce_end(cs_replay *r, int *status, bool *frames_fault, cs_err *err)
 {
+    const cs_ledger_record *rec = &r->rec;
     if (r->stored) {
-        const cs_ledger_ref *l = r->ledger;
-        XXH3_64bits_update(r->fhash, l->frames_tail, l->frames_tail_len);
+        XXH3_64bits_update(r->fhash, r->tail, r->tail_len);
         uint64_t got = XXH3_64bits_digest(r->fhash), raw = XXH3_64bits_digest(r->rawhash);
         /* The ledger's own bytes first: if they changed, the ledger goes, whatever the frames. */
-        if (raw != l->rec.raw_xxh3) {
+        if (raw != rec->raw_xxh3) {
             *status = CS_REPLAY_CORRUPT;
             *frames_fault = false;
             cs_err_set(err, CS_RING_ERR_CORRUPT,
                        "ledger-%u.xdr changed on disk: its bytes hash to %016" PRIx64 ", its record says %016" PRIx64
                        " (XXH3 of its raw chunks)",
-                       r->seq, raw, l->rec.raw_xxh3);
+                       r->seq, raw, rec->raw_xxh3);
             return NULL;
         }
-        if (got != l->rec.frames_xxh3) {
+        if (got != rec->frames_xxh3) {
             *status = CS_REPLAY_CORRUPT;
             *frames_fault = true;
             cs_err_set(err, CS_RING_ERR_CORRUPT,
                        "ledger-%u.frames changed on disk: it hashes to %016" PRIx64 ", its record says %016" PRIx64,
-                       r->seq, got, l->rec.frames_xxh3);
+                       r->seq, got, rec->frames_xxh3);
             return NULL;
         }
         cs_msg *m = cs_msg_new(CS_WIRE_END_LEN);
         if (m)
-            m->len = cs_wire_put_end(m->data, r->seq, l->rec.chunks, l->rec.len, 0, l->rec.xxh64);
+            m->len = cs_wire_put_end(m->data, r->seq, rec->chunks, rec->len, 0, rec->xxh64);
         return m;
     }
-    uint64_t sum = XXH64_digest(r->hash), want = r->ledger->rec.xxh64;
+    uint64_t sum = XXH64_digest(r->hash), want = rec->xxh64;
     if (sum != want) {
         *status = CS_REPLAY_CORRUPT;
         cs_err_set(err, CS_RING_ERR_CORRUPT,
@@ -254,7 +314,7 @@ static cs_msg *produce_end(cs_replay *r, int *status, bool *frames_fault, cs_err
     }
     cs_msg *m = cs_msg_new(CS_WIRE_END_LEN);
     if (m)
-        m->len = cs_wire_put_end(m->data, r->seq, (uint32_t)(r->nitems - 2), r->ledger->rec.len, 0, want);
+        m->len = cs_wire_put_end(m->data, r->seq, (uint32_t)(r->nitems - 2), rec->len, 0, want);
     return m;
 }
 
@@ -301,13 +361,47 @@ static int open_failed(cs_replay_pool *p, cs_replay *r, cs_err *err)
  * hashes to its record stays, and its frames, whose index was wrong, are made again. */
 static void replay_corrupt(cs_replay_pool *p, const cs_replay *r, bool frames_fault, const char *problem)
 {
-    const cs_ledger_ref *l = r->ledger;
     if (frames_fault) {
-        cs_ring_drop_frames(p->ring, r->seq, l->rec.frames_xxh3, problem);
+        cs_ring_drop_frames(p->ring, r->seq, r->rec.frames_xxh3, problem);
         return;
     }
     if (cs_ring_condemn(p->ring, r->seq, problem) == CS_RING_VERDICT_GOOD && r->stored)
-        cs_ring_drop_frames(p->ring, r->seq, l->rec.frames_xxh3, problem);
+        cs_ring_drop_frames(p->ring, r->seq, r->rec.frames_xxh3, problem);
+}
+
+/* Takes in the ledger just opened: its hashes, what the replay must know of it (copied, so no
+ * descriptor is needed for it later), its chunking, and the ledger itself, which a per-read
+ * replay lets go of at once. 0, or -1 when out of memory (the ledger then let go too). Opening
+ * worker, before opened is set: nobody else looks at these fields yet. */
+static int take_ledger(cs_replay_pool *p, cs_replay *r, cs_ledger_ref *l)
+{
+    r->file = l;
+    r->rec = l->rec;
+    r->stored = l->frames_fd >= 0;
+    r->chunk_size = l->rec.chunk_size ? l->rec.chunk_size : p->chunk_size;
+    r->nitems = (size_t)((l->rec.len + r->chunk_size - 1) / r->chunk_size) + 2;
+    bool ok = (r->hash = XXH64_createState()) != NULL;
+    if (ok && r->stored) {
+        r->fhash = XXH3_createState();
+        r->rawhash = XXH3_createState();
+        r->frames = malloc((l->rec.chunks ? l->rec.chunks : 1) * sizeof *r->frames);
+        r->tail = malloc(l->frames_tail_len ? l->frames_tail_len : 1);
+        ok = r->fhash && r->rawhash && r->frames && r->tail;
+    }
+    if (!ok) {
+        file_done(r, false);
+        return -1;
+    }
+    XXH64_reset(r->hash, 0);
+    if (r->stored) {
+        XXH3_64bits_reset(r->fhash);
+        XXH3_64bits_reset(r->rawhash);
+        memcpy(r->frames, l->frames, l->rec.chunks * sizeof *r->frames);
+        memcpy(r->tail, l->frames_tail, l->frames_tail_len);
+        r->tail_len = l->frames_tail_len;
+    }
+    file_done(r, r->nitems > 2);
+    return 0;
 }
 
 /* Opens the ledger (checked against its record by the ring). Called and returns with the lock
@@ -319,26 +413,14 @@ static void open_locked(cs_replay_pool *p, cs_replay *r)
     cs_ledger_ref *ledger = NULL;
     cs_err err;
     int status = CS_REPLAY_PENDING;
-    XXH64_state_t *hash = NULL;
-    XXH3_state_t *fhash = NULL, *rawhash = NULL;
     if (cs_ring_get(p->ring, r->seq, &ledger, &err) != 0) {
         status = open_failed(p, r, &err);
-    } else if (!(hash = XXH64_createState()) ||
-               (ledger->frames_fd >= 0 && (!(fhash = XXH3_createState()) || !(rawhash = XXH3_createState())))) {
-        cs_ledger_ref_release(ledger);
-        XXH64_freeState(hash);
-        XXH3_freeState(fhash);
-        hash = NULL;
-        fhash = NULL;
-        status = CS_REPLAY_FAILED;
-        cs_err_set(&err, 0, "replay ledger %u: out of memory", r->seq);
     } else {
         if (ledger->frames_problem[0]) /* found by the open: those frames are made again */
             cs_ring_drop_frames(p->ring, r->seq, ledger->frames_claimed_xxh3, ledger->frames_problem);
-        XXH64_reset(hash, 0);
-        if (fhash) {
-            XXH3_64bits_reset(fhash);
-            XXH3_64bits_reset(rawhash);
+        if (take_ledger(p, r, ledger) != 0) {
+            status = CS_REPLAY_FAILED;
+            cs_err_set(&err, 0, "replay ledger %u: out of memory", r->seq);
         }
     }
     pthread_mutex_lock(&p->mu);
@@ -348,13 +430,7 @@ static void open_locked(cs_replay_pool *p, cs_replay *r)
         r->err = err;
         return;
     }
-    r->ledger = ledger;
-    r->hash = hash;
-    r->fhash = fhash;
-    r->rawhash = rawhash;
-    r->stored = fhash != NULL;
-    r->chunk_size = ledger->rec.chunk_size ? ledger->rec.chunk_size : p->chunk_size;
-    r->nitems = (size_t)((ledger->rec.len + r->chunk_size - 1) / r->chunk_size) + 2;
+    r->opened = true;
 }
 
 static void notify(cs_replay_pool *p, const cs_replay *r)
@@ -384,7 +460,7 @@ static void *worker_main(void *argp)
         if (!p->q_head)
             p->q_tail = NULL;
         r->queued = false;
-        if (!r->ledger && !r->opening && !r->released && r->status == CS_REPLAY_PENDING) {
+        if (!r->opened && !r->opening && !r->released && r->status == CS_REPLAY_PENDING) {
             open_locked(p, r);
             if (r->status != CS_REPLAY_PENDING)
                 notify(p, r);
@@ -410,9 +486,14 @@ static void *worker_main(void *argp)
             cs_msg *m[CS_REPLAY_DEPTH] = {0};
             size_t made = 0;
             if (batch) {
-                /* No compression: the read is the whole job, done in order. */
-                while (made < n && (m[made] = produce_stored(p, r, k + made, &status, &frames_fault, &err)))
-                    made++;
+                /* No compression: the read is the whole job, done in order. BEGIN and END read
+                 * nothing, so a batch of them alone needs no descriptor. */
+                bool reads = k + n > 1 && k < r->nitems - 1;
+                if (!reads || file_acquire(p, r, &status, &err) == 0)
+                    while (made < n && (m[made] = produce_stored(p, r, k + made, &status, &frames_fault, &err)))
+                        made++;
+                if (reads)
+                    file_done(r, made == n && k + n < r->nitems - 1);
                 pthread_mutex_lock(&p->mu);
                 r->reading = false;
                 if (!r->queued && needs_work_locked(r))
@@ -422,7 +503,7 @@ static void *worker_main(void *argp)
                 m[0] = produce_begin(r);
             } else if (chunk) {
                 size_t len;
-                uint8_t *raw = read_chunk(r, k, &len, &status, &err);
+                uint8_t *raw = read_chunk(p, r, k, &len, &status, &err);
                 pthread_mutex_lock(&p->mu);
                 r->reading = false; /* the next chunk may be read while this one is compressed */
                 if (!r->queued && needs_work_locked(r))
@@ -532,7 +613,7 @@ void cs_replay_pool_free(cs_replay_pool *p)
     free(p);
 }
 
-cs_replay *cs_replay_start(cs_replay_pool *p, uint32_t seq, int wake_arg)
+cs_replay *cs_replay_start(cs_replay_pool *p, uint32_t seq, int wake_arg, bool hold)
 {
     cs_replay *r = calloc(1, sizeof *r);
     if (!r)
@@ -541,6 +622,7 @@ cs_replay *cs_replay_start(cs_replay_pool *p, uint32_t seq, int wake_arg)
     r->refs = 1;
     r->seq = seq;
     r->wake_arg = wake_arg;
+    r->hold = hold;
     r->status = CS_REPLAY_PENDING;
     pthread_mutex_lock(&p->mu);
     if (!p->stopping)
@@ -559,7 +641,7 @@ int cs_replay_next(cs_replay *r, cs_msg **out, cs_err *err)
         if (err)
             *err = r->err;
         rc = r->status;
-    } else if (r->ledger && k == r->nitems) {
+    } else if (r->opened && k == r->nitems) {
         rc = CS_REPLAY_DONE;
     } else if (k < r->claimed && r->slot[k % CS_REPLAY_DEPTH]) {
         *out = r->slot[k % CS_REPLAY_DEPTH];
@@ -594,9 +676,9 @@ size_t cs_replay_ahead(cs_replay *r, size_t *bytes)
 
 cs_msg *cs_replay_sig(cs_replay *r)
 {
-    /* ledger was set by the worker that opened it, before the END this follows was handed out
+    /* rec was set by the worker that opened it, before the END this follows was handed out
      * under the pool's lock; it does not change afterwards. */
-    const cs_ledger_record *rec = r->ledger ? &r->ledger->rec : NULL;
+    const cs_ledger_record *rec = r->opened ? &r->rec : NULL;
     if (!rec || !rec->sig_len)
         return NULL;
     cs_msg *m = cs_msg_new(rec->sig_len);
@@ -614,8 +696,13 @@ void cs_replay_release(cs_replay *r)
     cs_replay_pool *p = r->pool;
     pthread_mutex_lock(&p->mu);
     r->released = true;
+    /* No worker reads it any more: a ledger it holds goes now, not when a queued job lets go. */
+    cs_ledger_ref *file = r->reading || r->opening ? NULL : r->file;
+    if (file)
+        r->file = NULL;
     unref_locked(p, r);
     pthread_mutex_unlock(&p->mu);
+    cs_ledger_ref_release(file);
 }
 
 void cs_replay_hole(const cs_replay *r, uint32_t *first, uint32_t *last)

@@ -26,6 +26,9 @@
 #include "store/ring.h"
 
 #define CS_REPLAY_WORKERS 2
+/* Descriptors a replay worker may hold at once (cs_replay_start), and each held replay. */
+#define CS_REPLAY_WORKER_FDS 3
+#define CS_REPLAY_HELD_FDS 2
 /* Messages prepared ahead of the subscriber, bounded both in count and in payload bytes (a window
  * always admits one message, whatever its size): what a slow subscriber's replay may hold in
  * memory. Stored zstd chunks are ~30 KB, so the count bounds them (32 x 30 KB); raw 256 KiB chunks
@@ -47,8 +50,18 @@ cs_replay_pool *cs_replay_pool_new(int workers, cs_ring *ring, bool compress, in
 /* Stops the workers; replays still held by cursors stay valid but produce nothing more. */
 void cs_replay_pool_free(cs_replay_pool *p);
 
-/* Starts preparing ledger seq; its wakes carry wake_arg. NULL on allocation failure. */
-cs_replay *cs_replay_start(cs_replay_pool *p, uint32_t seq, int wake_arg);
+/* Starts preparing ledger seq; its wakes carry wake_arg. NULL on allocation failure.
+ *
+ * Descriptors: an open ledger pins two (its .xdr and .frames). With hold, the replay keeps the
+ * ledger it opened from its first read to its last (a catch-up, under a replay slot: a file
+ * removed, replaced or pruned meanwhile is still read whole). Without, it holds none between
+ * reads: a worker gets the ledger from the ring for each read and lets it go after, so a
+ * replay whose subscriber stopped reading pins nothing however long it waits (the redelivery
+ * of an abandoned live flow, which needs no slot and so has no bound of its own). Such a
+ * replay ends CS_REPLAY_NOT_RETAINED if its ledger left the ring, or was replaced, between two
+ * reads. Either way a worker holds at most one ledger at a time, plus one descriptor while it
+ * opens one (the record) or a check drops one (the record rewritten): CS_REPLAY_WORKER_FDS. */
+cs_replay *cs_replay_start(cs_replay_pool *p, uint32_t seq, int wake_arg, bool hold);
 
 enum {
     CS_REPLAY_MSG = 0,          /* *out holds the next message (caller owns the reference) */
