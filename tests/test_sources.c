@@ -556,6 +556,30 @@ static void test_rejoin_refuses_what_the_ring_cannot_vouch_for(void **state)
                    "ledger 2 is older than the ring's oldest ledger 3, so it cannot be compared with it");
 }
 
+/* A re-emitted ledger in a hole of the ring (quarantined there) has nothing to be compared with:
+ * it passes as already published, with a WARN, and the source goes on (docs/RING.md, failure
+ * table). */
+static void test_rejoin_passes_a_hole(void **state)
+{
+    fixture *f = *state;
+    cs_ring *r = rejoin_ring(f, 1, 5, 0);
+    char p[1200];
+    snprintf(p, sizeof p, "%s/ledgers/ledger-4.xdr", f->root);
+    assert_int_equal(truncate(p, 10), 0);
+    assert_int_equal(cs_ring_condemn(r, 4, "a test cut it"), CS_RING_VERDICT_BAD);
+    cs_source *s = rejoin_over(f, r, 3, 4);
+    assert_int_equal(cs_logcap_start(CS_LOG_INFO), 0);
+    cs_emission em;
+    cs_err err = {0};
+    assert_int_equal(s->ops->next(s, &em, &err), 1);
+    assert_int_equal(em.seq, 6);
+    assert_int_equal(cs_logcap_count("msg=\"source re-emitted a ledger the ring cannot compare; skipped it\" "), 1);
+    assert_int_equal(cs_logcap_count(" ledger=4 reason=\"store: ledger 4 is missing from the ring (ledgers 4 to 4)\""), 1);
+    cs_logcap_stop();
+    s->ops->destroy(s);
+    cs_ring_close(r);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
@@ -582,6 +606,7 @@ int main(void)
         T(test_rejoin_skips_what_the_ring_holds),
         T(test_rejoin_refuses_different_bytes),
         T(test_rejoin_refuses_what_the_ring_cannot_vouch_for),
+        T(test_rejoin_passes_a_hole),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -71,16 +71,16 @@ typedef struct cs_ledger_ref {
 /* Opens (creating with mkdir -p) dir as a ring of `retention` ledgers. The open only looks: it
  * changes nothing in the directory (apart from creating it, and a file created and removed to
  * check it can be written). What it finds is carried out, under the write lock, by the first call
- * that writes (cs_ring_claim, cs_ring_put, cs_ring_frames_begin, cs_ring_reject,
+ * that writes (cs_ring_claim, cs_ring_put, cs_ring_frames_begin, cs_ring_condemn,
  * cs_ring_drop_frames), so a caller whose start fails after the open leaves the ring as it was:
- * - the bounds are those of the longest contiguous run of good ledgers ending at the newest good
- *   one, newest first up to the retention count (older ledgers are pruned unchecked). A good
- *   ledger is a regular file named ledger-<seq>.xdr with a record for that sequence whose length is
- *   the file's (the contents are checked when replayed: cs_ledger_read, END). A bad ledger newer
- *   than the run, or under a name the ring never writes (ledger-007.xdr), costs only itself (ERROR
- *   `ring ledger failed its integrity check; dropping it` file problem oldest latest); the first
- *   bad or missing ledger below the newest good one costs itself and every older ledger (the
- *   ERROR of cs_ring_reject; a gap counts in `dropped`);
+ * - the newest good ledger is the latest; every ledger within the retention count below it is
+ *   checked (older ones are pruned unchecked). A good ledger is a regular file named
+ *   ledger-<seq>.xdr with a record for that sequence whose length is the file's (the contents are
+ *   checked when replayed). A bad one (or one under a name the ring never writes, ledger-007.xdr,
+ *   or a record whose ledger is missing) costs only itself: it is quarantined (cs_ring_condemn's
+ *   ERROR, found_by=open) and, inside the bounds, its sequence is a hole, as is every sequence with
+ *   no file at all (ERROR `ring ledgers are missing; their sequences are a hole, the ledgers around
+ *   them stay` first last); both count in `dropped`;
  * - leftover `*.tmp` files go (INFO `ring: removed leftover temporary files`), and so does every
  *   ledger, record or frames entry outside the bounds (an empty directory in a ledger's place too;
  *   one that is not empty stays, and writing that ledger fails);
@@ -89,7 +89,11 @@ typedef struct cs_ledger_ref {
  *   marker of format 2 (records, no frames) is rewritten as 3;
  * - frames a record claims must be a regular file of the recorded length, else they are forgotten
  *   (cs_ring_drop_frames' ERROR, logged at open; the ledger stays); frames no record claims go.
- * Errors: `store: retention must be positive, got N`, `store: create "<dir>": …`,
+ * A system call that fails while looking (EMFILE, EACCES, EIO, …) proves nothing, so it fails the
+ * open rather than costing a ledger: `store: open "<dir>": ledger-S.rec: <strerror>`; so does
+ * ring-identity, ring-run or ring-format that exists and cannot be read: `store: read
+ * "<dir>/ring-identity": <strerror>`.
+ * Other errors: `store: retention must be positive, got N`, `store: create "<dir>": …`,
  * `store: "<dir>" cannot be written: create write-probe.tmp: <strerror>`,
  * `store: scan "<dir>": …`; and from the first write, `store: upgrade "<dir>": ledger S: …` or
  * `store: upgrade "<dir>": ring-format: …`. */
@@ -115,9 +119,12 @@ void cs_ring_set_direct(cs_ring *r, bool on);
  * renamed into place frames, record, ledger (a crash never leaves a ledger without its record, or
  * a record claiming frames not in place). Then advances the bounds and prunes. rec->len must be the parts' total. A seq that
  * does not continue a filled ring (seq != latest+1; latest 4294967295 never continues) resets the
- * ring and sets *reset, once the new files are written: a write that fails (CS_RING_ERR_IO,
- * `store: write ledger S: …` or `store: publish ledger S: …`) leaves the bounds and files as they
- * were, counts a write failure and marks the ring degraded until a put succeeds. Seq 0 is refused
+ * ring and sets *reset, once the new files are written, unless the sequences it skips are
+ * exactly the puts that failed since latest: they become a hole (WARN `ring: ledgers whose writes
+ * failed are a hole; the ledgers before them stay` first last ledger) and nothing is reset. A
+ * write that fails (CS_RING_ERR_IO, `store: write ledger S: …` or `store: publish ledger S: …`)
+ * leaves the bounds and files as they were, counts a write failure and marks the ring degraded
+ * until a put succeeds. Seq 0 is refused
  * with CS_RING_ERR_INVALID_SEQ and changes nothing. Only one thread may call put. */
 int cs_ring_put(cs_ring *r, uint32_t seq, const struct iovec *parts, size_t nparts, const struct iovec *chunks,
                 size_t nchunks, const cs_ledger_record *rec, bool *reset, cs_err *err);

@@ -70,11 +70,19 @@ int cs_rejoin_compare(cs_ring *ring, uint32_t seq, cs_rejoin_read_fn read, void 
         return cs_err_set(err, 0, "ledger %" PRIu32 " is not in the ring, so it cannot be compared with it", seq);
     cs_ledger_ref *ref;
     cs_err e;
-    if (cs_ring_get(ring, seq, &ref, &e) != 0)
-        return cs_err_set(err, 0, "ledger %" PRIu32 " is in the ring but cannot be compared with it: %s", seq, e.msg);
+    uint64_t len = 0, sum = 0;
+    if (cs_ring_get(ring, seq, &ref, &e) != 0) {
+        if (e.kind != CS_RING_ERR_HOLE && e.kind != CS_RING_ERR_IO)
+            return cs_err_set(err, 0, "ledger %" PRIu32 " is in the ring but cannot be compared with it: %s", seq,
+                              e.msg);
+        /* A hole, or a record that cannot be read now: nothing to compare with, and nothing wrong
+         * with the source. The ring keeps what it has; the ledger passes as already published. */
+        CS_LOG(CS_LOG_WARN, "source re-emitted a ledger the ring cannot compare; skipped it", KV_U("ledger", seq),
+               KV_S("reason", e.msg));
+        return hash_body(read, arg, &len, &sum, err);
+    }
     cs_ledger_record rec = ref->rec;
     cs_ledger_ref_release(ref);
-    uint64_t len = 0, sum = 0;
     if (hash_body(read, arg, &len, &sum, err) != 0)
         return -1;
     if (len != rec.len || sum != rec.xxh64)

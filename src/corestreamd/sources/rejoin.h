@@ -42,7 +42,9 @@ typedef ssize_t (*cs_rejoin_read_fn)(void *arg, uint8_t *buf, size_t len, cs_err
 
 /* The comparison itself, for a source that meets a re-emitted ledger inside its own read (the FIFO
  * source, after a writer restarted mid-ledger): reads one ledger's body whole through read and
- * compares it with what the ring holds for seq. Returns 0 when it is the same; -1 with err: the
+ * compares it with what the ring holds for seq. Returns 0 when it is the same, and when the ring
+ * cannot compare it (seq is in a hole, or its record cannot be read now: WARN `source re-emitted a
+ * ledger the ring cannot compare; skipped it` ledger reason); -1 with err: the
  * read's error, `ledger N differs from the ring's: …`, `ledger N is older than the ring's oldest
  * ledger O, so it cannot be compared with it`, or `ledger N is not in the ring, so it cannot be
  * compared with it`. Any thread. */
