@@ -230,6 +230,33 @@ static void errors_at_put_leave_a_hole(void **state)
     cs_ring_close(r);
 }
 
+/* A shortage that passes (one EMFILE, ENFILE or ENOMEM) is retried once by the put itself: the
+ * ledger is stored and nothing counts as failed; EIO is not retried. */
+static void a_passing_shortage_is_retried(void **state)
+{
+    fixture *f = *state;
+    fill(f);
+    cs_ring *r = open_ring(f);
+    cs_err err = {0};
+    assert_int_equal(cs_ring_claim(r, "faults", 0, &err), 0);
+    static const int passing[] = {EMFILE, ENFILE, ENOMEM};
+    uint32_t seq = 5;
+    for (size_t i = 0; i < 3; i++, seq++) {
+        cs_fault_arm(CS_FAULT_OPEN, ".xdr.tmp", passing[i], 1);
+        if (put(r, seq, &err) != 0)
+            fail_msg("put %u: %s", seq, err.msg);
+        assert_int_equal(cs_fault_hits(), 1);
+        cs_fault_disarm();
+    }
+    cs_fault_arm(CS_FAULT_OPEN, ".xdr.tmp", EIO, 1);
+    assert_int_equal(put(r, seq, &err), -1);
+    cs_fault_disarm();
+    cs_ring_health_t h;
+    cs_ring_health(r, &h);
+    assert_int_equal(h.write_failures, 1);
+    cs_ring_close(r);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -237,6 +264,7 @@ int main(void)
         T(errors_at_open_stop_the_open),
         T(errors_at_get_change_nothing),
         T(errors_at_put_leave_a_hole),
+        T(a_passing_shortage_is_retried),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -124,7 +124,8 @@ void cs_ring_set_direct(cs_ring *r, bool on);
  * failed are a hole; the ledgers before them stay` first last ledger) and nothing is reset. A
  * write that fails (CS_RING_ERR_IO, `store: write ledger S: …` or `store: publish ledger S: …`)
  * leaves the bounds and files as they were, counts a write failure and marks the ring degraded
- * until a put succeeds. Seq 0 is refused
+ * until a put succeeds; one that met a shortage a moment may end (EMFILE, ENFILE, ENOMEM) is
+ * retried once, 5 ms later, before it counts. Seq 0 is refused
  * with CS_RING_ERR_INVALID_SEQ and changes nothing. Only one thread may call put. */
 int cs_ring_put(cs_ring *r, uint32_t seq, const struct iovec *parts, size_t nparts, const struct iovec *chunks,
                 size_t nchunks, const cs_ledger_record *rec, bool *reset, cs_err *err);

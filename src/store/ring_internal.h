@@ -134,13 +134,15 @@ void rng_unlink_counted(cs_ring *r, uint32_t from, uint32_t to);
  * oldest moves the oldest past it (an empty ring when nothing is left), and every hole goes with an
  * empty ring. */
 void rng_set_bounds(cs_ring *r, bool filled, uint32_t oldest, uint32_t latest);
+/* The same, for a caller that holds the write lock too. */
+void rng_set_bounds_wrlocked(cs_ring *r, bool filled, uint32_t oldest, uint32_t latest);
 
 /* ---- holes and quarantine (ringquarantine.c) --------------------------------------------------- */
 
 /* Makes [first, last] a hole (merged with its neighbours) and applies rng_set_bounds' rules; callers
  * hold wmu. Returns -1 (ENOMEM) when the hole cannot be recorded: the caller then keeps the ledger. */
 int rng_hole_add(cs_ring *r, uint32_t first, uint32_t last);
-/* The same, with new bounds set once the hole is in: a reader never sees the bounds cover the hole
+/* The same, with new bounds set in the same step: a reader never sees the bounds cover the hole
  * before the hole is recorded (a put that skips sequences whose writes failed). */
 int rng_hole_add_bounds(cs_ring *r, uint32_t first, uint32_t last, bool filled, uint32_t oldest, uint32_t latest);
 

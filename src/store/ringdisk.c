@@ -125,13 +125,18 @@ static void trim_holes(cs_ring *r)
     r->nholes = keep;
 }
 
-void rng_set_bounds(cs_ring *r, bool filled, uint32_t oldest, uint32_t latest)
+void rng_set_bounds_wrlocked(cs_ring *r, bool filled, uint32_t oldest, uint32_t latest)
 {
-    pthread_rwlock_wrlock(&r->lock);
     r->filled = filled;
     r->oldest = oldest;
     r->latest = latest;
     trim_holes(r);
+}
+
+void rng_set_bounds(cs_ring *r, bool filled, uint32_t oldest, uint32_t latest)
+{
+    pthread_rwlock_wrlock(&r->lock);
+    rng_set_bounds_wrlocked(r, filled, oldest, latest);
     pthread_rwlock_unlock(&r->lock);
 }
 

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -71,6 +72,9 @@ void rng_start_writeback(int fd)
 {
     (void)sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
 }
+
+/* How long a put waits before it retries a write that met a transient shortage. */
+#define RETRY_NS (5 * 1000 * 1000)
 
 /* O_DIRECT wants the buffer, the length and the file offset on the device's block boundary; 4096
  * is a multiple of the block size of every file system the ring is meant for. */
@@ -168,6 +172,20 @@ static int write_direct(cs_ring *r, const char *tmp, const struct iovec *parts, 
     return rc;
 }
 
+/* `store: write ledger S: <strerror>`, with errno left as e for the caller to judge. */
+static int write_failed(cs_err *err, uint32_t seq, int e)
+{
+    cs_err_set(err, CS_RING_ERR_IO, "store: write ledger %" PRIu32 ": %s", seq, strerror(e));
+    errno = e;
+    return -1;
+}
+
+/* A shortage that a moment may end (a descriptor or memory freed by another thread). */
+static bool transient(int e)
+{
+    return e == EMFILE || e == ENFILE || e == ENOMEM || e == EAGAIN || e == EINTR;
+}
+
 /* Writes `<final>.tmp` for the ledger, its frames (when chunks is given) and its record; the
  * renames into place are a separate step, so a failed write changes nothing the ring serves. */
 static int write_tmp(cs_ring *r, uint32_t seq, const struct iovec *parts, size_t nparts,
@@ -180,7 +198,7 @@ static int write_tmp(cs_ring *r, uint32_t seq, const struct iovec *parts, size_t
     if (rc == 1) {
         int fd = openat(r->dfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
         if (fd < 0)
-            return cs_err_set(err, CS_RING_ERR_IO, "store: write ledger %" PRIu32 ": %s", seq, strerror(errno));
+            return write_failed(err, seq, errno);
         rc = write_parts(fd, parts, nparts);
         e = errno;
         if (rc == 0)
@@ -230,7 +248,7 @@ static int write_tmp(cs_ring *r, uint32_t seq, const struct iovec *parts, size_t
         unlinkat(r->dfd, tmp, 0);
         unlinkat(r->dfd, ftmp, 0);
         unlinkat(r->dfd, rtmp, 0);
-        return cs_err_set(err, CS_RING_ERR_IO, "store: write ledger %" PRIu32 ": %s", seq, strerror(e));
+        return write_failed(err, seq, e);
     }
     return 0;
 }
@@ -303,9 +321,17 @@ int cs_ring_put(cs_ring *r, uint32_t seq, const struct iovec *parts, size_t npar
         return -1;
     }
     /* The new ledger is written before anything is reset: a write that fails leaves the ring
-     * serving what it held (the gap it leaves resets the ring at the next write that works). */
+     * serving what it held (the ledger it misses is a hole once a write works again). */
     cs_ledger_record rec = *rec_in;
-    if (write_tmp(r, seq, parts, nparts, chunks, nchunks, &rec, err) != 0) {
+    int wrc = write_tmp(r, seq, parts, nparts, chunks, nchunks, &rec, err);
+    if (wrc != 0 && transient(errno)) {
+        /* Retried once, a few milliseconds on: only the put thread waits, and the ledger is
+         * counted once whatever the retry does. */
+        nanosleep(&(struct timespec){.tv_nsec = RETRY_NS}, NULL);
+        rec = *rec_in;
+        wrc = write_tmp(r, seq, parts, nparts, chunks, nchunks, &rec, err);
+    }
+    if (wrc != 0) {
         put_failed(r, seq);
         return -1;
     }
@@ -313,6 +339,9 @@ int cs_ring_put(cs_ring *r, uint32_t seq, const struct iovec *parts, size_t npar
     /* Ledgers the ring failed to write are a hole, not a reason to forget the ones before them. */
     uint32_t skipped = follows_failed_puts(r, seq) ? r->failed_first : 0;
     r->failed_first = r->failed_last = 0;
+    /* The bounds reach the hole's end at once (readers meet the hole there), seq once published. */
+    if (skipped && rng_hole_add_bounds(r, skipped, seq - 1, true, r->oldest, seq - 1) != 0)
+        skipped = 0; /* no memory to record the hole: the ring resets to seq, as for any gap */
     if (!skipped && r->filled && (r->latest == UINT32_MAX || seq != r->latest + 1)) {
         uint32_t oldest = r->oldest, latest = r->latest;
         /* Empty the bounds first so no reader is sent to a file about to disappear. */
@@ -322,11 +351,7 @@ int cs_ring_put(cs_ring *r, uint32_t seq, const struct iovec *parts, size_t npar
             *reset = true;
     }
     if (publish_tmp(r, seq, rec.frames_len != 0, err) != 0) {
-        if (skipped) { /* still owed: put_failed extends the run with seq */
-            r->failed_first = skipped;
-            r->failed_last = seq - 1;
-        }
-        pthread_mutex_unlock(&r->wmu);
+        pthread_mutex_unlock(&r->wmu); /* the hole stays; put_failed begins a new run at seq */
         put_failed(r, seq);
         return -1;
     }
@@ -339,8 +364,7 @@ int cs_ring_put(cs_ring *r, uint32_t seq, const struct iovec *parts, size_t npar
     rng_note_chunk_size(r, rec.chunk_size);
     uint32_t oldest = r->filled ? r->oldest : seq;
     uint32_t keep = rng_pruned_oldest(r, oldest, seq);
-    if (!skipped || rng_hole_add_bounds(r, skipped, seq - 1, true, keep, seq) != 0)
-        rng_set_bounds(r, true, skipped ? seq : keep, seq); /* no room for the hole: only seq is kept */
+    rng_set_bounds(r, true, keep, seq);
     if (skipped)
         CS_LOG(CS_LOG_WARN, "ring: ledgers whose writes failed are a hole; the ledgers before them stay",
                KV_U("first", skipped), KV_U("last", seq - 1), KV_U("ledger", seq));

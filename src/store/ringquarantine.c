@@ -70,8 +70,8 @@ int rng_hole_add_bounds(cs_ring *r, uint32_t first, uint32_t last, bool filled, 
         }
     }
     r->nholes = out + 1;
+    rng_set_bounds_wrlocked(r, filled, oldest, latest);
     pthread_rwlock_unlock(&r->lock);
-    rng_set_bounds(r, filled, oldest, latest);
     return 0;
 }
 
