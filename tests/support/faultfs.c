@@ -120,27 +120,29 @@ static int do_openat(const char *sym, int dfd, const char *name, int flags, mode
     return fd;
 }
 
+/* The mode argument of an open that creates (O_CREAT, O_TMPFILE), else 0. */
+#define OPEN_MODE(flags, mode)                                                                       \
+    do {                                                                                           \
+        (mode) = 0;                                                                                \
+        if ((flags) & (O_CREAT | O_TMPFILE)) {                                                     \
+            va_list ap;                                                                            \
+            va_start(ap, flags);                                                                   \
+            (mode) = (mode_t)va_arg(ap, int);                                                      \
+            va_end(ap);                                                                            \
+        }                                                                                          \
+    } while (0)
+
 int openat(int dfd, const char *name, int flags, ...)
 {
-    mode_t mode = 0;
-    if (flags & (O_CREAT | O_TMPFILE)) {
-        va_list ap;
-        va_start(ap, flags);
-        mode = (mode_t)va_arg(ap, int);
-        va_end(ap);
-    }
+    mode_t mode;
+    OPEN_MODE(flags, mode);
     return do_openat("openat", dfd, name, flags, mode);
 }
 
 int openat64(int dfd, const char *name, int flags, ...)
 {
-    mode_t mode = 0;
-    if (flags & (O_CREAT | O_TMPFILE)) {
-        va_list ap;
-        va_start(ap, flags);
-        mode = (mode_t)va_arg(ap, int);
-        va_end(ap);
-    }
+    mode_t mode;
+    OPEN_MODE(flags, mode);
     return do_openat("openat64", dfd, name, flags, mode);
 }
 

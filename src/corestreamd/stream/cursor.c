@@ -131,6 +131,36 @@ static bool step_stampless(cs_cursor *c, cs_step *out)
     return true;
 }
 
+/* A replay that ended before its END: the subscriber is closed with what it means. Out of the
+ * ring: 4001 with the bounds now. In a hole: 4002 naming it (everything before it went out; a
+ * client can tell it from a ring that moved on and fetch it elsewhere). Could not be read or
+ * differs from its record: 1011 naming the ledger, no END, so nothing of it is accepted (the ring's
+ * line says what differed). */
+static void replay_ended(cs_cursor *c, int rc, const cs_err *err, cs_step *out)
+{
+    char reason[96];
+    uint32_t a = 0, b = 0;
+    int code = CS_CLOSE_INTERNAL_ERROR;
+    if (rc == CS_REPLAY_NOT_RETAINED) {
+        cs_ring_bounds(c->env.ring, &a, &b);
+        cs_wire_format_too_far_behind(reason, sizeof reason, a, b);
+        code = CS_CLOSE_TOO_FAR_BEHIND;
+    } else if (rc == CS_REPLAY_HOLE) {
+        cs_replay_hole(c->replay, &a, &b);
+        cs_wire_format_ring_hole(reason, sizeof reason, a, b);
+        code = CS_CLOSE_RING_HOLE;
+    } else {
+        snprintf(reason, sizeof reason, "ring ledger %u %s", (unsigned)c->next,
+                 rc == CS_REPLAY_CORRUPT ? "failed its integrity check" : "could not be read");
+    }
+    cs_replay_release(c->replay);
+    c->replay = NULL;
+    c->mode = CS_CUR_IDLE;
+    close_with(out, code, reason);
+    if (code == CS_CLOSE_INTERNAL_ERROR)
+        out->err = *err;
+}
+
 /* REPLAY: pop the next prepared message. Returns false when the step must be decided again. */
 static bool step_replay(cs_cursor *c, cs_step *out)
 {
@@ -162,43 +192,9 @@ static bool step_replay(cs_cursor *c, cs_step *out)
         c->mode = CS_CUR_IDLE;
         c->next++;
         return false;
-    case CS_REPLAY_NOT_RETAINED: {
-        uint32_t oldest, latest;
-        cs_ring_bounds(c->env.ring, &oldest, &latest);
-        cs_replay_release(c->replay);
-        c->replay = NULL;
-        c->mode = CS_CUR_IDLE;
-        char reason[96];
-        cs_wire_format_too_far_behind(reason, sizeof reason, oldest, latest);
-        close_with(out, CS_CLOSE_TOO_FAR_BEHIND, reason);
+    default:
+        replay_ended(c, rc, &err, out);
         return true;
-    }
-    case CS_REPLAY_HOLE: {
-        /* Everything before the hole went out; the close names it, so a client can tell it from
-         * a ring that moved on (4001) and fetch it elsewhere. */
-        uint32_t first, last;
-        cs_replay_hole(c->replay, &first, &last);
-        cs_replay_release(c->replay);
-        c->replay = NULL;
-        c->mode = CS_CUR_IDLE;
-        char reason[96];
-        cs_wire_format_ring_hole(reason, sizeof reason, first, last);
-        close_with(out, CS_CLOSE_RING_HOLE, reason);
-        return true;
-    }
-    default: {
-        /* The ledger could not be read or differs from its record: no END goes out, so nothing
-         * of it is accepted; the reason names it (the ring's ERROR line says what differed). */
-        char reason[96];
-        snprintf(reason, sizeof reason, "ring ledger %u %s", (unsigned)c->next,
-                 rc == CS_REPLAY_CORRUPT ? "failed its integrity check" : "could not be read");
-        cs_replay_release(c->replay);
-        c->replay = NULL;
-        c->mode = CS_CUR_IDLE;
-        close_with(out, CS_CLOSE_INTERNAL_ERROR, reason);
-        out->err = err;
-        return true;
-    }
     }
 }
 
