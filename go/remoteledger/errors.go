@@ -49,7 +49,7 @@ var (
 	ErrHandshakeTimeout = errors.New("remoteledger: handshake timeout")
 
 	// ErrRead: the connection failed once subscribed, or closed with a code other than 1000,
-	// 1001 or 4001 (1011 "source failed", 1009 for a chunk over WithMaxChunkSize).
+	// 1001, 4001 or 4002 (1011 "source failed", 1009 for a chunk over WithMaxChunkSize).
 	// ErrIdleTimeout matches it too.
 	ErrRead = errors.New("remoteledger: read failed")
 

@@ -96,6 +96,8 @@ func TestProtocolErrors(t *testing.T) {
 			"remoteledger: stream ended before the requested range was delivered: got through ledger 1, requested through 5"},
 		{"too far behind", [][]byte{closeFrame(4001, "too far behind: oldest=7 latest=9")}, 0, ErrTooFarBehind,
 			"remoteledger: requested ledger is behind the server's retention: requested 1, server retains [7,9]"},
+		{"hole", [][]byte{begin(1), end(1, xxh64Empty), closeFrame(4002, "missing from the ring: first=2 last=3")}, 1, ErrHole,
+			"remoteledger: ledgers 2 to 3 are missing from the server's ring (requested 2)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s, err := New(scripted(t, c.frames...))

@@ -294,10 +294,10 @@ typedef struct rl_options {
      * once and in order across dropped connections and server restarts (the server replays what
      * was missed from its ring), as long as the server is of the same run (RL_ERR_RUN_CHANGED,
      * allow_run_change). Retried: a transport error or a connection dropped mid-ledger
-     * (its partial assembly is discarded), a close other than 1000 or 4001 (a restart's 1001 on
+     * (its partial assembly is discarded), a close other than 1000, 4001 or 4002 (a restart's 1001 on
      * an unbounded range included), a truncated bounded range, a refused or timed-out dial or
      * handshake (not an HTTP 4xx answer: a bad token stays an error), the idle timeout. Never
-     * retried: RL_ERR_TOO_FAR_BEHIND (4001, returned at once with its bounds), RL_ERR_GAP,
+     * retried: RL_ERR_TOO_FAR_BEHIND (4001, returned at once with its bounds), RL_ERR_HOLE (4002), RL_ERR_GAP,
      * RL_ERR_PROTOCOL, RL_ERR_TLS, RL_ERR_CANCELLED, RL_ERR_RUN_CHANGED, a message over
      * max_chunk_size, and the clean end of a stream. rl_stream_open retries its first dial the same way.
      * resume_retries is the budget: the attempts allowed in a row without a ledger arriving (a
