@@ -207,6 +207,13 @@ static void start_core(bool anonymous, uint32_t count, char *run, size_t runlen)
         fail_msg("core not listening:\n%s", g_core.log);
 }
 
+/* What nats-server said so far (its reasons for refusing a client are there, not in the client's). */
+static const char *nats_log(void)
+{
+    cs_proc_drain(&g_nats.proc);
+    return g_nats.proc.log ? g_nats.proc.log : "";
+}
+
 static void start_edge(const char *run)
 {
     static char datadir[PATH_MAX + 32], url[96], seed[PATH_MAX + 48], runarg[128];
@@ -220,7 +227,7 @@ static void start_edge(const char *run)
     start_proc(&g_edge, &g_edge_live, args);
     if (cs_proc_wait_listening(&g_edge, WAIT_MS) != 0 ||
         cs_proc_wait_line(&g_edge, "jetstream source following", WAIT_MS) != 0)
-        fail_msg("edge not following:\n%s", g_edge.log);
+        fail_msg("edge not following:\n%s\nnats-server:\n%s", g_edge.log, nats_log());
 }
 
 /* ---- NATS clients of the test ----------------------------------------------------------------- */

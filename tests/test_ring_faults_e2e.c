@@ -603,9 +603,13 @@ static void corrupt_while_replaying(fixture *f, corruption c)
         wait_line(f, want);
         char line[2048];
         cs_proc_line(&f->proc, line, sizeof line);
+        /* Found by the read that came short, or by the next chunk's read on the other replay
+         * worker, which opens the file again once the short read let it go: whichever asks the
+         * ring for its verdict first names what it saw. */
         const char *problem = c == C_FLIP ? "found_by=\"ledger-2.xdr changed on disk: "
                                           : "found_by=\"ledger-2.xdr is shorter than its record: ends before byte ";
-        if (!strstr(line, problem))
+        if (!strstr(line, problem) && (c == C_FLIP || !strstr(line, "found_by=\"store: ledger 2 failed its integrity "
+                                                                    "check: is ")))
             fail_msg("wanted %s; line: %s", problem, line);
         expect_hole_at_2(f);
     } else {
