@@ -445,6 +445,36 @@ static void test_bad_newest_costs_only_itself(void **state)
     cs_ring_close(r);
 }
 
+/* A crash between a put's two renames leaves the next ledger's record beside its ledger's .tmp:
+ * nothing was lost (the ledger never entered the ring), so the record goes quietly with the .tmp,
+ * uncounted; a record without even a .tmp is a missing ledger, logged, counted and quarantined. */
+static void test_crash_between_renames_is_not_a_loss(void **state)
+{
+    fixture *f = *state;
+    cs_ring *r = open_ring(f->ring, 10);
+    put_range(r, 1, 3);
+    cs_ring_close(r);
+    write_file(f->ring, "ledger-4.rec", "cut short\n");
+    write_file(f->ring, "ledger-4.xdr.tmp", "half");
+    r = open_ring(f->ring, 10);
+    expect_bounds(r, 1, 3);
+    claim(r);
+    assert_false(exists(f->ring, "ledger-4.rec"));
+    assert_false(exists(f->ring, "ledger-4.xdr.tmp"));
+    assert_false(exists(f->root, "quarantine"));
+    cs_ring_health_t h;
+    cs_ring_health(r, &h);
+    assert_int_equal(h.dropped, 0);
+    cs_ring_close(r);
+    write_file(f->ring, "ledger-4.rec", "no ledger at all\n");
+    r = open_ring(f->ring, 10);
+    claim(r);
+    assert_true(quarantined(f->root, "ledger-4-", "ledger-4.rec"));
+    cs_ring_health(r, &h);
+    assert_int_equal(h.dropped, 1);
+    cs_ring_close(r);
+}
+
 /* 42 */
 static void test_open_ignores_foreign_files(void **state)
 {
@@ -1021,6 +1051,7 @@ int main(void)
         T(test_open_keeps_the_ledgers_around_a_gap),
         T(test_bad_newest_costs_only_itself),
         T(test_open_ignores_foreign_files),
+        T(test_crash_between_renames_is_not_a_loss),
         T(test_put_resets_on_gap),
         T(test_put_resets_on_rewind),
         T(test_put_rejects_sequence_zero),

@@ -146,7 +146,7 @@ int rng_hole_add(cs_ring *r, uint32_t first, uint32_t last);
  * before the hole is recorded (a put that skips sequences whose writes failed). */
 int rng_hole_add_bounds(cs_ring *r, uint32_t first, uint32_t last, bool filled, uint32_t oldest, uint32_t latest);
 
-/* Whether seq is in a hole; callers hold the read or write lock. */
+/* Whether seq is in a hole; callers hold the read or write lock, or wmu (every writer holds it). */
 bool rng_in_hole_locked(const cs_ring *r, uint32_t seq, uint32_t *first, uint32_t *last);
 
 /* Moves the named entries (ledger, record, frames of seq; absent ones skipped) to a new directory

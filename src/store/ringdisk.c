@@ -243,6 +243,9 @@ int rng_scan_entries(cs_ring *r, entry **out, size_t *n)
             entry *grown = realloc(*out, cap * sizeof *grown);
             if (!grown) {
                 closedir(d);
+                free(*out);
+                *out = NULL;
+                *n = 0;
                 errno = ENOMEM;
                 return -1;
             }
@@ -265,6 +268,9 @@ int rng_scan_entries(cs_ring *r, entry **out, size_t *n)
     int e = errno;
     closedir(d);
     if (e) {
+        free(*out);
+        *out = NULL;
+        *n = 0;
         errno = e;
         return -1;
     }

@@ -153,7 +153,9 @@ static uint64_t holes_between(cs_ring *r, const uint32_t *good, size_t ngood)
 }
 
 /* A record whose ledger the scan did not find (newer than every ledger, or in a hole): the ledger
- * is missing, which is logged and counted, and the record is kept for a person to look at. */
+ * is missing, which is logged and counted, and the record is kept for a person to look at. A
+ * newer one beside its ledger's `.tmp` is what a crash between the two renames leaves (put renames
+ * the record first): the ledger was never in the ring, and the record goes with the leftovers. */
 static int note_orphan_records(cs_ring *r, const entry *v, size_t n, const bool *ledger_seen)
 {
     for (size_t i = 0; i < n; i++) {
@@ -162,6 +164,10 @@ static int note_orphan_records(cs_ring *r, const entry *v, size_t n, const bool 
             continue;
         uint32_t first, last;
         bool newer = !r->filled || e->seq > r->latest;
+        char tmp[CS_LEDGER_NAME_MAX];
+        rng_tmp_name(tmp, e->seq);
+        if (newer && faccessat(r->dfd, tmp, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+            continue; /* a crash between the record's rename and the ledger's: nothing was lost */
         if (newer || (e->seq >= r->oldest && rng_in_hole_locked(r, e->seq, &first, &last)))
             if (note_drop(&r->repairs, e->seq, e->name, "is missing (its record is there)") != 0)
                 return -1;
@@ -327,8 +333,13 @@ static void remove_outside(cs_ring *r)
     for (size_t i = 0; i < n; i++) {
         const entry *e = &v[i];
         uint32_t first, last;
-        bool keep = r->filled && e->canonical && e->seq >= r->oldest && e->seq <= r->latest &&
-                    !rng_in_hole_locked(r, e->seq, &first, &last);
+        bool inside = r->filled && e->seq >= r->oldest && e->seq <= r->latest;
+        /* What is left in a hole, a ledger newer than the latest, or a stray ledger name inside
+         * the bounds is a quarantine that could not be made: it stays for the next start. */
+        bool newer = e->kind == E_LEDGER && (!r->filled || e->seq > r->latest);
+        if (newer || (inside && (rng_in_hole_locked(r, e->seq, &first, &last) || (!e->canonical && e->kind == E_LEDGER))))
+            continue;
+        bool keep = inside && e->canonical;
         if (keep && e->kind == E_FRAMES) {
             cs_ledger_record rec;
             char ignored[300];
@@ -428,9 +439,17 @@ int rng_settle_locked(cs_ring *r, cs_err *err)
     if (!atomic_load(&r->unsettled))
         return 0;
     open_repairs *o = &r->repairs;
-    remove_leftover_tmps(r);
+    /* Quarantines and their count happen once, whatever fails later and is retried. */
+    if (o->missing)
+        log_missing(r, o);
     for (size_t i = 0; i < o->nbad; i++)
         quarantine_found(r, &o->bad[i]);
+    atomic_fetch_add(&r->dropped, o->nbad + o->missing);
+    free(o->bad);
+    o->bad = NULL;
+    o->nbad = 0;
+    o->missing = 0;
+    remove_leftover_tmps(r);
     if (o->upgrade && make_records(r, err) != 0)
         return -1;
     for (size_t i = 0; i < o->nforget; i++) {
@@ -445,10 +464,6 @@ int rng_settle_locked(cs_ring *r, cs_err *err)
     remove_outside(r);
     if (o->rewrite_format && rng_write_small_file(r->dfd, FORMAT_NAME, FORMAT_TEXT) != 0)
         return cs_err_set(err, 0, "store: upgrade \"%s\": %s: %s", r->dir, FORMAT_NAME, strerror(errno));
-    if (o->missing)
-        log_missing(r, o);
-    atomic_fetch_add(&r->dropped, o->nbad + o->missing);
-    free(o->bad);
     free(o->forget);
     memset(o, 0, sizeof *o);
     atomic_store(&r->unsettled, false);

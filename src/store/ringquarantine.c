@@ -53,7 +53,7 @@ int rng_hole_add_bounds(cs_ring *r, uint32_t first, uint32_t last, bool filled, 
         r->holes_cap = cap;
     }
     size_t i = 0;
-    while (i < r->nholes && r->holes[i].last < first)
+    while (i < r->nholes && r->holes[i].first < first)
         i++;
     memmove(&r->holes[i + 1], &r->holes[i], (r->nholes - i) * sizeof *r->holes);
     r->holes[i] = (rng_hole){first, last};
@@ -191,9 +191,9 @@ typedef struct proof {
     char problem[600];
     bool hashed;
     uint64_t want, got;
-    bool have_file;
-    dev_t dev;
-    ino_t ino;
+    bool have_file, have_record;
+    dev_t dev, rec_dev;
+    ino_t ino, rec_ino;
     uint64_t size, frames_len;
 } proof;
 
@@ -217,6 +217,18 @@ static int prove(cs_ring *r, uint32_t seq, proof *p)
     char name[CS_LEDGER_NAME_MAX], problem[600];
     cs_ledger_name_format(name, sizeof name, seq);
     cs_ledger_record rec;
+    /* The record's identity before it is read, so a record replaced meanwhile (a reset rewriting
+     * seq) is never held against the new ledger. */
+    char rname[CS_LEDGER_NAME_MAX];
+    rng_record_name(rname, seq);
+    struct stat rst;
+    if (fstatat(r->dfd, rname, &rst, AT_SYMLINK_NOFOLLOW) == 0) {
+        p->have_record = true;
+        p->rec_dev = rst.st_dev;
+        p->rec_ino = rst.st_ino;
+    } else if (errno != ENOENT) {
+        return io_failed(p, rname, errno);
+    }
     int rr = rng_read_record(r->dfd, seq, &rec, problem, sizeof problem);
     if (rr == -3)
         return io_failed(p, problem, errno);
@@ -275,15 +287,23 @@ static int prove(cs_ring *r, uint32_t seq, proof *p)
     return bad(p, problem);
 }
 
-/* The file proven is still the one in the ring (not replaced since), or there was none. */
-static bool same_file(cs_ring *r, uint32_t seq, const proof *p)
+/* Whether name is still the entry the proof saw (have: it existed, with that identity), or is
+ * still absent. */
+static bool unchanged(cs_ring *r, const char *name, bool have, dev_t dev, ino_t ino)
 {
-    char name[CS_LEDGER_NAME_MAX];
-    cs_ledger_name_format(name, sizeof name, seq);
     struct stat st;
     if (fstatat(r->dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
-        return !p->have_file && errno == ENOENT;
-    return p->have_file && st.st_dev == p->dev && st.st_ino == p->ino;
+        return !have && errno == ENOENT;
+    return have && st.st_dev == dev && st.st_ino == ino;
+}
+
+/* The ledger and the record proven are still the ones in the ring (neither replaced since). */
+static bool same_file(cs_ring *r, uint32_t seq, const proof *p)
+{
+    char name[CS_LEDGER_NAME_MAX], rname[CS_LEDGER_NAME_MAX];
+    cs_ledger_name_format(name, sizeof name, seq);
+    rng_record_name(rname, seq);
+    return unchanged(r, name, p->have_file, p->dev, p->ino) && unchanged(r, rname, p->have_record, p->rec_dev, p->rec_ino);
 }
 
 static void log_quarantined(const cs_ring *r, uint32_t seq, const proof *p, const char *where, int qerr,

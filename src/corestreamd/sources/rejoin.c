@@ -71,7 +71,13 @@ int cs_rejoin_compare(cs_ring *ring, uint32_t seq, cs_rejoin_read_fn read, void 
     cs_ledger_ref *ref;
     cs_err e;
     uint64_t len = 0, sum = 0;
-    if (cs_ring_get(ring, seq, &ref, &e) != 0) {
+    int got = cs_ring_get(ring, seq, &ref, &e);
+    if (got != 0 && e.kind == CS_RING_ERR_CORRUPT) {
+        /* A suspect ledger is judged; proven bad, it is a hole now, and asked again. */
+        cs_ring_condemn(ring, seq, e.msg);
+        got = cs_ring_get(ring, seq, &ref, &e);
+    }
+    if (got != 0) {
         if (e.kind != CS_RING_ERR_HOLE && e.kind != CS_RING_ERR_IO)
             return cs_err_set(err, 0, "ledger %" PRIu32 " is in the ring but cannot be compared with it: %s", seq,
                               e.msg);

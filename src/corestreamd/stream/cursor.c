@@ -146,7 +146,8 @@ static void replay_ended(cs_cursor *c, int rc, const cs_err *err, cs_step *out)
         cs_wire_format_too_far_behind(reason, sizeof reason, a, b);
         code = CS_CLOSE_TOO_FAR_BEHIND;
     } else if (rc == CS_REPLAY_HOLE) {
-        cs_replay_hole(c->replay, &a, &b);
+        if (!cs_ring_hole(c->env.ring, (uint32_t)c->next, &a, &b)) /* pruned since: the ledger alone */
+            a = b = (uint32_t)c->next;
         cs_wire_format_ring_hole(reason, sizeof reason, a, b);
         code = CS_CLOSE_RING_HOLE;
     } else {

@@ -27,7 +27,6 @@ struct cs_replay {
     bool opening;  /* a worker is mapping the ledger */
     int status;    /* CS_REPLAY_PENDING until a terminal error */
     cs_err err;
-    uint32_t hole_first, hole_last; /* CS_REPLAY_HOLE's */
     /* The item that failed: the items before it are still handed out first, so the error comes in
      * their place of the flow whatever the workers' timing (an END that fails is never sent, the
      * chunks before it are). 0 for a failure before any item (the open). */
@@ -345,9 +344,10 @@ static int open_failed(cs_replay_pool *p, cs_replay *r, cs_err *err)
         cs_ring_condemn(p->ring, r->seq, err->msg);
     if (err->kind == CS_RING_ERR_NOT_RETAINED)
         return CS_REPLAY_NOT_RETAINED;
-    if (cs_ring_hole(p->ring, r->seq, &r->hole_first, &r->hole_last)) {
+    uint32_t first, last;
+    if (cs_ring_hole(p->ring, r->seq, &first, &last)) {
         cs_err_set(err, CS_RING_ERR_HOLE, "store: ledger %u is missing from the ring (ledgers %u to %u)", r->seq,
-                   r->hole_first, r->hole_last);
+                   first, last);
         return CS_REPLAY_HOLE;
     }
     uint32_t oldest, latest;
@@ -703,10 +703,4 @@ void cs_replay_release(cs_replay *r)
     unref_locked(p, r);
     pthread_mutex_unlock(&p->mu);
     cs_ledger_ref_release(file);
-}
-
-void cs_replay_hole(const cs_replay *r, uint32_t *first, uint32_t *last)
-{
-    *first = r->hole_first;
-    *last = r->hole_last;
 }

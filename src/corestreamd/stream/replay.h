@@ -72,14 +72,12 @@ enum {
     CS_REPLAY_CORRUPT = 5,      /* what was read differs from the record (truncated, changed): err
                                    says how; the ring judged it (cs_ring_condemn), and no END was sent */
     CS_REPLAY_HOLE = 6,         /* the ledger is in a hole of the ring (quarantined, or never
-                                   written): err says `… (ledgers F to L)`; cs_replay_hole has them */
+                                   written): err says `… (ledgers F to L)`; cs_ring_hole has them */
 };
 /* A terminal status comes in the flow's place of the item that failed: every message before it is
  * handed out first (CS_REPLAY_MSG), whatever the workers' timing. */
 int cs_replay_next(cs_replay *r, cs_msg **out, cs_err *err);
 
-/* The hole a CS_REPLAY_HOLE status names (first and last sequence of it). */
-void cs_replay_hole(const cs_replay *r, uint32_t *first, uint32_t *last);
 
 /* Messages prepared and not yet handed out, and (in *bytes) their payload bytes as the window
  * counts them: what r holds in memory now. Any thread. */
