@@ -28,7 +28,7 @@ static const int k_errnos[] = {EMFILE, ENFILE, ENOMEM, EACCES, EIO, ENOSPC};
 
 typedef struct fixture {
     cs_tmpdir dir;
-    char ring[600];
+    char ring[4200];
 } fixture;
 
 static int setup(void **state)
@@ -85,7 +85,7 @@ static void fill(const fixture *f)
 
 static bool exists(const fixture *f, const char *name)
 {
-    char p[800];
+    char p[4400];
     snprintf(p, sizeof p, "%s/%s", f->ring, name);
     struct stat st;
     return lstat(p, &st) == 0;
@@ -135,7 +135,7 @@ static void errors_at_open_stop_the_open(void **state)
             assert_int_equal(cs_ring_open(&r, f->ring, 100, &err), -1);
             cs_fault_disarm();
             assert_null(r);
-            char want[900];
+            char want[4500];
             snprintf(want, sizeof want, "store: open \"%s\": %s: %s", f->ring, places[p].suffix, strerror(k_errnos[i]));
             assert_string_equal(err.msg, want);
             r = open_ring(f);
