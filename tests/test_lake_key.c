@@ -1,0 +1,216 @@
+/* The lake's object keys (corestreamd/lake/lakekey.h) against the keys the Go SDK's
+ * GetObjectKeyFromSequenceNumber forms, their reading back from request paths, and config.json
+ * (lakeconfig.h). Expected keys were worked out with the SDK's uint32 arithmetic. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "corestreamd/lake/lakeconfig.h"
+#include "corestreamd/lake/lakekey.h"
+
+static const char k_pubnet[] = "Public Global Stellar Network ; September 2015";
+
+/* The key of the batch holding seq under (lpb, bpp); fails the test when there is none. */
+static const char *key_of(uint32_t lpb, uint32_t bpp, uint32_t seq)
+{
+    static char key[CS_LAKE_KEY_MAX];
+    cs_lake_layout l = {lpb, bpp};
+    cs_lake_batch b;
+    cs_err err = {0};
+    if (cs_lake_layout_check(&l, &err) != 0 || cs_lake_batch_of(&l, seq, &b, &err) != 0)
+        fail_msg("layout %u/%u ledger %u: %s", lpb, bpp, seq, err.msg);
+    size_t n = cs_lake_key(&l, b, key);
+    assert_int_equal(n, strlen(key));
+    return key;
+}
+
+static void test_default_layout_keys(void **state)
+{
+    (void)state;
+    cs_lake_layout d = cs_lake_layout_default();
+    assert_int_equal(d.ledgers_per_batch, 1);
+    assert_int_equal(d.batches_per_partition, 64000);
+    assert_string_equal(key_of(1, 64000, 53312000), "FCD285FF--53312000-53375999/FCD285FF--53312000.xdr.zst");
+    assert_string_equal(key_of(1, 64000, 53312001), "FCD285FF--53312000-53375999/FCD285FE--53312001.xdr.zst");
+    assert_string_equal(key_of(1, 64000, 2), "FFFFFFFF--0-63999/FFFFFFFD--2.xdr.zst");
+}
+
+/* SEP-54's own example (2 ledgers a batch, 8 batches a partition) and batches of 64. */
+static void test_batches_of_many_ledgers(void **state)
+{
+    (void)state;
+    assert_string_equal(key_of(2, 8, 18), "FFFFFFEF--16-31/FFFFFFED--18-19.xdr.zst");
+    assert_string_equal(key_of(2, 8, 19), "FFFFFFEF--16-31/FFFFFFED--18-19.xdr.zst");
+    assert_string_equal(key_of(2, 8, 15), "FFFFFFFF--0-15/FFFFFFF1--14-15.xdr.zst");
+    assert_string_equal(key_of(64, 10, 1000), "FFFFFD7F--640-1279/FFFFFC3F--960-1023.xdr.zst");
+    assert_string_equal(key_of(64, 10, 960), "FFFFFD7F--640-1279/FFFFFC3F--960-1023.xdr.zst");
+}
+
+static void test_partition_of_one_batch(void **state)
+{
+    (void)state;
+    assert_string_equal(key_of(64, 1, 1000), "FFFFFC3F--960-1023.xdr.zst");
+    assert_string_equal(key_of(1, 1, 5), "FFFFFFFA--5.xdr.zst");
+}
+
+/* At 4294967295 the SDK's partition end wraps (kept, it is the key a client asks for); a batch
+ * that would end past it cannot be made. */
+static void test_ceiling(void **state)
+{
+    (void)state;
+    assert_string_equal(key_of(1, 64000, 4294967295u), "0000D7FF--4294912000-8703/00000000--4294967295.xdr.zst");
+    assert_string_equal(key_of(64, 1, 4294967295u), "0000003F--4294967232-4294967295.xdr.zst");
+    assert_string_equal(key_of(64, 64000, 4294967295u),
+                        "0023FFFF--4292608000-1736703/0000003F--4294967232-4294967295.xdr.zst");
+    assert_string_equal(key_of(10, 1, 4294967289u), "0000000F--4294967280-4294967289.xdr.zst");
+    cs_lake_layout l = {10, 1};
+    cs_lake_batch b;
+    cs_err err = {0};
+    assert_int_equal(cs_lake_batch_of(&l, 4294967290u, &b, &err), -1);
+    assert_int_equal(err.kind, CS_LAKE_KEY_ERR_CEILING);
+    assert_string_equal(err.msg, "lake: ledger 4294967290: its batch of 10 ledgers would end past 4294967295");
+}
+
+static void expect_layout_refused(uint32_t lpb, uint32_t bpp, const char *msg)
+{
+    cs_lake_layout l = {lpb, bpp};
+    cs_err err = {0};
+    assert_int_equal(cs_lake_layout_check(&l, &err), -1);
+    assert_int_equal(err.kind, CS_LAKE_KEY_ERR_LAYOUT);
+    assert_string_equal(err.msg, msg);
+}
+
+static void test_layout_check(void **state)
+{
+    (void)state;
+    expect_layout_refused(0, 64000, "lake: ledgers per batch must be at least 1, got 0");
+    expect_layout_refused(1, 0, "lake: batches per partition must be at least 1, got 0");
+    expect_layout_refused(65536, 65536,
+                          "lake: a partition of 65536 batches of 65536 ledgers holds 4294967296 ledgers, more than "
+                          "4294967295");
+    cs_lake_layout ok = {65536, 65535};
+    assert_int_equal(cs_lake_layout_check(&ok, NULL), 0);
+}
+
+/* Every batch key, under the ledgers path, reads back as its batch. */
+static void test_parse_round_trips(void **state)
+{
+    (void)state;
+    static const uint32_t layouts[][2] = {{1, 64000}, {1, 1}, {64, 1}, {64, 10}, {2, 8}, {10, 1}, {65536, 65535}};
+    static const uint32_t seqs[] = {1, 2, 63, 64, 999, 53312000, 53375999, 4294967231u, 4294967279u};
+    for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
+        cs_lake_layout l = {layouts[i][0], layouts[i][1]};
+        for (size_t j = 0; j < sizeof seqs / sizeof seqs[0]; j++) {
+            cs_lake_batch b, got;
+            assert_int_equal(cs_lake_batch_of(&l, seqs[j], &b, NULL), 0);
+            char key[CS_LAKE_KEY_MAX], path[200];
+            cs_lake_key(&l, b, key);
+            int n = snprintf(path, sizeof path, "%s/%s", CS_LAKE_LEDGERS_PATH, key);
+            cs_err err = {0};
+            if (cs_lake_key_parse(&l, path, (size_t)n, &got, &err) != 0)
+                fail_msg("%s: %s", path, err.msg);
+            assert_int_equal(got.start, b.start);
+            assert_int_equal(got.end, b.end);
+        }
+    }
+}
+
+static void expect_not_key(uint32_t lpb, uint32_t bpp, const char *path, size_t len)
+{
+    cs_lake_layout l = {lpb, bpp};
+    cs_lake_batch b = {7, 7};
+    cs_err err = {0};
+    if (cs_lake_key_parse(&l, path, len, &b, &err) != -1)
+        fail_msg("%s was read as batch %u-%u", path, b.start, b.end);
+    assert_int_equal(err.kind, CS_LAKE_KEY_ERR_NOT_KEY);
+    assert_int_equal(b.start, 7);
+}
+
+#define NOT_KEY(lpb, bpp, path) expect_not_key(lpb, bpp, path, strlen(path))
+
+static void test_parse_refusals(void **state)
+{
+    (void)state;
+    NOT_KEY(1, 64000, "");
+    NOT_KEY(1, 64000, "/lake/ledgers");
+    NOT_KEY(1, 64000, "/lake/ledgers/");
+    NOT_KEY(1, 64000, "/lake/ledger/FCD285FF--53312000-53375999/FCD285FF--53312000.xdr.zst");
+    NOT_KEY(1, 64000, "/other/FCD285FF--53312000-53375999/FCD285FF--53312000.xdr.zst");
+    NOT_KEY(1, 64000, "lake/ledgers/FCD285FF--53312000-53375999/FCD285FF--53312000.xdr.zst");
+    NOT_KEY(1, 64000, "/lake/ledgers//FCD285FF--53312000-53375999/FCD285FF--53312000.xdr.zst");
+    NOT_KEY(1, 64000, "/lake/ledgers/fcd285ff--53312000-53375999/fcd285ff--53312000.xdr.zst");
+    NOT_KEY(1, 64000, "/lake/ledgers/FCD285FF--53312000-53375999/fcd285ff--53312000.xdr.zst");
+    NOT_KEY(1, 64000, "/lake/ledgers/FCD285FF--53312000-53375999/FCD285FF--053312000.xdr.zst");
+    NOT_KEY(1, 64000, "/lake/ledgers/FCD285FF--53312000-53375999/FCD285FE--53312000.xdr.zst");
+    NOT_KEY(1, 64000, "/lake/ledgers/FCD285FF--53312000-53375999/FCD285FF--53312000.xdr.zstd");
+    NOT_KEY(1, 64000, "/lake/ledgers/FCD285FF--53312000-53375999/FCD285FF--53312000.xdr.zst/");
+    NOT_KEY(1, 64000, "/lake/ledgers/FCD285FF--53312000-53375999/FCD285FF--53312000.xdr.zst?x=1");
+    NOT_KEY(1, 64000, "/lake/ledgers/FCD285FF--53312000-53375999/FCD285FF--53312000-53312000.xdr.zst");
+    NOT_KEY(1, 64000, "/lake/ledgers/FCD285FF--53312000.xdr.zst");
+    NOT_KEY(1, 64000, "/lake/ledgers/FCD2857F--53312128-53376127/FCD285FF--53312000.xdr.zst");
+    NOT_KEY(1, 64000, "/lake/ledgers/x/FCD285FF--53312000-53375999/FCD285FF--53312000.xdr.zst");
+    NOT_KEY(1, 1, "/lake/ledgers/FFFFFFFF--0-0/FFFFFFFA--5.xdr.zst");
+    NOT_KEY(1, 1, "/lake/ledgers/FFFFFFFF--4294967296.xdr.zst");
+    NOT_KEY(1, 1, "/lake/ledgers/FFFFFFFF--42949672950.xdr.zst");
+    NOT_KEY(1, 1, "/lake/ledgers/FFFFFFFA--.xdr.zst");
+    NOT_KEY(1, 1, "/lake/ledgers/FFFFFFFA-5.xdr.zst");
+    NOT_KEY(64, 1, "/lake/ledgers/FFFFFC3F--960.xdr.zst");
+    NOT_KEY(64, 1, "/lake/ledgers/FFFFFC3E--961-1024.xdr.zst");
+    NOT_KEY(10, 1, "/lake/ledgers/00000005--4294967290-4294967299.xdr.zst");
+    NOT_KEY(10, 1, "/lake/ledgers/00000005--4294967290-3.xdr.zst");
+    static const char nul[] = "/lake/ledgers/FFFFFFFA--5.xdr.zst\0";
+    expect_not_key(1, 1, nul, sizeof nul - 1);
+}
+
+/* A refusal names the path, quoted, and cuts a long one. */
+static void test_parse_refusal_message(void **state)
+{
+    (void)state;
+    cs_lake_layout l = cs_lake_layout_default();
+    cs_lake_batch b;
+    cs_err err = {0};
+    assert_int_equal(cs_lake_key_parse(&l, "/lake/x\n", 8, &b, &err), -1);
+    assert_string_equal(err.msg, "lake: \"/lake/x\\n\" is not a ledger object key of this lake");
+    char long_path[600];
+    memset(long_path, 'a', sizeof long_path);
+    assert_int_equal(cs_lake_key_parse(&l, long_path, sizeof long_path, &b, &err), -1);
+    assert_non_null(strstr(err.msg, "\" (cut) is not a ledger object key of this lake"));
+    assert_true(strlen(err.msg) < 300);
+}
+
+static void test_config_json(void **state)
+{
+    (void)state;
+    cs_lake_layout d = cs_lake_layout_default();
+    char *text = cs_lake_config_json(k_pubnet, &d, NULL);
+    assert_non_null(text);
+    assert_string_equal(text, "{\"networkPassphrase\":\"Public Global Stellar Network ; September 2015\","
+                              "\"ledgersPath\":\"/lake/ledgers\",\"compression\":\"zstd\","
+                              "\"ledgersPerBatch\":1,\"batchesPerPartition\":64000}");
+    free(text);
+    cs_lake_layout sep = {2, 8};
+    text = cs_lake_config_json("a \"quoted\\\" net\n\x01", &sep, NULL);
+    assert_non_null(text);
+    assert_string_equal(text, "{\"networkPassphrase\":\"a \\\"quoted\\\\\\\" net\\u000a\\u0001\","
+                              "\"ledgersPath\":\"/lake/ledgers\",\"compression\":\"zstd\","
+                              "\"ledgersPerBatch\":2,\"batchesPerPartition\":8}");
+    free(text);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_default_layout_keys),   cmocka_unit_test(test_batches_of_many_ledgers),
+        cmocka_unit_test(test_partition_of_one_batch), cmocka_unit_test(test_ceiling),
+        cmocka_unit_test(test_layout_check),          cmocka_unit_test(test_parse_round_trips),
+        cmocka_unit_test(test_parse_refusals),        cmocka_unit_test(test_parse_refusal_message),
+        cmocka_unit_test(test_config_json),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
