@@ -1,0 +1,36 @@
+/* A SEP-54 object made from the ring (docs/LAKE.md): the zstd of the XDR LedgerCloseMetaBatch
+ * of one batch, built from the retained ledgers' raw bytes as stored, only when the ring holds
+ * the whole batch. */
+#ifndef CS_LAKE_LAKEOBJECT_H
+#define CS_LAKE_LAKEOBJECT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "corestreamd/lake/lakekey.h"
+#include "store/ring.h"
+
+enum {
+    /* "lake: batch A-B is not wholly in the ring: …": a ledger of it is outside the bounds, in a
+     * hole, pruned meanwhile, or proven bad while read (then quarantined, a hole now). Says
+     * nothing about the disk: another batch may be served. */
+    CS_LAKE_OBJ_ERR_NOT_AVAILABLE = 1,
+    /* "lake: batch A-B: …": a system call, memory or zstd failed, or a ledger was suspect and could
+     * not be proven either way: nothing was learnt about the batch; a later call may succeed. */
+    CS_LAKE_OBJ_ERR_IO = 2,
+};
+
+/* Builds batch b's object: startSequence, endSequence and the count of ledgers (u32 big-endian
+ * each), then each ledger's bytes as the ring stores them (a LedgerCloseMeta's XDR), compressed
+ * as one zstd frame at level. The batch must be wholly in the ring: it is checked before any
+ * ledger is read (bounds, holes), and each ledger is opened (cs_ring_get), read and hashed
+ * against its record, then released before the next, so at most one ledger's descriptors are
+ * held and none after the return. A ledger that fails a check is handed to cs_ring_condemn on
+ * this thread (which hashes it again). *out receives malloc'd bytes the caller frees, *len their
+ * count; both untouched on error.
+ * Threads: any thread but the ring's put thread, concurrently with puts and other builds; it
+ * blocks on the disk and compresses the whole batch, so never on a server I/O thread. */
+int cs_lake_object_build(cs_ring *r, cs_lake_batch b, int level, uint8_t **out, size_t *len, cs_err *err);
+
+#endif
