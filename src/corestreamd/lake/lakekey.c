@@ -71,9 +71,10 @@ static int start_of_key(const char *key, size_t len, uint32_t *start)
     size_t rest = len - (size_t)(name - key);
     if (rest < 11 || name[8] != '-' || name[9] != '-')
         return -1;
+    size_t end = rest < 21 ? rest : 21; /* 11 digits at most: past 4294967295, never overflowing */
     uint64_t v = 0;
     size_t i = 10;
-    for (; i < rest && name[i] >= '0' && name[i] <= '9' && i < 21; i++)
+    for (; i < end && name[i] >= '0' && name[i] <= '9'; i++)
         v = v * 10 + (uint64_t)(name[i] - '0');
     if (i == 10 || v > UINT32_MAX)
         return -1;
