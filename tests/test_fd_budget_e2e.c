@@ -132,18 +132,34 @@ static int connect_strangers(int port, long room, long per_ip, cs_ws **out, char
     return n;
 }
 
-/* Whether the daemon logged that the stranger at `remote` is redelivered from the ring: its live
- * flow abandoned, or a complete flow it reached late sent whole and the next one from the ring. */
-static bool redelivered(const cs_proc *p, const char *remote)
+/* Whether the daemon logged a line holding both needle and `remote` (the stranger's address). */
+static bool logged_for(const cs_proc *p, const char *needle, const char *remote)
 {
-    static const char needle[] = "; redelivering from the ring\"";
-    for (const char *at = p->log; (at = strstr(at, needle)); at += sizeof needle - 1) {
-        size_t len = strcspn(at, "\n");
-        const char *r = strstr(at, remote);
-        if (r && r < at + len)
+    size_t nlen = strlen(needle);
+    for (const char *at = p->log; (at = strstr(at, needle)); at += nlen) {
+        const char *start = at;
+        while (start > p->log && start[-1] != '\n')
+            start--;
+        size_t len = strcspn(start, "\n");
+        const char *r = strstr(start, remote);
+        if (r && r < start + len)
             return true;
     }
     return false;
+}
+
+/* Whether the stranger at `remote` is stalled as the test wants: redelivered from the ring (its
+ * live flow abandoned, or a complete flow it reached late sent whole and the next one from the
+ * ring), or, on a machine so busy that this test's nibbling fell 10 s behind, dropped for not
+ * reading (then it holds nothing at all, which the ring must survive just the same). */
+static bool stalled_out(const cs_proc *p, const char *remote, int *dropped)
+{
+    if (logged_for(p, "; redelivering from the ring\"", remote))
+        return true;
+    if (!logged_for(p, "error=\"write timed out: the subscriber stopped reading\"", remote))
+        return false;
+    ++*dropped;
+    return true;
 }
 
 /* Reads up to 64 KiB of what a stranger's socket holds, without waiting: far slower than the
@@ -189,7 +205,7 @@ static void test_stalled_subscribers_cannot_starve_the_ring(void **state)
     /* Each stranger reads a little now and then until it is redelivered from the ring (its live
      * flow abandoned, or a flow it reached late sent whole and the next one read from the ring);
      * from then on it reads nothing, and its redelivery waits. */
-    int left = n;
+    int left = n, dropped = 0;
     for (int round = 0; left > 0 && round < MAX_ROUNDS; round++) {
         for (int i = 0; i < n; i++)
             if (!done[i])
@@ -197,7 +213,7 @@ static void test_stalled_subscribers_cannot_starve_the_ring(void **state)
         verify_next(verifier, seq++, want);
         cs_proc_drain(&p);
         for (int i = 0; i < n; i++)
-            if (!done[i] && (done[i] = redelivered(&p, remote[i])))
+            if (!done[i] && (done[i] = stalled_out(&p, remote[i], &dropped)))
                 left--;
     }
     if (left)
@@ -210,9 +226,9 @@ static void test_stalled_subscribers_cannot_starve_the_ring(void **state)
         int now = open_fds(p.pid);
         peak = now > peak ? now : peak;
     }
-    print_message("descriptors: %d before %d strangers, %d once all were redelivered to, peak %d after "
-                  "(limit %d, max_connections %ld)\n",
-                  before, n, at_stall, peak, NOFILE, max);
+    print_message("descriptors: %d before %d strangers (%d of them dropped for not reading), %d once all "
+                  "were stalled, peak %d after (limit %d, max_connections %ld)\n",
+                  before, n, dropped, at_stall, peak, NOFILE, max);
     if (peak - before > n + SLACK)
         fail_msg("%d stalled subscribers took %d descriptors", n, peak - before);
 
