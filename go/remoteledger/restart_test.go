@@ -24,6 +24,9 @@ func TestResumeAcrossTwentyKills(t *testing.T) {
 	d := startDaemon(t, dataDir, 0)
 	port := d.port
 	s, _ := New(d.url(), WithResume(1000), WithResumeBackoff(10*time.Millisecond, 100*time.Millisecond))
+	// A ring that holds nothing yet has nothing to continue: the first kill comes once ledger 1
+	// is retained (on a busy machine the first write can take longer than the shortest pause).
+	waitLatest(t, s, 1)
 
 	type outcome struct {
 		seqs       []uint32
