@@ -170,15 +170,31 @@ static void nibble(cs_ws *ws)
     (void)recv(cs_ws_fd(ws), buf, sizeof buf, MSG_DONTWAIT);
 }
 
+/* The daemon and its scratch directory: the teardown stops and removes whatever a failed case
+ * left behind, so a failure never leaves a daemon writing ledgers. */
+static cs_proc g_proc;
+static bool g_live;
+static cs_tmpdir g_tmp;
+
+static int teardown(void **state)
+{
+    (void)state;
+    if (g_live) {
+        cs_proc_stop(&g_proc, SIGKILL, WAIT_MS);
+        cs_proc_free(&g_proc);
+        g_live = false;
+    }
+    return g_tmp.path[0] ? cs_tmpdir_remove(&g_tmp) : 0;
+}
+
 static void test_stalled_subscribers_cannot_starve_the_ring(void **state)
 {
     (void)state;
     if (access(PRLIMIT, X_OK) != 0)
         skip();
-    cs_tmpdir tmp;
-    assert_int_equal(cs_tmpdir_make(&tmp, "fdbudget"), 0);
+    assert_int_equal(cs_tmpdir_make(&g_tmp, "fdbudget"), 0);
     char dir[PATH_MAX + 16];
-    snprintf(dir, sizeof dir, "%s/data", tmp.path);
+    snprintf(dir, sizeof dir, "%s/data", g_tmp.path);
     /* The background threads (ring writer, replays) at the daemon's own priority: on a machine
      * kept busy at that priority (scripts/stress-tests.sh) the 200 strangers' redeliveries then
      * slow the verifier's down instead of starving it, which is what nice 19 is for and not what
@@ -187,25 +203,26 @@ static void test_stalled_subscribers_cannot_starve_the_ring(void **state)
                     "--synthetic-size", "1048576", "--chunk-size", "16384", "--compress=false",
                     "--synthetic-interval", "100ms", "--emit-window", "50ms", "--log-level", "debug",
                     "--background-nice", "0", NULL};
-    cs_proc p;
-    assert_int_equal(cs_proc_start(&p, argv), 0);
-    g_daemon = &p;
-    assert_int_equal(cs_proc_wait_listening(&p, WAIT_MS), 0);
-    long max = listening_field(&p, " max_connections="), per_ip = listening_field(&p, " max_connections_per_ip=");
+    cs_proc *const p = &g_proc;
+    assert_int_equal(cs_proc_start(p, argv), 0);
+    g_live = true;
+    g_daemon = p;
+    assert_int_equal(cs_proc_wait_listening(p, WAIT_MS), 0);
+    long max = listening_field(p, " max_connections="), per_ip = listening_field(p, " max_connections_per_ip=");
 
-    cs_ws *verifier = cs_ws_connect("127.0.0.1", p.port, "/stream?start=1", WAIT_MS, NULL, NULL, 0);
+    cs_ws *verifier = cs_ws_connect("127.0.0.1", p->port, "/stream?start=1", WAIT_MS, NULL, NULL, 0);
     assert_non_null(verifier);
     uint8_t *want = malloc(LEDGER_SIZE);
     assert_non_null(want);
     uint32_t seq = 1;
     verify_next(verifier, seq++, want);
-    int before = open_fds(p.pid);
+    int before = open_fds(p->pid);
     static cs_ws *stalled[MAX_STALLED];
     static char remote[MAX_STALLED][64];
     static bool done[MAX_STALLED];
     /* Every connection the budget allows but the verifier's and a few for /healthz (the last
      * one may not be released yet when the next comes). */
-    int n = connect_strangers(p.port, max - 4, per_ip, stalled, remote);
+    int n = connect_strangers(p->port, max - 4, per_ip, stalled, remote);
 
     /* Each stranger reads a little now and then until it is redelivered from the ring (its live
      * flow abandoned, or a flow it reached late sent whole and the next one read from the ring);
@@ -216,19 +233,19 @@ static void test_stalled_subscribers_cannot_starve_the_ring(void **state)
             if (!done[i])
                 nibble(stalled[i]);
         verify_next(verifier, seq++, want);
-        cs_proc_drain(&p);
+        cs_proc_drain(p);
         for (int i = 0; i < n; i++)
-            if (!done[i] && (done[i] = stalled_out(&p, remote[i], &dropped)))
+            if (!done[i] && (done[i] = stalled_out(p, remote[i], &dropped)))
                 left--;
     }
     if (left)
         fail_msg("%d of %d strangers were never redelivered from the ring; the daemon's log is %s", left, n,
                  daemon_log());
-    int at_stall = open_fds(p.pid), peak = at_stall;
+    int at_stall = open_fds(p->pid), peak = at_stall;
     /* Ledgers go on being written to the ring while every stranger's redelivery waits. */
     for (uint32_t last = seq + AFTER_STALL; seq < last; seq++) {
         verify_next(verifier, seq, want);
-        int now = open_fds(p.pid);
+        int now = open_fds(p->pid);
         peak = now > peak ? now : peak;
     }
     print_message("descriptors: %d before %d strangers (%d of them dropped for not reading), %d once all "
@@ -238,7 +255,7 @@ static void test_stalled_subscribers_cannot_starve_the_ring(void **state)
         fail_msg("%d stalled subscribers took %d descriptors", n, peak - before);
 
     char body[1024];
-    healthz(p.port, body, sizeof body);
+    healthz(p->port, body, sizeof body);
     assert_int_equal(field(body, "oldest"), 1);
     assert_true(field(body, "latest") >= seq - 2); /* the last one verified may still be in writing */
     assert_int_equal(field(body, "ring_dropped"), 0);
@@ -249,19 +266,19 @@ static void test_stalled_subscribers_cannot_starve_the_ring(void **state)
     for (int i = 0; i < n; i++)
         cs_ws_close(stalled[i]);
     free(want);
-    assert_int_equal(cs_proc_stop(&p, SIGTERM, WAIT_MS), 0);
-    assert_int_equal(cs_proc_log_count(&p, "dropping"), 0);
-    assert_int_equal(cs_proc_log_count(&p, "ring write failed"), 0);
-    assert_int_equal(cs_proc_log_count(&p, "too many open files"), 0);
-    assert_int_equal(cs_proc_log_count(&p, "level=ERROR"), 0);
-    cs_proc_free(&p);
-    cs_tmpdir_remove(&tmp);
+    assert_int_equal(cs_proc_stop(p, SIGTERM, WAIT_MS), 0);
+    assert_int_equal(cs_proc_log_count(p, "dropping"), 0);
+    assert_int_equal(cs_proc_log_count(p, "ring write failed"), 0);
+    assert_int_equal(cs_proc_log_count(p, "too many open files"), 0);
+    assert_int_equal(cs_proc_log_count(p, "level=ERROR"), 0);
+    cs_proc_free(p);
+    g_live = false;
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_stalled_subscribers_cannot_starve_the_ring),
+        cmocka_unit_test_teardown(test_stalled_subscribers_cannot_starve_the_ring, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
