@@ -18,6 +18,7 @@
 #include "common/complevel.h"
 #include "corestreamd/server/server.h"
 #include "corestreamd/sources/jetstream.h"
+#include "corestreamd/lake/lakekey.h"
 #include "wire/wire.h"
 
 static void set_defaults(cs_daemon_config *c)
@@ -59,6 +60,10 @@ static void set_defaults(cs_daemon_config *c)
     c->signing_key = "";
     c->trusted_keys = "";
     c->admin_listen = "";
+    c->lake_ledgers_per_batch = CS_LAKE_LEDGERS_PER_BATCH_DEFAULT;
+    c->lake_batches_per_partition = CS_LAKE_BATCHES_PER_PARTITION_DEFAULT;
+    c->lake_readers = CS_LAKE_READERS_DEFAULT;
+    c->lake_dir = "";
     c->jetstream_url = "";
     c->jetstream_stream = CS_JS_DEFAULT_STREAM;
     c->jetstream_max_age = CS_JS_DEFAULT_MAX_AGE_NS;
@@ -228,6 +233,25 @@ static int validate_serving(const cs_daemon_config *c, cs_err *err)
     return 0;
 }
 
+/* The lake's layout and readers (docs/LAKE.md). */
+static int validate_lake(const cs_daemon_config *c, cs_err *err)
+{
+    if (c->lake_ledgers_per_batch > UINT32_MAX || c->lake_batches_per_partition > UINT32_MAX)
+        return cs_err_set(err, 0, "--lake-%s %llu does not fit in 32 bits",
+                          c->lake_ledgers_per_batch > UINT32_MAX ? "ledgers-per-batch" : "batches-per-partition",
+                          (unsigned long long)(c->lake_ledgers_per_batch > UINT32_MAX ? c->lake_ledgers_per_batch
+                                                                                      : c->lake_batches_per_partition));
+    cs_lake_layout l = {(uint32_t)c->lake_ledgers_per_batch, (uint32_t)c->lake_batches_per_partition};
+    if (cs_lake_layout_check(&l, err) != 0)
+        return -1;
+    if (c->lake_readers < 1 || c->lake_readers > CS_LAKE_READERS_MAX)
+        return cs_err_set(err, 0, "--lake-readers %lld is outside [1,%d]", (long long)c->lake_readers,
+                          CS_LAKE_READERS_MAX);
+    if (*c->lake_dir)
+        return cs_err_set(err, 0, "--lake-dir is not implemented yet (issue 38)");
+    return 0;
+}
+
 /* A part this build left out (CMake -DCS_WITH_<PART>=OFF) is refused by its flag, before anything
  * starts. */
 static int validate_built_in(const cs_daemon_config *c, bool captive, bool edge, cs_err *err)
@@ -308,7 +332,7 @@ static int validate(cs_daemon_config *c, cs_err *err)
         return cs_err_set(err, 0,
                           "--trusted-keys is for the edge (--source jetstream); a subscriber checks signatures "
                           "with its own keys");
-    if (validate_serving(c, err) != 0)
+    if (validate_serving(c, err) != 0 || validate_lake(c, err) != 0)
         return -1;
     if (c->busy_poll_us < 0 || c->busy_poll_us > CS_BUSY_POLL_US_MAX)
         return cs_err_set(err, 0, "--busy-poll-us %lld is outside [0, %d]", (long long)c->busy_poll_us,
@@ -379,7 +403,8 @@ int cs_daemon_config_parse(cs_daemon_config *c, int argc, char **argv, FILE *usa
         {"storage-dir", CS_FLAG_STRING, &c->storage_dir,
          "captive core's working `directory` (default: <data-dir>/captive-core)"},
         {"network-passphrase", CS_FLAG_STRING, &c->network_passphrase,
-         "network passphrase for --source captive; must agree with --core-config when it sets one"},
+         "network passphrase: --source captive's (must agree with --core-config when it sets one), and the "
+         "lake's; when set, the ring is served as a SEP-54 lake under /lake/"},
         {"file-dir", CS_FLAG_STRING, &c->file_dir, "dump `directory` of ledger-<seq>.xdr files (file source)"},
         {"pipe-cmd", CS_FLAG_STRING, &c->pipe_cmd,
          "shell `command` that writes framed metas to fd 3 (pipe source)"},
@@ -455,6 +480,13 @@ int cs_daemon_config_parse(cs_daemon_config *c, int argc, char **argv, FILE *usa
         {"jetstream-tls-cert", CS_FLAG_STRING, &c->jetstream_tls_cert,
          "PEM client certificate `file` (chain allowed) presented to NATS (turns TLS on)"},
         {"jetstream-tls-key", CS_FLAG_STRING, &c->jetstream_tls_key, "PEM private key `file` for --jetstream-tls-cert"},
+        {"lake-ledgers-per-batch", CS_FLAG_UINT, &c->lake_ledgers_per_batch,
+         "ledgers in one lake object (SEP-54 ledgersPerBatch)"},
+        {"lake-batches-per-partition", CS_FLAG_UINT, &c->lake_batches_per_partition,
+         "lake objects in one partition directory (SEP-54 batchesPerPartition)"},
+        {"lake-readers", CS_FLAG_INT, &c->lake_readers,
+         "lake objects made at once for /lake/ requests, 1..64; more wait (up to 64 per reader), then 503"},
+        {"lake-dir", CS_FLAG_STRING, &c->lake_dir, "`directory` to export the lake to (empty: no export)"},
     };
     cs_flagset fs = {.prog = "corestreamd",
                      .synopsis = "Streams ledgers from one source to WebSocket subscribers on /stream.",

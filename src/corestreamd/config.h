@@ -76,6 +76,11 @@ typedef struct cs_daemon_config {
     const char *jetstream_tls_cert;
     const char *jetstream_tls_key;
     const char *admin_listen;
+    /* The ring as a SEP-54 lake (docs/LAKE.md): served on /lake/ when network_passphrase is set. */
+    uint64_t lake_ledgers_per_batch;
+    uint64_t lake_batches_per_partition;
+    int64_t lake_readers; /* lake objects made at once */
+    const char *lake_dir; /* --lake-dir: export the lake to this directory ("" off) */
     /* Derived: --log-level and --log-format parsed. */
     int log_level_value;
     int log_format_value; /* a cs_log_fmt */

@@ -436,6 +436,10 @@ static int new_server(const cs_daemon_config *cfg, cs_cancel *cancel, notify_hoo
         .progress_arg = hook,
         .admin_listen = cfg->admin_listen,
         .signing = p->signing,
+        .lake_passphrase = cfg->network_passphrase,
+        .lake_ledgers_per_batch = (uint32_t)cfg->lake_ledgers_per_batch,
+        .lake_batches_per_partition = (uint32_t)cfg->lake_batches_per_partition,
+        .lake_readers = cfg->lake_readers,
     };
     return cs_server_new(&p->server, &sc, err);
 }

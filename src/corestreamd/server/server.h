@@ -88,7 +88,21 @@ typedef struct cs_server_config {
     /* --signing-key: the source loop signs every ledger with it (stream/signing.h); borrowed, the
      * caller frees it after the server. NULL: unsigned. */
     cs_signing *signing;
+    /* The ring as a SEP-54 lake on the data listener (docs/LAKE.md, PROTOCOL.md section 7):
+     * /lake/config.json, /lake/ledgers/.config.json and every batch's object, when
+     * lake_passphrase is set (copied; NULL or "": no /lake/ route, 404). lake_layout must pass
+     * cs_lake_layout_check (zero counts: the defaults). lake_readers threads (cs-lake) make the
+     * objects, off the I/O threads; requests beyond them wait, CS_LAKE_QUEUE_PER_READER per
+     * reader, then get 503. 0 → CS_LAKE_READERS_DEFAULT. */
+    const char *lake_passphrase;
+    uint32_t lake_ledgers_per_batch;
+    uint32_t lake_batches_per_partition;
+    int64_t lake_readers;
 } cs_server_config;
+
+#define CS_LAKE_READERS_DEFAULT 2
+#define CS_LAKE_READERS_MAX 64
+#define CS_LAKE_QUEUE_PER_READER 64
 
 #define CS_DEFAULT_MAX_CONNECTIONS 4096
 #define CS_DEFAULT_MAX_CONNECTIONS_PER_IP 256
