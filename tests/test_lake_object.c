@@ -141,7 +141,7 @@ static uint8_t *build_ok(fixture *f, cs_lake_batch b, size_t *len)
 {
     uint8_t *obj = NULL;
     cs_err err = {0};
-    if (cs_lake_object_build(f->ring, b, 3, &obj, len, &err) != 0)
+    if (cs_lake_object_build(f->ring, b, 3, &obj, len, NULL, &err) != 0)
         fail_msg("build %" PRIu32 "-%" PRIu32 ": %s", b.start, b.end, err.msg);
     return obj;
 }
@@ -218,7 +218,7 @@ static void expect_not_available(fixture *f, cs_lake_batch b, const char *msg)
     uint8_t *obj = (uint8_t *)"untouched";
     size_t len = 99;
     cs_err err = {0};
-    assert_int_equal(cs_lake_object_build(f->ring, b, 3, &obj, &len, &err), -1);
+    assert_int_equal(cs_lake_object_build(f->ring, b, 3, &obj, &len, NULL, &err), -1);
     assert_int_equal(err.kind, CS_LAKE_OBJ_ERR_NOT_AVAILABLE);
     if (!strstr(err.msg, msg))
         fail_msg("message %s lacks %s", err.msg, msg);

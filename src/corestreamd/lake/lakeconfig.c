@@ -37,3 +37,18 @@ char *cs_lake_config_json(const char *passphrase, const cs_lake_layout *l, cs_er
         cs_err_set(err, 0, "lake: config.json: out of memory");
     return text;
 }
+
+char *cs_lake_manifest_json(const char *passphrase, const cs_lake_layout *l, cs_err *err)
+{
+    cs_strbuf b = CS_STRBUF_INIT;
+    cs_strbuf_puts(&b, "{\"networkPassphrase\":");
+    put_json_string(&b, passphrase);
+    cs_strbuf_printf(&b,
+                     ",\"version\":\"" CS_LAKE_MANIFEST_VERSION "\",\"compression\":\"zstd\""
+                     ",\"ledgersPerBatch\":%" PRIu32 ",\"batchesPerPartition\":%" PRIu32 "}",
+                     l->ledgers_per_batch, l->batches_per_partition);
+    char *text = cs_strbuf_take(&b, NULL);
+    if (!text)
+        cs_err_set(err, 0, "lake: .config.json: out of memory");
+    return text;
+}

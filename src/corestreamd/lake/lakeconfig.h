@@ -14,4 +14,13 @@
  * string the caller frees, or NULL with `lake: config.json: out of memory`. */
 char *cs_lake_config_json(const char *passphrase, const cs_lake_layout *l, cs_err *err);
 
+/* The Go SDK's datastore manifest (support/datastore, `.config.json` at the datastore's root,
+ * which for its HTTP datastore is the base URL the keys are relative to: here
+ * CS_LAKE_LEDGERS_PATH "/.config.json"): networkPassphrase, version CS_LAKE_MANIFEST_VERSION,
+ * compression "zstd", ledgersPerBatch, batchesPerPartition. The SDK compares each field it was
+ * configured with and refuses a store that differs. Same rules and errors as
+ * cs_lake_config_json (`lake: .config.json: out of memory`). */
+#define CS_LAKE_MANIFEST_VERSION "1.0"
+char *cs_lake_manifest_json(const char *passphrase, const cs_lake_layout *l, cs_err *err);
+
 #endif

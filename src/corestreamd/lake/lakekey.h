@@ -25,6 +25,11 @@ enum {
  * a slash. */
 #define CS_LAKE_LEDGERS_PATH "/lake/ledgers"
 
+/* The lake's two JSON texts as served: SEP-54's config.json beside the ledgers path, and the Go
+ * SDK's manifest at the root its datastore reads keys from (lakeconfig.h). */
+#define CS_LAKE_CONFIG_PATH "/lake/config.json"
+#define CS_LAKE_MANIFEST_PATH CS_LAKE_LEDGERS_PATH "/.config.json"
+
 /* The longest key cs_lake_key writes, with its NUL: "%08X--<10 digits>-<10 digits>/" and
  * "%08X--<10 digits>-<10 digits>.xdr.zst". */
 #define CS_LAKE_KEY_MAX 80

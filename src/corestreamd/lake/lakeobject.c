@@ -2,8 +2,10 @@
 #include "corestreamd/lake/lakeobject.h"
 
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <xxhash.h>
 #include <zstd.h>
@@ -22,18 +24,13 @@ typedef struct obj_build {
     uint8_t *out;
     size_t len;
     size_t cap;
+    int64_t modified; /* the newest ledger file's mtime */
 } obj_build;
 
 static int failed(const obj_build *o, cs_err *err, const char *what)
 {
     return cs_err_set(err, CS_LAKE_OBJ_ERR_IO, "lake: batch %" PRIu32 "-%" PRIu32 ": %s", o->batch.start,
                       o->batch.end, what);
-}
-
-static int not_available(const obj_build *o, cs_err *err, const char *why)
-{
-    return cs_err_set(err, CS_LAKE_OBJ_ERR_NOT_AVAILABLE, "lake: batch %" PRIu32 "-%" PRIu32
-                      " is not wholly in the ring: %s", o->batch.start, o->batch.end, why);
 }
 
 /* Compresses n bytes of src into the output, growing it; end closes the frame. */
@@ -59,24 +56,34 @@ static int feed(obj_build *o, const void *src, size_t n, ZSTD_EndDirective end, 
     }
 }
 
-/* Whether the ring holds every ledger of the batch now: inside the bounds, none in a hole. */
-static int check_whole(obj_build *o, cs_err *err)
+/* Why the ring does not hold all of batch b now, in why; false when it does. */
+static bool batch_missing(cs_ring *r, cs_lake_batch b, char *why, size_t n)
 {
     uint32_t oldest, latest, first, last;
-    char why[128];
-    if (!cs_ring_bounds(o->ring, &oldest, &latest))
-        return not_available(o, err, "the ring is empty");
-    if (o->batch.start < oldest || o->batch.end > latest) {
-        snprintf(why, sizeof why, "it holds ledgers %" PRIu32 " to %" PRIu32, oldest, latest);
-        return not_available(o, err, why);
+    if (!cs_ring_bounds(r, &oldest, &latest)) {
+        snprintf(why, n, "the ring is empty");
+        return true;
     }
-    for (uint64_t s = o->batch.start; s <= o->batch.end; s++) {
-        if (cs_ring_hole(o->ring, (uint32_t)s, &first, &last)) {
-            snprintf(why, sizeof why, "ledgers %" PRIu32 " to %" PRIu32 " are missing from it", first, last);
-            return not_available(o, err, why);
+    if (b.start < oldest || b.end > latest) {
+        snprintf(why, n, "it holds ledgers %" PRIu32 " to %" PRIu32, oldest, latest);
+        return true;
+    }
+    for (uint64_t s = b.start; s <= b.end; s++) {
+        if (cs_ring_hole(r, (uint32_t)s, &first, &last)) {
+            snprintf(why, n, "ledgers %" PRIu32 " to %" PRIu32 " are missing from it", first, last);
+            return true;
         }
     }
-    return 0;
+    return false;
+}
+
+int cs_lake_batch_available(cs_ring *r, cs_lake_batch b, cs_err *err)
+{
+    char why[128];
+    if (!batch_missing(r, b, why, sizeof why))
+        return 0;
+    return cs_err_set(err, CS_LAKE_OBJ_ERR_NOT_AVAILABLE,
+                      "lake: batch %" PRIu32 "-%" PRIu32 " is not wholly in the ring: %s", b.start, b.end, why);
 }
 
 /* What a ledger the ring would not give (or gave bytes its record denies) means for the batch: a
@@ -106,6 +113,9 @@ static int add_ledger(obj_build *o, uint32_t seq, cs_err *err)
     cs_ledger_ref *ref = NULL;
     if (cs_ring_get(o->ring, seq, &ref, err) != 0)
         return ledger_failed(o, seq, err);
+    struct stat st;
+    if (fstat(ref->fd, &st) == 0 && st.st_mtime > o->modified)
+        o->modified = st.st_mtime;
     XXH64_reset(o->hash, 0);
     int rc = 0;
     for (uint64_t off = 0; off < ref->rec.len && rc == 0; off += LAKE_PIECE) {
@@ -145,7 +155,7 @@ static int build(obj_build *o, int level, cs_err *err)
     size_t set = ZSTD_CCtx_setParameter(o->cctx, ZSTD_c_compressionLevel, level);
     if (ZSTD_isError(set))
         return failed(o, err, ZSTD_getErrorName(set));
-    if (check_whole(o, err) != 0)
+    if (cs_lake_batch_available(o->ring, o->batch, err) != 0)
         return -1;
     uint8_t head[12];
     put_be32(head, o->batch.start);
@@ -159,7 +169,8 @@ static int build(obj_build *o, int level, cs_err *err)
     return feed(o, NULL, 0, ZSTD_e_end, err);
 }
 
-int cs_lake_object_build(cs_ring *r, cs_lake_batch b, int level, uint8_t **out, size_t *len, cs_err *err)
+int cs_lake_object_build(cs_ring *r, cs_lake_batch b, int level, uint8_t **out, size_t *len, int64_t *modified,
+                         cs_err *err)
 {
     obj_build o = {.ring = r, .batch = b};
     cs_err e = {0}; /* the ring's errors are read back, so never NULL */
@@ -178,5 +189,7 @@ int cs_lake_object_build(cs_ring *r, cs_lake_batch b, int level, uint8_t **out, 
     }
     *out = o.out;
     *len = o.len;
+    if (modified)
+        *modified = o.modified;
     return 0;
 }

@@ -21,6 +21,16 @@ enum {
     CS_LAKE_OBJ_ERR_IO = 2,
 };
 
+/* zstd's own default level, as Galexie's encoder uses: the level objects are made at. */
+#define CS_LAKE_LEVEL 3
+
+/* 0 when the ring holds every ledger of batch b now (inside its bounds, none in a hole), else -1
+ * with CS_LAKE_OBJ_ERR_NOT_AVAILABLE: `lake: batch A-B is not wholly in the ring: it holds
+ * ledgers F to L` (or `the ring is empty`, `ledgers F to L are missing from it`). Reads no file:
+ * a look at the ring's bounds and holes under its lock, cheap enough for a server I/O thread.
+ * Any thread. */
+int cs_lake_batch_available(cs_ring *r, cs_lake_batch b, cs_err *err);
+
 /* Builds batch b's object: startSequence, endSequence and the count of ledgers (u32 big-endian
  * each), then each ledger's bytes as the ring stores them (a LedgerCloseMeta's XDR), compressed
  * as one zstd frame at level. The batch must be wholly in the ring: it is checked before any
@@ -28,9 +38,11 @@ enum {
  * against its record, then released before the next, so at most one ledger's descriptors are
  * held and none after the return. A ledger that fails a check is handed to cs_ring_condemn on
  * this thread (which hashes it again). *out receives malloc'd bytes the caller frees, *len their
- * count; both untouched on error.
+ * count, and *modified (unless NULL) the newest modification time of the batch's ledger files, in
+ * Unix seconds (when the ring stored the batch's last ledger); all untouched on error.
  * Threads: any thread but the ring's put thread, concurrently with puts and other builds; it
  * blocks on the disk and compresses the whole batch, so never on a server I/O thread. */
-int cs_lake_object_build(cs_ring *r, cs_lake_batch b, int level, uint8_t **out, size_t *len, cs_err *err);
+int cs_lake_object_build(cs_ring *r, cs_lake_batch b, int level, uint8_t **out, size_t *len, int64_t *modified,
+                         cs_err *err);
 
 #endif

@@ -30,7 +30,7 @@
 #define LINGER_MAX_BYTES (1u << 20)
 #define EVENTS_PER_WAIT 64
 
-typedef enum hstate { ST_READING, ST_HANDSHAKE, ST_ANSWERING, ST_LINGER } hstate;
+typedef enum hstate { ST_READING, ST_HANDSHAKE, ST_ANSWERING, ST_WAITING, ST_LINGER } hstate;
 
 typedef struct hconn {
     int fd;
@@ -50,6 +50,12 @@ typedef struct hconn {
     size_t head_len;
     int64_t deadline;
     struct hconn *prev, *next;
+    /* ST_WAITING: the answer as cs_headreader_answer gave it, written by the answering thread
+     * before it puts the connection on the answered list (under mu), read here after. */
+    char *ans_resp;
+    size_t ans_len;
+    bool ans_keep;
+    struct hconn *ans_next;
 } hconn;
 
 /* A FIFO of connections; with one timeout per list, it is also in deadline order. */
@@ -64,11 +70,13 @@ struct cs_headreader {
     bool started;
     atomic_bool stop;
     atomic_size_t holding;
-    pthread_mutex_t mu; /* inbox and done */
+    pthread_mutex_t mu; /* inbox, done and answered */
     hlist inbox, done;
+    hconn *answered; /* waiting connections whose answers came, newest first (ans_next) */
     /* the head reader thread's own */
     hlist reading; /* reading and answering, by the header deadline */
     hlist linger;  /* answered, by LINGER_NS */
+    hlist waiting; /* CS_HEAD_LATER: no deadline until the answer comes */
     bool any_done; /* since the last ready call */
 };
 
@@ -217,13 +225,28 @@ static void next_request(cs_headreader *hr, hconn *c)
     read_head(hr, c);
 }
 
+/* An answer that moves gets a fresh deadline: a large one to a slow reader is closed only when it
+ * stops taking bytes, as a subscriber is. */
+static void answer_progressed(cs_headreader *hr, hconn *c)
+{
+    list_remove(&hr->reading, c);
+    c->deadline = cs_mono_ns() + hr->cfg.timeout_ns;
+    list_push(&hr->reading, c);
+}
+
 static void write_answer(cs_headreader *hr, hconn *c)
 {
+    bool moved = false;
     while (c->resp_off < c->resp_len) {
         ssize_t n = conn_send(c, c->resp + c->resp_off, c->resp_len - c->resp_off);
         if (n > 0) {
             c->resp_off += (size_t)n;
+            moved = true;
             continue;
+        }
+        if (moved) {
+            answer_progressed(hr, c);
+            moved = false;
         }
         if (n < 0 && errno == EINTR)
             continue;
@@ -357,6 +380,39 @@ static void peek_tls(cs_headreader *hr, hconn *c)
         refuse(hr, c, 400, CS_ANS_TLS_REQUIRED, "this port speaks TLS: use wss:// or https://");
 }
 
+/* CS_HEAD_LATER: the connection is neither read nor timed until its answer comes. */
+static void wait_for_answer(cs_headreader *hr, hconn *c, void *arg)
+{
+    /* Out of the epoll set: a hang-up is reported even for no events, and would spin the loop. */
+    epoll_ctl(hr->ep, EPOLL_CTL_DEL, c->fd, NULL);
+    list_remove(&hr->reading, c);
+    c->st = ST_WAITING;
+    list_push(&hr->waiting, c);
+    hr->cfg.later(hr->cfg.ctx, (cs_head_pending *)c, arg);
+}
+
+/* An answer given through cs_headreader_answer: written as judge's would be. */
+static void answer_came(cs_headreader *hr, hconn *c)
+{
+    assert(c->st == ST_WAITING && !c->resp);
+    list_remove(&hr->waiting, c);
+    c->deadline = cs_mono_ns() + hr->cfg.timeout_ns;
+    list_push(&hr->reading, c);
+    c->resp = c->ans_resp;
+    c->resp_len = c->ans_len;
+    c->resp_off = 0;
+    c->ans_resp = NULL;
+    c->upgrade = false;
+    c->keep = c->ans_keep && ++c->served < hr->cfg.keepalive_max;
+    c->st = ST_ANSWERING;
+    struct epoll_event ev = {.events = EPOLLOUT, .data.ptr = c};
+    if (!c->resp || epoll_ctl(hr->ep, EPOLL_CTL_ADD, c->fd, &ev) != 0) {
+        finish(hr, &hr->reading, c);
+        return;
+    }
+    write_answer(hr, c);
+}
+
 /* A complete head: the server's judge answers it, a 101 included. */
 static void judged(cs_headreader *hr, hconn *c, size_t head_len)
 {
@@ -365,6 +421,11 @@ static void judged(cs_headreader *hr, hconn *c, size_t head_len)
     size_t rlen = 0;
     void *arg = NULL;
     int v = hr->cfg.judge(hr->cfg.ctx, c->fd, c->tag, c->ssl != NULL, c->buf, head_len, &resp, &rlen, &arg);
+    if (v == CS_HEAD_LATER && !resp && hr->cfg.later) {
+        c->head_len = head_len;
+        wait_for_answer(hr, c, arg);
+        return;
+    }
     if (!resp) {
         if (arg && hr->cfg.discard)
             hr->cfg.discard(hr->cfg.ctx, arg);
@@ -460,7 +521,14 @@ static void take_inbox(cs_headreader *hr)
     pthread_mutex_lock(&hr->mu);
     hconn *c = hr->inbox.head;
     hr->inbox.head = hr->inbox.tail = NULL;
+    hconn *answered = hr->answered;
+    hr->answered = NULL;
     pthread_mutex_unlock(&hr->mu);
+    while (answered) {
+        hconn *next = answered->ans_next;
+        answer_came(hr, answered);
+        answered = next;
+    }
     int64_t now = cs_mono_ns();
     while (c) {
         hconn *next = c->next;
@@ -584,6 +652,24 @@ int cs_headreader_add(cs_headreader *hr, int fd, void *tag)
     return 0;
 }
 
+void cs_headreader_answer(cs_headreader *hr, cs_head_pending *p, char *resp, size_t len, bool keep)
+{
+    hconn *c = (hconn *)p;
+    c->ans_resp = resp;
+    c->ans_len = len;
+    c->ans_keep = keep;
+    pthread_mutex_lock(&hr->mu);
+    bool was_empty = !hr->answered && !hr->inbox.head;
+    c->ans_next = hr->answered;
+    hr->answered = c;
+    pthread_mutex_unlock(&hr->mu);
+    if (was_empty) {
+        uint64_t one = 1;
+        while (write(hr->evfd, &one, sizeof one) < 0 && errno == EINTR)
+            ;
+    }
+}
+
 size_t cs_headreader_drain(cs_headreader *hr, cs_head_done_fn fn, void *ctx)
 {
     pthread_mutex_lock(&hr->mu);
@@ -635,7 +721,13 @@ void cs_headreader_free(cs_headreader *hr, cs_head_done_fn fn, void *ctx)
             ;
         pthread_join(hr->thread, NULL);
     }
+    for (hconn *c = hr->answered; c; c = c->ans_next) { /* they are on the waiting list too */
+        free(c->ans_resp);
+        c->ans_resp = NULL;
+    }
+    hr->answered = NULL;
     give_back_all(hr, &hr->reading, fn, ctx);
+    give_back_all(hr, &hr->waiting, fn, ctx);
     give_back_all(hr, &hr->linger, fn, ctx);
     give_back_all(hr, &hr->inbox, fn, ctx);
     give_back_all(hr, &hr->done, fn, ctx);

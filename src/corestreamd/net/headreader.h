@@ -14,12 +14,14 @@
  *   request line; each answer is one DEBUG line naming the peer, then the connection is closed.
  * - A complete head goes to cfg.judge, which answers it: CS_HEAD_ANSWER (then close),
  *   CS_HEAD_KEEP (then the next request on the same connection is read: keep-alive, at most
- *   cfg.keepalive_max requests per connection, the next head under a fresh deadline) or
+ *   cfg.keepalive_max requests per connection, the next head under a fresh deadline),
  *   CS_HEAD_UPGRADE (a 101: the connection leaves through cfg.upgraded with the bytes read past
- *   its head).
+ *   its head) or CS_HEAD_LATER (the answer is made on another thread: the connection waits,
+ *   neither read nor timed, until that thread gives it with cs_headreader_answer).
  * - Deadlines: from add, the handshake and the head must be complete within cfg.timeout_ns (and
- *   each kept-alive request's head within cfg.timeout_ns of the previous answer), or the
- *   connection is closed. A closing answer is followed by a lingering close: the write side is
+ *   each kept-alive request's head within cfg.timeout_ns of the previous answer), and an answer
+ *   being written must make progress at least once every cfg.timeout_ns, or the connection is
+ *   closed. A closing answer is followed by a lingering close: the write side is
  *   shut, and what the peer still sends is read and dropped for up to 2 s (1 MiB), so a request
  *   body the server refused does not turn into a reset that destroys the answer before the peer
  *   reads it.
@@ -48,6 +50,10 @@ typedef struct ssl_ctx_st SSL_CTX;
 #define CS_HEAD_ANSWER 0  /* *resp is the answer; the connection is closed after it */
 #define CS_HEAD_UPGRADE 1 /* *resp is a 101 */
 #define CS_HEAD_KEEP 2    /* *resp is the answer; the connection then waits for its next request */
+#define CS_HEAD_LATER 3   /* no answer yet (*resp NULL): *arg goes to cfg.later */
+
+/* A connection whose answer is being made elsewhere (CS_HEAD_LATER), until its answer is given. */
+typedef struct cs_head_pending cs_head_pending;
 
 typedef struct cs_headreader_config {
     cs_head_limits limits;
@@ -64,12 +70,17 @@ typedef struct cs_headreader_config {
      *   the caller's from now on; early[0..n) are bytes read past the head (WebSocket frames sent
      *   early), valid during the call only. The connection no longer counts as held.
      * discard: frees an arg whose connection ended before upgraded (the tag still comes back
-     *   through drain or cs_headreader_free, as any other). */
+     *   through drain or cs_headreader_free, as any other).
+     * later: after judge returned CS_HEAD_LATER with *resp NULL: the connection p now waits for
+     *   its answer, and arg (judge's *arg) is the caller's. It must hand both to the thread that
+     *   makes the answer and return, never block; that thread must give p its answer with
+     *   cs_headreader_answer, exactly once, and before cs_headreader_free. */
     SSL_CTX *(*tls_ctx)(void *ctx);
     int (*judge)(void *ctx, int fd, void *tag, bool tls, const char *buf, size_t len, char **resp,
                  size_t *resp_len, void **arg);
     void (*upgraded)(void *ctx, int fd, SSL *ssl, void *tag, const unsigned char *early, size_t n, void *arg);
     void (*discard)(void *ctx, void *arg);
+    void (*later)(void *ctx, cs_head_pending *p, void *arg);
     int64_t timeout_ns; /* from add until the head must be complete */
     /* Head reader thread: tags are waiting in cs_headreader_drain. It must only wake the thread
      * that drains; it is called once per batch, not per connection. */
@@ -84,6 +95,12 @@ int cs_headreader_start(cs_headreader **out, const cs_headreader_config *cfg, cs
  * drain exactly once) for reading. 0, or -1 out of memory: the caller still owns both. */
 int cs_headreader_add(cs_headreader *hr, int fd, void *tag);
 
+/* The answer to a CS_HEAD_LATER request: resp[0..len) (malloc'd; the head reader frees it), or
+ * NULL to close the connection without one. keep: the connection then reads its next request
+ * (keep-alive rules as for CS_HEAD_KEEP); otherwise it is closed after the answer. Any thread,
+ * exactly once per later call, before cs_headreader_free; p is not the caller's afterwards. */
+void cs_headreader_answer(cs_headreader *hr, cs_head_pending *p, char *resp, size_t len, bool keep);
+
 /* A connection the head reader closed (answered, past its deadline, failed or gone): its tag
  * comes back, exactly once. (An upgraded connection's tag leaves with it through upgraded.) */
 typedef void (*cs_head_done_fn)(void *ctx, void *tag);
@@ -96,7 +113,8 @@ size_t cs_headreader_drain(cs_headreader *hr, cs_head_done_fn fn, void *ctx);
 size_t cs_headreader_holding(cs_headreader *hr);
 
 /* Stops and joins the thread, closes every connection it still holds and gives every tag back
- * through fn (those waiting in drain included). NULL-safe. */
+ * through fn (those waiting in drain, and those whose answers arrived meanwhile, included). Every
+ * CS_HEAD_LATER connection must have been answered first. NULL-safe. */
 void cs_headreader_free(cs_headreader *hr, cs_head_done_fn fn, void *ctx);
 
 #endif

@@ -1,6 +1,7 @@
 #include "corestreamd/net/httpanswer.h"
 
 #include <string.h>
+#include <time.h>
 
 const char *cs_http_status_text(unsigned status)
 {
@@ -22,13 +23,12 @@ const char *cs_http_status_text(unsigned status)
     }
 }
 
-/* body, then suffix: content-length counts both. */
-static void answer(cs_strbuf *out, unsigned status, const char *ctype, const char *body, const char *suffix,
-                   unsigned extra)
+/* The status line and the headers, through the empty line. */
+static void head(cs_strbuf *out, unsigned status, const char *ctype, size_t len, const cs_http_meta *m, unsigned extra)
 {
     cs_strbuf_printf(out, "HTTP/1.1 %u %s\r\ncontent-type: %s\r\ncontent-length: %zu\r\n"
                           "x-content-type-options: nosniff\r\n",
-                     status, cs_http_status_text(status), ctype, strlen(body) + strlen(suffix));
+                     status, cs_http_status_text(status), ctype, len);
     if (extra & CS_ANS_UPGRADE)
         cs_strbuf_puts(out, "connection: Upgrade\r\nupgrade: websocket\r\n");
     if (extra & CS_ANS_WS_VERSION)
@@ -39,19 +39,41 @@ static void answer(cs_strbuf *out, unsigned status, const char *ctype, const cha
         cs_strbuf_puts(out, "allow: GET, HEAD\r\n");
     if (extra & CS_ANS_TLS_REQUIRED)
         cs_strbuf_puts(out, CS_HTTP_TLS_REQUIRED_HEADER "\r\n");
-    cs_strbuf_puts(out, "\r\n");
-    if (!(extra & CS_ANS_NO_BODY)) {
-        cs_strbuf_puts(out, body);
-        cs_strbuf_puts(out, suffix);
+    if (m && m->etag)
+        cs_strbuf_printf(out, "etag: %s\r\n", m->etag);
+    if (m && m->last_modified > 0) {
+        char date[40];
+        time_t t = (time_t)m->last_modified;
+        struct tm tm;
+        if (gmtime_r(&t, &tm) && strftime(date, sizeof date, "%a, %d %b %Y %H:%M:%S GMT", &tm) > 0)
+            cs_strbuf_printf(out, "last-modified: %s\r\n", date); /* C locale: English names */
     }
+    if (m && m->retry_after)
+        cs_strbuf_printf(out, "retry-after: %u\r\n", m->retry_after);
+    if (m && m->cache)
+        cs_strbuf_printf(out, "cache-control: %s\r\n", m->cache);
+    cs_strbuf_puts(out, "\r\n");
+}
+
+void cs_http_answer_bytes(cs_strbuf *out, unsigned status, const char *ctype, const void *body, size_t len,
+                          const cs_http_meta *meta, unsigned extra)
+{
+    head(out, status, ctype, len, meta, extra);
+    if (!(extra & CS_ANS_NO_BODY))
+        cs_strbuf_put(out, body, len);
 }
 
 void cs_http_answer(cs_strbuf *out, unsigned status, const char *ctype, const char *body, unsigned extra)
 {
-    answer(out, status, ctype, body, "", extra);
+    cs_http_answer_bytes(out, status, ctype, body, strlen(body), NULL, extra);
 }
 
 void cs_http_answer_text(cs_strbuf *out, unsigned status, const char *msg, unsigned extra)
 {
-    answer(out, status, "text/plain; charset=utf-8", msg, "\n", extra);
+    size_t n = strlen(msg);
+    head(out, status, "text/plain; charset=utf-8", n + 1, NULL, extra);
+    if (!(extra & CS_ANS_NO_BODY)) {
+        cs_strbuf_put(out, msg, n);
+        cs_strbuf_putc(out, '\n');
+    }
 }

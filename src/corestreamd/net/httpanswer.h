@@ -11,6 +11,9 @@
 #ifndef CS_CORESTREAMD_HTTPANSWER_H
 #define CS_CORESTREAMD_HTTPANSWER_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include "common/strbuf.h"
 
 /* Extra header lines of an answer (a bit set). */
@@ -32,6 +35,20 @@ const char *cs_http_status_text(unsigned status);
  * body (NUL-terminated; content-length is its length). Out of memory shows as out's own failure
  * (cs_strbuf_take returns NULL). */
 void cs_http_answer(cs_strbuf *out, unsigned status, const char *ctype, const char *body, unsigned extra);
+
+/* What an answer says of its body beyond its type and length: the lake's objects (PROTOCOL.md
+ * section 7). Each is left out when unset. Their lines follow the extras'. */
+typedef struct cs_http_meta {
+    const char *etag;      /* etag: the value as given, quotes included */
+    int64_t last_modified; /* last-modified: Unix seconds, written as an IMF-fixdate (RFC 9110) */
+    unsigned retry_after;  /* retry-after: seconds (a 503) */
+    const char *cache;     /* cache-control: the value as given */
+} cs_http_meta;
+
+/* A binary body: body[0..len), which need not be text. meta may be NULL. With CS_ANS_NO_BODY the
+ * headers say len and no body follows (HEAD). */
+void cs_http_answer_bytes(cs_strbuf *out, unsigned status, const char *ctype, const void *body, size_t len,
+                          const cs_http_meta *meta, unsigned extra);
 
 /* A text/plain answer whose body is msg and a newline, as Go's http.Error writes it. */
 void cs_http_answer_text(cs_strbuf *out, unsigned status, const char *msg, unsigned extra);

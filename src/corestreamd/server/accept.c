@@ -57,7 +57,10 @@ static int budgeted_total(cs_server *s, int64_t *want, cs_err *err)
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
         return 0;
-    cs_fd_parts parts = {.replay_slots = s->max_replays, .admin = s->admin_fd >= 0, .caller = s->cfg.fd_reserve};
+    cs_fd_parts parts = {.replay_slots = s->max_replays, .admin = s->admin_fd >= 0, .caller = s->cfg.fd_reserve,
+                         .lake_readers = !s->lake ? 0
+                                         : s->cfg.lake_readers ? (uint32_t)s->cfg.lake_readers
+                                                               : CS_LAKE_READERS_DEFAULT};
     cs_fd_budget b;
     if (cs_fd_budget_make(&b, rl.rlim_cur, (uint64_t)open_fds(), &parts, err) != 0)
         return cs_err_prefix(err, "listen on %s: ", s->cfg.listen);

@@ -8,7 +8,7 @@
 static uint64_t fixed_reserve(const cs_fd_parts *p)
 {
     return CS_FD_RING_WRITER + CS_FD_FRAMES_FILL + (uint64_t)CS_REPLAY_WORKERS * CS_REPLAY_WORKER_FDS +
-           CS_FD_SERVER_OWN + (p->admin ? CS_FD_ADMIN_CONNECTIONS : 0) + p->caller;
+           CS_FD_SERVER_OWN + (uint64_t)p->lake_readers * CS_FD_LAKE_READER + (p->admin ? CS_FD_ADMIN_CONNECTIONS : 0) + p->caller;
 }
 
 int cs_fd_budget_make(cs_fd_budget *b, uint64_t limit, uint64_t open, const cs_fd_parts *parts, cs_err *err)
@@ -30,10 +30,11 @@ int cs_fd_budget_make(cs_fd_budget *b, uint64_t limit, uint64_t open, const cs_f
     return cs_err_set(err, 0,
                       "the descriptor limit (RLIMIT_NOFILE %" PRIu64 ") leaves no room for a connection: %" PRIu64
                       " descriptors are open and %" PRIu64 " reserved (ring writer %d, stored-frames fill %d, "
-                      "replay workers %d, the server's own %d, admin port %d, source and publisher %" PRIu32
+                      "replay workers %d, the server's own %d, lake readers %" PRIu32 ", admin port %d, source and publisher %" PRIu32
                       "), and a connection needs %" PRIu32 " (its socket and the ledger a catch-up holds); raise "
                       "LimitNOFILE or ulimit -n to at least %" PRIu64,
                       limit, open, fixed, CS_FD_RING_WRITER, CS_FD_FRAMES_FILL,
-                      CS_REPLAY_WORKERS * CS_REPLAY_WORKER_FDS, CS_FD_SERVER_OWN, parts->admin ? CS_FD_ADMIN_CONNECTIONS : 0, parts->caller, every,
+                      CS_REPLAY_WORKERS * CS_REPLAY_WORKER_FDS, CS_FD_SERVER_OWN,
+                      parts->lake_readers * CS_FD_LAKE_READER, parts->admin ? CS_FD_ADMIN_CONNECTIONS : 0, parts->caller, every,
                       open + fixed + every);
 }

@@ -4,7 +4,7 @@
  * (cs_server_listen), from what is open then and what the other parts may still open at once:
  *
  *   reserve = ring writer 2 + stored-frames fill 3 + replay workers 2 x 3 + the server's own 7
- *           + 64 with --admin-listen (its connections' own cap) + the caller's (the source, the
+ *           + lake readers x 3 (with the lake on) + 64 with --admin-listen (its connections' own cap) + the caller's (the source, the
  *             JetStream publisher: cs_server_config.fd_reserve)
  *           + 2 per replay slot (a catch-up holds its ledger's .xdr and .frames)
  *   connections = limit - open - reserve, one descriptor each (a redelivery holds none while
@@ -29,12 +29,15 @@
  * systemd notification socket (1), the source thread's look at a ring ledger (its .xdr, .frames
  * and record: 3). */
 #define CS_FD_SERVER_OWN 7
-#define CS_FD_ADMIN_CONNECTIONS 64 /* --admin-listen's connection cap, outside --max-connections */
+#define CS_FD_ADMIN_CONNECTIONS 64
+/* A lake reader (cs-lake) making an object: the ledger it reads (.xdr, .frames, its record). */
+#define CS_FD_LAKE_READER 3 /* --admin-listen's connection cap, outside --max-connections */
 
 typedef struct cs_fd_parts {
     uint32_t replay_slots; /* --max-replays in force; 0: no cap */
     bool admin;            /* --admin-listen */
     uint32_t caller;       /* the embedder's parts (cs_server_config.fd_reserve) */
+    uint32_t lake_readers; /* cs-lake threads; 0: the lake is off */
 } cs_fd_parts;
 
 typedef struct cs_fd_budget {

@@ -6,6 +6,9 @@
  *   /stream                    data listener only: with --auth-tokens a token (401), then the
  *                              query (400), the handshake (426, 405, 400), the Origin (403), in
  *                              the prototype's order; a good upgrade gets the 101
+ *   /lake/...                  data listener only, with the lake on: GET and HEAD of its
+ *                              config texts (here) and objects (a lake reader, lakeserve.c);
+ *                              --auth-tokens as for /stream
  *   anything else              404
  *
  * (The head reader has already answered a head past the server's limits: 414, 431, 400.) Before
@@ -30,6 +33,8 @@
 #include "corestreamd/stream/readiness.h"
 #include "corestreamd/server/server_internal.h"
 #include "corestreamd/net/wsserver.h"
+#include "corestreamd/lake/lakekey.h"
+#include "corestreamd/lake/lakeobject.h"
 #include "wire/wire.h"
 
 #define MAX_QUERY_ARGS 32 /* more pairs: 400 `too many query parameters` */
@@ -343,6 +348,48 @@ static int accept_upgrade(cs_server *s, http_req *r, conn_tag *tag, bool tls, co
     return CS_HEAD_UPGRADE;
 }
 
+/* ---- /lake/ -------------------------------------------------------------------------------- */
+
+/* The SEP-54 lake (PROTOCOL.md section 6): its two texts answered here, an object admitted and
+ * handed to a lake reader (CS_HEAD_LATER), which answers it; anything else under /lake/ is 404.
+ * Returns the verdict; *arg is the job for a reader. */
+static int route_lake(cs_server *s, http_req *r, void **arg)
+{
+    if (s->auth_on && !authenticate(s, r))
+        return CS_HEAD_ANSWER;
+    const char *m = r->head->method, *path = r->head->path;
+    bool head = strcmp(m, "HEAD") == 0, keep = cs_http_head_keep_alive(r->head);
+    if (!head && strcmp(m, "GET") != 0) {
+        cs_http_answer(r->out, 405, "text/plain; charset=utf-8", "Method Not Allowed\n", CS_ANS_ALLOW);
+        return keep ? CS_HEAD_KEEP : CS_HEAD_ANSWER;
+    }
+    unsigned extra = head ? CS_ANS_NO_BODY : 0;
+    const char *config, *manifest;
+    int64_t modified;
+    srv_lake_texts(s->lake, &config, &manifest, &modified);
+    const char *text = strcmp(path, CS_LAKE_CONFIG_PATH) == 0     ? config
+                       : strcmp(path, CS_LAKE_MANIFEST_PATH) == 0 ? manifest
+                                                                  : NULL;
+    cs_lake_batch b;
+    cs_err err = {0};
+    if (text) {
+        cs_http_meta meta = {.last_modified = modified, .cache = "no-cache"};
+        cs_http_answer_bytes(r->out, 200, "application/json", text, strlen(text), &meta, extra);
+    } else if (cs_lake_key_parse(srv_lake_layout(s->lake), path, strlen(path), &b, NULL) != 0) {
+        cs_http_answer(r->out, 404, "text/plain; charset=utf-8", "404 page not found\n", extra);
+    } else if (cs_lake_batch_available(s->cfg.ring, b, &err) != 0) {
+        srv_lake_not_found(s->lake);
+        cs_http_answer_text(r->out, 404, err.msg, extra);
+    } else if (!srv_lake_admit(s->lake)) {
+        srv_lake_unavailable(r->out, "lake: every reader is busy and the queue is full", extra);
+    } else if ((*arg = srv_lake_job_new(s->lake, b, head, keep)) != NULL) {
+        return CS_HEAD_LATER;
+    } else {
+        r->refused = true; /* out of memory: no answer, the connection closes */
+    }
+    return r->refused || !keep ? CS_HEAD_ANSWER : CS_HEAD_KEEP;
+}
+
 /* ---- before any route ----------------------------------------------------------------------- */
 
 /* The server takes no request body: a request that declares one is refused before it is routed,
@@ -401,6 +448,8 @@ static int route(cs_server *s, http_req *r, conn_tag *tag, bool tls, void **arg)
     free(up);
     bool stream = strcmp(r->head->path, CS_WIRE_STREAM_PATH) == 0 && !r->admin;
     probe_fn fn = upgrade ? NULL : probe_route(r->head->path); /* an upgrade anywhere else: 404 */
+    if (!fn && !stream && !upgrade && !r->admin && s->lake && strncmp(r->head->path, "/lake/", 6) == 0)
+        return route_lake(s, r, arg);
     if (fn) {
         serve_probe(s, r, fn);
     } else if (stream) {
@@ -435,6 +484,11 @@ int srv_judge_head(void *ctx, int fd, void *tagp, bool tls, const char *buf, siz
         verdict = route(s, &r, tag, tls, arg);
     }
     cs_http_head_free(&head);
+    if (verdict == CS_HEAD_LATER) {
+        cs_strbuf_free(&out);
+        *resp = NULL;
+        return verdict;
+    }
     *resp = cs_strbuf_take(&out, resp_len);
     return verdict;
 }

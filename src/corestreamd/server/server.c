@@ -284,11 +284,14 @@ int cs_server_listen(cs_server *s, cs_err *err)
         .judge = srv_judge_head,
         .upgraded = srv_upgraded,
         .discard = heads_discard,
+        .later = srv_lake_later,
         .timeout_ns = timeout_s * CS_SEC,
         .ready = heads_ready,
         .ctx = s,
     };
     if (cs_headreader_start(&s->heads, &hc, err) != 0)
+        return -1;
+    if (s->cfg.lake_passphrase && *s->cfg.lake_passphrase && srv_lake_start(&s->lake, &s->cfg, s->heads, err) != 0)
         return -1;
     return srv_admission_setup(s, err);
 }
@@ -499,6 +502,7 @@ void cs_server_free(cs_server *s)
     /* The head reader first: its connections' tags come back here; then the stream I/O threads,
      * whose subscribers end (their cursors give their flows and replay slots back) and post
      * their tags. */
+    srv_lake_stop(s->lake); /* its requests are the head reader's connections */
     if (s->heads)
         cs_headreader_free(s->heads, head_released, s);
     s->heads = NULL;
@@ -513,6 +517,7 @@ void cs_server_free(cs_server *s)
     cs_admission_free(s->conns);
     cs_admission_free(s->admin_conns);
     cs_tokens_free(s->tokens);
+    srv_lake_free(s->lake);
     cs_replay_slots_free(s->replay_slots);
     cs_frames_fill_stop(s->frames_fill);
     cs_replay_pool_free(s->replays); /* no wake after this: the replays are gone */

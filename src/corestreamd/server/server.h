@@ -88,7 +88,7 @@ typedef struct cs_server_config {
     /* --signing-key: the source loop signs every ledger with it (stream/signing.h); borrowed, the
      * caller frees it after the server. NULL: unsigned. */
     cs_signing *signing;
-    /* The ring as a SEP-54 lake on the data listener (docs/LAKE.md, PROTOCOL.md section 7):
+    /* The ring as a SEP-54 lake on the data listener (docs/LAKE.md, PROTOCOL.md section 6):
      * /lake/config.json, /lake/ledgers/.config.json and every batch's object, when
      * lake_passphrase is set (copied; NULL or "": no /lake/ route, 404). lake_layout must pass
      * cs_lake_layout_check (zero counts: the defaults). lake_readers threads (cs-lake) make the

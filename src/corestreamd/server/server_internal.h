@@ -11,6 +11,8 @@
  *   cs-ws-N, cs-ws-bulk  the stream I/O threads (wsio.h): each subscriber and its cursor live
  *                on one of them (subscriber.c); only its own thread touches a subscriber.
  *   cs-source    the source loop (sourceloop.h).
+ *   cs-lake      the lake's readers (lakeserve.c): each makes the object of a /lake/ request
+ *                the judge handed over, and gives its answer back to the head reader.
  * A field's comment names its owner; atomics are read anywhere. */
 #ifndef CS_CORESTREAMD_SERVER_INTERNAL_H
 #define CS_CORESTREAMD_SERVER_INTERNAL_H
@@ -35,6 +37,8 @@
 #include "corestreamd/net/tls.h"
 #include "corestreamd/net/tokens.h"
 #include "corestreamd/net/wsio.h"
+#include "corestreamd/lake/lakekey.h"
+#include "common/strbuf.h"
 
 #define SRV_RUN_MAX 65 /* a run token (cs_server_set_run), NUL included */
 
@@ -56,6 +60,8 @@ typedef struct upgrade_info {
 } upgrade_info;
 
 typedef struct subscriber subscriber;
+typedef struct srv_lake srv_lake;
+typedef struct srv_lake_job srv_lake_job;
 
 /* A stream I/O thread's own subscribers and what it has seen of the server's decisions. */
 typedef struct io_worker {
@@ -126,6 +132,7 @@ struct cs_server {
     cs_tls_store tls;
 
     cs_headreader *heads;
+    srv_lake *lake; /* the lake's readers; NULL when the lake is off */
     cs_wsio *wsio;
     io_worker tw[CS_WSIO_MAX_THREADS + 1]; /* each its own thread's: the live threads, then bulk */
     /* Tags of connections that ended on a stream I/O thread, for the accept loop to release. */
@@ -172,6 +179,40 @@ void srv_accept_free(cs_server *s);
 /* routes.c: the head reader's judge (headreader.h cfg.judge), on cs-heads. */
 int srv_judge_head(void *ctx, int fd, void *tag, bool tls, const char *buf, size_t len, char **resp,
                    size_t *resp_len, void **arg);
+
+/* lakeserve.c: the lake's readers (cs-lake). The content type of an object (RFC 8878). */
+#define CS_LAKE_OBJECT_TYPE "application/zstd"
+/* Starts the readers, which answer through heads; *out is set even on failure, for
+ * srv_lake_free. Before the accept loop runs. */
+int srv_lake_start(srv_lake **out, const cs_server_config *cfg, cs_headreader *heads, cs_err *err);
+/* cs-heads: the layout, and the two texts served as they are (with their Last-Modified). */
+const cs_lake_layout *srv_lake_layout(const srv_lake *l);
+void srv_lake_texts(const srv_lake *l, const char **config_json, const char **manifest_json, int64_t *modified);
+/* cs-heads: takes a place for one more request (readers x CS_LAKE_QUEUE_PER_READER in all);
+ * false when none is left (the request is answered 503). */
+bool srv_lake_admit(srv_lake *l);
+/* cs-heads: the job for an admitted request; NULL when out of memory (the place is given
+ * back). It goes to the head reader as judge's *arg with CS_HEAD_LATER. */
+srv_lake_job *srv_lake_job_new(srv_lake *l, cs_lake_batch b, bool head, bool keep);
+/* cs-heads: the head reader's later callback (ctx the server): queues the job for a reader. */
+void srv_lake_later(void *ctx, cs_head_pending *p, void *arg);
+/* A 503 naming msg, with Retry-After: 1 (a reader failed, or no place was left). Any thread. */
+void srv_lake_unavailable(cs_strbuf *out, const char *msg, unsigned extra);
+/* What the readers answered since the start. Any thread. */
+typedef struct srv_lake_counts {
+    uint64_t objects;   /* 200s */
+    uint64_t bytes;     /* object bytes sent (GET) */
+    uint64_t not_found; /* 404s for batches not wholly in the ring */
+    uint64_t busy;      /* 503s for want of a place */
+    uint64_t failed;    /* 503s for an object that could not be made */
+} srv_lake_counts;
+void srv_lake_count(const srv_lake *l, srv_lake_counts *out);
+/* cs-heads: a request for a batch the judge found missing (counted with the readers' 404s). */
+void srv_lake_not_found(srv_lake *l);
+/* Joins the readers; every request still queued is closed unanswered. Before the head reader is
+ * freed. NULL-safe; again is a no-op. */
+void srv_lake_stop(srv_lake *l);
+void srv_lake_free(srv_lake *l);
 
 /* subscriber.c: the stream I/O threads' hooks (wsio.h), and the 101's hand-over (cs-heads). */
 void srv_io_hooks(cs_server *s, cs_wsio_hooks *out);
