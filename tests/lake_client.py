@@ -258,6 +258,14 @@ def galexie_case(binary, realmeta, tmp):
 
         s, _, b = request(d.admin_port, "GET", "/lake/config.json")
         check(s == 404, f"the admin port answered /lake/config.json {s}")
+        s, _, b = request(d.admin_port, "GET", "/metrics")
+        metrics = dict(re.findall(r"^(corestreamd_lake_\w+) (\d+)$", b.decode(), re.M))
+        # Objects: the batch read, its GET, HEAD, the Range GET; bytes of the three GETs.
+        check(metrics.get("corestreamd_lake_objects_total") == "4" and
+              metrics.get("corestreamd_lake_object_bytes_total") == str(3 * len(body)) and
+              metrics.get("corestreamd_lake_not_found_total") == "1" and
+              metrics.get("corestreamd_lake_busy_total") == "0" and metrics.get("corestreamd_lake_failed_total") == "0",
+              f"lake metrics {metrics}")
         return f"53312000 byte-exact with Galexie's object ({len(body)} bytes served)"
     finally:
         d.stop()

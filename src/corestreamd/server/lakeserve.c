@@ -226,8 +226,9 @@ void srv_lake_not_found(srv_lake *l)
     atomic_fetch_add(&l->counts.not_found, 1);
 }
 
-void srv_lake_count(const srv_lake *l, srv_lake_counts *out)
+void srv_lake_count(srv_lake *l, cs_metrics_lake *out)
 {
+    out->in_progress = atomic_load(&l->admitted);
     out->objects = atomic_load(&l->counts.objects);
     out->bytes = atomic_load(&l->counts.bytes);
     out->not_found = atomic_load(&l->counts.not_found);

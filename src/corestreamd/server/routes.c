@@ -171,6 +171,11 @@ static void serve_metrics(cs_server *s, http_req *r, unsigned head)
         s->edge_stats(s->edge_arg, &edge);
         v.edge = &edge;
     }
+    cs_metrics_lake lake;
+    if (s->lake) {
+        srv_lake_count(s->lake, &lake);
+        v.lake = &lake;
+    }
     cs_strbuf b = CS_STRBUF_INIT;
     cs_metrics_render(&b, s->metrics, &v);
     char *text = cs_strbuf_take(&b, NULL);

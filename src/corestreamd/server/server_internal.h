@@ -198,15 +198,8 @@ srv_lake_job *srv_lake_job_new(srv_lake *l, cs_lake_batch b, bool head, bool kee
 void srv_lake_later(void *ctx, cs_head_pending *p, void *arg);
 /* A 503 naming msg, with Retry-After: 1 (a reader failed, or no place was left). Any thread. */
 void srv_lake_unavailable(cs_strbuf *out, const char *msg, unsigned extra);
-/* What the readers answered since the start. Any thread. */
-typedef struct srv_lake_counts {
-    uint64_t objects;   /* 200s */
-    uint64_t bytes;     /* object bytes sent (GET) */
-    uint64_t not_found; /* 404s for batches not wholly in the ring */
-    uint64_t busy;      /* 503s for want of a place */
-    uint64_t failed;    /* 503s for an object that could not be made */
-} srv_lake_counts;
-void srv_lake_count(const srv_lake *l, srv_lake_counts *out);
+/* What the readers answered since the start, for /metrics. Any thread. */
+void srv_lake_count(srv_lake *l, cs_metrics_lake *out);
 /* cs-heads: a request for a batch the judge found missing (counted with the readers' 404s). */
 void srv_lake_not_found(srv_lake *l);
 /* Joins the readers; every request still queued is closed unanswered. Before the head reader is

@@ -251,6 +251,20 @@ static void edge_metrics(cs_strbuf *b, const cs_metrics_edge *e)
              "Ledgers in those gaps: never served by this edge.", e->gap_ledgers);
 }
 
+static void lake_metrics(cs_strbuf *b, const cs_metrics_lake *l)
+{
+    metric_u(b, "corestreamd_lake_objects_total", "counter", "Lake objects served (200 to GET and HEAD).", l->objects);
+    metric_u(b, "corestreamd_lake_object_bytes_total", "counter", "Bytes of lake objects sent (GET).", l->bytes);
+    metric_u(b, "corestreamd_lake_not_found_total", "counter",
+             "Lake object requests for batches the ring does not hold whole (404).", l->not_found);
+    metric_u(b, "corestreamd_lake_busy_total", "counter",
+             "Lake object requests refused for want of a place: every reader busy, the queue full (503).", l->busy);
+    metric_u(b, "corestreamd_lake_failed_total", "counter",
+             "Lake objects that could not be made for a passing reason, an I/O error say (503).", l->failed);
+    metric_u(b, "corestreamd_lake_requests_in_progress", "gauge",
+             "Lake object requests admitted now: waiting for a reader or being made.", l->in_progress);
+}
+
 /* Long because it is the exposition itself: one family after another, in the order a scrape
  * shows them. */
 void cs_metrics_render(cs_strbuf *b, const cs_metrics *m, const cs_metrics_view *v)
@@ -383,5 +397,7 @@ void cs_metrics_render(cs_strbuf *b, const cs_metrics *m, const cs_metrics_view 
         jetstream_metrics(b, v->jetstream);
     if (v->edge)
         edge_metrics(b, v->edge);
+    if (v->lake)
+        lake_metrics(b, v->lake);
     process_metrics(b);
 }

@@ -133,6 +133,14 @@ typedef struct cs_metrics_edge {
     uint64_t gaps, gap_ledgers; /* gaps reported, and the ledgers in them */
 } cs_metrics_edge;
 
+/* The lake's readers at scrape time (server/lakeserve.c): what /lake/ object requests got. */
+typedef struct cs_metrics_lake {
+    uint64_t objects, bytes;  /* 200s, and the object bytes sent (GET) */
+    uint64_t not_found;       /* 404s: batches not wholly in the ring */
+    uint64_t busy, failed;    /* 503s: no place left; an object that could not be made */
+    uint64_t in_progress;     /* requests admitted now: waiting or being made */
+} cs_metrics_lake;
+
 /* What the server knows at scrape time, beyond the counters. */
 typedef struct cs_metrics_view {
     const char *version;      /* build info */
@@ -162,6 +170,7 @@ typedef struct cs_metrics_view {
     int64_t tls_not_after;  /* the served certificate's notAfter, Unix seconds; 0: no TLS, family left out */
     const cs_metrics_jetstream *jetstream; /* NULL: no publisher, the corestreamd_jetstream_* families left out */
     const cs_metrics_edge *edge; /* NULL: not an edge, the corestreamd_edge_* families left out */
+    const cs_metrics_lake *lake; /* NULL: the lake is off, the corestreamd_lake_* families left out */
 } cs_metrics_view;
 
 /* Appends the whole exposition: every family with its HELP and TYPE lines (the
