@@ -86,31 +86,46 @@ static size_t content_of(uint32_t seq, char *buf)
     return (size_t)n;
 }
 
-/* The decompression of one zstd frame, malloc'd. */
-static uint8_t *unzstd(const uint8_t *z, size_t zlen, size_t *len)
+/* The decompression of a zstd stream, every frame of it, malloc'd; *frames (unless NULL) counts
+ * them. */
+static uint8_t *unzstd_frames(const uint8_t *z, size_t zlen, size_t *len, int *frames)
 {
     ZSTD_DCtx *d = ZSTD_createDCtx();
     size_t cap = 1 << 20, pos = 0;
     uint8_t *out = malloc(cap);
     ZSTD_inBuffer in = {z, zlen, 0};
-    size_t left = 1;
-    while (left != 0) {
-        if (cap - pos < ZSTD_DStreamOutSize()) {
-            cap *= 2;
-            out = realloc(out, cap);
+    int n = 0;
+    while (in.pos < in.size) {
+        size_t left = 1;
+        while (left != 0) {
+            if (cap - pos < ZSTD_DStreamOutSize()) {
+                cap *= 2;
+                out = realloc(out, cap);
+            }
+            assert_non_null(out);
+            ZSTD_outBuffer ob = {out, cap, pos};
+            left = ZSTD_decompressStream(d, &ob, &in);
+            if (ZSTD_isError(left))
+                fail_msg("zstd: %s", ZSTD_getErrorName(left));
+            pos = ob.pos;
+            if (left != 0 && in.pos == in.size && ob.pos < ob.size)
+                fail_msg("zstd frame is cut short");
         }
-        assert_non_null(out);
-        ZSTD_outBuffer ob = {out, cap, pos};
-        left = ZSTD_decompressStream(d, &ob, &in);
-        if (ZSTD_isError(left))
-            fail_msg("zstd: %s", ZSTD_getErrorName(left));
-        pos = ob.pos;
-        if (left != 0 && in.pos == in.size && ob.pos < ob.size)
-            fail_msg("zstd frame is cut short");
+        n++;
     }
-    assert_int_equal(in.pos, in.size); /* one frame, nothing after it */
     ZSTD_freeDCtx(d);
+    if (frames)
+        *frames = n;
     *len = pos;
+    return out;
+}
+
+/* The decompression of exactly one zstd frame. */
+static uint8_t *unzstd(const uint8_t *z, size_t zlen, size_t *len)
+{
+    int frames;
+    uint8_t *out = unzstd_frames(z, zlen, len, &frames);
+    assert_int_equal(frames, 1);
     return out;
 }
 
@@ -213,6 +228,113 @@ static void test_batch_of_four(void **state)
     free(obj);
 }
 
+/* Galexie's ledger in a ring with stored frames, as the live flow leaves them: 64 KiB chunks,
+ * the last raw (it did not shrink, say), the others zstd frames. Returns the ledger, malloc'd. */
+static uint8_t *put_galexie_with_frames(fixture *f, size_t *len)
+{
+    size_t zlen = 0, glen = 0;
+    uint8_t *z = slurp(CS_REALMETA_DIR "/pubnet-batch-53312000.xdr.zst", &zlen);
+    if (!z) {
+        fprintf(stderr, "SKIP: %s/pubnet-batch-53312000.xdr.zst is absent\n", CS_REALMETA_DIR);
+        skip();
+    }
+    uint8_t *galexie = unzstd(z, zlen, &glen);
+    free(z);
+    size_t n = glen - 12;
+    uint8_t *ledger = malloc(n);
+    assert_non_null(ledger);
+    memcpy(ledger, galexie + 12, n);
+    free(galexie);
+    put(f, 53312000, ledger, n);
+    const uint32_t chunk = 65536;
+    cs_frames_writer *w = NULL;
+    cs_err err = {0};
+    assert_int_equal(cs_ring_frames_begin(f->ring, 53312000, chunk, &w, &err), 0);
+    uint8_t *buf = malloc(ZSTD_compressBound(chunk));
+    assert_non_null(buf);
+    for (size_t off = 0; off < n; off += chunk) {
+        size_t k = n - off < chunk ? n - off : chunk;
+        if (off + k == n) {
+            cs_frames_writer_add(w, 0, ledger + off, k);
+        } else {
+            size_t c = ZSTD_compress(buf, ZSTD_compressBound(chunk), ledger + off, k, 1);
+            assert_false(ZSTD_isError(c));
+            cs_frames_writer_add(w, 1, buf, c);
+        }
+    }
+    free(buf);
+    cs_ledger_ref *ref = NULL;
+    assert_int_equal(cs_ring_get(f->ring, 53312000, &ref, &err), 0);
+    if (cs_ring_frames_attach(f->ring, ref, w, &err) != 0)
+        fail_msg("attach: %s", err.msg);
+    cs_ledger_ref_release(ref);
+    assert_int_equal(cs_ring_get(f->ring, 53312000, &ref, &err), 0);
+    assert_true(ref->frames_fd >= 0);
+    cs_ledger_ref_release(ref);
+    *len = n;
+    return ledger;
+}
+
+/* A ledger with stored frames: its zstd chunks go into the object as stored (no compression),
+ * its raw chunk compressed, and the whole decompresses to the ledger. */
+static void test_object_from_stored_frames(void **state)
+{
+    fixture *f = *state;
+    size_t n;
+    uint8_t *ledger = put_galexie_with_frames(f, &n);
+    size_t olen, rlen;
+    int frames;
+    uint8_t *obj = build_ok(f, (cs_lake_batch){53312000, 53312000}, &olen);
+    uint8_t *raw = unzstd_frames(obj, olen, &rlen, &frames);
+    assert_int_equal(rlen, n + 12);
+    assert_memory_equal(raw + 12, ledger, n);
+    assert_int_equal(frames, 1 + 6); /* the header's, 5 stored, the raw chunk's */
+    /* The first stored frame, byte for byte, right after the header's. */
+    char path[700];
+    snprintf(path, sizeof path, "%s/ledger-53312000.frames", f->ring_dir);
+    size_t flen;
+    uint8_t *stored = slurp(path, &flen);
+    assert_non_null(stored);
+    size_t first = ZSTD_findFrameCompressedSize(stored, flen);
+    assert_false(ZSTD_isError(first));
+    size_t head = ZSTD_findFrameCompressedSize(obj, olen);
+    assert_memory_equal(obj + head, stored, first);
+    free(stored);
+    free(raw);
+    free(obj);
+    free(ledger);
+}
+
+/* Stored frames whose bytes changed (same length): the chunk fails its index hash, the frames are
+ * dropped (the ledger stays) and the object is made from the ledger itself. */
+static void test_bad_frames_cost_only_the_frames(void **state)
+{
+    fixture *f = *state;
+    size_t n;
+    uint8_t *ledger = put_galexie_with_frames(f, &n);
+    char path[700];
+    snprintf(path, sizeof path, "%s/ledger-53312000.frames", f->ring_dir);
+    int fd = open(path, O_WRONLY);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, "\xff\xff", 2, 100), 2);
+    close(fd);
+    size_t olen, rlen;
+    int frames;
+    uint8_t *obj = build_ok(f, (cs_lake_batch){53312000, 53312000}, &olen);
+    uint8_t *raw = unzstd_frames(obj, olen, &rlen, &frames);
+    assert_int_equal(rlen, n + 12);
+    assert_memory_equal(raw + 12, ledger, n);
+    assert_int_equal(frames, 2); /* the header's, then the ledger compressed */
+    cs_ledger_ref *ref = NULL;
+    cs_err err = {0};
+    assert_int_equal(cs_ring_get(f->ring, 53312000, &ref, &err), 0);
+    assert_int_equal(ref->frames_fd, -1);
+    cs_ledger_ref_release(ref);
+    free(raw);
+    free(obj);
+    free(ledger);
+}
+
 static void expect_not_available(fixture *f, cs_lake_batch b, const char *msg)
 {
     uint8_t *obj = (uint8_t *)"untouched";
@@ -268,6 +390,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_galexie_object_made_again, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_of_four, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_object_from_stored_frames, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_frames_cost_only_the_frames, setup, teardown),
         cmocka_unit_test_setup_teardown(test_outside_the_ring, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ledger_changed_on_disk, setup, teardown),
     };

@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 
 #include <xxhash.h>
@@ -21,6 +22,8 @@ typedef struct obj_build {
     ZSTD_CCtx *cctx;
     XXH64_state_t *hash;
     uint8_t *piece;
+    size_t piece_cap;
+    bool open; /* a zstd frame is being written */
     uint8_t *out;
     size_t len;
     size_t cap;
@@ -107,7 +110,107 @@ static int ledger_failed(obj_build *o, uint32_t seq, cs_err *err)
     return -1;
 }
 
-/* Appends ledger seq's bytes, read piece by piece and hashed against its record. */
+/* Ends the zstd frame being written, if any, so that bytes can be appended as they are. */
+static int close_frame(obj_build *o, cs_err *err)
+{
+    if (!o->open)
+        return 0;
+    o->open = false;
+    return feed(o, NULL, 0, ZSTD_e_end, err);
+}
+
+static int compress(obj_build *o, const void *src, size_t n, cs_err *err)
+{
+    o->open = true;
+    return feed(o, src, n, ZSTD_e_continue, err);
+}
+
+/* Appends bytes that are already whole zstd frames. */
+static int append(obj_build *o, const void *src, size_t n, cs_err *err)
+{
+    if (close_frame(o, err) != 0)
+        return -1;
+    if (o->cap - o->len < n) {
+        size_t cap = o->cap ? o->cap : ZSTD_CStreamOutSize();
+        while (cap - o->len < n)
+            cap *= 2;
+        uint8_t *p = realloc(o->out, cap);
+        if (!p)
+            return failed(o, err, "out of memory");
+        o->out = p;
+        o->cap = cap;
+    }
+    memcpy(o->out + o->len, src, n);
+    o->len += n;
+    return 0;
+}
+
+/* The read buffer, at least n bytes. */
+static int piece_for(obj_build *o, size_t n, cs_err *err)
+{
+    if (n <= o->piece_cap)
+        return 0;
+    uint8_t *p = realloc(o->piece, n);
+    if (!p)
+        return failed(o, err, "out of memory");
+    o->piece = p;
+    o->piece_cap = n;
+    return 0;
+}
+
+/* Reads the whole ledger piece by piece and checks it against its record's XXH64; with squeeze,
+ * compresses it into the object on the way. */
+static int read_ledger(obj_build *o, const cs_ledger_ref *ref, bool squeeze, cs_err *err)
+{
+    XXH64_reset(o->hash, 0);
+    for (uint64_t off = 0; off < ref->rec.len; off += LAKE_PIECE) {
+        size_t n = ref->rec.len - off < LAKE_PIECE ? (size_t)(ref->rec.len - off) : LAKE_PIECE;
+        if (cs_ledger_read(ref, off, o->piece, n, err) != 0)
+            return ledger_failed(o, ref->seq, err);
+        XXH64_update(o->hash, o->piece, n);
+        if (squeeze && compress(o, o->piece, n, err) != 0)
+            return -1;
+    }
+    uint64_t got = XXH64_digest(o->hash);
+    if (got == ref->rec.xxh64)
+        return 0;
+    cs_err_set(err, CS_RING_ERR_CORRUPT,
+               "store: ledger %" PRIu32 " failed its integrity check: its bytes hash to %016" PRIx64
+               ", its record says %016" PRIx64, ref->seq, got, ref->rec.xxh64);
+    return ledger_failed(o, ref->seq, err);
+}
+
+/* Appends the ledger's stored frames: each zstd chunk as stored, each raw one compressed, every
+ * chunk checked against its index entry first. 1 when a chunk fails its check: the frames were
+ * dropped (cs_ring_drop_frames) and nothing of this ledger is in the object. */
+static int copy_frames(obj_build *o, const cs_ledger_ref *ref, cs_err *err)
+{
+    if (close_frame(o, err) != 0)
+        return -1;
+    size_t mark = o->len;
+    for (uint32_t k = 0; k < ref->rec.chunks; k++) {
+        const cs_frame *f = &ref->frames[k];
+        if (piece_for(o, f->len, err) != 0)
+            return -1;
+        if (cs_frame_read(ref, k, o->piece, err) != 0)
+            return ledger_failed(o, ref->seq, err);
+        if (XXH3_64bits(o->piece, f->len) != f->xxh3) {
+            char problem[96];
+            snprintf(problem, sizeof problem, "chunk %" PRIu32 " does not hash to its index entry", k);
+            cs_ring_drop_frames(o->ring, ref->seq, ref->rec.frames_xxh3, problem);
+            ZSTD_CCtx_reset(o->cctx, ZSTD_reset_session_only);
+            o->open = false;
+            o->len = mark;
+            return 1;
+        }
+        if ((f->codec == 0 ? compress(o, o->piece, f->len, err) : append(o, o->piece, f->len, err)) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Appends ledger seq, checked against its record: its stored frames where it has them, else its
+ * bytes compressed. */
 static int add_ledger(obj_build *o, uint32_t seq, cs_err *err)
 {
     cs_ledger_ref *ref = NULL;
@@ -116,25 +219,12 @@ static int add_ledger(obj_build *o, uint32_t seq, cs_err *err)
     struct stat st;
     if (fstat(ref->fd, &st) == 0 && st.st_mtime > o->modified)
         o->modified = st.st_mtime;
-    XXH64_reset(o->hash, 0);
-    int rc = 0;
-    for (uint64_t off = 0; off < ref->rec.len && rc == 0; off += LAKE_PIECE) {
-        size_t n = ref->rec.len - off < LAKE_PIECE ? (size_t)(ref->rec.len - off) : LAKE_PIECE;
-        rc = cs_ledger_read(ref, off, o->piece, n, err);
-        if (rc != 0)
-            rc = ledger_failed(o, seq, err);
-        else {
-            XXH64_update(o->hash, o->piece, n);
-            rc = feed(o, o->piece, n, ZSTD_e_continue, err);
-        }
-    }
-    uint64_t got = XXH64_digest(o->hash);
-    if (rc == 0 && got != ref->rec.xxh64) {
-        cs_err_set(err, CS_RING_ERR_CORRUPT,
-                   "store: ledger %" PRIu32 " failed its integrity check: its bytes hash to %016" PRIx64
-                   ", its record says %016" PRIx64, seq, got, ref->rec.xxh64);
-        rc = ledger_failed(o, seq, err);
-    }
+    if (ref->frames_problem[0])
+        cs_ring_drop_frames(o->ring, seq, ref->frames_claimed_xxh3, ref->frames_problem);
+    bool frames = ref->frames_fd >= 0;
+    int rc = read_ledger(o, ref, !frames, err);
+    if (rc == 0 && frames && (rc = copy_frames(o, ref, err)) == 1)
+        rc = read_ledger(o, ref, true, err);
     cs_ledger_ref_release(ref);
     return rc;
 }
@@ -161,12 +251,12 @@ static int build(obj_build *o, int level, cs_err *err)
     put_be32(head, o->batch.start);
     put_be32(head + 4, o->batch.end);
     put_be32(head + 8, o->batch.end - o->batch.start + 1);
-    if (feed(o, head, sizeof head, ZSTD_e_continue, err) != 0)
+    if (compress(o, head, sizeof head, err) != 0)
         return -1;
     for (uint64_t s = o->batch.start; s <= o->batch.end; s++)
         if (add_ledger(o, (uint32_t)s, err) != 0)
             return -1;
-    return feed(o, NULL, 0, ZSTD_e_end, err);
+    return close_frame(o, err);
 }
 
 int cs_lake_object_build(cs_ring *r, cs_lake_batch b, int level, uint8_t **out, size_t *len, int64_t *modified,
@@ -177,6 +267,7 @@ int cs_lake_object_build(cs_ring *r, cs_lake_batch b, int level, uint8_t **out, 
     o.cctx = ZSTD_createCCtx();
     o.hash = XXH64_createState();
     o.piece = malloc(LAKE_PIECE);
+    o.piece_cap = o.piece ? LAKE_PIECE : 0;
     int rc = build(&o, level, &e);
     ZSTD_freeCCtx(o.cctx);
     XXH64_freeState(o.hash);

@@ -32,8 +32,13 @@ enum {
 int cs_lake_batch_available(cs_ring *r, cs_lake_batch b, cs_err *err);
 
 /* Builds batch b's object: startSequence, endSequence and the count of ledgers (u32 big-endian
- * each), then each ledger's bytes as the ring stores them (a LedgerCloseMeta's XDR), compressed
- * as one zstd frame at level. The batch must be wholly in the ring: it is checked before any
+ * each), then each ledger's bytes as the ring stores them (a LedgerCloseMeta's XDR), as zstd
+ * frames: a ledger with stored frames (docs/RING.md) contributes them as stored, each checked
+ * against its index entry (a raw chunk compressed at level); one without, its bytes compressed at
+ * level, in the frame the header or the ledgers before it began. So an object is one frame only
+ * when no ledger of it has stored frames; decompressed, it is the same bytes either way. Stored
+ * frames that fail their check are dropped (cs_ring_drop_frames; the ledger stays) and the
+ * ledger is compressed instead. The batch must be wholly in the ring: it is checked before any
  * ledger is read (bounds, holes), and each ledger is opened (cs_ring_get), read and hashed
  * against its record, then released before the next, so at most one ledger's descriptors are
  * held and none after the return. A ledger that fails a check is handed to cs_ring_condemn on
