@@ -14,7 +14,10 @@ LedgerCloseMetaBatch header. The test starts its own corestreamd for each case a
 - a layout of 4 ledgers per batch and 2 batches per partition: keys with both ends, partition
   directories, and objects holding exactly the ring's ledger files, read by 8 threads at once.
 
-Run:  /usr/bin/python3 tests/lake_client.py <path to corestreamd> <realmeta dir>
+- a copy of the served lake in a directory reads the same, and benchrunner --mode lake reads
+  and verifies both.
+
+Run:  /usr/bin/python3 tests/lake_client.py <path to corestreamd> <realmeta dir> [<benchrunner>]
 Needs only Debian packages: python3-zstandard. A missing realmeta dir skips the Galexie case,
 saying so. Exit status 0 on success; non-zero with a message on any failure.
 """
@@ -116,6 +119,29 @@ class Lake:
         check((start, end) == self.batch(seq), f"object of {seq} holds {start}-{end}")
         check(count == end - start + 1, f"batch {start}-{end} counts {count} ledgers")
         return start, end, raw
+
+
+class LakeDir(Lake):
+    """The same lake copied into a directory: config.json at its root, the objects under the last
+    component of ledgersPath (a served lake's "/lake/ledgers" is <dir>/ledgers)."""
+
+    def __init__(self, path):
+        self.dir, self.base, self.cfg = path, "", None
+
+    def close(self):
+        pass
+
+    def request(self, method, path, headers=None):
+        if path != "/config.json":
+            lp = self.cfg["ledgersPath"].rstrip("/")
+            check(path.startswith(lp + "/"), f"{path} is not under ledgersPath {lp}")
+            path = "/" + lp.rsplit("/", 1)[-1] + path[len(lp):]
+        try:
+            with open(self.dir + path, "rb") as f:
+                body = f.read()
+            return 200, {"content-length": str(len(body))}, body
+        except FileNotFoundError:
+            return 404, {}, b""
 
 
 def unzstd(data):
@@ -313,6 +339,53 @@ def layout_case(binary, tmp):
         d.stop()
 
 
+def directory_case(binary, benchrunner, tmp):
+    """A served lake copied into a directory, object by object, reads the same through this
+    reader; benchrunner --mode lake reads both and checks them against the ring's files."""
+    d = Daemon(binary, ["--source", "synthetic", "--synthetic-size", "30000", "--synthetic-interval", "20ms",
+                        "--emit-window", "5ms", "--network-passphrase", PUBNET], tmp)
+    try:
+        d.wait_latest(12)
+        lake = Lake("127.0.0.1", d.port, "/lake")
+        lake.config()
+        copy = os.path.join(tmp, "copy")
+        status, _, text = lake.request("GET", "/lake/config.json")
+        os.makedirs(copy)
+        with open(os.path.join(copy, "config.json"), "wb") as f:
+            f.write(text)
+        dump = os.path.join(tmp, "dump")
+        os.makedirs(dump)
+        for seq in range(1, 11):
+            status, _, body = lake.request("GET", lake.path(seq))
+            check(status == 200, f"object of {seq}: {status}")
+            obj = os.path.join(copy, "ledgers", lake.key(seq))
+            os.makedirs(os.path.dirname(obj), exist_ok=True)
+            with open(obj, "wb") as f:
+                f.write(body)
+            shutil.copyfile(os.path.join(d.data, "ledgers", f"ledger-{seq}.xdr"), os.path.join(dump, f"ledger-{seq}.xdr"))
+        lake.close()
+        local = LakeDir(copy)
+        local.config()
+        for seq in range(1, 11):
+            _, _, raw = local.get_batch(seq)
+            check(raw[12:] == ring_ledger(d, seq), f"ledger {seq} from the directory differs from the ring's")
+        check(local.get_batch(11) is None, "the directory has no ledger 11, yet it was read")
+        if not benchrunner:
+            return "the directory reads as the lake did (no benchrunner given)"
+        for url in (f"http://127.0.0.1:{d.port}/lake", copy):
+            r = subprocess.run([benchrunner, "--mode", "lake", "--url", url, "--start", "1", "--end", "10",
+                                "--verify-dir", dump, "--quiet"], capture_output=True, text=True, timeout=60)
+            check(r.returncode == 0 and "ledgers      10 (1..10)" in r.stdout,
+                  f"benchrunner --mode lake --url {url}: exit {r.returncode}\n{r.stdout}{r.stderr}")
+        r = subprocess.run([benchrunner, "--mode", "lake", "--url", copy, "--start", "1", "--end", "11", "--quiet"],
+                           capture_output=True, text=True, timeout=60)
+        check(r.returncode == 1 and f"lake: {copy}: ledger 11: no object at FFFFFFFF--0-63999/FFFFFFF4--11.xdr.zst"
+              in r.stderr, f"benchrunner past the directory's end: exit {r.returncode}\n{r.stderr}")
+        return "a copy in a directory reads the same; benchrunner --mode lake verifies both"
+    finally:
+        d.stop()
+
+
 def tokens_case(binary, tmp):
     tokens = os.path.join(tmp, "tokens")
     with open(tokens, "w") as f:
@@ -343,13 +416,16 @@ def off_case(binary, tmp):
 
 
 def main():
-    if len(sys.argv) != 3:
-        sys.exit("usage: /usr/bin/python3 tests/lake_client.py <path to corestreamd> <realmeta dir>")
+    if len(sys.argv) not in (3, 4):
+        sys.exit("usage: /usr/bin/python3 tests/lake_client.py <path to corestreamd> <realmeta dir> [<benchrunner>]")
     binary, realmeta = sys.argv[1], sys.argv[2]
+    benchrunner = sys.argv[3] if len(sys.argv) == 4 else None
     signal.signal(signal.SIGALRM, lambda *_: (print("lake_client: watchdog: 240 s passed", file=sys.stderr),
                                               os._exit(2)))
     signal.alarm(240)
-    cases = [("layout", lambda t: layout_case(binary, t)), ("tokens", lambda t: tokens_case(binary, t)),
+    cases = [("layout", lambda t: layout_case(binary, t)),
+             ("directory", lambda t: directory_case(binary, benchrunner, t)),
+             ("tokens", lambda t: tokens_case(binary, t)),
              ("off", lambda t: off_case(binary, t))]
     if os.path.exists(os.path.join(realmeta, GALEXIE_OBJECT)):
         cases.insert(0, ("galexie", lambda t: galexie_case(binary, realmeta, t)))

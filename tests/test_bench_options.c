@@ -106,7 +106,7 @@ static void pacing_defaults(void **state)
 static void rejects(void **state)
 {
     (void)state;
-    EXPECT_ERROR("--mode must be loopback, remote, local or localtap, got \"carrier-pigeon\"", "--mode",
+    EXPECT_ERROR("--mode must be loopback, remote, local, localtap or lake, got \"carrier-pigeon\"", "--mode",
                  "carrier-pigeon");
     EXPECT_ERROR("--end 4 is before --start 9", "--mode", "remote", "--start", "9", "--end", "4");
     EXPECT_ERROR("--count must be positive in loopback mode", "--mode", "loopback", "--count", "0");
@@ -116,6 +116,13 @@ static void rejects(void **state)
                  "--history-archive-urls", "y");
     EXPECT_ERROR("--history-archive-urls is required in local mode", "--mode", "local", "--start", "5",
                  "--core-config", "x");
+    EXPECT_ERROR("--start and --end are required in lake mode: a lake holds a known range", "--mode", "lake",
+                 "--url", "http://127.0.0.1:1/lake", "--start", "5");
+    EXPECT_ERROR("--url must name a lake in lake mode (http(s)://host:8462/lake or a directory), got "
+                 "\"ws://127.0.0.1:8462\"",
+                 "--mode", "lake", "--start", "5", "--end", "6");
+    EXPECT_ERROR("--subscribers applies to the remote and loopback modes, not \"lake\"", "--mode", "lake", "--url",
+                 "/tmp/lake", "--start", "5", "--end", "6", "--subscribers", "2");
     EXPECT_ERROR("--start, --end and --count must fit in a ledger sequence", "--mode", "remote", "--start",
                  "4294967296");
     EXPECT_ERROR("unexpected argument \"extra\"", "--mode", "remote", "extra");
@@ -143,9 +150,9 @@ static void rejects_more(void **state)
     EXPECT_ERROR("invalid value \"-1\" for flag -count: parse error", "--count", "-1");
     EXPECT_ERROR("invalid value \"10\" for flag -emit-window: parse error", "--emit-window", "10");
     EXPECT_ERROR("flag needs an argument: -mode", "--mode");
-    EXPECT_ERROR("--mode must be loopback, remote, local or localtap, got \"\"", "--mode", "");
-    EXPECT_ERROR("--mode must be loopback, remote, local or localtap, got \"LOOPBACK\"", "--mode", "LOOPBACK");
-    EXPECT_ERROR("--mode must be loopback, remote, local or localtap, got \"a\\\"b\\n\"", "--mode", "a\"b\n");
+    EXPECT_ERROR("--mode must be loopback, remote, local, localtap or lake, got \"\"", "--mode", "");
+    EXPECT_ERROR("--mode must be loopback, remote, local, localtap or lake, got \"LOOPBACK\"", "--mode", "LOOPBACK");
+    EXPECT_ERROR("--mode must be loopback, remote, local, localtap or lake, got \"a\\\"b\\n\"", "--mode", "a\"b\n");
     EXPECT_ERROR("unexpected argument \"caf\xc3\xa9 \\x01\"", "caf\xc3\xa9 \x01");
     EXPECT_ERROR("--chunk-size: chunk size 4095 is outside [4096,8388608]", "--chunk-size", "4095");
     EXPECT_ERROR("--chunk-size: chunk size -1 is outside [4096,8388608]", "-chunk-size=-1");
@@ -219,7 +226,7 @@ static void validation_order(void **state)
     EXPECT_ERROR("--emit-window 20ms does not fit inside --synthetic-interval 10ms", "--emit-window", "20ms",
                  "--count", "0");
     /* 7. per mode */
-    EXPECT_ERROR("--mode must be loopback, remote, local or localtap, got \"x\"", "--mode", "x", "--count", "0",
+    EXPECT_ERROR("--mode must be loopback, remote, local, localtap or lake, got \"x\"", "--mode", "x", "--count", "0",
                  "--emit-window", "20ms");
     EXPECT_ERROR("--start is required in local mode: captive core replays a known range", "--mode", "local");
     EXPECT_ERROR("--core-config is required in local mode", "--mode", "local", "--start", "1");
@@ -320,7 +327,7 @@ static void version_is_reported_before_validation(void **state)
     assert_int_equal(parse(ARGV("--version"), &o, &err, NULL), BR_OPTIONS_VERSION);
     assert_int_equal(parse(ARGV("--mode", "bogus", "-version"), &o, &err, NULL), BR_OPTIONS_VERSION);
     assert_int_equal(parse(ARGV("--version=false", "--mode", "bogus"), &o, &err, NULL), -1);
-    assert_string_equal(err.msg, "--mode must be loopback, remote, local or localtap, got \"bogus\"");
+    assert_string_equal(err.msg, "--mode must be loopback, remote, local, localtap or lake, got \"bogus\"");
 }
 
 static void usage_lists_every_flag_with_its_default(void **state)
@@ -345,7 +352,7 @@ static void usage_lists_every_flag_with_its_default(void **state)
         "(default 5ms)\n",
         "\n  -end uint\n",
         "\n  -history-archive-urls string\n",
-        "\n  -mode string\n    \tloopback|remote|local|localtap (default \"loopback\")\n",
+        "\n  -mode string\n    \tloopback|remote|local|localtap|lake (default \"loopback\")\n",
         "\n  -network-passphrase string\n",
         "\n  -pipe-cmd string\n",
         "\n  -pipe-size int\n",
@@ -447,7 +454,7 @@ static void tls_and_token_flags(void **state)
     EXPECT_ERROR("--token and --token-file cannot both be given", "--mode", "remote", "-token", "a", "-token-file",
                  "f");
     /* the mode's own checks come first */
-    EXPECT_ERROR("--mode must be loopback, remote, local or localtap, got \"x\"", "--mode", "x", "-tls-key", "k");
+    EXPECT_ERROR("--mode must be loopback, remote, local, localtap or lake, got \"x\"", "--mode", "x", "-tls-key", "k");
 
     char *usage = NULL;
     assert_int_equal(parse(ARGV("-h"), &o, &err, &usage), 1);
@@ -553,8 +560,8 @@ static void verify_dir_flag(void **state)
     assert_int_equal(parse(ARGV("--mode", "remote", "--verify-dir", "/srv/dump/"), &o, &err, NULL), 0);
     assert_string_equal(o.verify_dir, "/srv/dump/");
     assert_false(o.verify); /* implied at run time, not set here */
-    EXPECT_ERROR("--verify-dir applies to the remote mode, not \"loopback\"", "--verify-dir", "d");
-    EXPECT_ERROR("--verify-dir applies to the remote mode, not \"localtap\"", "--mode", "localtap", "--pipe-cmd",
+    EXPECT_ERROR("--verify-dir applies to the remote and lake modes, not \"loopback\"", "--verify-dir", "d");
+    EXPECT_ERROR("--verify-dir applies to the remote and lake modes, not \"localtap\"", "--mode", "localtap", "--pipe-cmd",
                  "x", "--verify-dir", "d");
     char *usage = NULL;
     assert_int_equal(parse(ARGV("-h"), &o, &err, &usage), 1);

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "benchrunner/consume.h"
+#include "benchrunner/lake.h"
 #include "benchrunner/local.h"
 #include "benchrunner/options.h"
 #include "benchrunner/progress.h"
@@ -327,8 +328,8 @@ static int run_loopback(const br_options *o, run_out *out, cs_err *err)
 
 /* ---- main ------------------------------------------------------------------------------------ */
 
-/* local and localtap: the whole path in this process, no network; a signal ends an unbounded run
- * cleanly. */
+/* local and localtap: the whole path in this process, no network; lake: history read from a lake.
+ * A signal ends an unbounded run cleanly. */
 static int run_offline(const br_options *o, run_out *run, cs_err *err)
 {
     cs_cancel cancel;
@@ -338,9 +339,11 @@ static int run_offline(const br_options *o, run_out *run, cs_err *err)
         rc = cs_err_set(err, 0, "cannot create an eventfd");
     } else {
         set_current_cancel(&cancel);
-        bool local = strcmp(o->mode, "local") == 0;
-        br_progress *prog = progress_begin(o, local ? o->start : 0, o->end, false);
-        rc = local ? br_run_local(o, &cancel, prog, &c, err) : br_run_localtap(o, &cancel, prog, &c, err);
+        bool local = strcmp(o->mode, "local") == 0, lake = strcmp(o->mode, "lake") == 0;
+        br_progress *prog = progress_begin(o, local || lake ? o->start : 0, o->end, false);
+        rc = lake    ? br_run_lake(o, &cancel, prog, &c, err)
+             : local ? br_run_local(o, &cancel, prog, &c, err)
+                     : br_run_localtap(o, &cancel, prog, &c, err);
         br_progress_stop(prog);
         set_current_cancel(NULL);
         cs_cancel_destroy(&cancel);
@@ -435,7 +438,7 @@ static bool cut_by_signal(const br_options *o, const run_out *run, const cs_err 
 {
     if (!interrupted())
         return false;
-    if (strcmp(o->mode, "local") == 0 || strcmp(o->mode, "localtap") == 0)
+    if (strcmp(o->mode, "local") == 0 || strcmp(o->mode, "localtap") == 0 || strcmp(o->mode, "lake") == 0)
         return err->kind == CS_ERR_CANCELLED;
     for (size_t i = 0; run->subs && i < run->n; i++)
         if (run->subs[i].failed && run->subs[i].r != RL_ERR_CANCELLED)

@@ -45,8 +45,9 @@ void br_options_defaults(br_options *o)
 static void fill_flags(cs_flag *f, br_options *o)
 {
     const cs_flag table[BR_NFLAGS] = {
-        {"mode", CS_FLAG_STRING, &o->mode, "loopback|remote|local|localtap"},
-        {"url", CS_FLAG_STRING, &o->url, "corestreamd URL (remote mode)"},
+        {"mode", CS_FLAG_STRING, &o->mode, "loopback|remote|local|localtap|lake"},
+        {"url", CS_FLAG_STRING, &o->url,
+         "corestreamd URL (remote mode); lake mode: a SEP-54 lake, http(s)://host:8462/lake or a directory"},
         {"start", CS_FLAG_UINT, &o->start, "first ledger (0 = tip in remote mode, 1 in loopback)"},
         {"end", CS_FLAG_UINT, &o->end, "last ledger (0 = unbounded)"},
         {"csv", CS_FLAG_STRING, &o->csv, "write per-ledger rows to this file"},
@@ -154,6 +155,16 @@ int br_options_validate(const br_options *o, cs_err *err)
             return cs_err_set(err, 0, "--count must be positive in loopback mode");
     } else if (strcmp(o->mode, "remote") == 0) {
         /* nothing more to check */
+    } else if (strcmp(o->mode, "lake") == 0) {
+        if (!CS_WITH_CAPTIVE)
+            return cs_err_set(err, 0,
+                              "--mode lake is not available: this benchrunner was configured with "
+                              "-DCS_WITH_CAPTIVE=OFF (it reads lakes with libcurl)");
+        if (o->start == 0 || o->end == 0)
+            return cs_err_set(err, 0, "--start and --end are required in lake mode: a lake holds a known range");
+        if (strncmp(o->url, "ws://", 5) == 0 || strncmp(o->url, "wss://", 6) == 0)
+            return set_quoted(err, "--url must name a lake in lake mode (http(s)://host:8462/lake or a directory), got ",
+                              o->url);
     } else if (strcmp(o->mode, "localtap") == 0) {
         if (!*o->pipe_cmd)
             return cs_err_set(err, 0, "--pipe-cmd is required in localtap mode");
@@ -169,14 +180,14 @@ int br_options_validate(const br_options *o, cs_err *err)
         if (!*o->history_archive_urls)
             return cs_err_set(err, 0, "--history-archive-urls is required in local mode");
     } else {
-        return set_quoted(err, "--mode must be loopback, remote, local or localtap, got ", o->mode);
+        return set_quoted(err, "--mode must be loopback, remote, local, localtap or lake, got ", o->mode);
     }
     bool streams = loopback || strcmp(o->mode, "remote") == 0;
     if (o->subscribers < 1 || o->subscribers > BR_MAX_SUBSCRIBERS)
         return cs_err_set(err, 0, "--subscribers must be 1 to %d, got %lld", BR_MAX_SUBSCRIBERS,
                           (long long)o->subscribers);
-    if (*o->verify_dir && strcmp(o->mode, "remote") != 0)
-        return set_quoted(err, "--verify-dir applies to the remote mode, not ", o->mode);
+    if (*o->verify_dir && strcmp(o->mode, "remote") != 0 && strcmp(o->mode, "lake") != 0)
+        return set_quoted(err, "--verify-dir applies to the remote and lake modes, not ", o->mode);
     if (o->subscribers > 1 && !streams)
         return set_quoted(err, "--subscribers applies to the remote and loopback modes, not ", o->mode);
     if (o->resume && !streams)

@@ -191,13 +191,21 @@ void srv_lake_later(void *ctx, cs_head_pending *p, void *arg)
     srv_lake_job *j = arg;
     j->pending = p;
     pthread_mutex_lock(&l->mu);
-    if (l->last)
-        l->last->next = j;
-    else
-        l->first = j;
-    l->last = j;
-    pthread_cond_signal(&l->cv);
+    bool stopped = l->stop;
+    if (!stopped) {
+        if (l->last)
+            l->last->next = j;
+        else
+            l->first = j;
+        l->last = j;
+        pthread_cond_signal(&l->cv);
+    }
     pthread_mutex_unlock(&l->mu);
+    if (stopped) { /* the readers are gone: closed unanswered, as srv_lake_stop does */
+        cs_headreader_answer(l->heads, p, NULL, 0, false);
+        free(j);
+        atomic_fetch_sub(&l->admitted, 1);
+    }
 }
 
 void srv_lake_stop(srv_lake *l)
@@ -212,13 +220,16 @@ void srv_lake_stop(srv_lake *l)
         pthread_join(l->threads[i], NULL);
     l->nthreads = 0;
     /* What no reader took: closed without an answer, as the server is going away. */
-    for (srv_lake_job *j = l->first, *next; j; j = next) {
+    pthread_mutex_lock(&l->mu);
+    srv_lake_job *queued = l->first;
+    l->first = l->last = NULL;
+    pthread_mutex_unlock(&l->mu);
+    for (srv_lake_job *j = queued, *next; j; j = next) {
         next = j->next;
         cs_headreader_answer(l->heads, j->pending, NULL, 0, false);
         free(j);
         atomic_fetch_sub(&l->admitted, 1);
     }
-    l->first = l->last = NULL;
 }
 
 void srv_lake_not_found(srv_lake *l)

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Cell 10: the lake beside the live flow (issue 38). A ring of RING ledgers (SIZE bytes,
+# compressible, zstd on, so they carry stored frames) is filled unpaced; then a live corestreamd
+# of the same run continues it with the lake on (--network-passphrase), one SIZE ledger every
+# 100 ms over 15 ms, and one `benchrunner --mode remote` subscriber follows the tip for N
+# ledgers, in two phases, each on a fresh live server over the same ring:
+#   calm   the tip subscriber alone;
+#   lake   plus bench/lake_readers.py: READERS threads on kept-alive connections GET the lake
+#          objects of the ring's first RING ledgers, as fast as the server answers
+#          (--lake-readers LAKE_READERS make them).
+# Reported per phase: the tip's delivery p50/p99/max and the server's CPU over the tip's run;
+# for the lake phase, objects served, bytes, seconds and the server CPU per object.
+# Target (issue 38): serving RING lake objects to READERS readers leaves the tip's p99 within
+# 1.2x of calm.
+# Environment: BUILD_DIR (default build), RING (1000), SIZE (1048576), N (100), READERS (8),
+# LAKE_READERS (2).
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+RING=${RING:-1000}
+SIZE=${SIZE:-1048576}
+N=${N:-100}
+READERS=${READERS:-8}
+LAKE_READERS=${LAKE_READERS:-2}
+PASS="Test SDF Network ; September 2015"
+bench_init cell10-lake "the lake: $READERS readers GET $RING objects of $SIZE B ledgers while a tip subscriber streams one every 100 ms"
+need_tools curl python3
+
+SERVER_DATA_DIR=$SCRATCH/ring
+mkdir -p "$SERVER_DATA_DIR"
+server_start fill 900 --retention $((RING + 1000)) --source synthetic --synthetic-compressible \
+  --synthetic-size "$SIZE" --synthetic-interval=-1ns --emit-window 0 --synthetic-count "$RING"
+wait_rc "$SERVER_PID"
+((RC == 0)) || die "the ring fill failed (see $CELL_DIR/fill.server.log)"
+note "ring filled: $(find "$SERVER_DATA_DIR/ledgers" -name 'ledger-*.xdr' | wc -l) ledgers, $(find "$SERVER_DATA_DIR/ledgers" -name 'ledger-*.frames' | wc -l) with stored frames"
+
+phase() { # NAME READ corestreamd-flags...
+  local name=$1 read=$2 i lat=0 hz
+  shift 2
+  local next
+  next=$(find "$SERVER_DATA_DIR/ledgers" -name 'ledger-*.xdr' | sed 's/.*ledger-\([0-9]*\)\.xdr/\1/' | sort -n | tail -1)
+  server_start "$name" 300 --retention $((RING + 1000)) --start-ledger $((next + 1)) --source synthetic \
+    --synthetic-compressible --synthetic-size "$SIZE" --synthetic-interval 100ms --emit-window 15ms \
+    --network-passphrase "$PASS" --lake-readers "$LAKE_READERS" "$@"
+  local spid=$SERVER_PID addr=$SERVER_ADDR csd=$SERVER_CSD_PID
+  for ((i = 0; i < 500; i++)); do
+    hz=$(healthz "$addr"); lat=$(json_num "$hz" latest); lat=${lat:-0}
+    ((lat > next)) && break
+    sleep 0.02
+  done
+  local start=$((lat + 5)) end=$((lat + 5 + N - 1)) tip
+  bg_benchrunner tip "$name-tip" $((N / 10 + 60)) --mode remote --url "ws://$addr" --start "$start" --end "$end"
+  for ((i = 0; i < 1000; i++)); do
+    hz=$(healthz "$addr"); lat=$(json_num "$hz" latest); lat=${lat:-0}
+    ((lat >= start)) && break
+    sleep 0.02
+  done
+  local cpu0 cpu1 got="none" lcpu="n/a"
+  cpu0=$(proc_cpu_s "$csd")
+  if ((read)); then
+    record_cmd python3 "$BENCH_DIR/lake_readers.py" "$addr" 1 "$RING" -t "$READERS"
+    got=$(python3 "$BENCH_DIR/lake_readers.py" "$addr" 1 "$RING" -t "$READERS" 2>"$CELL_DIR/$name.readers.err")
+    local lc
+    lc=$(proc_cpu_s "$csd")
+    lcpu=$(awk -v a="$cpu0" -v b="$lc" -v n="$RING" 'BEGIN { printf "%.2f", (b - a) * 1000 / n }')
+  fi
+  wait_rc "$tip"
+  cpu1=$(proc_cpu_s "$csd")
+  bg_interrupt "$spid" corestreamd
+  local n p50 p90 p99 pmax cpu
+  read -r n p50 p90 p99 pmax _ < <(csv_stats 7 0 "$CELL_DIR/$name-tip.csv")
+  cpu=$(awk -v a="$cpu0" -v b="$cpu1" -v n="$N" 'BEGIN { printf "%.1f", (b - a) * 1000 / n }')
+  note "$name: tip n=$n p50 $(ns2ms "$p50") ms p99 $(ns2ms "$p99") ms max $(ns2ms "$pmax") ms; server CPU $cpu ms per live ledger; readers: $got (server CPU while they read: $lcpu ms per object, live flow included)"
+  metric "${name}_p99_ns" "$p99"
+  metric "${name}_cpu_ms_per_ledger" "$cpu"
+  metric "${name}_readers" "$got"
+  eval "P99_$name=$p99 CPU_$name=$cpu GOT_$name=\"$got\" LCPU_$name=$lcpu"
+}
+
+phase calm 0
+phase lake 1
+lim=$(awk -v b="$P99_calm" 'BEGIN { printf "%.3f", 1.2 * b / 1e6 }')
+table_header
+row "tip p99, calm" "$(ns2ms "$P99_calm") ms, CPU $CPU_calm ms/ledger" "(baseline)"
+row "tip p99, $READERS lake readers" "$(ns2ms "$P99_lake") ms, CPU $CPU_lake ms/ledger" "<= $lim ms (1.2x)" "$(verdict_le "$(ns2ms "$P99_lake")" "$lim")"
+row "lake objects served" "$GOT_lake; server $LCPU_lake ms per object" "(measured)"
+cell_done

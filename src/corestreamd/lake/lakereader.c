@@ -1,0 +1,362 @@
+/* A reader of SEP-54 lakes: see lakereader.h. */
+#include "corestreamd/lake/lakereader.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+#include <curl/curl.h>
+#include <zstd.h>
+
+#include "common/strbuf.h"
+
+#define CONFIG_MAX (64 * 1024)         /* a config.json is a few hundred bytes */
+#define OBJECT_MAX (1024ull << 20)     /* a compressed object; a batch decompresses to at most 4 GiB */
+#define DECOMPRESSED_MAX (4096ull << 20)
+
+static pthread_once_t g_curl_once = PTHREAD_ONCE_INIT;
+static CURLcode g_curl_init;
+
+static void curl_init_once(void)
+{
+    g_curl_init = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+struct cs_lake_reader {
+    char *url;         /* as given, without a trailing slash */
+    char *objects;     /* where keys are appended (a URL or a directory), no trailing slash */
+    bool http;
+    CURL *curl;        /* http only: one handle, so one kept-alive connection */
+    struct curl_slist *headers;
+    cs_lake_layout layout;
+    char *passphrase;
+};
+
+/* One body being read. */
+typedef struct body {
+    uint8_t *p;
+    size_t len, cap, max;
+    bool over;
+} body;
+
+static size_t on_body(char *data, size_t size, size_t n, void *arg)
+{
+    body *b = arg;
+    size_t k = size * n;
+    if (b->len + k > b->max) {
+        b->over = true;
+        return 0;
+    }
+    if (b->cap - b->len < k) {
+        size_t cap = b->cap ? b->cap : 65536;
+        while (cap - b->len < k)
+            cap *= 2;
+        uint8_t *p = realloc(b->p, cap);
+        if (!p)
+            return 0;
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, data, k);
+    b->len += k;
+    return k;
+}
+
+/* GET url into *b: 0, or -1 with err. *status is the HTTP status (0 when none came). */
+static int http_get(cs_lake_reader *r, const char *url, body *b, long *status, cs_err *err)
+{
+    char why[CURL_ERROR_SIZE] = "";
+    curl_easy_setopt(r->curl, CURLOPT_URL, url);
+    curl_easy_setopt(r->curl, CURLOPT_WRITEDATA, b);
+    curl_easy_setopt(r->curl, CURLOPT_ERRORBUFFER, why);
+    CURLcode rc = curl_easy_perform(r->curl);
+    *status = 0;
+    curl_easy_getinfo(r->curl, CURLINFO_RESPONSE_CODE, status);
+    if (b->over)
+        return cs_err_set(err, CS_LAKE_READ_ERR_FORMAT, "lake: %s: more than %zu bytes", url, b->max);
+    if (rc != CURLE_OK)
+        return cs_err_set(err, CS_LAKE_READ_ERR_IO, "lake: %s: %s", url, *why ? why : curl_easy_strerror(rc));
+    return 0;
+}
+
+/* The whole file at path into *b: 0; 1 when it does not exist; -1 with err. */
+static int file_get(const char *path, body *b, cs_err *err)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT)
+        return 1;
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        return cs_err_set(err, CS_LAKE_READ_ERR_IO, "lake: %s: %s", path, strerror(e));
+    }
+    if ((uint64_t)st.st_size > b->max) {
+        close(fd);
+        return cs_err_set(err, CS_LAKE_READ_ERR_FORMAT, "lake: %s: more than %zu bytes", path, b->max);
+    }
+    b->p = malloc(st.st_size ? (size_t)st.st_size : 1);
+    if (!b->p) {
+        close(fd);
+        return cs_err_set(err, CS_LAKE_READ_ERR_IO, "lake: %s: out of memory", path);
+    }
+    while (b->len < (size_t)st.st_size) {
+        ssize_t k = read(fd, b->p + b->len, (size_t)st.st_size - b->len);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) {
+            int e = k < 0 ? errno : EIO;
+            close(fd);
+            return cs_err_set(err, CS_LAKE_READ_ERR_IO, "lake: %s: %s", path, k < 0 ? strerror(e) : "shorter than its size");
+        }
+        b->len += (size_t)k;
+    }
+    close(fd);
+    return 0;
+}
+
+/* where's bytes into *b: 0; 1 when the lake has nothing there (404, no such file); -1 with err.
+ * Any HTTP status but 200 and 404 is an error: 5xx and 429 CS_LAKE_READ_ERR_IO, others FORMAT. */
+static int fetch(cs_lake_reader *r, const char *where, body *b, cs_err *err)
+{
+    if (!r->http)
+        return file_get(where, b, err);
+    long status;
+    if (http_get(r, where, b, &status, err) != 0)
+        return -1;
+    if (status == 200)
+        return 0;
+    if (status == 404)
+        return 1;
+    return cs_err_set(err, status >= 500 || status == 429 ? CS_LAKE_READ_ERR_IO : CS_LAKE_READ_ERR_FORMAT,
+                      "lake: %s: HTTP %ld", where, status);
+}
+
+static int config_u32(const cJSON *root, const char *name, uint32_t *out, const char *url, cs_err *err)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, name);
+    if (!cJSON_IsNumber(v) || v->valuedouble < 1 || v->valuedouble > 4294967295.0 ||
+        v->valuedouble != (double)(uint32_t)v->valuedouble)
+        return cs_err_set(err, CS_LAKE_READ_ERR_FORMAT, "lake: %s/config.json: %s is not a count of 1 or more", url,
+                          name);
+    *out = (uint32_t)v->valuedouble;
+    return 0;
+}
+
+/* Where objects are, from ledgersPath (lakereader.h). */
+static int objects_at(cs_lake_reader *r, const char *lp, cs_err *err)
+{
+    size_t n = strlen(lp);
+    while (n > 1 && lp[n - 1] == '/')
+        n--;
+    cs_strbuf b = CS_STRBUF_INIT;
+    if (r->http && lp[0] == '/') {
+        const char *host = strstr(r->url, "://") + 3, *path = strchr(host, '/');
+        cs_strbuf_put(&b, r->url, path ? (size_t)(path - r->url) : strlen(r->url));
+        cs_strbuf_put(&b, lp, n);
+    } else if (lp[0] == '/') {
+        const char *last = lp + n;
+        while (last > lp && last[-1] != '/')
+            last--;
+        cs_strbuf_printf(&b, "%s/%.*s", r->url, (int)(lp + n - last), last);
+    } else {
+        cs_strbuf_printf(&b, "%s/%.*s", r->url, (int)n, lp);
+    }
+    if (!(r->objects = cs_strbuf_take(&b, NULL)))
+        return cs_err_set(err, CS_LAKE_READ_ERR_IO, "lake: out of memory");
+    return 0;
+}
+
+static int read_config(cs_lake_reader *r, cs_err *err)
+{
+    char where[4096];
+    snprintf(where, sizeof where, "%s/config.json", r->url);
+    body b = {.max = CONFIG_MAX};
+    int rc = fetch(r, where, &b, err);
+    if (rc == 1)
+        cs_err_set(err, CS_LAKE_READ_ERR_NOT_FOUND, "lake: %s: not found: not a SEP-54 lake", where);
+    cJSON *root = rc == 0 ? cJSON_ParseWithLength((const char *)b.p, b.len) : NULL;
+    free(b.p);
+    if (rc != 0)
+        return -1;
+    const cJSON *pass = cJSON_GetObjectItemCaseSensitive(root, "networkPassphrase");
+    const cJSON *lp = cJSON_GetObjectItemCaseSensitive(root, "ledgersPath");
+    const cJSON *comp = cJSON_GetObjectItemCaseSensitive(root, "compression");
+    if (!cJSON_IsObject(root))
+        rc = cs_err_set(err, CS_LAKE_READ_ERR_FORMAT, "lake: %s is not a JSON object", where);
+    else if (!cJSON_IsString(pass) || !cJSON_IsString(lp) || !*lp->valuestring)
+        rc = cs_err_set(err, CS_LAKE_READ_ERR_FORMAT, "lake: %s lacks networkPassphrase or ledgersPath", where);
+    else if (!cJSON_IsString(comp) || strcmp(comp->valuestring, "zstd") != 0)
+        rc = cs_err_set(err, CS_LAKE_READ_ERR_FORMAT, "lake: %s: compression %s: only zstd is read", where,
+                        cJSON_IsString(comp) ? comp->valuestring : "(none)");
+    else if (config_u32(root, "ledgersPerBatch", &r->layout.ledgers_per_batch, r->url, err) != 0 ||
+             config_u32(root, "batchesPerPartition", &r->layout.batches_per_partition, r->url, err) != 0 ||
+             cs_lake_layout_check(&r->layout, err) != 0 || objects_at(r, lp->valuestring, err) != 0)
+        rc = -1;
+    else if (!(r->passphrase = strdup(pass->valuestring)))
+        rc = cs_err_set(err, CS_LAKE_READ_ERR_IO, "lake: out of memory");
+    cJSON_Delete(root);
+    return rc;
+}
+
+static int open_http(cs_lake_reader *r, const cs_lake_reader_opts *o, cs_err *err)
+{
+    pthread_once(&g_curl_once, curl_init_once);
+    if (g_curl_init != CURLE_OK || !(r->curl = curl_easy_init()))
+        return cs_err_set(err, CS_LAKE_READ_ERR_IO, "lake: cannot start libcurl");
+    if (o->bearer_token && *o->bearer_token) {
+        char h[1100];
+        snprintf(h, sizeof h, "Authorization: Bearer %s", o->bearer_token);
+        if (!(r->headers = curl_slist_append(NULL, h)))
+            return cs_err_set(err, CS_LAKE_READ_ERR_IO, "lake: out of memory");
+        curl_easy_setopt(r->curl, CURLOPT_HTTPHEADER, r->headers);
+    }
+    curl_easy_setopt(r->curl, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(r->curl, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(r->curl, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(r->curl, CURLOPT_MAXREDIRS, 10L);
+    curl_easy_setopt(r->curl, CURLOPT_UNRESTRICTED_AUTH, 0L); /* no token to another host */
+    curl_easy_setopt(r->curl, CURLOPT_TIMEOUT_MS, o->timeout_ms > 0 ? o->timeout_ms : 60000L);
+    curl_easy_setopt(r->curl, CURLOPT_CONNECTTIMEOUT_MS, 15000L);
+    curl_easy_setopt(r->curl, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(r->curl, CURLOPT_USERAGENT, "corestream");
+    curl_easy_setopt(r->curl, CURLOPT_WRITEFUNCTION, on_body);
+    if (o->ca_file && *o->ca_file)
+        curl_easy_setopt(r->curl, CURLOPT_CAINFO, o->ca_file);
+    return 0;
+}
+
+int cs_lake_reader_open(cs_lake_reader **out, const cs_lake_reader_opts *o, cs_err *err)
+{
+    *out = NULL;
+    cs_lake_reader *r = calloc(1, sizeof *r);
+    if (!r || !(r->url = strdup(o->url))) {
+        free(r);
+        return cs_err_set(err, CS_LAKE_READ_ERR_IO, "lake: out of memory");
+    }
+    size_t n = strlen(r->url);
+    while (n > 1 && r->url[n - 1] == '/')
+        r->url[--n] = '\0';
+    r->http = strncmp(r->url, "http://", 7) == 0 || strncmp(r->url, "https://", 8) == 0;
+    if (!r->http && strstr(r->url, "://")) {
+        cs_err_set(err, CS_LAKE_READ_ERR_FORMAT, "lake: %s: only http://, https:// and directories are read", r->url);
+        cs_lake_reader_free(r);
+        return -1;
+    }
+    if ((r->http && open_http(r, o, err) != 0) || read_config(r, err) != 0) {
+        cs_lake_reader_free(r);
+        return -1;
+    }
+    *out = r;
+    return 0;
+}
+
+const cs_lake_layout *cs_lake_reader_layout(const cs_lake_reader *r)
+{
+    return &r->layout;
+}
+
+const char *cs_lake_reader_passphrase(const cs_lake_reader *r)
+{
+    return r->passphrase;
+}
+
+/* Every frame of z into *out (malloc'd). */
+static int unzstd(const uint8_t *z, size_t zlen, uint8_t **out, size_t *len, const char *where, cs_err *err)
+{
+    ZSTD_DCtx *d = ZSTD_createDCtx();
+    body b = {.max = DECOMPRESSED_MAX};
+    ZSTD_inBuffer in = {z, zlen, 0};
+    size_t left = 0;
+    int rc = d ? 0 : cs_err_set(err, CS_LAKE_READ_ERR_IO, "lake: out of memory");
+    while (rc == 0 && in.pos < in.size) {
+        if (b.cap - b.len < ZSTD_DStreamOutSize()) {
+            size_t cap = b.cap ? b.cap * 2 : ZSTD_DStreamOutSize() * 4;
+            uint8_t *p = cap <= b.max ? realloc(b.p, cap) : NULL;
+            if (!p) {
+                rc = cs_err_set(err, CS_LAKE_READ_ERR_FORMAT, "lake: %s: does not decompress within %llu bytes",
+                                where, (unsigned long long)b.max);
+                break;
+            }
+            b.p = p;
+            b.cap = cap;
+        }
+        ZSTD_outBuffer ob = {b.p, b.cap, b.len};
+        left = ZSTD_decompressStream(d, &ob, &in);
+        b.len = ob.pos;
+        if (ZSTD_isError(left))
+            rc = cs_err_set(err, CS_LAKE_READ_ERR_FORMAT, "lake: %s: zstd: %s", where, ZSTD_getErrorName(left));
+    }
+    if (rc == 0 && left != 0)
+        rc = cs_err_set(err, CS_LAKE_READ_ERR_FORMAT, "lake: %s: its last zstd frame is cut short", where);
+    ZSTD_freeDCtx(d);
+    if (rc != 0) {
+        free(b.p);
+        return -1;
+    }
+    *out = b.p;
+    *len = b.len;
+    return 0;
+}
+
+static uint32_t be32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+int cs_lake_reader_get(cs_lake_reader *r, uint32_t seq, cs_lake_batch *batch, uint8_t **xdr, size_t *len,
+                       cs_err *err)
+{
+    cs_lake_batch bt;
+    if (cs_lake_batch_of(&r->layout, seq, &bt, err) != 0) {
+        err->kind = CS_LAKE_READ_ERR_NOT_FOUND;
+        return -1;
+    }
+    char key[CS_LAKE_KEY_MAX], where[4200];
+    cs_lake_key(&r->layout, bt, key);
+    snprintf(where, sizeof where, "%s/%s", r->objects, key);
+    body b = {.max = OBJECT_MAX};
+    int rc = fetch(r, where, &b, err);
+    if (rc == 1)
+        cs_err_set(err, CS_LAKE_READ_ERR_NOT_FOUND, "lake: %s: ledger %" PRIu32 ": no object at %s", r->url, seq, key);
+    uint8_t *raw = NULL;
+    size_t n = 0;
+    if (rc == 0)
+        rc = unzstd(b.p, b.len, &raw, &n, where, err);
+    free(b.p);
+    if (rc != 0)
+        return -1;
+    if (n < 12 || be32(raw) != bt.start || be32(raw + 4) != bt.end || be32(raw + 8) != bt.end - bt.start + 1) {
+        cs_err_set(err, CS_LAKE_READ_ERR_FORMAT,
+                   "lake: %s: its LedgerCloseMetaBatch header does not name ledgers %" PRIu32 " to %" PRIu32, where,
+                   bt.start, bt.end);
+        free(raw);
+        return -1;
+    }
+    *batch = bt;
+    *xdr = raw;
+    *len = n;
+    return 0;
+}
+
+void cs_lake_reader_free(cs_lake_reader *r)
+{
+    if (!r)
+        return;
+    if (r->curl)
+        curl_easy_cleanup(r->curl);
+    curl_slist_free_all(r->headers);
+    free(r->url);
+    free(r->objects);
+    free(r->passphrase);
+    free(r);
+}
