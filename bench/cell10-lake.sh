@@ -3,23 +3,28 @@
 # compressible, zstd on, so they carry stored frames) is filled unpaced; then a live corestreamd
 # of the same run continues it with the lake on (--network-passphrase), one SIZE ledger every
 # 100 ms over 15 ms, and one `benchrunner --mode remote` subscriber follows the tip for N
-# ledgers, in two phases, each on a fresh live server over the same ring:
+# ledgers, in three phases, each on a fresh live server over the same ring:
 #   calm   the tip subscriber alone;
 #   lake   plus bench/lake_readers.py: READERS threads on kept-alive connections GET the lake
-#          objects of the ring's first RING ledgers, as fast as the server answers
-#          (--lake-readers LAKE_READERS make them).
-# Reported per phase: the tip's delivery p50/p99/max and the server's CPU over the tip's run;
-# for the lake phase, objects served, bytes, seconds and the server CPU per object.
+#          objects of the ring's first RING ledgers, spread evenly over the tip's run (RING
+#          objects in N/10 s: a steady demand, as CDP readers catching up make), so that every
+#          tip ledger meets them (--lake-readers LAKE_READERS make the objects);
+#   flood  the same readers unpaced: every object as fast as the server answers, again and again
+#          until the tip's run is over (what the box can serve, and what that costs the tip).
+# The two phases alternate ROUNDS times (the machine is noisy). Reported per phase: the tip's
+# delivery p50/p99/max and the server's CPU over the tip's run; for the lake phase, objects
+# served, bytes, seconds and the server CPU per object (the live flow's share included).
 # Target (issue 38): serving RING lake objects to READERS readers leaves the tip's p99 within
-# 1.2x of calm.
+# 1.2x of calm (the lake phase; the flood is reported beside it).
 # Environment: BUILD_DIR (default build), RING (1000), SIZE (1048576), N (100), READERS (8),
-# LAKE_READERS (2).
+# LAKE_READERS (2), ROUNDS (2).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 RING=${RING:-1000}
 SIZE=${SIZE:-1048576}
 N=${N:-100}
 READERS=${READERS:-8}
+ROUNDS=${ROUNDS:-2}
 LAKE_READERS=${LAKE_READERS:-2}
 PASS="Test SDF Network ; September 2015"
 bench_init cell10-lake "the lake: $READERS readers GET $RING objects of $SIZE B ledgers while a tip subscriber streams one every 100 ms"
@@ -33,7 +38,7 @@ wait_rc "$SERVER_PID"
 ((RC == 0)) || die "the ring fill failed (see $CELL_DIR/fill.server.log)"
 note "ring filled: $(find "$SERVER_DATA_DIR/ledgers" -name 'ledger-*.xdr' | wc -l) ledgers, $(find "$SERVER_DATA_DIR/ledgers" -name 'ledger-*.frames' | wc -l) with stored frames"
 
-phase() { # NAME READ corestreamd-flags...
+phase() { # NAME READ(0 none, 1 paced, 2 flood) corestreamd-flags...
   local name=$1 read=$2 i lat=0 hz
   shift 2
   local next
@@ -57,11 +62,15 @@ phase() { # NAME READ corestreamd-flags...
   local cpu0 cpu1 got="none" lcpu="n/a"
   cpu0=$(proc_cpu_s "$csd")
   if ((read)); then
-    record_cmd python3 "$BENCH_DIR/lake_readers.py" "$addr" 1 "$RING" -t "$READERS"
-    got=$(python3 "$BENCH_DIR/lake_readers.py" "$addr" 1 "$RING" -t "$READERS" 2>"$CELL_DIR/$name.readers.err")
-    local lc
+    local how=()
+    ((read == 2)) && how=(--flood)
+    record_cmd python3 "$BENCH_DIR/lake_readers.py" "$addr" 1 "$RING" -t "$READERS" --seconds $((N / 10)) "${how[@]}"
+    got=$(python3 "$BENCH_DIR/lake_readers.py" "$addr" 1 "$RING" -t "$READERS" --seconds $((N / 10)) "${how[@]}" \
+      2>"$CELL_DIR/$name.readers.err")
+    local lc objs
     lc=$(proc_cpu_s "$csd")
-    lcpu=$(awk -v a="$cpu0" -v b="$lc" -v n="$RING" 'BEGIN { printf "%.2f", (b - a) * 1000 / n }')
+    objs=$(sed -n 's/^objects=\([0-9]*\) .*/\1/p' <<<"$got")
+    lcpu=$(awk -v a="$cpu0" -v b="$lc" -v n="${objs:-0}" 'BEGIN { if (n == 0) print "n/a"; else printf "%.2f", (b - a) * 1000 / n }')
   fi
   wait_rc "$tip"
   cpu1=$(proc_cpu_s "$csd")
@@ -76,11 +85,23 @@ phase() { # NAME READ corestreamd-flags...
   eval "P99_$name=$p99 CPU_$name=$cpu GOT_$name=\"$got\" LCPU_$name=$lcpu"
 }
 
-phase calm 0
-phase lake 1
-lim=$(awk -v b="$P99_calm" 'BEGIN { printf "%.3f", 1.2 * b / 1e6 }')
+table=()
+for ((r = 1; r <= ROUNDS; r++)); do
+  phase calm$r 0
+  phase lake$r 1
+  phase flood$r 2
+  eval "c=\$P99_calm$r l=\$P99_lake$r f=\$P99_flood$r cc=\$CPU_calm$r lc=\$CPU_lake$r fc=\$CPU_flood$r"
+  eval "got=\$GOT_lake$r lcpu=\$LCPU_lake$r fgot=\$GOT_flood$r fcpu=\$LCPU_flood$r"
+  lim=$(awk -v b="$c" 'BEGIN { printf "%.3f", 1.2 * b / 1e6 }')
+  table+=("round $r: tip p99 calm|$(ns2ms "$c") ms, CPU $cc ms/ledger|(baseline)|")
+  table+=("round $r: tip p99, $READERS paced lake readers|$(ns2ms "$l") ms, CPU $lc ms/ledger|<= $lim ms (1.2x)|$(verdict_le "$(ns2ms "$l")" "$lim")")
+  table+=("round $r: lake objects served, paced|$got; server $lcpu ms per object|(measured)|")
+  table+=("round $r: tip p99, $READERS readers flooding|$(ns2ms "$f") ms, CPU $fc ms/ledger|(comparison)|")
+  table+=("round $r: lake objects served, flood|$fgot; server $fcpu ms per object|(measured)|")
+done
 table_header
-row "tip p99, calm" "$(ns2ms "$P99_calm") ms, CPU $CPU_calm ms/ledger" "(baseline)"
-row "tip p99, $READERS lake readers" "$(ns2ms "$P99_lake") ms, CPU $CPU_lake ms/ledger" "<= $lim ms (1.2x)" "$(verdict_le "$(ns2ms "$P99_lake")" "$lim")"
-row "lake objects served" "$GOT_lake; server $LCPU_lake ms per object" "(measured)"
+for t in "${table[@]}"; do
+  IFS='|' read -r a b c d <<<"$t"
+  row "$a" "$b" "$c" "$d"
+done
 cell_done

@@ -35,8 +35,6 @@ import tempfile
 import threading
 import time
 
-import zstandard
-
 PUBNET = "Public Global Stellar Network ; September 2015"
 GALEXIE_SEQ = 53312000
 GALEXIE_OBJECT = "pubnet-batch-53312000.xdr.zst"
@@ -70,8 +68,17 @@ class Lake:
         """One request on the kept-alive connection: (status, headers dict lower-cased, body)."""
         h = dict(self.headers)
         h.update(headers or {})
-        self.conn.request(method, path, headers=h)
-        r = self.conn.getresponse()
+        for attempt in (1, 2):
+            try:
+                self.conn.request(method, path, headers=h)
+                r = self.conn.getresponse()
+                break
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+                # A kept-alive connection the server closed after its last answer (it answers at
+                # most 100 requests on one): once more on a fresh one, as HTTP clients do for GET.
+                self.conn.close()
+                if attempt == 2:
+                    raise
         body = r.read()
         return r.status, {k.lower(): v for k, v in r.getheaders()}, body
 
@@ -146,6 +153,7 @@ class LakeDir(Lake):
 
 def unzstd(data):
     """Every frame of a zstd stream, concatenated (RFC 8878: a stream may hold several)."""
+    import zstandard  # here, so that bench/lake_readers.py, which decompresses nothing, needs only the stdlib
     reader = zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True)
     out = reader.read()
     while True:

@@ -21,6 +21,7 @@ typedef struct obj_build {
     cs_lake_batch batch;
     ZSTD_CCtx *cctx;
     XXH64_state_t *hash;
+    XXH3_state_t *fhash, *rawhash; /* stored frames: the file's bytes, the raw chunks' */
     uint8_t *piece;
     size_t piece_cap;
     bool open; /* a zstd frame is being written */
@@ -158,9 +159,9 @@ static int piece_for(obj_build *o, size_t n, cs_err *err)
     return 0;
 }
 
-/* Reads the whole ledger piece by piece and checks it against its record's XXH64; with squeeze,
- * compresses it into the object on the way. */
-static int read_ledger(obj_build *o, const cs_ledger_ref *ref, bool squeeze, cs_err *err)
+/* Compresses the whole ledger into the object, read piece by piece and checked against its
+ * record's XXH64. */
+static int compress_ledger(obj_build *o, const cs_ledger_ref *ref, cs_err *err)
 {
     XXH64_reset(o->hash, 0);
     for (uint64_t off = 0; off < ref->rec.len; off += LAKE_PIECE) {
@@ -168,7 +169,7 @@ static int read_ledger(obj_build *o, const cs_ledger_ref *ref, bool squeeze, cs_
         if (cs_ledger_read(ref, off, o->piece, n, err) != 0)
             return ledger_failed(o, ref->seq, err);
         XXH64_update(o->hash, o->piece, n);
-        if (squeeze && compress(o, o->piece, n, err) != 0)
+        if (compress(o, o->piece, n, err) != 0)
             return -1;
     }
     uint64_t got = XXH64_digest(o->hash);
@@ -180,14 +181,30 @@ static int read_ledger(obj_build *o, const cs_ledger_ref *ref, bool squeeze, cs_
     return ledger_failed(o, ref->seq, err);
 }
 
-/* Appends the ledger's stored frames: each zstd chunk as stored, each raw one compressed, every
- * chunk checked against its index entry first. 1 when a chunk fails its check: the frames were
- * dropped (cs_ring_drop_frames) and nothing of this ledger is in the object. */
+/* Stored frames that failed a check: dropped (the ledger stays), and whatever of this ledger went
+ * into the object since mark taken out again. */
+static int frames_failed(obj_build *o, const cs_ledger_ref *ref, size_t mark, const char *problem)
+{
+    cs_ring_drop_frames(o->ring, ref->seq, ref->rec.frames_xxh3, problem);
+    ZSTD_CCtx_reset(o->cctx, ZSTD_reset_session_only);
+    o->open = false;
+    o->len = mark;
+    return 1;
+}
+
+/* Appends the ledger's stored frames: each zstd chunk as stored, each raw one compressed. They are
+ * checked as a replay checks them (docs/RING.md): every chunk against its index entry before it
+ * goes in, then the frames file (payloads and index) against the record's frames_xxh3 and the raw
+ * chunks against its raw_xxh3; the ledger's own bytes are read for the raw chunks only. 1 when a
+ * check fails: the frames were dropped and nothing of this ledger is in the object. */
 static int copy_frames(obj_build *o, const cs_ledger_ref *ref, cs_err *err)
 {
     if (close_frame(o, err) != 0)
         return -1;
     size_t mark = o->len;
+    XXH3_64bits_reset(o->fhash);
+    XXH3_64bits_reset(o->rawhash);
+    char problem[128];
     for (uint32_t k = 0; k < ref->rec.chunks; k++) {
         const cs_frame *f = &ref->frames[k];
         if (piece_for(o, f->len, err) != 0)
@@ -195,17 +212,18 @@ static int copy_frames(obj_build *o, const cs_ledger_ref *ref, cs_err *err)
         if (cs_frame_read(ref, k, o->piece, err) != 0)
             return ledger_failed(o, ref->seq, err);
         if (XXH3_64bits(o->piece, f->len) != f->xxh3) {
-            char problem[96];
             snprintf(problem, sizeof problem, "chunk %" PRIu32 " does not hash to its index entry", k);
-            cs_ring_drop_frames(o->ring, ref->seq, ref->rec.frames_xxh3, problem);
-            ZSTD_CCtx_reset(o->cctx, ZSTD_reset_session_only);
-            o->open = false;
-            o->len = mark;
-            return 1;
+            return frames_failed(o, ref, mark, problem);
         }
+        XXH3_64bits_update(f->codec == 0 ? o->rawhash : o->fhash, o->piece, f->len);
         if ((f->codec == 0 ? compress(o, o->piece, f->len, err) : append(o, o->piece, f->len, err)) != 0)
             return -1;
     }
+    XXH3_64bits_update(o->fhash, ref->frames_tail, ref->frames_tail_len);
+    if (XXH3_64bits_digest(o->fhash) != ref->rec.frames_xxh3)
+        return frames_failed(o, ref, mark, "the frames file does not hash to its record's frames_xxh3");
+    if (XXH3_64bits_digest(o->rawhash) != ref->rec.raw_xxh3)
+        return frames_failed(o, ref, mark, "the raw chunks do not hash to the record's raw_xxh3");
     return 0;
 }
 
@@ -221,10 +239,9 @@ static int add_ledger(obj_build *o, uint32_t seq, cs_err *err)
         o->modified = st.st_mtime;
     if (ref->frames_problem[0])
         cs_ring_drop_frames(o->ring, seq, ref->frames_claimed_xxh3, ref->frames_problem);
-    bool frames = ref->frames_fd >= 0;
-    int rc = read_ledger(o, ref, !frames, err);
-    if (rc == 0 && frames && (rc = copy_frames(o, ref, err)) == 1)
-        rc = read_ledger(o, ref, true, err);
+    int rc = ref->frames_fd >= 0 ? copy_frames(o, ref, err) : 1;
+    if (rc == 1)
+        rc = compress_ledger(o, ref, err);
     cs_ledger_ref_release(ref);
     return rc;
 }
@@ -240,7 +257,7 @@ static void put_be32(uint8_t *p, uint32_t v)
 /* The object's bytes: the batch header, every ledger, the frame's end. */
 static int build(obj_build *o, int level, cs_err *err)
 {
-    if (!o->cctx || !o->hash || !o->piece)
+    if (!o->cctx || !o->hash || !o->fhash || !o->rawhash || !o->piece)
         return failed(o, err, "out of memory");
     size_t set = ZSTD_CCtx_setParameter(o->cctx, ZSTD_c_compressionLevel, level);
     if (ZSTD_isError(set))
@@ -266,11 +283,15 @@ int cs_lake_object_build(cs_ring *r, cs_lake_batch b, int level, uint8_t **out, 
     cs_err e = {0}; /* the ring's errors are read back, so never NULL */
     o.cctx = ZSTD_createCCtx();
     o.hash = XXH64_createState();
+    o.fhash = XXH3_createState();
+    o.rawhash = XXH3_createState();
     o.piece = malloc(LAKE_PIECE);
     o.piece_cap = o.piece ? LAKE_PIECE : 0;
     int rc = build(&o, level, &e);
     ZSTD_freeCCtx(o.cctx);
     XXH64_freeState(o.hash);
+    XXH3_freeState(o.fhash);
+    XXH3_freeState(o.rawhash);
     free(o.piece);
     if (rc != 0) {
         free(o.out);

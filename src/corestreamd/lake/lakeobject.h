@@ -33,15 +33,16 @@ int cs_lake_batch_available(cs_ring *r, cs_lake_batch b, cs_err *err);
 
 /* Builds batch b's object: startSequence, endSequence and the count of ledgers (u32 big-endian
  * each), then each ledger's bytes as the ring stores them (a LedgerCloseMeta's XDR), as zstd
- * frames: a ledger with stored frames (docs/RING.md) contributes them as stored, each checked
- * against its index entry (a raw chunk compressed at level); one without, its bytes compressed at
- * level, in the frame the header or the ledgers before it began. So an object is one frame only
+ * frames: a ledger with stored frames (docs/RING.md) contributes them as stored (a raw chunk
+ * compressed at level), checked as a replay checks them: each chunk against its index entry
+ * before it goes in, then the file against the record's frames_xxh3 and the raw chunks against
+ * its raw_xxh3; one without, its bytes compressed at level, in the frame the header or the
+ * ledgers before it began, checked against the record's XXH64. So an object is one frame only
  * when no ledger of it has stored frames; decompressed, it is the same bytes either way. Stored
- * frames that fail their check are dropped (cs_ring_drop_frames; the ledger stays) and the
- * ledger is compressed instead. The batch must be wholly in the ring: it is checked before any
- * ledger is read (bounds, holes), and each ledger is opened (cs_ring_get), read and hashed
- * against its record, then released before the next, so at most one ledger's descriptors are
- * held and none after the return. A ledger that fails a check is handed to cs_ring_condemn on
+ * frames that fail a check are dropped (cs_ring_drop_frames; the ledger stays) and the ledger is
+ * compressed instead. The batch must be wholly in the ring: it is checked before any ledger is
+ * read (bounds, holes), and each ledger is opened (cs_ring_get), read and checked, then released
+ * before the next, so at most one ledger's descriptors are held and none after the return. A ledger that fails a check is handed to cs_ring_condemn on
  * this thread (which hashes it again). *out receives malloc'd bytes the caller frees, *len their
  * count, and *modified (unless NULL) the newest modification time of the batch's ledger files, in
  * Unix seconds (when the ring stored the batch's last ledger); all untouched on error.
