@@ -64,6 +64,7 @@ static void set_defaults(cs_daemon_config *c)
     c->lake_batches_per_partition = CS_LAKE_BATCHES_PER_PARTITION_DEFAULT;
     c->lake_readers = CS_LAKE_READERS_DEFAULT;
     c->lake_dir = "";
+    c->backfill_from = "";
     c->jetstream_url = "";
     c->jetstream_stream = CS_JS_DEFAULT_STREAM;
     c->jetstream_max_age = CS_JS_DEFAULT_MAX_AGE_NS;
@@ -252,6 +253,31 @@ static int validate_lake(const cs_daemon_config *c, cs_err *err)
     return 0;
 }
 
+/* --backfill-from: a lake, for the sources whose core can move on without us. */
+static int validate_backfill(const cs_daemon_config *c, cs_err *err)
+{
+    const char *u = c->backfill_from;
+    if (!*u)
+        return 0;
+    if (strcmp(c->source, "pipe") != 0 && strcmp(c->source, "captive") != 0)
+        return cs_err_set(err, 0,
+                          "--backfill-from applies to --source pipe and captive, whose core can move on without "
+                          "corestreamd, not %s",
+                          c->source);
+    if (!CS_WITH_CAPTIVE)
+        return cs_err_set(err, 0,
+                          "--backfill-from is not available: this corestreamd was configured with "
+                          "-DCS_WITH_CAPTIVE=OFF (it reads lakes with libcurl)");
+    if (strncmp(u, "ws://", 5) == 0 || strncmp(u, "wss://", 6) == 0)
+        return cs_err_set(err, 0,
+                          "--backfill-from %.200s: a corestreamd's stream as a backfill source is not implemented "
+                          "yet (issue 38); give its lake, http(s)://host:8462/lake",
+                          u);
+    if (strstr(u, "://") && strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0)
+        return cs_err_set(err, 0, "--backfill-from %.200s: a lake is http://, https:// or a directory", u);
+    return 0;
+}
+
 /* A part this build left out (CMake -DCS_WITH_<PART>=OFF) is refused by its flag, before anything
  * starts. */
 static int validate_built_in(const cs_daemon_config *c, bool captive, bool edge, cs_err *err)
@@ -332,7 +358,7 @@ static int validate(cs_daemon_config *c, cs_err *err)
         return cs_err_set(err, 0,
                           "--trusted-keys is for the edge (--source jetstream); a subscriber checks signatures "
                           "with its own keys");
-    if (validate_serving(c, err) != 0 || validate_lake(c, err) != 0)
+    if (validate_serving(c, err) != 0 || validate_lake(c, err) != 0 || validate_backfill(c, err) != 0)
         return -1;
     if (c->busy_poll_us < 0 || c->busy_poll_us > CS_BUSY_POLL_US_MAX)
         return cs_err_set(err, 0, "--busy-poll-us %lld is outside [0, %d]", (long long)c->busy_poll_us,
@@ -487,6 +513,9 @@ int cs_daemon_config_parse(cs_daemon_config *c, int argc, char **argv, FILE *usa
         {"lake-readers", CS_FLAG_INT, &c->lake_readers,
          "lake objects made at once for /lake/ requests, 1..64; more wait (up to 64 per reader), then 503"},
         {"lake-dir", CS_FLAG_STRING, &c->lake_dir, "`directory` to export the lake to (empty: no export)"},
+        {"backfill-from", CS_FLAG_STRING, &c->backfill_from,
+         "SEP-54 lake (`url` http(s)://host:8462/lake, or a directory) a gap in --source pipe or captive is filled "
+         "from, instead of starting the ring over (empty: none)"},
     };
     cs_flagset fs = {.prog = "corestreamd",
                      .synopsis = "Streams ledgers from one source to WebSocket subscribers on /stream.",

@@ -25,6 +25,9 @@
 #include "corestreamd/sources/pipe/fifo.h"
 #include "corestreamd/sources/pipe/pipe.h"
 #include "corestreamd/sources/rejoin.h"
+#if CS_WITH_CAPTIVE
+#include "corestreamd/sources/backfill.h"
+#endif
 #include "corestreamd/sources/synthetic.h"
 #include "corestreamd/start.h"
 
@@ -135,6 +138,22 @@ static uint32_t kept_oldest(cs_ring *ring, const char *identity, uint32_t start)
     return oldest;
 }
 
+/* A core's source (pipe, captive): what it re-emits is compared with the ring (rejoin.h), and
+ * with --backfill-from a gap past the ring is filled from a lake (backfill.h). Takes core. */
+static int wrap_core(const cs_daemon_config *c, cs_cancel *cancel, cs_ring *ring, cs_source *core, cs_source **src,
+                     cs_err *err)
+{
+    if (cs_rejoin_source_new(src, core, ring, err) != 0 || !*c->backfill_from)
+        return *src ? 0 : -1;
+#if CS_WITH_CAPTIVE
+    cs_source *rejoin = *src;
+    return cs_backfill_source_new(src, rejoin, ring, c->backfill_from, cancel, err);
+#else
+    (void)cancel; /* config.c refuses --backfill-from in this build */
+    return 0;
+#endif
+}
+
 static int build_source(const cs_daemon_config *c, cs_cancel *cancel, cs_ring *ring, const char *identity,
                         uint32_t start, cs_source **src, cs_range *range, cs_err *err)
 {
@@ -178,7 +197,7 @@ static int build_source(const cs_daemon_config *c, cs_cancel *cancel, cs_ring *r
                                 : cs_pipe_source_new(&pipe, c->pipe_cmd, c->pipe_size, cancel, err);
         if (prc != 0)
             return -1;
-        return cs_rejoin_source_new(src, pipe, ring, err);
+        return wrap_core(c, cancel, ring, pipe, src, err);
     } else {
         /* Captive: core paces itself; the range is unbounded from --start-ledger. */
         *range = cs_counted_range(start, 0);
@@ -200,7 +219,7 @@ static int build_source(const cs_daemon_config *c, cs_cancel *cancel, cs_ring *r
         cs_source *core;
         if (cs_captive_source_new(&core, &cc, cancel, err) != 0)
             return -1;
-        return cs_rejoin_source_new(src, core, ring, err);
+        return wrap_core(c, cancel, ring, core, src, err);
     }
     if (!*src)
         return cs_err_set(err, 0, "source: out of memory");

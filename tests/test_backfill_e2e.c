@@ -1,0 +1,228 @@
+/* `--backfill-from`: a FIFO core that outlives a killed corestreamd moves on while nobody reads,
+ * so the restarted daemon's first ledger from it lies past the ring's latest + 1. With a lake
+ * that holds the ledgers in between (a directory here, in the SEP-54 layout, made by this test),
+ * they are filled in order before the core's ledger: the ring stays contiguous and a catch-up
+ * gets every ledger byte-exact. A lake that lacks one of them fills what it has, says which it
+ * could not give, and the ring starts over as without a backfill source. */
+#include <stdarg.h>
+#include <setjmp.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <zstd.h>
+
+#include "corestreamd/lake/lakekey.h"
+#include "support/metabuild.h"
+#include "support/ringfixture.h"
+#include "support/wsclient.h"
+#include "support/wait.h"
+
+#define STOP_MS 20000
+#define TAIL 6000
+
+typedef cs_ringfx fixture;
+
+static int setup(void **state)
+{
+    return cs_ringfx_setup(state, "backfill");
+}
+
+static int teardown(void **state)
+{
+    return cs_ringfx_teardown(state);
+}
+
+static void meta_of(uint32_t seq, cs_mb_buf *b)
+{
+    cs_mb_meta m = cs_mb_go_meta(1, seq, false, 0, false, TAIL);
+    cs_mb_put_meta(b, &m);
+}
+
+static void write_file(const char *path, const void *p, size_t n)
+{
+    FILE *fp = fopen(path, "wb");
+    assert_non_null(fp);
+    assert_int_equal(fwrite(p, 1, n, fp), n);
+    assert_int_equal(fclose(fp), 0);
+}
+
+/* A lake directory <scratch>/lake holding ledgers from..to but skip (0: none), one per object. */
+static void make_lake(fixture *f, uint32_t from, uint32_t to, uint32_t skip, char *dir, size_t dlen)
+{
+    assert_true((size_t)snprintf(dir, dlen, "%s/lake", f->dir.path) < dlen);
+    char path[PATH_MAX];
+    assert_int_equal(mkdir(dir, 0755), 0);
+    assert_true((size_t)snprintf(path, sizeof path, "%s/ledgers", dir) < sizeof path);
+    assert_int_equal(mkdir(path, 0755), 0);
+    const char *config = "{\"networkPassphrase\":\"Test SDF Network ; September 2015\",\"ledgersPath\":"
+                         "\"/lake/ledgers\",\"compression\":\"zstd\",\"ledgersPerBatch\":1,\"batchesPerPartition\":64000}";
+    assert_true((size_t)snprintf(path, sizeof path, "%s/config.json", dir) < sizeof path);
+    write_file(path, config, strlen(config));
+    cs_lake_layout l = cs_lake_layout_default();
+    for (uint32_t s = from; s <= to; s++) {
+        if (s == skip)
+            continue;
+        cs_mb_buf b = {0};
+        uint8_t head[12] = {s >> 24, s >> 16, s >> 8, s, s >> 24, s >> 16, s >> 8, s, 0, 0, 0, 1};
+        cs_mb_put(&b, head, sizeof head);
+        meta_of(s, &b);
+        size_t cap = ZSTD_compressBound(b.n);
+        uint8_t *z = malloc(cap);
+        assert_non_null(z);
+        size_t zn = ZSTD_compress(z, cap, b.p, b.n, 3);
+        assert_false(ZSTD_isError(zn));
+        char key[CS_LAKE_KEY_MAX];
+        cs_lake_batch bt;
+        assert_int_equal(cs_lake_batch_of(&l, s, &bt, NULL), 0);
+        cs_lake_key(&l, bt, key);
+        assert_true((size_t)snprintf(path, sizeof path, "%s/ledgers/%s", dir, key) < sizeof path);
+        char *slash = strrchr(path, '/');
+        *slash = '\0';
+        mkdir(path, 0755); /* the partition: made by the first object, then there */
+        *slash = '/';
+        write_file(path, z, zn);
+        free(z);
+        cs_mb_free(&b);
+    }
+}
+
+/* Sends frames of ledgers from..to to the FIFO, as a core would: the writer ends when they are
+ * written. */
+static void send_ledgers(fixture *f, const char *fifo, uint32_t from, uint32_t to)
+{
+    cs_mb_buf b = {0};
+    for (uint32_t s = from; s <= to; s++) {
+        cs_mb_meta m = cs_mb_go_meta(1, s, false, 0, false, TAIL);
+        cs_mb_put_frame(&b, &m);
+    }
+    char path[PATH_MAX], cmd[3 * PATH_MAX];
+    assert_true((size_t)snprintf(path, sizeof path, "%s/frames-%u-%u.bin", f->dir.path, from, to) < sizeof path);
+    write_file(path, b.p, b.n);
+    cs_mb_free(&b);
+    snprintf(cmd, sizeof cmd, "cat '%s' > '%s'", path, fifo);
+    int st = system(cmd);
+    if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        fail_msg("writer \"%s\": status %d", cmd, st);
+}
+
+static void start(fixture *f, const char *fifo, const char *lake)
+{
+    const char *const args[] = {"--source", "pipe", "--pipe-path", fifo, "--chunk-size", "4096",
+                                "--backfill-from", lake, NULL};
+    cs_ringfx_start(f, NULL, CORESTREAMD_BIN, args);
+    if (cs_proc_wait_listening(&f->proc, WAIT_MS) != 0)
+        fail_msg("not listening:\n%s", f->proc.log);
+    cs_ringfx_wait_line(f, "msg=\"source loop starting\"", WAIT_MS);
+}
+
+/* The core's first run: 1-4 in the ring, then corestreamd is killed while the core lives on. */
+static void first_run_then_kill(fixture *f, const char *fifo, const char *lake)
+{
+    start(f, fifo, lake);
+    send_ledgers(f, fifo, 1, 4);
+    cs_ringfx_wait_line(f, "msg=\"pipe source: the FIFO's writer went away; waiting for the next one\"", WAIT_MS);
+    assert_int_equal(cs_proc_stop(&f->proc, SIGKILL, STOP_MS), 128 + SIGKILL);
+    cs_ringfx_free_proc(f);
+}
+
+static void expect_catchup(fixture *f, uint32_t from, uint32_t to)
+{
+    char q[64];
+    snprintf(q, sizeof q, "/stream?start=%u&end=%u", from, to);
+    cs_ws *ws = cs_ws_connect("127.0.0.1", f->proc.port, q, WAIT_MS, NULL, NULL, 0);
+    assert_non_null(ws);
+    for (uint32_t want = from; want <= to; want++) {
+        cs_ledger l;
+        char err[256];
+        if (cs_ws_read_ledger(ws, &l, WAIT_MS, err, sizeof err) != 1)
+            fail_msg("ledger %u: %s\n%s", want, err, f->proc.log);
+        assert_int_equal(l.seq, want);
+        cs_mb_buf b = {0};
+        meta_of(want, &b);
+        assert_int_equal(l.len, b.n);
+        assert_memory_equal(l.data, b.p, b.n);
+        cs_mb_free(&b);
+        cs_ledger_free(&l);
+    }
+    cs_ws_close(ws);
+}
+
+static void gap_is_filled_from_the_lake(void **state)
+{
+    fixture *f = *state;
+    char fifo[PATH_MAX], lake[PATH_MAX];
+    assert_true((size_t)snprintf(fifo, sizeof fifo, "%s/meta.fifo", f->dir.path) < sizeof fifo);
+    make_lake(f, 5, 8, 0, lake, sizeof lake);
+    first_run_then_kill(f, fifo, lake);
+
+    start(f, fifo, lake); /* the ring continues at 5; the core has moved on to 9 */
+    send_ledgers(f, fifo, 9, 10);
+    cs_ringfx_wait_line(f, "msg=\"filling a gap from the backfill source\"", WAIT_MS);
+    char line[2048];
+    cs_proc_line(&f->proc, line, sizeof line);
+    if (!strstr(line, " first=5 last=8"))
+        fail_msg("line: %s", line);
+    cs_ringfx_wait_line(f, "msg=\"gap filled from the backfill source\"", WAIT_MS);
+    cs_proc_line(&f->proc, line, sizeof line);
+    if (!strstr(line, " first=5 last=8 ledgers=4"))
+        fail_msg("line: %s", line);
+    cs_ringfx_wait_line(f, "msg=\"pipe source: the FIFO's writer went away; waiting for the next one\"", WAIT_MS);
+    expect_catchup(f, 1, 10);
+    assert_int_equal(cs_proc_log_count(&f->proc, "retention reset"), 0);
+    assert_int_equal(cs_proc_stop(&f->proc, SIGTERM, STOP_MS), 0);
+}
+
+static void a_ledger_the_lake_lacks_starts_the_ring_over(void **state)
+{
+    fixture *f = *state;
+    char fifo[PATH_MAX], lake[PATH_MAX];
+    assert_true((size_t)snprintf(fifo, sizeof fifo, "%s/meta.fifo", f->dir.path) < sizeof fifo);
+    make_lake(f, 5, 8, 7, lake, sizeof lake);
+    first_run_then_kill(f, fifo, lake);
+
+    start(f, fifo, lake);
+    send_ledgers(f, fifo, 9, 10);
+    cs_ringfx_wait_line(f, "msg=\"gap not filled: the backfill source could not give a ledger\"", WAIT_MS);
+    char line[2048];
+    cs_proc_line(&f->proc, line, sizeof line);
+    if (!strstr(line, " ledger=7 ") || !strstr(line, "no object at FFFFFFFF--0-63999/FFFFFFF8--7.xdr.zst"))
+        fail_msg("line: %s", line);
+    cs_ringfx_wait_line(f, "retention reset", WAIT_MS);
+    cs_ringfx_wait_line(f, "msg=\"pipe source: the FIFO's writer went away; waiting for the next one\"", WAIT_MS);
+    expect_catchup(f, 9, 10);
+    assert_int_equal(cs_proc_stop(&f->proc, SIGTERM, STOP_MS), 0);
+}
+
+/* Only the sources whose core moves on by itself take a backfill source. */
+static void backfill_is_refused_for_other_sources(void **state)
+{
+    fixture *f = *state;
+    const char *const args[] = {"--source", "synthetic", "--backfill-from", "/nowhere", NULL};
+    cs_ringfx_start(f, NULL, CORESTREAMD_BIN, args);
+    assert_int_equal(cs_proc_wait_exit(&f->proc, WAIT_MS), 1);
+    cs_proc_drain(&f->proc);
+    if (!strstr(f->proc.log, "--backfill-from applies to --source pipe and captive, whose core can move on without "
+                             "corestreamd, not synthetic"))
+        fail_msg("log:\n%s", f->proc.log);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(gap_is_filled_from_the_lake, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_ledger_the_lake_lacks_starts_the_ring_over, setup, teardown),
+        cmocka_unit_test_setup_teardown(backfill_is_refused_for_other_sources, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
