@@ -46,6 +46,9 @@ func unzstd(src []byte, max int64) ([]byte, error) {
 	if size < 1024 {
 		size = 1024 // a skippable first frame says 0
 	}
+	if size > 64<<20 {
+		size = 64 << 20 // a frame's header is not trusted with an allocation: grow past it as it decodes
+	}
 	if max >= 0 && size > max+1 {
 		size = max + 1
 	}
