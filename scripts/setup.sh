@@ -11,6 +11,7 @@ packages=(
   libcmocka-dev openssl
   libnats-dev nats-server
   python3 python3-websockets python3-zstandard python3-xxhash
+  zstd
   prometheus
   gnuplot-nox
   clang libclang-rt-14-dev

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 	"unsafe"
 )
 
@@ -30,7 +31,8 @@ var ErrClosed = errors.New("remoteledger: backend closed")
 //
 // The semantics are captive core's (ingest/ledgerbackend.CaptiveStellarCore) where a remote
 // stream allows them; each method's comment says where they differ. In short: no catchup (the
-// server serves what its ring retains, and the live tip), a ledger already passed is served again
+// server serves what its ring retains, and the live tip; with WithLake, a SEP-54 lake serves the
+// history before the ring), a ledger already passed is served again
 // by a new subscription instead of being an error, a cancelled call leaves the backend prepared,
 // GetLatestLedgerSequence is the server's and needs no PrepareRange.
 //
@@ -57,10 +59,15 @@ type Backend struct {
 	run      string // the run token of the prepared range's first subscription
 
 	// Touched under op only.
-	last    []byte // the ledger last read: the C buffer (or a Go copy of it), valid while have
-	lastSeq uint32
-	have    bool
-	meter   meter
+	last       []byte // the ledger last read: the C buffer (or a Go copy of it), valid while have
+	lastSeq    uint32
+	have       bool
+	meter      meter
+	lake       *lake  // WithLake; nil without
+	ringOldest uint32 // with a lake: the ledgers before it are the lake's (0: none known yet)
+
+	closing     context.Context // done once Close was called: ends a lake request in progress
+	stopClosing context.CancelFunc
 }
 
 // NewBackend returns a Backend for url with opts, as New checks them (nothing is dialled; an
@@ -74,7 +81,9 @@ func NewBackend(url string, opts ...Option) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Backend{s: s, cs: cs, meter: s.newMeter()}, nil
+	b := &Backend{s: s, cs: cs, meter: s.newMeter(), lake: newLake(s)}
+	b.closing, b.stopClosing = context.WithCancel(context.Background())
+	return b, nil
 }
 
 // Stream is the Backend's URL and options as a Stream, for RawLedgers, Open and Bounds on
@@ -89,11 +98,21 @@ func (b *Backend) Stream() *Stream { return b.s }
 // (ErrDial, ErrUnauthorized, ErrTLS, the timeouts), *TooFarBehindError for a from the server no
 // longer retains, ErrInvalid for a range that cannot be streamed, ctx.Err(), ErrClosed.
 //
+// With WithLake, a from the ring no longer holds (close 4001) or that lies in a hole of it (4002)
+// is read from the lake instead, and so are the ledgers after it until the ring holds the next
+// one: GetLedgerRaw then subscribes from that one and goes on from the ring, with no gap and no
+// duplicate (the ring's oldest, learnt from its 4001 answer, is where it joins; a ring that pruned
+// past it meanwhile answers 4001 again, and the lake serves on). The errors add ErrLake (the lake
+// could not be read) and, for a ledger neither holds, the ring's *TooFarBehindError (or ErrHole)
+// with a message naming the lake's answer too: "remoteledger: ledger 1 is in neither the lake
+// nor the server's ring: the lake has no http://…/FFFFFFFE--1.xdr.zst (404: …); the server's
+// ring holds [200,300]".
+//
 // As captive core, a bounded range ends at its to (GetLedgerRaw past it is an error) and an
 // unbounded one follows the network. Unlike captive core:
-//   - Nothing is replayed or caught up: the ledgers come from the server's retention ring and
-//     then live, so a from older than the ring is *TooFarBehindError (captive core replays it
-//     from history archives), and a bounded range may reach past the network's tip (its later
+//   - Nothing is replayed or caught up: the ledgers come from the server's retention ring (and
+//     with WithLake, a lake's history before it) and then live, so a from older than both is
+//     *TooFarBehindError (captive core replays it from history archives), and a bounded range may reach past the network's tip (its later
 //     ledgers are waited for; captive core refuses a range ahead of the latest checkpoint).
 //   - UnboundedRange(0) is the tip (the next ledger the server publishes); no sequence is
 //     special (captive core cannot start from ledger 1) and nothing is rounded to a checkpoint.
@@ -118,12 +137,17 @@ func (b *Backend) PrepareRange(ctx context.Context, ledgerRange Range) error {
 	b.prepared, b.failed, b.run = nil, nil, ""
 	b.mu.Unlock()
 	b.have = false
+	b.ringOldest = 0
 	b.reset()
 
-	if err := b.subscribe(ctx, ledgerRange, false); err != nil {
-		return b.unprepare(err)
+	seq, err := ledgerRange.from, error(nil)
+	if seq == 0 { // the tip: the ring's, never the lake's
+		if err = b.subscribe(ctx, ledgerRange, false); err == nil {
+			seq, err = b.read(ctx, 0)
+		}
+	} else {
+		err = b.ledger(ctx, seq, ledgerRange, false)
 	}
-	seq, err := b.read(ctx, ledgerRange.from)
 	if err != nil {
 		return b.unprepare(err)
 	}
@@ -166,7 +190,8 @@ func (b *Backend) IsPrepared(ctx context.Context, ledgerRange Range) (bool, erro
 // Unlike captive core:
 //   - A sequence already passed (before the one the subscription delivers next), inside the
 //     prepared range, is served by a new subscription from it: the server replays it from its
-//     ring (a *TooFarBehindError if it no longer has it), and the reading goes on from there.
+//     ring (a *TooFarBehindError if it no longer has it, unless WithLake's lake has it), and the
+//     reading goes on from there.
 //     The cost is that of a new subscription: a dial, an upgrade, the ring's replay. Captive
 //     core refuses it ("requested ledger is behind the captive core stream"). The server must
 //     be of the same run (X-Corestream-Run) as the prepared range's first subscription, as
@@ -177,7 +202,8 @@ func (b *Backend) IsPrepared(ctx context.Context, ledgerRange Range) (bool, erro
 //     Captive core keeps its stream across a cancelled GetLedger.
 //   - The ledgers are checked for order, length and checksum and against the server's run
 //     token, not against the previous ledger's hash (the XDR is not decoded here); captive core
-//     checks the hash chain.
+//     checks the hash chain. A ledger read from a lake is checked for its place only (its
+//     object's batch header names it alone): a lake sends no checksum.
 //   - After the last ledger of a bounded range, the server ends that subscription (captive
 //     core closes its process); the range stays prepared, its ledgers served again on demand.
 //   - The bytes are one copy per call. For no copy at all, use Stream.RawLedgers or Session,
@@ -189,7 +215,7 @@ func (b *Backend) GetLedgerRaw(ctx context.Context, sequence uint32) ([]byte, er
 		return nil, err
 	}
 	b.mu.Lock()
-	prepared, base, failed, open, next := b.prepared, b.base, b.failed, b.open, b.next
+	prepared, base, failed := b.prepared, b.base, b.failed
 	b.mu.Unlock()
 	switch {
 	case failed != nil:
@@ -208,22 +234,120 @@ func (b *Backend) GetLedgerRaw(ctx context.Context, sequence uint32) ([]byte, er
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if !open || sequence < next {
-		r := UnboundedRange(sequence)
-		if base.bounded {
-			r = BoundedRange(sequence, base.to)
-		}
-		b.have = false
-		b.reset()
-		if err := b.subscribe(ctx, r, true); err != nil {
-			return nil, b.fail(ctx, err)
-		}
-	}
-	if _, err := b.read(ctx, sequence); err != nil {
+	if err := b.ledger(ctx, sequence, base, true); err != nil {
 		return nil, b.fail(ctx, err)
 	}
 	return bytes.Clone(b.last), nil
 }
+
+// ledger leaves ledger sequence of rng (a range from it or before it) in b.last: from the open
+// session, reading forward, or from a new subscription from it (again: one of the Backend's own,
+// for Metrics.Reconnected); with a lake, from the lake when the ring does not hold it.
+func (b *Backend) ledger(ctx context.Context, sequence uint32, rng Range, again bool) error {
+	for {
+		if b.lake != nil && sequence < b.ringOldest {
+			return b.fromLake(ctx, sequence, nil)
+		}
+		b.mu.Lock()
+		open, next := b.open, b.next
+		b.mu.Unlock()
+		var err error
+		if !open || sequence < next {
+			r := UnboundedRange(sequence)
+			if rng.bounded {
+				r = BoundedRange(sequence, rng.to)
+			}
+			b.have = false
+			b.reset()
+			err = b.subscribe(ctx, r, again)
+		}
+		if err == nil {
+			_, err = b.read(ctx, sequence)
+		}
+		if err == nil || b.lake == nil {
+			return err
+		}
+		var behind *TooFarBehindError
+		switch {
+		case errors.As(err, &behind):
+			// Behind the ring: the ledgers before its oldest are the lake's from now on. The
+			// ring's answer is for the ledger the session needed next, sequence or one before it
+			// on the way: the loop asks the lake, or the ring again if it holds sequence.
+			oldest := behind.Oldest
+			if oldest == 0 && behind.Latest == 0 { // the close reason was unreadable
+				oldest, _, _ = b.s.Bounds(ctx)
+			}
+			b.ringOldest = max(oldest, behind.Requested+1)
+			b.have = false
+			b.reset()
+		case errors.Is(err, ErrHole):
+			b.have = false
+			b.reset()
+			return b.fromLake(ctx, sequence, err)
+		default:
+			return err
+		}
+	}
+}
+
+// fromLake leaves ledger sequence in b.last, read from the lake. ringErr is why the ring did not
+// serve it (nil: the ledger is before the ring's oldest, known from an earlier answer); a
+// ledger the lake does not have either ends with an error naming both answers, which is the
+// ring's for errors.Is and errors.As (*TooFarBehindError, ErrHole).
+func (b *Backend) fromLake(ctx context.Context, sequence uint32, ringErr error) error {
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(b.closing, cancel)()
+	b.meter.start()
+	ledger, err := b.lake.ledger(lctx, sequence)
+	if err != nil && lctx.Err() != nil {
+		return b.interrupted(ctx)
+	}
+	var miss *lakeMissing
+	if errors.As(err, &miss) {
+		if ringErr == nil {
+			oldest, latest, _ := b.s.Bounds(ctx) // the ring's bounds now, for the message
+			ringErr = &TooFarBehindError{Requested: sequence, Oldest: oldest, Latest: latest}
+		}
+		return &lakeMissError{seq: sequence, lake: miss, ring: ringErr}
+	}
+	if err != nil {
+		return err
+	}
+	b.last, b.lastSeq, b.have = ledger, sequence, true
+	info := LedgerInfo{Sequence: sequence, ReceivedUnixNano: time.Now().UnixNano(), Size: len(ledger)}
+	b.s.observe(nil, info)
+	b.meter.ledger(info)
+	return nil
+}
+
+// lakeMissError: a ledger neither the ring nor the lake holds. It is the ring's error for
+// errors.Is and errors.As, with the lake's answer in its message.
+type lakeMissError struct {
+	seq  uint32
+	lake *lakeMissing
+	ring error
+}
+
+func (e *lakeMissError) Error() string {
+	lake := "the lake has no " + e.lake.where
+	if e.lake.detail != "" {
+		lake += " (404: " + e.lake.detail + ")"
+	}
+	ring := e.ring.Error()
+	var behind *TooFarBehindError
+	switch {
+	case errors.As(e.ring, &behind) && (behind.Oldest != 0 || behind.Latest != 0):
+		ring = fmt.Sprintf("the server's ring holds [%d,%d]", behind.Oldest, behind.Latest)
+	case errors.As(e.ring, &behind):
+		ring = "the server's ring does not reach back to it"
+	}
+	return fmt.Sprintf("remoteledger: ledger %d is in neither the lake nor the server's ring: %s; %s", e.seq, lake,
+		ring)
+}
+
+// Unwrap is the ring's error.
+func (e *lakeMissError) Unwrap() error { return e.ring }
 
 // GetLatestLedgerSequence is the newest ledger the server retains, from its /healthz (Bounds'
 // latest: it may trail a live stream by a ledger or two), on a connection of its own. It may be
@@ -250,6 +374,7 @@ func (b *Backend) Close() error {
 	}
 	b.closed = true
 	b.mu.Unlock()
+	b.stopClosing()
 	b.cm.Lock()
 	C.rl_stream_cancel(b.cs) // cs is freed only under op, which a blocked call holds
 	b.cm.Unlock()
@@ -262,6 +387,9 @@ func (b *Backend) Close() error {
 	b.mu.Unlock()
 	b.have = false
 	freeC(cs)
+	if b.lake != nil {
+		b.lake.close()
+	}
 	return nil
 }
 

@@ -155,6 +155,27 @@ func TestBackendBoundedRange(t *testing.T) {
 	}
 }
 
+// closeInterrupts closes b while a call of it (what) waits, and checks that the call returns
+// ErrClosed on done and that Close returned promptly.
+func closeInterrupts(t *testing.T, b *Backend, done <-chan error, what string) {
+	t.Helper()
+	start := time.Now()
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrClosed) {
+			t.Fatalf("%s interrupted by Close: %v", what, err)
+		}
+	case <-time.After(waitFor):
+		t.Fatalf("%s did not return after Close", what)
+	}
+	if time.Since(start) > 3*time.Second {
+		t.Fatalf("Close took %v", time.Since(start))
+	}
+}
+
 func equalSeqs(a, b []uint32) bool {
 	if len(a) != len(b) {
 		return false
@@ -383,21 +404,7 @@ func TestBackendCancelAndClose(t *testing.T) {
 	if _, err := b.GetLatestLedgerSequence(ctx); err != nil {
 		t.Fatal(err)
 	}
-	start = time.Now()
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-done:
-		if !errors.Is(err, ErrClosed) {
-			t.Fatalf("GetLedgerRaw interrupted by Close: %v", err)
-		}
-	case <-time.After(waitFor):
-		t.Fatal("GetLedgerRaw did not return after Close")
-	}
-	if time.Since(start) > 3*time.Second {
-		t.Fatalf("Close took %v", time.Since(start))
-	}
+	closeInterrupts(t, b, done, "GetLedgerRaw")
 	if liveStreams.Load() != 0 {
 		t.Fatal("the C stream was not freed by Close")
 	}

@@ -11,8 +11,9 @@
 // Bounds / GetLatestLedgerSequence, the server's retained range from its /healthz. WithMetrics
 // feeds a Metrics the caller implements (a Prometheus registry, say) with each ledger and
 // reconnection. WithTrustedKeys checks that the core signed every ledger (corestreamd
-// --signing-key): anything else ends the stream with ErrSignature. The examples run in the
-// module's tests against a real corestreamd.
+// --signing-key): anything else ends the stream with ErrSignature. WithLake gives a Backend the
+// history before the server's ring from a SEP-54 data lake (a corestreamd's /lake/, or a
+// directory). The examples run in the module's tests against a real corestreamd.
 //
 // # Ownership of the bytes
 //
@@ -54,6 +55,7 @@
 // # Building
 //
 // cgo (CGO_ENABLED=1) with pkg-config finding remoteledger.pc (set PKG_CONFIG_PATH for a prefix
-// pkg-config does not search), and libremoteledger.so.1 with libssl3, libzstd1 and libxxhash0 at run time.
+// pkg-config does not search) and libzstd.pc (libzstd-dev: the lake's objects are decoded with
+// libzstd directly), and libremoteledger.so.1 with libssl3, libzstd1 and libxxhash0 at run time.
 // The package has no dependencies beyond the standard library.
 package remoteledger

@@ -83,6 +83,17 @@ var (
 	// the missing ledgers: "remoteledger: ledgers 7 to 9 are missing from the server's ring
 	// (requested 7)".
 	ErrHole = errors.New("remoteledger: ledgers missing from the server's ring")
+
+	// ErrLake: with WithLake, the lake could not be read: its config.json is missing, not
+	// SEP-54's or of a layout this package does not read (more than one ledger per batch), of
+	// another network than the server's, or an object's request failed (a status other than 200
+	// and 404, named with its URL; a 503 or a failed connection once WithResume's retries are
+	// spent), or an object is not the zstd of its batch. The message names the URL or path and
+	// the cause: "remoteledger: lake: GET http://…/lake/ledgers/…: 500 Internal Server Error".
+	// A connection that failed matches ErrDial too, a TLS failure ErrTLS, a 401 ErrUnauthorized.
+	// A ledger that neither the lake nor the ring holds is not ErrLake but the ring's error
+	// (*TooFarBehindError, ErrHole), its message naming the lake's answer too.
+	ErrLake = errors.New("remoteledger: lake")
 )
 
 // TooFarBehindError is what ErrTooFarBehind carries: Requested is the ledger the stream needed

@@ -207,17 +207,23 @@ func noLeaks(t *testing.T) {
 // waitLatest waits until the server's ring holds ledger seq.
 func waitLatest(t *testing.T, s *Stream, seq uint32) {
 	t.Helper()
+	waitBounds(t, s, func(_, latest uint32) bool { return latest >= seq })
+}
+
+// waitBounds waits until the server's retained bounds satisfy done.
+func waitBounds(t *testing.T, s *Stream, done func(oldest, latest uint32) bool) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
 	for {
-		_, latest, err := s.Bounds(ctx)
+		oldest, latest, err := s.Bounds(ctx)
 		if err != nil {
 			t.Fatalf("bounds: %v", err)
 		}
-		if latest >= seq {
+		if done(oldest, latest) {
 			return
 		}
-		time.Sleep(20 * time.Millisecond) // polling the server's tip: there is no event to await
+		time.Sleep(20 * time.Millisecond) // polling the server's ring: there is no event to await
 	}
 }
 

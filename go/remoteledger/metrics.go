@@ -41,7 +41,8 @@ type Metrics interface {
 	// Ledger is called once for every ledger received and verified, just after the observers
 	// (WithObserver, WithLedgerObserver) and before it is yielded or returned: in a RawLedgers
 	// loop, by Session.Next, and by a Backend for each ledger its PrepareRange or GetLedgerRaw
-	// reads, those it reads past on the way to the one asked for included. A Backend's
+	// reads, those it reads past on the way to the one asked for included, and those it reads
+	// from a lake (WithLake; Info.Chunks 0, the wait the object's fetch). A Backend's
 	// GetLedgerRaw that answers from the ledger it already holds (the same sequence again)
 	// reads nothing and reports nothing.
 	Ledger(LedgerSample)

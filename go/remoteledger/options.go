@@ -20,6 +20,7 @@ type config struct {
 	bearerToken               string
 	allowRunChange            bool
 	trustedKeys               string
+	lake                      string // WithLake (lake.go)
 
 	observer func(LedgerInfo)
 	metrics  Metrics // WithMetrics (metrics.go)
@@ -157,7 +158,7 @@ type LedgerInfo struct {
 	EmitEndUnixNano   int64  // server clock at its last byte
 	ReceivedUnixNano  int64  // this host's clock once assembled and verified
 	Size              int    // raw bytes
-	Chunks            int    // CHUNK messages that carried it
+	Chunks            int    // CHUNK messages that carried it; 0 for a ledger read from a lake (WithLake)
 	DiscardedPartials int    // partial assemblies dropped for a ring redelivery of it
 	Reconnects        uint64 // reconnections of this call (or session) so far (WithResume)
 }

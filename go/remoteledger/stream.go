@@ -42,6 +42,9 @@ func New(url string, opts ...Option) (*Stream, error) {
 	for _, o := range opts {
 		o(&s.cfg)
 	}
+	if err := checkLake(&s.cfg); err != nil {
+		return nil, err
+	}
 	cs, err := s.newC()
 	if err != nil {
 		return nil, err
