@@ -300,6 +300,9 @@ def galexie_case(binary, realmeta, tmp):
               metrics.get("corestreamd_lake_not_found_total") == "1" and
               metrics.get("corestreamd_lake_busy_total") == "0" and metrics.get("corestreamd_lake_failed_total") == "0",
               f"lake metrics {metrics}")
+        s, _, b = request(d.port, "GET", lake.path(GALEXIE_SEQ) + ".sig")
+        check(s == 404 and b == b"lake: batch 53312000-53312000 has no signatures: ledger 53312000 is unsigned\n",
+              f"an unsigned batch's .sig: {s} {b!r}")
         return f"53312000 byte-exact with Galexie's object ({len(body)} bytes served)"
     finally:
         d.stop()
@@ -394,6 +397,44 @@ def directory_case(binary, benchrunner, tmp):
         d.stop()
 
 
+def signed_case(binary, benchrunner, tmp):
+    """A signing core serves each batch's signatures beside its object (<key>.sig: u16 length and
+    the SIG message per ledger); benchrunner --mode lake --trusted-keys checks every ledger with
+    them, and refuses them under another key."""
+    key, pub, other = (os.path.join(tmp, n) for n in ("sign.pem", "sign.pub", "other.pub"))
+    for cmd in (["openssl", "genpkey", "-algorithm", "ed25519", "-out", key],
+                ["openssl", "pkey", "-in", key, "-pubout", "-out", pub]):
+        subprocess.run(cmd, check=True, capture_output=True, timeout=30)
+    k2 = os.path.join(tmp, "other.pem")
+    subprocess.run(["openssl", "genpkey", "-algorithm", "ed25519", "-out", k2], check=True, capture_output=True)
+    subprocess.run(["openssl", "pkey", "-in", k2, "-pubout", "-out", other], check=True, capture_output=True)
+    d = Daemon(binary, ["--source", "synthetic", "--synthetic-size", "20000", "--synthetic-interval", "20ms",
+                        "--emit-window", "5ms", "--network-passphrase", PUBNET, "--signing-key", key], tmp)
+    try:
+        d.wait_latest(6)
+        lake = Lake("127.0.0.1", d.port, "/lake")
+        lake.config()
+        status, h, sig = lake.request("GET", lake.path(3) + ".sig")
+        check(status == 200 and h.get("content-type") == "application/octet-stream", f".sig: {status} {h}")
+        n = struct.unpack_from(">H", sig, 0)[0]
+        check(n == len(sig) - 2 and 200 <= n <= 263, f".sig of one ledger: length {n} in {len(sig)} bytes")
+        check(sig[2:4] == bytes([0x02, 0x13]) and struct.unpack_from(">I", sig, 4)[0] == 3,
+              f".sig does not hold ledger 3's SIG: {sig[2:8].hex()}")
+        lake.close()
+        if not benchrunner:
+            return "ledger 3's SIG served beside its object (no benchrunner given)"
+        base = [benchrunner, "--mode", "lake", "--url", f"http://127.0.0.1:{d.port}/lake", "--start", "1", "--end",
+                "6", "--quiet", "--trusted-keys"]
+        r = subprocess.run(base + [pub], capture_output=True, text=True, timeout=60)
+        check(r.returncode == 0 and "ledgers      6 (1..6)" in r.stdout, f"--trusted-keys: {r.returncode} {r.stderr}")
+        r = subprocess.run(base + [other], capture_output=True, text=True, timeout=60)
+        check(r.returncode == 1 and "lake: signature: ledger 1: signed by " in r.stderr and
+              "which is not a trusted key" in r.stderr, f"another key: {r.returncode} {r.stderr}")
+        return "<key>.sig served; benchrunner --trusted-keys verifies 1..6 and refuses another key"
+    finally:
+        d.stop()
+
+
 def tokens_case(binary, tmp):
     tokens = os.path.join(tmp, "tokens")
     with open(tokens, "w") as f:
@@ -433,6 +474,7 @@ def main():
     signal.alarm(240)
     cases = [("layout", lambda t: layout_case(binary, t)),
              ("directory", lambda t: directory_case(binary, benchrunner, t)),
+             ("signed", lambda t: signed_case(binary, benchrunner, t)),
              ("tokens", lambda t: tokens_case(binary, t)),
              ("off", lambda t: off_case(binary, t))]
     if os.path.exists(os.path.join(realmeta, GALEXIE_OBJECT)):

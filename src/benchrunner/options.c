@@ -90,7 +90,8 @@ static void fill_flags(cs_flag *f, br_options *o)
         {"token", CS_FLAG_STRING, &o->token, "remote: bearer token for the server"},
         {"token-file", CS_FLAG_STRING, &o->token_file, "remote: file holding the bearer token (its first line)"},
         {"trusted-keys", CS_FLAG_STRING, &o->trusted_keys,
-         "remote: PEM `file` of Ed25519 public keys; every ledger must be signed by one (corestreamd --signing-key)"},
+         "remote and lake: PEM `file` of Ed25519 public keys; every ledger must be signed by one (corestreamd "
+         "--signing-key; lake: by the batch's <key>.sig)"},
         {"subscribers", CS_FLAG_INT, &o->subscribers,
          "remote and loopback: K subscribers in this process, served by one thread (1..1024)"},
         {"resume", CS_FLAG_BOOL, &o->resume,

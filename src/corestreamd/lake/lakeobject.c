@@ -305,3 +305,34 @@ int cs_lake_object_build(cs_ring *r, cs_lake_batch b, int level, uint8_t **out, 
         *modified = o.modified;
     return 0;
 }
+
+int cs_lake_sig_build(cs_ring *r, cs_lake_batch b, uint8_t **out, size_t *len, cs_err *err)
+{
+    obj_build o = {.ring = r, .batch = b};
+    cs_err e = {0};
+    int rc = cs_lake_batch_available(r, b, &e);
+    for (uint64_t s = b.start; rc == 0 && s <= b.end; s++) {
+        cs_ledger_ref *ref = NULL;
+        if (cs_ring_get(r, (uint32_t)s, &ref, &e) != 0) {
+            rc = ledger_failed(&o, (uint32_t)s, &e);
+            break;
+        }
+        uint8_t n[2] = {(uint8_t)(ref->rec.sig_len >> 8), (uint8_t)ref->rec.sig_len};
+        if (ref->rec.sig_len == 0)
+            rc = cs_err_set(&e, CS_LAKE_OBJ_ERR_NOT_AVAILABLE,
+                            "lake: batch %" PRIu32 "-%" PRIu32 " has no signatures: ledger %" PRIu64 " is unsigned",
+                            b.start, b.end, s);
+        else if (append(&o, n, sizeof n, &e) != 0 || append(&o, ref->rec.sig, ref->rec.sig_len, &e) != 0)
+            rc = -1;
+        cs_ledger_ref_release(ref);
+    }
+    if (rc != 0) {
+        free(o.out);
+        if (err)
+            *err = e;
+        return -1;
+    }
+    *out = o.out;
+    *len = o.len;
+    return 0;
+}

@@ -51,4 +51,16 @@ int cs_lake_batch_available(cs_ring *r, cs_lake_batch b, cs_err *err);
 int cs_lake_object_build(cs_ring *r, cs_lake_batch b, int level, uint8_t **out, size_t *len, int64_t *modified,
                          cs_err *err);
 
+/* The name a batch's signature object has beside its object: the object's key and this. */
+#define CS_LAKE_SIG_SUFFIX ".sig"
+
+/* Builds batch b's signature object (docs/LAKE.md, "Signatures"): for each ledger of the batch in
+ * order, the length of its SIG message (u16 big-endian) and the message as the live flow
+ * published it (PROTOCOL.md, signed ledgers), read from the ledgers' records. A batch with an
+ * unsigned ledger has none: CS_LAKE_OBJ_ERR_NOT_AVAILABLE `lake: batch A-B has no signatures:
+ * ledger S is unsigned`; the rest as cs_lake_object_build (the records are read, not the
+ * ledgers' bytes: a reader checks those against the signatures). *out malloc'd, the caller frees
+ * it. Threads: as cs_lake_object_build. */
+int cs_lake_sig_build(cs_ring *r, cs_lake_batch b, uint8_t **out, size_t *len, cs_err *err);
+
 #endif

@@ -17,6 +17,8 @@
 #include <zstd.h>
 
 #include "common/strbuf.h"
+#include "corestream/wire.h"
+#include "corestreamd/lake/lakeobject.h"
 
 #define CONFIG_MAX (64 * 1024)         /* a config.json is a few hundred bytes */
 #define OBJECT_MAX (1024ull << 20)     /* a compressed object; a batch decompresses to at most 4 GiB */
@@ -345,6 +347,30 @@ int cs_lake_reader_get(cs_lake_reader *r, uint32_t seq, cs_lake_batch *batch, ui
     *batch = bt;
     *xdr = raw;
     *len = n;
+    return 0;
+}
+
+int cs_lake_reader_get_sig(cs_lake_reader *r, uint32_t seq, uint8_t **sig, size_t *len, cs_err *err)
+{
+    cs_lake_batch bt;
+    if (cs_lake_batch_of(&r->layout, seq, &bt, err) != 0) {
+        err->kind = CS_LAKE_READ_ERR_NOT_FOUND;
+        return -1;
+    }
+    char key[CS_LAKE_KEY_MAX], where[4200];
+    cs_lake_key(&r->layout, bt, key);
+    snprintf(where, sizeof where, "%s/%s" CS_LAKE_SIG_SUFFIX, r->objects, key);
+    body b = {.max = (size_t)r->layout.ledgers_per_batch * (2 + CS_WIRE_SIG_MAX_LEN)};
+    int rc = fetch(r, where, &b, err);
+    if (rc == 1)
+        cs_err_set(err, CS_LAKE_READ_ERR_NOT_FOUND, "lake: %s: ledger %" PRIu32 ": no signatures at %s" CS_LAKE_SIG_SUFFIX,
+                   r->url, seq, key);
+    if (rc != 0) {
+        free(b.p);
+        return -1;
+    }
+    *sig = b.p;
+    *len = b.len;
     return 0;
 }
 

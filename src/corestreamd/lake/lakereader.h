@@ -58,6 +58,12 @@ const char *cs_lake_reader_passphrase(const cs_lake_reader *r);
 int cs_lake_reader_get(cs_lake_reader *r, uint32_t seq, cs_lake_batch *batch, uint8_t **xdr, size_t *len,
                        cs_err *err);
 
+/* The signature object of the batch holding ledger seq (`<key>.sig`, docs/LAKE.md "Signatures"),
+ * as the lake holds it, malloc'd: *len bytes. CS_LAKE_READ_ERR_NOT_FOUND when the lake has none
+ * (an unsigned batch, or a lake that keeps no signatures); the other errors as for
+ * cs_lake_reader_get. */
+int cs_lake_reader_get_sig(cs_lake_reader *r, uint32_t seq, uint8_t **sig, size_t *len, cs_err *err);
+
 void cs_lake_reader_free(cs_lake_reader *r);
 
 #endif

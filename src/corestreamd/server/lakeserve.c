@@ -25,6 +25,7 @@
 struct srv_lake_job {
     cs_head_pending *pending; /* set by srv_lake_later */
     cs_lake_batch batch;
+    bool sig;  /* the batch's signature object */
     bool head; /* HEAD: the headers only */
     bool keep; /* the connection reads its next request after the answer */
     srv_lake_job *next;
@@ -59,11 +60,13 @@ static char *make_answer(srv_lake *l, const srv_lake_job *j, size_t *len)
     cs_err err = {0};
     cs_strbuf out = CS_STRBUF_INIT;
     unsigned extra = j->head ? CS_ANS_NO_BODY : 0;
-    if (cs_lake_object_build(l->ring, j->batch, CS_LAKE_LEVEL, &obj, &n, &modified, &err) == 0) {
+    int rc = j->sig ? cs_lake_sig_build(l->ring, j->batch, &obj, &n, &err)
+                    : cs_lake_object_build(l->ring, j->batch, CS_LAKE_LEVEL, &obj, &n, &modified, &err);
+    if (rc == 0) {
         char etag[24];
         snprintf(etag, sizeof etag, "\"%016" PRIx64 "\"", (uint64_t)XXH3_64bits(obj, n));
         cs_http_meta m = {.etag = etag, .last_modified = modified, .cache = OBJECT_CACHE};
-        cs_http_answer_bytes(&out, 200, CS_LAKE_OBJECT_TYPE, obj, n, &m, extra);
+        cs_http_answer_bytes(&out, 200, j->sig ? "application/octet-stream" : CS_LAKE_OBJECT_TYPE, obj, n, &m, extra);
         free(obj);
         atomic_fetch_add(&l->counts.objects, 1);
         atomic_fetch_add(&l->counts.bytes, j->head ? 0 : n);
@@ -173,14 +176,14 @@ bool srv_lake_admit(srv_lake *l)
     return false;
 }
 
-srv_lake_job *srv_lake_job_new(srv_lake *l, cs_lake_batch b, bool head, bool keep)
+srv_lake_job *srv_lake_job_new(srv_lake *l, cs_lake_batch b, bool sig, bool head, bool keep)
 {
     srv_lake_job *j = calloc(1, sizeof *j);
     if (!j) {
         atomic_fetch_sub(&l->admitted, 1);
         return NULL;
     }
-    *j = (srv_lake_job){.batch = b, .head = head, .keep = keep};
+    *j = (srv_lake_job){.batch = b, .sig = sig, .head = head, .keep = keep};
     return j;
 }
 

@@ -355,8 +355,9 @@ static int accept_upgrade(cs_server *s, http_req *r, conn_tag *tag, bool tls, co
 
 /* ---- /lake/ -------------------------------------------------------------------------------- */
 
-/* The SEP-54 lake (PROTOCOL.md section 6): its two texts answered here, an object admitted and
- * handed to a lake reader (CS_HEAD_LATER), which answers it; anything else under /lake/ is 404.
+/* The SEP-54 lake (PROTOCOL.md section 6): its two texts answered here, an object or its
+ * signatures (<key>.sig) admitted and handed to a lake reader (CS_HEAD_LATER), which answers it;
+ * anything else under /lake/ is 404.
  * Returns the verdict; *arg is the job for a reader. */
 static int route_lake(cs_server *s, http_req *r, void **arg)
 {
@@ -377,17 +378,21 @@ static int route_lake(cs_server *s, http_req *r, void **arg)
                                                                   : NULL;
     cs_lake_batch b;
     cs_err err = {0};
+    size_t plen = strlen(path), slen = strlen(CS_LAKE_SIG_SUFFIX);
+    bool sig = plen > slen && strcmp(path + plen - slen, CS_LAKE_SIG_SUFFIX) == 0;
+    if (sig)
+        plen -= slen;
     if (text) {
         cs_http_meta meta = {.last_modified = modified, .cache = "no-cache"};
         cs_http_answer_bytes(r->out, 200, "application/json", text, strlen(text), &meta, extra);
-    } else if (cs_lake_key_parse(srv_lake_layout(s->lake), path, strlen(path), &b, NULL) != 0) {
+    } else if (cs_lake_key_parse(srv_lake_layout(s->lake), path, plen, &b, NULL) != 0) {
         cs_http_answer(r->out, 404, "text/plain; charset=utf-8", "404 page not found\n", extra);
     } else if (cs_lake_batch_available(s->cfg.ring, b, &err) != 0) {
         srv_lake_not_found(s->lake);
         cs_http_answer_text(r->out, 404, err.msg, extra);
     } else if (!srv_lake_admit(s->lake)) {
         srv_lake_unavailable(r->out, "lake: every reader is busy and the queue is full", extra);
-    } else if ((*arg = srv_lake_job_new(s->lake, b, head, keep)) != NULL) {
+    } else if ((*arg = srv_lake_job_new(s->lake, b, sig, head, keep)) != NULL) {
         return CS_HEAD_LATER;
     } else {
         r->refused = true; /* out of memory: no answer, the connection closes */

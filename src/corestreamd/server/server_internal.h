@@ -191,9 +191,10 @@ void srv_lake_texts(const srv_lake *l, const char **config_json, const char **ma
 /* cs-heads: takes a place for one more request (readers x CS_LAKE_QUEUE_PER_READER in all);
  * false when none is left (the request is answered 503). */
 bool srv_lake_admit(srv_lake *l);
-/* cs-heads: the job for an admitted request; NULL when out of memory (the place is given
- * back). It goes to the head reader as judge's *arg with CS_HEAD_LATER. */
-srv_lake_job *srv_lake_job_new(srv_lake *l, cs_lake_batch b, bool head, bool keep);
+/* cs-heads: the job for an admitted request (sig: the batch's signature object, not the
+ * object); NULL when out of memory (the place is given back). It goes to the head reader as
+ * judge's *arg with CS_HEAD_LATER. */
+srv_lake_job *srv_lake_job_new(srv_lake *l, cs_lake_batch b, bool sig, bool head, bool keep);
 /* cs-heads: the head reader's later callback (ctx the server): queues the job for a reader. */
 void srv_lake_later(void *ctx, cs_head_pending *p, void *arg);
 /* A 503 naming msg, with Retry-After: 1 (a reader failed, or no place was left). Any thread. */
