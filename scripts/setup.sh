@@ -23,6 +23,23 @@ missing=()
 for p in "${packages[@]}"; do
   installed "$p" || missing+=("$p")
 done
+# The S3 tests' server (s3rver) comes from the npm registry: Debian's nodejs and npm, unless the
+# machine already has a node and an npm of its own (a nodesource nodejs carries npm, and Debian's
+# npm package would collide with it).
+command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
+
+# s3rver, an S3-compatible server the lake's S3 tests start on 127.0.0.1 (tests/test_lake_s3.c),
+# installed from the npm registry the machine is configured with, into .cache/s3rver (ignored by
+# git); a pinned version, so every machine tests against the same server.
+s3rver_dir=$(cd "$(dirname "$0")/.." && pwd)/.cache/s3rver
+s3rver_version=3.7.1
+install_s3rver() {
+  [[ -x $s3rver_dir/node_modules/.bin/s3rver ]] &&
+    grep -qs "\"version\": \"$s3rver_version\"" "$s3rver_dir/node_modules/s3rver/package.json" && return 0
+  echo "setup: installing s3rver $s3rver_version from the npm registry into $s3rver_dir" >&2
+  mkdir -p "$s3rver_dir"
+  npm install --prefix "$s3rver_dir" --no-audit --no-fund --loglevel=error "s3rver@$s3rver_version" >/dev/null
+}
 
 # Go 1.23 or later (the Go module's iter API; its test, go_module, runs in `make test`) is not in
 # bookworm itself: golang-1.23-go comes from bookworm-backports, added when no source names it.
@@ -39,6 +56,7 @@ have_backports() {
 debian_mirror() { "$(dirname "$0")/debian-mirror.sh"; }
 
 if ((${#missing[@]} == 0)) && ! $need_go; then
+  install_s3rver
   exit 0
 fi
 
@@ -63,6 +81,7 @@ if [[ $(id -u) -eq 0 ]]; then
     echo "setup: installing $go_package from bookworm-backports" >&2
     apt-get install -y -q --no-install-recommends -t bookworm-backports "$go_package" >/dev/null
   fi
+  install_s3rver
 else
   echo "setup: missing Debian packages; run:" >&2
   if ((${#missing[@]} > 0)); then

@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -17,20 +16,13 @@
 #include <zstd.h>
 
 #include "common/strbuf.h"
+#include "corestreamd/lake/lakecurl.h"
 #include "corestream/wire.h"
 #include "corestreamd/lake/lakeobject.h"
 
 #define CONFIG_MAX (64 * 1024)         /* a config.json is a few hundred bytes */
 #define OBJECT_MAX (1024ull << 20)     /* a compressed object; a batch decompresses to at most 4 GiB */
 #define DECOMPRESSED_MAX (4096ull << 20)
-
-static pthread_once_t g_curl_once = PTHREAD_ONCE_INIT;
-static CURLcode g_curl_init;
-
-static void curl_init_once(void)
-{
-    g_curl_init = curl_global_init(CURL_GLOBAL_DEFAULT);
-}
 
 struct cs_lake_reader {
     char *url;         /* as given, without a trailing slash */
@@ -212,8 +204,7 @@ static int read_config(cs_lake_reader *r, cs_err *err)
 
 static int open_http(cs_lake_reader *r, const cs_lake_reader_opts *o, cs_err *err)
 {
-    pthread_once(&g_curl_once, curl_init_once);
-    if (g_curl_init != CURLE_OK || !(r->curl = curl_easy_init()))
+    if (!cs_lake_curl_ready() || !(r->curl = curl_easy_init()))
         return cs_err_set(err, CS_LAKE_READ_ERR_IO, "lake: cannot start libcurl");
     if (o->bearer_token && *o->bearer_token) {
         char h[1100];

@@ -1,0 +1,51 @@
+/* An S3-compatible bucket as a lake's store (--lake-url s3://bucket/prefix, docs/LAKE.md
+ * "Export"): objects put, fetched and looked for by key under the prefix, every request signed
+ * with AWS Signature Version 4 by libcurl itself (CURLOPT_AWS_SIGV4). Path-style requests
+ * (<endpoint>/<bucket>/<prefix>/<key>), so any S3-compatible service answers them.
+ *
+ * Credentials, as the AWS tools find them: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
+ * AWS_SESSION_TOKEN from the environment, else the [default] profile (or AWS_PROFILE's) of the
+ * file AWS_SHARED_CREDENTIALS_FILE names (~/.aws/credentials when unset). The region is
+ * AWS_REGION (or AWS_DEFAULT_REGION), else us-east-1; the endpoint AWS_ENDPOINT_URL_S3 (or
+ * AWS_ENDPOINT_URL), else https://s3.<region>.amazonaws.com.
+ *
+ * Threads: a store belongs to one thread at a time (one libcurl handle, one kept-alive
+ * connection). */
+#ifndef CS_LAKE_LAKES3_H
+#define CS_LAKE_LAKES3_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+
+enum {
+    CS_S3_ERR_CONFIG = 1, /* a bad URL or no credentials: fix the command line or environment */
+    CS_S3_ERR_IO = 2,     /* a transfer failed, or the service answered 5xx, 429 or 408: try again */
+    CS_S3_ERR_DENIED = 3, /* any other answer (403 SignatureDoesNotMatch, AccessDenied, 404 NoSuchBucket…) */
+};
+
+typedef struct cs_s3 cs_s3;
+
+/* url: s3://bucket or s3://bucket/prefix. Reads the credentials, region and endpoint (above).
+ * Errors (CS_S3_ERR_CONFIG): `--lake-url <url>: not s3://bucket[/prefix]`, `--lake-url: no AWS
+ * credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or a [default] profile in <file>`. */
+int cs_s3_open(cs_s3 **out, const char *url, cs_err *err);
+
+/* Where the store is, for logs: "s3://bucket/prefix at <endpoint>". */
+const char *cs_s3_name(const cs_s3 *s);
+
+/* PUTs p[0..n) at key (relative to the prefix) with content type ctype. 0, or -1 with err
+ * (`s3: PUT <key>: HTTP 403: SignatureDoesNotMatch`, …). */
+int cs_s3_put(cs_s3 *s, const char *key, const void *p, size_t n, const char *ctype, cs_err *err);
+
+/* GETs key into *p (malloc'd, at most max bytes), *n its length. 0; 1 when there is no such key
+ * (404 NoSuchKey); -1 with err. */
+int cs_s3_get(cs_s3 *s, const char *key, size_t max, uint8_t **p, size_t *n, cs_err *err);
+
+/* 0 when key exists (HEAD 200), 1 when it does not (404), -1 with err. */
+int cs_s3_exists(cs_s3 *s, const char *key, cs_err *err);
+
+void cs_s3_free(cs_s3 *s);
+
+#endif
