@@ -617,7 +617,7 @@ static void command_line_exits(void **state)
         const char *args[8];
         const char *want;
     } cases[] = {
-        {{"--mode", "x"}, "benchrunner: --mode must be loopback, remote, local or localtap, got \"x\"\n"},
+        {{"--mode", "x"}, "benchrunner: --mode must be loopback, remote, local, localtap or lake, got \"x\"\n"},
         {{"--count", "0"}, "benchrunner: --count must be positive in loopback mode\n"},
         {{"--mode", "remote", "extra"}, "benchrunner: unexpected argument \"extra\"\n"},
         {{"--mode", "local"}, "benchrunner: --start is required in local mode: captive core replays a known range\n"},
