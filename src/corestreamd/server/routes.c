@@ -166,6 +166,12 @@ static void serve_metrics(cs_server *s, http_req *r, unsigned head)
         s->edge_stats(s->edge_arg, &edge);
         v.edge = &edge;
     }
+    cs_metrics_lake_export lake;
+    if (s->lake_export_stats) {
+        memset(&lake, 0, sizeof lake);
+        s->lake_export_stats(s->lake_export_arg, &lake);
+        v.lake_export = &lake;
+    }
     cs_strbuf b = CS_STRBUF_INIT;
     cs_metrics_render(&b, s->metrics, &v);
     char *text = cs_strbuf_take(&b, NULL);

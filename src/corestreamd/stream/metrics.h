@@ -133,6 +133,15 @@ typedef struct cs_metrics_edge {
     uint64_t gaps, gap_ledgers; /* gaps reported, and the ledgers in them */
 } cs_metrics_edge;
 
+/* The lake exporter's counters at scrape time (--lake-dir; the daemon's hook copies them from
+ * cs_lake_export_stats_get, lake/lakeexport.h). */
+typedef struct cs_metrics_lake_export {
+    uint64_t objects, bytes;      /* objects written, their bytes */
+    uint64_t io_errors, conflicts; /* attempts failed (retried); keys holding other content (kept) */
+    uint64_t lost;                /* ledgers lost to the lake */
+    uint64_t lag;                 /* ledgers: the ring's latest less the last one the export passed */
+} cs_metrics_lake_export;
+
 /* What the server knows at scrape time, beyond the counters. */
 typedef struct cs_metrics_view {
     const char *version;      /* build info */
@@ -162,6 +171,8 @@ typedef struct cs_metrics_view {
     int64_t tls_not_after;  /* the served certificate's notAfter, Unix seconds; 0: no TLS, family left out */
     const cs_metrics_jetstream *jetstream; /* NULL: no publisher, the corestreamd_jetstream_* families left out */
     const cs_metrics_edge *edge; /* NULL: not an edge, the corestreamd_edge_* families left out */
+    /* NULL: no --lake-dir, the corestreamd_lake_export_* families left out */
+    const cs_metrics_lake_export *lake_export;
 } cs_metrics_view;
 
 /* Appends the whole exposition: every family with its HELP and TYPE lines (the
