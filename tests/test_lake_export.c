@@ -464,13 +464,22 @@ static void test_other_lakes_config_refused(void **state)
     expect_refused(f, ".config.json\" is another lake's: it is not a JSON object of strings and numbers", NULL);
 }
 
-/* The lake may neither lie in the ring's directory nor hold it as its ledgers. */
+/* The lake may neither lie in the ring's directory nor hold it as its ledgers, by real paths. */
 static void test_overlap_refused(void **state)
 {
     fixture *f = *state;
     open_ring(f);
     snprintf(f->lake, sizeof f->lake, "%s/lake", f->ring_dir);
     expect_refused(f, "overlaps the ring's", "give --lake-dir outside --data-dir's ledgers");
+    /* Judged before anything is made: nothing is left in the ring's directory. */
+    snprintf(f->lake, sizeof f->lake, "%s/../ledgers/a/b//", f->ring_dir);
+    expect_refused(f, "overlaps the ring's", NULL);
+    struct stat st;
+    char made[PATHLEN];
+    snprintf(made, sizeof made, "%s/a", f->ring_dir);
+    assert_int_equal(stat(made, &st), -1);
+    snprintf(made, sizeof made, "%s/lake", f->ring_dir);
+    assert_int_equal(stat(made, &st), -1);
     cs_tmpdir_join(&f->dir, "data", f->lake, sizeof f->lake);
     expect_refused(f, "overlaps the ring's", NULL);
     snprintf(f->lake, sizeof f->lake, "%s", f->ring_dir);

@@ -44,11 +44,47 @@ static bool within(const char *a, const char *b)
     return strncmp(a, b, n) == 0 && (a[n] == '\0' || a[n] == '/' || (n > 0 && b[n - 1] == '/'));
 }
 
-/* The lake must not share files with the ring, which removes what it did not write. */
+/* realpath of path, which need not exist yet: its nearest existing ancestor resolved, the rest
+ * appended as written (trailing slashes dropped). 0, or -1 with errno. */
+static int resolve(const char *path, char out[PATH_MAX])
+{
+    char whole[PATH_MAX], head[PATH_MAX], base[PATH_MAX];
+    size_t n = (size_t)snprintf(whole, sizeof whole, "%s", path);
+    if (n >= sizeof whole) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    while (n > 1 && whole[n - 1] == '/')
+        whole[--n] = '\0';
+    memcpy(head, whole, n + 1);
+    const char *tail = NULL; /* what does not exist yet, from whole */
+    while (!realpath(*head ? head : ".", base)) {
+        if (errno != ENOENT)
+            return -1;
+        char *slash = strrchr(head, '/');
+        tail = whole + (slash ? slash - head + 1 : 0);
+        if (slash == head)
+            head[1] = '\0'; /* "/" */
+        else if (slash)
+            *slash = '\0';
+        else
+            head[0] = '\0'; /* the working directory */
+    }
+    int len = tail ? snprintf(out, PATH_MAX, "%s/%s", strcmp(base, "/") == 0 ? "" : base, tail)
+                   : snprintf(out, PATH_MAX, "%s", base);
+    if (len >= PATH_MAX) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    return 0;
+}
+
+/* The lake must not share files with the ring, which removes what it did not write: checked
+ * before the directory is made, so a refused one is not left inside the ring. */
 static int check_overlap(const cs_lake_dir *d, const char *ring_dir, cs_err *err)
 {
     char lake[PATH_MAX], ring[PATH_MAX], ledgers[PATH_MAX + 16];
-    if (!realpath(d->path, lake))
+    if (resolve(d->path, lake) != 0)
         return start_failed(d, err, "resolve");
     if (!realpath(ring_dir, ring))
         return cs_err_set(err, CS_LAKE_DIR_ERR_START, "lake: directory \"%s\": resolve the ring's \"%s\": %s",
@@ -274,10 +310,8 @@ static int note_root_leftover(void *arg, const char *name)
 }
 
 /* What the directory holds: configs, the ledgers directory, the newest object, leftovers. */
-static int look(cs_lake_dir *d, const char *ring_dir, cs_err *err)
+static int look(cs_lake_dir *d, cs_err *err)
 {
-    if (check_overlap(d, ring_dir, err) != 0)
-        return -1;
     d->dfd = open(d->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (d->dfd < 0)
         return start_failed(d, err, "open");
@@ -308,7 +342,9 @@ int cs_lake_dir_open(cs_lake_dir **out, const char *dir, const char *ring_dir, c
     d->layout = *l;
     struct stat st;
     d->parent_dirty = stat(dir, &st) != 0;
-    int rc = cs_mkdir_all(dir) != 0 ? start_failed(d, err, "create") : look(d, ring_dir, err);
+    int rc = check_overlap(d, ring_dir, err);
+    if (rc == 0)
+        rc = cs_mkdir_all(dir) != 0 ? start_failed(d, err, "create") : look(d, err);
     if (rc != 0) {
         cs_lake_dir_close(d);
         return -1;

@@ -39,8 +39,9 @@ enum {
 typedef struct cs_lake_dir cs_lake_dir;
 
 /* Makes dir (mkdir -p; the only change it makes) and looks at what it holds, without writing:
- * - dir must not overlap ring_dir (the ring's directory, which removes files it did not write):
- *   neither inside it nor holding it as <dir>/ledgers or below, compared by real paths:
+ * - first, dir must not overlap ring_dir (the ring's directory, which removes files it did not
+ *   write): neither inside it nor holding it as <dir>/ledgers or below, compared by real paths
+ *   (of dir's nearest existing ancestor while it does not exist), so nothing is made there:
  *   `lake: directory "<dir>" overlaps the ring's "<ring_dir>": give --lake-dir outside
  *   --data-dir's ledgers` (the data directory itself overlaps: its ledgers are the ring);
  * - config.json and ledgers/.config.json, when present, must be this lake's

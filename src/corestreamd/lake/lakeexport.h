@@ -11,7 +11,7 @@
  * fails stops the thread or the daemon. An object already at its key is never replaced
  * (cs_lake_dir_put): other content there is an ERROR naming the key, counted, and kept.
  *
- * Log lines (docs/operations/lake.md):
+ * Log lines (docs/operations/logging.md, "The lake export"):
  *   INFO  `lake export starts` dir next newest ring_oldest ring_latest
  *   INFO  `lake export: ledgers before the ring's oldest are skipped; this ring cannot give them to
  *         the lake` first last
@@ -40,6 +40,12 @@
 #define CS_LAKE_EXPORT_LEVEL_DEFAULT 3
 #define CS_LAKE_EXPORT_RETRY_MIN_NS (100 * 1000000LL)
 #define CS_LAKE_EXPORT_RETRY_MAX_NS (10 * 1000000000LL)
+
+/* Descriptors the exporter may hold at once beyond those cs_lake_export_new leaves open (the
+ * lake's directory and ledgers/): a partition directory, the ledger being read (its file and
+ * frames), the temporary file or the object in place being compared, and a directory listing at
+ * start. For the server's descriptor budget (cs_server_config.fd_reserve). */
+#define CS_LAKE_EXPORT_FDS 6
 
 typedef struct cs_lake_export_config {
     const char *dir;        /* the lake directory (--lake-dir); copied */
