@@ -705,6 +705,23 @@ static void test_free_is_safe(void **state)
 }
 
 /* --source jetstream: the edge's flags, defaults and refusals, each naming the bad input. */
+/* The lake's flags: the layout, the readers, and --lake-dir, which needs the network it names. */
+static void test_lake_flags(void **state)
+{
+    (void)state;
+    parsed p;
+    const char *args[] = {"--network-passphrase", "Test SDF Network ; September 2015", "--lake-dir", "/srv/lake",
+                          "--lake-ledgers-per-batch", "64", "--lake-batches-per-partition", "1000"};
+    expect_ok_into(&p, args, NARGS(args));
+    assert_string_equal(p.cfg.lake_dir, "/srv/lake");
+    assert_int_equal(p.cfg.lake_ledgers_per_batch, 64);
+    assert_int_equal(p.cfg.lake_batches_per_partition, 1000);
+    parsed_free(&p);
+    ERR("--lake-dir needs --network-passphrase: the lake's config names its network", "--lake-dir", "/srv/lake");
+    ERR("--lake-ledgers-per-batch 4294967296 does not fit in 32 bits", "--lake-ledgers-per-batch", "4294967296");
+    ERR("--lake-readers 0 is outside [1,64]", "--lake-readers", "0");
+}
+
 static void test_edge_flags(void **state)
 {
     (void)state;
@@ -758,6 +775,7 @@ int main(void)
         cmocka_unit_test(test_validation_order),
         cmocka_unit_test(test_free_is_safe),
         cmocka_unit_test(test_edge_flags),
+        cmocka_unit_test(test_lake_flags),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

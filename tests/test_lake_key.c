@@ -203,6 +203,96 @@ static void test_config_json(void **state)
     free(text);
 }
 
+/* The SDK's manifest: its json.Marshal of DatastoreManifest, field for field. */
+static void test_manifest_json(void **state)
+{
+    (void)state;
+    cs_lake_layout d = cs_lake_layout_default();
+    char *text = cs_lake_manifest_json(k_pubnet, &d, NULL);
+    assert_non_null(text);
+    assert_string_equal(text, "{\"networkPassphrase\":\"Public Global Stellar Network ; September 2015\","
+                              "\"version\":\"1.0\",\"compression\":\"zstd\","
+                              "\"ledgersPerBatch\":1,\"batchesPerPartition\":64000}");
+    free(text);
+}
+
+static void expect_disagrees(const char *text, cs_lake_conf_kind kind, const char *msg)
+{
+    cs_lake_layout d = cs_lake_layout_default();
+    cs_err err = {0};
+    assert_int_equal(cs_lake_config_agrees(text, strlen(text), kind, k_pubnet, &d, &err), -1);
+    assert_int_equal(err.kind, CS_LAKE_CONF_ERR_DISAGREES);
+    assert_string_equal(err.msg, msg);
+}
+
+/* Our own texts agree; so do other spellings of the same values (white space, member order,
+ * escapes, members the check does not read); each difference is named with both values. */
+static void test_config_agrees(void **state)
+{
+    (void)state;
+    cs_lake_layout d = cs_lake_layout_default();
+    char *sep = cs_lake_config_json(k_pubnet, &d, NULL), *man = cs_lake_manifest_json(k_pubnet, &d, NULL);
+    assert_int_equal(cs_lake_config_agrees(sep, strlen(sep), CS_LAKE_CONF_SEP, k_pubnet, &d, NULL), 0);
+    assert_int_equal(cs_lake_config_agrees(man, strlen(man), CS_LAKE_CONF_MANIFEST, k_pubnet, &d, NULL), 0);
+    /* Each file is the other kind's only by its one member of its own. */
+    expect_disagrees(man, CS_LAKE_CONF_SEP, "its ledgersPath is absent, this lake's is \"/lake/ledgers\"");
+    expect_disagrees(sep, CS_LAKE_CONF_MANIFEST, "its version is absent, this lake's is \"1.0\"");
+    free(sep);
+    free(man);
+    const char *spelt = " {\n \"batchesPerPartition\" : 64000 , \"extra\": [1, {\"a\": 2}],\n"
+                        " \"ledgersPerBatch\":1, \"compression\":\"zs\\u0074d\", \"version\":\"1.0\",\n"
+                        " \"networkPassphrase\":\"Public Global Stellar Network \\u003b September 2015\"}\n";
+    cs_err err = {0};
+    int rc = cs_lake_config_agrees(spelt, strlen(spelt), CS_LAKE_CONF_MANIFEST, k_pubnet, &d, &err);
+    /* A nested member is not read: this reader takes flat objects only. */
+    assert_int_equal(rc, -1);
+    assert_non_null(strstr(err.msg, "it is not a JSON object of strings and numbers: a nested value at byte"));
+    const char *flat = " {\n \"batchesPerPartition\" : 64000 , \"extra\": null,\n"
+                       " \"ledgersPerBatch\":1, \"compression\":\"zs\\u0074d\", \"version\":\"1.0\",\n"
+                       " \"networkPassphrase\":\"Public Global Stellar Network \\u003b September 2015\"}\n";
+    assert_int_equal(cs_lake_config_agrees(flat, strlen(flat), CS_LAKE_CONF_MANIFEST, k_pubnet, &d, NULL), 0);
+    expect_disagrees("{\"networkPassphrase\":\"Test SDF Network ; September 2015\",\"version\":\"1.0\","
+                     "\"compression\":\"zstd\",\"ledgersPerBatch\":1,\"batchesPerPartition\":64000}",
+                     CS_LAKE_CONF_MANIFEST,
+                     "its networkPassphrase is \"Test SDF Network ; September 2015\", this lake's is "
+                     "\"Public Global Stellar Network ; September 2015\" (--network-passphrase)");
+    expect_disagrees("{\"networkPassphrase\":\"Public Global Stellar Network ; September 2015\",\"version\":\"1.0\","
+                     "\"compression\":\"zstd\",\"ledgersPerBatch\":64,\"batchesPerPartition\":64000}",
+                     CS_LAKE_CONF_MANIFEST, "its ledgersPerBatch is 64, this lake's is 1 (--lake-ledgers-per-batch)");
+    expect_disagrees("{\"networkPassphrase\":\"Public Global Stellar Network ; September 2015\",\"version\":\"1.0\","
+                     "\"compression\":\"zstd\",\"ledgersPerBatch\":1,\"batchesPerPartition\":\"64000\"}",
+                     CS_LAKE_CONF_MANIFEST,
+                     "its batchesPerPartition is \"64000\", this lake's is 64000 (--lake-batches-per-partition)");
+    expect_disagrees("{\"networkPassphrase\":\"Public Global Stellar Network ; September 2015\",\"version\":\"2.0\","
+                     "\"compression\":\"zstd\",\"ledgersPerBatch\":1,\"batchesPerPartition\":64000}",
+                     CS_LAKE_CONF_MANIFEST, "its version is \"2.0\", this lake's is \"1.0\"");
+    expect_disagrees("{\"networkPassphrase\":\"Public Global Stellar Network ; September 2015\",\"ledgersPath\":\"/x\","
+                     "\"compression\":\"gzip\",\"ledgersPerBatch\":1,\"batchesPerPartition\":64000}",
+                     CS_LAKE_CONF_SEP, "its compression is \"gzip\", this lake's is \"zstd\"");
+    expect_disagrees("", CS_LAKE_CONF_SEP, "it is not a JSON object of strings and numbers: an object expected at byte 0");
+    expect_disagrees("{\"networkPassphrase\":\"a\"", CS_LAKE_CONF_SEP,
+                     "it is not a JSON object of strings and numbers: a comma or the object's end expected at byte 24");
+    expect_disagrees("{} {}", CS_LAKE_CONF_SEP, "it is not a JSON object of strings and numbers: text after the object at byte 3");
+    expect_disagrees("{\"a\":\"\\q\"}", CS_LAKE_CONF_SEP,
+                     "it is not a JSON object of strings and numbers: an unknown escape at byte 8");
+    expect_disagrees("{}", CS_LAKE_CONF_SEP,
+                     "its networkPassphrase is absent, this lake's is \"Public Global Stellar Network ; September "
+                     "2015\" (--network-passphrase)");
+}
+
+/* \u escapes: a surrogate pair is one rune, a lone surrogate U+FFFD, as encoding/json reads them. */
+static void test_config_unicode(void **state)
+{
+    (void)state;
+    cs_lake_layout d = cs_lake_layout_default();
+    const char *pair = "{\"networkPassphrase\":\"\\ud83d\\ude00 \\u00e9\",\"ledgersPath\":\"/lake/ledgers\","
+                       "\"compression\":\"zstd\",\"ledgersPerBatch\":1,\"batchesPerPartition\":64000}";
+    assert_int_equal(cs_lake_config_agrees(pair, strlen(pair), CS_LAKE_CONF_SEP, "\xf0\x9f\x98\x80 \xc3\xa9", &d, NULL), 0);
+    const char *lone = "{\"networkPassphrase\":\"\\ud83dx\",\"ledgersPath\":\"/lake/ledgers\","
+                       "\"compression\":\"zstd\",\"ledgersPerBatch\":1,\"batchesPerPartition\":64000}";
+    assert_int_equal(cs_lake_config_agrees(lone, strlen(lone), CS_LAKE_CONF_SEP, "\xef\xbf\xbdx", &d, NULL), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -210,7 +300,8 @@ int main(void)
         cmocka_unit_test(test_partition_of_one_batch), cmocka_unit_test(test_ceiling),
         cmocka_unit_test(test_layout_check),          cmocka_unit_test(test_parse_round_trips),
         cmocka_unit_test(test_parse_refusals),        cmocka_unit_test(test_parse_refusal_message),
-        cmocka_unit_test(test_config_json),
+        cmocka_unit_test(test_config_json),           cmocka_unit_test(test_manifest_json),
+        cmocka_unit_test(test_config_agrees),         cmocka_unit_test(test_config_unicode),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

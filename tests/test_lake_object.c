@@ -21,6 +21,7 @@
 #include "corestreamd/lake/lakekey.h"
 #include "corestreamd/lake/lakeobject.h"
 #include "store/ring.h"
+#include "support/files.h"
 #include "support/tmpdir.h"
 
 #ifndef CS_REALMETA_DIR
@@ -86,70 +87,9 @@ static size_t content_of(uint32_t seq, char *buf)
     return (size_t)n;
 }
 
-/* The decompression of a zstd stream, every frame of it, malloc'd; *frames (unless NULL) counts
- * them. */
-static uint8_t *unzstd_frames(const uint8_t *z, size_t zlen, size_t *len, int *frames)
-{
-    ZSTD_DCtx *d = ZSTD_createDCtx();
-    size_t cap = 1 << 20, pos = 0;
-    uint8_t *out = malloc(cap);
-    ZSTD_inBuffer in = {z, zlen, 0};
-    int n = 0;
-    while (in.pos < in.size) {
-        size_t left = 1;
-        while (left != 0) {
-            if (cap - pos < ZSTD_DStreamOutSize()) {
-                cap *= 2;
-                out = realloc(out, cap);
-            }
-            assert_non_null(out);
-            ZSTD_outBuffer ob = {out, cap, pos};
-            left = ZSTD_decompressStream(d, &ob, &in);
-            if (ZSTD_isError(left))
-                fail_msg("zstd: %s", ZSTD_getErrorName(left));
-            pos = ob.pos;
-            if (left != 0 && in.pos == in.size && ob.pos < ob.size)
-                fail_msg("zstd frame is cut short");
-        }
-        n++;
-    }
-    ZSTD_freeDCtx(d);
-    if (frames)
-        *frames = n;
-    *len = pos;
-    return out;
-}
-
-/* The decompression of exactly one zstd frame. */
-static uint8_t *unzstd(const uint8_t *z, size_t zlen, size_t *len)
-{
-    int frames;
-    uint8_t *out = unzstd_frames(z, zlen, len, &frames);
-    assert_int_equal(frames, 1);
-    return out;
-}
-
 static uint32_t be32(const uint8_t *p)
 {
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-/* The whole file at path, malloc'd; NULL when it does not exist. */
-static uint8_t *slurp(const char *path, size_t *len)
-{
-    FILE *fp = fopen(path, "rb");
-    if (!fp)
-        return NULL;
-    assert_int_equal(fseek(fp, 0, SEEK_END), 0);
-    long n = ftell(fp);
-    assert_true(n > 0);
-    rewind(fp);
-    uint8_t *buf = malloc((size_t)n);
-    assert_non_null(buf);
-    assert_int_equal(fread(buf, 1, (size_t)n, fp), (size_t)n);
-    fclose(fp);
-    *len = (size_t)n;
-    return buf;
 }
 
 static uint8_t *build_ok(fixture *f, cs_lake_batch b, size_t *len)
@@ -166,14 +106,10 @@ static uint8_t *build_ok(fixture *f, cs_lake_batch b, size_t *len)
 static void test_galexie_object_made_again(void **state)
 {
     fixture *f = *state;
-    size_t zlen = 0, glen = 0;
-    uint8_t *z = slurp(CS_REALMETA_DIR "/pubnet-batch-53312000.xdr.zst", &zlen);
-    if (!z) {
-        fprintf(stderr, "SKIP: %s/pubnet-batch-53312000.xdr.zst is absent: the Galexie proof needs it\n",
-                CS_REALMETA_DIR);
+    size_t glen = 0;
+    uint8_t *galexie = cs_galexie_batch_53312000(CS_REALMETA_DIR, &glen);
+    if (!galexie)
         skip();
-    }
-    uint8_t *galexie = unzstd(z, zlen, &glen);
     assert_true(glen > 12);
     assert_int_equal(be32(galexie), 53312000);
     assert_int_equal(be32(galexie + 4), 53312000);
@@ -189,13 +125,13 @@ static void test_galexie_object_made_again(void **state)
 
     size_t olen, mine_len;
     uint8_t *obj = build_ok(f, b, &olen);
-    uint8_t *mine = unzstd(obj, olen, &mine_len);
+    uint8_t *mine = cs_unzstd(obj, olen, &mine_len);
+    assert_non_null(mine);
     assert_int_equal(mine_len, glen);
     assert_memory_equal(mine, galexie, glen);
     free(mine);
     free(obj);
     free(galexie);
-    free(z);
 }
 
 /* A batch of four of our ledgers: the header, then each ledger's bytes in order, and no
@@ -211,7 +147,8 @@ static void test_batch_of_four(void **state)
     size_t olen, len;
     uint8_t *obj = build_ok(f, (cs_lake_batch){4, 7}, &olen);
     assert_int_equal(cs_dir_count("/proc/self/fd"), fds);
-    uint8_t *raw = unzstd(obj, olen, &len);
+    uint8_t *raw = cs_unzstd(obj, olen, &len);
+    assert_non_null(raw);
     assert_int_equal(be32(raw), 4);
     assert_int_equal(be32(raw + 4), 7);
     assert_int_equal(be32(raw + 8), 4);
@@ -232,14 +169,10 @@ static void test_batch_of_four(void **state)
  * the last raw (it did not shrink, say), the others zstd frames. Returns the ledger, malloc'd. */
 static uint8_t *put_galexie_with_frames(fixture *f, size_t *len)
 {
-    size_t zlen = 0, glen = 0;
-    uint8_t *z = slurp(CS_REALMETA_DIR "/pubnet-batch-53312000.xdr.zst", &zlen);
-    if (!z) {
-        fprintf(stderr, "SKIP: %s/pubnet-batch-53312000.xdr.zst is absent\n", CS_REALMETA_DIR);
+    size_t glen = 0;
+    uint8_t *galexie = cs_galexie_batch_53312000(CS_REALMETA_DIR, &glen);
+    if (!galexie)
         skip();
-    }
-    uint8_t *galexie = unzstd(z, zlen, &glen);
-    free(z);
     size_t n = glen - 12;
     uint8_t *ledger = malloc(n);
     assert_non_null(ledger);
@@ -285,7 +218,8 @@ static void test_object_from_stored_frames(void **state)
     size_t olen, rlen;
     int frames;
     uint8_t *obj = build_ok(f, (cs_lake_batch){53312000, 53312000}, &olen);
-    uint8_t *raw = unzstd_frames(obj, olen, &rlen, &frames);
+    uint8_t *raw = cs_unzstd_frames(obj, olen, &rlen, &frames);
+    assert_non_null(raw);
     assert_int_equal(rlen, n + 12);
     assert_memory_equal(raw + 12, ledger, n);
     assert_int_equal(frames, 1 + 6); /* the header's, 5 stored, the raw chunk's */
@@ -293,7 +227,7 @@ static void test_object_from_stored_frames(void **state)
     char path[700];
     snprintf(path, sizeof path, "%s/ledger-53312000.frames", f->ring_dir);
     size_t flen;
-    uint8_t *stored = slurp(path, &flen);
+    uint8_t *stored = cs_slurp(path, &flen);
     assert_non_null(stored);
     size_t first = ZSTD_findFrameCompressedSize(stored, flen);
     assert_false(ZSTD_isError(first));
@@ -321,7 +255,8 @@ static void test_bad_frames_cost_only_the_frames(void **state)
     size_t olen, rlen;
     int frames;
     uint8_t *obj = build_ok(f, (cs_lake_batch){53312000, 53312000}, &olen);
-    uint8_t *raw = unzstd_frames(obj, olen, &rlen, &frames);
+    uint8_t *raw = cs_unzstd_frames(obj, olen, &rlen, &frames);
+    assert_non_null(raw);
     assert_int_equal(rlen, n + 12);
     assert_memory_equal(raw + 12, ledger, n);
     assert_int_equal(frames, 2); /* the header's, then the ledger compressed */

@@ -154,17 +154,50 @@ static void test_compress_level_render(void **state)
     cs_metrics_free(m);
 }
 
-static char *render_with(const cs_metrics_jetstream *js)
+/* The exposition of fresh counters with the publisher's (js) and the lake exporter's (lake)
+ * counters, either NULL. */
+static char *render_with_parts(const cs_metrics_jetstream *js, const cs_metrics_lake_export *lake)
 {
     cs_metrics *m = cs_metrics_new();
     assert_non_null(m);
-    cs_metrics_view v = {.version = "9.9.9", .commit = "abc123", .jetstream = js};
+    cs_metrics_view v = {.version = "9.9.9", .commit = "abc123", .jetstream = js, .lake_export = lake};
     cs_strbuf b = CS_STRBUF_INIT;
     cs_metrics_render(&b, m, &v);
     cs_metrics_free(m);
     char *t = cs_strbuf_take(&b, NULL);
     assert_non_null(t);
     return t;
+}
+
+static char *render_with(const cs_metrics_jetstream *js)
+{
+    return render_with_parts(js, NULL);
+}
+
+/* Every wanted piece is in the exposition t, and promtool lints it clean (it prints each finding
+ * and exits 1 on any; a clean exposition prints nothing). */
+static void expect_lines_and_lint(const char *t, const char *const *want, size_t n_want)
+{
+    for (size_t i = 0; i < n_want; i++)
+        if (!strstr(t, want[i]))
+            fail_msg("no\n%s\nin:\n%s", want[i], t);
+    char file[] = "/tmp/metrics-js-XXXXXX";
+    int fd = mkstemp(file);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    fputs(t, f);
+    fclose(f);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "/usr/bin/promtool check metrics < %s 2>&1", file);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    char out[4096];
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    int rc = pclose(p);
+    unlink(file);
+    if (rc != 0 || n != 0)
+        fail_msg("promtool status %d:\n%s", rc, out);
 }
 
 /* The publisher's counters as corestreamd_jetstream_* families, only when there is a publisher,
@@ -194,28 +227,28 @@ static void test_jetstream_families(void **state)
         "# TYPE corestreamd_jetstream_behind gauge\ncorestreamd_jetstream_behind 1\n",
         "# TYPE corestreamd_jetstream_connected gauge\ncorestreamd_jetstream_connected 0\n",
     };
-    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
-        if (!strstr(t, want[i]))
-            fail_msg("no\n%s\nin:\n%s", want[i], t);
+    expect_lines_and_lint(t, want, sizeof want / sizeof want[0]);
+    free(t);
+}
 
-    /* promtool prints each lint finding and exits 1 on any; a clean exposition prints nothing. */
-    char file[] = "/tmp/metrics-js-XXXXXX";
-    int fd = mkstemp(file);
-    assert_true(fd >= 0);
-    FILE *f = fdopen(fd, "w");
-    fputs(t, f);
-    fclose(f);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "/usr/bin/promtool check metrics < %s 2>&1", file);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    char out[4096];
-    size_t n = fread(out, 1, sizeof out - 1, p);
-    out[n] = '\0';
-    int rc = pclose(p);
-    unlink(file);
-    if (rc != 0 || n != 0)
-        fail_msg("promtool status %d:\n%s", rc, out);
+/* The lake exporter's counters as corestreamd_lake_export_* families, only with --lake-dir. */
+static void test_lake_export_families(void **state)
+{
+    (void)state;
+    char *t = render_with_parts(NULL, NULL);
+    assert_null(strstr(t, "corestreamd_lake_export_"));
+    free(t);
+    cs_metrics_lake_export lake = {.objects = 12, .bytes = 3456, .io_errors = 3, .conflicts = 1, .lost = 7, .lag = 2};
+    t = render_with_parts(NULL, &lake);
+    static const char *const want[] = {
+        "# TYPE corestreamd_lake_export_objects_total counter\ncorestreamd_lake_export_objects_total 12\n",
+        "# TYPE corestreamd_lake_export_bytes_total counter\ncorestreamd_lake_export_bytes_total 3456\n",
+        "# TYPE corestreamd_lake_export_lag_ledgers gauge\ncorestreamd_lake_export_lag_ledgers 2\n",
+        "# TYPE corestreamd_lake_export_errors_total counter\ncorestreamd_lake_export_errors_total{kind=\"io\"} 3\n"
+        "corestreamd_lake_export_errors_total{kind=\"conflict\"} 1\n",
+        "# TYPE corestreamd_lake_export_lost_total counter\ncorestreamd_lake_export_lost_total 7\n",
+    };
+    expect_lines_and_lint(t, want, sizeof want / sizeof want[0]);
     free(t);
 }
 
@@ -258,6 +291,7 @@ int main(void)
         cmocka_unit_test(test_histogram_and_closes_render),
         cmocka_unit_test(test_compress_level_render),
         cmocka_unit_test(test_jetstream_families),
+        cmocka_unit_test(test_lake_export_families),
         cmocka_unit_test(test_alert_inputs_render),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

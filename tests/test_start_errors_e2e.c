@@ -111,6 +111,18 @@ static const start_case k_cases[] = {
     {{"--jetstream-url", "nats://127.0.0.1:1", "--jetstream-tls-ca", "@/junk.pem"},
      "error=\"--jetstream-tls-ca @/junk.pem: Error loading trusted certificates '@/junk.pem': no certificate or crl "
      "found\"", 1, false},
+    /* the lake directory: its network named, outside the ring (not made there), not another lake's */
+    {{"--lake-dir", "@/lake"}, "error=\"--lake-dir needs --network-passphrase: the lake's config names its network\"", 1,
+     false},
+    {{"--network-passphrase", "Test SDF Network ; September 2015", "--lake-dir", "@/data/ledgers/lake"},
+     "error=\"lake: directory \\\"@/data/ledgers/lake\\\" overlaps the ring's \\\"@/data/ledgers\\\": give --lake-dir "
+     "outside --data-dir's ledgers\"",
+     1, false},
+    {{"--network-passphrase", "Test SDF Network ; September 2015", "--lake-dir", "@/otherlake"},
+     "error=\"lake: directory \\\"@/otherlake\\\": \\\"@/otherlake/config.json\\\" is another lake's: its "
+     "networkPassphrase is \\\"Public Global Stellar Network ; September 2015\\\", this lake's is \\\"Test SDF "
+     "Network ; September 2015\\\" (--network-passphrase); give another --lake-dir, or the flags it was made with\"",
+     1, false},
 };
 
 static cs_tmpdir g_tmp;
@@ -158,6 +170,14 @@ static int setup(void **state)
     fclose(f);
     if (mkdir(cs_tmpdir_join(&g_tmp, "dir", p, sizeof p), 0700) != 0)
         return -1;
+    /* a lake directory made for another network */
+    if (mkdir(cs_tmpdir_join(&g_tmp, "otherlake", p, sizeof p), 0755) != 0 ||
+        !(f = fopen(cs_tmpdir_join(&g_tmp, "otherlake/config.json", p, sizeof p), "w")))
+        return -1;
+    fputs("{\"networkPassphrase\":\"Public Global Stellar Network ; September 2015\",\"ledgersPath\":\"/lake/ledgers\","
+          "\"compression\":\"zstd\",\"ledgersPerBatch\":1,\"batchesPerPartition\":64000}",
+          f);
+    fclose(f);
     /* a readable copy of the certificate made unreadable */
     char cmd[4 * PATH_MAX];
     snprintf(cmd, sizeof cmd, "cp '%s' '%s/closed.pem' && chmod 000 '%s/closed.pem'", g_certs.server_cert,
@@ -211,6 +231,7 @@ static void test_start_errors_name_their_cause(void **state)
             run_case(&k_cases[i]);
     char started[PATH_MAX + 32];
     assert_int_equal(access(cs_tmpdir_join(&g_tmp, "started", started, sizeof started), F_OK), -1);
+    assert_int_equal(access(cs_tmpdir_join(&g_tmp, "data/ledgers/lake", started, sizeof started), F_OK), -1);
 }
 
 /* Runs corestreamd with stdout and stderr on one file that JOURNAL_STREAM names, as systemd

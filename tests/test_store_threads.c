@@ -1,6 +1,7 @@
 /* The ring under concurrency: one writer putting ledgers (with a forward gap and a rewind, both
  * resets) while readers map random retained ledgers, hold some across iterations and verify every
- * byte. Meant to run clean under ThreadSanitizer and ASan. */
+ * byte; and a follower woken by the ring's doorbell (cs_ring_wait_change) at each put, never by its
+ * timeout. Meant to run clean under ThreadSanitizer and ASan. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -17,7 +18,9 @@
 #include <xxhash.h>
 
 #include "store/ring.h"
+#include "support/event.h"
 #include "support/tmpdir.h"
+#include "support/wait.h"
 
 #define RETENTION 16
 #define READERS 4
@@ -225,8 +228,74 @@ static void test_concurrent_put_and_get(void **state)
     assert_int_equal(cs_tmpdir_remove(&root), 0);
 }
 
+/* A follower of the ring: it sleeps on the doorbell until the ring's latest is `until`, counting
+ * the wakes that found the counter unchanged (a timeout, or a spurious wake). */
+typedef struct follower {
+    cs_ring *ring;
+    uint32_t until;
+    int quiet;
+    atomic_bool stop; /* set, then cs_ring_wake: the follower's owner stopping it */
+    event waiting;    /* set just before each sleep */
+} follower;
+
+static void *follow(void *arg)
+{
+    follower *fl = arg;
+    for (int i = 0; i < 1000000; i++) {
+        uint32_t seen = cs_ring_changes(fl->ring), oldest, latest;
+        if (atomic_load(&fl->stop) || (cs_ring_bounds(fl->ring, &oldest, &latest) && latest >= fl->until))
+            break;
+        event_set(&fl->waiting);
+        cs_ring_wait_change(fl->ring, seen, (int64_t)WAIT_MS * 1000000);
+        if (cs_ring_changes(fl->ring) == seen)
+            fl->quiet++;
+    }
+    return NULL;
+}
+
+static void test_doorbell(void **state)
+{
+    (void)state;
+    cs_tmpdir root;
+    char dir[PATH_MAX + 16];
+    assert_int_equal(cs_tmpdir_make(&root, "store-doorbell"), 0);
+    cs_tmpdir_join(&root, "ledgers", dir, sizeof dir);
+    cs_ring *ring = NULL;
+    cs_err err = {0};
+    assert_int_equal(cs_ring_open(&ring, dir, RETENTION, &err), 0);
+    follower fl = {.ring = ring, .until = 200};
+    event_init(&fl.waiting);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, follow, &fl), 0);
+    assert_true(event_wait(&fl.waiting, (int64_t)WAIT_MS * 1000000));
+    uint8_t buf[MAX_LEN];
+    for (uint32_t seq = 1; seq <= fl.until; seq++) {
+        fill(seq, buf);
+        struct iovec iov = {buf, len_of(seq)};
+        cs_ledger_record rec = {.len = iov.iov_len, .xxh64 = XXH64(buf, iov.iov_len, 0)};
+        bool reset;
+        assert_int_equal(cs_ring_put(ring, seq, &iov, 1, NULL, 0, &rec, &reset, &err), 0);
+    }
+    pthread_join(t, NULL);
+    assert_int_equal(fl.quiet, 0);
+
+    /* cs_ring_wake: no change, and the sleeper wakes all the same (to see its stop flag). */
+    follower idle = {.ring = ring, .until = UINT32_MAX};
+    event_init(&idle.waiting);
+    assert_int_equal(pthread_create(&t, NULL, follow, &idle), 0);
+    assert_true(event_wait(&idle.waiting, (int64_t)WAIT_MS * 1000000));
+    atomic_store(&idle.stop, true);
+    cs_ring_wake(ring);
+    pthread_join(t, NULL);
+    assert_int_equal(idle.quiet, 0);
+    event_destroy(&fl.waiting);
+    event_destroy(&idle.waiting);
+    cs_ring_close(ring);
+    assert_int_equal(cs_tmpdir_remove(&root), 0);
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_concurrent_put_and_get)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_concurrent_put_and_get), cmocka_unit_test(test_doorbell)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Sleeps while *word still holds seen (returns at once when it does not), until a wake or a
@@ -16,6 +17,15 @@
 static inline void cs_futex_wait(_Atomic uint32_t *word, uint32_t seen)
 {
     (void)syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, seen, NULL, NULL, 0);
+}
+
+/* cs_futex_wait for at most timeout_ns (relative; at or below 0 it returns at once). */
+static inline void cs_futex_wait_ns(_Atomic uint32_t *word, uint32_t seen, int64_t timeout_ns)
+{
+    if (timeout_ns <= 0)
+        return;
+    struct timespec ts = {.tv_sec = (time_t)(timeout_ns / 1000000000), .tv_nsec = (long)(timeout_ns % 1000000000)};
+    (void)syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0);
 }
 
 /* Rings the doorbell: changes the word first, so a thread about to sleep on the old value does

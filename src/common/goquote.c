@@ -52,6 +52,32 @@ invalid:
     return 1;
 }
 
+void cs_utf8_put(cs_strbuf *b, uint32_t r)
+{
+    char u[4];
+    size_t n;
+    if (r < 0x80) {
+        u[0] = (char)r;
+        n = 1;
+    } else if (r < 0x800) {
+        u[0] = (char)(0xC0 | r >> 6);
+        u[1] = (char)(0x80 | (r & 0x3F));
+        n = 2;
+    } else if (r < 0x10000) {
+        u[0] = (char)(0xE0 | r >> 12);
+        u[1] = (char)(0x80 | (r >> 6 & 0x3F));
+        u[2] = (char)(0x80 | (r & 0x3F));
+        n = 3;
+    } else {
+        u[0] = (char)(0xF0 | r >> 18);
+        u[1] = (char)(0x80 | (r >> 12 & 0x3F));
+        u[2] = (char)(0x80 | (r >> 6 & 0x3F));
+        u[3] = (char)(0x80 | (r & 0x3F));
+        n = 4;
+    }
+    cs_strbuf_put(b, u, n);
+}
+
 bool cs_rune_is_print(uint32_t r)
 {
     /* Non-printing ranges above ASCII: C1 controls, spaces other than U+0020, line and

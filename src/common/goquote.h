@@ -19,6 +19,10 @@
  * and CS_RUNE_ERROR. Never reads past a NUL byte, so n may overstate a NUL-terminated string. */
 size_t cs_utf8_decode(const unsigned char *s, size_t n, uint32_t *rune);
 
+/* utf8.AppendRune for r below U+110000 that is not a surrogate (the caller maps those to
+ * CS_RUNE_ERROR first): one to four bytes appended to b. */
+void cs_utf8_put(cs_strbuf *b, uint32_t r);
+
 /* strconv.IsPrint: letters, marks, numbers, punctuation, symbols and U+0020. In ASCII it is exact
  * (0x20..0x7E). Above ASCII it is an approximation of Go's tables: every assigned code point of
  * the BMP and planes 1-2 agrees with Go 1.19; unassigned code points count as printable (Go

@@ -248,8 +248,8 @@ static int validate_lake(const cs_daemon_config *c, cs_err *err)
     if (c->lake_readers < 1 || c->lake_readers > CS_LAKE_READERS_MAX)
         return cs_err_set(err, 0, "--lake-readers %lld is outside [1,%d]", (long long)c->lake_readers,
                           CS_LAKE_READERS_MAX);
-    if (*c->lake_dir)
-        return cs_err_set(err, 0, "--lake-dir is not implemented yet (issue 38)");
+    if (*c->lake_dir && !*c->network_passphrase)
+        return cs_err_set(err, 0, "--lake-dir needs --network-passphrase: the lake's config names its network");
     return 0;
 }
 
@@ -512,7 +512,9 @@ int cs_daemon_config_parse(cs_daemon_config *c, int argc, char **argv, FILE *usa
          "lake objects in one partition directory (SEP-54 batchesPerPartition)"},
         {"lake-readers", CS_FLAG_INT, &c->lake_readers,
          "lake objects made at once for /lake/ requests, 1..64; more wait (up to 64 per reader), then 503"},
-        {"lake-dir", CS_FLAG_STRING, &c->lake_dir, "`directory` to export the lake to (empty: no export)"},
+        {"lake-dir", CS_FLAG_STRING, &c->lake_dir,
+         "`directory` to export the lake to, served by any static HTTP server as /lake/ (needs "
+         "--network-passphrase; empty: no export)"},
         {"backfill-from", CS_FLAG_STRING, &c->backfill_from,
          "SEP-54 lake (`url` http(s)://host:8462/lake, or a directory) a gap in --source pipe or captive is filled "
          "from, instead of starting the ring over (empty: none)"},

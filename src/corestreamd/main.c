@@ -14,6 +14,7 @@
 #include "corestreamd/config.h"
 #include "corestreamd/jetstream/naming.h"
 #include "corestreamd/jetstream/publisher.h"
+#include "corestreamd/lake/lakeexport.h"
 #include "corestreamd/notify.h"
 #include "corestreamd/sources/pace.h"
 #include "corestreamd/stream/compress.h"
@@ -233,8 +234,9 @@ static int build_source(const cs_daemon_config *c, cs_cancel *cancel, cs_ring *r
 /* Descriptors the run's own parts may open at once while it serves, beyond those open at listen
  * (cs_server_config.fd_reserve): the source's (a dump's ledger file 1; a pipe command's or FIFO's
  * pipe and the one replacing it 2; captive core's pipes to stellar-core and their spares, its
- * log reader's eventfd and a history archive download 16; an edge's NATS client) and a JetStream
- * publisher's (its NATS client, its replay worker and the ledger that replay holds). */
+ * log reader's eventfd and a history archive download 16; an edge's NATS client), a JetStream
+ * publisher's (its NATS client, its replay worker and the ledger that replay holds) and the lake
+ * exporter's (CS_LAKE_EXPORT_FDS). */
 static uint32_t run_fd_reserve(const cs_daemon_config *c)
 {
     uint32_t source = strcmp(c->source, "file") == 0       ? 1
@@ -243,7 +245,8 @@ static uint32_t run_fd_reserve(const cs_daemon_config *c)
                       : strcmp(c->source, "jetstream") == 0 ? NATS_FDS
                                                             : 0;
     uint32_t publisher = *c->jetstream_url ? NATS_FDS + CS_REPLAY_WORKER_FDS + CS_REPLAY_HELD_FDS : 0;
-    return source + publisher;
+    uint32_t lake = *c->lake_dir ? CS_LAKE_EXPORT_FDS : 0;
+    return source + publisher + lake;
 }
 
 /* The soft descriptor limit up to the hard one (systemd's default soft limit is 1024): the
@@ -321,6 +324,36 @@ static void jetstream_stats(void *arg, cs_metrics_jetstream *out)
                                   .connected = st.connected};
 }
 
+/* --lake-dir: the exporter of the ring to a lake directory. Its directory is opened (made, its
+ * configs checked, its newest object found) now, before the ring is claimed; its thread starts once
+ * the claim is made. */
+static int lake_export_new(const cs_daemon_config *c, cs_ring *ring, cs_lake_export **out, cs_err *err)
+{
+    *out = NULL;
+    if (!*c->lake_dir)
+        return 0;
+    cs_lake_export_config lc = {
+        .dir = c->lake_dir,
+        .passphrase = c->network_passphrase,
+        .layout = {(uint32_t)c->lake_ledgers_per_batch, (uint32_t)c->lake_batches_per_partition},
+        .ring = ring,
+    };
+    return cs_lake_export_new(out, &lc, err);
+}
+
+/* /metrics: the lake exporter's counters, copied at each scrape. */
+static void lake_export_stats(void *arg, cs_metrics_lake_export *out)
+{
+    cs_lake_export_stats st;
+    cs_lake_export_stats_get(arg, &st);
+    *out = (cs_metrics_lake_export){.objects = st.objects,
+                                    .bytes = st.bytes,
+                                    .io_errors = st.io_errors,
+                                    .conflicts = st.conflicts,
+                                    .lost = st.lost,
+                                    .lag = st.lag};
+}
+
 /* /metrics: an edge's skipped messages, copied at each scrape. */
 static void edge_stats(void *arg, cs_metrics_edge *out)
 {
@@ -357,6 +390,7 @@ typedef struct run_parts {
     cs_signing *signing; /* --signing-key; main's, freed after the server */
     cs_server *server;
     cs_js_publisher *jetstream;
+    cs_lake_export *lake; /* --lake-dir; reads the ring: stopped before the server is freed */
 } run_parts;
 
 /* SIGINT/SIGTERM/SIGHUP blocked here and taken by the signal thread; systemd's notifier first (it
@@ -475,6 +509,10 @@ static int start_serving(const cs_daemon_config *cfg, cs_cancel *cancel, notify_
         cs_server_set_jetstream_stats(p->server, jetstream_stats, p->jetstream);
     if (rc == 0 && p->edge)
         cs_server_set_edge_stats(p->server, edge_stats, p->src);
+    if (rc == 0)
+        rc = lake_export_new(cfg, p->ring, &p->lake, err);
+    if (rc == 0 && p->lake)
+        cs_server_set_lake_export_stats(p->server, lake_export_stats, p->lake);
     /* The signal thread sees the server only once listen has set it up; a signal before that
      * fires the cancellation instead, and the run below does not start. */
     if (rc == 0)
@@ -559,6 +597,8 @@ int main(int argc, char **argv)
     bool ran = false;
     if (rc == 0 && run.jetstream)
         rc = cs_js_publisher_start(run.jetstream, &err);
+    if (rc == 0 && run.lake)
+        rc = cs_lake_export_start(run.lake, &err);
     if (rc == 0 && !cs_cancel_is_set(&cancel)) {
         ran = true;
         rc = cs_server_run(run.server, &err);
@@ -566,6 +606,9 @@ int main(int argc, char **argv)
     /* The source is over: what is left of the last flow goes out, within the drain bound. */
     cs_js_publisher_stop(run.jetstream, 5 * CS_SEC);
     cs_js_publisher_free(run.jetstream);
+    /* What the ring holds whole goes to the lake, within the same bound; the next start resumes
+     * after the newest object either way. */
+    cs_lake_export_stop(run.lake, 5 * CS_SEC);
 
     pthread_mutex_lock(&g_server_mu);
     g_server = NULL;
@@ -573,6 +616,7 @@ int main(int argc, char **argv)
     g_signing = NULL;
     pthread_mutex_unlock(&g_server_mu);
     cs_server_free(run.server);
+    cs_lake_export_free(run.lake); /* after the server: /metrics reads its counters until then */
     cs_signing_free(signing);
     cs_daemon_config_free(&cfg);
     cs_cancel_destroy(&cancel);

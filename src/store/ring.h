@@ -252,6 +252,17 @@ size_t cs_ring_record_format(char *buf, size_t len, uint32_t seq, const cs_ledge
 /* Current bounds; returns false (and 0/0) when the ring is empty. Thread-safe. */
 bool cs_ring_bounds(cs_ring *r, uint32_t *oldest, uint32_t *latest);
 
+/* Waiting for the ring to move, without polling: every change of the bounds (a put, its prune, a
+ * reset, a hole at the oldest) bumps a counter, once the new bounds are readable, and wakes the
+ * threads waiting on it. A follower takes cs_ring_changes, looks at the ring (cs_ring_bounds),
+ * and, with nothing to do, sleeps in cs_ring_wait_change until the counter differs from what it
+ * took, timeout_ns passes, or a spurious wake (it looks again either way). cs_ring_wake bumps the
+ * counter without a change: the follower's owner, having set its own stop flag, wakes it so it
+ * looks at that flag. Any thread; the put thread's share is an atomic add and one futex wake. */
+uint32_t cs_ring_changes(cs_ring *r);
+void cs_ring_wait_change(cs_ring *r, uint32_t seen, int64_t timeout_ns);
+void cs_ring_wake(cs_ring *r);
+
 typedef struct cs_ring_health_t {
     uint64_t write_failures; /* puts that failed since open */
     bool degraded;           /* the last put failed */

@@ -83,6 +83,9 @@ struct cs_ring {
      * the put that works again makes them a hole instead of resetting the ring. */
     uint32_t failed_first, failed_last;
     atomic_uint_fast64_t io_errors;
+    /* The doorbell of cs_ring_wait_change: bumped after every change of the bounds (and by
+     * cs_ring_wake), its waiters woken (common/futex.h). */
+    _Atomic uint32_t changes;
 };
 
 #define FORMAT_NAME "ring-format"

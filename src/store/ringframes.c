@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "common/fdio.h"
 #include "common/log.h"
 #include "store/frames.h"
 #include "store/ledgerdir.h"
@@ -61,23 +62,6 @@ int cs_ring_frames_begin(cs_ring *r, uint32_t seq, uint32_t chunk_size, cs_frame
     return 0;
 }
 
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t k = write(fd, p, n);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0) {
-            if (k == 0)
-                errno = EIO;
-            return -1;
-        }
-        p += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
 void cs_frames_writer_add(cs_frames_writer *w, uint8_t codec, const void *payload, size_t len)
 {
     if (w->err)
@@ -100,7 +84,7 @@ void cs_frames_writer_add(cs_frames_writer *w, uint8_t codec, const void *payloa
         XXH3_64bits_update(w->raw_hash, payload, len);
     } else {
         XXH3_64bits_update(w->hash, payload, len);
-        if (write_all(w->fd, payload, len) != 0)
+        if (cs_write_all(w->fd, payload, len) != 0)
             w->err = errno;
         w->bytes += len;
     }
@@ -141,7 +125,7 @@ int rng_frames_finish(cs_frames_writer *w, cs_ledger_record *rec)
     cs_frames_put_trailer(t, w->seq, w->chunks, w->chunk_size);
     size_t tail_len = cs_frames_tail_len(w->chunks);
     XXH3_64bits_update(w->hash, w->tail, tail_len);
-    int rc = write_all(w->fd, w->tail, tail_len);
+    int rc = cs_write_all(w->fd, w->tail, tail_len);
     int e = errno;
     if (rc == 0)
         rng_start_writeback(w->fd);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "common/futex.h"
 #include "common/log.h"
 #include "store/ledgerdir.h"
 #include "store/ring_internal.h"
@@ -72,6 +73,7 @@ int rng_hole_add_bounds(cs_ring *r, uint32_t first, uint32_t last, bool filled, 
     r->nholes = out + 1;
     rng_set_bounds_wrlocked(r, filled, oldest, latest);
     pthread_rwlock_unlock(&r->lock);
+    cs_futex_ring(&r->changes, INT_MAX);
     return 0;
 }
 

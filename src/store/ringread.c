@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "common/futex.h"
 #include "common/log.h"
 #include "store/frames.h"
 #include "store/ledgerdir.h"
@@ -289,6 +290,21 @@ bool cs_ring_bounds(cs_ring *r, uint32_t *oldest, uint32_t *latest)
     *latest = r->latest;
     pthread_rwlock_unlock(&r->lock);
     return filled;
+}
+
+uint32_t cs_ring_changes(cs_ring *r)
+{
+    return atomic_load(&r->changes);
+}
+
+void cs_ring_wait_change(cs_ring *r, uint32_t seen, int64_t timeout_ns)
+{
+    cs_futex_wait_ns(&r->changes, seen, timeout_ns);
+}
+
+void cs_ring_wake(cs_ring *r)
+{
+    cs_futex_ring(&r->changes, INT_MAX);
 }
 
 void cs_ring_health(cs_ring *r, cs_ring_health_t *out)

@@ -1,5 +1,5 @@
-/* The shim of faultfs.h: openat remembers each descriptor's name, and openat, pread and fstatat
- * fail when the armed fault matches. The real calls are found with dlsym(RTLD_NEXT). */
+/* The shim of faultfs.h: openat remembers each descriptor's name (close forgets it), and openat,
+ * pread, fstatat, write and fsync fail when the armed fault matches. The real calls are found with dlsym(RTLD_NEXT). */
 #include "support/faultfs.h"
 
 #include <dlfcn.h>
@@ -109,6 +109,9 @@ typedef ssize_t (*pread_fn)(int, void *, size_t, off_t);
 typedef int (*fstatat_fn)(int, const char *, struct stat *, int);
 typedef int (*fstatat64_fn)(int, const char *, struct stat64 *, int);
 typedef ssize_t (*pread64_fn)(int, void *, size_t, off64_t);
+typedef ssize_t (*write_fn)(int, const void *, size_t);
+typedef int (*fsync_fn)(int);
+typedef int (*close_fn)(int);
 
 static int do_openat(const char *sym, int dfd, const char *name, int flags, mode_t mode)
 {
@@ -172,4 +175,30 @@ int fstatat64(int dfd, const char *name, struct stat64 *st, int flags)
     if (failed(fault_for(CS_FAULT_STAT, name)))
         return -1;
     return ((fstatat64_fn)dlsym(RTLD_NEXT, "fstatat64"))(dfd, name, st, flags);
+}
+
+ssize_t write(int fd, const void *buf, size_t n)
+{
+    if (failed(fd_fault(CS_FAULT_WRITE, fd)))
+        return -1;
+    return ((write_fn)dlsym(RTLD_NEXT, "write"))(fd, buf, n);
+}
+
+int fsync(int fd)
+{
+    if (failed(fd_fault(CS_FAULT_SYNC, fd)))
+        return -1;
+    return ((fsync_fn)dlsym(RTLD_NEXT, "fsync"))(fd);
+}
+
+/* A closed descriptor forgets its name: the number may come back from an open this shim does not
+ * see (fopen, socket, pipe), whose writes must not meet a fault meant for a file. */
+int close(int fd)
+{
+    if (fd >= 0 && fd < MAX_FDS) {
+        pthread_mutex_lock(&g_mu);
+        g_names[fd][0] = '\0';
+        pthread_mutex_unlock(&g_mu);
+    }
+    return ((close_fn)dlsym(RTLD_NEXT, "close"))(fd);
 }

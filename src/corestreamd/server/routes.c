@@ -176,6 +176,12 @@ static void serve_metrics(cs_server *s, http_req *r, unsigned head)
         srv_lake_count(s->lake, &lake);
         v.lake = &lake;
     }
+    cs_metrics_lake_export export_stats;
+    if (s->lake_export_stats) {
+        memset(&export_stats, 0, sizeof export_stats);
+        s->lake_export_stats(s->lake_export_arg, &export_stats);
+        v.lake_export = &export_stats;
+    }
     cs_strbuf b = CS_STRBUF_INIT;
     cs_metrics_render(&b, s->metrics, &v);
     char *text = cs_strbuf_take(&b, NULL);

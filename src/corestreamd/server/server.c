@@ -308,6 +308,12 @@ void cs_server_set_edge_stats(cs_server *s, void (*fn)(void *arg, cs_metrics_edg
     s->edge_arg = arg;
 }
 
+void cs_server_set_lake_export_stats(cs_server *s, void (*fn)(void *arg, cs_metrics_lake_export *out), void *arg)
+{
+    s->lake_export_stats = fn;
+    s->lake_export_arg = arg;
+}
+
 void cs_server_set_run(cs_server *s, const char *run)
 {
     size_t n = strlen(run);

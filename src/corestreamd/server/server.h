@@ -129,6 +129,9 @@ void cs_server_set_jetstream_stats(cs_server *s, void (*fn)(void *arg, cs_metric
 /* The same for an edge's counters (the corestreamd_edge_* families). */
 void cs_server_set_edge_stats(cs_server *s, void (*fn)(void *arg, cs_metrics_edge *out), void *arg);
 
+/* The same for the lake exporter's counters (the corestreamd_lake_export_* families, --lake-dir). */
+void cs_server_set_lake_export_stats(cs_server *s, void (*fn)(void *arg, cs_metrics_lake_export *out), void *arg);
+
 /* The run token (cs_run_token): every 101 then carries it as `x-corestream-run: <run>`, /healthz
  * as "run", and the listening line as run=; a server without one sends neither (embedded
  * servers, the tests'). Copied; 1 to 64 characters of A-Z a-z 0-9 . _ : - (anything else is

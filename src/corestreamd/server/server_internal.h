@@ -153,6 +153,8 @@ struct cs_server {
     void *jetstream_arg;
     void (*edge_stats)(void *arg, cs_metrics_edge *out); /* set before listen */
     void *edge_arg;
+    void (*lake_export_stats)(void *arg, cs_metrics_lake_export *out); /* set before listen */
+    void *lake_export_arg;
     /* The run token (cs_server_set_run): set before cs_server_run, read by cs-heads for each 101
      * and /healthz (the accept loop's hand-over orders the two). "" when none was set. */
     char run[SRV_RUN_MAX];

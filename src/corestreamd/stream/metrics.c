@@ -265,6 +265,28 @@ static void lake_metrics(cs_strbuf *b, const cs_metrics_lake *l)
              "Lake object requests admitted now: waiting for a reader or being made.", l->in_progress);
 }
 
+static void lake_export_metrics(cs_strbuf *b, const cs_metrics_lake_export *l)
+{
+    metric_u(b, "corestreamd_lake_export_objects_total", "counter",
+             "Lake objects the export wrote to --lake-dir (objects found in place already are not counted).",
+             l->objects);
+    metric_u(b, "corestreamd_lake_export_bytes_total", "counter", "Bytes of the lake objects the export wrote.",
+             l->bytes);
+    metric_u(b, "corestreamd_lake_export_lag_ledgers", "gauge",
+             "The ring's latest ledger less the last ledger the export has passed (written, found in place, or "
+             "lost); 0 when caught up.",
+             l->lag);
+    family(b, "corestreamd_lake_export_errors_total", "counter",
+           "Export failures, by kind: io (a system call failed; retried with back-off), conflict (a key held an "
+           "object with other content; kept, the batch not written).");
+    sample_u(b, "corestreamd_lake_export_errors_total", "{kind=\"io\"}", l->io_errors);
+    sample_u(b, "corestreamd_lake_export_errors_total", "{kind=\"conflict\"}", l->conflicts);
+    metric_u(b, "corestreamd_lake_export_lost_total", "counter",
+             "Ledgers lost to the lake: the ring pruned them before the export reached them, or held them in a "
+             "hole.",
+             l->lost);
+}
+
 /* Long because it is the exposition itself: one family after another, in the order a scrape
  * shows them. */
 void cs_metrics_render(cs_strbuf *b, const cs_metrics *m, const cs_metrics_view *v)
@@ -399,5 +421,7 @@ void cs_metrics_render(cs_strbuf *b, const cs_metrics *m, const cs_metrics_view 
         edge_metrics(b, v->edge);
     if (v->lake)
         lake_metrics(b, v->lake);
+    if (v->lake_export)
+        lake_export_metrics(b, v->lake_export);
     process_metrics(b);
 }

@@ -140,6 +140,14 @@ typedef struct cs_metrics_lake {
     uint64_t busy, failed;    /* 503s: no place left; an object that could not be made */
     uint64_t in_progress;     /* requests admitted now: waiting or being made */
 } cs_metrics_lake;
+/* The lake exporter's counters at scrape time (--lake-dir; the daemon's hook copies them from
+ * cs_lake_export_stats_get, lake/lakeexport.h). */
+typedef struct cs_metrics_lake_export {
+    uint64_t objects, bytes;      /* objects written, their bytes */
+    uint64_t io_errors, conflicts; /* attempts failed (retried); keys holding other content (kept) */
+    uint64_t lost;                /* ledgers lost to the lake */
+    uint64_t lag;                 /* ledgers: the ring's latest less the last one the export passed */
+} cs_metrics_lake_export;
 
 /* What the server knows at scrape time, beyond the counters. */
 typedef struct cs_metrics_view {
@@ -171,6 +179,8 @@ typedef struct cs_metrics_view {
     const cs_metrics_jetstream *jetstream; /* NULL: no publisher, the corestreamd_jetstream_* families left out */
     const cs_metrics_edge *edge; /* NULL: not an edge, the corestreamd_edge_* families left out */
     const cs_metrics_lake *lake; /* NULL: the lake is off, the corestreamd_lake_* families left out */
+    /* NULL: no --lake-dir, the corestreamd_lake_export_* families left out */
+    const cs_metrics_lake_export *lake_export;
 } cs_metrics_view;
 
 /* Appends the whole exposition: every family with its HELP and TYPE lines (the

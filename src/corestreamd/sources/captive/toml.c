@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/goquote.h"
 #include "common/strbuf.h"
 
 typedef struct parser {
@@ -77,32 +78,6 @@ static void skip_ws_nl(parser *ps)
         }
         return;
     }
-}
-
-static void put_utf8(cs_strbuf *b, uint32_t r)
-{
-    char u[4];
-    size_t n;
-    if (r < 0x80) {
-        u[0] = (char)r;
-        n = 1;
-    } else if (r < 0x800) {
-        u[0] = (char)(0xC0 | r >> 6);
-        u[1] = (char)(0x80 | (r & 0x3F));
-        n = 2;
-    } else if (r < 0x10000) {
-        u[0] = (char)(0xE0 | r >> 12);
-        u[1] = (char)(0x80 | (r >> 6 & 0x3F));
-        u[2] = (char)(0x80 | (r & 0x3F));
-        n = 3;
-    } else {
-        u[0] = (char)(0xF0 | r >> 18);
-        u[1] = (char)(0x80 | (r >> 12 & 0x3F));
-        u[2] = (char)(0x80 | (r >> 6 & 0x3F));
-        u[3] = (char)(0x80 | (r & 0x3F));
-        n = 4;
-    }
-    cs_strbuf_put(b, u, n);
 }
 
 /* A string at ps->p (on its opening quote): basic or literal, one-line or multi-line. Stores
@@ -179,7 +154,7 @@ static int parse_string(parser *ps, char **out)
                     cs_strbuf_free(&b);
                     return perr(ps, "invalid unicode escape");
                 }
-                put_utf8(&b, r);
+                cs_utf8_put(&b, r);
                 break;
             }
             default:

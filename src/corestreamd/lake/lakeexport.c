@@ -1,0 +1,315 @@
+/* The lake exporter's thread: see lakeexport.h. */
+#include "corestreamd/lake/lakeexport.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/thread.h"
+#include "corestreamd/lake/lakedir.h"
+#include "corestreamd/lake/lakeobject.h"
+
+/* How long the thread sleeps on the ring's doorbell before it looks again anyway. */
+#define IDLE_WAIT_NS (10 * 1000000000LL)
+
+struct cs_lake_export {
+    cs_lake_export_config cfg;
+    cs_lake_dir *dir;
+    pthread_t thread;
+    bool started, joined;
+    atomic_bool stop;
+    _Atomic int64_t drain_until; /* mono ns; 0: not draining */
+    /* Stats: written by the thread, read by any. done_end: the last ledger passed (0: none). */
+    atomic_uint_fast64_t objects, bytes, io_errors, conflicts, lost;
+    _Atomic uint32_t done_end;
+    /* The thread's own. */
+    bool settled, looked;
+    uint64_t next;      /* the first ledger of the next batch to export; 0: from the ring's oldest */
+    bool failing;       /* a failure streak is on */
+    uint64_t failures;  /* attempts failed in it */
+    int64_t backoff_ns; /* the next wait after a failure */
+};
+
+/* What one step of the thread did. */
+typedef enum step { STEP_PROGRESS, STEP_IDLE, STEP_RETRY, STEP_END } step;
+
+/* ---- waiting ----------------------------------------------------------------------------- */
+
+static bool stopping(cs_lake_export *x)
+{
+    if (atomic_load(&x->stop))
+        return true;
+    int64_t until = atomic_load(&x->drain_until);
+    return until != 0 && cs_mono_ns() >= until;
+}
+
+/* Sleeps on the ring's doorbell until it rings (seen is what was read before looking), the stop,
+ * or timeout_ns. */
+static void wait_change(cs_lake_export *x, uint32_t seen, int64_t timeout_ns)
+{
+    int64_t until = atomic_load(&x->drain_until);
+    if (until != 0 && until - cs_mono_ns() < timeout_ns)
+        timeout_ns = until - cs_mono_ns();
+    cs_ring_wait_change(x->cfg.ring, seen, timeout_ns);
+}
+
+/* The back-off after a failure: woken by puts, it sleeps on until its time is up or the stop. */
+static void back_off(cs_lake_export *x)
+{
+    int64_t deadline = cs_mono_ns() + x->backoff_ns;
+    for (;;) {
+        uint32_t seen = cs_ring_changes(x->cfg.ring);
+        int64_t left = deadline - cs_mono_ns();
+        if (stopping(x) || left <= 0)
+            break;
+        wait_change(x, seen, left);
+    }
+    x->backoff_ns = x->backoff_ns * 2 < x->cfg.retry_max_ns ? x->backoff_ns * 2 : x->cfg.retry_max_ns;
+}
+
+/* ---- failures ---------------------------------------------------------------------------- */
+
+static step failed(cs_lake_export *x, const cs_err *err)
+{
+    atomic_fetch_add(&x->io_errors, 1);
+    x->failures++;
+    if (!x->failing)
+        CS_LOG(CS_LOG_WARN, "lake export failed; retrying", KV_S("error", err->msg), KV_D("retry_in", x->backoff_ns));
+    x->failing = true;
+    return STEP_RETRY;
+}
+
+static void succeeded(cs_lake_export *x)
+{
+    if (x->failing)
+        CS_LOG(CS_LOG_INFO, "lake export recovered", KV_U("failures", x->failures));
+    x->failing = false;
+    x->failures = 0;
+    x->backoff_ns = x->cfg.retry_min_ns;
+}
+
+/* ---- where the export goes next ---------------------------------------------------------- */
+
+/* The first ledger of the first batch that starts at or after seq (a batch that starts before it
+ * cannot be made whole); past the last batch, 2^32. */
+static uint64_t first_whole_from(const cs_lake_layout *l, uint64_t seq)
+{
+    cs_lake_batch b;
+    if (seq > UINT32_MAX || cs_lake_batch_of(l, (uint32_t)seq, &b, NULL) != 0)
+        return (uint64_t)UINT32_MAX + 1;
+    return b.start == seq ? seq : (uint64_t)b.end + 1;
+}
+
+/* Ledgers [next, to) are passed without an object: the ring does not have them. */
+static void pass_over(cs_lake_export *x, uint64_t to)
+{
+    x->next = to;
+    if (to > 0)
+        atomic_store(&x->done_end, (uint32_t)(to - 1));
+}
+
+/* The first look at the ring: where the export starts, and what it cannot have. */
+static void first_look(cs_lake_export *x, uint32_t oldest, uint32_t latest)
+{
+    cs_lake_batch newest = {0, 0};
+    bool resumed = cs_lake_dir_newest(x->dir, &newest);
+    x->next = resumed ? (uint64_t)newest.end + 1 : first_whole_from(&x->cfg.layout, oldest);
+    CS_LOG(CS_LOG_INFO, "lake export starts", KV_S("dir", x->cfg.dir), KV_U("next", x->next),
+           KV_U("newest", resumed ? newest.end : 0), KV_U("ring_oldest", oldest), KV_U("ring_latest", latest));
+    if (x->next < oldest) {
+        uint64_t to = first_whole_from(&x->cfg.layout, oldest);
+        CS_LOG(CS_LOG_INFO, "lake export: ledgers before the ring's oldest are skipped; this ring cannot give them to the lake",
+               KV_U("first", x->next), KV_U("last", to - 1));
+        pass_over(x, to);
+    }
+    x->looked = true;
+}
+
+/* Ledgers the ring pruned (or reset away) before their batch's turn. */
+static void note_pruned(cs_lake_export *x, uint32_t oldest)
+{
+    uint64_t to = first_whole_from(&x->cfg.layout, oldest);
+    CS_LOG(CS_LOG_WARN, "lake export fell behind: the ring pruned these ledgers before they were exported; they are lost to the lake",
+           KV_U("first", x->next), KV_U("last", to - 1));
+    atomic_fetch_add(&x->lost, to - x->next);
+    pass_over(x, to);
+}
+
+/* ---- one batch --------------------------------------------------------------------------- */
+
+/* A batch the ring will not give whole although its bounds hold it (a hole, a ledger proven bad):
+ * lost. One the bounds no longer hold is looked at again by the next step. */
+static step not_available(cs_lake_export *x, cs_lake_batch b, const cs_err *err)
+{
+    uint32_t oldest, latest;
+    if (!cs_ring_bounds(x->cfg.ring, &oldest, &latest) || b.start < oldest || b.end > latest)
+        return STEP_PROGRESS;
+    CS_LOG(CS_LOG_WARN, "lake export: a batch is not wholly in the ring; it is lost to the lake", KV_U("first", b.start),
+           KV_U("last", b.end), KV_S("error", err->msg));
+    atomic_fetch_add(&x->lost, (uint64_t)b.end - b.start + 1);
+    pass_over(x, (uint64_t)b.end + 1);
+    return STEP_PROGRESS;
+}
+
+/* What put found, counted and logged; the export goes on past the batch either way. */
+static void note_put(cs_lake_export *x, cs_lake_batch b, size_t len, cs_lake_put_outcome outcome, const char *why)
+{
+    char path[PATH_MAX + CS_LAKE_KEY_MAX], key[CS_LAKE_KEY_MAX];
+    cs_lake_dir_object_path(x->dir, b, path, sizeof path);
+    if (outcome == CS_LAKE_PUT_WRITTEN) {
+        atomic_fetch_add(&x->objects, 1);
+        atomic_fetch_add(&x->bytes, len);
+    } else if (outcome == CS_LAKE_PUT_SAME) {
+        CS_LOG(CS_LOG_DEBUG, "lake export: the object in place is the ring's batch already", KV_S("path", path));
+    } else {
+        cs_lake_key(&x->cfg.layout, b, key);
+        atomic_fetch_add(&x->conflicts, 1);
+        CS_LOG(CS_LOG_ERROR, "lake export: an object in place differs from the ring's batch; it is kept",
+               KV_S("key", key), KV_S("path", path), KV_S("problem", why));
+    }
+    pass_over(x, (uint64_t)b.end + 1);
+}
+
+static step export_batch(cs_lake_export *x, cs_lake_batch b)
+{
+    uint8_t *obj = NULL;
+    size_t len = 0;
+    cs_err err = {0};
+    if (cs_lake_object_build(x->cfg.ring, b, x->cfg.level, &obj, &len, NULL, &err) != 0)
+        return err.kind == CS_LAKE_OBJ_ERR_NOT_AVAILABLE ? not_available(x, b, &err) : failed(x, &err);
+    cs_lake_put_outcome outcome;
+    char why[256];
+    int rc = cs_lake_dir_put(x->dir, b, obj, len, &outcome, why, sizeof why, &err);
+    free(obj);
+    if (rc != 0)
+        return failed(x, &err);
+    succeeded(x);
+    note_put(x, b, len, outcome, why);
+    return STEP_PROGRESS;
+}
+
+/* One step: settle the directory, or export the next batch when the ring holds it whole. */
+static step one_step(cs_lake_export *x)
+{
+    cs_err err = {0};
+    if (!x->settled) {
+        if (cs_lake_dir_settle(x->dir, &err) != 0)
+            return failed(x, &err);
+        succeeded(x);
+        x->settled = true;
+    }
+    uint32_t oldest, latest;
+    if (!cs_ring_bounds(x->cfg.ring, &oldest, &latest))
+        return STEP_IDLE;
+    if (!x->looked)
+        first_look(x, oldest, latest);
+    else if (x->next < oldest)
+        note_pruned(x, oldest);
+    cs_lake_batch b;
+    if (x->next > UINT32_MAX || cs_lake_batch_of(&x->cfg.layout, (uint32_t)x->next, &b, NULL) != 0)
+        return STEP_END; /* past the last batch a key can name */
+    if (b.end > latest)
+        return STEP_IDLE;
+    return export_batch(x, b);
+}
+
+static void *export_main(void *arg)
+{
+    cs_lake_export *x = arg;
+    cs_thread_role("cs-lake-export", cs_thread_background_nice());
+    for (;;) {
+        uint32_t seen = cs_ring_changes(x->cfg.ring); /* before looking: a change after it wakes the wait */
+        if (stopping(x))
+            break;
+        step s = one_step(x);
+        if (s == STEP_RETRY)
+            back_off(x);
+        else if (s != STEP_PROGRESS && atomic_load(&x->drain_until) != 0)
+            break; /* drained: nothing more the ring holds whole */
+        else if (s != STEP_PROGRESS)
+            wait_change(x, seen, IDLE_WAIT_NS);
+    }
+    return NULL;
+}
+
+/* ---- life cycle -------------------------------------------------------------------------- */
+
+int cs_lake_export_new(cs_lake_export **out, const cs_lake_export_config *cfg, cs_err *err)
+{
+    *out = NULL;
+    cs_lake_export *x = calloc(1, sizeof *x);
+    char *dir = cfg->dir ? strdup(cfg->dir) : NULL;
+    if (!x || !dir) {
+        free(x);
+        free(dir);
+        return cs_err_set(err, 0, "lake: out of memory");
+    }
+    x->cfg = *cfg;
+    x->cfg.dir = dir;
+    x->cfg.passphrase = NULL; /* the directory keeps its copy */
+    x->cfg.level = cfg->level ? cfg->level : CS_LAKE_EXPORT_LEVEL_DEFAULT;
+    x->cfg.retry_min_ns = cfg->retry_min_ns > 0 ? cfg->retry_min_ns : CS_LAKE_EXPORT_RETRY_MIN_NS;
+    x->cfg.retry_max_ns = cfg->retry_max_ns > 0 ? cfg->retry_max_ns : CS_LAKE_EXPORT_RETRY_MAX_NS;
+    x->backoff_ns = x->cfg.retry_min_ns;
+    if (cs_lake_dir_open(&x->dir, dir, cs_ring_dir(cfg->ring), cfg->passphrase, &cfg->layout, err) != 0) {
+        free(dir);
+        free(x);
+        return -1;
+    }
+    cs_lake_batch newest;
+    if (cs_lake_dir_newest(x->dir, &newest))
+        atomic_store(&x->done_end, newest.end);
+    *out = x;
+    return 0;
+}
+
+int cs_lake_export_start(cs_lake_export *x, cs_err *err)
+{
+    int e = pthread_create(&x->thread, NULL, export_main, x);
+    if (e != 0)
+        return cs_err_set(err, 0, "lake: cannot start the export thread: %s", strerror(e));
+    x->started = true;
+    return 0;
+}
+
+void cs_lake_export_stop(cs_lake_export *x, int64_t drain_ns)
+{
+    if (!x || !x->started || x->joined)
+        return;
+    if (drain_ns > 0)
+        atomic_store(&x->drain_until, cs_mono_ns() + drain_ns);
+    else
+        atomic_store(&x->stop, true);
+    cs_ring_wake(x->cfg.ring);
+    pthread_join(x->thread, NULL);
+    x->joined = true;
+}
+
+void cs_lake_export_stats_get(cs_lake_export *x, cs_lake_export_stats *out)
+{
+    uint32_t oldest, latest, done = atomic_load(&x->done_end);
+    bool filled = cs_ring_bounds(x->cfg.ring, &oldest, &latest);
+    *out = (cs_lake_export_stats){.objects = atomic_load(&x->objects),
+                                  .bytes = atomic_load(&x->bytes),
+                                  .io_errors = atomic_load(&x->io_errors),
+                                  .conflicts = atomic_load(&x->conflicts),
+                                  .lost = atomic_load(&x->lost),
+                                  .lag = filled && latest > done ? latest - done : 0};
+}
+
+void cs_lake_export_free(cs_lake_export *x)
+{
+    if (!x)
+        return;
+    cs_lake_export_stop(x, 0);
+    cs_lake_dir_close(x->dir);
+    free((char *)x->cfg.dir);
+    free(x);
+}

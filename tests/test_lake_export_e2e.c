@@ -1,0 +1,351 @@
+/* --lake-dir end to end (docs/LAKE.md "Export to a directory"): the real corestreamd exports its
+ * ring as a SEP-54 lake directory. Public network ledger 53312000 (../shared/realmeta, read in
+ * place; skipped, saying so, where absent) replayed by `--source file` lands at its key as exactly
+ * Galexie's object once decompressed; a synthetic run stopped by SIGTERM and started again leaves
+ * every object it wrote as it was (inode, mtime) and misses none; an object another writer put at
+ * a key ahead of the export (through `--source pipe`, whose ledgers the test writes one by one)
+ * is kept, with an ERROR naming its key, and counted on /metrics. */
+#include <stdarg.h>
+#include <setjmp.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <zstd.h>
+
+#include "common/synthetic.h"
+#include "support/files.h"
+#include "support/metabuild.h"
+#include "support/ringfixture.h"
+#include "support/wait.h"
+#include "support/wsclient.h"
+
+#ifndef CS_REALMETA_DIR
+#error "CS_REALMETA_DIR must name ../shared/realmeta"
+#endif
+
+#define STOP_MS 20000
+#define PUBNET "Public Global Stellar Network ; September 2015"
+#define TESTNET "Test SDF Network ; September 2015"
+#define PATHLEN (PATH_MAX + 200)
+
+typedef cs_ringfx fixture;
+
+static int setup(void **state)
+{
+    return cs_ringfx_setup(state, "lakee2e");
+}
+
+static int teardown(void **state)
+{
+    return cs_ringfx_teardown(state);
+}
+
+static char *lake_path(const fixture *f, const char *rel, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s/lake%s%s", f->dir.path, *rel ? "/" : "", rel);
+    return buf;
+}
+
+static void write_file(const char *path, const void *bytes, size_t len)
+{
+    if (cs_write_file(path, bytes, len) != 0)
+        fail_msg("write %s: %s", path, strerror(errno));
+}
+
+static uint32_t be32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* The key of ledger seq under the default layout (one ledger a batch, 64000 a partition). */
+static char *key_of(uint32_t seq, char *buf, size_t len)
+{
+    uint32_t part = seq / 64000 * 64000;
+    snprintf(buf, len, "ledgers/%08X--%" PRIu32 "-%" PRIu32 "/%08X--%" PRIu32 ".xdr.zst", UINT32_MAX - part, part,
+             part + 63999, UINT32_MAX - seq, seq);
+    return buf;
+}
+
+static bool object_exists(const fixture *f, uint32_t seq)
+{
+    char key[128], path[PATHLEN];
+    struct stat st;
+    return stat(lake_path(f, key_of(seq, key, sizeof key), path, sizeof path), &st) == 0;
+}
+
+typedef struct exists_arg {
+    const fixture *f;
+    uint32_t seq;
+} exists_arg;
+
+static bool exists_pred(void *arg)
+{
+    exists_arg *a = arg;
+    return object_exists(a->f, a->seq);
+}
+
+/* Objects appear as the exporter writes them; nothing announces one to the test. */
+static void wait_object(fixture *f, uint32_t seq)
+{
+    exists_arg a = {f, seq};
+    if (cs_wait_until(exists_pred, &a, WAIT_MS) != 0) {
+        cs_proc_drain(&f->proc);
+        fail_msg("no object for ledger %" PRIu32 ":\n%s", seq, f->proc.log);
+    }
+}
+
+static void wait_line(fixture *f, const char *needle)
+{
+    if (cs_proc_wait_line(&f->proc, needle, WAIT_MS) != 0) {
+        fprintf(stderr, "%s", f->proc.log);
+        fail_msg("no \"%s\" in the log above", needle);
+    }
+}
+
+/* ---- a real ledger: Galexie's object made again ---- */
+
+static void galexie_object_exported(void **state)
+{
+    fixture *f = *state;
+    size_t glen;
+    uint8_t *galexie = cs_galexie_batch_53312000(CS_REALMETA_DIR, &glen);
+    if (!galexie)
+        skip();
+    assert_true(glen > 12);
+    assert_int_equal(be32(galexie + 8), 1);
+    /* The dump --source file replays: the batch's one LedgerCloseMeta, as ledger-53312000.xdr. */
+    char dump[PATHLEN], file[PATHLEN + 32], lake[PATHLEN];
+    snprintf(dump, sizeof dump, "%s/dump", f->dir.path);
+    assert_int_equal(mkdir(dump, 0755), 0);
+    snprintf(file, sizeof file, "%s/ledger-53312000.xdr", dump);
+    write_file(file, galexie + 12, glen - 12);
+    lake_path(f, "", lake, sizeof lake);
+    const char *const args[] = {"--source", "file", "--file-dir", dump, "--start-ledger", "53312000", "--file-count",
+                                "1", "--background-nice", "0", "--network-passphrase", PUBNET, "--lake-dir", lake,
+                                NULL};
+    cs_ringfx_run_to_exit(f, CORESTREAMD_BIN, args, WAIT_MS);
+    char path[PATHLEN];
+    size_t olen, mlen;
+    uint8_t *obj = cs_slurp(lake_path(f, "ledgers/FCD285FF--53312000-53375999/FCD285FF--53312000.xdr.zst", path, sizeof path),
+                         &olen);
+    if (!obj)
+        fail_msg("no object at %s:\n%s", path, f->proc.log);
+    uint8_t *mine = cs_unzstd(obj, olen, &mlen);
+    assert_non_null(mine);
+    assert_int_equal(mlen, glen);
+    assert_memory_equal(mine, galexie, glen);
+    size_t clen;
+    char *config = (char *)cs_slurp(lake_path(f, "config.json", path, sizeof path), &clen);
+    assert_non_null(config);
+    assert_true(clen > 0 && memmem(config, clen, "\"networkPassphrase\":\"" PUBNET "\",\"ledgersPath\":\"/lake/ledgers\"",
+                                   strlen("\"networkPassphrase\":\"" PUBNET "\",\"ledgersPath\":\"/lake/ledgers\"")));
+    free(config);
+    free(mine);
+    free(obj);
+    free(galexie);
+}
+
+/* ---- a synthetic run stopped and started again ---- */
+
+#define SYN_SIZE 4096
+
+static void expect_synthetic_object(fixture *f, uint32_t seq)
+{
+    char key[128], path[PATHLEN];
+    size_t zlen, len;
+    uint8_t *z = cs_slurp(lake_path(f, key_of(seq, key, sizeof key), path, sizeof path), &zlen);
+    if (!z)
+        fail_msg("no object at %s", path);
+    uint8_t *raw = cs_unzstd(z, zlen, &len);
+    assert_non_null(raw);
+    assert_int_equal(len, 12 + SYN_SIZE);
+    assert_int_equal(be32(raw), seq);
+    assert_int_equal(be32(raw + 4), seq);
+    assert_int_equal(be32(raw + 8), 1);
+    uint8_t want[SYN_SIZE];
+    cs_synthetic_fill(want, sizeof want, seq, false);
+    assert_memory_equal(raw + 12, want, SYN_SIZE);
+    free(raw);
+    free(z);
+}
+
+static void stat_object(fixture *f, uint32_t seq, struct stat *st)
+{
+    char key[128], path[PATHLEN];
+    if (stat(lake_path(f, key_of(seq, key, sizeof key), path, sizeof path), st) != 0)
+        fail_msg("no object at %s", path);
+}
+
+/* The highest ledger with an object, looking up from `from` (objects are written in order). */
+static uint32_t newest_object(fixture *f, uint32_t from)
+{
+    uint32_t s = from;
+    while (s < 1000000 && object_exists(f, s + 1))
+        s++;
+    return s;
+}
+
+static long metric(const char *body, const char *name)
+{
+    const char *p = strstr(body, name);
+    while (p && p > body && p[-1] != '\n')
+        p = strstr(p + 1, name);
+    if (!p)
+        return -1;
+    return strtol(p + strlen(name), NULL, 10);
+}
+
+static void start_synthetic(fixture *f, const char *lake)
+{
+    /* The background threads (the exporter among them) at the daemon's own priority, as the ring
+     * frames tests run them: beside busy loops nice 19 gets next to nothing. */
+    const char *const args[] = {"--source", "synthetic", "--synthetic-size", "4096", "--synthetic-interval", "20ms",
+                                "--background-nice", "0", "--network-passphrase", TESTNET, "--lake-dir", lake, NULL};
+    cs_ringfx_start(f, NULL, CORESTREAMD_BIN, args);
+    if (cs_proc_wait_listening(&f->proc, WAIT_MS) != 0)
+        fail_msg("not listening:\n%s", f->proc.log);
+}
+
+static void stop_run(fixture *f)
+{
+    int st = cs_proc_stop(&f->proc, SIGTERM, STOP_MS);
+    if (st != 0)
+        fail_msg("stop: status %d\n%s", st, f->proc.log);
+}
+
+static void restart_writes_nothing_twice(void **state)
+{
+    fixture *f = *state;
+    char lake[PATHLEN];
+    lake_path(f, "", lake, sizeof lake);
+    start_synthetic(f, lake);
+    wait_object(f, 10);
+    char body[65536];
+    assert_int_equal(cs_http_get("127.0.0.1", f->proc.port, "/metrics", WAIT_MS, body, sizeof body, NULL, 0), 200);
+    assert_true(metric(body, "corestreamd_lake_export_objects_total ") >= 10);
+    assert_true(metric(body, "corestreamd_lake_export_bytes_total ") > 0);
+    assert_int_equal(metric(body, "corestreamd_lake_export_errors_total{kind=\"conflict\"} "), 0);
+    assert_int_equal(metric(body, "corestreamd_lake_export_lost_total "), 0);
+    assert_true(metric(body, "corestreamd_lake_export_lag_ledgers ") >= 0);
+    stop_run(f);
+    /* The stop exports what the ring held: the objects run to the ring's latest. */
+    uint32_t first_end = newest_object(f, 10);
+    struct stat *before = calloc(first_end + 1, sizeof *before);
+    assert_non_null(before);
+    for (uint32_t s = 1; s <= first_end; s++)
+        stat_object(f, s, &before[s]);
+    cs_ringfx_free_proc(f);
+
+    start_synthetic(f, lake);
+    wait_line(f, "msg=\"lake export starts\"");
+    /* It resumes after the newest object (the stop's drain wrote what the ring held, unless a busy
+     * machine gave it too little time: the rest comes now, from the ring). */
+    char line[1024], want[128];
+    cs_proc_line(&f->proc, line, sizeof line);
+    snprintf(want, sizeof want, " next=%" PRIu32 " newest=%" PRIu32 " ring_oldest=1 ", first_end + 1, first_end);
+    if (!strstr(line, want))
+        fail_msg("resumed elsewhere: %s (objects end at %" PRIu32 ")", line, first_end);
+    wait_object(f, first_end + 10);
+    stop_run(f);
+    uint32_t end = newest_object(f, first_end + 10);
+    for (uint32_t s = 1; s <= end; s++)
+        expect_synthetic_object(f, s);
+    for (uint32_t s = 1; s <= first_end; s++) {
+        struct stat now;
+        stat_object(f, s, &now);
+        assert_int_equal(now.st_ino, before[s].st_ino);
+        assert_int_equal(now.st_mtim.tv_sec, before[s].st_mtim.tv_sec);
+        assert_int_equal(now.st_mtim.tv_nsec, before[s].st_mtim.tv_nsec);
+    }
+    free(before);
+    assert_false(object_exists(f, end + 1));
+    assert_int_equal(cs_proc_log_count(&f->proc, "level=ERROR"), 0);
+    assert_int_equal(cs_proc_log_count(&f->proc, "level=WARN msg=\"lake export"), 0);
+}
+
+/* ---- another writer's object ahead of the export ---- */
+
+#define TAIL 3000
+
+/* Frames of from..to written through the FIFO by a `cat` that exits at their end. */
+static void feed(fixture *f, const char *fifo, uint32_t from, uint32_t to)
+{
+    cs_mb_buf b = {0};
+    for (uint32_t s = from; s <= to; s++) {
+        cs_mb_meta m = cs_mb_go_meta(1, s, false, 0, false, TAIL);
+        cs_mb_put_frame(&b, &m);
+    }
+    char path[PATHLEN], cmd[3 * PATHLEN];
+    snprintf(path, sizeof path, "%s/frames-%" PRIu32 ".bin", f->dir.path, from);
+    write_file(path, b.p, b.n);
+    cs_mb_free(&b);
+    snprintf(cmd, sizeof cmd, "cat '%s' > '%s'", path, fifo);
+    int st = system(cmd);
+    if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        fail_msg("writer \"%s\": status %d", cmd, st);
+}
+
+static void object_in_place_kept(void **state)
+{
+    fixture *f = *state;
+    char fifo[PATHLEN], lake[PATHLEN];
+    snprintf(fifo, sizeof fifo, "%s/meta.fifo", f->dir.path);
+    lake_path(f, "", lake, sizeof lake);
+    const char *const args[] = {"--source", "pipe", "--pipe-path", fifo, "--background-nice", "0",
+                                "--network-passphrase", TESTNET, "--lake-dir", lake, NULL};
+    cs_ringfx_start(f, NULL, CORESTREAMD_BIN, args);
+    if (cs_proc_wait_listening(&f->proc, WAIT_MS) != 0)
+        fail_msg("not listening:\n%s", f->proc.log);
+    feed(f, fifo, 1, 2);
+    wait_object(f, 2);
+    /* Another writer's object at ledger 3's key, before the ring has ledger 3. */
+    char key[128], path[PATHLEN];
+    static const char other[] = "another writer's ledger 3";
+    uint8_t z[256];
+    size_t zlen = ZSTD_compress(z, sizeof z, other, sizeof other, 3);
+    assert_false(ZSTD_isError(zlen));
+    write_file(lake_path(f, key_of(3, key, sizeof key), path, sizeof path), z, zlen);
+    feed(f, fifo, 3, 4);
+    wait_line(f, "level=ERROR msg=\"lake export: an object in place differs from the ring's batch; it is kept\"");
+    char line[2048];
+    cs_proc_line(&f->proc, line, sizeof line);
+    if (!strstr(line, " key=FFFFFFFF--0-63999/FFFFFFFC--3.xdr.zst ") ||
+        !strstr(line, " problem=\"its content differs from the ring's batch 3-3\""))
+        fail_msg("line: %s", line);
+    wait_object(f, 4);
+    size_t len;
+    uint8_t *kept = cs_slurp(path, &len);
+    assert_non_null(kept);
+    assert_int_equal(len, zlen);
+    assert_memory_equal(kept, z, zlen);
+    free(kept);
+    char body[65536];
+    assert_int_equal(cs_http_get("127.0.0.1", f->proc.port, "/metrics", WAIT_MS, body, sizeof body, NULL, 0), 200);
+    assert_int_equal(metric(body, "corestreamd_lake_export_errors_total{kind=\"conflict\"} "), 1);
+    assert_int_equal(metric(body, "corestreamd_lake_export_objects_total "), 3);
+    stop_run(f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(galexie_object_exported, setup, teardown),
+        cmocka_unit_test_setup_teardown(restart_writes_nothing_twice, setup, teardown),
+        cmocka_unit_test_setup_teardown(object_in_place_kept, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
