@@ -17,12 +17,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <zstd.h>
 
 #include "corestreamd/lake/lakekey.h"
+#include "support/files.h"
 #include "support/metabuild.h"
 #include "support/ringfixture.h"
 #include "support/wsclient.h"
@@ -51,10 +51,8 @@ static void meta_of(uint32_t seq, cs_mb_buf *b)
 
 static void write_file(const char *path, const void *p, size_t n)
 {
-    FILE *fp = fopen(path, "wb");
-    assert_non_null(fp);
-    assert_int_equal(fwrite(p, 1, n, fp), n);
-    assert_int_equal(fclose(fp), 0);
+    if (cs_write_file(path, p, n) != 0)
+        fail_msg("%s cannot be written", path);
 }
 
 /* A lake directory <scratch>/lake holding ledgers from..to but skip (0: none), one per object. */
@@ -97,23 +95,12 @@ static void make_lake(fixture *f, uint32_t from, uint32_t to, uint32_t skip, cha
     }
 }
 
-/* Sends frames of ledgers from..to to the FIFO, as a core would: the writer ends when they are
- * written. */
+/* Ledgers from..to sent to the FIFO, as a core would. */
 static void send_ledgers(fixture *f, const char *fifo, uint32_t from, uint32_t to)
 {
-    cs_mb_buf b = {0};
-    for (uint32_t s = from; s <= to; s++) {
-        cs_mb_meta m = cs_mb_go_meta(1, s, false, 0, false, TAIL);
-        cs_mb_put_frame(&b, &m);
-    }
-    char path[PATH_MAX], cmd[3 * PATH_MAX];
-    assert_true((size_t)snprintf(path, sizeof path, "%s/frames-%u-%u.bin", f->dir.path, from, to) < sizeof path);
-    write_file(path, b.p, b.n);
-    cs_mb_free(&b);
-    snprintf(cmd, sizeof cmd, "cat '%s' > '%s'", path, fifo);
-    int st = system(cmd);
-    if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
-        fail_msg("writer \"%s\": status %d", cmd, st);
+    char why[600];
+    if (cs_mb_feed_fifo(f->dir.path, fifo, from, to, TAIL, why, sizeof why) != 0)
+        fail_msg("%s", why);
 }
 
 static void start(fixture *f, const char *fifo, const char *lake)

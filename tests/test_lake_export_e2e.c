@@ -284,19 +284,9 @@ static void restart_writes_nothing_twice(void **state)
 /* Frames of from..to written through the FIFO by a `cat` that exits at their end. */
 static void feed(fixture *f, const char *fifo, uint32_t from, uint32_t to)
 {
-    cs_mb_buf b = {0};
-    for (uint32_t s = from; s <= to; s++) {
-        cs_mb_meta m = cs_mb_go_meta(1, s, false, 0, false, TAIL);
-        cs_mb_put_frame(&b, &m);
-    }
-    char path[PATHLEN], cmd[3 * PATHLEN];
-    snprintf(path, sizeof path, "%s/frames-%" PRIu32 ".bin", f->dir.path, from);
-    write_file(path, b.p, b.n);
-    cs_mb_free(&b);
-    snprintf(cmd, sizeof cmd, "cat '%s' > '%s'", path, fifo);
-    int st = system(cmd);
-    if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
-        fail_msg("writer \"%s\": status %d", cmd, st);
+    char why[600];
+    if (cs_mb_feed_fifo(f->dir.path, fifo, from, to, TAIL, why, sizeof why) != 0)
+        fail_msg("%s", why);
 }
 
 static void object_in_place_kept(void **state)

@@ -2,6 +2,7 @@
 #include "support/metabuild.h"
 
 #include <stdio.h>
+#include <sys/wait.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -169,4 +170,31 @@ size_t cs_mb_put_frame(cs_mb_buf *b, const cs_mb_meta *m)
     cs_mb_put_meta(b, m);
     be32(b->p + marker, CS_MB_LAST_FRAGMENT | (uint32_t)(b->n - body));
     return body;
+}
+
+int cs_mb_feed_fifo(const char *dir, const char *fifo, uint32_t from, uint32_t to, size_t tail, char *why,
+                    size_t why_len)
+{
+    cs_mb_buf b = {0};
+    for (uint32_t s = from; s <= to; s++) {
+        cs_mb_meta m = cs_mb_go_meta(1, s, false, 0, false, tail);
+        cs_mb_put_frame(&b, &m);
+    }
+    char path[4200], cmd[9000];
+    snprintf(path, sizeof path, "%s/frames-%u-%u.bin", dir, from, to);
+    FILE *fp = fopen(path, "wb");
+    bool ok = fp && fwrite(b.p, 1, b.n, fp) == b.n;
+    ok = (fp && fclose(fp) == 0) && ok;
+    cs_mb_free(&b);
+    if (!ok) {
+        snprintf(why, why_len, "%s cannot be written", path);
+        return -1;
+    }
+    snprintf(cmd, sizeof cmd, "cat '%s' > '%s'", path, fifo);
+    int st = system(cmd);
+    if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        snprintf(why, why_len, "writer \"%s\": status %d", cmd, st);
+        return -1;
+    }
+    return 0;
 }

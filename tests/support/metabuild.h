@@ -76,4 +76,13 @@ pid_t cs_mb_read_pid(const char *path);
  * name, so that a recycled pid is never signalled. */
 bool cs_mb_pid_runs(pid_t pid, const char *name);
 
+/* ---- a core writing a FIFO ---- */
+
+/* What a core on its own unit does to corestreamd's --pipe-path: the frames of ledgers from..to
+ * (cs_mb_go_meta v1, tail bytes each) written to <dir>/frames-<from>-<to>.bin, then sent by a
+ * `cat` into fifo that exits at their end (it waits for a reader to open the FIFO). Returns 0, or
+ * -1 with what failed in why (the file, or the writer's status). */
+int cs_mb_feed_fifo(const char *dir, const char *fifo, uint32_t from, uint32_t to, size_t tail, char *why,
+                    size_t why_len);
+
 #endif

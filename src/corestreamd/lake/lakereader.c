@@ -34,38 +34,8 @@ struct cs_lake_reader {
     char *passphrase;
 };
 
-/* One body being read. */
-typedef struct body {
-    uint8_t *p;
-    size_t len, cap, max;
-    bool over;
-} body;
-
-static size_t on_body(char *data, size_t size, size_t n, void *arg)
-{
-    body *b = arg;
-    size_t k = size * n;
-    if (b->len + k > b->max) {
-        b->over = true;
-        return 0;
-    }
-    if (b->cap - b->len < k) {
-        size_t cap = b->cap ? b->cap : 65536;
-        while (cap - b->len < k)
-            cap *= 2;
-        uint8_t *p = realloc(b->p, cap);
-        if (!p)
-            return 0;
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, data, k);
-    b->len += k;
-    return k;
-}
-
 /* GET url into *b: 0, or -1 with err. *status is the HTTP status (0 when none came). */
-static int http_get(cs_lake_reader *r, const char *url, body *b, long *status, cs_err *err)
+static int http_get(cs_lake_reader *r, const char *url, cs_lake_body *b, long *status, cs_err *err)
 {
     char why[CURL_ERROR_SIZE] = "";
     curl_easy_setopt(r->curl, CURLOPT_URL, url);
@@ -82,7 +52,7 @@ static int http_get(cs_lake_reader *r, const char *url, body *b, long *status, c
 }
 
 /* The whole file at path into *b: 0; 1 when it does not exist; -1 with err. */
-static int file_get(const char *path, body *b, cs_err *err)
+static int file_get(const char *path, cs_lake_body *b, cs_err *err)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0 && errno == ENOENT)
@@ -120,7 +90,7 @@ static int file_get(const char *path, body *b, cs_err *err)
 
 /* where's bytes into *b: 0; 1 when the lake has nothing there (404, no such file); -1 with err.
  * Any HTTP status but 200 and 404 is an error: 5xx and 429 CS_LAKE_READ_ERR_IO, others FORMAT. */
-static int fetch(cs_lake_reader *r, const char *where, body *b, cs_err *err)
+static int fetch(cs_lake_reader *r, const char *where, cs_lake_body *b, cs_err *err)
 {
     if (!r->http)
         return file_get(where, b, err);
@@ -174,7 +144,7 @@ static int read_config(cs_lake_reader *r, cs_err *err)
 {
     char where[4096];
     snprintf(where, sizeof where, "%s/config.json", r->url);
-    body b = {.max = CONFIG_MAX};
+    cs_lake_body b = {.max = CONFIG_MAX};
     int rc = fetch(r, where, &b, err);
     if (rc == 1)
         cs_err_set(err, CS_LAKE_READ_ERR_NOT_FOUND, "lake: %s: not found: not a SEP-54 lake", where);
@@ -222,7 +192,7 @@ static int open_http(cs_lake_reader *r, const cs_lake_reader_opts *o, cs_err *er
     curl_easy_setopt(r->curl, CURLOPT_CONNECTTIMEOUT_MS, 15000L);
     curl_easy_setopt(r->curl, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(r->curl, CURLOPT_USERAGENT, "corestream");
-    curl_easy_setopt(r->curl, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(r->curl, CURLOPT_WRITEFUNCTION, cs_lake_body_write);
     if (o->ca_file && *o->ca_file)
         curl_easy_setopt(r->curl, CURLOPT_CAINFO, o->ca_file);
     return 0;
@@ -267,7 +237,7 @@ const char *cs_lake_reader_passphrase(const cs_lake_reader *r)
 static int unzstd(const uint8_t *z, size_t zlen, uint8_t **out, size_t *len, const char *where, cs_err *err)
 {
     ZSTD_DCtx *d = ZSTD_createDCtx();
-    body b = {.max = DECOMPRESSED_MAX};
+    cs_lake_body b = {.max = DECOMPRESSED_MAX};
     ZSTD_inBuffer in = {z, zlen, 0};
     size_t left = 0;
     int rc = d ? 0 : cs_err_set(err, CS_LAKE_READ_ERR_IO, "lake: out of memory");
@@ -306,18 +276,28 @@ static uint32_t be32(const uint8_t *p)
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
+/* The batch holding seq, its key, and where its object (with suffix) is. -1 with err when the
+ * layout has no batch for seq. */
+static int batch_at(const cs_lake_reader *r, uint32_t seq, const char *suffix, cs_lake_batch *bt,
+                    char key[CS_LAKE_KEY_MAX], char *where, size_t wlen, cs_err *err)
+{
+    if (cs_lake_batch_of(&r->layout, seq, bt, err) != 0) {
+        err->kind = CS_LAKE_READ_ERR_NOT_FOUND;
+        return -1;
+    }
+    cs_lake_key(&r->layout, *bt, key);
+    snprintf(where, wlen, "%s/%s%s", r->objects, key, suffix);
+    return 0;
+}
+
 int cs_lake_reader_get(cs_lake_reader *r, uint32_t seq, cs_lake_batch *batch, uint8_t **xdr, size_t *len,
                        cs_err *err)
 {
     cs_lake_batch bt;
-    if (cs_lake_batch_of(&r->layout, seq, &bt, err) != 0) {
-        err->kind = CS_LAKE_READ_ERR_NOT_FOUND;
-        return -1;
-    }
     char key[CS_LAKE_KEY_MAX], where[4200];
-    cs_lake_key(&r->layout, bt, key);
-    snprintf(where, sizeof where, "%s/%s", r->objects, key);
-    body b = {.max = OBJECT_MAX};
+    if (batch_at(r, seq, "", &bt, key, where, sizeof where, err) != 0)
+        return -1;
+    cs_lake_body b = {.max = OBJECT_MAX};
     int rc = fetch(r, where, &b, err);
     if (rc == 1)
         cs_err_set(err, CS_LAKE_READ_ERR_NOT_FOUND, "lake: %s: ledger %" PRIu32 ": no object at %s", r->url, seq, key);
@@ -344,14 +324,10 @@ int cs_lake_reader_get(cs_lake_reader *r, uint32_t seq, cs_lake_batch *batch, ui
 int cs_lake_reader_get_sig(cs_lake_reader *r, uint32_t seq, uint8_t **sig, size_t *len, cs_err *err)
 {
     cs_lake_batch bt;
-    if (cs_lake_batch_of(&r->layout, seq, &bt, err) != 0) {
-        err->kind = CS_LAKE_READ_ERR_NOT_FOUND;
-        return -1;
-    }
     char key[CS_LAKE_KEY_MAX], where[4200];
-    cs_lake_key(&r->layout, bt, key);
-    snprintf(where, sizeof where, "%s/%s" CS_LAKE_SIG_SUFFIX, r->objects, key);
-    body b = {.max = (size_t)r->layout.ledgers_per_batch * (2 + CS_WIRE_SIG_MAX_LEN)};
+    if (batch_at(r, seq, CS_LAKE_SIG_SUFFIX, &bt, key, where, sizeof where, err) != 0)
+        return -1;
+    cs_lake_body b = {.max = (size_t)r->layout.ledgers_per_batch * (2 + CS_WIRE_SIG_MAX_LEN)};
     int rc = fetch(r, where, &b, err);
     if (rc == 1)
         cs_err_set(err, CS_LAKE_READ_ERR_NOT_FOUND, "lake: %s: ledger %" PRIu32 ": no signatures at %s" CS_LAKE_SIG_SUFFIX,

@@ -23,36 +23,6 @@ struct cs_s3 {
     char token_header[2100]; /* x-amz-security-token: …, "" without a session token */
 };
 
-/* A body being received. */
-typedef struct sbuf {
-    uint8_t *p;
-    size_t len, cap, max;
-    bool over;
-} sbuf;
-
-static size_t on_body(char *data, size_t size, size_t n, void *arg)
-{
-    sbuf *b = arg;
-    size_t k = size * n;
-    if (b->len + k > b->max) {
-        b->over = true;
-        return 0;
-    }
-    if (b->cap - b->len < k) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap - b->len < k)
-            cap *= 2;
-        uint8_t *p = realloc(b->p, cap);
-        if (!p)
-            return 0;
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, data, k);
-    b->len += k;
-    return k;
-}
-
 static const char *env_first(const char *a, const char *b)
 {
     const char *v = getenv(a);
@@ -170,7 +140,7 @@ const char *cs_s3_name(const cs_s3 *s)
 }
 
 /* An S3 error answer's <Code>, or "" (the body is small XML; only this element is read). */
-static void error_code(const sbuf *b, char *out, size_t len)
+static void error_code(const cs_lake_body *b, char *out, size_t len)
 {
     out[0] = '\0';
     if (!b->p)
@@ -185,7 +155,7 @@ static void error_code(const sbuf *b, char *out, size_t len)
 /* One request: method on key, with body (PUT) or into *got. Returns the HTTP status, or -1 with
  * err for a transfer that failed. */
 static long request(cs_s3 *s, const char *method, const char *key, const void *body, size_t n, const char *ctype,
-                    sbuf *got, cs_err *err)
+                    cs_lake_body *got, cs_err *err)
 {
     char url[4200], why[CURL_ERROR_SIZE] = "", type[160], hash[100];
     snprintf(url, sizeof url, "%s/%s", s->base, key);
@@ -217,7 +187,7 @@ static long request(cs_s3 *s, const char *method, const char *key, const void *b
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 120000L);
     curl_easy_setopt(c, CURLOPT_USERAGENT, "corestream");
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, why);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, cs_lake_body_write);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, got);
     if (strcmp(method, "PUT") == 0) {
         curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, "PUT");
@@ -238,7 +208,7 @@ static long request(cs_s3 *s, const char *method, const char *key, const void *b
 }
 
 /* An answer other than the ones the caller takes: the error it is. */
-static int answer_error(const char *method, const char *key, long status, const sbuf *b, cs_err *err)
+static int answer_error(const char *method, const char *key, long status, const cs_lake_body *b, cs_err *err)
 {
     char code[128];
     error_code(b, code, sizeof code);
@@ -248,7 +218,7 @@ static int answer_error(const char *method, const char *key, long status, const 
 
 int cs_s3_put(cs_s3 *s, const char *key, const void *p, size_t n, const char *ctype, cs_err *err)
 {
-    sbuf b = {.max = ERROR_BODY_MAX};
+    cs_lake_body b = {.max = ERROR_BODY_MAX};
     long status = request(s, "PUT", key, p, n, ctype, &b, err);
     int rc = status < 0 ? -1 : status == 200 ? 0 : answer_error("PUT", key, status, &b, err);
     free(b.p);
@@ -257,7 +227,7 @@ int cs_s3_put(cs_s3 *s, const char *key, const void *p, size_t n, const char *ct
 
 int cs_s3_get(cs_s3 *s, const char *key, size_t max, uint8_t **p, size_t *n, cs_err *err)
 {
-    sbuf b = {.max = max > ERROR_BODY_MAX ? max : ERROR_BODY_MAX};
+    cs_lake_body b = {.max = max > ERROR_BODY_MAX ? max : ERROR_BODY_MAX};
     long status = request(s, "GET", key, NULL, 0, NULL, &b, err);
     int rc = status < 0 ? -1 : status == 200 ? 0 : status == 404 ? 1 : answer_error("GET", key, status, &b, err);
     if (rc == 0) {
@@ -271,7 +241,7 @@ int cs_s3_get(cs_s3 *s, const char *key, size_t max, uint8_t **p, size_t *n, cs_
 
 int cs_s3_exists(cs_s3 *s, const char *key, cs_err *err)
 {
-    sbuf b = {.max = ERROR_BODY_MAX};
+    cs_lake_body b = {.max = ERROR_BODY_MAX};
     long status = request(s, "HEAD", key, NULL, 0, NULL, &b, err);
     int rc = status < 0 ? -1 : status == 200 ? 0 : status == 404 ? 1 : answer_error("HEAD", key, status, &b, err);
     free(b.p);
