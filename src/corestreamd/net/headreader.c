@@ -30,6 +30,9 @@
 #define LINGER_MAX_BYTES (1u << 20)
 #define EVENTS_PER_WAIT 64
 
+/* The head reader whose thread this is (set by the thread itself: no other thread writes it). */
+static _Thread_local const struct cs_headreader *t_heads;
+
 typedef enum hstate { ST_READING, ST_HANDSHAKE, ST_ANSWERING, ST_WAITING, ST_LINGER } hstate;
 
 typedef struct hconn {
@@ -575,6 +578,7 @@ static int wait_ms(const cs_headreader *hr, int64_t now)
 static void *reader_main(void *arg)
 {
     cs_headreader *hr = arg;
+    t_heads = hr;
     cs_thread_role("cs-heads", CS_NICE_ADMISSION);
     struct epoll_event evs[EVENTS_PER_WAIT];
     while (!atomic_load(&hr->stop)) {
@@ -686,6 +690,11 @@ size_t cs_headreader_drain(cs_headreader *hr, cs_head_done_fn fn, void *ctx)
         n++;
     }
     return n;
+}
+
+bool cs_headreader_on_thread(const cs_headreader *hr)
+{
+    return t_heads == hr;
 }
 
 size_t cs_headreader_holding(cs_headreader *hr)

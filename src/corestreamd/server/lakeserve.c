@@ -2,7 +2,7 @@
  * judge (routes.c) admits a request and hands it over as a job; a reader builds the object from
  * the ring (lakeobject.h), formats the answer and gives it back to the head reader, which writes
  * it. See server_internal.h for the calls and their threads. */
-#include <errno.h>
+#include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -168,6 +168,7 @@ void srv_lake_texts(const srv_lake *l, const char **config_json, const char **ma
 
 bool srv_lake_admit(srv_lake *l)
 {
+    assert(cs_headreader_on_thread(l->heads));
     unsigned n = atomic_fetch_add(&l->admitted, 1);
     if (n < l->cap)
         return true;
@@ -178,6 +179,7 @@ bool srv_lake_admit(srv_lake *l)
 
 srv_lake_job *srv_lake_job_new(srv_lake *l, cs_lake_batch b, bool sig, bool head, bool keep)
 {
+    assert(cs_headreader_on_thread(l->heads));
     srv_lake_job *j = calloc(1, sizeof *j);
     if (!j) {
         atomic_fetch_sub(&l->admitted, 1);
@@ -192,6 +194,7 @@ void srv_lake_later(void *ctx, cs_head_pending *p, void *arg)
     cs_server *s = ctx;
     srv_lake *l = s->lake;
     srv_lake_job *j = arg;
+    assert(cs_headreader_on_thread(l->heads));
     j->pending = p;
     pthread_mutex_lock(&l->mu);
     bool stopped = l->stop;
