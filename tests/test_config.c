@@ -705,7 +705,8 @@ static void test_free_is_safe(void **state)
 }
 
 /* --source jetstream: the edge's flags, defaults and refusals, each naming the bad input. */
-/* The lake's flags: the layout, the readers, and --lake-dir, which needs the network it names. */
+/* The lake's flags: the layout, the readers, and --lake-dir and --lake-url (one of them), which need
+ * the network they name. */
 static void test_lake_flags(void **state)
 {
     (void)state;
@@ -718,6 +719,16 @@ static void test_lake_flags(void **state)
     assert_int_equal(p.cfg.lake_batches_per_partition, 1000);
     parsed_free(&p);
     ERR("--lake-dir needs --network-passphrase: the lake's config names its network", "--lake-dir", "/srv/lake");
+    const char *s3[] = {"--network-passphrase", "Test SDF Network ; September 2015", "--lake-url", "s3://lake/pubnet"};
+    expect_ok_into(&p, s3, NARGS(s3));
+    assert_string_equal(p.cfg.lake_url, "s3://lake/pubnet");
+    assert_string_equal(p.cfg.lake_dir, "");
+    parsed_free(&p);
+    ERR("--lake-url needs --network-passphrase: the lake's config names its network", "--lake-url", "s3://lake/x");
+    ERR("--lake-url http://lake/x: not s3://bucket[/prefix]", "--network-passphrase", "n", "--lake-url",
+        "http://lake/x");
+    ERR("--lake-url and --lake-dir cannot be combined: a corestreamd exports to one lake", "--network-passphrase", "n",
+        "--lake-url", "s3://lake", "--lake-dir", "/srv/lake");
     ERR("--lake-ledgers-per-batch 4294967296 does not fit in 32 bits", "--lake-ledgers-per-batch", "4294967296");
     ERR("--lake-readers 0 is outside [1,64]", "--lake-readers", "0");
 }

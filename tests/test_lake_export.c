@@ -116,12 +116,10 @@ static void put_range(fixture *f, uint32_t from, uint32_t to)
 
 static int new_export(fixture *f, cs_err *err)
 {
-    cs_lake_export_config c = {.dir = f->lake,
-                               .passphrase = k_net,
-                               .layout = f->layout,
-                               .ring = f->ring,
-                               .retry_min_ns = 1000000,
-                               .retry_max_ns = 4000000};
+    cs_lake_export_config c = {
+        .layout = f->layout, .ring = f->ring, .retry_min_ns = 1000000, .retry_max_ns = 4000000};
+    if (cs_lake_dir_store_open(&c.store, f->lake, cs_ring_dir(f->ring), k_net, &f->layout, err) != 0)
+        return -1;
     return cs_lake_export_new(&f->x, &c, err);
 }
 

@@ -26,8 +26,8 @@
 
 #include <zstd.h>
 
-#include "common/synthetic.h"
 #include "support/files.h"
+#include "support/lakee2e.h"
 #include "support/metabuild.h"
 #include "support/ringfixture.h"
 #include "support/wait.h"
@@ -71,20 +71,11 @@ static uint32_t be32(const uint8_t *p)
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-/* The key of ledger seq under the default layout (one ledger a batch, 64000 a partition). */
-static char *key_of(uint32_t seq, char *buf, size_t len)
-{
-    uint32_t part = seq / 64000 * 64000;
-    snprintf(buf, len, "ledgers/%08X--%" PRIu32 "-%" PRIu32 "/%08X--%" PRIu32 ".xdr.zst", UINT32_MAX - part, part,
-             part + 63999, UINT32_MAX - seq, seq);
-    return buf;
-}
-
 static bool object_exists(const fixture *f, uint32_t seq)
 {
     char key[128], path[PATHLEN];
     struct stat st;
-    return stat(lake_path(f, key_of(seq, key, sizeof key), path, sizeof path), &st) == 0;
+    return stat(lake_path(f, cs_lakee2e_key(seq, key, sizeof key), path, sizeof path), &st) == 0;
 }
 
 typedef struct exists_arg {
@@ -161,42 +152,31 @@ static void galexie_object_exported(void **state)
 
 /* ---- a synthetic run stopped and started again ---- */
 
-#define SYN_SIZE 4096
-
-static void expect_synthetic_object(fixture *f, uint32_t seq)
+static uint8_t *object_of(void *arg, uint32_t seq, size_t *len)
 {
     char key[128], path[PATHLEN];
-    size_t zlen, len;
-    uint8_t *z = cs_slurp(lake_path(f, key_of(seq, key, sizeof key), path, sizeof path), &zlen);
+    uint8_t *z = cs_slurp(lake_path(arg, cs_lakee2e_key(seq, key, sizeof key), path, sizeof path), len);
     if (!z)
         fail_msg("no object at %s", path);
-    uint8_t *raw = cs_unzstd(z, zlen, &len);
-    assert_non_null(raw);
-    assert_int_equal(len, 12 + SYN_SIZE);
-    assert_int_equal(be32(raw), seq);
-    assert_int_equal(be32(raw + 4), seq);
-    assert_int_equal(be32(raw + 8), 1);
-    uint8_t want[SYN_SIZE];
-    cs_synthetic_fill(want, sizeof want, seq, false);
-    assert_memory_equal(raw + 12, want, SYN_SIZE);
-    free(raw);
-    free(z);
+    return z;
 }
 
-static void stat_object(fixture *f, uint32_t seq, struct stat *st)
+static void stat_object(void *arg, uint32_t seq, struct stat *st)
 {
+    fixture *f = arg;
     char key[128], path[PATHLEN];
-    if (stat(lake_path(f, key_of(seq, key, sizeof key), path, sizeof path), st) != 0)
+    if (stat(lake_path(f, cs_lakee2e_key(seq, key, sizeof key), path, sizeof path), st) != 0)
         fail_msg("no object at %s", path);
 }
 
-/* The highest ledger with an object, looking up from `from` (objects are written in order). */
-static uint32_t newest_object(fixture *f, uint32_t from)
+static bool exists_seq(void *arg, uint32_t seq)
 {
-    uint32_t s = from;
-    while (s < 1000000 && object_exists(f, s + 1))
-        s++;
-    return s;
+    return object_exists(arg, seq);
+}
+
+static cs_lakee2e_lake lake_of(fixture *f)
+{
+    return (cs_lakee2e_lake){.exists = exists_seq, .object = object_of, .stat = stat_object, .arg = f};
 }
 
 static long metric(const char *body, const char *name)
@@ -243,11 +223,9 @@ static void restart_writes_nothing_twice(void **state)
     assert_true(metric(body, "corestreamd_lake_export_lag_ledgers ") >= 0);
     stop_run(f);
     /* The stop exports what the ring held: the objects run to the ring's latest. */
-    uint32_t first_end = newest_object(f, 10);
-    struct stat *before = calloc(first_end + 1, sizeof *before);
-    assert_non_null(before);
-    for (uint32_t s = 1; s <= first_end; s++)
-        stat_object(f, s, &before[s]);
+    cs_lakee2e_lake l = lake_of(f);
+    uint32_t first_end = cs_lakee2e_newest(&l, 10);
+    struct stat *before = cs_lakee2e_stat_run(&l, first_end);
     cs_ringfx_free_proc(f);
 
     start_synthetic(f, lake);
@@ -261,18 +239,9 @@ static void restart_writes_nothing_twice(void **state)
         fail_msg("resumed elsewhere: %s (objects end at %" PRIu32 ")", line, first_end);
     wait_object(f, first_end + 10);
     stop_run(f);
-    uint32_t end = newest_object(f, first_end + 10);
-    for (uint32_t s = 1; s <= end; s++)
-        expect_synthetic_object(f, s);
-    for (uint32_t s = 1; s <= first_end; s++) {
-        struct stat now;
-        stat_object(f, s, &now);
-        assert_int_equal(now.st_ino, before[s].st_ino);
-        assert_int_equal(now.st_mtim.tv_sec, before[s].st_mtim.tv_sec);
-        assert_int_equal(now.st_mtim.tv_nsec, before[s].st_mtim.tv_nsec);
-    }
+    uint32_t end = cs_lakee2e_newest(&l, first_end + 10);
+    cs_lakee2e_expect_kept(&l, end, before, first_end);
     free(before);
-    assert_false(object_exists(f, end + 1));
     assert_int_equal(cs_proc_log_count(&f->proc, "level=ERROR"), 0);
     assert_int_equal(cs_proc_log_count(&f->proc, "level=WARN msg=\"lake export"), 0);
 }
@@ -308,7 +277,7 @@ static void object_in_place_kept(void **state)
     uint8_t z[256];
     size_t zlen = ZSTD_compress(z, sizeof z, other, sizeof other, 3);
     assert_false(ZSTD_isError(zlen));
-    write_file(lake_path(f, key_of(3, key, sizeof key), path, sizeof path), z, zlen);
+    write_file(lake_path(f, cs_lakee2e_key(3, key, sizeof key), path, sizeof path), z, zlen);
     feed(f, fifo, 3, 4);
     wait_line(f, "level=ERROR msg=\"lake export: an object in place differs from the ring's batch; it is kept\"");
     char line[2048];

@@ -20,6 +20,7 @@
 
 #include "corestreamd/lake/lakes3.h"
 #include "support/procharness.h"
+#include "support/s3rver.h"
 #include "support/tmpdir.h"
 #include "support/wait.h"
 
@@ -45,10 +46,6 @@ static int teardown(void **state)
 
 static int setup(void **state)
 {
-    if (access(CS_S3RVER, X_OK) != 0) {
-        fprintf(stderr, "%s is missing: run scripts/setup.sh (it installs s3rver from the npm registry)\n", CS_S3RVER);
-        return -1;
-    }
     fixture *f = calloc(1, sizeof *f);
     if (!f || cs_tmpdir_make(&f->dir, "lakes3") != 0) {
         free(f);
@@ -56,27 +53,11 @@ static int setup(void **state)
     }
     *state = f;
     char data[PATH_MAX];
-    if ((size_t)snprintf(data, sizeof data, "%s/s3", f->dir.path) >= sizeof data) {
+    if ((size_t)snprintf(data, sizeof data, "%s/s3", f->dir.path) >= sizeof data ||
+        cs_s3rver_start(&f->s3, CS_S3RVER, data, "lake", f->endpoint, sizeof f->endpoint) != 0) {
         teardown(state);
         return -1;
     }
-    char *const argv[] = {CS_S3RVER, "-d", data, "-a", "127.0.0.1", "-p", "0", "--configure-bucket", "lake",
-                          "--silent", NULL};
-    char line[256];
-    const char *port;
-    if (cs_proc_start(&f->s3, argv) != 0 || cs_proc_wait_line(&f->s3, "S3rver listening on 127.0.0.1:", WAIT_MS) != 0) {
-        fprintf(stderr, "s3rver did not start:\n%s\n", f->s3.log ? f->s3.log : "");
-        teardown(state);
-        return -1;
-    }
-    cs_proc_line(&f->s3, line, sizeof line);
-    port = strstr(line, "127.0.0.1:") + strlen("127.0.0.1:");
-    snprintf(f->endpoint, sizeof f->endpoint, "http://127.0.0.1:%d", atoi(port));
-    setenv("AWS_ENDPOINT_URL", f->endpoint, 1);
-    setenv("AWS_ACCESS_KEY_ID", "S3RVER", 1); /* s3rver's own account */
-    setenv("AWS_SECRET_ACCESS_KEY", "S3RVER", 1);
-    setenv("AWS_REGION", "us-east-1", 1);
-    unsetenv("AWS_SESSION_TOKEN");
     return 0;
 }
 

@@ -64,6 +64,7 @@ static void set_defaults(cs_daemon_config *c)
     c->lake_batches_per_partition = CS_LAKE_BATCHES_PER_PARTITION_DEFAULT;
     c->lake_readers = CS_LAKE_READERS_DEFAULT;
     c->lake_dir = "";
+    c->lake_url = "";
     c->backfill_from = "";
     c->jetstream_url = "";
     c->jetstream_stream = CS_JS_DEFAULT_STREAM;
@@ -250,6 +251,18 @@ static int validate_lake(const cs_daemon_config *c, cs_err *err)
                           CS_LAKE_READERS_MAX);
     if (*c->lake_dir && !*c->network_passphrase)
         return cs_err_set(err, 0, "--lake-dir needs --network-passphrase: the lake's config names its network");
+    if (!*c->lake_url)
+        return 0;
+    if (*c->lake_dir)
+        return cs_err_set(err, 0, "--lake-url and --lake-dir cannot be combined: a corestreamd exports to one lake");
+    if (!CS_WITH_CAPTIVE)
+        return cs_err_set(err, 0,
+                          "--lake-url is not available: this corestreamd was configured with -DCS_WITH_CAPTIVE=OFF "
+                          "(it writes to S3 with libcurl)");
+    if (strncmp(c->lake_url, "s3://", 5) != 0 || !c->lake_url[5] || c->lake_url[5] == '/')
+        return cs_err_set(err, 0, "--lake-url %.200s: not s3://bucket[/prefix]", c->lake_url);
+    if (!*c->network_passphrase)
+        return cs_err_set(err, 0, "--lake-url needs --network-passphrase: the lake's config names its network");
     return 0;
 }
 
@@ -515,6 +528,9 @@ int cs_daemon_config_parse(cs_daemon_config *c, int argc, char **argv, FILE *usa
         {"lake-dir", CS_FLAG_STRING, &c->lake_dir,
          "`directory` to export the lake to, served by any static HTTP server as /lake/ (needs "
          "--network-passphrase; empty: no export)"},
+        {"lake-url", CS_FLAG_STRING, &c->lake_url,
+         "S3-compatible bucket (`url` s3://bucket/prefix) to export the lake to, credentials and endpoint from the "
+         "AWS_* environment (needs --network-passphrase; not with --lake-dir; empty: no export)"},
         {"backfill-from", CS_FLAG_STRING, &c->backfill_from,
          "SEP-54 lake (`url` http(s)://host:8462/lake, or a directory) a gap in --source pipe or captive is filled "
          "from, instead of starting the ring over (empty: none)"},

@@ -81,6 +81,7 @@ typedef struct cs_daemon_config {
     uint64_t lake_batches_per_partition;
     int64_t lake_readers; /* lake objects made at once */
     const char *lake_dir; /* --lake-dir: export the lake to this directory ("" off) */
+    const char *lake_url; /* --lake-url: export the lake to this s3://bucket/prefix ("" off) */
     const char *backfill_from; /* --backfill-from: a lake a gap is filled from ("" none) */
     /* Derived: --log-level and --log-format parsed. */
     int log_level_value;

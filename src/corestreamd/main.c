@@ -27,6 +27,7 @@
 #include "corestreamd/sources/pipe/pipe.h"
 #include "corestreamd/sources/rejoin.h"
 #if CS_WITH_CAPTIVE
+#include "corestreamd/lake/lakes3.h"
 #include "corestreamd/sources/backfill.h"
 #endif
 #include "corestreamd/sources/synthetic.h"
@@ -245,7 +246,7 @@ static uint32_t run_fd_reserve(const cs_daemon_config *c)
                       : strcmp(c->source, "jetstream") == 0 ? NATS_FDS
                                                             : 0;
     uint32_t publisher = *c->jetstream_url ? NATS_FDS + CS_REPLAY_WORKER_FDS + CS_REPLAY_HELD_FDS : 0;
-    uint32_t lake = *c->lake_dir ? CS_LAKE_EXPORT_FDS : 0;
+    uint32_t lake = *c->lake_dir || *c->lake_url ? CS_LAKE_EXPORT_FDS : 0;
     return source + publisher + lake;
 }
 
@@ -324,21 +325,27 @@ static void jetstream_stats(void *arg, cs_metrics_jetstream *out)
                                   .connected = st.connected};
 }
 
-/* --lake-dir: the exporter of the ring to a lake directory. Its directory is opened (made, its
- * configs checked, its newest object found) now, before the ring is claimed; its thread starts once
- * the claim is made. */
+/* --lake-dir or --lake-url: the exporter of the ring to a lake directory or an S3-compatible bucket.
+ * Its store is opened (a directory made, the configs in place checked, a directory's newest object
+ * found) now, before the ring is claimed; its thread starts once the claim is made. */
 static int lake_export_new(const cs_daemon_config *c, cs_ring *ring, cs_lake_export **out, cs_err *err)
 {
     *out = NULL;
-    if (!*c->lake_dir)
+    if (!*c->lake_dir && !*c->lake_url)
         return 0;
     cs_lake_export_config lc = {
-        .dir = c->lake_dir,
-        .passphrase = c->network_passphrase,
         .layout = {(uint32_t)c->lake_ledgers_per_batch, (uint32_t)c->lake_batches_per_partition},
         .ring = ring,
     };
-    return cs_lake_export_new(out, &lc, err);
+    int rc = -1;
+    if (*c->lake_dir)
+        rc = cs_lake_dir_store_open(&lc.store, c->lake_dir, cs_ring_dir(ring), c->network_passphrase, &lc.layout,
+                                    err);
+#if CS_WITH_CAPTIVE
+    else
+        rc = cs_lake_s3_store_open(&lc.store, c->lake_url, c->network_passphrase, &lc.layout, err);
+#endif
+    return rc == 0 ? cs_lake_export_new(out, &lc, err) : -1;
 }
 
 /* /metrics: the lake exporter's counters, copied at each scrape. */
@@ -390,7 +397,7 @@ typedef struct run_parts {
     cs_signing *signing; /* --signing-key; main's, freed after the server */
     cs_server *server;
     cs_js_publisher *jetstream;
-    cs_lake_export *lake; /* --lake-dir; reads the ring: stopped before the server is freed */
+    cs_lake_export *lake; /* --lake-dir, --lake-url; reads the ring: stopped before the server is freed */
 } run_parts;
 
 /* SIGINT/SIGTERM/SIGHUP blocked here and taken by the signal thread; systemd's notifier first (it

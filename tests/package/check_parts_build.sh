@@ -51,6 +51,8 @@ refused() {
 env_extra=()
 refused --source captive --start-ledger 5 --core-config c.cfg --history-archive-urls http://127.0.0.1:1 \
   "--source captive is not available: this corestreamd was configured with -DCS_WITH_CAPTIVE=OFF"
+refused --network-passphrase "Test SDF Network ; September 2015" --lake-url s3://lake/pubnet \
+  "--lake-url is not available: this corestreamd was configured with -DCS_WITH_CAPTIVE=OFF (it writes to S3 with libcurl)"
 refused --source jetstream --jetstream-source-url nats://127.0.0.1:1 \
   "--source jetstream is not available: this corestreamd was configured with -DCS_WITH_NATS=OFF"
 refused --jetstream-url nats://127.0.0.1:1 \

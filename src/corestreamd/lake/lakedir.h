@@ -23,6 +23,7 @@
 
 #include "common/err.h"
 #include "corestreamd/lake/lakekey.h"
+#include "corestreamd/lake/lakestore.h" /* cs_lake_put_outcome */
 
 /* The directory under <dir> that holds the objects: the last part of CS_LAKE_LEDGERS_PATH. */
 #define CS_LAKE_DIR_LEDGERS "ledgers"
@@ -64,14 +65,6 @@ bool cs_lake_dir_newest(const cs_lake_dir *d, cs_lake_batch *out);
  * (`lake: write "<path>": …`); call again to retry. */
 int cs_lake_dir_settle(cs_lake_dir *d, cs_err *err);
 
-/* What put found at the key. */
-typedef enum cs_lake_put_outcome {
-    CS_LAKE_PUT_WRITTEN, /* the object is in place now */
-    CS_LAKE_PUT_SAME,    /* an object was there already: the same bytes, or other bytes of the same
-                            batch once decompressed (another compression level); it is kept */
-    CS_LAKE_PUT_OTHER,   /* an object was there already with other content (or not an object at
-                            all): it is kept, and *why says what differs */
-} cs_lake_put_outcome;
 
 /* Writes batch b's object (len bytes) at its key, making its partition directory when missing.
  * Never replaces a file in place: when the key is taken, the file there is compared with obj

@@ -13,7 +13,6 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/thread.h"
-#include "corestreamd/lake/lakedir.h"
 #include "corestreamd/lake/lakeobject.h"
 
 /* How long the thread sleeps on the ring's doorbell before it looks again anyway. */
@@ -21,7 +20,7 @@
 
 struct cs_lake_export {
     cs_lake_export_config cfg;
-    cs_lake_dir *dir;
+    cs_lake_store *store;
     pthread_t thread;
     bool started, joined;
     atomic_bool stop;
@@ -115,13 +114,20 @@ static void pass_over(cs_lake_export *x, uint64_t to)
         atomic_store(&x->done_end, (uint32_t)(to - 1));
 }
 
-/* The first look at the ring: where the export starts, and what it cannot have. */
-static void first_look(cs_lake_export *x, uint32_t oldest, uint32_t latest)
+/* The first look at the ring: where the export starts, and what it cannot have. -1 with err when
+ * the store could not tell its newest object (retried). */
+static int first_look(cs_lake_export *x, uint32_t oldest, uint32_t latest, cs_err *err)
 {
     cs_lake_batch newest = {0, 0};
-    bool resumed = cs_lake_dir_newest(x->dir, &newest);
+    int found = x->store->ops->newest(x->store, oldest, latest, &newest, err);
+    if (found < 0)
+        return -1;
+    bool resumed = found == 1;
     x->next = resumed ? (uint64_t)newest.end + 1 : first_whole_from(&x->cfg.layout, oldest);
-    CS_LOG(CS_LOG_INFO, "lake export starts", KV_S("dir", x->cfg.dir), KV_U("next", x->next),
+    if (resumed)
+        atomic_store(&x->done_end, newest.end);
+    CS_LOG(CS_LOG_INFO, "lake export starts", KV_S(x->store->ops->kind, x->store->ops->name(x->store)),
+           KV_U("next", x->next),
            KV_U("newest", resumed ? newest.end : 0), KV_U("ring_oldest", oldest), KV_U("ring_latest", latest));
     if (x->next < oldest) {
         uint64_t to = first_whole_from(&x->cfg.layout, oldest);
@@ -130,6 +136,7 @@ static void first_look(cs_lake_export *x, uint32_t oldest, uint32_t latest)
         pass_over(x, to);
     }
     x->looked = true;
+    return 0;
 }
 
 /* Ledgers the ring pruned (or reset away) before their batch's turn. */
@@ -162,7 +169,7 @@ static step not_available(cs_lake_export *x, cs_lake_batch b, const cs_err *err)
 static void note_put(cs_lake_export *x, cs_lake_batch b, size_t len, cs_lake_put_outcome outcome, const char *why)
 {
     char path[PATH_MAX + CS_LAKE_KEY_MAX], key[CS_LAKE_KEY_MAX];
-    cs_lake_dir_object_path(x->dir, b, path, sizeof path);
+    x->store->ops->object_name(x->store, b, path, sizeof path);
     if (outcome == CS_LAKE_PUT_WRITTEN) {
         atomic_fetch_add(&x->objects, 1);
         atomic_fetch_add(&x->bytes, len);
@@ -186,7 +193,7 @@ static step export_batch(cs_lake_export *x, cs_lake_batch b)
         return err.kind == CS_LAKE_OBJ_ERR_NOT_AVAILABLE ? not_available(x, b, &err) : failed(x, &err);
     cs_lake_put_outcome outcome;
     char why[256];
-    int rc = cs_lake_dir_put(x->dir, b, obj, len, &outcome, why, sizeof why, &err);
+    int rc = x->store->ops->put(x->store, b, obj, len, &outcome, why, sizeof why, &err);
     free(obj);
     if (rc != 0)
         return failed(x, &err);
@@ -195,12 +202,12 @@ static step export_batch(cs_lake_export *x, cs_lake_batch b)
     return STEP_PROGRESS;
 }
 
-/* One step: settle the directory, or export the next batch when the ring holds it whole. */
+/* One step: settle the store, or export the next batch when the ring holds it whole. */
 static step one_step(cs_lake_export *x)
 {
     cs_err err = {0};
     if (!x->settled) {
-        if (cs_lake_dir_settle(x->dir, &err) != 0)
+        if (x->store->ops->settle(x->store, &err) != 0)
             return failed(x, &err);
         succeeded(x);
         x->settled = true;
@@ -208,9 +215,11 @@ static step one_step(cs_lake_export *x)
     uint32_t oldest, latest;
     if (!cs_ring_bounds(x->cfg.ring, &oldest, &latest))
         return STEP_IDLE;
-    if (!x->looked)
-        first_look(x, oldest, latest);
-    else if (x->next < oldest)
+    if (!x->looked) {
+        if (first_look(x, oldest, latest, &err) != 0)
+            return failed(x, &err);
+        succeeded(x);
+    } else if (x->next < oldest)
         note_pruned(x, oldest);
     cs_lake_batch b;
     if (x->next > UINT32_MAX || cs_lake_batch_of(&x->cfg.layout, (uint32_t)x->next, &b, NULL) != 0)
@@ -245,26 +254,18 @@ int cs_lake_export_new(cs_lake_export **out, const cs_lake_export_config *cfg, c
 {
     *out = NULL;
     cs_lake_export *x = calloc(1, sizeof *x);
-    char *dir = cfg->dir ? strdup(cfg->dir) : NULL;
-    if (!x || !dir) {
-        free(x);
-        free(dir);
+    if (!x) {
+        cs_lake_store_close(cfg->store);
         return cs_err_set(err, 0, "lake: out of memory");
     }
     x->cfg = *cfg;
-    x->cfg.dir = dir;
-    x->cfg.passphrase = NULL; /* the directory keeps its copy */
+    x->store = cfg->store;
     x->cfg.level = cfg->level ? cfg->level : CS_LAKE_EXPORT_LEVEL_DEFAULT;
     x->cfg.retry_min_ns = cfg->retry_min_ns > 0 ? cfg->retry_min_ns : CS_LAKE_EXPORT_RETRY_MIN_NS;
     x->cfg.retry_max_ns = cfg->retry_max_ns > 0 ? cfg->retry_max_ns : CS_LAKE_EXPORT_RETRY_MAX_NS;
     x->backoff_ns = x->cfg.retry_min_ns;
-    if (cs_lake_dir_open(&x->dir, dir, cs_ring_dir(cfg->ring), cfg->passphrase, &cfg->layout, err) != 0) {
-        free(dir);
-        free(x);
-        return -1;
-    }
     cs_lake_batch newest;
-    if (cs_lake_dir_newest(x->dir, &newest))
+    if (x->store->ops->newest_known && x->store->ops->newest_known(x->store, &newest))
         atomic_store(&x->done_end, newest.end);
     *out = x;
     return 0;
@@ -309,7 +310,6 @@ void cs_lake_export_free(cs_lake_export *x)
     if (!x)
         return;
     cs_lake_export_stop(x, 0);
-    cs_lake_dir_close(x->dir);
-    free((char *)x->cfg.dir);
+    cs_lake_store_close(x->store);
     free(x);
 }

@@ -1,18 +1,19 @@
-/* The lake exporter (--lake-dir, docs/LAKE.md "Export to a directory"): a thread of its own
- * (cs-lake-export, at the background nice) that follows the ring and writes each batch, once the
- * ring holds all of it, as its object in a lake directory (lakedir.h), resuming after the newest
- * object the directory holds.
+/* The lake exporter (--lake-dir and --lake-url, docs/LAKE.md "Export to a directory" and "Export
+ * to S3"): a thread of its own (cs-lake-export, at the background nice) that follows the ring and
+ * writes each batch, once the ring holds all of it, as its object in a store (lakestore.h: a lake
+ * directory, lakedir.h, or an S3-compatible bucket, lakes3.h), resuming after the newest object
+ * the store holds.
  *
  * It never holds up the source or the ring writer: it only reads the ring (cs_lake_object_build,
  * one ledger open at a time) and is woken by the ring's doorbell (cs_ring_wait_change) when the
  * bounds move. Falling behind, it lags; batches the ring prunes before their turn are lost to the
- * lake (counted, WARN). A failed system call (ENOSPC, EACCES, EIO, …) is retried with a back-off
+ * lake (counted, WARN). A failed system call (ENOSPC, EACCES, EIO, …) or request is retried with a back-off
  * from 100 ms doubling to 10 s, the streak logged once at WARN and its end at INFO; nothing that
  * fails stops the thread or the daemon. An object already at its key is never replaced
- * (cs_lake_dir_put): other content there is an ERROR naming the key, counted, and kept.
+ * (the store's put): other content there is an ERROR naming the key, counted, and kept.
  *
  * Log lines (docs/operations/logging.md, "The lake export"):
- *   INFO  `lake export starts` dir next newest ring_oldest ring_latest
+ *   INFO  `lake export starts` dir (or url) next newest ring_oldest ring_latest
  *   INFO  `lake export: ledgers before the ring's oldest are skipped; this ring cannot give them to
  *         the lake` first last
  *   WARN  `lake export fell behind: the ring pruned these ledgers before they were exported; they
@@ -34,6 +35,7 @@
 
 #include "common/err.h"
 #include "corestreamd/lake/lakekey.h"
+#include "corestreamd/lake/lakestore.h"
 #include "store/ring.h"
 
 /* The zstd level a ledger without stored frames is compressed at: the Go SDK's default (Galexie's). */
@@ -41,16 +43,19 @@
 #define CS_LAKE_EXPORT_RETRY_MIN_NS (100 * 1000000LL)
 #define CS_LAKE_EXPORT_RETRY_MAX_NS (10 * 1000000000LL)
 
-/* Descriptors the exporter may hold at once beyond those cs_lake_export_new leaves open (the
+/* Descriptors the exporter may hold at once beyond those its store's open leaves open (the
  * lake's directory and ledgers/): a partition directory, the ledger being read (its file and
  * frames), the temporary file or the object in place being compared, and a directory listing at
- * start. For the server's descriptor budget (cs_server_config.fd_reserve). */
+ * start (an S3 store: its connection). For the server's descriptor budget
+ * (cs_server_config.fd_reserve). */
 #define CS_LAKE_EXPORT_FDS 6
 
 typedef struct cs_lake_export_config {
-    const char *dir;        /* the lake directory (--lake-dir); copied */
-    const char *passphrase; /* the network's (--network-passphrase); copied */
-    cs_lake_layout layout;  /* must pass cs_lake_layout_check */
+    /* Where the objects go (cs_lake_dir_store_open, cs_lake_s3_store_open), opened with the same
+     * layout: taken by cs_lake_export_new, which closes it when it fails, and
+     * cs_lake_export_free. */
+    cs_lake_store *store;
+    cs_lake_layout layout; /* must pass cs_lake_layout_check */
     /* Borrowed: read by the thread until cs_lake_export_stop returns, so stop before it is
      * closed (the daemon stops the exporter before cs_server_free). */
     cs_ring *ring;
@@ -61,14 +66,13 @@ typedef struct cs_lake_export_config {
 
 typedef struct cs_lake_export cs_lake_export;
 
-/* Opens the directory (cs_lake_dir_open: made when missing, its configs checked, the newest object
- * found); nothing else is written and no thread starts. Errors are the directory's, all of which
- * should fail the start (`lake: directory "<dir>" overlaps the ring's …`, `… is another lake's:
- * …`, `lake: directory "<dir>": create: …`), and `lake: out of memory`. */
+/* The exporter of the ring into cfg->store (opened already: the store's checks are its open's);
+ * nothing is written and no thread starts. -1 only with `lake: out of memory`. */
 int cs_lake_export_new(cs_lake_export **out, const cs_lake_export_config *cfg, cs_err *err);
 
-/* Starts the thread: it settles the directory (cs_lake_dir_settle: ledgers/, the config files, the
- * leftover temporary files removed; retried like any write) and then follows the ring. Call once
+/* Starts the thread: it settles the store (the config files where absent; a directory's ledgers/
+ * and leftover temporary files, cs_lake_dir_settle; retried like any write) and then follows the
+ * ring. Call once
  * the ring is claimed (the claim may reset it). -1 only when the thread cannot be made: `lake:
  * cannot start the export thread: <strerror>`. */
 int cs_lake_export_start(cs_lake_export *x, cs_err *err);

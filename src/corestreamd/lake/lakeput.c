@@ -235,6 +235,21 @@ static int read_existing(int dirfd, const char *name, uint8_t **out, size_t *len
     return 0;
 }
 
+int cs_lake_compare_object(cs_lake_batch b, const uint8_t *obj, size_t len, const uint8_t *there, size_t there_len,
+                           cs_lake_put_outcome *outcome, char *why, size_t why_len)
+{
+    if (why_len > 0)
+        why[0] = '\0';
+    int same = there_len == len && memcmp(there, obj, len) == 0 ? 1
+                                                                : lake_same_content(obj, len, there, there_len, why, why_len);
+    if (same < 0)
+        return -1;
+    if (!same && !*why)
+        snprintf(why, why_len, "its content differs from the ring's batch %" PRIu32 "-%" PRIu32, b.start, b.end);
+    *outcome = same ? CS_LAKE_PUT_SAME : CS_LAKE_PUT_OTHER;
+    return 0;
+}
+
 /* The key was taken: what is there is compared with obj and kept whatever it holds. */
 static int compare_existing(cs_lake_dir *d, cs_lake_batch b, int dirfd, const char *name, const uint8_t *obj,
                             size_t len, cs_lake_put_outcome *outcome, char *why, size_t why_len, cs_err *err)
@@ -244,18 +259,17 @@ static int compare_existing(cs_lake_dir *d, cs_lake_batch b, int dirfd, const ch
     int rc = read_existing(dirfd, name, &there, &there_len);
     if (rc < 0)
         return put_failed(d, b, "read", err);
-    snprintf(why, why_len, "%s", rc == 1 ? "it is not a regular file" : "");
-    int same = rc == 1 ? 0
-               : there_len == len && memcmp(there, obj, len) == 0 ? 1
-                                                                  : lake_same_content(obj, len, there, there_len, why, why_len);
+    if (rc == 1) {
+        snprintf(why, why_len, "it is not a regular file");
+        *outcome = CS_LAKE_PUT_OTHER;
+        return 0;
+    }
+    rc = cs_lake_compare_object(b, obj, len, there, there_len, outcome, why, why_len);
     free(there);
-    if (same < 0) {
+    if (rc != 0) {
         errno = ENOMEM;
         return put_failed(d, b, "compare", err);
     }
-    if (!same && !*why)
-        snprintf(why, why_len, "its content differs from the ring's batch %" PRIu32 "-%" PRIu32, b.start, b.end);
-    *outcome = same ? CS_LAKE_PUT_SAME : CS_LAKE_PUT_OTHER;
     return 0;
 }
 

@@ -18,6 +18,8 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "corestreamd/lake/lakekey.h"
+#include "corestreamd/lake/lakestore.h"
 
 enum {
     CS_S3_ERR_CONFIG = 1, /* a bad URL or no credentials: fix the command line or environment */
@@ -47,5 +49,21 @@ int cs_s3_get(cs_s3 *s, const char *key, size_t max, uint8_t **p, size_t *n, cs_
 int cs_s3_exists(cs_s3 *s, const char *key, cs_err *err);
 
 void cs_s3_free(cs_s3 *s);
+
+/* The bucket at url (s3://bucket[/prefix]) as the lake exporter's store (lakes3store.c, --lake-url;
+ * docs/LAKE.md "Export to S3"): objects at <prefix>/ledgers/<key>, config.json at
+ * <prefix>/config.json and the manifest at <prefix>/ledgers/.config.json, written by settle where
+ * absent. Never overwrites: put looks for the key (HEAD) first, and fetches and compares what is
+ * there instead (cs_lake_compare_object). newest does not list the bucket: it finds the first
+ * batch absent between the ring's oldest whole batch and its latest with HEAD requests, by binary
+ * search, on the assumption that the exported objects form one run without holes (a hole only
+ * costs a comparison of the objects after it). Errors at open fail the start: cs_s3_open's
+ * (CS_S3_ERR_CONFIG), a config in place of another lake (CS_S3_ERR_DENIED: `lake:
+ * "s3://bucket/prefix/config.json" is another lake's: <difference>; give another --lake-url, or
+ * the flags it was made with`), or a request refused (CS_S3_ERR_DENIED: 403, 404 NoSuchBucket…);
+ * a bucket that does not answer (CS_S3_ERR_IO) leaves the check to settle, retried by the
+ * exporter. passphrase is copied; l must pass cs_lake_layout_check. */
+int cs_lake_s3_store_open(cs_lake_store **out, const char *url, const char *passphrase, const cs_lake_layout *l,
+                          cs_err *err);
 
 #endif
