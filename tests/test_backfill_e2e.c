@@ -1,9 +1,11 @@
 /* `--backfill-from`: a FIFO core that outlives a killed corestreamd moves on while nobody reads,
- * so the restarted daemon's first ledger from it lies past the ring's latest + 1. With a lake
- * that holds the ledgers in between (a directory here, in the SEP-54 layout, made by this test),
- * they are filled in order before the core's ledger: the ring stays contiguous and a catch-up
- * gets every ledger byte-exact. A lake that lacks one of them fills what it has, says which it
- * could not give, and the ring starts over as without a backfill source. */
+ * so the restarted daemon's first ledger from it lies past the ring's latest + 1. With a source
+ * that holds the ledgers in between, they are filled in order before the core's ledger: the ring
+ * stays contiguous and a catch-up gets every ledger byte-exact. The source is a lake (a
+ * directory here, in the SEP-54 layout, made by this test) or another corestreamd's stream (a
+ * second daemon fed the same ledgers, signing them, checked with its public key). A source that
+ * lacks one of them fills what it has, says which it could not give, and the ring starts over as
+ * without a backfill source; so does a peer whose signatures are not of a trusted key. */
 #include <stdarg.h>
 #include <setjmp.h>
 #include <stdbool.h>
@@ -22,6 +24,7 @@
 #include <zstd.h>
 
 #include "corestreamd/lake/lakekey.h"
+#include "support/certs.h"
 #include "support/files.h"
 #include "support/metabuild.h"
 #include "support/ringfixture.h"
@@ -103,24 +106,60 @@ static void send_ledgers(fixture *f, const char *fifo, uint32_t from, uint32_t t
         fail_msg("%s", why);
 }
 
-static void start(fixture *f, const char *fifo, const char *lake)
+/* corestreamd on the FIFO with --backfill-from from, then keys (--trusted-keys=…) when not NULL. */
+static void start_keys(fixture *f, const char *fifo, const char *from, const char *keys)
 {
     const char *const args[] = {"--source", "pipe", "--pipe-path", fifo, "--chunk-size", "4096",
-                                "--backfill-from", lake, NULL};
+                                "--backfill-from", from, keys, NULL};
     cs_ringfx_start(f, NULL, CORESTREAMD_BIN, args);
     if (cs_proc_wait_listening(&f->proc, WAIT_MS) != 0)
         fail_msg("not listening:\n%s", f->proc.log);
     cs_ringfx_wait_line(f, "msg=\"source loop starting\"", WAIT_MS);
 }
 
-/* The core's first run: 1-4 in the ring, then corestreamd is killed while the core lives on. */
-static void first_run_then_kill(fixture *f, const char *fifo, const char *lake)
+static void start(fixture *f, const char *fifo, const char *from)
 {
-    start(f, fifo, lake);
+    start_keys(f, fifo, from, NULL);
+}
+
+/* The core's first run: 1-4 in the ring, then corestreamd is killed while the core lives on. */
+static void first_run_then_kill_keys(fixture *f, const char *fifo, const char *from, const char *keys)
+{
+    start_keys(f, fifo, from, keys);
     send_ledgers(f, fifo, 1, 4);
     cs_ringfx_wait_line(f, "msg=\"pipe source: the FIFO's writer went away; waiting for the next one\"", WAIT_MS);
     assert_int_equal(cs_proc_stop(&f->proc, SIGKILL, STOP_MS), 128 + SIGKILL);
     cs_ringfx_free_proc(f);
+}
+
+static void first_run_then_kill(fixture *f, const char *fifo, const char *lake)
+{
+    first_run_then_kill_keys(f, fifo, lake, NULL);
+}
+
+/* A second corestreamd, the peer, on <scratch>/peer-data, whose own FIFO core sent it ledgers
+ * from..to (the same bytes as the first's core), each signed with key. Its stream's URL in url. */
+static void start_peer(fixture *f, cs_proc *peer, const char *key, uint32_t from, uint32_t to, char *url,
+                       size_t url_len)
+{
+    char data[PATH_MAX], fifo[PATH_MAX], signing[PATH_MAX + 16];
+    assert_true((size_t)snprintf(data, sizeof data, "--data-dir=%s/peer-data", f->dir.path) < sizeof data);
+    assert_true((size_t)snprintf(fifo, sizeof fifo, "%s/peer.fifo", f->dir.path) < sizeof fifo);
+    assert_true((size_t)snprintf(signing, sizeof signing, "--signing-key=%s", key) < sizeof signing);
+    char *const argv[] = {CORESTREAMD_BIN, "--listen", "127.0.0.1:0", data, "--source", "pipe", "--pipe-path", fifo,
+                          signing, NULL};
+    assert_int_equal(cs_proc_start(peer, argv), 0);
+    if (cs_proc_wait_listening(peer, WAIT_MS) != 0 ||
+        cs_proc_wait_line(peer, "msg=\"source loop starting\"", WAIT_MS) != 0)
+        fail_msg("peer not started:\n%s", peer->log);
+    char why[600];
+    if (cs_mb_feed_fifo(f->dir.path, fifo, from, to, TAIL, why, sizeof why) != 0)
+        fail_msg("%s", why);
+    /* The FIFO's end is read after the last ledger's ring write: the peer holds from..to now. */
+    if (cs_proc_wait_line(peer, "msg=\"pipe source: the FIFO's writer went away; waiting for the next one\"",
+                          WAIT_MS) != 0)
+        fail_msg("peer did not take its ledgers:\n%s", peer->log);
+    assert_true((size_t)snprintf(url, url_len, "ws://127.0.0.1:%d", peer->port) < url_len);
 }
 
 static void expect_catchup(fixture *f, uint32_t from, uint32_t to)
@@ -191,6 +230,86 @@ static void a_ledger_the_lake_lacks_starts_the_ring_over(void **state)
     assert_int_equal(cs_proc_stop(&f->proc, SIGTERM, STOP_MS), 0);
 }
 
+/* The gap 5..8 from a peer that holds 1..peer_to and signs with peer_key, the daemon trusting
+ * trusted: the core's first run sends 1..4, its second 9..10. */
+static void gap_from_peer(fixture *f, cs_proc *peer, const char *peer_key, const char *trusted, uint32_t peer_to)
+{
+    char fifo[PATH_MAX], url[64], keys[PATH_MAX + 16];
+    assert_true((size_t)snprintf(fifo, sizeof fifo, "%s/meta.fifo", f->dir.path) < sizeof fifo);
+    assert_true((size_t)snprintf(keys, sizeof keys, "--trusted-keys=%s", trusted) < sizeof keys);
+    start_peer(f, peer, peer_key, 1, peer_to, url, sizeof url);
+    first_run_then_kill_keys(f, fifo, url, keys);
+    start_keys(f, fifo, url, keys);
+    send_ledgers(f, fifo, 9, 10);
+    cs_ringfx_wait_line(f, "msg=\"filling a gap from the backfill source\"", WAIT_MS);
+}
+
+static void gap_is_filled_from_a_peer(void **state)
+{
+    fixture *f = *state;
+    cs_certs certs;
+    assert_int_equal(cs_certs_make(&certs), 0);
+    cs_proc peer = {0};
+    gap_from_peer(f, &peer, certs.sign_key, certs.sign_pub, 10);
+    cs_ringfx_wait_line(f, "msg=\"gap filled from the backfill source\"", WAIT_MS);
+    char line[2048];
+    cs_proc_line(&f->proc, line, sizeof line);
+    if (!strstr(line, " first=5 last=8 ledgers=4"))
+        fail_msg("line: %s", line);
+    cs_ringfx_wait_line(f, "msg=\"pipe source: the FIFO's writer went away; waiting for the next one\"", WAIT_MS);
+    expect_catchup(f, 1, 10);
+    assert_int_equal(cs_proc_log_count(&f->proc, "retention reset"), 0);
+    assert_int_equal(cs_proc_stop(&f->proc, SIGTERM, STOP_MS), 0);
+    assert_int_equal(cs_proc_stop(&peer, SIGTERM, STOP_MS), 0);
+    cs_proc_free(&peer);
+    cs_certs_remove(&certs);
+}
+
+/* A peer that holds only 1..6 gives 5 and 6; 7 is not had, and the ring starts over at 9. */
+static void a_peer_short_of_the_gap_fills_what_it_holds(void **state)
+{
+    fixture *f = *state;
+    cs_certs certs;
+    assert_int_equal(cs_certs_make(&certs), 0);
+    cs_proc peer = {0};
+    gap_from_peer(f, &peer, certs.sign_key, certs.sign_pub, 6);
+    cs_ringfx_wait_line(f, "msg=\"gap not filled: the backfill source could not give a ledger\"", WAIT_MS);
+    char line[2048];
+    cs_proc_line(&f->proc, line, sizeof line);
+    if (!strstr(line, " ledger=7 error=\"the peer holds ledgers 1 to 6\""))
+        fail_msg("line: %s", line);
+    cs_ringfx_wait_line(f, "retention reset", WAIT_MS);
+    cs_ringfx_wait_line(f, "msg=\"pipe source: the FIFO's writer went away; waiting for the next one\"", WAIT_MS);
+    expect_catchup(f, 9, 10);
+    assert_int_equal(cs_proc_stop(&f->proc, SIGTERM, STOP_MS), 0);
+    assert_int_equal(cs_proc_stop(&peer, SIGTERM, STOP_MS), 0);
+    cs_proc_free(&peer);
+    cs_certs_remove(&certs);
+}
+
+/* A peer signing with a key the daemon does not trust gives nothing of the gap. */
+static void a_peer_of_another_key_fills_nothing(void **state)
+{
+    fixture *f = *state;
+    cs_certs certs;
+    assert_int_equal(cs_certs_make(&certs), 0);
+    cs_proc peer = {0};
+    gap_from_peer(f, &peer, certs.other_sign_key, certs.sign_pub, 10);
+    cs_ringfx_wait_line(f, "msg=\"gap not filled: the backfill source could not give a ledger\"", WAIT_MS);
+    char line[2048];
+    cs_proc_line(&f->proc, line, sizeof line);
+    if (!strstr(line, " ledger=5 error=\"remoteledger: signature: ledger 5: signed by ") ||
+        !strstr(line, ", which is not a trusted key"))
+        fail_msg("line: %s", line);
+    cs_ringfx_wait_line(f, "retention reset", WAIT_MS);
+    cs_ringfx_wait_line(f, "msg=\"pipe source: the FIFO's writer went away; waiting for the next one\"", WAIT_MS);
+    expect_catchup(f, 9, 10);
+    assert_int_equal(cs_proc_stop(&f->proc, SIGTERM, STOP_MS), 0);
+    assert_int_equal(cs_proc_stop(&peer, SIGTERM, STOP_MS), 0);
+    cs_proc_free(&peer);
+    cs_certs_remove(&certs);
+}
+
 /* Only the sources whose core moves on by itself take a backfill source. */
 static void backfill_is_refused_for_other_sources(void **state)
 {
@@ -209,6 +328,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(gap_is_filled_from_the_lake, setup, teardown),
         cmocka_unit_test_setup_teardown(a_ledger_the_lake_lacks_starts_the_ring_over, setup, teardown),
+        cmocka_unit_test_setup_teardown(gap_is_filled_from_a_peer, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_peer_short_of_the_gap_fills_what_it_holds, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_peer_of_another_key_fills_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(backfill_is_refused_for_other_sources, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -346,8 +346,8 @@ static void test_start_errors(void **state)
     expect_start_error(b, "--signing-key cannot be combined with --source jetstream: an edge forwards the core's "
                           "signatures, it never signs");
     char *c[] = {CORESTREAMD_BIN, datadir, "--trusted-keys", certs.sign_pub, NULL};
-    expect_start_error(c, "--trusted-keys is for the edge (--source jetstream); a subscriber checks signatures "
-                          "with its own keys");
+    expect_start_error(c, "--trusted-keys is for the edge (--source jetstream) and a backfill source "
+                          "(--backfill-from ws(s)://); a subscriber checks signatures with its own keys");
 }
 
 int main(void)

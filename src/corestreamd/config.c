@@ -266,7 +266,12 @@ static int validate_lake(const cs_daemon_config *c, cs_err *err)
     return 0;
 }
 
-/* --backfill-from: a lake, for the sources whose core can move on without us. */
+static bool backfill_is_peer(const char *u)
+{
+    return strncmp(u, "ws://", 5) == 0 || strncmp(u, "wss://", 6) == 0;
+}
+
+/* --backfill-from: a lake or a peer's stream, for the sources whose core can move on without us. */
 static int validate_backfill(const cs_daemon_config *c, cs_err *err)
 {
     const char *u = c->backfill_from;
@@ -281,13 +286,17 @@ static int validate_backfill(const cs_daemon_config *c, cs_err *err)
         return cs_err_set(err, 0,
                           "--backfill-from is not available: this corestreamd was configured with "
                           "-DCS_WITH_CAPTIVE=OFF (it reads lakes with libcurl)");
-    if (strncmp(u, "ws://", 5) == 0 || strncmp(u, "wss://", 6) == 0)
-        return cs_err_set(err, 0,
-                          "--backfill-from %.200s: a corestreamd's stream as a backfill source is not implemented "
-                          "yet (issue 38); give its lake, http(s)://host:8462/lake",
-                          u);
+    if (backfill_is_peer(u))
+        return 0;
     if (strstr(u, "://") && strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0)
-        return cs_err_set(err, 0, "--backfill-from %.200s: a lake is http://, https:// or a directory", u);
+        return cs_err_set(err, 0,
+                          "--backfill-from %.200s: a lake is http://, https:// or a directory, a corestreamd's "
+                          "stream ws:// or wss://",
+                          u);
+    if (*c->trusted_keys)
+        return cs_err_set(err, 0,
+                          "--trusted-keys checks a stream's signatures, and a lake carries none: give "
+                          "--backfill-from a corestreamd's stream, ws(s)://host:8462");
     return 0;
 }
 
@@ -367,10 +376,10 @@ static int validate(cs_daemon_config *c, cs_err *err)
                           "reads the FIFO of a core that runs on its own");
     if (edge && validate_edge(c, err) != 0)
         return -1;
-    if (!edge && *c->trusted_keys)
+    if (!edge && *c->trusted_keys && !*c->backfill_from)
         return cs_err_set(err, 0,
-                          "--trusted-keys is for the edge (--source jetstream); a subscriber checks signatures "
-                          "with its own keys");
+                          "--trusted-keys is for the edge (--source jetstream) and a backfill source "
+                          "(--backfill-from ws(s)://); a subscriber checks signatures with its own keys");
     if (validate_serving(c, err) != 0 || validate_lake(c, err) != 0 || validate_backfill(c, err) != 0)
         return -1;
     if (c->busy_poll_us < 0 || c->busy_poll_us > CS_BUSY_POLL_US_MAX)
@@ -485,7 +494,8 @@ int cs_daemon_config_parse(cs_daemon_config *c, int argc, char **argv, FILE *usa
         {"signing-key", CS_FLAG_STRING, &c->signing_key,
          "Ed25519 PEM private key `file`: sign every ledger (subscribers ask with sig=1; SIGHUP reloads it)"},
         {"trusted-keys", CS_FLAG_STRING, &c->trusted_keys,
-         "PEM `file` of Ed25519 public keys: the edge (--source jetstream) serves only ledgers one of them signed"},
+         "PEM `file` of Ed25519 public keys: the edge (--source jetstream), and a gap filled from a "
+         "corestreamd's stream (--backfill-from ws(s)://), take only ledgers one of them signed"},
         {"version", CS_FLAG_BOOL, &c->version,
          "print the version, commit, build type and library versions, then exit"},
         {"jetstream-url", CS_FLAG_STRING, &c->jetstream_url,
@@ -532,8 +542,9 @@ int cs_daemon_config_parse(cs_daemon_config *c, int argc, char **argv, FILE *usa
          "S3-compatible bucket (`url` s3://bucket/prefix) to export the lake to, credentials and endpoint from the "
          "AWS_* environment (needs --network-passphrase; not with --lake-dir; empty: no export)"},
         {"backfill-from", CS_FLAG_STRING, &c->backfill_from,
-         "SEP-54 lake (`url` http(s)://host:8462/lake, or a directory) a gap in --source pipe or captive is filled "
-         "from, instead of starting the ring over (empty: none)"},
+         "where a gap in --source pipe or captive is filled from, instead of starting the ring over: a SEP-54 "
+         "lake (`url` http(s)://host:8462/lake, or a directory) or a corestreamd's stream (ws(s)://host:8462) "
+         "(empty: none)"},
     };
     cs_flagset fs = {.prog = "corestreamd",
                      .synopsis = "Streams ledgers from one source to WebSocket subscribers on /stream.",

@@ -141,7 +141,7 @@ static uint32_t kept_oldest(cs_ring *ring, const char *identity, uint32_t start)
 }
 
 /* A core's source (pipe, captive): what it re-emits is compared with the ring (rejoin.h), and
- * with --backfill-from a gap past the ring is filled from a lake (backfill.h). Takes core. */
+ * with --backfill-from a gap past the ring is filled from a lake or a peer (backfill.h). Takes core. */
 static int wrap_core(const cs_daemon_config *c, cs_cancel *cancel, cs_ring *ring, cs_source *core, cs_source **src,
                      cs_err *err)
 {
@@ -149,7 +149,8 @@ static int wrap_core(const cs_daemon_config *c, cs_cancel *cancel, cs_ring *ring
         return *src ? 0 : -1;
 #if CS_WITH_CAPTIVE
     cs_source *rejoin = *src;
-    return cs_backfill_source_new(src, rejoin, ring, c->backfill_from, cancel, err);
+    cs_backfill_opts o = {.url = c->backfill_from, .trusted_keys = c->trusted_keys, .cancel = cancel};
+    return cs_backfill_source_new(src, rejoin, ring, &o, err);
 #else
     (void)cancel; /* config.c refuses --backfill-from in this build */
     return 0;
