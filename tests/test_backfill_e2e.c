@@ -106,11 +106,16 @@ static void send_ledgers(fixture *f, const char *fifo, uint32_t from, uint32_t t
         fail_msg("%s", why);
 }
 
-/* corestreamd on the FIFO with --backfill-from from, then keys (--trusted-keys=…) when not NULL. */
+#define PEER_TOKEN "backfill-0123456789abcdefghijklmnopqrstuvwxyz"
+
+/* corestreamd on the FIFO with --backfill-from from; with keys (--trusted-keys=…, or NULL), the
+ * peer's token file too. */
 static void start_keys(fixture *f, const char *fifo, const char *from, const char *keys)
 {
+    char token[PATH_MAX + 32];
+    assert_true((size_t)snprintf(token, sizeof token, "--backfill-token-file=%s/token", f->dir.path) < sizeof token);
     const char *const args[] = {"--source", "pipe", "--pipe-path", fifo, "--chunk-size", "4096",
-                                "--backfill-from", from, keys, NULL};
+                                "--backfill-from", from, keys, keys ? token : NULL, NULL};
     cs_ringfx_start(f, NULL, CORESTREAMD_BIN, args);
     if (cs_proc_wait_listening(&f->proc, WAIT_MS) != 0)
         fail_msg("not listening:\n%s", f->proc.log);
@@ -138,16 +143,22 @@ static void first_run_then_kill(fixture *f, const char *fifo, const char *lake)
 }
 
 /* A second corestreamd, the peer, on <scratch>/peer-data, whose own FIFO core sent it ledgers
- * from..to (the same bytes as the first's core), each signed with key. Its stream's URL in url. */
+ * from..to (the same bytes as the first's core), each signed with key. It asks for a token,
+ * PEER_TOKEN (<scratch>/token), on /stream and /healthz. Its stream's URL in url. */
 static void start_peer(fixture *f, cs_proc *peer, const char *key, uint32_t from, uint32_t to, char *url,
                        size_t url_len)
 {
-    char data[PATH_MAX], fifo[PATH_MAX], signing[PATH_MAX + 16];
+    char data[PATH_MAX], fifo[PATH_MAX], signing[PATH_MAX + 16], tokens[PATH_MAX + 16], path[PATH_MAX];
+    assert_true((size_t)snprintf(path, sizeof path, "%s/tokens", f->dir.path) < sizeof path);
+    write_file(path, "rpc " PEER_TOKEN "\n", strlen("rpc " PEER_TOKEN "\n"));
+    assert_true((size_t)snprintf(tokens, sizeof tokens, "--auth-tokens=%s", path) < sizeof tokens);
+    assert_true((size_t)snprintf(path, sizeof path, "%s/token", f->dir.path) < sizeof path);
+    write_file(path, PEER_TOKEN "\n", strlen(PEER_TOKEN "\n"));
     assert_true((size_t)snprintf(data, sizeof data, "--data-dir=%s/peer-data", f->dir.path) < sizeof data);
     assert_true((size_t)snprintf(fifo, sizeof fifo, "%s/peer.fifo", f->dir.path) < sizeof fifo);
     assert_true((size_t)snprintf(signing, sizeof signing, "--signing-key=%s", key) < sizeof signing);
     char *const argv[] = {CORESTREAMD_BIN, "--listen", "127.0.0.1:0", data, "--source", "pipe", "--pipe-path", fifo,
-                          signing, NULL};
+                          signing, tokens, "--auth-healthz", NULL};
     assert_int_equal(cs_proc_start(peer, argv), 0);
     if (cs_proc_wait_listening(peer, WAIT_MS) != 0 ||
         cs_proc_wait_line(peer, "msg=\"source loop starting\"", WAIT_MS) != 0)
@@ -310,17 +321,42 @@ static void a_peer_of_another_key_fills_nothing(void **state)
     cs_certs_remove(&certs);
 }
 
-/* Only the sources whose core moves on by itself take a backfill source. */
-static void backfill_is_refused_for_other_sources(void **state)
+/* corestreamd with args must refuse to start, saying want. */
+static void expect_refused(fixture *f, const char *const *args, const char *want)
 {
-    fixture *f = *state;
-    const char *const args[] = {"--source", "synthetic", "--backfill-from", "/nowhere", NULL};
     cs_ringfx_start(f, NULL, CORESTREAMD_BIN, args);
     assert_int_equal(cs_proc_wait_exit(&f->proc, WAIT_MS), 1);
     cs_proc_drain(&f->proc);
-    if (!strstr(f->proc.log, "--backfill-from applies to --source pipe and captive, whose core can move on without "
-                             "corestreamd, not synthetic"))
-        fail_msg("log:\n%s", f->proc.log);
+    if (!strstr(f->proc.log, want))
+        fail_msg("want: %s\nlog:\n%s", want, f->proc.log);
+    cs_ringfx_free_proc(f);
+}
+
+/* Only the sources whose core moves on by itself take a backfill source; its companions need it,
+ * and a lake has no signatures to check. */
+static void backfill_is_refused_for_other_sources(void **state)
+{
+    fixture *f = *state;
+    const char *const synthetic[] = {"--source", "synthetic", "--backfill-from", "/nowhere", NULL};
+    expect_refused(f, synthetic,
+                   "--backfill-from applies to --source pipe and captive, whose core can move on without "
+                   "corestreamd, not synthetic");
+    const char *const alone[] = {"--source", "pipe", "--pipe-path", "/nowhere", "--backfill-token-file", "/t", NULL};
+    expect_refused(f, alone, "--backfill-token-file needs --backfill-from");
+    const char *const lake_keys[] = {"--source", "pipe", "--pipe-path", "/nowhere", "--backfill-from", "/lake",
+                                     "--trusted-keys", "/k.pem", NULL};
+    expect_refused(f, lake_keys,
+                   "--trusted-keys checks a stream's signatures, and a lake carries none: give --backfill-from a "
+                   "corestreamd's stream, ws(s)://host:8462");
+    const char *const ftp[] = {"--source", "pipe", "--pipe-path", "/nowhere", "--backfill-from", "ftp://x/lake", NULL};
+    expect_refused(f, ftp,
+                   "--backfill-from ftp://x/lake: a lake is http://, https:// or a directory, a corestreamd's "
+                   "stream ws:// or wss://");
+    char fifo[PATH_MAX];
+    assert_true((size_t)snprintf(fifo, sizeof fifo, "%s/meta.fifo", f->dir.path) < sizeof fifo);
+    const char *const no_token[] = {"--source", "pipe", "--pipe-path", fifo, "--backfill-from", "ws://127.0.0.1:1",
+                                    "--backfill-token-file", "/nonexistent/token", NULL};
+    expect_refused(f, no_token, "--backfill-token-file /nonexistent/token: No such file or directory");
 }
 
 int main(void)

@@ -65,8 +65,8 @@ static int verify_ledger(verifier *v, const uint8_t *p, size_t len, uint32_t seq
 
 /* ---- options ------------------------------------------------------------------------------------- */
 
-/* The remote flags' TLS and token settings, into opts. The token file's first line (without its
- * line ending) is the token, read into token[len]. Returns 0, or -1 with err. */
+/* The remote flags' TLS and token settings, into opts; the token (br_bearer_token) read into
+ * token[len]. Returns 0, or -1 with err. */
 static int remote_options(const br_options *o, rl_options *opts, char *token, size_t len, cs_err *err)
 {
     if (*o->tls_ca) {
@@ -79,22 +79,9 @@ static int remote_options(const br_options *o, rl_options *opts, char *token, si
     opts->tls_server_name = o->tls_server_name;
     opts->tls_cert_file = o->tls_cert;
     opts->tls_key_file = o->tls_key;
-    opts->bearer_token = o->token;
     opts->trusted_keys_file = o->trusted_keys;
-    if (!*o->token_file)
-        return 0;
-    FILE *f = fopen(o->token_file, "r");
-    char e[128];
-    if (!f)
-        return cs_err_set(err, 0, "read token file \"%s\": open %s: %s", o->token_file, o->token_file,
-                          cs_go_errno(errno, e, sizeof e));
-    bool ok = fgets(token, (int)len, f) != NULL;
-    fclose(f);
-    token[ok ? strcspn(token, "\r\n") : 0] = '\0';
-    if (!*token)
-        return cs_err_set(err, 0, "read token file \"%s\": no token in it", o->token_file);
     opts->bearer_token = token;
-    return 0;
+    return br_bearer_token(o, token, len, err);
 }
 
 /* ---- one subscriber's session ---------------------------------------------------------------------- */

@@ -15,26 +15,6 @@
 #include "corestreamd/sources/source.h"
 #include "wire/ledgersig.h"
 
-/* The bearer token --token or --token-file gives, in tok; "" for none. */
-static int bearer(const br_options *o, char *tok, size_t len, cs_err *err)
-{
-    tok[0] = '\0';
-    if (*o->token) {
-        snprintf(tok, len, "%s", o->token);
-        return 0;
-    }
-    if (!*o->token_file)
-        return 0;
-    FILE *fp = fopen(o->token_file, "r");
-    if (!fp)
-        return cs_err_set(err, 0, "--token-file %s: cannot be read", o->token_file);
-    if (!fgets(tok, (int)len, fp))
-        tok[0] = '\0';
-    fclose(fp);
-    tok[strcspn(tok, "\r\n")] = '\0';
-    return 0;
-}
-
 /* One batch's ledgers within the range. A batch of one ledger is that ledger, after the 12-byte
  * header, checked against the dump with --verify-dir; a larger batch is counted ledger by ledger,
  * its bytes shared evenly among them (cutting it into ledgers needs an XDR decoder). */
@@ -88,7 +68,7 @@ int br_run_lake(const br_options *o, cs_cancel *cancel, br_progress *prog, br_co
     if (!*out)
         return cs_err_set(err, 0, "out of memory");
     char tok[1024];
-    if (bearer(o, tok, sizeof tok, err) != 0)
+    if (br_bearer_token(o, tok, sizeof tok, err) != 0)
         return -1;
     cs_lake_reader_opts ro = {.url = o->url, .bearer_token = tok, .ca_file = *o->tls_ca ? o->tls_ca : NULL};
     cs_lake_reader *r = NULL;

@@ -1,5 +1,7 @@
 #include "benchrunner/options.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "common/complevel.h"
@@ -239,4 +241,22 @@ int br_options_parse(br_options *o, int argc, char **argv, FILE *usage_out, cs_e
     if (cs_compress_level_parse(o->compress_level_text, &o->compress_level, err) != 0)
         return -1;
     return br_options_validate(o, err);
+}
+
+int br_bearer_token(const br_options *o, char *tok, size_t len, cs_err *err)
+{
+    snprintf(tok, len, "%s", o->token);
+    if (*o->token || !*o->token_file)
+        return 0;
+    FILE *f = fopen(o->token_file, "r");
+    char e[128];
+    if (!f)
+        return cs_err_set(err, 0, "read token file \"%s\": open %s: %s", o->token_file, o->token_file,
+                          cs_go_errno(errno, e, sizeof e));
+    bool ok = fgets(tok, (int)len, f) != NULL;
+    fclose(f);
+    tok[ok ? strcspn(tok, "\r\n") : 0] = '\0';
+    if (!*tok)
+        return cs_err_set(err, 0, "read token file \"%s\": no token in it", o->token_file);
+    return 0;
 }

@@ -72,4 +72,9 @@ int br_options_parse(br_options *o, int argc, char **argv, FILE *usage_out, cs_e
 /* The flags' validation steps alone (benchrunner(1)), in order; the first failure wins. */
 int br_options_validate(const br_options *o, cs_err *err);
 
+/* The bearer token into tok[0..len): --token, else the first line of --token-file (without its
+ * line ending), else "". 0, or -1 with err: `read token file "F": open F: <cause>`, `read token
+ * file "F": no token in it`. */
+int br_bearer_token(const br_options *o, char *tok, size_t len, cs_err *err);
+
 #endif

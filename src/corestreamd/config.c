@@ -66,6 +66,8 @@ static void set_defaults(cs_daemon_config *c)
     c->lake_dir = "";
     c->lake_url = "";
     c->backfill_from = "";
+    c->backfill_token_file = "";
+    c->backfill_ca = "";
     c->jetstream_url = "";
     c->jetstream_stream = CS_JS_DEFAULT_STREAM;
     c->jetstream_max_age = CS_JS_DEFAULT_MAX_AGE_NS;
@@ -275,6 +277,9 @@ static bool backfill_is_peer(const char *u)
 static int validate_backfill(const cs_daemon_config *c, cs_err *err)
 {
     const char *u = c->backfill_from;
+    if (!*u && (*c->backfill_token_file || *c->backfill_ca))
+        return cs_err_set(err, 0, "--backfill-%s needs --backfill-from",
+                          *c->backfill_token_file ? "token-file" : "ca");
     if (!*u)
         return 0;
     if (strcmp(c->source, "pipe") != 0 && strcmp(c->source, "captive") != 0)
@@ -545,6 +550,10 @@ int cs_daemon_config_parse(cs_daemon_config *c, int argc, char **argv, FILE *usa
          "where a gap in --source pipe or captive is filled from, instead of starting the ring over: a SEP-54 "
          "lake (`url` http(s)://host:8462/lake, or a directory) or a corestreamd's stream (ws(s)://host:8462) "
          "(empty: none)"},
+        {"backfill-token-file", CS_FLAG_STRING, &c->backfill_token_file,
+         "`file` whose first line is the bearer token --backfill-from is asked with (read at start; empty: none)"},
+        {"backfill-ca", CS_FLAG_STRING, &c->backfill_ca,
+         "PEM CA `file` an https:// or wss:// --backfill-from is verified with (empty: the system's CAs)"},
     };
     cs_flagset fs = {.prog = "corestreamd",
                      .synopsis = "Streams ledgers from one source to WebSocket subscribers on /stream.",

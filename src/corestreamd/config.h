@@ -54,7 +54,7 @@ typedef struct cs_daemon_config {
     const char *tls_key;
     const char *tls_client_ca;
     const char *signing_key;  /* --signing-key: sign every ledger (Ed25519 PEM private key) */
-    const char *trusted_keys; /* --trusted-keys: the edge checks every ledger's signature */
+    const char *trusted_keys; /* --trusted-keys: the edge and a peer backfill check signatures */
     bool version; /* --version: print the build information and exit 0 */
     /* --jetstream-*: the JetStream publisher, off while jetstream_url is "" (jetstream/). */
     const char *jetstream_url;
@@ -82,7 +82,9 @@ typedef struct cs_daemon_config {
     int64_t lake_readers; /* lake objects made at once */
     const char *lake_dir; /* --lake-dir: export the lake to this directory ("" off) */
     const char *lake_url; /* --lake-url: export the lake to this s3://bucket/prefix ("" off) */
-    const char *backfill_from; /* --backfill-from: a lake a gap is filled from ("" none) */
+    const char *backfill_from;       /* --backfill-from: a lake or peer a gap is filled from ("" none) */
+    const char *backfill_token_file; /* --backfill-token-file: its bearer token's file ("" none) */
+    const char *backfill_ca;         /* --backfill-ca: PEM CAs its https/wss is checked with ("" system) */
     /* Derived: --log-level and --log-format parsed. */
     int log_level_value;
     int log_format_value; /* a cs_log_fmt */

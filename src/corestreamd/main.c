@@ -149,7 +149,11 @@ static int wrap_core(const cs_daemon_config *c, cs_cancel *cancel, cs_ring *ring
         return *src ? 0 : -1;
 #if CS_WITH_CAPTIVE
     cs_source *rejoin = *src;
-    cs_backfill_opts o = {.url = c->backfill_from, .trusted_keys = c->trusted_keys, .cancel = cancel};
+    cs_backfill_opts o = {.url = c->backfill_from,
+                          .token_file = c->backfill_token_file,
+                          .ca_file = c->backfill_ca,
+                          .trusted_keys = c->trusted_keys,
+                          .cancel = cancel};
     return cs_backfill_source_new(src, rejoin, ring, &o, err);
 #else
     (void)cancel; /* config.c refuses --backfill-from in this build */

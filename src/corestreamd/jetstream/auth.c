@@ -1,12 +1,11 @@
 #include "corestreamd/jetstream/auth.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <openssl/crypto.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/secretfile.h"
 #include "corestreamd/jetstream/nkey.h"
 
 static bool given(const char *s)
@@ -25,70 +24,21 @@ bool cs_js_auth_tls(const cs_js_auth *a)
     return given(a->tls_ca) || given(a->tls_cert) || given(a->tls_key);
 }
 
-/* Opens path for reading, refusing a directory with EISDIR. The descriptor, or -1 with errno. */
-static int open_file(const char *path)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    struct stat st;
-    if (fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
-        int e = S_ISDIR(st.st_mode) ? EISDIR : errno;
-        close(fd);
-        errno = e;
-        return -1;
-    }
-    return fd;
-}
-
 static int check_readable(const char *flag, const char *path, cs_err *err)
 {
     if (!given(path))
         return 0;
-    int fd = open_file(path);
+    int fd = cs_open_file(path);
     if (fd < 0)
         return cs_err_set(err, 0, "--%s %s: %s", flag, path, strerror(errno));
     close(fd);
     return 0;
 }
 
-int cs_js_read_secret_line(const char *path, char *out, size_t len, cs_err *err)
-{
-    int fd = open_file(path);
-    if (fd < 0)
-        return cs_err_set(err, 0, "%s", strerror(errno));
-    char buf[4096];
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    int e = errno;
-    close(fd);
-    if (n < 0)
-        return cs_err_set(err, 0, "%s", strerror(e));
-    buf[n] = '\0';
-    char *s = buf;
-    while (*s == ' ' || *s == '\t' || *s == '\r' || *s == '\n')
-        s++;
-    size_t k = strcspn(s, "\r\n");
-    while (k > 0 && (s[k - 1] == ' ' || s[k - 1] == '\t'))
-        k--;
-    int rc = 0;
-    if (k == 0)
-        rc = cs_err_set(err, 0, "the file is empty");
-    else if (k >= len)
-        rc = cs_err_set(err, 0, "its first line is longer than %zu bytes", len - 1);
-    else {
-        memcpy(out, s, k);
-        out[k] = '\0';
-    }
-    OPENSSL_cleanse(buf, sizeof buf);
-    if (rc != 0 && len)
-        OPENSSL_cleanse(out, len);
-    return rc;
-}
-
 static int check_secret(const char *flag, const char *path, cs_err *err)
 {
     char line[1024];
-    int rc = cs_js_read_secret_line(path, line, sizeof line, err);
+    int rc = cs_read_secret_line(path, line, sizeof line, err);
     OPENSSL_cleanse(line, sizeof line);
     return rc == 0 ? 0 : cs_err_prefix(err, "--%s %s: ", flag, path);
 }

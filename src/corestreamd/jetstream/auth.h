@@ -34,9 +34,5 @@ bool cs_js_auth_tls(const cs_js_auth *a);
  * empty password file, a seed that is not a user's nkey seed. 0 or -1 with err. */
 int cs_js_auth_validate(const cs_js_auth *a, cs_err *err);
 
-/* The first non-empty line of a secret's file, blanks and the line end trimmed, into out (wiped
- * on failure). -1 with err (the system's cause, or "the file is empty", or "its first line is
- * longer than N bytes"), without the path. */
-int cs_js_read_secret_line(const char *path, char *out, size_t len, cs_err *err);
 
 #endif

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/secretfile.h"
 #include "corestreamd/jetstream/nkey.h"
 #include "corestreamd/jetstream/servers.h"
 
@@ -56,7 +57,7 @@ static int set_credentials(natsOptions *o, const cs_js_auth *a, cs_err *err)
     }
     if (given(a->user)) {
         char pw[1024];
-        if (cs_js_read_secret_line(a->password_file, pw, sizeof pw, err) != 0)
+        if (cs_read_secret_line(a->password_file, pw, sizeof pw, err) != 0)
             return cs_err_prefix(err, "--jetstream-password-file %s: ", a->password_file);
         s = natsOptions_SetUserInfo(o, a->user, pw);
         OPENSSL_cleanse(pw, sizeof pw);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/secretfile.h"
 #include "corestreamd/jetstream/auth.h"
 
 #define PREFIX_SEED (18 << 3) /* 'S' */
@@ -116,7 +117,7 @@ static int derive_public(const uint8_t seed[32], uint8_t pub[32])
 int cs_nkey_public_from_seed_file(const char *path, char out[CS_NKEY_TEXT_MAX], cs_err *err)
 {
     char line[256];
-    if (cs_js_read_secret_line(path, line, sizeof line, err) != 0)
+    if (cs_read_secret_line(path, line, sizeof line, err) != 0)
         return cs_err_prefix(err, "%s: ", path);
     uint8_t seed[32], pub[32];
     int rc = cs_nkey_decode_user_seed(line, seed, err);

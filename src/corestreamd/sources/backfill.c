@@ -1,4 +1,5 @@
 /* Filling a gap from a lake or a peer: see backfill.h. */
+#define _DEFAULT_SOURCE /* explicit_bzero */
 #include "corestreamd/sources/backfill.h"
 
 #include <inttypes.h>
@@ -7,6 +8,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/secretfile.h"
 #include "corestreamd/sources/backfill_from.h"
 #include "corestreamd/sources/pipe/xdrwalk.h"
 
@@ -149,8 +151,13 @@ int cs_backfill_source_new(cs_source **out, cs_source *inner, cs_ring *ring, con
     bs->base.ops = &backfill_ops;
     bs->inner = inner;
     bs->ring = ring;
-    int rc = is_peer(o->url) ? cs_bf_peer_new(&bs->from, o->url, o->trusted_keys, o->cancel, err)
-                             : cs_bf_lake_new(&bs->from, o->url, o->cancel, err);
+    char token[4096] = "";
+    int rc = 0;
+    if (o->token_file && *o->token_file && cs_read_secret_line(o->token_file, token, sizeof token, err) != 0)
+        rc = cs_err_prefix(err, "--backfill-token-file %s: ", o->token_file);
+    else
+        rc = is_peer(o->url) ? cs_bf_peer_new(&bs->from, o, token, err) : cs_bf_lake_new(&bs->from, o, token, err);
+    explicit_bzero(token, sizeof token);
     if (rc != 0) {
         backfill_destroy(&bs->base);
         return -1;

@@ -28,14 +28,16 @@
 
 typedef struct cs_backfill_opts {
     const char *url;          /* --backfill-from: ws:// or wss:// is a peer, anything else a lake */
+    const char *token_file;   /* --backfill-token-file: NULL or "" sends no bearer token */
+    const char *ca_file;      /* --backfill-ca: PEM CAs for https/wss; NULL or "": the system's */
     const char *trusted_keys; /* --trusted-keys, for a peer: NULL or "" checks no signatures */
     cs_cancel *cancel;        /* ends a fetch's waits; borrowed, must outlive the adapter */
 } cs_backfill_opts;
 
 /* Takes ownership of inner (destroyed with the adapter, or at once when this fails). ring is
- * borrowed and must outlive it; o's strings are copied or read here. Errors: `source: out of
- * memory`; for a peer, a URL or trusted-keys file libremoteledger refuses (`--backfill-from URL:
- * <its message>`). */
+ * borrowed and must outlive it; o's strings are copied, and the token file read, here. Errors:
+ * `source: out of memory`; `--backfill-token-file F: <cause>` (secretfile.h); for a peer, a URL,
+ * CA or trusted-keys file libremoteledger refuses (`--backfill-from URL: <its message>`). */
 int cs_backfill_source_new(cs_source **out, cs_source *inner, cs_ring *ring, const cs_backfill_opts *o, cs_err *err);
 
 /* Ledgers filled so far. Source loop thread. */

@@ -17,6 +17,7 @@
 
 #include "common/cancel.h"
 #include "common/err.h"
+#include "corestreamd/sources/backfill.h"
 
 typedef struct cs_bf_from cs_bf_from;
 
@@ -37,22 +38,24 @@ struct cs_bf_from {
     const cs_bf_from_ops *ops;
 };
 
-/* A lake at url (lakereader.h). A lake object carries no checksum of its ledgers, so the lake is
- * trusted as the source is. A read that fails for I/O is tried three times a second apart
- * (cancel cuts the wait short); a missing object is not tried again. The lake must hold one
- * ledger per batch. Errors: `source: out of memory`. */
-int cs_bf_lake_new(cs_bf_from **out, const char *url, cs_cancel *cancel, cs_err *err);
+/* A lake at o->url (lakereader.h), asked with token (NULL or "": none) and o->ca_file. A lake
+ * object carries no checksum of its ledgers, so the lake is trusted as the source is. A read that
+ * fails for I/O is tried three times a second apart (o->cancel cuts the wait short); a missing
+ * object is not tried again. The lake must hold one ledger per batch. o->trusted_keys is not
+ * for a lake (config.c refuses it). Strings are copied. Errors: `source: out of memory`. */
+int cs_bf_lake_new(cs_bf_from **out, const cs_backfill_opts *o, const char *token, cs_err *err);
 
-/* Another corestreamd's stream at url (ws:// or wss://, its /stream; wss with the system's CAs).
+/* Another corestreamd's stream at o->url (ws:// or wss://, its /stream; wss checked with
+ * o->ca_file, or the system's CAs), asked with token (NULL or "": none).
  * begin asks the peer's /healthz for what it holds, then streams first..last (or as much of it
  * as the peer holds) as one bounded range: each ledger arrives checked by libremoteledger (chunk
- * count, length, XXH64), and with trusted_keys (a PEM file of Ed25519 public keys, NULL or ""
+ * count, length, XXH64), and with o->trusted_keys (a PEM file of Ed25519 public keys, NULL or ""
  * for none) signed by one of them, chained to the ledger before it (PROTOCOL.md, signed
  * ledgers). A dropped connection is resumed twice (backoff from a second); a peer that does not
- * hold a ledger fails it with `the peer holds ledgers O to L`. cancel ends a wait within a
- * quarter of a second. Errors: `source: out of memory`, and the library's message for a
- * trusted_keys file it refuses (read at new: a bad file stops the start). */
-int cs_bf_peer_new(cs_bf_from **out, const char *url, const char *trusted_keys, cs_cancel *cancel, cs_err *err);
+ * hold a ledger fails it with `the peer holds ledgers O to L`. o->cancel ends a wait within a
+ * quarter of a second. Strings are copied. Errors: `source: out of memory`, and the library's
+ * message for a URL or trusted-keys file it refuses (read here: a bad one stops the start). */
+int cs_bf_peer_new(cs_bf_from **out, const cs_backfill_opts *o, const char *token, cs_err *err);
 
 static inline void cs_bf_from_destroy(cs_bf_from *f)
 {

@@ -1,5 +1,6 @@
 /* A gap's ledgers from a SEP-54 lake: see backfill_from.h. */
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,7 +13,7 @@
 
 typedef struct bf_lake {
     cs_bf_from base;
-    char *url;
+    char *url, *token, *ca_file; /* token, ca_file: NULL for none */
     cs_cancel *cancel;
     cs_lake_reader *lake; /* opened at the first gap */
     uint8_t *batch;       /* the last object's LedgerCloseMetaBatch */
@@ -22,7 +23,7 @@ typedef struct bf_lake {
 static int fetch_once(bf_lake *l, uint32_t seq, size_t *len, cs_err *err)
 {
     if (!l->lake) {
-        cs_lake_reader_opts o = {.url = l->url};
+        cs_lake_reader_opts o = {.url = l->url, .bearer_token = l->token, .ca_file = l->ca_file};
         if (cs_lake_reader_open(&l->lake, &o, err) != 0)
             return -1;
     }
@@ -78,6 +79,8 @@ static void lake_destroy(cs_bf_from *f)
     cs_lake_reader_free(l->lake);
     free(l->batch);
     free(l->url);
+    free(l->token);
+    free(l->ca_file);
     free(l);
 }
 
@@ -88,16 +91,25 @@ static const cs_bf_from_ops lake_ops = {
     .destroy = lake_destroy,
 };
 
-int cs_bf_lake_new(cs_bf_from **out, const char *url, cs_cancel *cancel, cs_err *err)
+/* A copy of s, or NULL for none; false when out of memory. */
+static bool copy_opt(const char *s, char **out)
+{
+    *out = s && *s ? strdup(s) : NULL;
+    return !(s && *s) || *out;
+}
+
+int cs_bf_lake_new(cs_bf_from **out, const cs_backfill_opts *o, const char *token, cs_err *err)
 {
     *out = NULL;
     bf_lake *l = calloc(1, sizeof *l);
-    if (!l || !(l->url = strdup(url))) {
-        free(l);
+    if (!l)
+        return cs_err_set(err, 0, "source: out of memory");
+    l->base.ops = &lake_ops;
+    if (!(l->url = strdup(o->url)) || !copy_opt(token, &l->token) || !copy_opt(o->ca_file, &l->ca_file)) {
+        lake_destroy(&l->base);
         return cs_err_set(err, 0, "source: out of memory");
     }
-    l->base.ops = &lake_ops;
-    l->cancel = cancel;
+    l->cancel = o->cancel;
     *out = &l->base;
     return 0;
 }

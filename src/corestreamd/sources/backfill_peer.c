@@ -79,7 +79,7 @@ static const cs_bf_from_ops peer_ops = {
     .destroy = peer_destroy,
 };
 
-int cs_bf_peer_new(cs_bf_from **out, const char *url, const char *trusted_keys, cs_cancel *cancel, cs_err *err)
+int cs_bf_peer_new(cs_bf_from **out, const cs_backfill_opts *bo, const char *token, cs_err *err)
 {
     *out = NULL;
     bf_peer *p = calloc(1, sizeof *p);
@@ -90,16 +90,18 @@ int cs_bf_peer_new(cs_bf_from **out, const char *url, const char *trusted_keys, 
     o.idle_timeout_ns = IDLE_TIMEOUT_NS;
     o.resume_retries = RESUME_RETRIES;
     o.resume_backoff_ns = RESUME_BACKOFF_NS;
-    o.trusted_keys_file = trusted_keys;
-    rl_result r = rl_stream_new(&p->s, url, &o);
+    o.trusted_keys_file = bo->trusted_keys;
+    o.tls_ca_file = bo->ca_file;
+    o.bearer_token = token;
+    rl_result r = rl_stream_new(&p->s, bo->url, &o);
     if (r != RL_OK) {
-        cs_err_set(err, 0, "--backfill-from %.200s: %s", url,
+        cs_err_set(err, 0, "--backfill-from %.200s: %s", bo->url,
                    r == RL_ERR_NOMEM ? "out of memory" : rl_stream_error(p->s));
         peer_destroy(&p->base);
         return -1;
     }
     p->base.ops = &peer_ops;
-    p->cancel = cancel;
+    p->cancel = bo->cancel;
     *out = &p->base;
     return 0;
 }
