@@ -414,6 +414,42 @@ static void test_early_frames_past_the_read_buffer_are_all_parsed(void **state)
     fixture_down(&f);
 }
 
+/* A close the server must not echo is answered on the wire with what RFC 6455 asks: a code
+ * that may not be sent and a one-byte payload with 1002, a reason that is not UTF-8 with 1007
+ * (the table of answers is test_wsserver's); then the connection ends. */
+static void test_refused_closes_are_answered_1002_or_1007(void **state)
+{
+    bool plain = *state != NULL;
+    static const struct {
+        uint8_t payload[4];
+        size_t len;
+        const char *answer; /* code, then reason */
+        size_t answer_len;
+    } cases[] = {
+        {{0x03, 0xed}, 2, "\x03\xea" "close code 1005 may not be sent", 33},
+        {{0x03}, 1, "\x03\xea" "close payload of one byte", 27},
+        {{0x03, 0xe8, 0xc0, 0xaf}, 4, "\x03\xef" "close reason is not UTF-8", 27},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const uint8_t mask[4] = {0x11, 0x22, 0x33, 0x44};
+        uint8_t frame[16] = {0x88, (uint8_t)(0x80 | cases[i].len), 0x11, 0x22, 0x33, 0x44};
+        for (size_t k = 0; k < cases[i].len; k++)
+            frame[6 + k] = cases[i].payload[k] ^ mask[k % 4];
+        fixture f;
+        fixture_up_on(&f, false, plain, false, frame, 6 + cases[i].len);
+        uint8_t want[2 + 125], got[2 + 125];
+        want[0] = 0x88;
+        want[1] = (uint8_t)cases[i].answer_len;
+        memcpy(want + 2, cases[i].answer, cases[i].answer_len);
+        assert_int_equal(client_read_all(&f, got, 2 + cases[i].answer_len), 0);
+        assert_memory_equal(got, want, 2 + cases[i].answer_len);
+        uint8_t more;
+        assert_true(client_read(&f, &more, 1) <= 0);
+        assert_true(event_wait(&f.gone, WAIT_NS));
+        fixture_down(&f);
+    }
+}
+
 /* Pings of alternating sizes while the client reads nothing, then a message: once a pong has met
  * SSL_ERROR_WANT_WRITE, OpenSSL must get that pong again (same buffer, same length) before any
  * other write. The connection survives, and the message arrives whole after the pongs. */
@@ -711,6 +747,8 @@ int main(void)
         cmocka_unit_test_prestate(test_close_behind_a_stalled_write_still_ends, &g_plain),
         cmocka_unit_test_prestate(test_early_frames_past_the_read_buffer_are_all_parsed, NULL),
         cmocka_unit_test_prestate(test_early_frames_past_the_read_buffer_are_all_parsed, &g_plain),
+        cmocka_unit_test_prestate(test_refused_closes_are_answered_1002_or_1007, NULL),
+        cmocka_unit_test_prestate(test_refused_closes_are_answered_1002_or_1007, &g_plain),
         cmocka_unit_test(test_plain_batch_survives_partial_writes),
         cmocka_unit_test(test_plain_batch_with_busy_polling),
         cmocka_unit_test_prestate(test_move_keeps_the_stream_whole, NULL),

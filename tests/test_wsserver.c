@@ -90,6 +90,60 @@ static void test_close_frame_and_message_header(void **state)
     }
 }
 
+/* A client's close and the answer (RFC 6455 5.5.1, 7.1.5, 7.4): its code echoed when an endpoint
+ * may send it and its reason is UTF-8; 1002 for a code cut short or one that must not be sent,
+ * 1007 for a reason that is not UTF-8. */
+static void test_close_answers(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *payload;
+        size_t len;
+        int code;
+        const char *reason;
+    } cases[] = {
+        {"", 0, 0, ""},
+        {"\x03", 1, 1002, "close payload of one byte"},
+        {"\x03\xe8", 2, 1000, ""},
+        {"\x03\xe8" "bye", 5, 1000, ""},
+        {"\x03\xe9", 2, 1001, ""},
+        {"\x03\xeb", 2, 1003, ""},
+        {"\x03\xec", 2, 1002, "close code 1004 may not be sent"},
+        {"\x03\xed", 2, 1002, "close code 1005 may not be sent"},
+        {"\x03\xee", 2, 1002, "close code 1006 may not be sent"},
+        {"\x03\xef", 2, 1007, ""},
+        {"\x03\xf3", 2, 1011, ""},
+        {"\x03\xf6", 2, 1014, ""},
+        {"\x03\xf7", 2, 1002, "close code 1015 may not be sent"},
+        {"\x07\xd0", 2, 1002, "close code 2000 may not be sent"},
+        {"\x0b\xb7", 2, 1002, "close code 2999 may not be sent"},
+        {"\x0b\xb8", 2, 3000, ""},
+        {"\x0f\xa0", 2, 4000, ""},
+        {"\x13\x87", 2, 4999, ""},
+        {"\x13\x88", 2, 1002, "close code 5000 may not be sent"},
+        {"\x03\xe7", 2, 1002, "close code 999 may not be sent"},
+        {"\x00\x00", 2, 1002, "close code 0 may not be sent"},
+        {"\xff\xff", 2, 1002, "close code 65535 may not be sent"},
+        {"\x03\xe8\xce\xba\xe1\xbd\xb9\xcf\x83\xce\xbc\xce\xb5", 13, 1000, ""}, /* κόσμε */
+        {"\x03\xe8\xef\xbf\xbd", 5, 1000, ""},                              /* U+FFFD itself */
+        {"\x03\xe8\xf4\x8f\xbf\xbf", 6, 1000, ""},                          /* U+10FFFF */
+        {"\x03\xe8\xff", 3, 1007, "close reason is not UTF-8"},
+        {"\x03\xe8\xce", 3, 1007, "close reason is not UTF-8"},                 /* cut short */
+        {"\x03\xe8\xc0\xaf", 4, 1007, "close reason is not UTF-8"},             /* overlong */
+        {"\x03\xe8\xed\xa0\x80", 5, 1007, "close reason is not UTF-8"},         /* a surrogate */
+        {"\x03\xe8\xf4\x90\x80\x80", 6, 1007, "close reason is not UTF-8"},     /* past U+10FFFF */
+        {"\x03\xe8" "ok\xe2\x82", 6, 1007, "close reason is not UTF-8"},           /* cut at the end */
+        {"\x03\xed\xff", 3, 1002, "close code 1005 may not be sent"},           /* the code first */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char buf[48];
+        const char *reason = NULL;
+        int code = cs_wss_close_answer((const uint8_t *)cases[i].payload, cases[i].len, buf, &reason);
+        if (code != cases[i].code || strcmp(reason, cases[i].reason) != 0)
+            fail_msg("case %zu: %d \"%s\", want %d \"%s\"", i, code, reason, cases[i].code, cases[i].reason);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -97,6 +151,7 @@ int main(void)
         cmocka_unit_test(test_masked_ping_is_unmasked_in_place),
         cmocka_unit_test(test_data_and_errors),
         cmocka_unit_test(test_close_frame_and_message_header),
+        cmocka_unit_test(test_close_answers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

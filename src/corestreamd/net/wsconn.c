@@ -364,14 +364,15 @@ void wsc_read_frames(cs_wsio *io, cs_wsconn *c)
                     wsc_doom(c);
                     return;
                 }
-                /* Echo the code (RFC 6455 5.5.1); the connection ends once it is out. */
+                /* Echo the code, or refuse the close (cs_wss_close_answer); the connection ends
+                 * once the answer is out. */
                 c->closing = true;
                 c->end_after_close = true;
-                uint8_t code[2];
-                size_t cl = f.len >= 2 ? 2 : 0;
-                if (cl)
-                    memcpy(code, f.payload, 2);
-                c->close_len = cs_wss_control(c->closef, CS_WSS_OP_CLOSE, code, cl);
+                char buf[48];
+                const char *reason;
+                int code = cs_wss_close_answer(f.payload, f.len, buf, &reason);
+                c->close_len = code ? cs_wss_close(c->closef, code, reason)
+                                    : cs_wss_control(c->closef, CS_WSS_OP_CLOSE, NULL, 0);
                 c->close_by = cs_mono_ns() + CLOSE_SEND_NS;
                 wsc_flush(c);
             }

@@ -2,7 +2,11 @@
 
 #include <openssl/evp.h>
 #include <openssl/sha.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
+
+#include "common/goquote.h"
 
 size_t cs_wss_parse(uint8_t *buf, size_t len, cs_wss_frame *out)
 {
@@ -73,6 +77,46 @@ size_t cs_wss_close(uint8_t *out, int code, const char *reason)
     if (rl)
         memcpy(pl + 2, reason, rl);
     return cs_wss_control(out, CS_WSS_OP_CLOSE, pl, 2 + rl);
+}
+
+static bool sendable(int code)
+{
+    return (code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1014) || (code >= 3000 && code <= 4999);
+}
+
+static bool utf8(const uint8_t *p, size_t n)
+{
+    while (n > 0) {
+        uint32_t r;
+        size_t w = cs_utf8_decode(p, n, &r);
+        if (w == 1 && r == CS_RUNE_ERROR)
+            return false;
+        p += w;
+        n -= w;
+    }
+    return true;
+}
+
+int cs_wss_close_answer(const uint8_t *payload, size_t len, char *buf, const char **reason)
+{
+    *reason = "";
+    if (len == 0)
+        return 0;
+    if (len == 1) {
+        *reason = "close payload of one byte";
+        return 1002;
+    }
+    int code = payload[0] << 8 | payload[1];
+    if (!sendable(code)) {
+        snprintf(buf, 48, "close code %d may not be sent", code);
+        *reason = buf;
+        return 1002;
+    }
+    if (!utf8(payload + 2, len - 2)) {
+        *reason = "close reason is not UTF-8";
+        return 1007;
+    }
+    return code;
 }
 
 void cs_wss_accept(const char *key, size_t key_len, char out[29])

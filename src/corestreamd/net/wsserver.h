@@ -49,6 +49,18 @@ size_t cs_wss_control(uint8_t *out, uint8_t opcode, const uint8_t *payload, size
  * out needs 2 + CS_WSS_MAX_CONTROL bytes. */
 size_t cs_wss_close(uint8_t *out, int code, const char *reason);
 
+/* The server's answer to a client's close frame with payload[0..len) (RFC 6455 5.5.1, 7.1.5,
+ * 7.4), which ends the connection once it is out:
+ *   - no payload (no status code): an empty close, 0 here;
+ *   - one byte (a status code cut short): 1002, *reason "close payload of one byte";
+ *   - a code no endpoint may send (below 1000, 1004 to 1006, 1015 to 2999, 5000 and above):
+ *     1002, *reason "close code N may not be sent" (in buf, which needs 48 bytes);
+ *   - a reason that is not UTF-8: 1007, *reason "close reason is not UTF-8";
+ *   - otherwise the client's own code, echoed, *reason "".
+ * Defined codes are 1000 to 1003 and 1007 to 1014 (IANA's registry); 3000 to 4999 are for
+ * libraries and applications. Returns the code; *reason is static or in buf. */
+int cs_wss_close_answer(const uint8_t *payload, size_t len, char *buf, const char **reason);
+
 /* Sec-WebSocket-Accept for key (the header's value as sent): base64(SHA-1(key + RFC 6455 GUID)),
  * 28 characters and a NUL. */
 void cs_wss_accept(const char *key, size_t key_len, char out[29]);
