@@ -17,6 +17,7 @@
 #include "common/synthetic.h"
 #include "remoteledger/handshake.h"
 #include "remoteledger/wsframe.h"
+#include "wire/wsaccept.h"
 #include "support/rlsuite.h"
 
 /* ==== WebSocket framing (wsframe.c) =========================================================== */
@@ -410,8 +411,8 @@ static void test_handshake_key_and_accept(void **state)
 {
     (void)state;
     /* RFC 6455 sections 1.3 and 4.1 */
-    char acc[RLI_HS_ACCEPT_LEN + 1];
-    rli_hs_accept("dGhlIHNhbXBsZSBub25jZQ==", acc);
+    char acc[CS_WS_ACCEPT_LEN + 1];
+    cs_ws_accept("dGhlIHNhbXBsZSBub25jZQ==", 24, acc);
     assert_string_equal(acc, "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
     const uint8_t nonce[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
     char key[RLI_HS_KEY_LEN + 1];

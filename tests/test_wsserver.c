@@ -12,13 +12,14 @@
 
 #include "corestreamd/stream/message.h"
 #include "corestreamd/net/wsserver.h"
+#include "wire/wsaccept.h"
 
 static void test_accept_key_is_rfc_6455s(void **state)
 {
     (void)state;
     char out[29];
     static const char key[] = "dGhlIHNhbXBsZSBub25jZQ==";
-    cs_wss_accept(key, strlen(key), out);
+    cs_ws_accept(key, strlen(key), out);
     assert_string_equal(out, "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="); /* RFC 6455 section 1.3 */
 }
 

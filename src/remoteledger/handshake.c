@@ -8,8 +8,7 @@
 #include <strings.h>
 
 #include "remoteledger/wsframe.h"
-
-#define WS_GUID "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+#include "wire/wsaccept.h"
 
 void rli_hs_key_encode(const uint8_t nonce[16], char key[RLI_HS_KEY_LEN + 1])
 {
@@ -21,15 +20,6 @@ void rli_hs_key_new(char key[RLI_HS_KEY_LEN + 1])
     uint8_t nonce[16];
     rli_random_bytes(nonce, sizeof nonce);
     rli_hs_key_encode(nonce, key);
-}
-
-void rli_hs_accept(const char *key, char accept[RLI_HS_ACCEPT_LEN + 1])
-{
-    char buf[128];
-    int n = snprintf(buf, sizeof buf, "%.64s%s", key, WS_GUID);
-    unsigned char md[SHA_DIGEST_LENGTH];
-    SHA1((const unsigned char *)buf, (size_t)n, md);
-    EVP_EncodeBlock((unsigned char *)accept, md, (int)sizeof md); /* 28 characters and a NUL */
 }
 
 size_t rli_hs_request(char *out, size_t cap, const char *target, const char *host, const char *key,
@@ -276,9 +266,9 @@ const char *rli_hs_check(const char *head, size_t len, const char *key)
         return "HS: PROTOCOL malformed";
     if (extensions.n) /* none was offered */
         return "HS: EXT: unknown ext";
-    char want[RLI_HS_ACCEPT_LEN + 1];
-    rli_hs_accept(key, want);
-    if (accept.n != RLI_HS_ACCEPT_LEN || memcmp(accept.p, want, RLI_HS_ACCEPT_LEN) != 0)
+    char want[CS_WS_ACCEPT_LEN + 1];
+    cs_ws_accept(key, strlen(key), want);
+    if (accept.n != CS_WS_ACCEPT_LEN || memcmp(accept.p, want, CS_WS_ACCEPT_LEN) != 0)
         return "HS: Accept hash wrong";
     return NULL;
 }

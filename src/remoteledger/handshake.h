@@ -17,7 +17,6 @@
 #include <stdint.h>
 
 #define RLI_HS_KEY_LEN 24       /* base64 of 16 bytes */
-#define RLI_HS_ACCEPT_LEN 28    /* base64 of a SHA-1 */
 #define RLI_HS_MAX_RESPONSE 16384 /* bound on the response head, status line to blank line */
 
 /* Sec-WebSocket-Key for a 16-byte nonce. */
@@ -25,9 +24,6 @@ void rli_hs_key_encode(const uint8_t nonce[16], char key[RLI_HS_KEY_LEN + 1]);
 
 /* A fresh key from 16 random bytes. */
 void rli_hs_key_new(char key[RLI_HS_KEY_LEN + 1]);
-
-/* Sec-WebSocket-Accept for a key: base64(SHA-1(key + the RFC 6455 GUID)). */
-void rli_hs_accept(const char *key, char accept[RLI_HS_ACCEPT_LEN + 1]);
 
 /* Writes the upgrade request for target (path and query) on host (the Host header) into
  * out[0..cap), snprintf style: returns the full length whatever cap is. token: sent as

@@ -61,8 +61,4 @@ size_t cs_wss_close(uint8_t *out, int code, const char *reason);
  * libraries and applications. Returns the code; *reason is static or in buf. */
 int cs_wss_close_answer(const uint8_t *payload, size_t len, char *buf, const char **reason);
 
-/* Sec-WebSocket-Accept for key (the header's value as sent): base64(SHA-1(key + RFC 6455 GUID)),
- * 28 characters and a NUL. */
-void cs_wss_accept(const char *key, size_t key_len, char out[29]);
-
 #endif

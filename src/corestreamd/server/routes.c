@@ -32,10 +32,10 @@
 #include "corestreamd/net/listener.h"
 #include "corestreamd/stream/readiness.h"
 #include "corestreamd/server/server_internal.h"
-#include "corestreamd/net/wsserver.h"
 #include "corestreamd/lake/lakekey.h"
 #include "corestreamd/lake/lakeobject.h"
 #include "wire/wire.h"
+#include "wire/wsaccept.h"
 
 #define MAX_QUERY_ARGS 32 /* more pairs: 400 `too many query parameters` */
 
@@ -342,8 +342,8 @@ static int accept_upgrade(cs_server *s, http_req *r, conn_tag *tag, bool tls, co
         r->refused = true;
         return CS_HEAD_ANSWER;
     }
-    char accept[29];
-    cs_wss_accept(key, strlen(key), accept);
+    char accept[CS_WS_ACCEPT_LEN + 1];
+    cs_ws_accept(key, strlen(key), accept);
     /* The run token and the chunk bound after the handshake's own headers: additions clients may
      * ignore. No CHUNK this server sends decodes past the bound: live ones are cut at
      * --chunk-size, replayed ones at their recorded chunk size. */
