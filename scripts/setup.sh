@@ -10,7 +10,7 @@ packages=(
   debhelper lintian systemd curl groff-base
   libcmocka-dev openssl
   libnats-dev nats-server
-  python3 python3-websockets python3-zstandard python3-xxhash
+  python3 python3-websockets python3-zstandard python3-xxhash python3-h11
   zstd
   prometheus
   gnuplot-nox

@@ -101,7 +101,8 @@ static void expect_401(const harness *h, const char *extra_header, const char *b
     int st = cs_http_raw("127.0.0.1", g_port, req, WAIT_MS, resp, sizeof resp);
     snprintf(want, sizeof want,
              "HTTP/1.1 401 Unauthorized\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: %zu\r\n"
-             "x-content-type-options: nosniff\r\nwww-authenticate: Bearer realm=\"corestream\"\r\n\r\n%s\n",
+             "x-content-type-options: nosniff\r\nconnection: close\r\nwww-authenticate: Bearer realm=\"corestream\"\r\n"
+             "\r\n%s\n",
              strlen(body) + 1, body);
     if (st != 401 || strcmp(resp, want) != 0)
         fail_msg("status %d\n%s\nwant\n%s", st, resp, want);

@@ -153,7 +153,7 @@ static void test_plaintext_on_the_tls_port_is_answered(void **state)
     start(&h, g_certs.server_cert, g_certs.server_key, NULL);
     static const char want[] =
         "HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: 45\r\n"
-        "x-content-type-options: nosniff\r\nx-corestream-tls: required\r\n\r\n"
+        "x-content-type-options: nosniff\r\nconnection: close\r\nx-corestream-tls: required\r\n\r\n"
         "this port speaks TLS: use wss:// or https://\n";
     const char *requests[] = {
         "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",

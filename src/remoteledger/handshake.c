@@ -7,6 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/tokenlist.h"
 #include "remoteledger/wsframe.h"
 #include "wire/wsaccept.h"
 
@@ -126,22 +127,6 @@ static bool span_is(span s, const char *lit)
     return s.n == n && strncasecmp(s.p, lit, n) == 0;
 }
 
-/* Does the comma-separated list hold the token (case-insensitively)? */
-static bool has_token(span list, const char *tok)
-{
-    const char *p = list.p, *end = list.p + list.n;
-    while (p <= end) {
-        const char *c = memchr(p, ',', (size_t)(end - p));
-        const char *e = c ? c : end;
-        if (span_is(trim(p, (size_t)(e - p)), tok))
-            return true;
-        if (!c)
-            break;
-        p = c + 1;
-    }
-    return false;
-}
-
 /* "HTTP/1.x NNN ..." -> NNN, or -1. */
 static int status_code(span line)
 {
@@ -227,7 +212,7 @@ const char *rli_hs_check(const char *head, size_t len, const char *key)
                     upgrade = value;
                     has_upgrade = true;
                 } else if (span_is(name, "Connection")) {
-                    conn_upgrade = conn_upgrade || has_token(value, "upgrade");
+                    conn_upgrade = conn_upgrade || cs_list_has_token(value.p, value.n, "upgrade");
                 } else if (span_is(name, "Sec-WebSocket-Accept") && !has_accept) {
                     accept = value;
                     has_accept = true;

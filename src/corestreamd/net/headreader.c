@@ -40,7 +40,7 @@ typedef struct hconn {
     void *tag;
     char *buf;
     size_t len, cap;
-    cs_head_scan sc;
+    cs_http_parser hp; /* the head being read */
     hstate st;
     char *resp;
     size_t resp_len, resp_off;
@@ -214,7 +214,7 @@ static void next_request(cs_headreader *hr, hconn *c)
     c->len -= c->head_len;
     memmove(c->buf, c->buf + c->head_len, c->len);
     c->head_len = 0;
-    c->sc = (cs_head_scan)CS_HEAD_SCAN_INIT;
+    cs_http_parser_init(&c->hp, &hr->cfg.limits);
     c->keep = false;
     c->st = ST_READING;
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
@@ -285,7 +285,7 @@ static void write_answer(cs_headreader *hr, hconn *c)
 }
 
 /* Strangers choose what gets refused, so each refusal is one DEBUG line, as the routes' are.
- * extra: CS_ANS_* bits. The connection is closed after the answer. */
+ * extra: CS_ANS_* bits. The connection is closed after the answer, which says so. */
 static void refuse(cs_headreader *hr, hconn *c, unsigned status, unsigned extra, const char *body)
 {
     if (cs_log_enabled(CS_LOG_DEBUG)) {
@@ -298,7 +298,7 @@ static void refuse(cs_headreader *hr, hconn *c, unsigned status, unsigned extra,
     c->buf = NULL;
     c->len = c->cap = 0;
     cs_strbuf out = CS_STRBUF_INIT;
-    cs_http_answer_text(&out, status, body, extra);
+    cs_http_answer_text(&out, status, body, extra | CS_ANS_CLOSE);
     c->resp = cs_strbuf_take(&out, &c->resp_len);
     if (!c->resp) {
         finish(hr, &hr->reading, c);
@@ -417,13 +417,22 @@ static void answer_came(cs_headreader *hr, hconn *c)
 }
 
 /* A complete head: the server's judge answers it, a 101 included. */
-static void judged(cs_headreader *hr, hconn *c, size_t head_len)
+static void judged(cs_headreader *hr, hconn *c)
 {
     assert(c->st == ST_READING && !c->resp);
+    size_t head_len = c->hp.head_len;
+    cs_http_head head;
+    if (cs_http_head_make(&c->hp, c->buf, &head) != 0) {
+        cs_http_head_free(&head);
+        finish(hr, &hr->reading, c);
+        return;
+    }
     char *resp = NULL;
     size_t rlen = 0;
     void *arg = NULL;
-    int v = hr->cfg.judge(hr->cfg.ctx, c->fd, c->tag, c->ssl != NULL, c->buf, head_len, &resp, &rlen, &arg);
+    bool last = c->served + 1 >= hr->cfg.keepalive_max;
+    int v = hr->cfg.judge(hr->cfg.ctx, c->fd, c->tag, c->ssl != NULL, &head, last, &resp, &rlen, &arg);
+    cs_http_head_free(&head);
     if (v == CS_HEAD_LATER && !resp && hr->cfg.later) {
         c->head_len = head_len;
         wait_for_answer(hr, c, arg);
@@ -446,30 +455,6 @@ static void judged(cs_headreader *hr, hconn *c, size_t head_len)
     write_answer(hr, c);
 }
 
-/* The scanner's final verdict on c's head. */
-static void head_scanned(cs_headreader *hr, hconn *c, cs_head_verdict v, size_t head_len)
-{
-    switch (v) {
-    case CS_HEAD_DONE:
-        judged(hr, c, head_len);
-        return;
-    case CS_HEAD_URI_TOO_LONG:
-        refuse(hr, c, 414, 0, "request URI too long");
-        return;
-    case CS_HEAD_TOO_LARGE:
-        refuse(hr, c, 431, 0, "request header fields too large");
-        return;
-    case CS_HEAD_TOO_MANY_PAIRS:
-        refuse(hr, c, 400, 0, "too many query parameters");
-        return;
-    case CS_HEAD_NOT_HTTP: /* a TLS ClientHello on the plaintext port, say */
-    case CS_HEAD_MORE:
-    default:
-        refuse(hr, c, 400, 0, "malformed HTTP request");
-        return;
-    }
-}
-
 static void read_head(cs_headreader *hr, hconn *c)
 {
     if (hr->cfg.tls && !c->ssl) {
@@ -478,11 +463,14 @@ static void read_head(cs_headreader *hr, hconn *c)
     }
     size_t limit = hr->cfg.limits.head_max + 1; /* one byte past the limit proves it passed */
     for (;;) {
-        if (c->len > c->sc.pos) { /* new bytes, or a pipelined request kept from the last one */
-            size_t head_len = 0;
-            cs_head_verdict v = cs_head_scan_feed(&c->sc, c->buf, c->len, &hr->cfg.limits, &head_len);
-            if (v != CS_HEAD_MORE) {
-                head_scanned(hr, c, v, head_len);
+        if (c->len > c->hp.pos) { /* new bytes, or a pipelined request kept from the last one */
+            cs_http_verdict v = cs_http_parser_feed(&c->hp, c->buf, c->len);
+            if (v == CS_HTTP_DONE) {
+                judged(hr, c);
+                return;
+            }
+            if (v == CS_HTTP_REFUSE) {
+                refuse(hr, c, c->hp.status, 0, c->hp.why);
                 return;
             }
         }
@@ -643,6 +631,7 @@ int cs_headreader_add(cs_headreader *hr, int fd, void *tag)
     c->fd = fd;
     c->tag = tag;
     c->st = ST_READING;
+    cs_http_parser_init(&c->hp, &hr->cfg.limits);
     atomic_fetch_add(&hr->holding, 1);
     pthread_mutex_lock(&hr->mu);
     bool was_empty = !hr->inbox.head;

@@ -8,10 +8,11 @@
  *   CS_HTTP_TLS_REQUIRED_HEADER (by which libremoteledger names the cause) and the body `this port
  *   speaks TLS: use wss:// or https://`, then closed. A failed handshake is one DEBUG line (`TLS
  *   handshake failed`, the peer, OpenSSL's reason).
- * - The head is read (through SSL_read on TLS) under the server's limits (cs_head_limits): 414
- *   past the URI limit, 431 past the head size or header line count, 400 `too many query
- *   parameters` past the pair count, 400 `malformed HTTP request` for bytes that cannot start a
- *   request line; each answer is one DEBUG line naming the peer, then the connection is closed.
+ * - The head is read (through SSL_read on TLS) by the one request parser (httpparse.h), byte by
+ *   byte as it arrives, under the server's limits (cs_head_limits). What it refuses (a limit
+ *   passed: 414, 431, 400 `too many query parameters`; RFC 9112's rules: 400, 505) is answered
+ *   with its status and text and `connection: close`, one DEBUG line naming the peer, then the
+ *   connection is closed.
  * - A complete head goes to cfg.judge, which answers it: CS_HEAD_ANSWER (then close),
  *   CS_HEAD_KEEP (then the next request on the same connection is read: keep-alive, at most
  *   cfg.keepalive_max requests per connection, the next head under a fresh deadline),
@@ -38,7 +39,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
-#include "corestreamd/net/headscan.h"
+#include "corestreamd/net/httpparse.h"
 
 typedef struct cs_headreader cs_headreader;
 
@@ -61,8 +62,11 @@ typedef struct cs_headreader_config {
     unsigned keepalive_max; /* requests answered on one connection at most (CS_HEAD_KEEP) */
     /* All on the head reader's thread (tls_ctx TLS only):
      * tls_ctx: the context in force, with a reference the head reader frees after SSL_new.
-     * judge: a complete head (buf[0..len), within the limits) of the connection fd, over TLS or
-     *   not. It puts the whole answer, malloc'd, in *resp (NULL: out of memory, the connection
+     * judge: a complete head (read and checked by httpparse.h, within the limits; borrowed for
+     *   the call) of the connection fd, over TLS or not; last: the connection's keep-alive
+     *   allowance ends with this request, so its answer must be CS_HEAD_ANSWER (and say
+     *   `connection: close`, as every answer the connection is closed after must). It puts the
+     *   whole answer, malloc'd, in *resp (NULL: out of memory, the connection
      *   is closed) and returns CS_HEAD_ANSWER or CS_HEAD_KEEP, or CS_HEAD_UPGRADE when the
      *   answer is a 101: *arg is then the caller's, given to upgraded (or to discard if the 101
      *   cannot be written).
@@ -76,7 +80,7 @@ typedef struct cs_headreader_config {
      *   makes the answer and return, never block; that thread must give p its answer with
      *   cs_headreader_answer, exactly once, and before cs_headreader_free. */
     SSL_CTX *(*tls_ctx)(void *ctx);
-    int (*judge)(void *ctx, int fd, void *tag, bool tls, const char *buf, size_t len, char **resp,
+    int (*judge)(void *ctx, int fd, void *tag, bool tls, const cs_http_head *head, bool last, char **resp,
                  size_t *resp_len, void **arg);
     void (*upgraded)(void *ctx, int fd, SSL *ssl, void *tag, const unsigned char *early, size_t n, void *arg);
     void (*discard)(void *ctx, void *arg);

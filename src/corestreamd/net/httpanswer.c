@@ -13,12 +13,12 @@ const char *cs_http_status_text(unsigned status)
     case 403: return "Forbidden";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
-    case 411: return "Length Required";
     case 413: return "Request Entity Too Large";
     case 414: return "Request URI Too Long";
     case 426: return "Upgrade Required";
     case 431: return "Request Header Fields Too Large";
     case 503: return "Service Unavailable";
+    case 505: return "HTTP Version Not Supported";
     default: return "";
     }
 }
@@ -30,7 +30,10 @@ static void head(cs_strbuf *out, unsigned status, const char *ctype, size_t len,
                           "x-content-type-options: nosniff\r\n",
                      status, cs_http_status_text(status), ctype, len);
     if (extra & CS_ANS_UPGRADE)
-        cs_strbuf_puts(out, "connection: Upgrade\r\nupgrade: websocket\r\n");
+        cs_strbuf_puts(out, extra & CS_ANS_CLOSE ? "connection: Upgrade, close\r\nupgrade: websocket\r\n"
+                                                 : "connection: Upgrade\r\nupgrade: websocket\r\n");
+    else if (extra & CS_ANS_CLOSE)
+        cs_strbuf_puts(out, "connection: close\r\n");
     if (extra & CS_ANS_WS_VERSION)
         cs_strbuf_puts(out, "sec-websocket-version: 13\r\n");
     if (extra & CS_ANS_BEARER)
@@ -66,6 +69,15 @@ void cs_http_answer_bytes(cs_strbuf *out, unsigned status, const char *ctype, co
 void cs_http_answer(cs_strbuf *out, unsigned status, const char *ctype, const char *body, unsigned extra)
 {
     cs_http_answer_bytes(out, status, ctype, body, strlen(body), NULL, extra);
+}
+
+void cs_http_answer_101(cs_strbuf *out, const char *accept, const cs_http_header *extra, size_t n)
+{
+    cs_strbuf_printf(out, "HTTP/1.1 101 %s\r\nupgrade: websocket\r\nconnection: Upgrade\r\nsec-websocket-accept: %s\r\n",
+                     cs_http_status_text(101), accept);
+    for (size_t i = 0; i < n; i++)
+        cs_strbuf_printf(out, "%s: %s\r\n", extra[i].name, extra[i].value);
+    cs_strbuf_puts(out, "\r\n");
 }
 
 void cs_http_answer_text(cs_strbuf *out, unsigned status, const char *msg, unsigned extra)

@@ -4,7 +4,8 @@
  *
  * The bytes: an HTTP/1.1 status line with Go's http.StatusText words, then lower-case header
  * lines in a fixed order (content-type, content-length, x-content-type-options, then the extras
- * asked for), the empty line and the body. Clients of the prototype parse these answers, and the
+ * asked for, connection first), the empty line and the body. Every answer after which the server
+ * closes the connection carries CS_ANS_CLOSE. Clients of the prototype parse these answers, and the
  * e2e tests pin them byte for byte.
  *
  * Pure; any thread. */
@@ -23,6 +24,8 @@
 #define CS_ANS_ALLOW 8u        /* allow: GET, HEAD (405 on the probe and metrics paths) */
 #define CS_ANS_NO_BODY 16u     /* HEAD: the GET answer's headers, content-length included, no body */
 #define CS_ANS_TLS_REQUIRED 32u /* x-corestream-tls: required (a plaintext request on a TLS port) */
+#define CS_ANS_CLOSE 64u       /* connection: close (the server closes after this answer); with
+                                  CS_ANS_UPGRADE, connection: Upgrade, close */
 
 /* The header line CS_ANS_TLS_REQUIRED adds (without its CRLF): libremoteledger names the cause
  * of a failed dial by it. */
@@ -49,6 +52,16 @@ typedef struct cs_http_meta {
  * headers say len and no body follows (HEAD). */
 void cs_http_answer_bytes(cs_strbuf *out, unsigned status, const char *ctype, const void *body, size_t len,
                           const cs_http_meta *meta, unsigned extra);
+
+/* A header line of an answer: name (lower-case) and value, as given. */
+typedef struct cs_http_header {
+    const char *name;
+    const char *value;
+} cs_http_header;
+
+/* The WebSocket upgrade's answer (RFC 6455 4.2.2): `101 Switching Protocols`, upgrade: websocket,
+ * connection: Upgrade, sec-websocket-accept: accept, then extra[0..n) in order, the empty line. */
+void cs_http_answer_101(cs_strbuf *out, const char *accept, const cs_http_header *extra, size_t n);
 
 /* A text/plain answer whose body is msg and a newline, as Go's http.Error writes it. */
 void cs_http_answer_text(cs_strbuf *out, unsigned status, const char *msg, unsigned extra);

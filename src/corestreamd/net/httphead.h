@@ -1,9 +1,11 @@
-/* A complete HTTP/1 request head (as cs_head_scan found it) split into its request line and
- * header fields: the server's one parser of requests, which the routes (routes.c) judge. A field
- * named more than once is all its values joined by ',' (RFC 9110 5.3), the path and each query pair percent-decoded ('+' as a space in the query), values
- * without surrounding spaces or tabs. Pure; any thread.
+/* A request head as the parser read it (httpparse.h, cs_http_head_make), which the routes
+ * (routes.c) judge: the request line's parts, the path as sent, the query's non-empty pieces
+ * percent-decoded ('+' as a space), the field lines in order, values without surrounding spaces
+ * or tabs. A field named more than once is all its values joined by ',' (RFC 9110 5.3). Pure;
+ * any thread.
  *
- * Ownership: the head copies what it needs; buf need not outlive the parse. */
+ * Ownership: the head owns copies of everything (mem); the bytes it was read from need not
+ * outlive it. */
 #ifndef CS_CORESTREAMD_HTTPHEAD_H
 #define CS_CORESTREAMD_HTTPHEAD_H
 
@@ -11,6 +13,8 @@
 #include <stddef.h>
 
 #define CS_HTTP_FIELDS_MAX 64
+/* The most query pairs a head holds: the parser refuses more (400 `too many query parameters`). */
+#define CS_HTTP_PAIRS_MAX 32
 
 typedef struct cs_http_field {
     const char *name; /* NUL-terminated, as sent */
@@ -20,7 +24,7 @@ typedef struct cs_http_field {
 typedef struct cs_http_head {
     char *mem;          /* everything below points in here */
     const char *method; /* "GET" */
-    const char *path;   /* decoded, before '?' */
+    const char *path;   /* as sent, before '?' (escapes not decoded) */
     const char *version; /* "HTTP/1.1" */
     size_t target_len;  /* the request-target's bytes as sent (path and query) */
     char *query;        /* decoded pairs, each NUL-terminated, in order */
@@ -29,9 +33,6 @@ typedef struct cs_http_head {
     size_t nfields;
 } cs_http_head;
 
-/* Splits buf[0..len) (the head, up to and including its empty line). 0, or -1 when it is not an
- * HTTP/1 request head or out of memory (the head is then empty but safe to free). */
-int cs_http_head_parse(const char *buf, size_t len, cs_http_head *out);
 void cs_http_head_free(cs_http_head *h);
 
 /* Every value of the field name (case-insensitive) joined by ',', malloc'd; "" when absent; NULL

@@ -6,6 +6,7 @@
 #include <strings.h>
 
 #include "common/goquote.h"
+#include "common/tokenlist.h"
 #include "corestream/wire.h"
 
 /* The first value of name among the pairs, or NULL when absent or empty. */
@@ -108,25 +109,6 @@ int cs_check_origin(const char *origin, const char *host, char *msg, size_t mlen
     return 0;
 }
 
-bool cs_header_has_token(const char *value, const char *token)
-{
-    size_t tl = strlen(token);
-    for (const char *p = value; *p;) {
-        while (*p == ' ' || *p == '\t' || *p == ',')
-            p++;
-        const char *e = p;
-        while (*e && *e != ',')
-            e++;
-        const char *t = e;
-        while (t > p && (t[-1] == ' ' || t[-1] == '\t'))
-            t--;
-        if ((size_t)(t - p) == tl && strncasecmp(p, token, tl) == 0)
-            return true;
-        p = e;
-    }
-    return false;
-}
-
 /* Go's base64.StdEncoding.DecodeString(s) yields exactly 16 bytes: 22 symbols and "==". */
 static bool key_is_16_bytes(const char *s, size_t n)
 {
@@ -160,13 +142,13 @@ int cs_upgrade_check(const cs_upgrade_request *r, cs_upgrade_refusal *out)
         strncmp(r->version, "HTTP/3", 6) != 0)
         return refuse(out, 426, "WebSocket protocol violation: handshake request must be at least HTTP/1.1: %s",
                       r->version);
-    if (!cs_header_has_token(r->connection, "upgrade")) {
+    if (!cs_list_has_token(r->connection, strlen(r->connection), "upgrade")) {
         refuse(out, 426, "WebSocket protocol violation: Connection header %s does not contain Upgrade",
                r->connection);
         out->offer_upgrade = true;
         return -1;
     }
-    if (!cs_header_has_token(r->upgrade, "websocket")) {
+    if (!cs_list_has_token(r->upgrade, strlen(r->upgrade), "websocket")) {
         refuse(out, 426, "WebSocket protocol violation: Upgrade header %s does not contain websocket", r->upgrade);
         out->offer_upgrade = true;
         return -1;

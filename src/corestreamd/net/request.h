@@ -79,7 +79,4 @@ typedef struct cs_upgrade_refusal {
  *       encoded string` (the key trimmed of spaces and tabs, as the RFC says). */
 int cs_upgrade_check(const cs_upgrade_request *r, cs_upgrade_refusal *out);
 
-/* Whether a comma-separated header value holds token, without regard to ASCII case. */
-bool cs_header_has_token(const char *value, const char *token);
-
 #endif

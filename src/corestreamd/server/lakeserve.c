@@ -59,7 +59,7 @@ static char *make_answer(srv_lake *l, const srv_lake_job *j, size_t *len)
     int64_t modified = 0;
     cs_err err = {0};
     cs_strbuf out = CS_STRBUF_INIT;
-    unsigned extra = j->head ? CS_ANS_NO_BODY : 0;
+    unsigned extra = (j->head ? CS_ANS_NO_BODY : 0) | (j->keep ? 0 : CS_ANS_CLOSE);
     int rc = j->sig ? cs_lake_sig_build(l->ring, j->batch, &obj, &n, &err)
                     : cs_lake_object_build(l->ring, j->batch, CS_LAKE_LEVEL, &obj, &n, &modified, &err);
     if (rc == 0) {

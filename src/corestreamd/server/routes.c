@@ -27,6 +27,7 @@
 #include "common/buildinfo.h"
 #include "common/log.h"
 #include "common/strbuf.h"
+#include "common/tokenlist.h"
 #include "corestreamd/net/httpanswer.h"
 #include "corestreamd/net/httphead.h"
 #include "corestreamd/net/listener.h"
@@ -37,7 +38,6 @@
 #include "wire/wire.h"
 #include "wire/wsaccept.h"
 
-#define MAX_QUERY_ARGS 32 /* more pairs: 400 `too many query parameters` */
 
 /* One request being judged. */
 typedef struct http_req {
@@ -46,7 +46,14 @@ typedef struct http_req {
     bool admin;     /* accepted on --admin-listen */
     cs_strbuf *out; /* the answer */
     bool refused;   /* the answer is a refusal: the connection closes after it */
+    bool close;     /* the connection closes after the answer, whatever it is */
 } http_req;
+
+/* The extra header line of an answer the connection closes after. */
+static unsigned closing(const http_req *r)
+{
+    return r->close ? CS_ANS_CLOSE : 0;
+}
 
 
 /* Strangers choose what gets refused, so each refusal is one DEBUG line, never louder. */
@@ -57,7 +64,7 @@ static void refuse(http_req *r, unsigned status, const char *logmsg, const char 
         cs_format_peer(r->fd, remote, sizeof remote);
         CS_LOG(CS_LOG_DEBUG, logmsg, KV_S("remote", remote), KV_U("status", status), KV_S("error", body));
     }
-    cs_http_answer_text(r->out, status, body, extra);
+    cs_http_answer_text(r->out, status, body, extra | CS_ANS_CLOSE);
     r->refused = true;
 }
 
@@ -234,15 +241,11 @@ static bool authenticate(cs_server *s, http_req *r)
 
 /* The decoded query pairs; -1 when there are more than MAX_QUERY_ARGS of them: a pair is never
  * silently dropped, or `start`/`end` after junk pairs would be lost. */
-static int read_query(const cs_http_head *h, const char *args[MAX_QUERY_ARGS], size_t *n)
+static void read_query(const cs_http_head *h, const char *args[CS_HTTP_PAIRS_MAX], size_t *n)
 {
     *n = 0;
-    for (const char *pair; (pair = cs_http_head_pair(h, *n)) != NULL;) {
-        if (*n == MAX_QUERY_ARGS)
-            return -1;
+    for (const char *pair; *n < CS_HTTP_PAIRS_MAX && (pair = cs_http_head_pair(h, *n)) != NULL;)
         args[(*n)++] = pair;
-    }
-    return 0;
 }
 
 /* The handshake rules on this request's headers; 0 when it may upgrade. */
@@ -305,12 +308,9 @@ static int check_stream(cs_server *s, http_req *r, cs_stream_request *req)
 {
     if (s->auth_on && !authenticate(s, r))
         return -1;
-    const char *args[MAX_QUERY_ARGS];
+    const char *args[CS_HTTP_PAIRS_MAX];
     size_t n;
-    if (read_query(r->head, args, &n) != 0) {
-        refuse(r, 400, "request refused", "too many query parameters", 0);
-        return -1;
-    }
+    read_query(r->head, args, &n);
     cs_stream_error *err = malloc(sizeof *err);
     cs_upgrade_refusal *no = malloc(sizeof *no);
     int rc = -1;
@@ -348,10 +348,10 @@ static int accept_upgrade(cs_server *s, http_req *r, conn_tag *tag, bool tls, co
      * ignore. No CHUNK this server sends decodes past the bound: live ones are cut at
      * --chunk-size, replayed ones at their recorded chunk size. */
     uint32_t ring_chunk = cs_ring_max_chunk_size(s->cfg.ring);
-    size_t bound = ring_chunk > s->chunk_size ? ring_chunk : s->chunk_size;
-    cs_strbuf_printf(r->out, "HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\n"
-                             "connection: Upgrade\r\nsec-websocket-accept: %s\r\n%s%s%sx-corestream-chunk-size: %zu\r\n\r\n",
-                     accept, *s->run ? "x-corestream-run: " : "", s->run, *s->run ? "\r\n" : "", bound);
+    char bound[24];
+    snprintf(bound, sizeof bound, "%zu", ring_chunk > s->chunk_size ? (size_t)ring_chunk : s->chunk_size);
+    cs_http_header extra[2] = {{"x-corestream-run", s->run}, {"x-corestream-chunk-size", bound}};
+    cs_http_answer_101(r->out, accept, *s->run ? extra : extra + 1, *s->run ? 2 : 1);
     u->tag = tag;
     u->tls = tls;
     u->req = *req;
@@ -370,12 +370,12 @@ static int route_lake(cs_server *s, http_req *r, void **arg)
     if (s->auth_on && !authenticate(s, r))
         return CS_HEAD_ANSWER;
     const char *m = r->head->method, *path = r->head->path;
-    bool head = strcmp(m, "HEAD") == 0, keep = cs_http_head_keep_alive(r->head);
+    bool head = strcmp(m, "HEAD") == 0, keep = !r->close;
     if (!head && strcmp(m, "GET") != 0) {
-        cs_http_answer(r->out, 405, "text/plain; charset=utf-8", "Method Not Allowed\n", CS_ANS_ALLOW);
+        cs_http_answer(r->out, 405, "text/plain; charset=utf-8", "Method Not Allowed\n", CS_ANS_ALLOW | closing(r));
         return keep ? CS_HEAD_KEEP : CS_HEAD_ANSWER;
     }
-    unsigned extra = head ? CS_ANS_NO_BODY : 0;
+    unsigned extra = (head ? CS_ANS_NO_BODY : 0) | closing(r);
     const char *config, *manifest;
     int64_t modified;
     srv_lake_texts(s->lake, &config, &manifest, &modified);
@@ -449,9 +449,9 @@ static void serve_probe(cs_server *s, http_req *r, probe_fn fn)
         return;
     const char *m = r->head->method;
     if (strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0)
-        fn(s, r, strcmp(m, "HEAD") == 0 ? CS_ANS_NO_BODY : 0);
+        fn(s, r, (strcmp(m, "HEAD") == 0 ? CS_ANS_NO_BODY : 0) | closing(r));
     else
-        cs_http_answer(r->out, 405, "text/plain; charset=utf-8", "Method Not Allowed\n", CS_ANS_ALLOW);
+        cs_http_answer(r->out, 405, "text/plain; charset=utf-8", "Method Not Allowed\n", CS_ANS_ALLOW | closing(r));
 }
 
 /* The routes on a parsed head; CS_HEAD_* verdict, *arg for an upgrade. */
@@ -460,7 +460,7 @@ static int route(cs_server *s, http_req *r, conn_tag *tag, bool tls, void **arg)
     if (refuse_body(r) != 0)
         return CS_HEAD_ANSWER;
     char *up = cs_http_head_get(r->head, "upgrade");
-    bool upgrade = up && strcasecmp(up, "websocket") == 0; /* an upgrade by its Upgrade header alone */
+    bool upgrade = up && cs_list_has_token(up, strlen(up), "websocket"); /* by its Upgrade header alone */
     free(up);
     bool stream = strcmp(r->head->path, CS_WIRE_STREAM_PATH) == 0 && !r->admin;
     probe_fn fn = upgrade ? NULL : probe_route(r->head->path); /* an upgrade anywhere else: 404 */
@@ -478,28 +478,21 @@ static int route(cs_server *s, http_req *r, conn_tag *tag, bool tls, void **arg)
         refuse(r, 426, "websocket handshake failed",
                "WebSocket protocol violation: Upgrade header \"\" does not contain websocket", CS_ANS_UPGRADE);
     } else {
-        cs_http_answer(r->out, 404, "text/plain; charset=utf-8", "404 page not found\n", 0);
+        cs_http_answer(r->out, 404, "text/plain; charset=utf-8", "404 page not found\n", closing(r));
     }
-    return r->refused || !cs_http_head_keep_alive(r->head) ? CS_HEAD_ANSWER : CS_HEAD_KEEP;
+    return r->refused || r->close ? CS_HEAD_ANSWER : CS_HEAD_KEEP;
 }
 
-int srv_judge_head(void *ctx, int fd, void *tagp, bool tls, const char *buf, size_t len, char **resp,
+int srv_judge_head(void *ctx, int fd, void *tagp, bool tls, const cs_http_head *head, bool last, char **resp,
                    size_t *resp_len, void **arg)
 {
     cs_server *s = ctx;
     conn_tag *tag = tagp;
     cs_strbuf out = CS_STRBUF_INIT;
-    http_req r = {.fd = fd, .admin = tag->admin, .out = &out};
+    http_req r = {.head = head, .fd = fd, .admin = tag->admin, .out = &out,
+                  .close = last || !cs_http_head_keep_alive(head)};
     *arg = NULL;
-    cs_http_head head;
-    int verdict = CS_HEAD_ANSWER;
-    if (cs_http_head_parse(buf, len, &head) != 0) {
-        refuse(&r, 400, "request refused", "malformed HTTP request", 0);
-    } else {
-        r.head = &head;
-        verdict = route(s, &r, tag, tls, arg);
-    }
-    cs_http_head_free(&head);
+    int verdict = route(s, &r, tag, tls, arg);
     if (verdict == CS_HEAD_LATER) {
         cs_strbuf_free(&out);
         *resp = NULL;

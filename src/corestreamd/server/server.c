@@ -29,7 +29,7 @@
 #define URI_MAX 4096
 #define HEAD_MAX 16384
 #define HEAD_FIELDS_MAX 48
-#define HEAD_PAIRS_MAX 36
+#define HEAD_PAIRS_MAX CS_HTTP_PAIRS_MAX
 /* Requests one kept-alive connection may make (probes, scrapes); the next is answered and closed. */
 #define KEEPALIVE_MAX 100
 

@@ -179,7 +179,7 @@ void srv_close_listeners(cs_server *s);             /* accept loop only */
 void srv_accept_free(cs_server *s);
 
 /* routes.c: the head reader's judge (headreader.h cfg.judge), on cs-heads. */
-int srv_judge_head(void *ctx, int fd, void *tag, bool tls, const char *buf, size_t len, char **resp,
+int srv_judge_head(void *ctx, int fd, void *tag, bool tls, const cs_http_head *head, bool last, char **resp,
                    size_t *resp_len, void **arg);
 
 /* lakeserve.c: the lake's readers (cs-lake). The content type of an object (RFC 8878). */
