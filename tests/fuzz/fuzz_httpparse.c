@@ -95,7 +95,7 @@ static void whole_head(const cs_http_parser *p, const char *buf, size_t len)
         return;
     }
     check(tchars(h.method) && strlen(h.method) <= 16, "a method of tchars");
-    check(h.path[0] && no_ctl(h.path, false) && !strchr(h.path, ' '), "a path of visible ASCII");
+    check(no_ctl(h.path, false) && !strchr(h.path, ' '), "a path of visible ASCII (empty before a query)");
     check(strcmp(h.version, "HTTP/1.1") == 0 || strcmp(h.version, "HTTP/1.0") == 0, "HTTP/1.0 or HTTP/1.1");
     size_t hosts = 0;
     for (size_t i = 0; i < h.nfields; i++) {
