@@ -56,6 +56,8 @@ static int check_conf(s3_store *s, int i, bool *present, cs_err *err)
     cs_err why = {0};
     rc = cs_lake_config_agrees((const char *)text, n, k_conf[i].kind, s->passphrase, &s->layout, &why);
     free(text);
+    if (rc != 0 && why.kind == CS_LAKE_CONF_ERR_MEMORY)
+        return cs_err_set(err, CS_S3_ERR_IO, "lake: \"%s/%s\": out of memory", s->url, k_conf[i].key);
     if (rc != 0)
         return cs_err_set(err, CS_S3_ERR_DENIED,
                           "lake: \"%s/%s\" is another lake's: %s; give another --lake-url, or the flags it was made "
