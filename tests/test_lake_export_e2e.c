@@ -216,14 +216,17 @@ typedef struct metric_want {
     fixture *f;
     const char *name;
     long value;
+    bool at_least; /* value or more; else exactly value */
 } metric_want;
 
 static bool metric_is(void *arg)
 {
     metric_want *w = arg;
     char body[65536];
-    return cs_http_get("127.0.0.1", w->f->proc.port, "/metrics", WAIT_MS, body, sizeof body, NULL, 0) == 200 &&
-           metric(body, w->name) == w->value;
+    if (cs_http_get("127.0.0.1", w->f->proc.port, "/metrics", WAIT_MS, body, sizeof body, NULL, 0) != 200)
+        return false;
+    long v = metric(body, w->name);
+    return w->at_least ? v >= w->value : v == w->value;
 }
 
 static void start_synthetic(fixture *f, const char *lake)
@@ -251,9 +254,12 @@ static void restart_writes_nothing_twice(void **state)
     lake_path(f, "", lake, sizeof lake);
     start_synthetic(f, lake);
     wait_object(f, 10);
+    /* The counter follows the files a moment later: looked at until it does, for WAIT_MS. */
+    metric_want w = {f, "corestreamd_lake_export_objects_total ", 10, true};
+    if (cs_wait_until(metric_is, &w, WAIT_MS) != 0)
+        fail_msg("objects_total did not reach 10");
     char body[65536];
     assert_int_equal(cs_http_get("127.0.0.1", f->proc.port, "/metrics", WAIT_MS, body, sizeof body, NULL, 0), 200);
-    assert_true(metric(body, "corestreamd_lake_export_objects_total ") >= 10);
     assert_true(metric(body, "corestreamd_lake_export_bytes_total ") > 0);
     assert_int_equal(metric(body, "corestreamd_lake_export_errors_total{kind=\"conflict\"} "), 0);
     assert_int_equal(metric(body, "corestreamd_lake_export_lost_total "), 0);
@@ -330,7 +336,7 @@ static void object_in_place_kept(void **state)
     assert_memory_equal(kept, z, zlen);
     free(kept);
     /* The counters follow the files a moment later: looked at until they do, for WAIT_MS. */
-    metric_want w = {f, "corestreamd_lake_export_objects_total ", 3};
+    metric_want w = {f, "corestreamd_lake_export_objects_total ", 3, false};
     if (cs_wait_until(metric_is, &w, WAIT_MS) != 0)
         fail_msg("objects_total did not reach 3");
     char body[65536];
@@ -348,6 +354,22 @@ static bool sig_exists(const fixture *f, uint32_t seq)
     cs_lakee2e_key(seq, key, sizeof key);
     strcat(key, ".sig");
     return stat(lake_path(f, key, path, sizeof path), &st) == 0;
+}
+
+static bool sig_pred(void *arg)
+{
+    exists_arg *a = arg;
+    return sig_exists(a->f, a->seq);
+}
+
+/* A .sig follows its object: waited for as objects are. */
+static void wait_sig(fixture *f, uint32_t seq)
+{
+    exists_arg a = {f, seq};
+    if (cs_wait_until(sig_pred, &a, WAIT_MS) != 0) {
+        cs_proc_drain(&f->proc);
+        fail_msg("no .sig for ledger %" PRIu32 ":\n%s", seq, f->proc.log);
+    }
 }
 
 /* benchrunner --mode lake over the lake directory, ledgers 1..end, checking them with the public
@@ -401,7 +423,7 @@ static void sig_in_place_kept(void **state)
     if (cs_proc_wait_listening(&f->proc, WAIT_MS) != 0)
         fail_msg("not listening:\n%s", f->proc.log);
     feed(f, fifo, 1, 2);
-    wait_object(f, 2);
+    wait_sig(f, 2);
     /* Ledger 2's signatures, signed by the trusted key, at ledger 3's .sig before the ring has 3. */
     char key[128], path2[PATHLEN], path3[PATHLEN];
     cs_lakee2e_key(2, key, sizeof key);
@@ -428,15 +450,16 @@ static void sig_in_place_kept(void **state)
     assert_memory_equal(kept, two, len);
     free(kept);
     free(two);
-    assert_true(object_exists(f, 3) && sig_exists(f, 4));
-    /* The counters follow the files a moment later: looked at until they do, for WAIT_MS. */
-    metric_want w = {f, "corestreamd_lake_export_objects_total ", 4};
+    /* The counters follow the files a moment later, and a .sig its object: looked at until they
+     * do, for WAIT_MS. */
+    metric_want w = {f, "corestreamd_lake_export_signatures_total ", 3, false};
     if (cs_wait_until(metric_is, &w, WAIT_MS) != 0)
-        fail_msg("objects_total did not reach 4");
+        fail_msg("signatures_total did not reach 3");
+    assert_true(object_exists(f, 3) && sig_exists(f, 4));
     char body[65536];
     assert_int_equal(cs_http_get("127.0.0.1", f->proc.port, "/metrics", WAIT_MS, body, sizeof body, NULL, 0), 200);
     assert_int_equal(metric(body, "corestreamd_lake_export_errors_total{kind=\"conflict\"} "), 1);
-    assert_int_equal(metric(body, "corestreamd_lake_export_signatures_total "), 3);
+    assert_int_equal(metric(body, "corestreamd_lake_export_objects_total "), 4);
     stop_run(f);
     /* A reader holding the key refuses the lake at ledger 3: its .sig is another ledger's. */
     cs_proc b = {0};

@@ -1,11 +1,12 @@
-/* The lake exporter's signature objects (docs/LAKE.md "Signatures", "Export to a directory"): a
- * signed batch's <key>.sig (cs_lake_sig_build's bytes) is written beside its object, before it,
- * with the object's guarantees (temporary file, flush, no-replace link; never rewritten: other
- * bytes in place are an ERROR naming the key, kept); an unsigned batch has none; a failed write is
- * retried and the object waits for its .sig; an export stopped between the two writes leaves a
- * .sig without its object, never the other way round, and the next one writes the object beside
- * it; and at resume, objects a previous run left without their .sig get theirs while the ring has
- * them. On a ring of the test's own whose records carry stand-in SIG messages (lakeexportfx.h):
+/* The lake exporter's signature objects (docs/LAKE.md "Signatures in an export"): a signed
+ * batch's <key>.sig (cs_lake_sig_build's bytes) is written beside its object, right after it, with
+ * the object's guarantees (temporary file, flush, no-replace link; never rewritten: other bytes in
+ * place are an ERROR naming the key, kept); an unsigned batch has none; a failed .sig is retried
+ * without the object written again, and the next batch waits for it; so the first name a listing
+ * gives that the Go SDK takes for a ledger file is always an object's, never a .sig's; an export
+ * stopped between the two writes leaves the newest object without its .sig, and the next start
+ * gives it its .sig, as it does to any object a previous run left without one while the ring has
+ * the signatures. On a ring of the test's own whose records carry stand-in SIG messages (lakeexportfx.h):
  * the exporter copies them, nothing here verifies them (test_lake_export_e2e does, with real
  * keys). */
 #include <stdarg.h>
@@ -14,6 +15,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <dirent.h>
+#include <regex.h>
 #include <unistd.h>
 
 #include "common/thread.h"
@@ -74,6 +77,39 @@ static void remove_sig(fixture *f, uint32_t seq)
     assert_int_equal(unlink(sig_path(f, one(seq), path, sizeof path)), 0);
 }
 
+static int byte_order(const struct dirent **a, const struct dirent **b)
+{
+    return strcmp((*a)->d_name, (*b)->d_name);
+}
+
+/* The first name of the (first) partition directory, in the order an object store lists keys, that
+ * the Go SDK takes for a ledger file (its ledgerFilenameRe): the name it learns the objects'
+ * extension from (GetLedgerFileExtension: the last one). "" when there is none. */
+static void first_ledger_name(const fixture *f, char *out, size_t len)
+{
+    char dir[PATHLEN];
+    regex_t re;
+    assert_int_equal(regcomp(&re, "^[0-9A-F]{8}--[0-9]+(-[0-9]+)?\\.xdr\\.[A-Za-z0-9._-]+$", REG_EXTENDED | REG_NOSUB),
+                     0);
+    struct dirent **names = NULL;
+    int n = scandir(path_of(f, "ledgers/FFFFFFFF--0-63999", dir, sizeof dir), &names, NULL, byte_order);
+    snprintf(out, len, "%s", "");
+    for (int i = 0; i < n; i++) {
+        if (!*out && regexec(&re, names[i]->d_name, 0, NULL, 0) == 0)
+            snprintf(out, len, "%s", names[i]->d_name);
+        free(names[i]);
+    }
+    free(names);
+    regfree(&re);
+}
+
+static void expect_first_ledger_name(const fixture *f, const char *want)
+{
+    char name[256];
+    first_ledger_name(f, name, sizeof name);
+    assert_string_equal(name, want);
+}
+
 typedef struct sigs_want {
     fixture *f;
     uint64_t signatures;
@@ -104,6 +140,7 @@ static void test_sigs_beside_objects(void **state)
     for (uint32_t s = 1; s <= 5; s++)
         s == 4 ? put(f, s) : put_signed(f, s);
     wait_for(f, 5, 0, 0, 0);
+    wait_sigs(f, 4); /* the last .sig follows its object */
     uint64_t bytes = 0;
     for (uint32_t s = 1; s <= 5; s++) {
         size_t olen, slen = 0;
@@ -129,38 +166,53 @@ static void test_sigs_beside_objects(void **state)
     assert_int_equal(cs_logcap_count("level=WARN"), 0);
 }
 
-/* The .sig goes first: while the object's writes fail, the .sig is in place and the object is
- * not; an exporter stopped then (a crash between the two writes) leaves exactly that, and the
- * next one keeps the .sig (the same bytes: DEBUG) and writes the object. */
-static void test_sig_before_object(void **state)
+/* The object first, then its .sig: while an object cannot be written, neither is its .sig;
+ * while a .sig cannot be written, its object is in place and stays as it was, and the first name
+ * the SDK would take for a ledger file is the newest object's (a .sig written first would be that
+ * name: the SDK would then look for .xdr.sig objects). An exporter stopped then (a crash between
+ * the two writes) leaves the newest object without its .sig; the next start gives it its .sig. */
+static void test_object_before_sig(void **state)
 {
     fixture *f = *state;
     open_ring(f);
     cs_fault_arm(CS_FAULT_WRITE, ".xdr.zst.tmp", EIO, -1);
     start(f);
     put_signed(f, 1);
-    wait_for(f, 0, 2, 0, 0); /* at least one retry: the .sig is not written again */
-    expect_sig(f, one(1));
+    wait_for(f, 0, 2, 0, 0);
     expect_absent(f, one(1));
-    assert_int_equal(stats(f).signatures, 1);
-    stop(f);
+    assert_false(sig_exists(f, one(1)));
+    expect_first_ledger_name(f, "");
+    cs_fault_disarm();
+    wait_sigs(f, 1);
+    expect_first_ledger_name(f, "FFFFFFFE--1.xdr.zst");
+    cs_fault_arm(CS_FAULT_WRITE, ".sig.tmp", EIO, -1);
+    uint64_t failures = stats(f).io_errors;
+    put_signed(f, 2);
+    wait_for(f, 2, failures + 2, 0, 0); /* the object, then at least two failed .sig writes */
+    expect_object(f, one(2));
+    assert_false(sig_exists(f, one(2)));
+    expect_first_ledger_name(f, "FFFFFFFD--2.xdr.zst");
     struct stat before, after;
-    stat_sig(f, 1, &before);
+    stat_of(f, 2, &before);
+    stop(f);
+    stat_of(f, 2, &after);
+    expect_same_file(&before, &after); /* the retries did not write it again */
+    assert_int_equal(count_tmp(f->lake), 0);
     cs_fault_disarm();
     start(f);
-    wait_for(f, 1, 0, 0, 0);
-    expect_object(f, one(1));
-    stat_sig(f, 1, &after);
+    wait_sigs(f, 1);
+    expect_sig(f, one(2));
+    stat_of(f, 2, &after);
     expect_same_file(&before, &after);
-    assert_int_equal(stats(f).signatures, 0);
-    assert_int_equal(cs_logcap_count("msg=\"lake export: the object in place is the ring's batch already\""), 1);
-    assert_int_equal(cs_logcap_count("FFFFFFFE--1.xdr.zst.sig\n"), 1);
+    expect_first_ledger_name(f, "FFFFFFFD--2.xdr.zst");
+    assert_int_equal(cs_logcap_count("msg=\"lake export: signatures written beside objects that had none\""), 1);
+    assert_int_equal(cs_logcap_count(" first=2 last=2 signatures=1"), 1);
     assert_int_equal(cs_logcap_count("level=ERROR"), 0);
-    assert_int_equal(count_tmp(f->lake), 0);
+    assert_int_equal(stats(f).objects, 0);
 }
 
 /* A .sig that cannot be written is retried like an object (one WARN naming it, INFO when it works),
- * and its object waits for it. */
+ * and the next batch waits for it. */
 static void test_sig_io_errors_retried(void **state)
 {
     fixture *f = *state;
@@ -168,22 +220,27 @@ static void test_sig_io_errors_retried(void **state)
     cs_fault_arm(CS_FAULT_WRITE, ".sig.tmp", ENOSPC, -1);
     start(f);
     put_signed(f, 1);
-    wait_for(f, 0, 3, 0, 0);
-    expect_absent(f, one(1));
-    assert_false(sig_exists(f, one(1)));
-    cs_fault_disarm();
+    put_signed(f, 2);
     wait_for(f, 1, 3, 0, 0);
-    expect_sig(f, one(1));
     expect_object(f, one(1));
+    assert_false(sig_exists(f, one(1)));
+    expect_absent(f, one(2));
+    cs_fault_disarm();
+    wait_for(f, 2, 3, 0, 0);
+    wait_sigs(f, 2);
+    expect_sig(f, one(1));
+    expect_sig(f, one(2));
+    expect_object(f, one(2));
     assert_int_equal(cs_logcap_count("msg=\"lake export failed; retrying\""), 1);
     assert_int_equal(cs_logcap_count("FFFFFFFE--1.xdr.zst.sig\\\": No space left on device\""), 1);
     wait_logged("msg=\"lake export recovered\"", 1);
+    assert_int_equal(stats(f).objects, 2);
     assert_int_equal(count_tmp(f->lake), 0);
 }
 
 /* A .sig in place is never rewritten: exactly the ring's bytes pass quietly (DEBUG); other bytes
- * (another key's signatures) are an ERROR naming the .sig's key, counted, kept, and the object is
- * written beside it all the same. */
+ * (another key's signatures) are an ERROR naming the .sig's key, counted, kept; the object is
+ * written all the same. */
 static void test_sig_in_place_kept(void **state)
 {
     fixture *f = *state;
@@ -206,6 +263,7 @@ static void test_sig_in_place_kept(void **state)
     put_signed(f, 4);
     put_signed(f, 5);
     wait_for(f, 5, 0, 0, 1);
+    wait_sigs(f, 3);
     expect_file(p3, other, n + 2u);
     expect_sig(f, one(4));
     expect_sig(f, one(5));
@@ -271,6 +329,7 @@ static void test_resume_gives_missing_sigs(void **state)
     start(f);
     put_signed(f, 8);
     wait_for(f, 1, 0, 0, 0);
+    wait_sigs(f, 1);
     expect_sig(f, one(8));
     assert_int_equal(cs_logcap_count("msg=\"lake export: signatures written beside objects that had none\""), 2);
     assert_int_equal(cs_logcap_count("level=ERROR"), 0);
@@ -282,7 +341,7 @@ int main(void)
     cs_thread_set_background_nice(0);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_sigs_beside_objects, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_sig_before_object, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_object_before_sig, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sig_io_errors_retried, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sig_in_place_kept, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resume_gives_missing_sigs, setup, teardown),

@@ -34,7 +34,7 @@ struct cs_lake_export {
     /* The thread's own. */
     bool settled, looked;
     uint64_t next;      /* the first ledger of the next batch to export; 0: from the ring's oldest */
-    bool sig_settled;   /* the .sig of the batch at next is written, found, or not to be had */
+    bool obj_done;      /* the object of the batch at next is in place: its .sig comes next */
     back_phase back;    /* signatures a previous run left out (resume): see "signatures left out" */
     cs_lake_batch back_at, back_low, back_top;
     bool back_found;    /* back_low is set: the lowest batch found without its .sig */
@@ -118,7 +118,7 @@ static uint64_t first_whole_from(const cs_lake_layout *l, uint64_t seq)
 static void pass_over(cs_lake_export *x, uint64_t to)
 {
     x->next = to;
-    x->sig_settled = false;
+    x->obj_done = false;
     if (to > 0)
         atomic_store(&x->done_end, (uint32_t)(to - 1));
 }
@@ -216,35 +216,41 @@ static int put_sig(cs_lake_export *x, cs_lake_batch b, cs_err *err)
     return rc;
 }
 
-/* The .sig goes first: a reader that finds an object finds its signatures, and a crash between
- * the two leaves a .sig without its object, which the resume puts again (SAME) before the object.
- * A batch the ring has no signatures for has no .sig. */
+/* The object first, then its .sig (docs/LAKE.md "Signatures in an export"): the Go SDK learns
+ * the objects' extension from the first name a listing gives that looks like a ledger file, which
+ * is the newest batch's, and a <key>.sig looks like one; written after its object it sorts after
+ * it. A stop or crash between the two leaves the newest object without its .sig, which the next
+ * start's look gives it. The .sig follows whatever object is in place (another writer's too: a
+ * reader holding the key then refuses that object); a batch the ring has no signatures for has
+ * none. A failed .sig is retried without writing the object again. */
 static step export_batch(cs_lake_export *x, cs_lake_batch b)
 {
     cs_err err = {0};
-    if (!x->sig_settled && put_sig(x, b, &err) < 0)
-        return failed(x, &err);
-    x->sig_settled = true;
-    uint8_t *obj = NULL;
-    size_t len = 0;
-    if (cs_lake_object_build(x->cfg.ring, b, x->cfg.level, &obj, &len, NULL, &err) != 0)
-        return err.kind == CS_LAKE_OBJ_ERR_NOT_AVAILABLE ? not_available(x, b, &err) : failed(x, &err);
-    cs_lake_put_outcome outcome;
-    char why[256];
-    int rc = x->store->ops->put(x->store, b, obj, len, &outcome, why, sizeof why, &err);
-    free(obj);
-    if (rc != 0)
+    if (!x->obj_done) {
+        uint8_t *obj = NULL;
+        size_t len = 0;
+        if (cs_lake_object_build(x->cfg.ring, b, x->cfg.level, &obj, &len, NULL, &err) != 0)
+            return err.kind == CS_LAKE_OBJ_ERR_NOT_AVAILABLE ? not_available(x, b, &err) : failed(x, &err);
+        cs_lake_put_outcome outcome;
+        char why[256];
+        int rc = x->store->ops->put(x->store, b, obj, len, &outcome, why, sizeof why, &err);
+        free(obj);
+        if (rc != 0)
+            return failed(x, &err);
+        note_put(x, b, "", len, outcome, why);
+        x->obj_done = true;
+    }
+    if (put_sig(x, b, &err) < 0)
         return failed(x, &err);
     succeeded(x);
-    note_put(x, b, "", len, outcome, why);
     pass_over(x, (uint64_t)b.end + 1);
     return STEP_PROGRESS;
 }
 
 /* ---- signatures left out ----------------------------------------------------------------- */
 
-/* At resume, objects a previous run left without their .sig (a corestreamd that wrote none, a
- * .sig removed) are given theirs while the ring has them: from the newest object down, the look
+/* At resume, objects a previous run left without their .sig (a stop between an object and its
+ * .sig, a corestreamd that wrote none, a .sig removed) are given theirs while the ring has them: from the newest object down, the look
  * goes on while a batch has no .sig and the ring has its signatures, then the .sig objects are
  * written from the lowest found up to the newest. Upwards, so that a stop half-way leaves the
  * newest still without, and the next resume looks again. New batches wait until it is done. */

@@ -13,12 +13,12 @@
  * (the store's put): other content there is an ERROR naming the key, counted, and kept.
  *
  * Signed batches (every ledger's record carries its SIG: a --signing-key core) get their
- * signature object <key>.sig (cs_lake_sig_build) beside the object, written first, with the
- * same guarantees (the store's put_sig: never replaced; other bytes an ERROR naming <key>.sig),
- * so a reader that finds an object finds its signatures, and a stop or crash between the two
- * writes leaves a .sig without its object, which the next start keeps (the same bytes) before it
- * writes the object. A batch with an unsigned ledger has no .sig. At resume, the objects a
- * previous run left without their .sig (a corestreamd that wrote none; one removed) get theirs
+ * signature object <key>.sig (cs_lake_sig_build) beside the object, written right after it, with
+ * the same guarantees (the store's put_sig: never replaced; other bytes an ERROR naming
+ * <key>.sig). After, so that the first name a listing gives that looks like a ledger file (the
+ * newest batch's: how the Go SDK learns the objects' extension) is always an object's. A batch
+ * with an unsigned ledger has no .sig. At resume, the objects a previous run left without their
+ * .sig (a stop between the two writes; a corestreamd that wrote none; one removed) get theirs
  * while the ring has the signatures: from the newest object down while a .sig is missing and the
  * ring signs the batch, then written from the lowest found up (so a stop half-way leaves the
  * newest without, looked at again by the next start); new batches wait until then.
