@@ -4,7 +4,11 @@
  * Galexie's object once decompressed; a synthetic run stopped by SIGTERM and started again leaves
  * every object it wrote as it was (inode, mtime) and misses none; an object another writer put at
  * a key ahead of the export (through `--source pipe`, whose ledgers the test writes one by one)
- * is kept, with an ERROR naming its key, and counted on /metrics. */
+ * is kept, with an ERROR naming its key, and counted on /metrics. A signing run (--signing-key,
+ * keys made by the openssl CLI, support/certs.h) writes each ledger's <key>.sig beside its
+ * object, and benchrunner --mode lake --trusted-keys verifies the directory with them (and refuses
+ * another key); a different .sig already at a key (another ledger's, as from a mirror mixed up) is
+ * kept, with the ERROR naming that .sig's key, and the reader with the trusted key refuses it. */
 #include <stdarg.h>
 #include <setjmp.h>
 #include <stdbool.h>
@@ -26,6 +30,7 @@
 
 #include <zstd.h>
 
+#include "support/certs.h"
 #include "support/files.h"
 #include "support/lakee2e.h"
 #include "support/metabuild.h"
@@ -36,6 +41,9 @@
 #ifndef CS_REALMETA_DIR
 #error "CS_REALMETA_DIR must name ../shared/realmeta"
 #endif
+#ifndef BENCHRUNNER_BIN
+#error "BENCHRUNNER_BIN must name the benchrunner binary"
+#endif
 
 #define STOP_MS 20000
 #define PUBNET "Public Global Stellar Network ; September 2015"
@@ -43,6 +51,21 @@
 #define PATHLEN (PATH_MAX + 200)
 
 typedef cs_ringfx fixture;
+
+static cs_certs certs; /* the signing keys, for the group */
+
+static int group_setup(void **state)
+{
+    (void)state;
+    return cs_certs_make(&certs);
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    cs_certs_remove(&certs);
+    return 0;
+}
 
 static int setup(void **state)
 {
@@ -189,6 +212,23 @@ static long metric(const char *body, const char *name)
     return strtol(p + strlen(name), NULL, 10);
 }
 
+typedef struct metric_want {
+    fixture *f;
+    const char *name;
+    long value;
+    bool at_least; /* value or more; else exactly value */
+} metric_want;
+
+static bool metric_is(void *arg)
+{
+    metric_want *w = arg;
+    char body[65536];
+    if (cs_http_get("127.0.0.1", w->f->proc.port, "/metrics", WAIT_MS, body, sizeof body, NULL, 0) != 200)
+        return false;
+    long v = metric(body, w->name);
+    return w->at_least ? v >= w->value : v == w->value;
+}
+
 static void start_synthetic(fixture *f, const char *lake)
 {
     /* The background threads (the exporter among them) at the daemon's own priority, as the ring
@@ -214,9 +254,12 @@ static void restart_writes_nothing_twice(void **state)
     lake_path(f, "", lake, sizeof lake);
     start_synthetic(f, lake);
     wait_object(f, 10);
+    /* The counter follows the files a moment later: looked at until it does, for WAIT_MS. */
+    metric_want w = {f, "corestreamd_lake_export_objects_total ", 10, true};
+    if (cs_wait_until(metric_is, &w, WAIT_MS) != 0)
+        fail_msg("objects_total did not reach 10");
     char body[65536];
     assert_int_equal(cs_http_get("127.0.0.1", f->proc.port, "/metrics", WAIT_MS, body, sizeof body, NULL, 0), 200);
-    assert_true(metric(body, "corestreamd_lake_export_objects_total ") >= 10);
     assert_true(metric(body, "corestreamd_lake_export_bytes_total ") > 0);
     assert_int_equal(metric(body, "corestreamd_lake_export_errors_total{kind=\"conflict\"} "), 0);
     assert_int_equal(metric(body, "corestreamd_lake_export_lost_total "), 0);
@@ -292,11 +335,138 @@ static void object_in_place_kept(void **state)
     assert_int_equal(len, zlen);
     assert_memory_equal(kept, z, zlen);
     free(kept);
+    /* The counters follow the files a moment later: looked at until they do, for WAIT_MS. */
+    metric_want w = {f, "corestreamd_lake_export_objects_total ", 3, false};
+    if (cs_wait_until(metric_is, &w, WAIT_MS) != 0)
+        fail_msg("objects_total did not reach 3");
     char body[65536];
     assert_int_equal(cs_http_get("127.0.0.1", f->proc.port, "/metrics", WAIT_MS, body, sizeof body, NULL, 0), 200);
     assert_int_equal(metric(body, "corestreamd_lake_export_errors_total{kind=\"conflict\"} "), 1);
-    assert_int_equal(metric(body, "corestreamd_lake_export_objects_total "), 3);
     stop_run(f);
+}
+
+/* ---- signed runs: the .sig objects ---- */
+
+static bool sig_exists(const fixture *f, uint32_t seq)
+{
+    char key[128], path[PATHLEN];
+    struct stat st;
+    cs_lakee2e_key(seq, key, sizeof key);
+    strcat(key, ".sig");
+    return stat(lake_path(f, key, path, sizeof path), &st) == 0;
+}
+
+static bool sig_pred(void *arg)
+{
+    exists_arg *a = arg;
+    return sig_exists(a->f, a->seq);
+}
+
+/* A .sig follows its object: waited for as objects are. */
+static void wait_sig(fixture *f, uint32_t seq)
+{
+    exists_arg a = {f, seq};
+    if (cs_wait_until(sig_pred, &a, WAIT_MS) != 0) {
+        cs_proc_drain(&f->proc);
+        fail_msg("no .sig for ledger %" PRIu32 ":\n%s", seq, f->proc.log);
+    }
+}
+
+/* benchrunner --mode lake over the lake directory, ledgers 1..end, checking them with the public
+ * keys in pub: its exit status; its output in p (freed by the caller). */
+static int bench_verify(const fixture *f, uint32_t end, const char *pub, cs_proc *p)
+{
+    char lake[PATHLEN], last[16];
+    lake_path(f, "", lake, sizeof lake);
+    snprintf(last, sizeof last, "%" PRIu32, end);
+    char *const argv[] = {BENCHRUNNER_BIN, "--mode", "lake", "--url", lake, "--start", "1", "--end", last,
+                          "--quiet", "--trusted-keys", (char *)pub, NULL};
+    assert_int_equal(cs_proc_start(p, argv), 0);
+    return cs_proc_wait_exit(p, WAIT_MS);
+}
+
+static void signed_export_verifies(void **state)
+{
+    fixture *f = *state;
+    char lake[PATHLEN];
+    lake_path(f, "", lake, sizeof lake);
+    const char *const args[] = {"--source", "synthetic", "--synthetic-size", "4096", "--synthetic-interval", "20ms",
+                                "--synthetic-count", "8", "--background-nice", "0", "--network-passphrase", TESTNET,
+                                "--lake-dir", lake, "--signing-key", certs.sign_key, NULL};
+    cs_ringfx_run_to_exit(f, CORESTREAMD_BIN, args, WAIT_MS);
+    for (uint32_t seq = 1; seq <= 8; seq++)
+        if (!object_exists(f, seq) || !sig_exists(f, seq))
+            fail_msg("ledger %" PRIu32 ": no object or no .sig:\n%s", seq, f->proc.log);
+    assert_int_equal(cs_proc_log_count(&f->proc, "level=ERROR"), 0);
+    cs_proc b = {0};
+    int st = bench_verify(f, 8, certs.sign_pub, &b);
+    if (st != 0 || !strstr(b.log, "ledgers      8 (1..8)"))
+        fail_msg("benchrunner --trusted-keys: status %d\n%s", st, b.log);
+    cs_proc_free(&b);
+    st = bench_verify(f, 8, certs.other_sign_pub, &b);
+    if (st != 1 || !strstr(b.log, "lake: signature: ledger 1: signed by ") ||
+        !strstr(b.log, "which is not a trusted key"))
+        fail_msg("benchrunner with another key: status %d\n%s", st, b.log);
+    cs_proc_free(&b);
+}
+
+static void sig_in_place_kept(void **state)
+{
+    fixture *f = *state;
+    char fifo[PATHLEN], lake[PATHLEN];
+    snprintf(fifo, sizeof fifo, "%s/meta.fifo", f->dir.path);
+    lake_path(f, "", lake, sizeof lake);
+    const char *const args[] = {"--source", "pipe", "--pipe-path", fifo, "--background-nice", "0",
+                                "--network-passphrase", TESTNET, "--lake-dir", lake, "--signing-key", certs.sign_key,
+                                NULL};
+    cs_ringfx_start(f, NULL, CORESTREAMD_BIN, args);
+    if (cs_proc_wait_listening(&f->proc, WAIT_MS) != 0)
+        fail_msg("not listening:\n%s", f->proc.log);
+    feed(f, fifo, 1, 2);
+    wait_sig(f, 2);
+    /* Ledger 2's signatures, signed by the trusted key, at ledger 3's .sig before the ring has 3. */
+    char key[128], path2[PATHLEN], path3[PATHLEN];
+    cs_lakee2e_key(2, key, sizeof key);
+    strcat(key, ".sig");
+    size_t len;
+    uint8_t *two = cs_slurp(lake_path(f, key, path2, sizeof path2), &len);
+    assert_non_null(two);
+    cs_lakee2e_key(3, key, sizeof key);
+    strcat(key, ".sig");
+    write_file(lake_path(f, key, path3, sizeof path3), two, len);
+    feed(f, fifo, 3, 4);
+    wait_line(f, "level=ERROR msg=\"lake export: an object in place differs from the ring's batch; it is kept\"");
+    char line[2048];
+    cs_proc_line(&f->proc, line, sizeof line);
+    if (!strstr(line, " key=FFFFFFFF--0-63999/FFFFFFFC--3.xdr.zst.sig ") ||
+        !strstr(line, "/lake/ledgers/FFFFFFFF--0-63999/FFFFFFFC--3.xdr.zst.sig ") ||
+        !strstr(line, " problem=\"its bytes differ from the ring's signatures of batch 3-3\""))
+        fail_msg("line: %s", line);
+    wait_object(f, 4);
+    size_t klen;
+    uint8_t *kept = cs_slurp(path3, &klen);
+    assert_non_null(kept);
+    assert_int_equal(klen, len);
+    assert_memory_equal(kept, two, len);
+    free(kept);
+    free(two);
+    /* The counters follow the files a moment later, and a .sig its object: looked at until they
+     * do, for WAIT_MS. */
+    metric_want w = {f, "corestreamd_lake_export_signatures_total ", 3, false};
+    if (cs_wait_until(metric_is, &w, WAIT_MS) != 0)
+        fail_msg("signatures_total did not reach 3");
+    assert_true(object_exists(f, 3) && sig_exists(f, 4));
+    char body[65536];
+    assert_int_equal(cs_http_get("127.0.0.1", f->proc.port, "/metrics", WAIT_MS, body, sizeof body, NULL, 0), 200);
+    assert_int_equal(metric(body, "corestreamd_lake_export_errors_total{kind=\"conflict\"} "), 1);
+    assert_int_equal(metric(body, "corestreamd_lake_export_objects_total "), 4);
+    stop_run(f);
+    /* A reader holding the key refuses the lake at ledger 3: its .sig is another ledger's. */
+    cs_proc b = {0};
+    int st = bench_verify(f, 4, certs.sign_pub, &b);
+    if (st != 1 || !strstr(b.log, "benchrunner: lake: signature: ledger 3: bytes differ from the signed SHA-256\n"))
+        fail_msg("benchrunner: status %d\n%s", st, b.log);
+    cs_proc_free(&b);
 }
 
 int main(void)
@@ -305,6 +475,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(galexie_object_exported, setup, teardown),
         cmocka_unit_test_setup_teardown(restart_writes_nothing_twice, setup, teardown),
         cmocka_unit_test_setup_teardown(object_in_place_kept, setup, teardown),
+        cmocka_unit_test_setup_teardown(signed_export_verifies, setup, teardown),
+        cmocka_unit_test_setup_teardown(sig_in_place_kept, setup, teardown),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

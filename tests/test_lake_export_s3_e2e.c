@@ -5,7 +5,11 @@
  * started again it resumes after the newest object (found by HEADs, without a listing) and
  * rewrites none (s3rver keeps each object as a file: its inode and mtime stay) and misses none;
  * an object another writer put at a key ahead of the export is kept, with an ERROR naming its
- * key; a bucket prefix holding another network's config.json fails the start. */
+ * key; a bucket prefix holding another network's config.json fails the start. A signing run
+ * (--signing-key, keys made by the openssl CLI, support/certs.h) into the bucket's root puts each
+ * ledger's <key>.sig beside its object, and benchrunner --mode lake --trusted-keys, reading the
+ * bucket over HTTP as a lake (s3rver answers anonymous GETs), verifies them; a different .sig
+ * already at a key is kept, with the ERROR naming that .sig's key, and refused by the reader. */
 #include <stdarg.h>
 #include <setjmp.h>
 #include <stdbool.h>
@@ -25,6 +29,7 @@
 #include <zstd.h>
 
 #include "corestreamd/lake/lakes3.h"
+#include "support/certs.h"
 #include "support/lakee2e.h"
 #include "support/ringfixture.h"
 #include "support/s3rver.h"
@@ -32,6 +37,9 @@
 
 #ifndef CS_S3RVER
 #error "CS_S3RVER must name the s3rver program"
+#endif
+#ifndef BENCHRUNNER_BIN
+#error "BENCHRUNNER_BIN must name the benchrunner binary"
 #endif
 
 #define STOP_MS 20000
@@ -42,7 +50,8 @@ typedef struct fixture {
     cs_ringfx *rf;
     cs_proc s3;
     char s3dir[PATHLEN];
-    cs_s3 *bucket; /* s3://lake/pubnet, the test's own client */
+    char endpoint[64]; /* s3rver's http://127.0.0.1:<port> */
+    cs_s3 *bucket;     /* s3://lake/pubnet, the test's own client */
 } fixture;
 
 static int teardown(void **state)
@@ -68,10 +77,9 @@ static int setup(void **state)
     f->rf = rf;
     *state = f;
     /* The daemon inherits the environment: its client finds s3rver and its account as the test's. */
-    char endpoint[64];
     snprintf(f->s3dir, sizeof f->s3dir, "%s/s3", f->rf->dir.path);
     cs_err err = {0};
-    if (cs_s3rver_start(&f->s3, CS_S3RVER, f->s3dir, "lake", endpoint, sizeof endpoint) != 0 ||
+    if (cs_s3rver_start(&f->s3, CS_S3RVER, f->s3dir, "lake", f->endpoint, sizeof f->endpoint) != 0 ||
         cs_s3_open(&f->bucket, "s3://lake/pubnet", &err) != 0) {
         fprintf(stderr, "%s\n", err.msg);
         teardown(state);
@@ -250,12 +258,92 @@ static void another_lakes_config_fails_the_start(void **state)
     assert_false(object_exists(f, 1));
 }
 
+/* ---- a signing run: the .sig objects ---- */
+
+static cs_certs certs; /* the signing keys, for the group */
+
+static int group_setup(void **state)
+{
+    (void)state;
+    return cs_certs_make(&certs);
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    cs_certs_remove(&certs);
+    return 0;
+}
+
+/* benchrunner --mode lake over the bucket's root as a lake over HTTP (config.json at
+ * <endpoint>/lake/config.json, ledgersPath /lake/ledgers: the bucket "lake", key ledgers/…),
+ * ledgers 1..end checked with the public keys in pub: its exit status, its output in p. */
+static int bench_verify(fixture *f, uint32_t end, const char *pub, cs_proc *p)
+{
+    char url[128], last[16];
+    snprintf(url, sizeof url, "%s/lake", f->endpoint);
+    snprintf(last, sizeof last, "%" PRIu32, end);
+    char *const argv[] = {BENCHRUNNER_BIN, "--mode", "lake", "--url", url, "--start", "1", "--end", last,
+                          "--quiet", "--trusted-keys", (char *)pub, NULL};
+    assert_int_equal(cs_proc_start(p, argv), 0);
+    return cs_proc_wait_exit(p, WAIT_MS);
+}
+
+static void signed_export_verifies(void **state)
+{
+    fixture *f = *state;
+    /* Not ledger 5's signatures, at its .sig key before the daemon starts. */
+    static const char other[] = "not ledger 5's signatures";
+    char key[128];
+    cs_lakee2e_key(5, key, sizeof key);
+    strcat(key, ".sig");
+    cs_err err = {0};
+    cs_s3 *root = NULL; /* s3://lake, the bucket's root */
+    if (cs_s3_open(&root, "s3://lake", &err) != 0 ||
+        cs_s3_put(root, key, other, sizeof other, "application/octet-stream", &err) != 0)
+        fail_msg("PUT: %s", err.msg);
+    cs_s3_free(f->bucket);
+    f->bucket = root; /* what get() reads from now on */
+    const char *const args[] = {"--source", "synthetic", "--synthetic-size", "4096", "--synthetic-interval", "20ms",
+                                "--synthetic-count", "8", "--background-nice", "0", "--network-passphrase", TESTNET,
+                                "--lake-url", "s3://lake", "--signing-key", certs.sign_key, NULL};
+    cs_ringfx_run_to_exit(f->rf, CORESTREAMD_BIN, args, WAIT_MS);
+    cs_ringfx_wait_line(f->rf, "level=ERROR msg=\"lake export: an object in place differs from the ring's batch; it is kept\"",
+                        WAIT_MS);
+    char line[2048];
+    cs_proc_line(&f->rf->proc, line, sizeof line);
+    if (!strstr(line, " key=FFFFFFFF--0-63999/FFFFFFFA--5.xdr.zst.sig ") ||
+        !strstr(line, " path=s3://lake/ledgers/FFFFFFFF--0-63999/FFFFFFFA--5.xdr.zst.sig ") ||
+        !strstr(line, " problem=\"its bytes differ from the ring's signatures of batch 5-5\""))
+        fail_msg("line: %s", line);
+    assert_int_equal(cs_proc_log_count(&f->rf->proc, "level=ERROR"), 1);
+    size_t len;
+    uint8_t *kept = get(f, key, &len);
+    assert_int_equal(len, sizeof other);
+    assert_memory_equal(kept, other, len);
+    free(kept);
+    /* The bucket at the root is ledgers/<key> as s3rver serves it to anyone: a lake over HTTP. */
+    char objkey[128];
+    cs_lakee2e_key(8, objkey, sizeof objkey);
+    free(get(f, strcat(objkey, ".sig"), &len));
+    cs_proc b = {0};
+    int st = bench_verify(f, 4, certs.sign_pub, &b);
+    if (st != 0 || !strstr(b.log, "ledgers      4 (1..4)"))
+        fail_msg("benchrunner --trusted-keys: status %d\n%s", st, b.log);
+    cs_proc_free(&b);
+    st = bench_verify(f, 8, certs.sign_pub, &b);
+    if (st != 1 || !strstr(b.log, "/lake: ledger 5: its signature object is not one SIG\n"))
+        fail_msg("benchrunner over the kept .sig: status %d\n%s", st, b.log);
+    cs_proc_free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(restart_writes_nothing_twice, setup, teardown),
         cmocka_unit_test_setup_teardown(object_in_place_kept, setup, teardown),
         cmocka_unit_test_setup_teardown(another_lakes_config_fails_the_start, setup, teardown),
+        cmocka_unit_test_setup_teardown(signed_export_verifies, setup, teardown),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

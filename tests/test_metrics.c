@@ -238,10 +238,12 @@ static void test_lake_export_families(void **state)
     char *t = render_with_parts(NULL, NULL);
     assert_null(strstr(t, "corestreamd_lake_export_"));
     free(t);
-    cs_metrics_lake_export lake = {.objects = 12, .bytes = 3456, .io_errors = 3, .conflicts = 1, .lost = 7, .lag = 2};
+    cs_metrics_lake_export lake = {
+        .objects = 12, .signatures = 11, .bytes = 3456, .io_errors = 3, .conflicts = 1, .lost = 7, .lag = 2};
     t = render_with_parts(NULL, &lake);
     static const char *const want[] = {
         "# TYPE corestreamd_lake_export_objects_total counter\ncorestreamd_lake_export_objects_total 12\n",
+        "# TYPE corestreamd_lake_export_signatures_total counter\ncorestreamd_lake_export_signatures_total 11\n",
         "# TYPE corestreamd_lake_export_bytes_total counter\ncorestreamd_lake_export_bytes_total 3456\n",
         "# TYPE corestreamd_lake_export_lag_ledgers gauge\ncorestreamd_lake_export_lag_ledgers 2\n",
         "# TYPE corestreamd_lake_export_errors_total counter\ncorestreamd_lake_export_errors_total{kind=\"io\"} 3\n"

@@ -359,6 +359,7 @@ static void lake_export_stats(void *arg, cs_metrics_lake_export *out)
     cs_lake_export_stats st;
     cs_lake_export_stats_get(arg, &st);
     *out = (cs_metrics_lake_export){.objects = st.objects,
+                                    .signatures = st.signatures,
                                     .bytes = st.bytes,
                                     .io_errors = st.io_errors,
                                     .conflicts = st.conflicts,

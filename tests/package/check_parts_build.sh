@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # corestreamd without its optional parts (ctest `parts_off_build`): configures the tree with
 # -DCS_WITH_NATS=OFF -DCS_WITH_SYSTEMD=OFF -DCS_WITH_CAPTIVE=OFF where pkg-config refuses libnats,
-# libsystemd, libcurl and libcjson (as on a machine without their -dev packages), builds all it
-# configures (the programs, the library and its tests), and checks what a user sees: the configure
-# messages, no such library linked, no systemd unit, each left-out part refused by its flag with
-# an exact message and exit status 1, and a synthetic run that streams to its end.
+# libsystemd and libcurl (as on a machine without their -dev packages), builds all it configures
+# (the programs, the library and its tests), and checks what a user sees: the configure messages,
+# no such library linked, no systemd unit, each left-out part refused by its flag with an exact
+# message and exit status 1, and a synthetic run that streams to its end and exports its ring to a
+# --lake-dir (no optional part: the lake's config files are read with cJSON, a plain dependency).
 #   check_parts_build.sh SOURCE_DIR WORK_DIR
 set -euo pipefail
 src=$1 work=$2
@@ -13,10 +14,10 @@ rm -rf "$work"
 mkdir -p "$work/bin" "$work/data"
 cat >"$work/bin/pkg-config" <<WRAP
 #!/bin/sh
-# libnats, libsystemd, libcurl and libcjson do not exist here.
+# libnats, libsystemd and libcurl do not exist here.
 for a in "\$@"; do
   case \$a in
-    libnats|libsystemd|libcurl|libcjson) echo "pkg-config (no optional parts): no module \$a" >&2; exit 1 ;;
+    libnats|libsystemd|libcurl) echo "pkg-config (no optional parts): no module \$a" >&2; exit 1 ;;
   esac
 done
 exec "$real" "\$@"
@@ -36,7 +37,7 @@ cmake --build "$work/build" -j "$(nproc)" >"$work/build.log" 2>&1 ||
   { tail -40 "$work/build.log"; fail "the tree does not build without the optional parts"; }
 [[ ! -e $work/build/packaging/corestreamd.service ]] || fail "a systemd unit was made for a build without systemd"
 bin=$work/build/src/corestreamd/corestreamd
-if ldd "$bin" | grep -E 'libnats|libsystemd|libcurl|libcjson'; then
+if ldd "$bin" | grep -E 'libnats|libsystemd|libcurl'; then
   fail "corestreamd links a library of a part left out"
 fi
 
@@ -68,8 +69,13 @@ out=$("$work/build/src/benchrunner/benchrunner" --mode local --start 5 --core-co
 [[ $rc -ne 0 ]] && grep -qF -- "--mode local is not available: this benchrunner was configured with -DCS_WITH_CAPTIVE=OFF" <<<"$out" ||
   fail "benchrunner --mode local exited $rc: $out"
 
-# What is left works: a bounded synthetic run streams to its end and exits 0.
+# What is left works: a bounded synthetic run streams to its end, exports its ring to a lake
+# directory (the stop drains the export) and exits 0.
 out=$(env -u NOTIFY_SOCKET timeout 60 "$bin" --data-dir "$work/data" --listen 127.0.0.1:0 \
-  --synthetic-count 3 --synthetic-interval 20ms 2>&1) || fail "a synthetic run failed: $out"
+  --synthetic-count 3 --synthetic-interval 20ms --network-passphrase "Test SDF Network ; September 2015" \
+  --lake-dir "$work/lake" 2>&1) || fail "a synthetic run failed: $out"
 grep -q "msg=\"corestreamd stopped\"" <<<"$out" || fail "the synthetic run did not reach its end: $out"
-echo "PASS: corestreamd builds without NATS, systemd and captive, and refuses each by its flag"
+for f in config.json ledgers/.config.json ledgers/FFFFFFFF--0-63999/FFFFFFFC--3.xdr.zst; do
+  [[ -s $work/lake/$f ]] || fail "--lake-dir: no $f in $work/lake: $out"
+done
+echo "PASS: corestreamd builds without NATS, systemd and captive, refuses each by its flag, and exports to --lake-dir"

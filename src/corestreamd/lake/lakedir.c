@@ -133,9 +133,11 @@ static int check_config(const cs_lake_dir *d, int dirfd, const char *rel, const 
     else if (n >= 0 && !absent)
         cs_lake_config_agrees(text, (size_t)n, kind, d->passphrase, &d->layout, &why);
     int rc = 0;
-    if (n == -1) {
+    if (n == -1 || why.kind == CS_LAKE_CONF_ERR_MEMORY) {
         char what[64];
         snprintf(what, sizeof what, "read %s%s", rel, name);
+        if (why.kind == CS_LAKE_CONF_ERR_MEMORY)
+            errno = ENOMEM;
         rc = start_failed(d, err, what);
     } else if (why.msg[0]) {
         rc = cs_err_set(err, CS_LAKE_DIR_ERR_START,

@@ -4,13 +4,15 @@
  *   <dir>/config.json                          SEP-54's config (ledgersPath "/lake/ledgers")
  *   <dir>/ledgers/.config.json                 the Go SDK's manifest, at its datastore's root
  *   <dir>/ledgers/<partition>/<batch>.xdr.zst  each batch's object, at its key (lakekey.h)
+ *   <dir>/ledgers/<partition>/<batch>.xdr.zst.sig  a signed batch's signatures, beside it
  *
  * Every file is written to `.<name>.tmp` in its own directory (a name neither the SDK's ledger
  * file pattern nor a listing shows), flushed, then linked into place with renameat2's
  * RENAME_NOREPLACE (link and unlink where the file system has no such rename), and its directory
  * flushed; a directory made is flushed into its parent. So a reader never sees part of a file,
  * a crash leaves at most a temporary file (removed by the next open's settle), and nothing in
- * place is ever replaced: an object already at a key is compared instead (cs_lake_dir_put).
+ * place is ever replaced: an object (or .sig) already at a key is compared instead (cs_lake_dir_put,
+ * cs_lake_dir_put_sig).
  *
  * Threads: open, settle and close on one thread (the daemon's main thread), put on one thread at
  * a time (the exporter's), never concurrently with settle or close. */
@@ -76,6 +78,19 @@ int cs_lake_dir_settle(cs_lake_dir *d, cs_err *err);
  * changed. */
 int cs_lake_dir_put(cs_lake_dir *d, cs_lake_batch b, const uint8_t *obj, size_t len, cs_lake_put_outcome *outcome,
                     char *why, size_t why_len, cs_err *err);
+
+/* Writes batch b's signature object (len bytes of cs_lake_sig_build) beside its object, at
+ * <key>.sig, as cs_lake_dir_put writes an object (temporary file, flush, no-replace link, flush of
+ * the directory; its partition directory made when missing). When <key>.sig is taken, the file
+ * there is compared byte for byte and left as it is: SAME for exactly these bytes, else OTHER
+ * (why: `its bytes differ from the ring's signatures of batch A-B`, `it is not a regular file`).
+ * Errors as cs_lake_dir_put's, the path ending in .sig. */
+int cs_lake_dir_put_sig(cs_lake_dir *d, cs_lake_batch b, const uint8_t *sig, size_t len, cs_lake_put_outcome *outcome,
+                        char *why, size_t why_len, cs_err *err);
+
+/* Whether batch b's <key>.sig is in place (any kind of file): 1 yes, 0 no (nor its partition
+ * directory), -1 with CS_LAKE_DIR_ERR_IO (`lake: look for "<path>.sig": <strerror>`). */
+int cs_lake_dir_has_sig(cs_lake_dir *d, cs_lake_batch b, cs_err *err);
 
 /* The path of batch b's object, <dir>/ledgers/<key>, in buf[len] (for log lines). */
 void cs_lake_dir_object_path(const cs_lake_dir *d, cs_lake_batch b, char *buf, size_t len);

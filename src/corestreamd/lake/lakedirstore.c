@@ -33,6 +33,17 @@ static int dir_put(cs_lake_store *s, cs_lake_batch b, const uint8_t *obj, size_t
     return cs_lake_dir_put(((dir_store *)s)->d, b, obj, len, outcome, why, why_len, err);
 }
 
+static int dir_put_sig(cs_lake_store *s, cs_lake_batch b, const uint8_t *sig, size_t len, cs_lake_put_outcome *outcome,
+                       char *why, size_t why_len, cs_err *err)
+{
+    return cs_lake_dir_put_sig(((dir_store *)s)->d, b, sig, len, outcome, why, why_len, err);
+}
+
+static int dir_has_sig(cs_lake_store *s, cs_lake_batch b, cs_err *err)
+{
+    return cs_lake_dir_has_sig(((dir_store *)s)->d, b, err);
+}
+
 static void dir_object_name(const cs_lake_store *s, cs_lake_batch b, char *buf, size_t len)
 {
     cs_lake_dir_object_path(((const dir_store *)s)->d, b, buf, len);
@@ -54,6 +65,8 @@ static const cs_lake_store_ops dir_ops = {.kind = "dir",
                                           .newest_known = dir_newest_known,
                                           .settle = dir_settle,
                                           .put = dir_put,
+                                          .put_sig = dir_put_sig,
+                                          .has_sig = dir_has_sig,
                                           .object_name = dir_object_name,
                                           .name = dir_name,
                                           .close = dir_close};

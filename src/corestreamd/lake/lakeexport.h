@@ -12,6 +12,17 @@
  * fails stops the thread or the daemon. An object already at its key is never replaced
  * (the store's put): other content there is an ERROR naming the key, counted, and kept.
  *
+ * Signed batches (every ledger's record carries its SIG: a --signing-key core) get their
+ * signature object <key>.sig (cs_lake_sig_build) beside the object, written right after it, with
+ * the same guarantees (the store's put_sig: never replaced; other bytes an ERROR naming
+ * <key>.sig). After, so that the first name a listing gives that looks like a ledger file (the
+ * newest batch's: how the Go SDK learns the objects' extension) is always an object's. A batch
+ * with an unsigned ledger has no .sig. At resume, the objects a previous run left without their
+ * .sig (a stop between the two writes; a corestreamd that wrote none; one removed) get theirs
+ * while the ring has the signatures: from the newest object down while a .sig is missing and the
+ * ring signs the batch, then written from the lowest found up (so a stop half-way leaves the
+ * newest without, looked at again by the next start); new batches wait until then.
+ *
  * Log lines (docs/operations/logging.md, "The lake export"):
  *   INFO  `lake export starts` dir (or url) next newest ring_oldest ring_latest
  *   INFO  `lake export: ledgers before the ring's oldest are skipped; this ring cannot give them to
@@ -20,8 +31,9 @@
  *         are lost to the lake` first last
  *   WARN  `lake export: a batch is not wholly in the ring; it is lost to the lake` first last error
  *   ERROR `lake export: an object in place differs from the ring's batch; it is kept` key path
- *         problem
+ *         problem (key and path end in .sig for a signature object)
  *   DEBUG `lake export: the object in place is the ring's batch already` path
+ *   INFO  `lake export: signatures written beside objects that had none` first last signatures
  *   WARN  `lake export failed; retrying` error retry_in
  *   INFO  `lake export recovered` failures
  *
@@ -86,12 +98,13 @@ void cs_lake_export_stop(cs_lake_export *x, int64_t drain_ns);
  * export has passed (the end of the newest object it wrote or found, or of a batch it gave up as
  * lost), 0 when the export is at or ahead of the ring. */
 typedef struct cs_lake_export_stats {
-    uint64_t objects;   /* objects written */
-    uint64_t bytes;     /* their bytes */
-    uint64_t io_errors; /* attempts that met a failed system call (each was retried) */
-    uint64_t conflicts; /* keys that held other content, kept */
-    uint64_t lost;      /* ledgers lost to the lake: pruned before export, or in a hole of the ring */
-    uint64_t lag;       /* ledgers */
+    uint64_t objects;    /* objects written */
+    uint64_t signatures; /* signature objects (<key>.sig) written */
+    uint64_t bytes;      /* the bytes of both */
+    uint64_t io_errors;  /* attempts that met a failed system call (each was retried) */
+    uint64_t conflicts;  /* keys (objects' or .sig's) that held other content, kept */
+    uint64_t lost;       /* ledgers lost to the lake: pruned before export, or in a hole of the ring */
+    uint64_t lag;        /* ledgers */
 } cs_lake_export_stats;
 
 void cs_lake_export_stats_get(cs_lake_export *x, cs_lake_export_stats *out);

@@ -1,5 +1,5 @@
-/* A file published into the lake without ever replacing one, and an object put at its key, compared
- * with what holds the key already: see lakedir.h. */
+/* A file published into the lake without ever replacing one, and an object (or its signature
+ * object) put at its key, compared with what holds the key already: see lakedir.h. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -14,6 +14,7 @@
 
 #include "common/fdio.h"
 #include "corestreamd/lake/lakedir_internal.h"
+#include "corestreamd/lake/lakeobject.h" /* CS_LAKE_SIG_SUFFIX */
 
 /* An object in place larger than this is not compared (read whole): it is not one of ours. */
 #define OBJECT_MAX ((size_t)1 << 31)
@@ -158,13 +159,22 @@ int lake_same_content(const uint8_t *a, size_t alen, const uint8_t *b, size_t bl
     return rc;
 }
 
-/* ---- an object at its key ---------------------------------------------------------------- */
+/* ---- an object, or its signatures, at its key --------------------------------------------- */
 
-static int put_failed(const cs_lake_dir *d, cs_lake_batch b, const char *what, cs_err *err)
+/* What is written at a batch's key: its object, or beside it its signature object. */
+typedef struct lake_file {
+    const char *suffix; /* appended to the key: "" or CS_LAKE_SIG_SUFFIX */
+    /* What is in place compared with what the ring made (cs_lake_compare_object, _sig): 0, or -1
+     * when out of memory. */
+    int (*compare)(cs_lake_batch b, const uint8_t *mine, size_t len, const uint8_t *there, size_t there_len,
+                   cs_lake_put_outcome *outcome, char *why, size_t why_len);
+} lake_file;
+
+static int put_failed(const cs_lake_dir *d, cs_lake_batch b, const lake_file *lf, const char *what, cs_err *err)
 {
     char path[PATH_MAX + CS_LAKE_KEY_MAX];
     cs_lake_dir_object_path(d, b, path, sizeof path);
-    return cs_err_set(err, CS_LAKE_DIR_ERR_IO, "lake: %s \"%s\": %s", what, path, strerror(errno));
+    return cs_err_set(err, CS_LAKE_DIR_ERR_IO, "lake: %s \"%s%s\": %s", what, path, lf->suffix, strerror(errno));
 }
 
 /* The partition directory of key (cut at its slash), made when missing (and flushed into
@@ -250,46 +260,90 @@ int cs_lake_compare_object(cs_lake_batch b, const uint8_t *obj, size_t len, cons
     return 0;
 }
 
-/* The key was taken: what is there is compared with obj and kept whatever it holds. */
-static int compare_existing(cs_lake_dir *d, cs_lake_batch b, int dirfd, const char *name, const uint8_t *obj,
-                            size_t len, cs_lake_put_outcome *outcome, char *why, size_t why_len, cs_err *err)
+int cs_lake_compare_sig(cs_lake_batch b, const uint8_t *sig, size_t len, const uint8_t *there, size_t there_len,
+                        cs_lake_put_outcome *outcome, char *why, size_t why_len)
+{
+    bool same = there_len == len && memcmp(there, sig, len) == 0;
+    if (why_len > 0)
+        why[0] = '\0';
+    if (!same)
+        snprintf(why, why_len, "its bytes differ from the ring's signatures of batch %" PRIu32 "-%" PRIu32, b.start,
+                 b.end);
+    *outcome = same ? CS_LAKE_PUT_SAME : CS_LAKE_PUT_OTHER;
+    return 0;
+}
+
+/* The key was taken: what is there is compared with mine and kept whatever it holds. */
+static int compare_existing(cs_lake_dir *d, cs_lake_batch b, const lake_file *lf, int dirfd, const char *name,
+                            const uint8_t *mine, size_t len, cs_lake_put_outcome *outcome, char *why, size_t why_len,
+                            cs_err *err)
 {
     uint8_t *there = NULL;
     size_t there_len = 0;
     int rc = read_existing(dirfd, name, &there, &there_len);
     if (rc < 0)
-        return put_failed(d, b, "read", err);
+        return put_failed(d, b, lf, "read", err);
     if (rc == 1) {
         snprintf(why, why_len, "it is not a regular file");
         *outcome = CS_LAKE_PUT_OTHER;
         return 0;
     }
-    rc = cs_lake_compare_object(b, obj, len, there, there_len, outcome, why, why_len);
+    rc = lf->compare(b, mine, len, there, there_len, outcome, why, why_len);
     free(there);
     if (rc != 0) {
         errno = ENOMEM;
-        return put_failed(d, b, "compare", err);
+        return put_failed(d, b, lf, "compare", err);
     }
     return 0;
 }
 
-int cs_lake_dir_put(cs_lake_dir *d, cs_lake_batch b, const uint8_t *obj, size_t len, cs_lake_put_outcome *outcome,
-                    char *why, size_t why_len, cs_err *err)
+/* bytes published at batch b's key with lf's suffix, or compared with what is there. */
+static int put_file(cs_lake_dir *d, cs_lake_batch b, const lake_file *lf, const uint8_t *bytes, size_t len,
+                    cs_lake_put_outcome *outcome, char *why, size_t why_len, cs_err *err)
 {
-    char key[CS_LAKE_KEY_MAX];
+    char key[CS_LAKE_KEY_MAX], file[CS_LAKE_KEY_MAX + sizeof CS_LAKE_SIG_SUFFIX];
     cs_lake_key(&d->layout, b, key);
     const char *name, *what = "write";
     int dirfd = partition_fd(d, key, &name, &what);
     if (dirfd < 0)
-        return put_failed(d, b, what, err);
+        return put_failed(d, b, lf, what, err);
+    snprintf(file, sizeof file, "%s%s", name, lf->suffix);
     if (why_len > 0)
         why[0] = '\0';
-    int rc = lake_publish(dirfd, name, obj, len, &what);
+    int rc = lake_publish(dirfd, file, bytes, len, &what);
     if (rc < 0)
-        return put_failed(d, b, what, err);
+        return put_failed(d, b, lf, what, err);
     if (rc == 0) {
         *outcome = CS_LAKE_PUT_WRITTEN;
         return 0;
     }
-    return compare_existing(d, b, dirfd, name, obj, len, outcome, why, why_len, err);
+    return compare_existing(d, b, lf, dirfd, file, bytes, len, outcome, why, why_len, err);
+}
+
+static const lake_file k_object = {"", cs_lake_compare_object};
+static const lake_file k_sig = {CS_LAKE_SIG_SUFFIX, cs_lake_compare_sig};
+
+int cs_lake_dir_put(cs_lake_dir *d, cs_lake_batch b, const uint8_t *obj, size_t len, cs_lake_put_outcome *outcome,
+                    char *why, size_t why_len, cs_err *err)
+{
+    return put_file(d, b, &k_object, obj, len, outcome, why, why_len, err);
+}
+
+int cs_lake_dir_put_sig(cs_lake_dir *d, cs_lake_batch b, const uint8_t *sig, size_t len, cs_lake_put_outcome *outcome,
+                        char *why, size_t why_len, cs_err *err)
+{
+    return put_file(d, b, &k_sig, sig, len, outcome, why, why_len, err);
+}
+
+int cs_lake_dir_has_sig(cs_lake_dir *d, cs_lake_batch b, cs_err *err)
+{
+    char key[CS_LAKE_KEY_MAX + sizeof CS_LAKE_SIG_SUFFIX];
+    cs_lake_key(&d->layout, b, key);
+    strcat(key, CS_LAKE_SIG_SUFFIX);
+    struct stat st;
+    if (d->ledgers_fd >= 0 && fstatat(d->ledgers_fd, key, &st, AT_SYMLINK_NOFOLLOW) == 0)
+        return 1;
+    if (d->ledgers_fd < 0 || errno == ENOENT)
+        return 0;
+    return put_failed(d, b, &k_sig, "look for", err);
 }

@@ -11,11 +11,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cjson/cJSON.h>
 #include <curl/curl.h>
 #include <zstd.h>
 
 #include "common/strbuf.h"
+#include "corestreamd/lake/lakeconfig.h"
 #include "corestreamd/lake/lakecurl.h"
 #include "corestream/wire.h"
 #include "corestreamd/lake/lakeobject.h"
@@ -105,14 +105,11 @@ static int fetch(cs_lake_reader *r, const char *where, cs_lake_body *b, cs_err *
                       "lake: %s: HTTP %ld", where, status);
 }
 
-static int config_u32(const cJSON *root, const char *name, uint32_t *out, const char *url, cs_err *err)
+static int config_u32(const cs_lake_conf_value *v, const char *name, uint32_t *out, const char *url, cs_err *err)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, name);
-    if (!cJSON_IsNumber(v) || v->valuedouble < 1 || v->valuedouble > 4294967295.0 ||
-        v->valuedouble != (double)(uint32_t)v->valuedouble)
+    if (!cs_lake_conf_count(v, out))
         return cs_err_set(err, CS_LAKE_READ_ERR_FORMAT, "lake: %s/config.json: %s is not a count of 1 or more", url,
                           name);
-    *out = (uint32_t)v->valuedouble;
     return 0;
 }
 
@@ -140,6 +137,26 @@ static int objects_at(cs_lake_reader *r, const char *lp, cs_err *err)
     return 0;
 }
 
+/* config.json's members checked (cs_lake_conf_read, lakeconfig.h, read it) and taken. */
+static int take_config(cs_lake_reader *r, const cs_lake_conf *c, const char *where, cs_err *err)
+{
+    const cs_lake_conf_value *comp = &c->compression;
+    if (c->passphrase.type != CS_LAKE_CONF_STRING || c->ledgers_path.type != CS_LAKE_CONF_STRING ||
+        !*c->ledgers_path.str)
+        return cs_err_set(err, CS_LAKE_READ_ERR_FORMAT, "lake: %s lacks networkPassphrase or ledgersPath", where);
+    if (comp->type != CS_LAKE_CONF_STRING || strcmp(comp->str, "zstd") != 0)
+        return cs_err_set(err, CS_LAKE_READ_ERR_FORMAT, "lake: %s: compression %s: only zstd is read", where,
+                          comp->type == CS_LAKE_CONF_STRING ? comp->str : "(none)");
+    if (config_u32(&c->ledgers_per_batch, "ledgersPerBatch", &r->layout.ledgers_per_batch, r->url, err) != 0 ||
+        config_u32(&c->batches_per_partition, "batchesPerPartition", &r->layout.batches_per_partition, r->url, err) !=
+            0 ||
+        cs_lake_layout_check(&r->layout, err) != 0 || objects_at(r, c->ledgers_path.str, err) != 0)
+        return -1;
+    if (!(r->passphrase = strdup(c->passphrase.str)))
+        return cs_err_set(err, CS_LAKE_READ_ERR_IO, "lake: out of memory");
+    return 0;
+}
+
 static int read_config(cs_lake_reader *r, cs_err *err)
 {
     char where[4096];
@@ -148,27 +165,16 @@ static int read_config(cs_lake_reader *r, cs_err *err)
     int rc = fetch(r, where, &b, err);
     if (rc == 1)
         cs_err_set(err, CS_LAKE_READ_ERR_NOT_FOUND, "lake: %s: not found: not a SEP-54 lake", where);
-    cJSON *root = rc == 0 ? cJSON_ParseWithLength((const char *)b.p, b.len) : NULL;
+    cs_lake_conf c = {0};
+    cs_err why = {0};
+    if (rc == 0 && cs_lake_conf_read((const char *)b.p, b.len, &c, &why) != 0)
+        rc = why.kind == CS_LAKE_CONF_ERR_MEMORY ? cs_err_set(err, CS_LAKE_READ_ERR_IO, "lake: out of memory")
+                                                 : cs_err_set(err, CS_LAKE_READ_ERR_FORMAT, "lake: %s is not a JSON object",
+                                                              where);
     free(b.p);
-    if (rc != 0)
-        return -1;
-    const cJSON *pass = cJSON_GetObjectItemCaseSensitive(root, "networkPassphrase");
-    const cJSON *lp = cJSON_GetObjectItemCaseSensitive(root, "ledgersPath");
-    const cJSON *comp = cJSON_GetObjectItemCaseSensitive(root, "compression");
-    if (!cJSON_IsObject(root))
-        rc = cs_err_set(err, CS_LAKE_READ_ERR_FORMAT, "lake: %s is not a JSON object", where);
-    else if (!cJSON_IsString(pass) || !cJSON_IsString(lp) || !*lp->valuestring)
-        rc = cs_err_set(err, CS_LAKE_READ_ERR_FORMAT, "lake: %s lacks networkPassphrase or ledgersPath", where);
-    else if (!cJSON_IsString(comp) || strcmp(comp->valuestring, "zstd") != 0)
-        rc = cs_err_set(err, CS_LAKE_READ_ERR_FORMAT, "lake: %s: compression %s: only zstd is read", where,
-                        cJSON_IsString(comp) ? comp->valuestring : "(none)");
-    else if (config_u32(root, "ledgersPerBatch", &r->layout.ledgers_per_batch, r->url, err) != 0 ||
-             config_u32(root, "batchesPerPartition", &r->layout.batches_per_partition, r->url, err) != 0 ||
-             cs_lake_layout_check(&r->layout, err) != 0 || objects_at(r, lp->valuestring, err) != 0)
-        rc = -1;
-    else if (!(r->passphrase = strdup(pass->valuestring)))
-        rc = cs_err_set(err, CS_LAKE_READ_ERR_IO, "lake: out of memory");
-    cJSON_Delete(root);
+    if (rc == 0)
+        rc = take_config(r, &c, where, err);
+    cs_lake_conf_free(&c);
     return rc;
 }
 

@@ -51,10 +51,11 @@ int cs_s3_exists(cs_s3 *s, const char *key, cs_err *err);
 void cs_s3_free(cs_s3 *s);
 
 /* The bucket at url (s3://bucket[/prefix]) as the lake exporter's store (lakes3store.c, --lake-url;
- * docs/LAKE.md "Export to S3"): objects at <prefix>/ledgers/<key>, config.json at
- * <prefix>/config.json and the manifest at <prefix>/ledgers/.config.json, written by settle where
- * absent. Never overwrites: put looks for the key (HEAD) first, and fetches and compares what is
- * there instead (cs_lake_compare_object). newest does not list the bucket: it finds the first
+ * docs/LAKE.md "Export to S3"): objects at <prefix>/ledgers/<key> (a signed batch's signatures at
+ * <key>.sig, put_sig), config.json at <prefix>/config.json and the manifest at
+ * <prefix>/ledgers/.config.json, written by settle where absent. Never overwrites: put and put_sig
+ * look for the key (HEAD) first, and fetch and compare what is there instead
+ * (cs_lake_compare_object, cs_lake_compare_sig); has_sig is a HEAD. newest does not list the bucket: it finds the first
  * batch absent between the ring's oldest whole batch and its latest with HEAD requests, by binary
  * search, on the assumption that the exported objects form one run without holes (a hole only
  * costs a comparison of the objects after it). Errors at open fail the start: cs_s3_open's

@@ -4,9 +4,10 @@
  *   <prefix>/config.json                          SEP-54's config
  *   <prefix>/ledgers/.config.json                 the Go SDK's manifest
  *   <prefix>/ledgers/<partition>/<batch>.xdr.zst  each batch's object, at its key (lakekey.h)
+ *   <prefix>/ledgers/<partition>/<batch>.xdr.zst.sig  a signed batch's signatures, beside it
  *
- * Nothing is ever overwritten: a key is looked for (HEAD) before it is put, and an object found
- * there is fetched and compared instead. There is no listing (no XML read): the newest object is
+ * Nothing is ever overwritten: a key is looked for (HEAD) before it is put, and an object (or
+ * .sig) found there is fetched and compared instead. There is no listing (no XML read): the newest object is
  * found by a binary search of HEAD requests over the batches the ring holds whole, on the
  * assumption that the exported objects form one run without holes (what the export writes). */
 #include <stdio.h>
@@ -15,6 +16,7 @@
 
 #include "corestreamd/lake/lakeconfig.h"
 #include "corestreamd/lake/lakedir.h"
+#include "corestreamd/lake/lakeobject.h" /* CS_LAKE_SIG_SUFFIX */
 #include "corestreamd/lake/lakes3.h"
 #include "corestreamd/lake/lakestore.h"
 
@@ -54,6 +56,8 @@ static int check_conf(s3_store *s, int i, bool *present, cs_err *err)
     cs_err why = {0};
     rc = cs_lake_config_agrees((const char *)text, n, k_conf[i].kind, s->passphrase, &s->layout, &why);
     free(text);
+    if (rc != 0 && why.kind == CS_LAKE_CONF_ERR_MEMORY)
+        return cs_err_set(err, CS_S3_ERR_IO, "lake: \"%s/%s\": out of memory", s->url, k_conf[i].key);
     if (rc != 0)
         return cs_err_set(err, CS_S3_ERR_DENIED,
                           "lake: \"%s/%s\" is another lake's: %s; give another --lake-url, or the flags it was made "
@@ -95,19 +99,32 @@ static void object_key(const s3_store *s, cs_lake_batch b, char key[CS_LAKE_KEY_
     snprintf(key, CS_LAKE_KEY_MAX + 16, "%s/%s", CS_LAKE_DIR_LEDGERS, k);
 }
 
-static int s3_put(cs_lake_store *base, cs_lake_batch b, const uint8_t *obj, size_t len, cs_lake_put_outcome *outcome,
-                  char *why, size_t why_len, cs_err *err)
+/* What is put at a batch's key: its object, or beside it its signature object. */
+typedef struct s3_file {
+    const char *suffix; /* appended to the key: "" or CS_LAKE_SIG_SUFFIX */
+    const char *ctype;  /* the Content-Type it is put with, as the server serves it */
+    int (*compare)(cs_lake_batch b, const uint8_t *mine, size_t len, const uint8_t *there, size_t there_len,
+                   cs_lake_put_outcome *outcome, char *why, size_t why_len);
+} s3_file;
+
+static const s3_file k_object = {"", "application/zstd", cs_lake_compare_object};
+static const s3_file k_sig = {CS_LAKE_SIG_SUFFIX, "application/octet-stream", cs_lake_compare_sig};
+
+/* bytes put at batch b's key with sf's suffix when it is free (HEAD), else compared with what is
+ * there (GET). */
+static int put_file(s3_store *s, cs_lake_batch b, const s3_file *sf, const uint8_t *bytes, size_t len,
+                    cs_lake_put_outcome *outcome, char *why, size_t why_len, cs_err *err)
 {
-    s3_store *s = (s3_store *)base;
-    char key[CS_LAKE_KEY_MAX + 16];
+    char key[CS_LAKE_KEY_MAX + 32];
     object_key(s, b, key);
+    strcat(key, sf->suffix);
     if (why_len > 0)
         why[0] = '\0';
     int rc = cs_s3_exists(s->s3, key, err);
     if (rc < 0)
         return -1;
     if (rc == 1) {
-        if (cs_s3_put(s->s3, key, obj, len, "application/zstd", err) != 0)
+        if (cs_s3_put(s->s3, key, bytes, len, sf->ctype, err) != 0)
             return -1;
         *outcome = CS_LAKE_PUT_WRITTEN;
         return 0;
@@ -119,9 +136,31 @@ static int s3_put(cs_lake_store *base, cs_lake_batch b, const uint8_t *obj, size
         return cs_err_set(err, CS_S3_ERR_IO, "s3: GET %s: gone since its HEAD", key);
     if (rc < 0)
         return -1;
-    rc = cs_lake_compare_object(b, obj, len, there, there_len, outcome, why, why_len);
+    rc = sf->compare(b, bytes, len, there, there_len, outcome, why, why_len);
     free(there);
     return rc == 0 ? 0 : cs_err_set(err, CS_S3_ERR_IO, "s3: compare %s: out of memory", key);
+}
+
+static int s3_put(cs_lake_store *base, cs_lake_batch b, const uint8_t *obj, size_t len, cs_lake_put_outcome *outcome,
+                  char *why, size_t why_len, cs_err *err)
+{
+    return put_file((s3_store *)base, b, &k_object, obj, len, outcome, why, why_len, err);
+}
+
+static int s3_put_sig(cs_lake_store *base, cs_lake_batch b, const uint8_t *sig, size_t len,
+                      cs_lake_put_outcome *outcome, char *why, size_t why_len, cs_err *err)
+{
+    return put_file((s3_store *)base, b, &k_sig, sig, len, outcome, why, why_len, err);
+}
+
+static int s3_has_sig(cs_lake_store *base, cs_lake_batch b, cs_err *err)
+{
+    s3_store *s = (s3_store *)base;
+    char key[CS_LAKE_KEY_MAX + 32];
+    object_key(s, b, key);
+    strcat(key, CS_LAKE_SIG_SUFFIX);
+    int rc = cs_s3_exists(s->s3, key, err);
+    return rc < 0 ? -1 : rc == 0;
 }
 
 /* The batch i batches after first. */
@@ -200,6 +239,8 @@ static const cs_lake_store_ops s3_ops = {.kind = "url",
                                          .newest_known = NULL,
                                          .settle = s3_settle,
                                          .put = s3_put,
+                                         .put_sig = s3_put_sig,
+                                         .has_sig = s3_has_sig,
                                          .object_name = s3_object_name,
                                          .name = s3_name,
                                          .close = s3_close};

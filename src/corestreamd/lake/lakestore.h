@@ -3,7 +3,7 @@
  * lakedir.h; cs_lake_dir_store_open here, in cs_lake) and an S3-compatible bucket (--lake-url,
  * lakes3.h's cs_lake_s3_store_open, in cs_lake_reader with libcurl).
  *
- * Threads: open and close on one thread (the daemon's main thread); newest, settle and put on one
+ * Threads: open and close on one thread (the daemon's main thread); the others on one
  * thread at a time (the exporter's), never concurrently with close. */
 #ifndef CS_LAKE_LAKESTORE_H
 #define CS_LAKE_LAKESTORE_H
@@ -41,6 +41,14 @@ typedef struct cs_lake_store_ops {
      * *outcome (and *why for OTHER), or -1 with err (retried). */
     int (*put)(cs_lake_store *s, cs_lake_batch b, const uint8_t *obj, size_t len, cs_lake_put_outcome *outcome,
                char *why, size_t why_len, cs_err *err);
+    /* Batch b's signature object (cs_lake_sig_build's bytes) at <key>.sig beside its object, never
+     * replacing one in place: see cs_lake_dir_put_sig. SAME only for exactly these bytes; else as
+     * put. */
+    int (*put_sig)(cs_lake_store *s, cs_lake_batch b, const uint8_t *sig, size_t len, cs_lake_put_outcome *outcome,
+                   char *why, size_t why_len, cs_err *err);
+    /* Whether batch b's <key>.sig is in place (whatever it holds): 1 yes, 0 no, -1 with err
+     * (retried). For the resume's look for objects a previous run left without signatures. */
+    int (*has_sig)(cs_lake_store *s, cs_lake_batch b, cs_err *err);
     /* Where batch b's object is, for log lines (a path, or s3://bucket/prefix/ledgers/<key>). */
     void (*object_name)(const cs_lake_store *s, cs_lake_batch b, char *buf, size_t len);
     /* The store as given (the directory, or the URL and its endpoint). */
@@ -63,6 +71,12 @@ int cs_lake_dir_store_open(cs_lake_store **out, const char *dir, const char *rin
  * <zstd error>`). 0, or -1 when out of memory. (lakeput.c) */
 int cs_lake_compare_object(cs_lake_batch b, const uint8_t *obj, size_t len, const uint8_t *there, size_t there_len,
                            cs_lake_put_outcome *outcome, char *why, size_t why_len);
+
+/* The same for a signature object: SAME when there[0..there_len) is exactly sig[0..len) (the ring's
+ * signatures are the same bytes however often they are read), else OTHER with why (`its bytes
+ * differ from the ring's signatures of batch A-B`). Always 0. (lakeput.c) */
+int cs_lake_compare_sig(cs_lake_batch b, const uint8_t *sig, size_t len, const uint8_t *there, size_t there_len,
+                        cs_lake_put_outcome *outcome, char *why, size_t why_len);
 
 /* Closes the store (its close). NULL is a no-op. */
 void cs_lake_store_close(cs_lake_store *s);

@@ -268,17 +268,18 @@ static void lake_metrics(cs_strbuf *b, const cs_metrics_lake *l)
 static void lake_export_metrics(cs_strbuf *b, const cs_metrics_lake_export *l)
 {
     metric_u(b, "corestreamd_lake_export_objects_total", "counter",
-             "Lake objects the export wrote to --lake-dir (objects found in place already are not counted).",
-             l->objects);
-    metric_u(b, "corestreamd_lake_export_bytes_total", "counter", "Bytes of the lake objects the export wrote.",
-             l->bytes);
+             "Lake objects the export wrote (objects found in place already are not counted).", l->objects);
+    metric_u(b, "corestreamd_lake_export_signatures_total", "counter",
+             "Signature objects (<key>.sig, signed batches only) the export wrote beside objects.", l->signatures);
+    metric_u(b, "corestreamd_lake_export_bytes_total", "counter",
+             "Bytes of the lake objects and signature objects the export wrote.", l->bytes);
     metric_u(b, "corestreamd_lake_export_lag_ledgers", "gauge",
              "The ring's latest ledger less the last ledger the export has passed (written, found in place, or "
              "lost); 0 when caught up.",
              l->lag);
     family(b, "corestreamd_lake_export_errors_total", "counter",
            "Export failures, by kind: io (a system call failed; retried with back-off), conflict (a key held an "
-           "object with other content; kept, the batch not written).");
+           "object or a .sig with other content; kept, not written).");
     sample_u(b, "corestreamd_lake_export_errors_total", "{kind=\"io\"}", l->io_errors);
     sample_u(b, "corestreamd_lake_export_errors_total", "{kind=\"conflict\"}", l->conflicts);
     metric_u(b, "corestreamd_lake_export_lost_total", "counter",

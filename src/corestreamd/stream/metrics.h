@@ -143,7 +143,8 @@ typedef struct cs_metrics_lake {
 /* The lake exporter's counters at scrape time (--lake-dir; the daemon's hook copies them from
  * cs_lake_export_stats_get, lake/lakeexport.h). */
 typedef struct cs_metrics_lake_export {
-    uint64_t objects, bytes;      /* objects written, their bytes */
+    uint64_t objects, signatures; /* objects written, signature objects (.sig) written */
+    uint64_t bytes;               /* the bytes of both */
     uint64_t io_errors, conflicts; /* attempts failed (retried); keys holding other content (kept) */
     uint64_t lost;                /* ledgers lost to the lake */
     uint64_t lag;                 /* ledgers: the ring's latest less the last one the export passed */
