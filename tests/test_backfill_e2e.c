@@ -143,9 +143,11 @@ static void first_run_then_kill(fixture *f, const char *fifo, const char *lake)
 }
 
 /* A second corestreamd, the peer, on <scratch>/peer-data, whose own FIFO core sent it ledgers
- * from..to (the same bytes as the first's core), each signed with key. It asks for a token,
- * PEER_TOKEN (<scratch>/token), on /stream and /healthz. Its stream's URL in url. */
-static void start_peer(fixture *f, cs_proc *peer, const char *key, uint32_t from, uint32_t to, char *url,
+ * from..to (the same bytes as the first's core), each signed with key; it serves them as a
+ * stream and as a lake (with each object's .sig). It asks for a token, PEER_TOKEN
+ * (<scratch>/token), on /stream, /lake/ and /healthz. Its stream's URL in url, or with lake its
+ * lake's. */
+static void start_peer(fixture *f, cs_proc *peer, const char *key, uint32_t from, uint32_t to, bool lake, char *url,
                        size_t url_len)
 {
     char data[PATH_MAX], fifo[PATH_MAX], signing[PATH_MAX + 16], tokens[PATH_MAX + 16], path[PATH_MAX];
@@ -158,7 +160,8 @@ static void start_peer(fixture *f, cs_proc *peer, const char *key, uint32_t from
     assert_true((size_t)snprintf(fifo, sizeof fifo, "%s/peer.fifo", f->dir.path) < sizeof fifo);
     assert_true((size_t)snprintf(signing, sizeof signing, "--signing-key=%s", key) < sizeof signing);
     char *const argv[] = {CORESTREAMD_BIN, "--listen", "127.0.0.1:0", data, "--source", "pipe", "--pipe-path", fifo,
-                          signing, tokens, "--auth-healthz", NULL};
+                          signing, tokens, "--auth-healthz", "--network-passphrase",
+                          "Test SDF Network ; September 2015", NULL};
     assert_int_equal(cs_proc_start(peer, argv), 0);
     if (cs_proc_wait_listening(peer, WAIT_MS) != 0 ||
         cs_proc_wait_line(peer, "msg=\"source loop starting\"", WAIT_MS) != 0)
@@ -170,7 +173,8 @@ static void start_peer(fixture *f, cs_proc *peer, const char *key, uint32_t from
     if (cs_proc_wait_line(peer, "msg=\"pipe source: the FIFO's writer went away; waiting for the next one\"",
                           WAIT_MS) != 0)
         fail_msg("peer did not take its ledgers:\n%s", peer->log);
-    assert_true((size_t)snprintf(url, url_len, "ws://127.0.0.1:%d", peer->port) < url_len);
+    assert_true((size_t)snprintf(url, url_len, lake ? "http://127.0.0.1:%d/lake" : "ws://127.0.0.1:%d", peer->port) <
+                url_len);
 }
 
 static void expect_catchup(fixture *f, uint32_t from, uint32_t to)
@@ -241,18 +245,24 @@ static void a_ledger_the_lake_lacks_starts_the_ring_over(void **state)
     assert_int_equal(cs_proc_stop(&f->proc, SIGTERM, STOP_MS), 0);
 }
 
-/* The gap 5..8 from a peer that holds 1..peer_to and signs with peer_key, the daemon trusting
- * trusted: the core's first run sends 1..4, its second 9..10. */
-static void gap_from_peer(fixture *f, cs_proc *peer, const char *peer_key, const char *trusted, uint32_t peer_to)
+/* The gap 5..8 from a peer that holds 1..peer_to and signs with peer_key (its stream, or with
+ * lake its lake), the daemon trusting trusted: the core's first run sends 1..4, its second
+ * 9..10. */
+static void gap_from(fixture *f, cs_proc *peer, const char *peer_key, const char *trusted, uint32_t peer_to, bool lake)
 {
-    char fifo[PATH_MAX], url[64], keys[PATH_MAX + 16];
+    char fifo[PATH_MAX], url[64], keys[PATH_MAX + 32];
     assert_true((size_t)snprintf(fifo, sizeof fifo, "%s/meta.fifo", f->dir.path) < sizeof fifo);
     assert_true((size_t)snprintf(keys, sizeof keys, "--trusted-keys=%s", trusted) < sizeof keys);
-    start_peer(f, peer, peer_key, 1, peer_to, url, sizeof url);
+    start_peer(f, peer, peer_key, 1, peer_to, lake, url, sizeof url);
     first_run_then_kill_keys(f, fifo, url, keys);
     start_keys(f, fifo, url, keys);
     send_ledgers(f, fifo, 9, 10);
     cs_ringfx_wait_line(f, "msg=\"filling a gap from the backfill source\"", WAIT_MS);
+}
+
+static void gap_from_peer(fixture *f, cs_proc *peer, const char *peer_key, const char *trusted, uint32_t peer_to)
+{
+    gap_from(f, peer, peer_key, trusted, peer_to, false);
 }
 
 static void gap_is_filled_from_a_peer(void **state)
@@ -321,6 +331,49 @@ static void a_peer_of_another_key_fills_nothing(void **state)
     cs_certs_remove(&certs);
 }
 
+/* From a signed lake (the peer's /lake/, each object with its .sig), the daemon trusting the
+ * peer's key: the gap is filled, each ledger checked against its signature object. */
+static void gap_is_filled_from_a_signed_lake(void **state)
+{
+    fixture *f = *state;
+    cs_certs certs;
+    assert_int_equal(cs_certs_make(&certs), 0);
+    cs_proc peer = {0};
+    gap_from(f, &peer, certs.sign_key, certs.sign_pub, 10, true);
+    cs_ringfx_wait_line(f, "msg=\"gap filled from the backfill source\"", WAIT_MS);
+    char line[2048];
+    cs_proc_line(&f->proc, line, sizeof line);
+    if (!strstr(line, " first=5 last=8 ledgers=4"))
+        fail_msg("line: %s", line);
+    cs_ringfx_wait_line(f, "msg=\"pipe source: the FIFO's writer went away; waiting for the next one\"", WAIT_MS);
+    expect_catchup(f, 1, 10);
+    assert_int_equal(cs_proc_stop(&f->proc, SIGTERM, STOP_MS), 0);
+    assert_int_equal(cs_proc_stop(&peer, SIGTERM, STOP_MS), 0);
+    cs_proc_free(&peer);
+    cs_certs_remove(&certs);
+}
+
+/* The same lake signed with a key the daemon does not trust gives nothing of the gap. */
+static void a_lake_of_another_key_fills_nothing(void **state)
+{
+    fixture *f = *state;
+    cs_certs certs;
+    assert_int_equal(cs_certs_make(&certs), 0);
+    cs_proc peer = {0};
+    gap_from(f, &peer, certs.other_sign_key, certs.sign_pub, 10, true);
+    cs_ringfx_wait_line(f, "msg=\"gap not filled: the backfill source could not give a ledger\"", WAIT_MS);
+    char line[2048];
+    cs_proc_line(&f->proc, line, sizeof line);
+    if (!strstr(line, " ledger=5 error=\"lake: signature: ledger 5: signed by ") ||
+        !strstr(line, ", which is not a trusted key"))
+        fail_msg("line: %s", line);
+    cs_ringfx_wait_line(f, "retention reset", WAIT_MS);
+    assert_int_equal(cs_proc_stop(&f->proc, SIGTERM, STOP_MS), 0);
+    assert_int_equal(cs_proc_stop(&peer, SIGTERM, STOP_MS), 0);
+    cs_proc_free(&peer);
+    cs_certs_remove(&certs);
+}
+
 /* corestreamd with args must refuse to start, saying want. */
 static void expect_refused(fixture *f, const char *const *args, const char *want)
 {
@@ -332,8 +385,7 @@ static void expect_refused(fixture *f, const char *const *args, const char *want
     cs_ringfx_free_proc(f);
 }
 
-/* Only the sources whose core moves on by itself take a backfill source; its companions need it,
- * and a lake has no signatures to check. */
+/* Only the sources whose core moves on by itself take a backfill source; its companions need it. */
 static void backfill_is_refused_for_other_sources(void **state)
 {
     fixture *f = *state;
@@ -343,11 +395,6 @@ static void backfill_is_refused_for_other_sources(void **state)
                    "corestreamd, not synthetic");
     const char *const alone[] = {"--source", "pipe", "--pipe-path", "/nowhere", "--backfill-token-file", "/t", NULL};
     expect_refused(f, alone, "--backfill-token-file needs --backfill-from");
-    const char *const lake_keys[] = {"--source", "pipe", "--pipe-path", "/nowhere", "--backfill-from", "/lake",
-                                     "--trusted-keys", "/k.pem", NULL};
-    expect_refused(f, lake_keys,
-                   "--trusted-keys checks a stream's signatures, and a lake carries none: give --backfill-from a "
-                   "corestreamd's stream, ws(s)://host:8462");
     const char *const ftp[] = {"--source", "pipe", "--pipe-path", "/nowhere", "--backfill-from", "ftp://x/lake", NULL};
     expect_refused(f, ftp,
                    "--backfill-from ftp://x/lake: a lake is http://, https:// or a directory, a corestreamd's "
@@ -367,6 +414,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(gap_is_filled_from_a_peer, setup, teardown),
         cmocka_unit_test_setup_teardown(a_peer_short_of_the_gap_fills_what_it_holds, setup, teardown),
         cmocka_unit_test_setup_teardown(a_peer_of_another_key_fills_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(gap_is_filled_from_a_signed_lake, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_lake_of_another_key_fills_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(backfill_is_refused_for_other_sources, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

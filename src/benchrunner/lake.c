@@ -7,8 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <openssl/evp.h>
-#include <xxhash.h>
 
 #include "benchrunner/dumpverify.h"
 #include "corestreamd/lake/lakereader.h"
@@ -32,33 +30,6 @@ static int take_batch(br_dump *dump, cs_lake_batch b, const uint8_t *xdr, size_t
         br_progress_note(prog, 0, &smp);
     }
     return 0;
-}
-
-/* --trusted-keys: the batch's signature object (<key>.sig: u16 length and SIG message per ledger)
- * checks each ledger's bytes, as a subscriber with trusted keys checks them: signed by a trusted
- * key over exactly these bytes, for one signing run, chained to the ledger before. Only batches
- * of one ledger (the bytes of a larger one cannot be cut per ledger here). */
-static int check_sigs(cs_lake_reader *r, const char *url, const cs_sig_keyset *ks, cs_sig_chain *chain,
-                      cs_lake_batch b, const uint8_t *xdr, size_t len, cs_err *err)
-{
-    uint8_t *sig = NULL;
-    size_t n = 0;
-    if (cs_lake_reader_get_sig(r, b.start, &sig, &n, err) != 0)
-        return -1;
-    const uint8_t *ledger = xdr + 12;
-    size_t llen = len - 12;
-    uint8_t sha[CS_SIG_SHA_LEN];
-    unsigned shalen = 0;
-    int rc = 0;
-    cs_err why;
-    if (n < 2 || (size_t)(sig[0] << 8 | sig[1]) != n - 2)
-        rc = cs_err_set(err, 0, "lake: %s: ledger %" PRIu32 ": its signature object is not one SIG", url, b.start);
-    else if (EVP_Digest(ledger, llen, sha, &shalen, EVP_sha256(), NULL) != 1)
-        rc = cs_err_set(err, 0, "SHA-256 failed");
-    else if (cs_sig_chain_check(chain, ks, sig + 2, n - 2, b.start, llen, XXH64(ledger, llen, 0), sha, false, &why) != 0)
-        rc = cs_err_set(err, 0, "lake: signature: %s", why.msg);
-    free(sig);
-    return rc;
 }
 
 int br_run_lake(const br_options *o, cs_cancel *cancel, br_progress *prog, br_collector **out, cs_err *err)
@@ -98,7 +69,7 @@ int br_run_lake(const br_options *o, cs_cancel *cancel, br_progress *prog, br_co
         if (cs_cancel_is_set(cancel))
             rc = cs_err_set(err, CS_ERR_CANCELLED, "cancelled at ledger %" PRIu64, s);
         else if ((rc = cs_lake_reader_get(r, (uint32_t)s, &b, &xdr, &len, err)) == 0 &&
-                 (!ks || (rc = check_sigs(r, o->url, ks, &chain, b, xdr, len, err)) == 0))
+                 (!ks || (rc = cs_lake_reader_check_sig(r, ks, &chain, b.start, xdr + 12, len - 12, err)) == 0))
             rc = take_batch(dump, b, xdr, len, first, last, prog, *out, err);
         free(xdr);
         if (rc == 0)

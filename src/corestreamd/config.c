@@ -298,10 +298,6 @@ static int validate_backfill(const cs_daemon_config *c, cs_err *err)
                           "--backfill-from %.200s: a lake is http://, https:// or a directory, a corestreamd's "
                           "stream ws:// or wss://",
                           u);
-    if (*c->trusted_keys)
-        return cs_err_set(err, 0,
-                          "--trusted-keys checks a stream's signatures, and a lake carries none: give "
-                          "--backfill-from a corestreamd's stream, ws(s)://host:8462");
     return 0;
 }
 
@@ -384,7 +380,7 @@ static int validate(cs_daemon_config *c, cs_err *err)
     if (!edge && *c->trusted_keys && !*c->backfill_from)
         return cs_err_set(err, 0,
                           "--trusted-keys is for the edge (--source jetstream) and a backfill source "
-                          "(--backfill-from ws(s)://); a subscriber checks signatures with its own keys");
+                          "(--backfill-from); a subscriber checks signatures with its own keys");
     if (validate_serving(c, err) != 0 || validate_lake(c, err) != 0 || validate_backfill(c, err) != 0)
         return -1;
     if (c->busy_poll_us < 0 || c->busy_poll_us > CS_BUSY_POLL_US_MAX)
@@ -499,8 +495,8 @@ int cs_daemon_config_parse(cs_daemon_config *c, int argc, char **argv, FILE *usa
         {"signing-key", CS_FLAG_STRING, &c->signing_key,
          "Ed25519 PEM private key `file`: sign every ledger (subscribers ask with sig=1; SIGHUP reloads it)"},
         {"trusted-keys", CS_FLAG_STRING, &c->trusted_keys,
-         "PEM `file` of Ed25519 public keys: the edge (--source jetstream), and a gap filled from a "
-         "corestreamd's stream (--backfill-from ws(s)://), take only ledgers one of them signed"},
+         "PEM `file` of Ed25519 public keys: the edge (--source jetstream), and a gap filled from "
+         "--backfill-from, take only ledgers one of them signed"},
         {"version", CS_FLAG_BOOL, &c->version,
          "print the version, commit, build type and library versions, then exit"},
         {"jetstream-url", CS_FLAG_STRING, &c->jetstream_url,

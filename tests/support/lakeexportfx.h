@@ -232,7 +232,8 @@ static inline void write_file(const char *path, const void *bytes, size_t len)
 static inline void mkdirs(const char *path)
 {
     char buf[PATH_MAX];
-    snprintf(buf, sizeof buf, "%s", path);
+    if ((size_t)snprintf(buf, sizeof buf, "%s", path) >= sizeof buf)
+        fail_msg("path too long: %s", path);
     for (char *s = buf + 1; *s; s++)
         if (*s == '/') {
             *s = '\0';
@@ -287,7 +288,8 @@ static inline int count_tmp(const char *dir)
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
             continue;
         char sub[PATHLEN + 300];
-        snprintf(sub, sizeof sub, "%s/%s", dir, de->d_name);
+        if ((size_t)snprintf(sub, sizeof sub, "%s/%s", dir, de->d_name) >= sizeof sub)
+            fail_msg("path too long: %s/%s", dir, de->d_name);
         size_t len = strlen(de->d_name);
         if (len > 4 && strcmp(de->d_name + len - 4, ".tmp") == 0)
             n++;

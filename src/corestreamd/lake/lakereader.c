@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include <curl/curl.h>
+#include <openssl/evp.h>
+#include <xxhash.h>
 #include <zstd.h>
 
 #include "common/strbuf.h"
@@ -345,6 +347,27 @@ int cs_lake_reader_get_sig(cs_lake_reader *r, uint32_t seq, uint8_t **sig, size_
     *sig = b.p;
     *len = b.len;
     return 0;
+}
+
+int cs_lake_reader_check_sig(cs_lake_reader *r, const cs_sig_keyset *ks, cs_sig_chain *chain, uint32_t seq,
+                             const uint8_t *ledger, size_t len, cs_err *err)
+{
+    uint8_t *sig = NULL;
+    size_t n = 0;
+    if (cs_lake_reader_get_sig(r, seq, &sig, &n, err) != 0)
+        return -1;
+    uint8_t sha[CS_SIG_SHA_LEN];
+    unsigned shalen = 0;
+    int rc = 0;
+    cs_err why;
+    if (n < 2 || (size_t)(sig[0] << 8 | sig[1]) != n - 2)
+        rc = cs_err_set(err, 0, "lake: %s: ledger %" PRIu32 ": its signature object is not one SIG", r->url, seq);
+    else if (EVP_Digest(ledger, len, sha, &shalen, EVP_sha256(), NULL) != 1)
+        rc = cs_err_set(err, 0, "lake: SHA-256 failed");
+    else if (cs_sig_chain_check(chain, ks, sig + 2, n - 2, seq, len, XXH64(ledger, len, 0), sha, false, &why) != 0)
+        rc = cs_err_set(err, 0, "lake: signature: %s", why.msg);
+    free(sig);
+    return rc;
 }
 
 void cs_lake_reader_free(cs_lake_reader *r)

@@ -23,6 +23,7 @@
 
 #include "common/err.h"
 #include "corestreamd/lake/lakekey.h"
+#include "wire/ledgersig.h"
 
 enum {
     /* `lake: <url>: ledger S: no object at <key> (404)`: the lake does not hold the batch. */
@@ -63,6 +64,15 @@ int cs_lake_reader_get(cs_lake_reader *r, uint32_t seq, cs_lake_batch *batch, ui
  * (an unsigned batch, or a lake that keeps no signatures); the other errors as for
  * cs_lake_reader_get. */
 int cs_lake_reader_get_sig(cs_lake_reader *r, uint32_t seq, uint8_t **sig, size_t *len, cs_err *err);
+
+/* Ledger seq's bytes ledger[0..len) (from a batch of one ledger) checked against the lake's
+ * signature object for it (cs_lake_reader_get_sig), as a subscriber with trusted keys checks a
+ * ledger: one SIG, signed by a key of ks over exactly these bytes (SHA-256), for chain's signing
+ * run, chained to the ledger before when chain holds it (cs_sig_chain_check). 0 with chain
+ * advanced, or -1 with err: cs_lake_reader_get_sig's errors, `lake: URL: ledger N: its signature
+ * object is not one SIG`, `lake: signature: <the chain check's message>`. */
+int cs_lake_reader_check_sig(cs_lake_reader *r, const cs_sig_keyset *ks, cs_sig_chain *chain, uint32_t seq,
+                             const uint8_t *ledger, size_t len, cs_err *err);
 
 void cs_lake_reader_free(cs_lake_reader *r);
 

@@ -39,10 +39,14 @@ struct cs_bf_from {
 };
 
 /* A lake at o->url (lakereader.h), asked with token (NULL or "": none) and o->ca_file. A lake
- * object carries no checksum of its ledgers, so the lake is trusted as the source is. A read that
- * fails for I/O is tried three times a second apart (o->cancel cuts the wait short); a missing
- * object is not tried again. The lake must hold one ledger per batch. o->trusted_keys is not
- * for a lake (config.c refuses it). Strings are copied. Errors: `source: out of memory`. */
+ * object carries no checksum of its ledgers: without o->trusted_keys the lake is trusted as the
+ * source is; with it (a PEM file of Ed25519 public keys, read here) each ledger is checked
+ * against the signature object beside its object (`<key>.sig`, cs_lake_reader_check_sig: signed
+ * by one of the keys over exactly its bytes, chained to the gap's ledger before), and a ledger
+ * without one is not taken. A read that fails for I/O is tried three times a second apart
+ * (o->cancel cuts the wait short); a missing object is not tried again. The lake must hold one
+ * ledger per batch. Strings are copied. Errors: `source: out of memory`, and the keys file's
+ * (cs_sig_keyset_load). */
 int cs_bf_lake_new(cs_bf_from **out, const cs_backfill_opts *o, const char *token, cs_err *err);
 
 /* Another corestreamd's stream at o->url (ws:// or wss://, its /stream; wss checked with

@@ -14,6 +14,8 @@
 typedef struct bf_lake {
     cs_bf_from base;
     char *url, *token, *ca_file; /* token, ca_file: NULL for none */
+    cs_sig_keyset *keys;         /* --trusted-keys: the .sig objects checked; NULL: not */
+    cs_sig_chain chain;          /* the gap's signatures so far */
     cs_cancel *cancel;
     cs_lake_reader *lake; /* opened at the first gap */
     uint8_t *batch;       /* the last object's LedgerCloseMetaBatch */
@@ -43,7 +45,9 @@ static int fetch_once(bf_lake *l, uint32_t seq, size_t *len, cs_err *err)
 
 static int lake_begin(cs_bf_from *f, uint32_t first, uint32_t last, cs_err *err)
 {
-    (void)f, (void)first, (void)last, (void)err;
+    (void)first, (void)last, (void)err;
+    bf_lake *l = (bf_lake *)f;
+    l->chain = (cs_sig_chain){0};
     return 0;
 }
 
@@ -55,7 +59,8 @@ static int lake_get(cs_bf_from *f, uint32_t seq, const uint8_t **ledger, size_t 
     for (int tries = 1;; tries++) {
         cs_err_clear(err);
         size_t n;
-        if (fetch_once(l, seq, &n, err) == 0) {
+        if (fetch_once(l, seq, &n, err) == 0 &&
+            (!l->keys || cs_lake_reader_check_sig(l->lake, l->keys, &l->chain, seq, l->batch + 12, n - 12, err) == 0)) {
             *ledger = l->batch + 12;
             *len = n - 12;
             return 0;
@@ -77,6 +82,7 @@ static void lake_destroy(cs_bf_from *f)
 {
     bf_lake *l = (bf_lake *)f;
     cs_lake_reader_free(l->lake);
+    cs_sig_keyset_free(l->keys);
     free(l->batch);
     free(l->url);
     free(l->token);
@@ -108,6 +114,10 @@ int cs_bf_lake_new(cs_bf_from **out, const cs_backfill_opts *o, const char *toke
     if (!(l->url = strdup(o->url)) || !copy_opt(token, &l->token) || !copy_opt(o->ca_file, &l->ca_file)) {
         lake_destroy(&l->base);
         return cs_err_set(err, 0, "source: out of memory");
+    }
+    if (o->trusted_keys && *o->trusted_keys && cs_sig_keyset_load(o->trusted_keys, &l->keys, err) != 0) {
+        lake_destroy(&l->base);
+        return -1;
     }
     l->cancel = o->cancel;
     *out = &l->base;
