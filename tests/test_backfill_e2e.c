@@ -199,6 +199,16 @@ static void expect_catchup(fixture *f, uint32_t from, uint32_t to)
     cs_ws_close(ws);
 }
 
+/* The next log line holding needle must hold want and, when not NULL, also. */
+static void expect_line(fixture *f, const char *needle, const char *want, const char *also)
+{
+    cs_ringfx_wait_line(f, needle, WAIT_MS);
+    char line[2048];
+    cs_proc_line(&f->proc, line, sizeof line);
+    if (!strstr(line, want) || (also && !strstr(line, also)))
+        fail_msg("line: %s", line);
+}
+
 static void gap_is_filled_from_the_lake(void **state)
 {
     fixture *f = *state;
@@ -209,15 +219,8 @@ static void gap_is_filled_from_the_lake(void **state)
 
     start(f, fifo, lake); /* the ring continues at 5; the core has moved on to 9 */
     send_ledgers(f, fifo, 9, 10);
-    cs_ringfx_wait_line(f, "msg=\"filling a gap from the backfill source\"", WAIT_MS);
-    char line[2048];
-    cs_proc_line(&f->proc, line, sizeof line);
-    if (!strstr(line, " first=5 last=8"))
-        fail_msg("line: %s", line);
-    cs_ringfx_wait_line(f, "msg=\"gap filled from the backfill source\"", WAIT_MS);
-    cs_proc_line(&f->proc, line, sizeof line);
-    if (!strstr(line, " first=5 last=8 ledgers=4"))
-        fail_msg("line: %s", line);
+    expect_line(f, "msg=\"filling a gap from the backfill source\"", " first=5 last=8", NULL);
+    expect_line(f, "msg=\"gap filled from the backfill source\"", " first=5 last=8 ledgers=4", NULL);
     cs_ringfx_wait_line(f, "msg=\"pipe source: the FIFO's writer went away; waiting for the next one\"", WAIT_MS);
     expect_catchup(f, 1, 10);
     assert_int_equal(cs_proc_log_count(&f->proc, "retention reset"), 0);
@@ -234,11 +237,8 @@ static void a_ledger_the_lake_lacks_starts_the_ring_over(void **state)
 
     start(f, fifo, lake);
     send_ledgers(f, fifo, 9, 10);
-    cs_ringfx_wait_line(f, "msg=\"gap not filled: the backfill source could not give a ledger\"", WAIT_MS);
-    char line[2048];
-    cs_proc_line(&f->proc, line, sizeof line);
-    if (!strstr(line, " ledger=7 ") || !strstr(line, "no object at FFFFFFFF--0-63999/FFFFFFF8--7.xdr.zst"))
-        fail_msg("line: %s", line);
+    expect_line(f, "msg=\"gap not filled: the backfill source could not give a ledger\"", " ledger=7 ",
+                "no object at FFFFFFFF--0-63999/FFFFFFF8--7.xdr.zst");
     cs_ringfx_wait_line(f, "retention reset", WAIT_MS);
     cs_ringfx_wait_line(f, "msg=\"pipe source: the FIFO's writer went away; waiting for the next one\"", WAIT_MS);
     expect_catchup(f, 9, 10);
@@ -260,118 +260,69 @@ static void gap_from(fixture *f, cs_proc *peer, const char *peer_key, const char
     cs_ringfx_wait_line(f, "msg=\"filling a gap from the backfill source\"", WAIT_MS);
 }
 
-static void gap_from_peer(fixture *f, cs_proc *peer, const char *peer_key, const char *trusted, uint32_t peer_to)
-{
-    gap_from(f, peer, peer_key, trusted, peer_to, false);
-}
+/* A gap from a peer (gap_from), and what comes of it. */
+typedef struct peer_case {
+    bool lake;         /* the peer's lake, not its stream */
+    bool other_key;    /* the peer signs with a key the daemon does not trust */
+    uint32_t peer_to;  /* the peer holds 1..peer_to */
+    const char *want;  /* NULL: the gap is filled; else in the WARN line that it is not */
+    const char *also;  /* and this too, or NULL */
+} peer_case;
 
-static void gap_is_filled_from_a_peer(void **state)
+static void run_peer_case(fixture *f, const peer_case *c)
 {
-    fixture *f = *state;
     cs_certs certs;
     assert_int_equal(cs_certs_make(&certs), 0);
     cs_proc peer = {0};
-    gap_from_peer(f, &peer, certs.sign_key, certs.sign_pub, 10);
-    cs_ringfx_wait_line(f, "msg=\"gap filled from the backfill source\"", WAIT_MS);
-    char line[2048];
-    cs_proc_line(&f->proc, line, sizeof line);
-    if (!strstr(line, " first=5 last=8 ledgers=4"))
-        fail_msg("line: %s", line);
+    gap_from(f, &peer, c->other_key ? certs.other_sign_key : certs.sign_key, certs.sign_pub, c->peer_to, c->lake);
+    if (!c->want) {
+        expect_line(f, "msg=\"gap filled from the backfill source\"", " first=5 last=8 ledgers=4", NULL);
+    } else {
+        expect_line(f, "msg=\"gap not filled: the backfill source could not give a ledger\"", c->want, c->also);
+        cs_ringfx_wait_line(f, "retention reset", WAIT_MS);
+    }
     cs_ringfx_wait_line(f, "msg=\"pipe source: the FIFO's writer went away; waiting for the next one\"", WAIT_MS);
-    expect_catchup(f, 1, 10);
-    assert_int_equal(cs_proc_log_count(&f->proc, "retention reset"), 0);
+    expect_catchup(f, c->want ? 9 : 1, 10);
+    if (!c->want)
+        assert_int_equal(cs_proc_log_count(&f->proc, "retention reset"), 0);
     assert_int_equal(cs_proc_stop(&f->proc, SIGTERM, STOP_MS), 0);
     assert_int_equal(cs_proc_stop(&peer, SIGTERM, STOP_MS), 0);
     cs_proc_free(&peer);
     cs_certs_remove(&certs);
+}
+
+static void gap_is_filled_from_a_peer(void **state)
+{
+    run_peer_case(*state, &(peer_case){.peer_to = 10});
 }
 
 /* A peer that holds only 1..6 gives 5 and 6; 7 is not had, and the ring starts over at 9. */
 static void a_peer_short_of_the_gap_fills_what_it_holds(void **state)
 {
-    fixture *f = *state;
-    cs_certs certs;
-    assert_int_equal(cs_certs_make(&certs), 0);
-    cs_proc peer = {0};
-    gap_from_peer(f, &peer, certs.sign_key, certs.sign_pub, 6);
-    cs_ringfx_wait_line(f, "msg=\"gap not filled: the backfill source could not give a ledger\"", WAIT_MS);
-    char line[2048];
-    cs_proc_line(&f->proc, line, sizeof line);
-    if (!strstr(line, " ledger=7 error=\"the peer holds ledgers 1 to 6\""))
-        fail_msg("line: %s", line);
-    cs_ringfx_wait_line(f, "retention reset", WAIT_MS);
-    cs_ringfx_wait_line(f, "msg=\"pipe source: the FIFO's writer went away; waiting for the next one\"", WAIT_MS);
-    expect_catchup(f, 9, 10);
-    assert_int_equal(cs_proc_stop(&f->proc, SIGTERM, STOP_MS), 0);
-    assert_int_equal(cs_proc_stop(&peer, SIGTERM, STOP_MS), 0);
-    cs_proc_free(&peer);
-    cs_certs_remove(&certs);
+    run_peer_case(*state, &(peer_case){.peer_to = 6, .want = " ledger=7 error=\"the peer holds ledgers 1 to 6\""});
 }
 
 /* A peer signing with a key the daemon does not trust gives nothing of the gap. */
 static void a_peer_of_another_key_fills_nothing(void **state)
 {
-    fixture *f = *state;
-    cs_certs certs;
-    assert_int_equal(cs_certs_make(&certs), 0);
-    cs_proc peer = {0};
-    gap_from_peer(f, &peer, certs.other_sign_key, certs.sign_pub, 10);
-    cs_ringfx_wait_line(f, "msg=\"gap not filled: the backfill source could not give a ledger\"", WAIT_MS);
-    char line[2048];
-    cs_proc_line(&f->proc, line, sizeof line);
-    if (!strstr(line, " ledger=5 error=\"remoteledger: signature: ledger 5: signed by ") ||
-        !strstr(line, ", which is not a trusted key"))
-        fail_msg("line: %s", line);
-    cs_ringfx_wait_line(f, "retention reset", WAIT_MS);
-    cs_ringfx_wait_line(f, "msg=\"pipe source: the FIFO's writer went away; waiting for the next one\"", WAIT_MS);
-    expect_catchup(f, 9, 10);
-    assert_int_equal(cs_proc_stop(&f->proc, SIGTERM, STOP_MS), 0);
-    assert_int_equal(cs_proc_stop(&peer, SIGTERM, STOP_MS), 0);
-    cs_proc_free(&peer);
-    cs_certs_remove(&certs);
+    run_peer_case(*state, &(peer_case){.peer_to = 10, .other_key = true,
+                                       .want = " ledger=5 error=\"remoteledger: signature: ledger 5: signed by ",
+                                       .also = ", which is not a trusted key"});
 }
 
 /* From a signed lake (the peer's /lake/, each object with its .sig), the daemon trusting the
  * peer's key: the gap is filled, each ledger checked against its signature object. */
 static void gap_is_filled_from_a_signed_lake(void **state)
 {
-    fixture *f = *state;
-    cs_certs certs;
-    assert_int_equal(cs_certs_make(&certs), 0);
-    cs_proc peer = {0};
-    gap_from(f, &peer, certs.sign_key, certs.sign_pub, 10, true);
-    cs_ringfx_wait_line(f, "msg=\"gap filled from the backfill source\"", WAIT_MS);
-    char line[2048];
-    cs_proc_line(&f->proc, line, sizeof line);
-    if (!strstr(line, " first=5 last=8 ledgers=4"))
-        fail_msg("line: %s", line);
-    cs_ringfx_wait_line(f, "msg=\"pipe source: the FIFO's writer went away; waiting for the next one\"", WAIT_MS);
-    expect_catchup(f, 1, 10);
-    assert_int_equal(cs_proc_stop(&f->proc, SIGTERM, STOP_MS), 0);
-    assert_int_equal(cs_proc_stop(&peer, SIGTERM, STOP_MS), 0);
-    cs_proc_free(&peer);
-    cs_certs_remove(&certs);
+    run_peer_case(*state, &(peer_case){.lake = true, .peer_to = 10});
 }
 
 /* The same lake signed with a key the daemon does not trust gives nothing of the gap. */
 static void a_lake_of_another_key_fills_nothing(void **state)
 {
-    fixture *f = *state;
-    cs_certs certs;
-    assert_int_equal(cs_certs_make(&certs), 0);
-    cs_proc peer = {0};
-    gap_from(f, &peer, certs.other_sign_key, certs.sign_pub, 10, true);
-    cs_ringfx_wait_line(f, "msg=\"gap not filled: the backfill source could not give a ledger\"", WAIT_MS);
-    char line[2048];
-    cs_proc_line(&f->proc, line, sizeof line);
-    if (!strstr(line, " ledger=5 error=\"lake: signature: ledger 5: signed by ") ||
-        !strstr(line, ", which is not a trusted key"))
-        fail_msg("line: %s", line);
-    cs_ringfx_wait_line(f, "retention reset", WAIT_MS);
-    assert_int_equal(cs_proc_stop(&f->proc, SIGTERM, STOP_MS), 0);
-    assert_int_equal(cs_proc_stop(&peer, SIGTERM, STOP_MS), 0);
-    cs_proc_free(&peer);
-    cs_certs_remove(&certs);
+    run_peer_case(*state, &(peer_case){.lake = true, .peer_to = 10, .other_key = true,
+                                       .want = " ledger=5 error=\"lake: signature: ledger 5: signed by ",
+                                       .also = ", which is not a trusted key"});
 }
 
 /* corestreamd with args must refuse to start, saying want. */
