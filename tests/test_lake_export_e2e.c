@@ -94,32 +94,52 @@ static uint32_t be32(const uint8_t *p)
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-static bool object_exists(const fixture *f, uint32_t seq)
+/* Whether ledger seq's object (suffix "") or its signature object (".sig") is in the lake. */
+static bool file_exists(const fixture *f, uint32_t seq, const char *suffix)
 {
     char key[128], path[PATHLEN];
     struct stat st;
-    return stat(lake_path(f, cs_lakee2e_key(seq, key, sizeof key), path, sizeof path), &st) == 0;
+    cs_lakee2e_key(seq, key, sizeof key);
+    strcat(key, suffix);
+    return stat(lake_path(f, key, path, sizeof path), &st) == 0;
+}
+
+static bool object_exists(const fixture *f, uint32_t seq)
+{
+    return file_exists(f, seq, "");
+}
+
+static bool sig_exists(const fixture *f, uint32_t seq)
+{
+    return file_exists(f, seq, ".sig");
 }
 
 typedef struct exists_arg {
     const fixture *f;
     uint32_t seq;
+    const char *suffix;
 } exists_arg;
 
 static bool exists_pred(void *arg)
 {
     exists_arg *a = arg;
-    return object_exists(a->f, a->seq);
+    return file_exists(a->f, a->seq, a->suffix);
 }
 
-/* Objects appear as the exporter writes them; nothing announces one to the test. */
-static void wait_object(fixture *f, uint32_t seq)
+/* Objects (and a .sig after its object) appear as the exporter writes them; nothing announces
+ * one to the test. */
+static void wait_file(fixture *f, uint32_t seq, const char *suffix)
 {
-    exists_arg a = {f, seq};
+    exists_arg a = {f, seq, suffix};
     if (cs_wait_until(exists_pred, &a, WAIT_MS) != 0) {
         cs_proc_drain(&f->proc);
-        fail_msg("no object for ledger %" PRIu32 ":\n%s", seq, f->proc.log);
+        fail_msg("no %s for ledger %" PRIu32 ":\n%s", *suffix ? suffix : "object", seq, f->proc.log);
     }
+}
+
+static void wait_object(fixture *f, uint32_t seq)
+{
+    wait_file(f, seq, "");
 }
 
 static void wait_line(fixture *f, const char *needle)
@@ -347,31 +367,6 @@ static void object_in_place_kept(void **state)
 
 /* ---- signed runs: the .sig objects ---- */
 
-static bool sig_exists(const fixture *f, uint32_t seq)
-{
-    char key[128], path[PATHLEN];
-    struct stat st;
-    cs_lakee2e_key(seq, key, sizeof key);
-    strcat(key, ".sig");
-    return stat(lake_path(f, key, path, sizeof path), &st) == 0;
-}
-
-static bool sig_pred(void *arg)
-{
-    exists_arg *a = arg;
-    return sig_exists(a->f, a->seq);
-}
-
-/* A .sig follows its object: waited for as objects are. */
-static void wait_sig(fixture *f, uint32_t seq)
-{
-    exists_arg a = {f, seq};
-    if (cs_wait_until(sig_pred, &a, WAIT_MS) != 0) {
-        cs_proc_drain(&f->proc);
-        fail_msg("no .sig for ledger %" PRIu32 ":\n%s", seq, f->proc.log);
-    }
-}
-
 /* benchrunner --mode lake over the lake directory, ledgers 1..end, checking them with the public
  * keys in pub: its exit status; its output in p (freed by the caller). */
 static int bench_verify(const fixture *f, uint32_t end, const char *pub, cs_proc *p)
@@ -423,7 +418,7 @@ static void sig_in_place_kept(void **state)
     if (cs_proc_wait_listening(&f->proc, WAIT_MS) != 0)
         fail_msg("not listening:\n%s", f->proc.log);
     feed(f, fifo, 1, 2);
-    wait_sig(f, 2);
+    wait_file(f, 2, ".sig");
     /* Ledger 2's signatures, signed by the trusted key, at ledger 3's .sig before the ring has 3. */
     char key[128], path2[PATHLEN], path3[PATHLEN];
     cs_lakee2e_key(2, key, sizeof key);
