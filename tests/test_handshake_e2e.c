@@ -519,30 +519,37 @@ static void test_a_request_body_is_refused_and_the_server_goes_on(void **state)
 
 /* A kept-alive connection carries one request after another (pipelined too), each answered in
  * order; `Connection: close` and HTTP/1.0 end it after their answer. */
-static void test_probes_keep_the_connection_alive(void **state)
+/* Sends req (pipelined requests) on one connection and reads every answer until the server
+ * closes it, into buf (NUL-terminated). */
+static void pipeline(const char *req, char *buf, size_t cap)
 {
-    (void)state;
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)g_port)};
     inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
     assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
-    static const char req[] = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
-                              "GET /nope HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
-                              "HEAD /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
-                              "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-                              "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
     assert_int_equal(send(fd, req, strlen(req), MSG_NOSIGNAL), (ssize_t)strlen(req));
-    static char buf[1 << 16];
     size_t n = 0;
     struct pollfd p = {.fd = fd, .events = POLLIN};
-    while (n < sizeof buf - 1 && poll(&p, 1, WAIT_MS) == 1) {
-        ssize_t r = recv(fd, buf + n, sizeof buf - 1 - n, 0);
+    while (n < cap - 1 && poll(&p, 1, WAIT_MS) == 1) {
+        ssize_t r = recv(fd, buf + n, cap - 1 - n, 0);
         if (r <= 0)
             break;
         n += (size_t)r;
     }
     close(fd);
     buf[n] = '\0';
+}
+
+static void test_probes_keep_the_connection_alive(void **state)
+{
+    (void)state;
+    static const char req[] = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                              "GET /nope HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                              "HEAD /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                              "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+                              "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    static char buf[1 << 16];
+    pipeline(req, buf, sizeof buf);
     /* four answers, then the close: the fifth request is never answered */
     const char *at = buf, *statuses[] = {"HTTP/1.1 200 OK\r\n", "HTTP/1.1 404 Not Found\r\n", "HTTP/1.1 ",
                                          "HTTP/1.1 200 OK\r\n"};
@@ -552,9 +559,37 @@ static void test_probes_keep_the_connection_alive(void **state)
         const char *cl = strstr(at, "content-length: "), *end = strstr(at, "\r\n\r\n");
         assert_non_null(cl);
         assert_non_null(end);
+        /* Only the answer the server closes after says so. */
+        const char *close = strstr(at, "\r\nconnection: close\r\n");
+        assert_int_equal(close != NULL && close < end, i == 3);
         at = end + 4 + (i == 2 ? 0 : strtoul(cl + 16, NULL, 10)); /* HEAD: no body */
     }
     assert_int_equal(*at, '\0');
+}
+
+/* A kept-alive connection is answered 100 times; the 100th answer says `connection: close`, and
+ * the connection then ends. */
+static void test_the_last_kept_alive_answer_says_close(void **state)
+{
+    (void)state;
+    enum { ASKED = 101 };
+    static const char one[] = "GET /nope HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    static char req[ASKED * sizeof one];
+    for (int i = 0; i < ASKED; i++)
+        memcpy(req + i * (sizeof one - 1), one, sizeof one);
+    static char resp[1 << 17];
+    pipeline(req, resp, sizeof resp);
+    size_t answers = 0, closes = 0;
+    const char *last = NULL;
+    for (const char *at = resp; (at = strstr(at, "HTTP/1.1 404 Not Found\r\n")) != NULL; at++) {
+        answers++;
+        last = at;
+    }
+    for (const char *at = resp; (at = strstr(at, "\r\nconnection: close\r\n")) != NULL; at++)
+        closes++;
+    assert_int_equal(answers, 100);
+    assert_int_equal(closes, 1);
+    assert_non_null(strstr(last, "\r\nconnection: close\r\n"));
 }
 
 int main(void)
@@ -574,6 +609,7 @@ int main(void)
         cmocka_unit_test(test_an_upgrade_after_a_probe_on_one_connection_still_streams),
         cmocka_unit_test(test_a_request_body_is_refused_and_the_server_goes_on),
         cmocka_unit_test(test_probes_keep_the_connection_alive),
+        cmocka_unit_test(test_the_last_kept_alive_answer_says_close),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -38,7 +38,6 @@
 #include "wire/wire.h"
 #include "wire/wsaccept.h"
 
-
 /* One request being judged. */
 typedef struct http_req {
     const cs_http_head *head;
@@ -239,8 +238,8 @@ static bool authenticate(cs_server *s, http_req *r)
 
 /* ---- /stream -------------------------------------------------------------------------------- */
 
-/* The decoded query pairs; -1 when there are more than MAX_QUERY_ARGS of them: a pair is never
- * silently dropped, or `start`/`end` after junk pairs would be lost. */
+/* The decoded query pairs: all of them (the parser refuses a head with more than
+ * CS_HTTP_PAIRS_MAX, so none is silently dropped and `start`/`end` after junk pairs are read). */
 static void read_query(const cs_http_head *h, const char *args[CS_HTTP_PAIRS_MAX], size_t *n)
 {
     *n = 0;
