@@ -29,6 +29,7 @@
 #include <xxhash.h>
 
 #include "common/synthetic.h"
+#include "corestreamd/jetstream/library.h"
 #include "corestreamd/jetstream/nkey.h"
 #include "support/certs.h"
 #include "support/event.h"
@@ -58,6 +59,9 @@ static char g_edge_pub[CS_NKEY_TEXT_MAX];
 static char g_pwfile[PATH_MAX + 16], g_seedfile[PATH_MAX + 16];
 static cs_proc g_core, g_edge;
 static bool g_core_live, g_edge_live;
+/* Set as a case's last statement: a case that stops before it (a failed assertion) has its
+ * processes' whole output written to stderr by teardown, which cmocka's messages would cut. */
+static bool g_case_done;
 
 /* The fenced block after the marker in the page. */
 static char *doc_config(void)
@@ -104,6 +108,7 @@ static int make_nkey(void)
 static int setup(void **state)
 {
     (void)state;
+    g_case_done = false;
     if (cs_tmpdir_make(&g_tmp, "natsauth") != 0 || cs_certs_make(&g_certs) != 0)
         return -1;
     snprintf(g_pwfile, sizeof g_pwfile, "%s/core.password", g_tmp.path);
@@ -130,9 +135,24 @@ static int setup(void **state)
     return 0;
 }
 
+/* A process started in this case (its log is freed with it). */
+static void dump_log(const char *who, cs_proc *p)
+{
+    if (!p->log)
+        return;
+    cs_proc_drain(p);
+    fprintf(stderr, "---- %s output (%zu bytes) ----\n%s\n---- end of %s output ----\n", who, p->loglen,
+            p->log, who);
+}
+
 static int teardown(void **state)
 {
     (void)state;
+    if (!g_case_done) {
+        dump_log("nats-server", &g_nats.proc);
+        dump_log("core corestreamd", &g_core);
+        dump_log("edge corestreamd", &g_edge);
+    }
     if (g_core_live)
         cs_proc_free(&g_core);
     if (g_edge_live)
@@ -353,6 +373,7 @@ static void test_publisher_without_credentials_is_refused(void **state)
     if (!strstr(g_core.log, "NATS refused the credentials (authorization violation") ||
         !strstr(g_core.log, "Authorization Violation"))
         fail_msg("the refusal does not name its cause:\n%s", g_core.log);
+    g_case_done = true;
 }
 
 static void test_forged_ledger_refused_edge_serves_genuine(void **state)
@@ -383,6 +404,7 @@ static void test_forged_ledger_refused_edge_serves_genuine(void **state)
     assert_int_equal(cs_proc_log_count(&g_edge, "jetstream NATS error"), 0);
     assert_int_equal(cs_proc_log_count(&g_edge, "jetstream source skipped a message"), 0);
     assert_int_equal(cs_proc_log_count(&g_core, "never sent"), 0);
+    g_case_done = true;
 }
 
 static void test_junk_is_survived_until_the_genuine_ledger(void **state)
@@ -421,11 +443,15 @@ static void test_junk_is_survived_until_the_genuine_ledger(void **state)
     assert_int_equal(cs_http_get("127.0.0.1", g_edge.port, "/readyz", WAIT_MS, body, sizeof body, NULL, 0), 200);
     cs_ws_close(ws);
     assert_int_equal(cs_proc_stop(&g_edge, SIGTERM, WAIT_MS), 0);
+    g_case_done = true;
 }
 
 int main(void)
 {
-    nats_Open(-1);
+    /* As corestreamd opens it: with nats.c 3.4.1's signature encoder corrected, which the test's
+     * own nkey client (the forger) needs as much as the edge. */
+    if (cs_js_library_open() != NATS_OK)
+        return 1;
     event_init(&g_violation);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_publisher_without_credentials_is_refused, setup, teardown),

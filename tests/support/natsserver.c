@@ -8,30 +8,12 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 
 static int64_t mono_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* A loopback TCP port that was free a moment ago, or -1. */
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0)
-        return -1;
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    int port = -1;
-    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
-    close(fd);
-    return port;
 }
 
 #ifndef NATS_SERVER_BIN
@@ -54,12 +36,37 @@ static int write_conf(cs_nats_server *s)
         fprintf(f, "%s\n", s->extra_conf);
     if (s->clustered) {
         fprintf(f, "server_name: n%d\ncluster {\n  name: cs\n  listen: \"127.0.0.1:%d\"\n  routes: [\n",
-                s->index, s->route_port);
+                s->index, s->route_port ? s->route_port : -1);
         for (int i = 0; i < s->npeers; i++)
             fprintf(f, "    \"nats-route://127.0.0.1:%d\"\n", s->peer_routes[i]);
+        /* The first node's first start: no peer has a port yet, and JetStream clustering will not
+         * start without a configured route. Port 0 is one nobody can listen on (refused at once,
+         * one ERR line); the nodes after it route to it. */
+        if (s->npeers == 0)
+            fprintf(f, "    \"nats-route://127.0.0.1:0\"\n");
         fprintf(f, "  ]\n}\n");
     }
     return fclose(f) == 0 ? 0 : -1;
+}
+
+/* The route port a clustered node listens on, from its "Listening for route connections on
+ * 127.0.0.1:<port>" line: its own pick at the first start (listen port -1), the same port after a
+ * restart. nats-server may print the line before or after "Server is ready", so the whole output
+ * is looked at first. 0 or -1. */
+static int read_route_port(cs_nats_server *s, int timeout_ms)
+{
+    static const char needle[] = "Listening for route connections on ";
+    cs_proc_drain(&s->proc);
+    if (!strstr(s->proc.log, needle) && cs_proc_wait_line(&s->proc, needle, timeout_ms) != 0)
+        return -1;
+    const char *at = strstr(s->proc.log, needle);
+    const char *eol = strchr(at, '\n');
+    const char *colon = memrchr(at, ':', eol ? (size_t)(eol - at) : strlen(at));
+    int port = colon ? atoi(colon + 1) : 0;
+    if (port <= 0 || (s->route_port && port != s->route_port))
+        return -1;
+    s->route_port = port;
+    return 0;
 }
 
 static int launch(cs_nats_server *s, int timeout_ms)
@@ -82,7 +89,9 @@ static int launch(cs_nats_server *s, int timeout_ms)
         return -1;
     s->port = port;
     snprintf(s->url, sizeof s->url, "nats://127.0.0.1:%d", port);
-    return cs_proc_wait_line(&s->proc, "Server is ready", timeout_ms);
+    if (cs_proc_wait_line(&s->proc, "Server is ready", timeout_ms) != 0)
+        return -1;
+    return s->clustered ? read_route_port(s, timeout_ms) : 0;
 }
 
 static void init_server(cs_nats_server *s, int64_t max_payload)
@@ -120,23 +129,28 @@ int cs_nats_cluster_start(cs_nats_cluster *c, int n, int timeout_ms)
     for (int i = 0; i < n; i++)
         init_server(&c->node[i], 0);
     int64_t deadline = mono_ms() + timeout_ms;
-    /* JetStream clustering needs configured routes, so the route ports are chosen before any node
-     * starts: ports the kernel hands out for an ephemeral bind, released just before. */
-    for (int i = 0; i < n; i++)
-        if ((c->route_port[i] = free_port()) <= 0)
-            return -1;
+    /* Every port is the server's own pick, read back from its log, so none can be taken between a
+     * choice and the bind. JetStream clustering wants its routes configured at start, so the nodes
+     * start one after the other, each routing to those already up (the first to port 0, see
+     * write_conf); the servers' gossip tells the earlier nodes of the later ones. */
     size_t off = 0;
     for (int i = 0; i < n; i++) {
         cs_nats_server *s = &c->node[i];
         s->clustered = true;
         s->index = i;
-        s->route_port = c->route_port[i];
-        for (int j = 0; j < n; j++)
-            if (j != i)
-                s->peer_routes[s->npeers++] = c->route_port[j];
+        for (int j = 0; j < i; j++)
+            s->peer_routes[s->npeers++] = c->route_port[j];
         if (cs_tmpdir_make(&s->dir, "natsc") != 0 || launch(s, timeout_ms) != 0)
             return -1;
+        c->route_port[i] = s->route_port;
         off += (size_t)snprintf(c->urls + off, sizeof c->urls - off, "%s%s", i ? "," : "", s->url);
+    }
+    /* A restarted node routes to every other one. */
+    for (int i = 0; i < n; i++) {
+        c->node[i].npeers = 0;
+        for (int j = 0; j < n; j++)
+            if (j != i)
+                c->node[i].peer_routes[c->node[i].npeers++] = c->route_port[j];
     }
     /* The meta group has formed when the cluster can place an R3 stream: create one (retried,
      * bounded: a node that joined after the election may still be registering) and delete it. */

@@ -20,7 +20,8 @@ typedef struct cs_nats_server {
     int64_t max_payload; /* 0: the server's default (1 MiB) */
     const char *extra_conf; /* appended to the config as it is (accounts, tls); NULL: none */
     bool running;
-    /* A cluster node (cs_nats_cluster_start): its index, its route port and its peers'. */
+    /* A cluster node (cs_nats_cluster_start): its index, its route port (0 until its first start)
+     * and its peers'. */
     bool clustered;
     int index;
     int route_port;
@@ -28,11 +29,13 @@ typedef struct cs_nats_server {
     int npeers;
 } cs_nats_server;
 
-/* A JetStream cluster of n nodes on loopback (cluster "cs", each node with routes to all the
- * others and its own scratch directory, server_name n0..n<n-1>), for R3 streams. Client ports are
- * the servers' own ephemeral picks (port -1); JetStream clustering wants its routes configured up
- * front, so the route ports are ephemeral ports taken from the kernel and released just before
- * the nodes start. A restarted node (cs_nats_restart) keeps its ports and store. */
+/* A JetStream cluster of n nodes on loopback (cluster "cs", each node with its own scratch
+ * directory, server_name n0..n<n-1>), for R3 streams. Client and route ports are the servers' own
+ * ephemeral picks (port -1), read back from their logs, so no port is chosen before the server that
+ * binds it. JetStream clustering wants routes configured at start: the nodes start in order, each
+ * with routes to those already up (the first to port 0, refused at once), and gossip completes the
+ * mesh. route_port[i] is node i's route port. A restarted node (cs_nats_restart) keeps its ports
+ * and store, with routes to every other node. */
 #define CS_NATS_CLUSTER_MAX 5
 typedef struct cs_nats_cluster {
     cs_nats_server node[CS_NATS_CLUSTER_MAX];
