@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The two commands a new user types (see README.md):
 #   make run    set up, build, and run the loopback demo that streams and measures
 #   make test   set up, then build and run the whole suite: plain, ASan+UBSan, TSan for the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Cell real: ledgers stellar-core wrote, through corestreamd's file source to benchrunner
 # --verify-dir (every ledger checked byte-exact against the dump). The data is the realmeta
 # directory beside the project (REALMETA, default ../shared/realmeta from the repository; its

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Cell 1: the acceptance shape over loopback. 15196160-byte ledgers every 600 ms, each emitted
 # over 15 ms, uncompressed, n >= 100; corestreamd's server and the libremoteledger client run in
 # one benchrunner process over 127.0.0.1 and every ledger is verified byte for byte.

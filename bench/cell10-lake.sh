@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Cell 10: the lake beside the live flow (issue 38). A ring of RING ledgers (SIZE bytes,
 # compressible, zstd on, so they carry stored frames) is filled unpaced; then a live corestreamd
 # of the same run continues it with the lake on (--network-passphrase), one SIZE ledger every

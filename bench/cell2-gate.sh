@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Cell 2: the gate shape over loopback. The acceptance ledgers (15196160 bytes every 600 ms) with
 # a compressible (meta-shaped) payload and per-chunk zstd on, emitted over 7500 us (stellar-core's
 # measured burst), n >= 100, verified. Reports raw fallbacks (chunks the encoders were too busy to

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Cell 3: small and fast over loopback. 204800-byte ledgers every 10 ms, each emitted over 5 ms,
 # uncompressed, n = 1000, verified (benchrunner's own defaults, written out).
 # Target: delivery p99 <= 0.3 ms (the software stack's own tail).

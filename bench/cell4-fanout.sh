@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Cell 4: fan-out. For each K in KS, a fresh corestreamd on 127.0.0.1 streams 1 MiB ledgers every
 # 100 ms (emitted over 15 ms, uncompressed) and K subscribers subscribe at once: by default one
 # `benchrunner --mode remote --subscribers K` process serving all K on one thread (so the cell

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Cell 5: catch-up. A ring of RING (200) x 15196160-byte (14.5 MiB) compressible ledgers is
 # replayed by 1 subscriber, then by 8 at once, while corestreamd keeps publishing the live tip at
 # the gate shape (compressible, zstd on, every 600 ms over 7500 us) to one tip subscriber.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Cell 6: an emulated two-box link. The script creates two network namespaces joined by a veth
 # pair (10.251.0.1/30 in the server namespace, 10.251.0.2/30 in the client namespace; nothing is
 # addressed or routed outside them), shapes both directions with tc tbf to LINK_RATE (5gbit, the

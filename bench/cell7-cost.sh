@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Cell 7: cost. For the shapes of cells 1-3, corestreamd and benchrunner --mode remote run as two
 # processes over 127.0.0.1, each under /usr/bin/time -v, so each one's whole-process CPU seconds
 # per ledger (user+sys, start-up included) and peak RSS are its own. (Loopback mode runs both in

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Cell 8: a TLS connect storm. corestreamd serves wss:// (a certificate made for the run) with
 # 1 MiB ledgers every 100 ms over 15 ms; 8 benchrunner --mode remote subscribers stream N ledgers
 # from the tip, twice: alone, then while bench/tls_storm.py opens STORM TLS WebSocket connections

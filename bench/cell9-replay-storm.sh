@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Cell 9: replay amplification. A ring of RING ledgers (SIZE bytes, compressible) is filled
 # unpaced, then a live corestreamd of the same run continues it (the ring keeps only ledgers of
 # the run that continues it) at one SIZE ledger every 100 ms over 15 ms (zstd on) and one

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Client CPU per ledger, for comparing benchrunner (libremoteledger) builds: for each round and each
 # benchrunner given, a fresh corestreamd emits COUNT+LEAD synthetic ledgers of SIZE bytes every
 # INTERVAL and ends by itself; the benchrunner follows ledgers LEAD-1 .. LEAD+COUNT-2 live (--mode

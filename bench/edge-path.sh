@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Edge path (issue 15): delivery to a subscriber of an edge (core → JetStream → corestreamd
 # --source jetstream → subscriber) against delivery straight from the core, the same ledgers in
 # the same run, and the core's CPU per ledger with and without the JetStream publisher.

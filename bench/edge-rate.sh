@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Stream rate (issue 15): the stream's sustained ledger rate before the JetStream publisher falls
 # behind. A stepped run: for each rate in RATES (ledgers/s) the core emits SIZE-byte ledgers at
 # that rate for STEP_S seconds while publishing to JetStream (a fresh stream per step), and the

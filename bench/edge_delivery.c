@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* edge_delivery: delivery through an edge against delivery straight from the core, for the same
  * ledgers in the same run (bench/edge-path.sh).
  *

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Lake readers for bench/cell10-lake.sh: T threads, each on one kept-alive HTTP connection,
 GET the lake objects of ledgers FIRST..LAST from http://ADDR/lake (thread i takes every T-th
 batch), as fast as the server answers, reading the bytes and nothing more (no decompression: the

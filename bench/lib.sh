@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # bench/lib.sh: helpers shared by the bench/cell*.sh scripts. Source it; do not run it.
 #
 # What it gives a cell script:

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Server memory with K subscribers: `read` ones (benchrunner --mode remote) or `stall` ones that
 # connect and never read. 1 MiB ledgers every 100 ms; samples RssAnon/RssFile after 8 s.
 #   bench/memory.sh 1 read; bench/memory.sh 64 read; bench/memory.sh 64 stall

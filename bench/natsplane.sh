@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Shared by edge-path.sh and edge-rate.sh (sourced after lib.sh): a JetStream plane for a bench
 # cell, in the cell's scratch dir, stopped with the cell. CLUSTER=1 makes it a 3-node cluster.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # bench/plot.sh: delivery-latency CDFs of benchrunner CSVs, as PNG (gnuplot; scripts/setup.sh and
 # bench/setup.sh install gnuplot-nox).
 #

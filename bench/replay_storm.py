@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """A replay-amplification attacker for bench/cell9-replay-storm.sh: N plain WebSocket
 connections to ws://ADDR/stream?start=S&end=E, opened at once, each reading and discarding
 whatever arrives until the server closes it or --seconds pass. No token, no verification: it

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The ring writer's CPU per ledger in a live corestreamd: the gate shape (14.5 MiB compressible
 # ledgers, zstd, one every 600 ms over 7.5 ms) with no subscriber, COUNT ledgers, then the CPU
 # seconds (utime + stime from /proc/<pid>/task/<tid>/stat) of each thread role, per ledger.

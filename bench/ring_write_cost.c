@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The ring write's CPU per ledger, by write strategy: what the cs-ring thread pays to put a ledger's
  * chunks into a file, measured on the writing thread itself (getrusage RUSAGE_THREAD: user + system
  * time, so robust to other load on the box, unlike wall time).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* rl_throughput: libremoteledger's receive throughput over ws:// and wss:// on loopback, against
  * the tests' scripted server (tests/support/scriptserver.c) sending the same incompressible ledger
  * again and again in raw 256 KiB chunks, the way corestreamd chunks it.

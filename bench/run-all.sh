@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # bench/run-all.sh: every cell, one after another (never two at once: they would measure each
 # other), then the plots, then one verdict list. Took 598 s (10 minutes) on a 2-CPU VM:
 #   cell3-small       ~10 s      cell7-cost        ~2.5 min

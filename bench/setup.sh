@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # bench/setup.sh: the Debian 12 packages the benchmark scripts need beyond the build itself
 # (scripts/setup.sh covers the build). As root it installs them with apt-get; as another user it
 # prints the exact command to run and exits 1 if anything is missing.

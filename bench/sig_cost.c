@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sig_cost: what signed ledgers cost per ledger, on one thread, at the two named shapes
  * (docs/BENCHMARKS.md, "Signing"; bench/sign-cost.sh measures the same end to end).
  *

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Signing cost end to end: corestreamd and benchrunner --mode remote as two processes on
 # 127.0.0.1, at the two named shapes, in three modes run alternately:
 #   unsigned   corestreamd as today; the client checks XXH64 only

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 # A WebSocket subscriber of /stream that never reads (bench/memory.sh). Usage: PORT SECONDS
 import socket, base64, os, sys, time
 port = int(sys.argv[1])

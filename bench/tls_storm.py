@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """A storm of TLS WebSocket connects for bench/cell8-tls-storm.sh: N clients connect to
 wss://ADDR/stream at once (TLS handshake, then the upgrade), each until it has read the first
 binary message of the live flow. Prints one line: connected=<n> streaming=<n> seconds=<t>

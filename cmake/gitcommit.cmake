@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Run at build time (cmake -P): writes OUT with the commit the tree is at, so `--version` names
 # the sources a binary was built from. OUT is rewritten only when its text changes, so an
 # unchanged tree rebuilds nothing.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds the Debian packages (corestreamd, corestream-tools, libremoteledger1, libremoteledger-dev) from this tree
 # into OUTDIR (default: ./deb), with debian/ and dpkg-buildpackage. The tree is copied first
 # (tracked and untracked files, without what .gitignore drops, such as build dirs), because

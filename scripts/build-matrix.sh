@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds the tree with warnings as errors in every configuration a user or packager might pick:
 # each CMake build type and the Debian packaging flags (dpkg-buildflags, CMAKE_BUILD_TYPE=None),
 # with GCC and with clang. Optimisation levels change what the compilers warn about (GCC's

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds the Debian packages in a fresh Debian 12 chroot that holds only what a buildd starts with
 # (debootstrap --variant=buildd: essential packages and build-essential) and debian/control's
 # Build-Depends, installed by `apt-get build-dep`: `dpkg-checkbuilddeps` must pass there and

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Prints the Debian archive this machine already installs bookworm from, read from its apt sources
 # (one-line or deb822), and nothing when none names bookworm. scripts/setup.sh takes backports from
 # it; scripts/check-clean-chroot.sh bootstraps its chroot from it.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The long fuzz campaign behind docs/RELIABILITY.md: every libFuzzer target of tests/fuzz runs from
 # its committed seeds until it has executed RUNS inputs or spent MAX_SECONDS, two at a time, and
 # one Markdown table row per target is printed (executions, rate, coverage, corpus, findings).

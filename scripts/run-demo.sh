@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The main job: a loopback measurement at the prototype's acceptance shape. corestreamd's server
 # and a libremoteledger client run in one process over 127.0.0.1; the summary reports how long
 # after the source finished emitting each ledger it was assembled and verified.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs the end-to-end and concurrency tests (ctest labels e2e and concurrency) ROUNDS times in a
 # row, plain and under ThreadSanitizer, beside two busy loops that keep both cores of a 2-vCPU
 # machine contended, and fails on the first failing round. A test that fails here is a bug to fix,

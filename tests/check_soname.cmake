@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # ctest remoteledger_soname: the shared library's DT_SONAME is libremoteledger.so.<major>, the
 # major being the header's RL_VERSION_MAJOR.
 #   cmake -DOBJDUMP=<objdump> -DSHARED=<libremoteledger.so.N.M.P> -DHEADER=<remoteledger.h> -P check_soname.cmake

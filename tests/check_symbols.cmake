@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # ctest remoteledger_symbols: every defined global symbol of libremoteledger, shared (nm -D) and
 # static (nm -g), starts with rl_. The linker's own markers in a .so are not the library's.
 #   cmake -DNM=<nm> -DSHARED=<libremoteledger.so.N> -DSTATIC=<libremoteledger.a> -P check_symbols.cmake

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The Go module (go/remoteledger) against this build tree: go vet of the module and of the
 # example program, then go test -race (cgocheck on, the default) against the corestreamd built
 # here. libremoteledger comes from the build tree through a generated remoteledger.pc whose

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """corestreamd's request heads checked against an independent HTTP/1.1 parser.
 
 h11 (Debian's python3-h11) implements RFC 9112 on its own. This test generates request heads,

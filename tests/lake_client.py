@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """End-to-end test of corestreamd's SEP-54 lake through an independent reader.
 
 The reader (class Lake) is written from SEP-54 ("Ledger Metadata Storage") and docs/PROTOCOL.md

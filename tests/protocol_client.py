@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """End-to-end test of corestreamd through an independent wire-protocol client.
 
 Written from docs/PROTOCOL.md alone (no C or Go source consulted), to show that the spec is

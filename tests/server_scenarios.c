@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The server's end-to-end scenarios (server_scenarios.h): the table, and what every client's run
  * of one checks alike. Numbers in comments are the prototype's case numbers. */
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The server's end-to-end scenarios, written once and run against both clients: the raw WebSocket
  * test client (test_server_e2e.c, cases "<name>/ws") and libremoteledger's rl_stream_raw_ledgers
  * (test_server_client_e2e.c, cases "<name>/rl").

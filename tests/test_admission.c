@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Admission at accept (issue 10): the total and per-address caps, how addresses are grouped
  * (IPv4 exact, IPv6 per /64, IPv4-mapped as IPv4), and a long random walk of enters and leaves
  * against a plain reference model. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Admission at accept, end to end in process (issue 10): the per-address and total connection
  * caps close a socket at once and are released when a connection ends, the header deadline
  * closes a connection that never completes its request, and running out of descriptors pauses

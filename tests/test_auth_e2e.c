@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Token authentication end to end (issue 10), a real server in process with --auth-tokens: a
  * missing or unknown token gets 401 with WWW-Authenticate before the upgrade, byte for byte; the
  * library names the cause in words; a good token streams, and its name (never the token) is in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* `--backfill-from`: a FIFO core that outlives a killed corestreamd moves on while nobody reads,
  * so the restarted daemon's first ledger from it lies past the ring's latest + 1. With a source
  * that holds the ledgers in between, they are filled in order before the core's ledger: the ring

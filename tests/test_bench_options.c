@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* benchrunner's command line (PORTSPEC 4.1; catalogue cases 14-16): defaults, every validation
  * message verbatim, and the order in which they are checked (the first failure wins). */
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* benchrunner's progress line (issue 27 item 4): the histogram its percentiles come from, the
  * line's text, what it counts, and the drawing thread on a pipe. */
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* benchrunner's statistics (PORTSPEC 4.3, 4.4; catalogue cases 18, 20-27): percentiles, the latency
  * format, the summary to the character and the CSV. The full-text expectations were produced by
  * the prototype's Go code (stats.go) fed the same samples. */

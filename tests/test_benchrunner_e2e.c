@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* benchrunner end to end (PORTSPEC 4; catalogue case 17 and the program's exits): the real binary
  * in loopback mode, and in remote mode against a real corestreamd, over 127.0.0.1. Every wait is
  * bounded; children are killed by the harness if a test fails midway.

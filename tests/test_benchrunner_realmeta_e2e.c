@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* benchrunner --verify-dir end to end: the real binary in remote mode against a real corestreamd
  * whose file source serves five public-network ledgers stellar-core wrote (../shared/realmeta,
  * read in place through symlinks and never copied into the project; the cases that need it skip,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* benchrunner as a person meets it (issue 27 item 4), end to end against a real corestreamd: the
  * progress line on a terminal (a pseudo-terminal here) and never on a pipe or with --quiet, Ctrl-C
  * and SIGTERM keeping what was received (summary and CSV), and bench/plot.sh drawing two real

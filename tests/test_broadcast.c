@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The broadcaster (PORTSPEC 2.2; catalogue 48-52). The Go wake channel is the generation counter
  * `gen` in cs_snap plus the wake callback: "the handle fired" means the generation moved past the
  * one a watch handed out, which cs_broadcast_wait(b, gen, 0) reports without sleeping, and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* `--source captive` end to end against a stub stellar-core (a shell script this test writes) and
  * a history archive served on 127.0.0.1 by this test: PORTSPEC 85-87 adapted, the SDK's start
  * sequence for a fresh and a reused storage dir, the refusals, the stream's rules, the archive

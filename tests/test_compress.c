@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Chunk compression and the ordered encoder pool: PORTSPEC 2.3 and test cases 60, 61, 62
  * (adapted: no leaked threads, nothing published after destroy), 66 and 67, plus the raw
  * fallback and the 1024-chunk back-pressure, and the auto level's wiring (the controller itself:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* corestreamd's command line (PORTSPEC 1.1, 1.2; catalogue 1-9): defaults, every validation
  * message of 1.2 word for word, and their order (the first failure wins). Usage output goes to an
  * in-memory stream so it can be checked. */

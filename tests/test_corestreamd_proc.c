@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The corestreamd binary as an operator runs it: flags and their errors, exit codes, logs,
  * signals, the file source replaying a dump byte-exact, and the pipe source end to end (framed
  * metas from a stub writer, its failures, and shutdown with a writer that will not go away). Each

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The captive-core toml reader (coretoml.h): PORTSPEC 88's passphrase peek, the SDK's Strict
  * refusals and checks, the generated stellar-core.conf, and the `stellar-core version` parsing;
  * and the TOML subset reader under it (toml.h) on buffers with no NUL after them. */

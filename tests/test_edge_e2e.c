@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The edge (corestreamd --source jetstream) end to end: a core publishing to real Debian
  * nats-server processes (support/natsserver), an edge consuming the stream, and a subscriber of
  * the edge that verifies every ledger with libremoteledger and checks its bytes against the

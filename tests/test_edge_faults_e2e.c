@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The edge (corestreamd --source jetstream) against a bad stream, written by hand into a real
  * nats-server: a gap, a corrupt ledger, junk messages, a copy that fails mid-forward, a ledger
  * begun again, and signed ledgers (with --trusted-keys: unsigned, another key's, forged bytes,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Descriptors are budgeted, not hoped for (issue 37 item 2), against the real daemon: corestreamd
  * runs under `prlimit --nofile=256:256` and strangers from four loopback addresses fill every
  * connection the budget allows with /stream upgrades. Ledgers of 1 MiB are far larger than the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The descriptor-exhaustion attack of issue 10, against the real daemon: corestreamd runs under a
  * low `ulimit -n`, a verified subscriber is streaming, and a stranger opens more WebSocket
  * connections than the daemon has descriptors. The subscriber must receive every ledger

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The descriptor budget (fdbudget.h): the reserve is the sum of what the parts may hold, a replay
  * slot costs the ledger its catch-up holds, a replay cap that would cost more than counting every
  * connection as a catch-up (or none) falls back to 3 per connection, and a limit with no room

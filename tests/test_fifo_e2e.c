@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* `--source pipe --pipe-path`: corestreamd reads a named FIFO that a core running on its own
  * writes, and stays up while that core restarts. Writers here are `cat`/`head -c` runs of
  * hand-built frames: one that stops inside ledger 4, one that re-sends 3-6 and stops between

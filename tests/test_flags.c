@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Go flag package semantics: syntax, values, error wording, help, and PrintDefaults output.
  * Expected strings were produced by Go's own flag/strconv/time packages. */
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Go time.ParseDuration and Duration.String, checked against values and messages Go produces. */
 #include <stdarg.h>
 #include <stddef.h>

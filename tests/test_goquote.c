@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* strconv.Quote and its UTF-8 / printability primitives (common/goquote). Expected strings are
  * Go's fmt.Sprintf("%q", s). */
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The server's HTTP answers byte for byte, from a real server in process: the prototype's
  * WebSocket handshake rules (version, key, method, HTTP/1.0), the URI and header limits (414,
  * 431), the header deadline, `too many query parameters` instead of dropping pairs, request

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A parsed request head (net/httphead.h, as net/httpparse.h makes it): its fields and query
  * pairs, and what it says of a body and of keep-alive. */
 #include <stdarg.h>

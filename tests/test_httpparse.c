@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The one request parser (net/httpparse.h): where a head ends, what RFC 9112 refuses and with
  * which status and text, which limit a head passes; the same verdict whether the bytes arrive
  * whole or one at a time. Table-driven: each row is what a peer sends and what it gets. */

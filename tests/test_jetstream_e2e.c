@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The JetStream publisher end to end: the real corestreamd binary and a real Debian nats-server
  * (support/natsserver) on 127.0.0.1 with ephemeral ports and scratch stores, the stream read back
  * with nats.c (support/jsreader) and checked as an edge would, beside a WebSocket subscriber.

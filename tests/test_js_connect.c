@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The CONNECT corestreamd sends NATS with an nkey seed (--jetstream-nkey-seed) or a .creds file
  * (--jetstream-creds): it always carries the Ed25519 signature of the server's nonce, also when
  * that signature's first byte is 0x00. nats.c 3.4.1 (Debian 12's libnats) sent such a CONNECT

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* JetStream naming: stream names, run tokens, subjects, message ids (derived from the secret, and
  * the secret's file) and the resume position. */
 #include <stdarg.h>

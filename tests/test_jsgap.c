@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The edge's gap watch (sources/jsgap.h): only a later ledger that verifies makes a candidate, the
  * lowest one wins, the gap is due only once the wait has passed, and clearing forgets it. */
 #include <stdarg.h>

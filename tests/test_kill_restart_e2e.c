@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Issue 25's promise, end to end: corestreamd SIGKILLed at random points and restarted with the
  * same command line 20 times, for each of the synthetic, pipe (FIFO) and captive (stub core)
  * sources, while a subscriber with the library's resume on reads a bounded range: the subscriber

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The lake exporter (corestreamd/lake/lakeexport.h) on a ring of its own in a scratch directory:
  * every batch the ring holds whole becomes its object at its key, with the config files beside
  * them; the export resumes after the newest object, skips what the ring no longer holds, never

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* --lake-dir end to end (docs/LAKE.md "Export to a directory"): the real corestreamd exports its
  * ring as a SEP-54 lake directory. Public network ledger 53312000 (../shared/realmeta, read in
  * place; skipped, saying so, where absent) replayed by `--source file` lands at its key as exactly

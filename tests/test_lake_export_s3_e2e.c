@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* --lake-url end to end (docs/LAKE.md "Export to S3"): the real corestreamd exports its ring into
  * an S3-compatible bucket, s3rver (an npm package scripts/setup.sh installs under .cache/s3rver)
  * on an ephemeral port, the AWS_* environment pointing at it. A synthetic run writes the configs

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The lake exporter's signature objects (docs/LAKE.md "Signatures in an export"): a signed
  * batch's <key>.sig (cs_lake_sig_build's bytes) is written beside its object, right after it, with
  * the object's guarantees (temporary file, flush, no-replace link; never rewritten: other bytes in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The lake's object keys (corestreamd/lake/lakekey.h) against the keys the Go SDK's
  * GetObjectKeyFromSequenceNumber forms, their reading back from request paths, and config.json
  * (lakeconfig.h). Expected keys were worked out with the SDK's uint32 arithmetic. */

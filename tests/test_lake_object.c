@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Lake objects made from a ring (corestreamd/lake/lakeobject.h): the proof on real bytes (a
  * Galexie object of public network ledger 53312000, ../shared/realmeta, read in place; that case
  * skips, saying so, where it is absent), the batch layout on ledgers of our own, and what a batch

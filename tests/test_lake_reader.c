@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The lake reader's config.json (corestreamd/lake/lakereader.h, docs/LAKE.md "Reading"), from a
  * directory in scratch: a lake's config read into its layout, network and objects' place; members
  * it does not know ignored at any depth; each config it cannot read refused with its exact

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* An S3-compatible bucket as a lake's store (corestreamd/lake/lakes3.h) against a real
  * S3-compatible server on 127.0.0.1: s3rver (an npm package scripts/setup.sh installs under
  * .cache/s3rver), started here on an ephemeral port with a bucket of its own. Objects are put,

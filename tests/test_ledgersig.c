@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Signed ledgers (wire/ledgersig.h): the SIG message round trip, what the signature covers, key
  * files and their errors, with keys made by the openssl lines the manual gives (support/certs). */
 #include <setjmp.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* --compress-level auto's controller (levelctl.h), driven with synthetic timings: it steps down
  * under load, up with headroom, holds still in between, and never leaves its range. */
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Logger: slog TextHandler line shapes, strconv.Quote quoting, levels, and locked output. */
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The metrics module's arithmetic (histogram buckets, close codes, the exposition's shape) and
  * the readiness verdicts, without a server. */
 #include <stdarg.h>

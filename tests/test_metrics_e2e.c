@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Issue 14, the operator's surface: /readyz through the source's life, the methods the probe and
  * scrape paths accept, /metrics values moving as ledgers stream, `promtool check metrics` on the
  * exposition, and Debian's real Prometheus server scraping the corestreamd binary on its

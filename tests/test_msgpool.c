@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The message pool: a released message goes back to its pool, not to the allocator, so the next
  * ledger's chunks reuse memory that is already mapped (no page faults, no page clearing); the pool
  * keeps at most its bound, and messages outlive the pool's owner safely. Threads release while the

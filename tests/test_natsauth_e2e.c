@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Authenticated NATS end to end: a real nats-server run with the accounts, users, subject
  * permissions and TLS of docs/operations/jetstream.md (the config block is read from the page, so
  * the page cannot drift from what is tested), the secrets in its environment; a CA, server and

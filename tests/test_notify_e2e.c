@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* systemd's Type=notify protocol as corestreamd speaks it (notify.h), checked against a fake
  * NOTIFY_SOCKET: a unix datagram socket in a scratch directory that this test binds and reads,
  * as systemd would. The real binary runs on 127.0.0.1 with the socket in its environment, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The paced adapter (pace.h, Timing) on a hand-advanced clock: nothing sleeps, time moves only
  * when the adapter waits (to the deadline it asked for) or a case moves it, so every assertion
  * is an exact instant and the cases pass the same on a busy machine. That the daemon's default

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The paced adapter on the daemon's clock (cs_paced_source_new, cs_pace_clock_mono): the one
  * real-clock check beside test_pace.c's fake-clock cases. It shows the default clock is wired,
  * both reading the time and waiting, and that its wait wakes on a cancel fired from another

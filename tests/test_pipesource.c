@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The pipe tap end to end through cs_pipe_source_new (PORTSPEC 1.4e; catalogue 90-94), and the
  * frame reader's own edges: framing errors, the cap, early body delivery, cancellation, teardown
  * of the command's process group and the child's inherited state. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* corestreamd over ledgers stellar-core itself wrote (../shared/realmeta, beside the project and
  * never copied into it; each case skips, saying so, where it is absent):
  *   - the pipe source over core's own v23 metadata stream (record-marked LedgerCloseMeta frames of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libremoteledger's ABI, as a separate program sees it: this test links the shared library
  * (libremoteledger.so.1) and uses the public header only. Options grow by struct_size: a zeroed
  * struct means every default, an older caller's shorter struct is accepted and never read past,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libremoteledger: the assembler on its own (assemble.c), transport-free. BEGIN, CHUNK..., END
  * flows fed to it whole, in one call, and in fragments of 1, 7 and 4096 bytes must give the same
  * ledgers and the same errors: reassembly and the verification of count, length and XXH64, every

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libremoteledger: one connection (conn.c, conn_input.c, transport.c) against the scripted server
  * (support/scriptserver.h). Dialing and what ends it (bad URLs, nothing listening, the dial and
  * handshake timeouts, a refused or malformed upgrade), the upgrade request itself, the idle

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libremoteledger: what a session hands over, the whole client against the scripted server
  * (support/scriptserver.h). The requested range and the endpoint asked for, chunk flows reassembled
  * with their stamps and the observer before the callback, the sequence rules, a partial dropped on

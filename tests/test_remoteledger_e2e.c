@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libremoteledger against a real corestreamd process (started from its binary on 127.0.0.1 with
  * an ephemeral port and a scratch data dir), for what only a real process shows: a server paused
  * with SIGSTOP, whose kernel still accepts connections and holds them, but which sends nothing;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libremoteledger: how a session ends and what the caller is told, against the scripted server
  * (support/scriptserver.h). A normal close, a bounded range truncated (with ledgers, without, mid-
  * assembly, on a server going away) or complete, a connection dropped, other close codes as read

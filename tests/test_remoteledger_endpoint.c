@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libremoteledger: what a stream is asked for, before anything is dialed. The subscription URL as
  * Go's net/url parses it and the /stream endpoint built from it for a range (endpoint.c,
  * urlescape.c), with the exact messages of what is refused; the range rules; the read limit and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libremoteledger: what a session may hold in memory, whatever the server sends. The chunk bound
  * (rl_options.max_chunk_size) holds every CHUNK: its raw payload, its compressed payload, and
  * what a zstd payload inflates to, refused from the frame's header before any room is made for

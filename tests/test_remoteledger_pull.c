@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libremoteledger: the pull API (rl_stream_open, rl_stream_next, rl_stream_close, rl_stream_fd,
  * rl_stream_reset) against the scripted server (support/scriptserver.h). next's timeout and a
  * ledger half sent, next(0) never waiting, the descriptor while a session is open, between

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libremoteledger: resume (rl_options.resume_retries; resume.c) against the scripted server
  * (support/scriptserver.h). A session cut mid-ledger, closed with 1011 or going away continues
  * on a new connection from the ledger expected next, every ledger once and in order; what is never

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libremoteledger: the run a session follows (X-Corestream-Run in the 101; rl_options.
  * allow_run_change, rl_stream_run; conn_input.c) against the scripted server
  * (support/scriptserver.h). A resume onto a server of the same run goes on; onto another run it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libremoteledger: signed ledgers (rl_options.trusted_keys_file; sigcheck.c) against the scripted
  * server (support/scriptserver.h), signed with keys made by the manual's openssl lines
  * (support/certs.h). With trusted keys every request asks for signatures (sig=1) and a ledger is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libremoteledger over wss://: the same client against the scripted server in TLS mode, with
  * certificates made at run time (support/certs.h). Delivery is byte-exact over TLS as over ws://;
  * every TLS failure ends the call with RL_ERR_TLS and says why in words; a bearer token travels in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libremoteledger: RFC 6455 on its own, without a socket. The frame parser (wsframe.c) must give
  * the same transcript of frames, messages, control frames and errors however its input is sliced,
  * in place and in coder/websocket's words for what a server may not send; client frames are built

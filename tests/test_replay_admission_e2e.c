@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Replay admission, end to end in process (issue 10): ring catch-ups beyond --max-replays (or its
  * per-address cap) wait their turn instead of being refused, start in arrival order once a slot
  * frees, leave the queue when they disconnect, and never hold back a live tip subscriber.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cs_replay over a ring ledger with stored frames: the CHUNK messages come out exactly as they
  * were published (the stored "zstd" payloads here are not even zstd, so any recompression or
  * decoding would show), END carries the recorded checksum; frames changed on disk end the replay

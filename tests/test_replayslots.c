@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Replay admission's slot table (issue 10): the total and per-address caps, the hand-over of a
  * freed slot to the first waiter that fits, in arrival order, and leaving the queue. */
 #include <stdarg.h>

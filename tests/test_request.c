@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The /stream query rules (PORTSPEC 1.5; catalogue 117): the parsed subscription and the exact 400
  * bodies, in the prototype's order of checks. The parser takes the decoded query pairs in order,
  * as "name=value" strings. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* corestreamd restarted over its own data dir with an unchanged command line (no --start-ledger):
  * the run continues the ring at its latest + 1 and says so (`start=continue latest=L` on the
  * listening line, "start":"continue" in /healthz); the ledgers before and after the restart are one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The retention ring under disk faults, end to end: the real corestreamd over 127.0.0.1, its log
  * read line by line, subscribers reading verified ledgers. A data dir that cannot be written is
  * refused before listening; a ring write that fails mid-run (a directory in the next ledger's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Stored wire frames (issue 11 item 3, docs/RING.md), end to end: the real corestreamd over
  * 127.0.0.1. A replay sends each ledger's CHUNK messages exactly as they were published live
  * (same boundaries, same codecs, no recompression, even with compression now off); a format-2

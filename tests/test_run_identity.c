@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The run token (issue 28): the ring's run nonce (`ring-run`, cs_ring_claim, cs_ring_run_nonce)
  * and the token the daemon makes of it (cs_run_token). The nonce is kept while the ring's
  * identity is, across reopens and a --start-ledger reset; drawn anew for a new directory, a ring

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libremoteledger's in-place receive path (issue 12): a raw CHUNK's payload read straight into the
  * assembly buffer, a fragmented zstd CHUNK's into the gathered compressed bytes, wherever the
  * frame parser says the next bytes are all payload (rli_ws_payload_left) and the assembler offers

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* corestreamd end to end through the real client library: an in-process server (on 127.0.0.1, an
  * ephemeral port) fed by a paced synthetic source, and libremoteledger's rl_stream_raw_ledgers as
  * the subscriber, as the prototype's internal/server/server_test.go drives it with its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* corestreamd end to end, in process, through the raw WebSocket test client (support/wsclient.h):
  * a real server (on 127.0.0.1, an ephemeral port) fed by a paced synthetic source. The shared
  * server scenarios (server_scenarios.c) run here as "<name>/ws", asserting the exact close codes

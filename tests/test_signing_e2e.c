@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Signed ledgers end to end: the real corestreamd with --signing-key, keys made by the manual's
  * openssl lines (support/certs.h), read by libremoteledger with trusted keys and by a raw
  * WebSocket client. A subscriber that asks (sig=1) gets a SIG just before each END, live and

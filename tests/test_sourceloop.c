@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The source loop against scripted sources: PORTSPEC 2.1 and cases 68, 70, 71, 78, 79. */
 #include <stdarg.h>
 #include <stddef.h>

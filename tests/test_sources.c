@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The synthetic and file ledger streams, the counted range and --file-dir validation
  * (PORTSPEC 1.3, 1.4b, 1.4c; catalogue 4, 73-77, 80-84). */
 #include <stdarg.h>

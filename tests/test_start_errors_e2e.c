@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Every way corestreamd can fail to start on bad input, as its operator sees it: one table of
  * command lines, each with the exact error the real binary reports (the flag error on stderr, or
  * the `corestreamd failed` log line on stdout) and its exit status. "@/" in an argument or a

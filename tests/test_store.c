@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The retention ring and the ledger directory layout (PORTSPEC 2.5, 1.4b; catalogue 36-47). */
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* I/O errors are not corruption (docs/RING.md, "Failure policy"): every errno a disk or a
  * descriptor shortage gives, met at the open, at a replay's open of a ledger, at a record read and
  * at a ring write, fails what met it, is counted, and changes nothing on disk; only a proof

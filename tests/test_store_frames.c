@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Stored wire frames in the ring (docs/RING.md, "Stored wire frames"): what put writes beside a
  * ledger from its published CHUNK messages, what get hands a replay, the checks (a frames file
  * that fails costs the frames, never the ledger), the background pass's attach, the open-time

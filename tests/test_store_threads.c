@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The ring under concurrency: one writer putting ledgers (with a forward gap and a rewind, both
  * resets) while readers map random retained ledgers, hold some across iterations and verify every
  * byte; and a follower woken by the ring's doorbell (cs_ring_wait_change) at each put, never by its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Synthetic payload: byte-exact with Go math/rand/v2 PCG and the PORTSPEC 1.4c vectors. */
 #include <stdarg.h>
 #include <stddef.h>

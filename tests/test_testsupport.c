@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Self-test of the end-to-end test support: the WebSocket/HTTP client and the ledger-flow reader
  * against a tiny scripted in-test server, and the child-process harness on /bin/sh. */
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* TLS on the server (issue 10), end to end in process: the real server with --tls-cert/--tls-key
  * (and --tls-client-ca) and libremoteledger's own TLS client, with certificates the test makes
  * (support/certs.h). A verified wss:// stream; every refused access named in words (plaintext

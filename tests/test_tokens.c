@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The --auth-tokens file and the bearer lookup (issue 10): what a file may hold, the errors that
  * name its line, constant-time matching by digest, and the Authorization header's form. */
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Versions (issue 14.5): the build-info text, `--version` on both binaries, and the version in
  * corestreamd's start-up line and /healthz. The binaries are built from the same tree as this
  * test, so their `--version` must be byte for byte what cs_build_print writes here. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Wire codec: PORTSPEC section 0 and test cases 28-35. */
 #include <stdarg.h>
 #include <stddef.h>

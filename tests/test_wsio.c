@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The stream I/O threads (corestreamd/net/wsio.h) against a real in-process client over
  * loopback, TLS and plaintext: what a subscriber can send after the server's close, and pings
  * answered while the socket is full, must neither corrupt the connection's state nor break

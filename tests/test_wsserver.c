@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The server's framing for TLS subscribers (corestreamd/net/wsserver.h): the RFC 6455 accept
  * key, client frames as the TLS I/O threads read them (masked control frames unmasked in place,
  * data frames refused at their header, protocol errors named), and the frame header a message

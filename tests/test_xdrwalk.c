@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The LedgerCloseMeta prefix walk to ledgerSeq (PORTSPEC 1.4e step 3, CAPTIVE.md 3.3; catalogue
  * 89): hand-built metas for every shape that moves ledgerSeq, every malformed variant the walk
  * must refuse, and every truncation up to ledgerSeq, each in an exactly-sized heap copy so that

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command rlexample is a program outside the corestream module that uses it as RPC would: it
 // streams a range from a corestreamd and prints what it got. The module's tests build it in a
 // scratch directory with its own go.mod and a replace directive, as a user's tree would.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package remoteledger streams verified raw ledgers from a corestreamd, through libremoteledger
 // (corestream's C client library) and cgo.
 //

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libremoteledger: receive verified raw ledgers from a corestreamd over WebSocket.
  *
  * A stream is created once from a URL and options, then asked for ranges of ledgers. Each call

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* corestream wire protocol v2: constants shared by corestreamd and libremoteledger.
  *
  * Every message is one binary WebSocket message; integers are big-endian.

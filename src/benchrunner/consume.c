@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* benchrunner: streaming through the pull API, one subscriber or many. See consume.h. */
 #include "benchrunner/consume.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* benchrunner: streaming a range from a corestreamd through libremoteledger's pull API, into one
  * collector per subscriber (loopback and remote modes).
  *

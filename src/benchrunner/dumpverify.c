@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* benchrunner --verify-dir. See dumpverify.h. */
 #include "benchrunner/dumpverify.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* benchrunner --verify-dir: the expected bytes of each ledger from a dump directory of
  * ledger-<seq>.xdr files, numbered as corestreamd's file source numbers them.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* benchrunner --mode lake: reads --start..--end from a SEP-54 lake (lakereader.h) and, with
  * --verify-dir, checks every ledger against the dump. See lake.h. */
 #include "benchrunner/lake.h"

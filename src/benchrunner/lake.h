@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* benchrunner --mode lake (benchrunner(1)): reads ledgers --start..--end from a SEP-54 lake, a
  * corestreamd's /lake/ over http(s) (--url http://host:8462/lake; --token, --token-file and
  * --tls-ca apply) or a directory (--url /path/to/lake), batch by batch on one connection, and

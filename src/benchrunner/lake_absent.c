@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* benchrunner --mode lake in a build without libcurl (-DCS_WITH_CAPTIVE=OFF): options.c refuses
  * the mode before this could run; it fails the same way should it ever be reached. */
 #include "benchrunner/lake.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* benchrunner's no-network modes (benchrunner(1)): `local` drains captive core in this process,
  * `localtap` drains the pipe tap. They measure how fast ledgers can be produced at all: cadence
  * and throughput, with no delivery stamps to measure against. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* benchrunner: measures how ledgers arrive from a corestreamd (benchrunner(1)).
  *
  *   benchrunner --mode loopback                      synthetic server and client in one process

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* benchrunner's command line (benchrunner(1)): flags, defaults, and validation in the prototype's
  * order and wording. Separate from main.c so tests can drive it. */
 #ifndef CS_BENCHRUNNER_OPTIONS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* benchrunner's progress line. See progress.h. */
 #include "benchrunner/progress.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* benchrunner's progress line (benchrunner(1)): on a terminal, one line redrawn in place each
  * period ("\r", the text, clear to the end of the line) with the ledgers received of those
  * expected, the rate, delivery p50/p99 so far, reconnects and abandons.

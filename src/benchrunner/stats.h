@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* benchrunner's measurements (benchrunner(1)): one sample per received ledger, nearest-rank
  * percentiles, the plain-text summary and the per-ledger CSV, formatted to the character as the
  * prototype prints them. No clock is read here except by br_mono_ns: callers pass arrival times in,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Counting by client address: how many connections corestreamd's accept loop holds, in total and
  * per client address, decided before any HTTP or TLS state exists for a socket; and, with caps
  * of its own, how many ring replays run (replayslots.h). An IPv4 peer is one address; an IPv6

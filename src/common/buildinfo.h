@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What a binary is: its version, the commit and build type it was built from (fixed at build
  * time), and the versions of the libraries it runs with (read from the loaded libraries at run
  * time, so they name what is installed, not what the build saw). Every function may be called from

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Run-wide cancellation: one flag that every blocking wait in the source path can watch. It owns
  * an eventfd so a wait can be a poll() on it (with a deadline or alongside a pipe fd), which makes
  * a cancel wake sleepers and blocked reads at once. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Child processes, shared by the pipe tap and captive core: spawning one as Go's os/exec would,
  * waiting for it (a pidfd where the kernel has one, waitpid otherwise), and its exit in Go's
  * words. */

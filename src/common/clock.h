@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The two clocks the tree reads: monotonic for deadlines and intervals, wall for the stamps the
  * wire and the logs carry. Kept apart from cancellation so a room that only needs the time does
  * not pull in the cancel flag. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* --compress-level's text, shared by corestreamd and benchrunner (which has no zstd of its own). */
 #ifndef CS_COMMON_COMPLEVEL_H
 #define CS_COMMON_COMPLEVEL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The data directory: made with its parents, and locked by its one owner. */
 #include <errno.h>
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The data directory (--data-dir): made with its parents, and owned by one process at a time.
  * Everything under it (the ring, the captive core's storage, the quarantine) is written by its
  * owner only, so two daemons never interleave writes to one ring. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A small error value carried through every internal API: a kind the caller can test
  * (module-specific enum, 0 = generic) and the human message, already worded as the spec says. */
 #ifndef CS_COMMON_ERR_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Whole writes: see fdio.h. */
 #include "common/fdio.h"
 

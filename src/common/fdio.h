@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Whole writes to a descriptor: the one loop the ring's and the lake's file writers share. */
 #ifndef CS_COMMON_FDIO_H
 #define CS_COMMON_FDIO_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Go's flag package (FlagSet with ContinueOnError) and the strconv pieces it relies on, ported
  * from src/flag/flag.go and src/strconv/atoi.go; %q quoting is common/goquote's strconv.Quote. */
 #include "common/flags.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Command-line flags that behave like Go's `flag` package, so the prototype's runbooks work
  * unchanged: `-x` and `--x`, `-x=v` and `-x v`, booleans only as `-x` or `-x=value`, base-0
  * integers with `_` separators, Go durations, the last occurrence wins, parsing stops at the first

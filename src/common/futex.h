@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The two futex calls the lock-free hand-offs need (Linux, process-private). A futex only puts a
  * thread to sleep and wakes it: every piece of data still travels through C11 atomics, so TSan
  * sees the synchronisation and the futex word is nothing but a doorbell. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Go time.Duration text, following src/time/format.go (ParseDuration) and src/time/time.go
  * (Duration.String) step by step so that edge cases, overflow included, behave identically. */
 #include "common/godur.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Go time.Duration text: parse (time.ParseDuration) and format (Duration.String). */
 #ifndef CS_COMMON_GODUR_H
 #define CS_COMMON_GODUR_H

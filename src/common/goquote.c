@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* strconv.Quote and its UTF-8 / rune-class primitives; see goquote.h. */
 #include "common/goquote.h"
 

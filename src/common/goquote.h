@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Go's strconv.Quote (what fmt's %q does to a string) and the UTF-8 and rune-class primitives it
  * rests on, shared by the flag parser, the logger and the request parser so that they quote
  * byte-for-byte alike. Ported from src/strconv/quote.go and src/unicode/utf8/utf8.go. */

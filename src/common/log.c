@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* slog-compatible logging: formatting follows Go's log/slog (text_handler.go, json_handler.go,
  * handler.go, level.go) and strconv.Quote, so that logfmt lines are the prototype's plus pid. */
 #include "common/log.h"

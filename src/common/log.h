@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Structured logs in the shape of Go's slog handlers, with the process id attached to every
  * record as slog's Logger.With("pid", os.Getpid()) would place it (right after msg):
  *   logfmt (TextHandler, the default):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Secrets kept in files: see secretfile.h. */
 #define _DEFAULT_SOURCE /* explicit_bzero */
 #include "common/secretfile.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Secrets kept in files (a bearer token, a NATS password, an nkey seed): the first non-empty line,
  * read once per call so a renewed file is picked up by the next one. Any thread. */
 #ifndef CS_COMMON_SECRETFILE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The tree's one string/byte buffer, with two backings behind the same appenders:
  *
  *   growable  starts zeroed (CS_STRBUF_INIT) and lives on the heap. An allocation failure sets

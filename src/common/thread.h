@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Thread roles: a name that `top -H`, `ps -L` and /proc/<pid>/task/<tid>/comm show, and a nice
  * value that says who yields when the cores are busy. corestreamd runs beside stellar-core, so
  * work that can wait (the ring writer, ring replays) runs at the lowest priority and takes only

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Comma-separated token lists: see tokenlist.h. */
 #include "common/tokenlist.h"
 

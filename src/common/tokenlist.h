@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* HTTP's comma-separated lists of tokens (RFC 9110 5.6.1: `Connection: keep-alive, Upgrade`):
  * the one reading of them, for the server's request rules and the client's check of a 101. Pure;
  * any thread. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* corestreamd's command line (docs/operations/flags.md) and its validation ("Validation and
  * start-up errors, in order"), in the prototype's order and wording. */
 #ifndef CS_CORESTREAMD_CONFIG_H

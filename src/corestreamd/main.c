@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* corestreamd: owns one ledger source and streams it to any number of WebSocket subscribers. */
 #include <limits.h>
 #include <pthread.h>

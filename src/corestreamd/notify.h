@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* corestreamd under systemd's Type=notify (sd_notify(3), through libsystemd). Without
  * NOTIFY_SOCKET in the environment the object does nothing and starts no thread, so a daemon run
  * by hand or by a test is unchanged.

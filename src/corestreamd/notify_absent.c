@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* systemd notification in a corestreamd configured with -DCS_WITH_SYSTEMD=OFF: no libsystemd.
  * Outside systemd's Type=notify nothing changes. Under it (NOTIFY_SOCKET set) the start fails at
  * once, as systemd would otherwise wait its whole TimeoutStartSec for a READY=1 that never comes. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Which run this is and where it starts. The run identity (the source kind and the parameters its
  * bytes follow from) is what the ring records beside its ledgers (docs/RING.md); the start is the
  * first ledger the run emits:

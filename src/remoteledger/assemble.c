@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Reassembly and verification of BEGIN, CHUNK..., END flows (docs/PROTOCOL.md, section 2),
  * transport-free. */
 #include "remoteledger/assemble.h"

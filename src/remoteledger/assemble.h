@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libremoteledger internals: the reassembly state machine and sequence tracker of docs/PROTOCOL.md,
  * section 2, independent of the transport.
  *

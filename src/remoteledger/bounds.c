@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libremoteledger: rl_stream_bounds, the server's retained bounds (GET /healthz). The request goes
  * over a connection of its own, dialed like a session's (rli_conn_dial: same timeouts, TLS, token
  * and cancel); healthz.c writes the request and reads the answer. An open pull session is left as

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libremoteledger: one connection (docs/PROTOCOL.md), serviced on the calling thread. The transport
  * (transport.c: a socket of our own, wrapped in TLS for wss://) is dialed by the dial and
  * handshake deadlines, the upgrade request (handshake.c) written, and the loop below then runs it:

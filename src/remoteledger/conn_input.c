@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libremoteledger: what one connection reads (docs/PROTOCOL.md, section 2). Until the upgrade is
  * done that is the response head (handshake.c); after it, RFC 6455 frames (wsframe.c), whose
  * payload goes to the assembler (assemble.c) in slices straight from the receive buffer, or read in

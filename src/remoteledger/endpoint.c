@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The subscription URL: Go net/url parsing rules (only what the prototype's messages can show), the
  * endpoint for a range, and the limits derived from the options. See rl_stream_new in
  * remoteledger.h. */

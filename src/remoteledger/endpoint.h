@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libremoteledger internals: the subscription URL (rl_stream_new in remoteledger.h) and the
  * per-connection limits.
  *

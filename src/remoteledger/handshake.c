@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The client side of the WebSocket opening handshake: see handshake.h. */
 #include "remoteledger/handshake.h"
 

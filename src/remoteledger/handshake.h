@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libremoteledger internals: the client side of the WebSocket opening handshake (RFC 6455 4.1),
  * over the library's own transport (transport.h), for ws:// and wss:// alike.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libremoteledger internals: GET /healthz and its answer. See healthz.h. */
 #include "remoteledger/healthz.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libremoteledger internals: asking a corestreamd for its retained bounds (GET /healthz), the
  * request and the reading of the answer, independent of the transport.
  *

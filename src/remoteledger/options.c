@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libremoteledger: rl_options as a stream keeps them. The caller's struct is copied as far as its
  * struct_size says (the fields of a newer caller this library does not know must be zero), every
  * zero resolved to its default, the strings copied so the caller's may go away, and the options

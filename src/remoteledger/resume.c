@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libremoteledger: a session's connections (docs/PROTOCOL.md, section 4). Each connection of a
  * session starts at the ledger the tracker expects next (the range's start for the first), so a
  * replacement continues where the last one stopped and a partial ledger is dropped. With resume

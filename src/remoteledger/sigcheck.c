@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libremoteledger: a session's signed ledgers (rl_options.trusted_keys_file, docs/PROTOCOL.md
  * "Signed ledgers"). Each ledger the assembler completes must carry a SIG that one of the
  * trusted keys made over exactly its bytes, for the session's signing run, chained to the

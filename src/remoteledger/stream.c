@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libremoteledger: the public API (remoteledger.h; docs/PROTOCOL.md): the rl_stream object and the
  * pull calls. A session (rl_stream_open, or one rl_stream_raw_ledgers call, which is a session
  * pulled to its end) owns one connection at a time (conn.c, conn_input.c), serviced on the calling

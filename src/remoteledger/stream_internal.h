@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libremoteledger internals: the stream object and its connections, shared by the files that
  * implement the rl_stream_* API (remoteledger.h).
  *

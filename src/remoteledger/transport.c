@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The transport under ws:// and wss://: see transport.h. */
 #include "remoteledger/transport.h"
 

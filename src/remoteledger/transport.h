@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libremoteledger internals: the one transport under ws:// and wss://.
  *
  * A non-blocking TCP socket the library owns (TCP_NODELAY, keepalive as Go's dialer sets it),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Go net/url's percent-encoding, as the subscription URL needs it (urlescape.h). */
 #include "remoteledger/urlescape.h"
 

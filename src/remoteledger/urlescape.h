@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libremoteledger internals: Go net/url's percent-encoding (escape, unescape, the checks), as
  * the URL parser and the endpoint builder need it. Pure functions; any thread. */
 #ifndef RL_URLESCAPE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* RFC 6455 framing, client side: see wsframe.h. */
 #include "remoteledger/wsframe.h"
 

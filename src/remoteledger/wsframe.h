@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libremoteledger internals: RFC 6455 framing for the client side of a connection.
  *
  * The parser takes the server's byte stream in whatever pieces the socket delivers and turns it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The stored wire frames of a ring ledger, `ledger-<seq>.frames` (docs/RING.md, "Stored wire
  * frames"): the zstd payloads of the CHUNK messages the ledger was published with, concatenated
  * in chunk order, then an index of every chunk (codec and payload length) and a fixed trailer.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The on-disk ledger directory layout shared by the retention ring and the file source:
  * one raw ledger per file, named `ledger-<decimal seq>.xdr`. */
 #ifndef CS_STORE_LEDGERDIR_H

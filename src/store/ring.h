@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The retention ring (docs/RING.md): the last `retention` completed ledgers
  * as raw files in one directory, each with a small integrity record beside it (length, chunk
  * count, the XXH64 its live END carried), written by one thread and read by many. A read hands

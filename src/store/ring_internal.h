@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The retention ring's internals, shared by its files (store/ring*.c); nothing outside
  * src/store includes this. The public API and its contract are store/ring.h. */
 #ifndef CS_STORE_RING_INTERNAL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The ring's files on disk and its bounds: names, the byte counters, unlinking, small files
  * written through a rename, the directory scan, and the log lines of a drop. */
 #include <dirent.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Stored wire frames: the writer that makes ledger-<seq>.frames, and attaching or dropping
  * them. */
 #include <dirent.h>

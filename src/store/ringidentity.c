@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Run identity: which run wrote the ring (ring-identity), whether this one continues it, the
  * claim at start, and the run nonce (ring-run) that tells this data directory's run of an identity
  * from any other's. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Opening a ring: the survey that sets the bounds without changing anything, and the repairs
  * it leaves for the first write (settle). */
 #include <dirent.h>

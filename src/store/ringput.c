@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The write path: a ledger's file (O_DIRECT when the parts allow it), its record and frames,
  * published by renames, then the bounds. */
 #include <dirent.h>

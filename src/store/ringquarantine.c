@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A suspect ledger judged (cs_ring_condemn): proven bad against its own record, or left alone; a
  * proven-bad ledger moved to <data-dir>/quarantine for a person to look at, and the hole it leaves
  * in the bounds. */

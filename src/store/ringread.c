@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Reading: a retained ledger opened and checked against its record, its frames, and the
  * bounds, health and counters anyone may ask for. */
 #include <dirent.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The integrity record, ledger-<seq>.rec: its one line (docs/RING.md), read and written. */
 #include <dirent.h>
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Signed ledgers: the SIG message, the signed input, Ed25519 keys (ledgersig.h). */
 #include "wire/ledgersig.h"
 

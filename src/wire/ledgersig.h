@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Signed ledgers (docs/PROTOCOL.md, "Signed ledgers"): the SIG message, what its signature
  * covers, Ed25519 keys in PEM files, signing and verifying. Shared by corestreamd (the signer,
  * the ring, the edge) and libremoteledger (the verifier); OpenSSL's libcrypto does the

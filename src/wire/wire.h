@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Framing encode/decode for the v2 wire protocol (constants in corestream/wire.h). */
 #ifndef CS_WIRE_WIRE_H
 #define CS_WIRE_WIRE_H

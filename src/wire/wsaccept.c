@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Sec-WebSocket-Accept: see wsaccept.h. */
 #include "wire/wsaccept.h"
 

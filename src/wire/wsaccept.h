@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The WebSocket opening handshake's proof (RFC 6455 4.2.2): Sec-WebSocket-Accept for a
  * Sec-WebSocket-Key. The one computation of it, for the server that answers (corestreamd's
  * routes) and the client that checks the answer (libremoteledger's handshake). Pure; any thread. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target for the history archive's root HAS reader (cs_archive_parse_has in archive.h)
  * on arbitrary bytes, the body a GET would have returned.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target for the client's ledger assembler (remoteledger/assemble.c).
  *
  * Input: byte 0 sets the payload cap (0xFF: none, else 16 × the byte), byte 1 the zstd expansion

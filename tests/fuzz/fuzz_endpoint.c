@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target for the client's subscription URL parser and endpoint builder
  * (remoteledger/endpoint.c).
  *

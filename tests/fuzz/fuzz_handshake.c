@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target for the client's reading of the WebSocket handshake response
  * (remoteledger/handshake.c), for the key of RFC 6455's example.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target for the client's reading of a /healthz answer (remoteledger/healthz.c), which
  * rl_stream_bounds takes from whatever the server (or something posing as one) sends.
  *

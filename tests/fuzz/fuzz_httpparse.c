@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target for the one request parser (corestreamd/net/httpparse.h), which sees a
  * stranger's bytes before anything else does, and the head it makes (httphead.h).
  *

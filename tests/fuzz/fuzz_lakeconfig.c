@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target for the lake's config files read back (src/corestreamd/lake/lakeconfigread.c):
  * the one reader of config.json and .config.json, cJSON's (cs_lake_conf_read), and the check an
  * export makes of the files it finds in its directory or bucket, which someone else may have

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target for the lake's reading of a request path into a batch
  * (src/corestreamd/lake/lakekey.c), which a client's GET names.
  *

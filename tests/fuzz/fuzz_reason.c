@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target for the 4001 close-reason parser a libremoteledger client runs on the reason
  * text the server sends (not NUL-terminated on the wire).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target for the server's parsing of request bytes that need no server: the
  * /stream query rules (cs_stream_request_parse), the Origin/Host check (cs_check_origin) and the
  * peer address formatting (cs_format_sockaddr) that names a subscriber in logs.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target for the ring's parsers of its own files, which anyone with write access to the
  * data dir (or a bad disk) can change: the integrity record line (`ledger-<seq>.rec`) and the
  * stored frames' index and trailer (`ledger-<seq>.frames`, store/frames.h).

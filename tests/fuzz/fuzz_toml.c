@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target for the captive-core toml: the TOML subset reader (toml.h) on arbitrary bytes,
  * then the captive rules and the generated stellar-core.conf (coretoml.h) on the same text.
  *

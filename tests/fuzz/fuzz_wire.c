@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target for the wire decoder every libremoteledger client runs on the server's bytes.
  *
  * Properties checked beyond "no crash, no out-of-bounds read" (the input is an exact-size heap

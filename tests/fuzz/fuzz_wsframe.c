@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target for the client's WebSocket frame parser (remoteledger/wsframe.c).
  *
  * Input: byte 0 says how many split sizes follow (1-8), then those sizes; the rest is the byte

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target for the server's parser of what a subscriber sends
  * (corestreamd/net/wsserver.c), untrusted input.
  *

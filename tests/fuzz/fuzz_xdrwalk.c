@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target for the pipe tap's parsing: the LedgerCloseMeta prefix walk on arbitrary
  * bytes, and the record-marked frame reader fed the same bytes through a real pipe.
  *

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Seeds for fuzz_xdrwalk and fuzz_framereader from ledgers stellar-core wrote (../shared/realmeta,
 # read in place), written into the build tree only (tests/fuzz/CMakeLists.txt runs this at build
 # time; nothing is committed). Without the directory it says so and writes none.

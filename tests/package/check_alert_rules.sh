@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The shipped alert rules (ctest `prometheus_alert_rules`): promtool checks their syntax, runs their
 # unit tests (corestreamd-alerts.test.yml), and every series they name is one the daemon exports
 # (a misspelt metric would make a rule that never fires).

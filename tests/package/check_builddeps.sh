@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # debian/control's Build-Depends cover what CMake requires (ctest `builddeps_cover_cmake`): for
 # every module of a `pkg_check_modules(... REQUIRED ...)` the package build configures (the test
 # suite's are not: debian/rules passes -DBUILD_TESTING=OFF), the package that ships its .pc file must

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The docs keep up with the tree (ctest `docs_current`):
 
 - every relative link in README.md and docs/**/*.md names a file that exists and, with a

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The flag lists of the docs keep up with the programs (ctest `manpages_cover_flags_*` and
 # `docs_cover_flags_*`): the flags `PROG -h` prints and the flags DOC documents must be the same
 # set, with the same value placeholder (`-listen address` ↔ `--listen \fIaddress\fR`, a table's

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # A library-only build (ctest `library_only_build`): configures the tree with -DCS_BUILD_DAEMON=OFF
 # where pkg-config knows only the library's modules (libssl, libcrypto, libzstd, libxxhash, and
 # cmocka for its tests; a wrapper refuses every other module, as on a machine with only those

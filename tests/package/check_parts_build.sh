@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # corestreamd without its optional parts (ctest `parts_off_build`): configures the tree with
 # -DCS_WITH_NATS=OFF -DCS_WITH_SYSTEMD=OFF -DCS_WITH_CAPTIVE=OFF where pkg-config refuses libnats,
 # libsystemd and libcurl (as on a machine without their -dev packages), builds all it configures

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The installed unit's sandbox (ctest `unit_security`): `systemd-analyze security` must rate it
 # at most 4.0 ("OK"), offline, on the unit as configured in the build tree.
 #   check_unit.sh UNIT_FILE

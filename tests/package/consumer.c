@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A program built against the installed libremoteledger-dev (pkg-config remoteledger): it
  * streams ledgers [1,3] from the installed corestreamd and prints one line per ledger, checking
  * each payload's first 4 bytes (the synthetic source writes the sequence there, big-endian). */

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The Debian packages end to end (ctest `package`): builds them from the tree
 # (scripts/build-deb.sh), runs lintian, installs them with dpkg -i on this machine, runs the
 # installed corestreamd (--version, then serving on 127.0.0.1) and a consumer compiled against

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Test support: the fixture of benchrunner's end-to-end tests (test_benchrunner_e2e,
  * test_benchrunner_ux_e2e): a scratch directory per test with its own TMPDIR for benchrunner, runs
  * of the real binary to completion, output and CSV checks, and a synthetic corestreamd on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* TLS material for the tests: see certs.h. */
 #include "support/certs.h"
 

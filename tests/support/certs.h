@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Test support: TLS material made at run time with the openssl CLI (makecerts.sh) in a scratch
  * directory: a CA, server certificates for 127.0.0.1/localhost, for another name and an expired
  * one, and a client certificate, all signed by the CA;

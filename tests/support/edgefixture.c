@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Test support: the edge's end-to-end fixture (edgefixture.h). */
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Test support: the edge's end-to-end tests (test_edge_e2e, test_edge_faults_e2e). A scratch
  * directory, a real nats-server (or a 3-node cluster), and corestreamd processes on it: a core
  * publishing synthetic ledgers of CS_EDGEFX_SIZE bytes in 64 KiB chunks every 100 ms, and an edge

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Test support: one-shot events. See event.h. */
 #include "support/event.h"
 

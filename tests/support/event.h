@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Test support: a one-shot flag one thread sets and another waits for, with a bounded wait (the
  * monotonic clock), so a test synchronises on the event itself instead of sleeping. */
 #ifndef CS_TESTS_SUPPORT_EVENT_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The shim of faultfs.h: openat remembers each descriptor's name (close forgets it), and openat,
  * pread, fstatat, write and fsync fail when the armed fault matches. The real calls are found with dlsym(RTLD_NEXT). */
 #include "support/faultfs.h"

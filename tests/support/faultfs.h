@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* File-system faults on demand, for the store's and the lake's tests: the test program's own
  * openat, pread, fstatat, write and fsync (and their 64-bit names) stand in front of libc's, so a call from the store (linked
  * statically into the test) whose file name ends with a given suffix fails with a given errno.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Test support: whole files read and written, and zstd frames unpacked, for the tests that
  * check what the code under test wrote to disk (the lake's objects). No cmocka: failures are NULL
  * or -1, and the caller asserts. */

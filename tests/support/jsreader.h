@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Test support: a nats.c consumer that reads one run's messages back from a JetStream stream, in
  * stream order (by stream sequence, so what is checked is exactly what the stream holds), and
  * checks them as an edge would: each ledger's BEGIN, its chunks in index order, its END with

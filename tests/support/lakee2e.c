@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What the lake export's end-to-end tests share: see lakee2e.h. */
 #include <stdarg.h>
 #include <setjmp.h>

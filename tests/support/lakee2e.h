@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What the lake export's end-to-end tests share (test_lake_export_e2e, --lake-dir, and
  * test_lake_export_s3_e2e, --lake-url): the keys of the default layout, a synthetic ledger's
  * object checked, the run of objects found. Failures are cmocka assertions. */

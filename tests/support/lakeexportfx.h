@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The lake exporter's unit tests' fixture (test_lake_export, test_lake_export_sig): a ring of the
  * test's own in a scratch directory (the test thread is its put thread), the exporter over a lake
  * directory beside it, bounded waits on the exporter's counters and the log (wait.h, logcapture),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Test support: the daemon's log captured in a temporary file for the length of a test group, so
  * cases can count the lines they caused. Not thread-safe against a concurrent stop; counting
  * while the server logs is fine (lines are written whole). */

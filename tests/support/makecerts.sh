@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Makes the TLS material of the tests in directory $1 with the openssl CLI (see certs.h):
 #   ca.pem ca.key              a CA
 #   server.pem server.key      signed by it, for 127.0.0.1 and localhost (SAN IP and DNS)

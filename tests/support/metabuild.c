@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Test support: LedgerCloseMeta prefixes and record-marked frames. See metabuild.h. */
 #include "support/metabuild.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Test support: hand-built XDR LedgerCloseMeta prefixes and RFC 5531 record-marked frames of
  * them, for the xdrwalk, pipe source and corestreamd end-to-end tests.
  *

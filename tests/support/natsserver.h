@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Test support: a real Debian nats-server with JetStream (`nats-server -c <conf>`, JetStream on,
  * store_dir in the server's own scratch directory) on 127.0.0.1. The first start takes an
  * ephemeral port (port -1, read back from the server's "Listening for client connections" line);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Test support: child-process harness. See procharness.h. */
 #include "support/procharness.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Test support: run a real program (corestreamd, ...) as a child process and follow its output.
  * Every wait is bounded by a timeout in milliseconds; nothing sleeps. The child runs in its own
  * process group; once it has exited (or is killed) the whole group is SIGKILLed to sweep any

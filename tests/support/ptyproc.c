@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Test support: a program on a pseudo-terminal. See ptyproc.h. */
 #include "support/ptyproc.h"
 

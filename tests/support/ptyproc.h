@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Test support: run a program on a pseudo-terminal, as a person at a terminal would (its stdin,
  * stdout and stderr are the terminal's slave side, it leads its own session with the terminal as
  * its controlling one), and read what it shows. Typing ^C (cs_pty_send "\x03") makes the terminal

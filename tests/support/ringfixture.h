@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A corestreamd data dir in a per-test scratch directory and the daemon run over it: the fixture
  * the ring's end-to-end tests share (test_ring_faults_e2e, test_ring_frames_e2e). Failures are
  * cmocka assertions; one test thread uses a fixture. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Test support: client runs against the scripted server. See rlclient.h. */
 #include <setjmp.h>
 #include <stdarg.h>

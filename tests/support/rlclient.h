@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Test support for the libremoteledger tests: run a client against the scripted server
  * (scriptserver.h) and collect what it was handed, then check the outcome. Failures are cmocka
  * assertions; include after <cmocka.h>. Only the library's public API is used here. */

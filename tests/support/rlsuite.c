@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Test support: what the libremoteledger unit tests share. See rlsuite.h. */
 #include <setjmp.h>
 #include <stdarg.h>

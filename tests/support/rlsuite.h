@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Test support: what the libremoteledger unit tests share, the files tests/test_remoteledger_<concern>.c
  * (endpoint, assemble, websocket, conn, delivery, endings, pull, resume, run; each file's first comment
  * says what its concern is). Failures are cmocka assertions; include after <cmocka.h>.

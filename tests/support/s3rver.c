@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* s3rver run for a test: see s3rver.h. */
 #include "support/s3rver.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* s3rver, the npm S3-compatible server scripts/setup.sh installs under .cache/s3rver, run for a
  * test: on 127.0.0.1 at an ephemeral port, keeping its objects as files under a directory of the
  * test's (<dir>/<bucket>/<key>._S3rver_object), with one bucket, and the AWS_* environment set so

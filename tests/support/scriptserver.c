@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The scripted WebSocket server of the libremoteledger tests; see scriptserver.h. */
 #include "support/scriptserver.h"
 #include "support/wait.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A scripted WebSocket server for the libremoteledger tests: it listens on 127.0.0.1 (a kernel-
  * chosen port), accepts one connection per script, answers the upgrade, and then does exactly
  * what the script says, including what a real corestreamd never does: malformed messages, text

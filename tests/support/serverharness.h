@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Test support: a real corestreamd server run in process on 127.0.0.1 (an ephemeral port), fed by
  * a paced synthetic source or one the test builds, on a thread of its own. Failures are cmocka
  * assertions. Include after <cmocka.h>. */

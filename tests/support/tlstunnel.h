@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Test support: a plaintext-to-TLS tunnel on 127.0.0.1, so that a test written against raw
  * sockets (exact request bytes in, exact answer bytes out) runs unchanged against a TLS port.
  * Each connection to the tunnel's port is one TLS connection to the target (verified against the

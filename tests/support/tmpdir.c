@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Test support: per-test scratch directories. See tmpdir.h. */
 #include "support/tmpdir.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Test support: one scratch directory per test (or per case), made under $CS_TEST_TMPDIR (ctest
  * sets it to the build's tests directory), else $TMPDIR, else /tmp, and removed with everything in
  * it at teardown. The path is canonical (realpath), so tests may compare it with paths the code

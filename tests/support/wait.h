@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Test support: the one bound on every wait of the suite, and a bounded wait for a condition no
  * event announces (a thread's nice value, a server's tip, a file appearing). Prefer an event
  * (event.h, a log line, a socket) when there is one: cs_wait_until polls. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Test support: blocking WebSocket client, HTTP helpers and the ledger-flow reader.
  * See wsclient.h. All sockets are non-blocking; every wait is a poll(2) bounded by the call's
  * deadline, and EINTR is retried. */

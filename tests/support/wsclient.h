@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Test support: a small blocking WebSocket (RFC 6455) client over plain TCP, plain HTTP helpers,
  * and a corestream ledger-flow reader on top. Every call is bounded by a timeout in milliseconds
  * (an overall deadline for the call, not per syscall); nothing sleeps.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The JetStream publisher of a corestreamd configured with -DCS_WITH_NATS=OFF: no libnats, no
  * publisher. The daemon refuses --jetstream-url among its flags (config.c) before anything
  * starts; should a caller reach the constructor anyway, it fails saying why. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* NATS credentials and TLS, one set for whichever of the publisher (--jetstream-url) and the edge
  * (--source jetstream) runs: the --jetstream-creds, --jetstream-nkey-seed, --jetstream-user with
  * --jetstream-password-file, and --jetstream-tls-* flags. Checked at start, before anything

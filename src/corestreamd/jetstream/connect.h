@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The NATS connection options the publisher and the edge share: the server pool, a client name,
  * the connect timeout, the credentials and TLS of jetstream/auth.h, and an asynchronous error
  * handler that logs what NATS reports after connecting (a permission violation, a slow

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The publisher's message id secret (naming.h, cs_js_msg_id): CS_JS_ID_KEY_LEN random bytes kept
  * in the data directory as CS_JS_ID_KEY_FILE, 64 lowercase hex digits and a newline, mode 0600.
  * Drawn from the kernel (getrandom) when the data directory has none, and written (to a .tmp file,

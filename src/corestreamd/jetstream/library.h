@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Opening nats.c once per process with the settings corestreamd wants. library.c also corrects
  * nats.c 3.4.1's encoder of the nonce signature (one nkey or .creds connect in 256 went out
  * without its signature and was refused): a program that calls cs_js_library_open has it. */

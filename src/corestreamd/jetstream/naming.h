@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* How corestream's flows are named in JetStream: the subject a ledger's messages go to, the
  * Nats-Msg-Id of each message, the run identity token, and the position a message stands for.
  *

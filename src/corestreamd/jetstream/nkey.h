@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* NATS nkeys (Ed25519 keys in NATS's text form), as far as corestreamd needs them: a user seed
  * read from a file (--jetstream-nkey-seed) and the public key it stands for, which nats.c's
  * natsOptions_SetNKeyFromSeed wants beside the seed file but cannot derive itself.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The JetStream publisher: a second consumer of the broadcaster's flows, beside the WebSocket
  * cursors. On its own thread it follows the current flow and publishes each ledger's wire
  * messages (BEGIN, CHUNK…, END: the very buffers the WebSocket subscribers are sent) to

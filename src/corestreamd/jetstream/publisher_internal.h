@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The JetStream publisher's internals (publisher.h), shared by its two files: publisher.c (nats.c's
  * callbacks, the connection, the thread's loop, the life cycle) and pubsteps.c (what the thread
  * publishes next: the live flow or the ring, item by item, and the resync after a failure). */

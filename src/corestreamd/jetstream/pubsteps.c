@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What the JetStream publisher's thread publishes next (publisher_internal.h): the ledger at its
  * position, from the live flow while it is current, else from the ring, item by item under its
  * Nats-Msg-Id (naming.h), and, after a failure, where the run ends in the stream. */

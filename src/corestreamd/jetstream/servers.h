@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* NATS server lists: --jetstream-url and --jetstream-source-url take comma-separated URLs, which
  * nats.c 3.4.1 does not split itself (natsOptions_SetURL with "a,b" fails to connect even when
  * both are up), so they are split here and handed over as a server pool. */

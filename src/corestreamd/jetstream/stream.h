@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The JetStream side of the publisher's start-up and recovery: the max_payload check, creating or
  * checking the stream, and asking the stream where a run ends. Each call is a request/reply on
  * the caller's connection, bounded by the context's Wait (5 s); call from one thread at a time. */

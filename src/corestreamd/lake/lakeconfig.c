@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The lake's config.json and the SDK's .config.json, as text: see lakeconfig.h. */
 #include "corestreamd/lake/lakeconfig.h"
 

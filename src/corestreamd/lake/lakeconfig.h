@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The lake's two configuration files (docs/LAKE.md): config.json (SEP-54 "Configuration File"),
  * the JSON object a client reads first to learn the network, where the batches are, their
  * compression and the layout, with the SEP's field names (networkPassphrase, ledgersPath,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The lake's config files read back, with cJSON: see lakeconfig.h. The one reader of them: the
  * export's check of what it finds in place (cs_lake_config_agrees) and the lake reader's
  * config.json (lakereader.c) both go through cs_lake_conf_read. */

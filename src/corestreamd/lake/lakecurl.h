@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libcurl's global set-up, once per process, for the lake's HTTP clients (lakereader.c, lakes3.c).
  * Any thread. */
 #ifndef CS_LAKE_LAKECURL_H

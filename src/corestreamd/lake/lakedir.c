@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The lake in a directory: its open (what is there), its settle (the first writes) and the files'
  * names. See lakedir.h; objects are written by lakeput.c. */
 #include "corestreamd/lake/lakedir.h"

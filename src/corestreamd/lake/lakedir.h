@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The lake in a directory (--lake-dir, docs/LAKE.md "Export to a directory"): the files a static
  * HTTP server serves at /lake/ to be the same lake as corestreamd's own /lake/:
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What lakedir.c (open, settle) and lakeput.c (objects) share; nothing outside them includes it. */
 #ifndef CS_LAKE_LAKEDIR_INTERNAL_H
 #define CS_LAKE_LAKEDIR_INTERNAL_H

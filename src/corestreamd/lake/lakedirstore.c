@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The lake directory as the exporter's store: a thin adapter over cs_lake_dir_* (lakestore.h). */
 #include <stdlib.h>
 

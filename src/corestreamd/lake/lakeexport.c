@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The lake exporter's thread: see lakeexport.h. */
 #include "corestreamd/lake/lakeexport.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The lake exporter (--lake-dir and --lake-url, docs/LAKE.md "Export to a directory" and "Export
  * to S3"): a thread of its own (cs-lake-export, at the background nice) that follows the ring and
  * writes each batch, once the ring holds all of it, as its object in a store (lakestore.h: a lake

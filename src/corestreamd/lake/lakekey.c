@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* SEP-54 object keys: see lakekey.h. */
 #include "corestreamd/lake/lakekey.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The ring as a SEP-54 data lake (docs/LAKE.md): which batch holds a ledger, the object key that
  * batch has, and the reverse, a request path read back into the batch it names. Keys are formed
  * exactly as the Go SDK forms them (support/datastore, GetObjectKeyFromSequenceNumber), uint32

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A SEP-54 object made from the ring: see lakeobject.h. */
 #include "corestreamd/lake/lakeobject.h"
 

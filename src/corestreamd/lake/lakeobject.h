@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A SEP-54 object made from the ring (docs/LAKE.md): the zstd of the XDR LedgerCloseMetaBatch
  * of one batch, built from the retained ledgers' raw bytes as stored, only when the ring holds
  * the whole batch. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A file published into the lake without ever replacing one, and an object (or its signature
  * object) put at its key, compared with what holds the key already: see lakedir.h. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A reader of SEP-54 lakes: see lakereader.h. */
 #include "corestreamd/lake/lakereader.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A reader of SEP-54 lakes (docs/LAKE.md "Reading"): corestreamd's own /lake/, a directory it
  * exported, or any other lake in the SEP's layout (Galexie's bucket behind HTTP). It reads the
  * lake's config.json, forms each batch's key (lakekey.h), fetches the object and decompresses

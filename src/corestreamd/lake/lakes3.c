@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* An S3-compatible bucket as a lake's store: see lakes3.h. */
 #include "corestreamd/lake/lakes3.h"
 

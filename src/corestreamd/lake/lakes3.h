@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* An S3-compatible bucket as a lake's store (--lake-url s3://bucket/prefix, docs/LAKE.md
  * "Export"): objects put, fetched and looked for by key under the prefix, every request signed
  * with AWS Signature Version 4 by libcurl itself (CURLOPT_AWS_SIGV4). Path-style requests

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* An S3-compatible bucket as the lake exporter's store (--lake-url s3://bucket/prefix, docs/LAKE.md
  * "Export to S3"): see lakes3.h (cs_lake_s3_store_open) and lakestore.h.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Where the lake exporter (lakeexport.h) writes: a store of the lake's files behind a small table
  * of operations, so the exporter itself has no libcurl. Two stores: a lake directory (--lake-dir,
  * lakedir.h; cs_lake_dir_store_open here, in cs_lake) and an S3-compatible bucket (--lake-url,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The head reader (`cs-heads`): every accepted connection, plaintext or TLS, data or admin
  * listener, spends its life here until it is answered and closed or upgraded to a /stream
  * subscriber. One thread with its own epoll:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The one formatter of the server's HTTP answers, every status on every port (plaintext and TLS,
  * data and admin listener): the head reader's own refusals (414, 431, 400 past the pair count, the
  * plaintext request on a TLS port) and everything the routes answer.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A request head as the parser read it (httpparse.h, cs_http_head_make), which the routes
  * (routes.c) judge: the request line's parts, the path as sent, the query's non-empty pieces
  * percent-decoded ('+' as a space), the field lines in order, values without surrounding spaces

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The request-head state machine: see httpparse.h. */
 #include "corestreamd/net/httpparse.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The server's one reading of an HTTP/1.1 request head (RFC 9112): a state machine fed the bytes
  * as they arrive, one at a time, in the manner of nginx's ngx_http_parse.c. It finds where the
  * head ends, holds it to the server's limits while it arrives (so a head past them is answered

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The listening socket, bound the way Go's net.Listen("tcp", addr) binds it: an empty host means
  * every interface (dual-stack [::] when the machine has IPv6), a port of 0 picks a free one. */
 #ifndef CS_CORESTREAMD_LISTENER_H

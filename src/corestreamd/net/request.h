@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The /stream query rules (docs/PROTOCOL.md, section 1) and the Origin rule, checked before the
  * WebSocket upgrade. */
 #ifndef CS_CORESTREAMD_REQUEST_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* TLS on the server's port (--tls-cert, --tls-key, --tls-client-ca): the server's own SSL_CTX
  * (docs/STREAM-THREADS.md), used by the head reader to make each connection's SSL. Errors
  * name the file and the cause; TLS 1.2 is the minimum; SIGHUP builds a fresh context and swaps

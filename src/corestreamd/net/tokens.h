@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Bearer tokens for /stream (--auth-tokens): the file that names them, and the constant-time
  * lookup of a presented token.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #include "corestreamd/net/wsio_internal.h"
 
 void wsc_doom(cs_wsconn *c)

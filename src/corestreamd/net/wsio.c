@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #include "corestreamd/net/wsio_internal.h"
 
 /* Out of w's epoll and connection list. */

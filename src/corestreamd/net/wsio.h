@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The stream I/O threads (`cs-ws-N`): upgraded /stream subscribers, ws:// and wss:// alike, after
  * the head reader's 101, each on one of N live threads with its own epoll, so that no write to a
  * subscriber shares a thread with accepting or with the handshakes (docs/STREAM-THREADS.md). Beside

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What the stream I/O threads' two files share: wsio.c (the threads: their loop, inboxes, moves,
  * start and stop) and wsconn.c (one connection's reads and writes: frames in, messages, pongs and
  * close frames out, over plaintext or TLS). Not a public header. Everything here is the owning

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* RFC 6455 framing for the server end of a subscriber (the stream I/O threads, wsio.h): what a
  * client may send, and the few frames the server writes besides messages (those get their header
  * in the message's headroom, cs_msg_ws_header).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The accept loop: the thread that calls cs_server_run. It owns the listening sockets and the
  * admission tables, so a connection is counted (or refused) at accept, before any TLS or HTTP
  * state exists for it, and released here whatever became of it: its tag comes back from the head

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The descriptor budget (docs/operations/admission.md#the-descriptor-budget): how many connections
  * the server may hold under RLIMIT_NOFILE so that nothing else it runs ever finds the limit
  * reached. Computed once, when the server has bound its listeners and started its threads

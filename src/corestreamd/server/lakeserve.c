@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The lake's readers (cs-lake): the objects /lake/ requests ask for, made off the I/O threads. The
  * judge (routes.c) admits a request and hands it over as a job; a reader builds the object from
  * the ring (lakeobject.h), formats the answer and gives it back to the head reader, which writes

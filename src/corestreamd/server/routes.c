@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The routes: every complete request head, on either listener, plaintext or TLS, is judged here on
  * cs-heads (the head reader's judge) and answered with httpanswer.h's bytes:
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The server's life cycle and wiring: the streaming core (broadcaster, encoder pool, replays,
  * stored-frames fill, the source thread) and the network layer (the accept loop, the head reader,
  * the stream I/O threads), built in cs_server_new and cs_server_listen, run by cs_server_run and

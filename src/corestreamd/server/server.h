@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* corestreamd's server: the HTTP surface on one port (/stream upgrades to a WebSocket subscriber,
  * /healthz, /readyz and /metrics, 404 otherwise; optionally the last three on an admin port too),
  * plaintext or TLS alike: connections accepted and admitted on the accept loop (the thread that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What the server's own files share (server.c, accept.c, routes.c, subscriber.c): the server's
  * state and the calls between them. Not a public header: nothing outside src/corestreamd/server
  * includes it.

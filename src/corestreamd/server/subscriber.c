@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A subscriber: a cursor (cursor.h) bound to an upgraded connection on a stream I/O thread
  * (wsio.h). Everything here runs on that connection's thread, through wsio's hooks: opening it
  * after the 101, writing what its cursor steps to, the stall clock, token revocation, the move of

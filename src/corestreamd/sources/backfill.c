@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Filling a gap from a lake or a peer: see backfill.h. */
 #define _DEFAULT_SOURCE /* explicit_bzero */
 #include "corestreamd/sources/backfill.h"

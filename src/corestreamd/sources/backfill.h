@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Filling a gap instead of resetting the ring (--backfill-from, docs/operations/restarts.md): a
  * source whose core may move on without corestreamd (a FIFO core that outlived a killed daemon, a
  * pipe writer restarted past ledgers nobody read) wrapped so that, when its next ledger S lies

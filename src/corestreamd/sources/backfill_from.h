@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Where --backfill-from's ledgers come from, as backfill.c asks for them: a SEP-54 lake
  * (backfill_lake.c: a corestreamd's /lake/ over http(s), or a directory) or another corestreamd's
  * stream (backfill_peer.c: ws:// or wss://, read with libremoteledger). backfill.c checks that

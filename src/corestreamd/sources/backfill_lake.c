@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A gap's ledgers from a SEP-54 lake: see backfill_from.h. */
 #include <inttypes.h>
 #include <stdbool.h>

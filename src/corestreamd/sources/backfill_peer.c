@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A gap's ledgers from another corestreamd's stream, through libremoteledger's public API (the
  * daemon links libremoteledger.a, whose internals are local to it): see backfill_from.h. */
 #include <inttypes.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The file dump replay stream (docs/operations/sources.md): a directory of ledger-<seq>.xdr files
  * replayed in order, renumbered by the caller, cycling after the last record. */
 #ifndef CS_CORESTREAMD_SOURCE_FILE_H

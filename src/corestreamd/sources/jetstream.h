@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The edge source (--source jetstream): follows one run of a JetStream stream that a core's
  * publisher fills (jetstream/publisher.h, subjects "<stream>.<run>.<seq>", bodies the wire
  * messages BEGIN/CHUNK…/END) and verifies every ledger exactly as libremoteledger verifies a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* --source jetstream in a corestreamd configured with -DCS_WITH_NATS=OFF: no libnats, no edge.
  * config.c refuses the flag before anything starts; the constructor fails the same way should a
  * caller reach it. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The edge's gap watch (sources/jetstream.c). While the edge waits for ledger N with no copy of it
  * open, the later ledgers the stream goes on with are assembled on the side, in a probe assembler
  * of their own, with the edge's checks (order, chunk count, length, XXH64, zstd; with trusted keys

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The paced adapter (docs/operations/sources.md): turns a stream of complete ledgers into
  * emissions whose starts follow an absolute cadence grid and whose bytes are released over an emit
  * window, so the overlap of emission and transfer is measurable.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Rejoining the ring: a source whose core may emit ledgers the ring already holds (core restarted
  * under a pipe command or a FIFO, or captive core replaying from its last closed ledger after
  * corestreamd's own restart) wrapped so that those ledgers are compared with the ring instead of

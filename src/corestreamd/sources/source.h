@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What the source loop reads: a sequence of emissions, each one ledger whose body arrives as a
   * byte stream, read incrementally (docs/operations/sources.md). Implemented by the paced adapter
   * (synthetic and file), the pipe tap and captive core. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The synthetic ledger stream (docs/operations/sources.md): one reused buffer refilled per
  * sequence. */
 #ifndef CS_CORESTREAMD_SOURCE_SYNTHETIC_H

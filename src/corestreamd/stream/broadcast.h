@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The broadcaster (docs/STREAM-THREADS.md): the one current flow — BEGIN, the chunks published so
  * far, and END once complete — shared by every subscriber. Publishing appends under a short mutex
  * and wakes the watchers; it never blocks on a subscriber. A flow stays current until the next

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The live encoder pool (docs/STREAM-THREADS.md): N workers, each with its own zstd context (no
  * frame checksum, content size recorded), compress chunks and publish them in submission order. A
  * chunk ships compressed only when the frame is strictly smaller than the raw payload.

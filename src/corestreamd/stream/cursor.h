@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One subscriber's cursor: a small state machine its stream I/O thread drives, one message per
  * step. Anchor (tip or start), ring catch-up (stampless, prepared by the
  * replay encoders, under a replay slot), live following of the current flow, and the close

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The background pass that stores wire frames for ledgers retained without them (a ring written
  * before stored frames, or ledgers whose frames were dropped before this start): one low-priority
  * thread, newest ledger first (the one a ring keeps longest), reads each raw ledger once, checks

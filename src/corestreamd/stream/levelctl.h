@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* --compress-level auto: the controller that picks each live chunk's zstd level.
  *
  * Aim: the strongest level the encoders sustain at the rate the source delivers, so that chunks

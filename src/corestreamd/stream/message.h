@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* An immutable, reference-counted wire message with CS_MSG_HEADROOM bytes of headroom in front of
  * it, where the stream I/O threads (cs_msg_ws_header) build the WebSocket frame header in place.
  * Built once, written to every subscriber without a copy. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* corestreamd's Prometheus metrics: the counters the hot paths bump and the text exposition
  * (format 0.0.4) that GET /metrics answers with.
  *

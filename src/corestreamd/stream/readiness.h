@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* /readyz: whether this daemon should be sent subscribers now. Ready (200) only while the source
  * is producing ledgers and the ring is being written; otherwise 503 with the reason. Liveness is
  * /healthz, which answers 200 as long as the process serves HTTP at all. */

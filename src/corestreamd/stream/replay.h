@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Ring replay: a small pool of workers, separate from the live encoders so catch-up subscribers
  * cannot starve the live path, that turns a retained ledger into a stampless flow
  * (BEGIN(seq,0), CHUNK*, END(seq,count,len,0,xxh64)) a few messages ahead of the subscriber

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Replay admission: how many subscribers read the ring at once, in total and per client
  * address (the same grouping as admission at accept, cs_addr_key). A subscriber holds a slot from
  * its first ring ledger until its cursor stops reading the ring (it reached the live flow, its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The ring write of a completed ledger, on a thread of its own at low CPU priority. The source
  * loop hands the ledger over right after END and waits for the write only before the next BEGIN,
  * so Put(N) still completes before BEGIN(N+1) while the disk copy never competes for a core with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The core's ledger signing key (signing.h). */
 #include "corestreamd/stream/signing.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The core's ledger signing (corestreamd --signing-key; docs/operations/signing.md): the Ed25519
  * key, reloaded on SIGHUP, and the run token every signature names. The source loop signs each
  * ledger it publishes with it (stream/sourceloop.c); an edge never signs (it forwards the core's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The source loop (docs/STREAM-THREADS.md): the only reader of the source. Per ledger it publishes
  * BEGIN before the first body read, cuts the body into chunk-size pieces as it arrives, hands each
  * to the encoder pool and the hash (and SHA-256 when it signs), publishes END after every chunk

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package sdkshape holds a minimal local copy of the declarations that corestream's SDK adapters
 // (package remotecore beside it, shown verbatim in docs/rpc-wiring.md) are written against, so
 // that a drift in the adapters' signatures shows as a compile failure of this module rather than

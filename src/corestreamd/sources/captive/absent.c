@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* --source captive (and benchrunner --mode local) in a build configured with
  * -DCS_WITH_CAPTIVE=OFF: no libcurl, no cJSON, no supervised stellar-core. Both programs refuse
  * the flag before anything starts; the constructor fails the same way should a caller reach it. */

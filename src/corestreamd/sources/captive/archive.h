@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The one thing the captive source reads from a history archive itself (CAPTIVE.md 1.6): the root
  * HistoryArchiveState, `<url>/.well-known/stellar-history.json`, for `currentLedger` (the latest
  * checkpoint) and, when the archive publishes it, `networkPassphrase`. Core fetches everything

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* `--source captive` (captive.h): construction, and the stream of core's meta pipe with the SDK's
  * checks on it. The start sequence is in start.c, process supervision in supervise.c, core's log
  * relay in corelog.c, the working dir in workdir.c. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* `--source captive` (docs/operations/captive.md): corestreamd runs and supervises
  * stellar-core itself, as the Go SDK's captive-core backend did for the prototype, and emits each
  * LedgerCloseMeta core writes on its meta pipe, from the start ledger on, unpaced and unbounded.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What the captive source's files share (captive.h has the public side): the source struct,
  * the process wrapper, and each file's entry points. One file per concern:
  *   captive.c    construction, the streaming checks (sequence, hash chain), next/read/destroy

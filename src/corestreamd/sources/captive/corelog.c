@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Core's log relay (CAPTIVE.md 4.3): each process's stdout/stderr pipe is read on a small thread
  * of its own and every line re-logged at core's level with subservice=stellar-core. */
 #include <ctype.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The operator's captive-core toml (docs/operations/captive.md): the Go SDK's rules
  * for it and the stellar-core.conf generated from it.
  *

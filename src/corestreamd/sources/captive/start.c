@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The SDK's unbounded start sequence (CAPTIVE.md 1.1-1.2, the plain catchup path; captive.h has
  * the steps): the version probe, the archive's latest checkpoint, offline-info's LCL, new-db and
  * catchup when the database cannot be reused, then `run` on the meta pipe. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Supervision of stellar-core's processes: spawning each command with its pipes, waiting for it,
  * stopping it (SIGINT, the grace, SIGKILL) and, for `run`, what its exit means for the working
  * dir. Core is never restarted. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The TOML subset reader; see toml.h. */
 #include "corestreamd/sources/captive/toml.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A reader of the TOML subset captive-core configs use (CAPTIVE.md 2), with no captive rules in
  * it: coretoml.h applies those on top.
  *

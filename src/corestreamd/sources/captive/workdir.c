@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The working dir, <storage>/captive-core: creating and wiping it, the paths in it, and the
  * stellar-core.conf every command is run with. */
 #include "corestreamd/sources/captive/captive_internal.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* `--source pipe --pipe-path PATH`: tapping a stellar-core that runs on its own (its own unit,
  * `METADATA_OUTPUT_STREAM=PATH`) through a named FIFO. The frames are the pipe tap's (pipe.h:
  * record-marked LedgerCloseMeta, the seq from an XDR walk of the prefix, the body streamed as it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* RFC 5531 record-marked frames on a pipe, as stellar-core writes LedgerCloseMeta to its meta
  * stream (CAPTIVE.md 3.1): a 4-byte big-endian marker 0x80000000 | length, then length bytes.
  * Shared by the pipe tap and the captive source.

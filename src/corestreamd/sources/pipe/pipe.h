@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The pipe tap (docs/operations/sources.md): runs `sh -c <cmd>` with a pipe's write end as its fd
  * 3 and emits each record-marked LedgerCloseMeta it writes there, as it is written. The frame
  * marker gives the declared size, an XDR walk of the frame's first bytes gives the seq, and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The ledger sequence of a serialized LedgerCloseMeta, found without decoding the meta: a
  * bounds-checked walk over its leading bytes to LedgerHeader.ledgerSeq (CAPTIVE.md 3.3). Used by
  * the pipe tap on the first min(frame, 4096) bytes of each frame. */

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package ledgerbackend is the method sets of the Stellar SDK's ingest/ledgerbackend package
 // that corestream's adapters implement, transcribed (see package sdkshape for the files):
 // declarations only, and Range's constructors and accessors.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package remotecore is ingestion's view of a corestreamd: libremoteledger's Go module with the
 // SDK's types, as a ledgerbackend.LedgerStream (stellar-rpc v2's live ingestion, with its
 // CoreOpener; stream.go) and as a ledgerbackend.LedgerBackend (released stellar-rpc's ingest

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package xdr stands in for the Stellar SDK's xdr package: LedgerCloseMeta with the two methods
 // of the generated type that corestream's adapters and their tests call (see package sdkshape).
 // The stub keeps the bytes it is given; it decodes nothing.
