@@ -296,13 +296,15 @@ static int io_writable(void *ctx, void *user)
     return subscriber_writable(ctx, user);
 }
 
-/* cs_wsio_move: off the background thread's list, on its last call there. */
+/* cs_wsio_move: off the background thread's list, on its last call there; its cursor is given up
+ * for the live thread to take. */
 static void io_leave(void *ctx, void *user)
 {
     (void)ctx;
     subscriber *sub = user;
     ON_SUB_THREAD(sub);
     list_unlink(sub);
+    cs_cursor_leave_thread(&sub->cursor);
 }
 
 /* On the live thread it moved to: on that thread's list, its token looked at again (a reload's
