@@ -548,6 +548,7 @@ typedef struct submitter {
 static void *submit_all(void *arg)
 {
     submitter *s = arg;
+    cs_pipeline_take_submitter(s->p); /* started after the test thread's one submit */
     for (uint32_t i = 1; i < s->n; i++) {
         cs_pipeline_submit(s->p, s->msgs[i], 6, i);
         atomic_store(&s->returned, i + 1);
@@ -597,6 +598,7 @@ static void test_submit_blocks_at_1024_pending(void **state)
     rec_open_gate(&r);
     struct timespec until = deadline();
     assert_int_equal(pthread_timedjoin_np(t, NULL, &until), 0);
+    cs_pipeline_take_submitter(p); /* joined: the submitter's role comes back here */
     cs_pipeline_flush(p);
     rec_check_clean(&r, N);
     cs_pipeline_destroy(p);

@@ -2,7 +2,9 @@
 /* Thread roles: a name that `top -H`, `ps -L` and /proc/<pid>/task/<tid>/comm show, and a nice
  * value that says who yields when the cores are busy. corestreamd runs beside stellar-core, so
  * work that can wait (the ring writer, ring replays) runs at the lowest priority and takes only
- * what the live path and core leave; when the box is idle it runs at full speed all the same. */
+ * what the live path and core leave; when the box is idle it runs at full speed all the same.
+ * Which thread may call what is checked in code with owner records (common/invariant.h), whose
+ * reports name threads by these names. */
 #ifndef CS_COMMON_THREAD_H
 #define CS_COMMON_THREAD_H
 

@@ -110,7 +110,8 @@ void cs_ring_close(cs_ring *r);
  * refused; ledger files are written through the page cache`) or direct off: through the page
  * cache. Either way each file put writes is handed to write-back as soon as it is written
  * (sync_file_range SYNC_FILE_RANGE_WRITE, no wait), and what is stored, and when it is visible, is
- * the same. Called by the put thread, or before it starts. */
+ * the same. Called by the put thread, or before it has one (checked in Debug, ASan and TSan
+ * builds). */
 void cs_ring_set_direct(cs_ring *r, bool on);
 
 /* Writes ledger seq from parts (written in order, never joined in memory), its stored frames when
@@ -127,9 +128,21 @@ void cs_ring_set_direct(cs_ring *r, bool on);
  * leaves the bounds and files as they were, counts a write failure and marks the ring degraded
  * until a put succeeds; one that met a shortage a moment may end (EMFILE, ENFILE, ENOMEM) is
  * retried once, 5 ms later, before it counts. Seq 0 is refused
- * with CS_RING_ERR_INVALID_SEQ and changes nothing. Only one thread may call put. */
+ * with CS_RING_ERR_INVALID_SEQ and changes nothing.
+ * Single writer: only the put thread calls put. The put thread is the first thread to put, or the
+ * one that took the role (cs_ring_take_put_thread) since; a put from any other thread logs `thread
+ * contract violated` naming both threads and aborts, in every build (common/invariant.h). */
 int cs_ring_put(cs_ring *r, uint32_t seq, const struct iovec *parts, size_t nparts, const struct iovec *chunks,
                 size_t nchunks, const cs_ledger_record *rec, bool *reset, cs_err *err);
+
+/* The calling thread becomes the put thread (a ring writer as it starts: stream/ringwriter.h),
+ * whichever thread put before: a hand-over, so the previous put thread must be done putting (a
+ * test's puts before it starts a server on the ring). A put thread that puts again after the role
+ * was taken from it aborts at that put. */
+void cs_ring_take_put_thread(cs_ring *r);
+/* The put thread gives the role up (a ring writer as it stops; checked): the next put's thread
+ * takes it. */
+void cs_ring_leave_put_thread(cs_ring *r);
 
 /* Stored frames made later for a retained ledger that has none (a ring from before frames, or
  * frames dropped): begin a writer at the chunk size the frames cut the ledger at, add every chunk

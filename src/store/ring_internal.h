@@ -12,6 +12,7 @@
 #include <sys/uio.h>
 
 #include "common/err.h"
+#include "common/invariant.h"
 #include "store/ledgerdir.h"
 #include "store/ring.h"
 
@@ -58,6 +59,9 @@ struct cs_ring {
     atomic_uint_fast64_t write_failures;
     atomic_bool degraded;
     atomic_uint_fast64_t dropped;
+    /* The put thread (cs_ring_put's single writer): unbound until the first put or a
+     * cs_ring_take_put_thread. */
+    cs_owner put_thread;
     /* Serializes the bound changes of put with those of cs_ring_condemn (any thread). */
     pthread_mutex_t wmu;
     /* The put thread's: write ledger files with O_DIRECT when the parts allow it (set before
@@ -223,6 +227,9 @@ int rng_settle_locked(cs_ring *r, cs_err *err);
 int rng_settle(cs_ring *r, cs_err *err);
 
 /* ---- the write path (ringput.c) -------------------------------------------------------------- */
+
+/* The single-writer contract every put checks (ring.h). */
+#define RNG_PUT_THREAD "ring put: single writer, the put thread only (ring.h)"
 
 /* Hands a file just written to write-back without waiting for it, so the ring's dirty pages never
  * pile up to the kernel's dirty limits and are written while the disk is idle between ledgers.

@@ -66,7 +66,18 @@ static int write_parts(int fd, const struct iovec *parts, size_t nparts)
 
 void cs_ring_set_direct(cs_ring *r, bool on)
 {
+    CS_OWNED_DEBUG(&r->put_thread, RNG_PUT_THREAD);
     r->direct = on;
+}
+
+void cs_ring_take_put_thread(cs_ring *r)
+{
+    cs_owner_bind(&r->put_thread);
+}
+
+void cs_ring_leave_put_thread(cs_ring *r)
+{
+    cs_owner_release(&r->put_thread, RNG_PUT_THREAD);
 }
 
 void rng_start_writeback(int fd)
@@ -311,6 +322,7 @@ static bool follows_failed_puts(const cs_ring *r, uint32_t seq)
 int cs_ring_put(cs_ring *r, uint32_t seq, const struct iovec *parts, size_t nparts, const struct iovec *chunks,
                 size_t nchunks, const cs_ledger_record *rec_in, bool *reset, cs_err *err)
 {
+    CS_OWNED(&r->put_thread, RNG_PUT_THREAD);
     if (reset)
         *reset = false;
     if (seq == 0)

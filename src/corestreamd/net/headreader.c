@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "corestreamd/net/headreader.h"
 
-#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -18,6 +17,7 @@
 #include <openssl/ssl.h>
 
 #include "common/clock.h"
+#include "common/invariant.h"
 #include "common/log.h"
 #include "common/thread.h"
 #include "corestreamd/net/httpanswer.h"
@@ -30,9 +30,6 @@
 #define LINGER_NS (2 * 1000000000LL)
 #define LINGER_MAX_BYTES (1u << 20)
 #define EVENTS_PER_WAIT 64
-
-/* The head reader whose thread this is (set by the thread itself: no other thread writes it). */
-static _Thread_local const struct cs_headreader *t_heads;
 
 typedef enum hstate { ST_READING, ST_HANDSHAKE, ST_ANSWERING, ST_WAITING, ST_LINGER } hstate;
 
@@ -71,6 +68,7 @@ struct cs_headreader {
     cs_headreader_config cfg;
     int ep, evfd;
     pthread_t thread;
+    cs_owner owner; /* that thread, bound as it starts (cs_headreader_owner) */
     bool started;
     atomic_bool stop;
     atomic_size_t holding;
@@ -208,7 +206,7 @@ static void read_head(cs_headreader *hr, hconn *c);
  * request) stay, and the next head is read under a fresh header deadline. */
 static void next_request(cs_headreader *hr, hconn *c)
 {
-    assert(c->st == ST_ANSWERING && c->keep && !c->upgrade);
+    CS_CHECK(c->st == ST_ANSWERING && c->keep && !c->upgrade, "head reader: a kept-alive connection reads its next head once answered");
     free(c->resp);
     c->resp = NULL;
     c->resp_len = c->resp_off = 0;
@@ -312,7 +310,7 @@ static void refuse(cs_headreader *hr, hconn *c, unsigned status, unsigned extra,
 /* The 101 is out: the connection leaves for the stream I/O threads with the bytes past its head. */
 static void upgraded(cs_headreader *hr, hconn *c)
 {
-    assert(c->st == ST_ANSWERING && c->upgrade && c->arg);
+    CS_CHECK(c->st == ST_ANSWERING && c->upgrade && c->arg, "head reader: an upgrade leaves once its 101 is out");
     list_remove(&hr->reading, c);
     epoll_ctl(hr->ep, EPOLL_CTL_DEL, c->fd, NULL);
     size_t early = c->len > c->head_len ? c->len - c->head_len : 0;
@@ -398,7 +396,7 @@ static void wait_for_answer(cs_headreader *hr, hconn *c, void *arg)
 /* An answer given through cs_headreader_answer: written as judge's would be. */
 static void answer_came(cs_headreader *hr, hconn *c)
 {
-    assert(c->st == ST_WAITING && !c->resp);
+    CS_CHECK(c->st == ST_WAITING && !c->resp, "head reader: a later answer comes to a waiting connection");
     list_remove(&hr->waiting, c);
     c->deadline = cs_mono_ns() + hr->cfg.timeout_ns;
     list_push(&hr->reading, c);
@@ -420,7 +418,7 @@ static void answer_came(cs_headreader *hr, hconn *c)
 /* A complete head: the server's judge answers it, a 101 included. */
 static void judged(cs_headreader *hr, hconn *c)
 {
-    assert(c->st == ST_READING && !c->resp);
+    CS_CHECK(c->st == ST_READING && !c->resp, "head reader: a head is judged while reading, with no answer yet");
     size_t head_len = c->hp.head_len;
     cs_http_head head;
     if (cs_http_head_make(&c->hp, c->buf, &head) != 0) {
@@ -567,7 +565,7 @@ static int wait_ms(const cs_headreader *hr, int64_t now)
 static void *reader_main(void *arg)
 {
     cs_headreader *hr = arg;
-    t_heads = hr;
+    cs_owner_bind(&hr->owner);
     cs_thread_role("cs-heads", CS_NICE_ADMISSION);
     struct epoll_event evs[EVENTS_PER_WAIT];
     while (!atomic_load(&hr->stop)) {
@@ -682,9 +680,9 @@ size_t cs_headreader_drain(cs_headreader *hr, cs_head_done_fn fn, void *ctx)
     return n;
 }
 
-bool cs_headreader_on_thread(const cs_headreader *hr)
+cs_owner *cs_headreader_owner(cs_headreader *hr)
 {
-    return t_heads == hr;
+    return &hr->owner;
 }
 
 size_t cs_headreader_holding(cs_headreader *hr)

@@ -40,6 +40,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "common/invariant.h"
 #include "corestreamd/net/httpparse.h"
 
 typedef struct cs_headreader cs_headreader;
@@ -114,9 +115,10 @@ typedef void (*cs_head_done_fn)(void *ctx, void *tag);
  * Returns how many. */
 size_t cs_headreader_drain(cs_headreader *hr, cs_head_done_fn fn, void *ctx);
 
-/* True on the head reader's own thread (cs-heads): for the assertions of calls confined to it
- * (the judge's and later's work). Any thread. */
-bool cs_headreader_on_thread(const cs_headreader *hr);
+/* The owner record of the head reader's thread (cs-heads), bound by it as it starts: what the
+ * checks of calls confined to it (the judge's and later's work) compare with
+ * (common/invariant.h). Any thread. */
+cs_owner *cs_headreader_owner(cs_headreader *hr);
 
 /* Connections the head reader holds (reading, answering, or waiting in drain). Any thread. */
 size_t cs_headreader_holding(cs_headreader *hr);

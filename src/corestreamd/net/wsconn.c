@@ -204,21 +204,11 @@ bool wsc_out_idle(const cs_wsconn *c)
     return c->ssl ? !c->pend : c->qn == 0;
 }
 
-/* The stream I/O thread running here (cs_wsio_on_thread); NULL on any other thread. */
-static _Thread_local const worker *tl_worker;
-
-void wsc_enter_thread(const worker *w)
+cs_owner *cs_wsio_thread_owner(cs_wsio *io, int thread)
 {
-    tl_worker = w;
+    CS_CHECK(thread >= 0 && thread < io->all, "stream I/O: a thread index within 0..N");
+    return &io->w[thread].owner;
 }
-
-bool cs_wsio_on_thread(const cs_wsio *io, int thread)
-{
-    if (!tl_worker)
-        return atomic_load(&((cs_wsio *)io)->stop); /* cs_wsio_stop ends connections on its caller */
-    return tl_worker->io == io && tl_worker->idx == thread;
-}
-
 
 void cs_wsio_want_write(cs_wsconn *c)
 {

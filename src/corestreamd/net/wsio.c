@@ -62,12 +62,13 @@ static void reap(cs_wsio *io, worker *w)
     }
 }
 
-static void post(worker *w, cs_wsconn *c);
+static void kick(worker *w);
 
 /* The connections cs_wsio_move asked to leave: one whose output is idle goes to its target's inbox
  * now (leave hook here first: nothing on this thread touches it afterwards); one doomed or closing
- * stays and ends here; one with a message still going out waits for a later round (its EPOLLOUT,
- * or the write deadline's drop). Runs just before reap, so a doomed one is still valid. */
+ * stays and ends here, as does one whose target has stopped; one with a message still going out
+ * waits for a later round (its EPOLLOUT, or the write deadline's drop). Runs just before reap, so
+ * a doomed one is still valid. */
 static void take_moves(cs_wsio *io, worker *w)
 {
     cs_wsconn *c = w->moving, *keep = NULL;
@@ -85,12 +86,25 @@ static void take_moves(cs_wsio *io, worker *w)
             worker *to = &io->w[c->move_to];
             c->in_moving = false;
             c->move_to = -1;
-            unready(w, c);
-            unlink_conn(w, c);
-            c->out_armed = false;
-            c->moved = true;
-            io->h.leave(io->h.ctx, c->user);
-            post(to, c);
+            /* Under the target's lock, so that it cannot close between the look and the post: a
+             * target that has stopped takes nothing more, and c stays to end here. The leave hook
+             * runs under that lock too (the server's touches only its own thread's list). */
+            pthread_mutex_lock(&to->mu);
+            bool open = !to->closed;
+            if (open) {
+                unready(w, c);
+                unlink_conn(w, c);
+                c->out_armed = false;
+                c->moved = true;
+                io->h.leave(io->h.ctx, c->user);
+                c->next = to->inbox;
+                to->inbox = c;
+            }
+            pthread_mutex_unlock(&to->mu);
+            if (open) {
+                atomic_store(&to->wake_pending, false); /* the inbox must be looked at even mid-burst */
+                kick(to);
+            }
         }
         c = next;
     }
@@ -218,11 +232,48 @@ static int wait_events(cs_wsio *io, worker *w, struct epoll_event *evs, int time
     return epoll_wait(w->ep, evs, EVENTS_PER_WAIT, timeout);
 }
 
+/* The stop, on the thread itself, so that every connection's last hook (gone) runs on its own
+ * thread as the rest did: closed first (under mu: no move hands this thread another connection
+ * after it), then the connections in transit to it are adopted (moved: the server's record of
+ * their thread becomes this one) and every connection here ends. New connections in the inbox
+ * were never opened: discarded, no hook of theirs having run; those cs_wsio_add posts from now on
+ * cs_wsio_stop discards once the threads are joined. */
+static void worker_exit(cs_wsio *io, worker *w)
+{
+    pthread_mutex_lock(&w->mu);
+    w->closed = true;
+    cs_wsconn *c = w->inbox;
+    w->inbox = NULL;
+    pthread_mutex_unlock(&w->mu);
+    while (c) {
+        cs_wsconn *next = c->next;
+        c->next = c->prev = NULL;
+        if (c->moved) {
+            c->w = w;
+            c->moved = false;
+            c->next = w->conns;
+            if (w->conns)
+                w->conns->prev = c;
+            w->conns = c;
+            io->h.moved(io->h.ctx, w->idx, c->user);
+        } else {
+            io->h.discard(io->h.ctx, c->arg);
+            free_conn(io, c);
+        }
+        c = next;
+    }
+    w->ready = w->ready_tail = w->doomed = w->moving = NULL; /* every connection ends below */
+    while (w->conns) {
+        w->conns->in_ready = false;
+        end_conn(io, w->conns);
+    }
+}
+
 static void *worker_main(void *arg)
 {
     worker *w = arg;
     cs_wsio *io = w->io;
-    wsc_enter_thread(w);
+    cs_owner_bind(&w->owner); /* its connections' hooks run here alone */
     char name[16];
     if (w->idx == io->n) {
         /* Catch-up sends: below the live threads, as the replay readers that feed them. */
@@ -264,6 +315,7 @@ static void *worker_main(void *arg)
             take_moves(io, w);
         reap(io, w);
     }
+    worker_exit(io, w);
     return NULL;
 }
 
@@ -396,20 +448,18 @@ void cs_wsio_stop(cs_wsio *io)
             pthread_join(w->th, NULL);
         }
     }
+    /* Each thread ended its own connections (worker_exit); what is left are connections never
+     * opened, posted after their thread closed: discarded here, no hook of theirs having run. */
     for (int i = 0; i < io->all; i++) {
         worker *w = &io->w[i];
+        CS_CHECK(!w->conns, "stream I/O: a stopped thread has ended its connections");
         while (w->inbox) {
             cs_wsconn *c = w->inbox;
             w->inbox = c->next;
-            if (!c->moved) {
-                io->h.discard(io->h.ctx, c->arg);
-                c->user = NULL;
-            }
-            free_conn(io, c); /* in transit: gone, here */
+            CS_CHECK(!c->moved, "stream I/O: no connection in transit once every thread stopped");
+            io->h.discard(io->h.ctx, c->arg);
+            free_conn(io, c);
         }
-        w->doomed = w->moving = NULL;
-        while (w->conns)
-            end_conn(io, w->conns);
     }
 }
 

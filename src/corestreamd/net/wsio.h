@@ -23,7 +23,10 @@
  * closes with 1002. TCP_NODELAY is set on every connection.
  *
  * Threads: cs_wsio_start, cs_wsio_free by the owner; cs_wsio_add and cs_wsio_wake from any
- * thread; the functions taking a cs_wsconn only on that connection's thread (inside a hook). */
+ * thread; the functions taking a cs_wsconn only on that connection's thread (inside a hook),
+ * checked in every build: each thread binds an owner record as it starts (cs_wsio_thread_owner,
+ * common/invariant.h), and a call on another thread logs `thread contract violated` and aborts.
+ * Every hook of a connection runs on its thread, its last (gone) included, at a stop too. */
 #ifndef CS_CORESTREAMD_WSIO_H
 #define CS_CORESTREAMD_WSIO_H
 
@@ -33,6 +36,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "common/invariant.h"
 #include "corestreamd/stream/message.h"
 
 typedef struct cs_wsio cs_wsio;
@@ -53,8 +57,9 @@ typedef struct cs_wsio_hooks {
     /* arg of a connection never opened (cs_wsio_free with it still queued). */
     void (*discard)(void *ctx, void *arg);
     /* cs_wsio_move: leave runs on the old thread as the connection leaves it (its last call
-     * there), moved on the new thread `thread` before any other hook there. In between (in
-     * transit) no hook runs for it; a stop then ends it with gone alone. */
+     * there; under the target's inbox lock: it may not call into this module), moved on the new
+     * thread `thread` before any other hook there. In between (in transit) no hook runs for it; a
+     * stop meanwhile has the target adopt it (moved) and end it (gone), on the target's thread. */
     void (*leave)(void *ctx, void *user);
     void (*moved)(void *ctx, int thread, void *user);
 } cs_wsio_hooks;
@@ -83,12 +88,12 @@ int cs_wsio_add(cs_wsio *io, int fd, SSL *ssl, const uint8_t *early, size_t n, b
  * burst. Any thread. */
 void cs_wsio_wake(cs_wsio *io, int thread);
 
-/* Whether the calling thread is stream I/O thread `thread` of io; on a thread that is none of
- * io's, whether io is stopping (cs_wsio_stop then ends the connections, running their gone hooks,
- * on its caller). For the assertions of "only on that connection's thread". Any thread. */
-bool cs_wsio_on_thread(const cs_wsio *io, int thread);
+/* The owner record of stream I/O thread `thread` (0..N), bound by that thread as it starts and
+ * kept after it stops: what the checks of "only on that connection's thread" compare with
+ * (CS_OWNED(cs_wsio_thread_owner(io, t), ...); cs_owner_mine for a question). Any thread. */
+cs_owner *cs_wsio_thread_owner(cs_wsio *io, int thread);
 
-/* The connection's thread only (asserted in Debug, ASan and TSan builds). */
+/* The connection's thread only (checked in every build). */
 void cs_wsio_want_write(cs_wsconn *c);
 /* Writes m as one binary message: 1 written whole (plaintext: queued for the turn's writev, the
  * message held until it is out), 0 pending (TLS: the message is held; writable is called again
@@ -111,9 +116,10 @@ int cs_wsio_fd(const cs_wsconn *c);
  * asked. */
 void cs_wsio_move(cs_wsconn *c, int thread);
 
-/* Stops and joins the threads, then ends every connection (gone for each, on this thread).
- * cs_wsio_wake stays safe (it does nothing) until cs_wsio_free, so threads that wake the
- * server may outlive the stop. */
+/* Stops and joins the threads. Each thread ends its connections (gone for each) on itself before
+ * it exits, those in transit to it included (moved, then gone); connections added meanwhile and
+ * never opened are discarded here. cs_wsio_wake stays safe (it does nothing) until cs_wsio_free,
+ * so threads that wake the server may outlive the stop. */
 void cs_wsio_stop(cs_wsio *io);
 /* Stops if not stopped, and frees. NULL-safe. */
 void cs_wsio_free(cs_wsio *io);

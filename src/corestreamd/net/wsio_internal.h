@@ -8,7 +8,6 @@
 
 #include "corestreamd/net/wsio.h"
 
-#include <assert.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -25,6 +24,7 @@
 
 #include "common/clock.h"
 #include "common/godur.h"
+#include "common/invariant.h"
 #include "common/thread.h"
 #include "corestreamd/net/wsserver.h"
 
@@ -95,10 +95,14 @@ struct worker {
     cs_wsio *io;
     int idx, ep, evfd;
     pthread_t th;
+    cs_owner owner; /* its thread, bound as it starts: what the connection checks compare with */
     bool started;
     atomic_bool wake_pending;
     pthread_mutex_t mu;
     cs_wsconn *inbox; /* under mu */
+    /* Under mu: the thread has stopped taking connections (its stop, after which it adopts what
+     * its inbox holds and ends every connection it has): no move hands it another. */
+    bool closed;
     cs_wsconn *conns, *ready, *ready_tail, *doomed, *moving;
 };
 
@@ -112,11 +116,11 @@ struct cs_wsio {
     worker w[CS_WSIO_MAX_THREADS + 1];
 };
 
-/* Only on c's own thread (asserted in Debug, ASan and TSan builds). */
-#define ON_CONN_THREAD(c) assert(cs_wsio_on_thread((c)->w->io, (c)->w->idx))
+/* Only on c's own thread: checked in every build (common/invariant.h). */
+#define CONN_THREAD "stream I/O connection: its own thread only (wsio.h)"
+#define ON_CONN_THREAD(c) CS_OWNED(&(c)->w->owner, CONN_THREAD)
 
 /* wsconn.c, on the connection's thread. */
-void wsc_enter_thread(const worker *w); /* the calling thread is w's, from now on */
 void wsc_doom(cs_wsconn *c);            /* ends c at the end of its thread's round */
 int wsc_flush(cs_wsconn *c);            /* writes what is pending; -1: the connection failed */
 void wsc_push_ready(cs_wsconn *c);      /* c has a writable turn due */

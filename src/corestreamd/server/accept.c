@@ -352,8 +352,7 @@ static int wait_ms(const accept_loop *l, int64_t now)
 void srv_accept_run(cs_server *s)
 {
     accept_loop *l = s->loop;
-    l->thread = pthread_self();
-    l->thread_set = true;
+    cs_owner_bind(&l->owner); /* whoever ran SRV_ON_LOOP calls before: this thread's from now on */
     struct epoll_event evs[8];
     while (!l->done) {
         int n = epoll_wait(l->ep, evs, 8, wait_ms(l, cs_mono_ns()));

@@ -3,7 +3,6 @@
  * judge (routes.c) admits a request and hands it over as a job; a reader builds the object from
  * the ring (lakeobject.h), formats the answer and gives it back to the head reader, which writes
  * it. See server_internal.h for the calls and their threads. */
-#include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +11,7 @@
 
 #include <xxhash.h>
 
+#include "common/invariant.h"
 #include "common/log.h"
 #include "common/strbuf.h"
 #include "common/thread.h"
@@ -167,9 +167,13 @@ void srv_lake_texts(const srv_lake *l, const char **config_json, const char **ma
     *modified = l->started;
 }
 
+/* The judge's and later's side of a /lake/ request runs on the head reader's thread; what it
+ * touches here is atomics and the mutexed queue, so the check is the debug builds' alone. */
+#define HEADS_THREAD "lake requests: admitted and queued on the head reader's thread (lakeserve.c)"
+
 bool srv_lake_admit(srv_lake *l)
 {
-    assert(cs_headreader_on_thread(l->heads));
+    CS_OWNED_DEBUG(cs_headreader_owner(l->heads), HEADS_THREAD);
     unsigned n = atomic_fetch_add(&l->admitted, 1);
     if (n < l->cap)
         return true;
@@ -180,7 +184,7 @@ bool srv_lake_admit(srv_lake *l)
 
 srv_lake_job *srv_lake_job_new(srv_lake *l, cs_lake_batch b, bool sig, bool head, bool keep)
 {
-    assert(cs_headreader_on_thread(l->heads));
+    CS_OWNED_DEBUG(cs_headreader_owner(l->heads), HEADS_THREAD);
     srv_lake_job *j = calloc(1, sizeof *j);
     if (!j) {
         atomic_fetch_sub(&l->admitted, 1);
@@ -195,7 +199,7 @@ void srv_lake_later(void *ctx, cs_head_pending *p, void *arg)
     cs_server *s = ctx;
     srv_lake *l = s->lake;
     srv_lake_job *j = arg;
-    assert(cs_headreader_on_thread(l->heads));
+    CS_OWNED_DEBUG(cs_headreader_owner(l->heads), HEADS_THREAD);
     j->pending = p;
     pthread_mutex_lock(&l->mu);
     bool stopped = l->stop;

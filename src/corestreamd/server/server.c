@@ -502,10 +502,8 @@ void cs_server_free(cs_server *s)
         cs_cancel_fire(s->cfg.cancel);
         pthread_join(s->source_thread, NULL);
     }
-    if (s->loop) { /* the accept loop's state is this thread's from now on */
-        s->loop->thread = pthread_self();
-        s->loop->thread_set = true;
-    }
+    if (s->loop) /* the accept loop's state is this thread's from now on */
+        cs_owner_bind(&s->loop->owner);
     /* The head reader first: its connections' tags come back here; then the stream I/O threads,
      * whose subscribers end (their cursors give their flows and replay slots back) and post
      * their tags. */

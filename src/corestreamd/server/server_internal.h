@@ -6,7 +6,7 @@
  * Threads (docs/STREAM-THREADS.md has the table):
  *   accept loop  the thread that calls cs_server_run: listening sockets, the admission tables
  *                and every connection's tag, the shutdown and drain decisions. SRV_ON_LOOP()
- *                asserts it (Debug, ASan and TSan builds).
+ *                checks it, in every build (common/invariant.h).
  *   cs-heads     the head reader (headreader.h): TLS handshakes, request heads, the routes'
  *                judge (routes.c) and the 101.
  *   cs-ws-N, cs-ws-bulk  the stream I/O threads (wsio.h): each subscriber and its cursor live
@@ -18,13 +18,13 @@
 #ifndef CS_CORESTREAMD_SERVER_INTERNAL_H
 #define CS_CORESTREAMD_SERVER_INTERNAL_H
 
-#include <assert.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "common/admission.h"
+#include "common/invariant.h"
 #include "corestreamd/stream/broadcast.h"
 #include "corestreamd/stream/compress.h"
 #include "corestreamd/stream/cursor.h"
@@ -78,8 +78,9 @@ typedef struct io_worker {
  * of neighbouring bools into one wide load, which TSan reports as a race with an atomic beside
  * them). */
 typedef struct accept_loop {
-    pthread_t thread; /* set once cs_server_run starts (and by cs_server_free after it) */
-    bool thread_set;
+    /* Its thread: bound once cs_server_run starts (and by cs_server_free after it); before, the
+     * first SRV_ON_LOOP claims it. */
+    cs_owner owner;
     int ep;   /* epoll: the listeners and the wake eventfd */
     int evfd; /* srv_wake_loop */
     bool shutting_down; /* a stop was seen: listeners closed, subscribers told 1001 */
@@ -161,8 +162,8 @@ struct cs_server {
     char run[SRV_RUN_MAX];
 };
 
-/* Only on the accept loop (checked where assertions are on). */
-#define SRV_ON_LOOP(s) assert(!(s)->loop->thread_set || pthread_equal((s)->loop->thread, pthread_self()))
+/* Only on the accept loop: checked in every build. */
+#define SRV_ON_LOOP(s) CS_OWNED(&(s)->loop->owner, "accept loop only: admission tables and tags (server_internal.h)")
 
 /* server.c. Any thread: the accept loop runs its wake soon, once per burst. */
 void srv_wake_loop(cs_server *s);

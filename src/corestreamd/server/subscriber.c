@@ -5,7 +5,6 @@
  * a caught-up catch-up to a live thread, and its end. The only ways in from other threads are
  * wakes: a publish or a replay batch (wsio's wake hook), a granted replay slot (`granted`, then a
  * wake), a stop or a token reload (the server's atomics, then a wake). */
-#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,13 +12,18 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/invariant.h"
 #include "common/log.h"
 #include "corestreamd/net/listener.h"
 #include "corestreamd/server/server_internal.h"
 #include "wire/wire.h"
 
-/* Only on the subscriber's own stream I/O thread (asserted in Debug, ASan and TSan builds). */
-#define ON_SUB_THREAD(sub) assert(cs_wsio_on_thread((sub)->srv->wsio, (sub)->thread))
+/* Only on the subscriber's own stream I/O thread: checked in every build (common/invariant.h). */
+#define SUB_THREAD "subscriber: its own stream I/O thread only (subscriber.c)"
+#define ON_SUB_THREAD(sub) CS_OWNED(cs_wsio_thread_owner((sub)->srv->wsio, (sub)->thread), SUB_THREAD)
+/* A hook for thread `thread` runs on that thread. */
+#define HOOK_THREAD "stream I/O hook: on the thread it names (wsio.h)"
+#define ON_HOOK_THREAD(s, thread) CS_OWNED(cs_wsio_thread_owner((s)->wsio, (thread)), HOOK_THREAD)
 
 struct subscriber {
     cs_wsconn *tc;
@@ -202,7 +206,7 @@ static void count_sent(cs_server *s, const cs_msg *m)
 static int subscriber_writable(cs_server *s, subscriber *sub)
 {
     ON_SUB_THREAD(sub);
-    assert(sub->list); /* not in transit */
+    CS_CHECK(sub->list, "subscriber: on its thread's list when it writes (not in transit)");
     if (sub->closing)
         return 0; /* the close frame is on its way */
     for (int round = 0;; round++) {
@@ -252,7 +256,7 @@ static void *io_open(void *ctx, int thread, cs_wsconn *c, void *arg)
 {
     cs_server *s = ctx;
     upgrade_info *u = arg;
-    assert(cs_wsio_on_thread(s->wsio, thread));
+    ON_HOOK_THREAD(s, thread);
     subscriber *sub = calloc(1, sizeof *sub);
     if (!sub) {
         srv_discard_upgrade(s, u);
@@ -293,11 +297,15 @@ static int io_writable(void *ctx, void *user)
     return subscriber_writable(ctx, user);
 }
 
-/* cs_wsio_move: off the background thread's list, on its last call there. */
+/* cs_wsio_move: off the background thread's list, on its last call there; its cursor is given up
+ * for the live thread to take. */
 static void io_leave(void *ctx, void *user)
 {
     (void)ctx;
-    list_unlink(user);
+    subscriber *sub = user;
+    ON_SUB_THREAD(sub);
+    list_unlink(sub);
+    cs_cursor_leave_thread(&sub->cursor);
 }
 
 /* On the live thread it moved to: on that thread's list, its token looked at again (a reload's
@@ -306,7 +314,8 @@ static void io_moved(void *ctx, int thread, void *user)
 {
     cs_server *s = ctx;
     subscriber *sub = user;
-    assert(!sub->list && cs_wsio_on_thread(s->wsio, thread)); /* in transit until now */
+    ON_HOOK_THREAD(s, thread);
+    CS_CHECK(!sub->list, "subscriber: in transit until moved"); /* off the old thread's list */
     sub->thread = thread;
     list_add(s, sub, thread);
     sub->revoked = sub->revoked || token_gone(s, sub);
@@ -333,7 +342,7 @@ static void io_gone(void *ctx, void *user)
 static void io_wake(void *ctx, int thread)
 {
     cs_server *s = ctx;
-    assert(cs_wsio_on_thread(s->wsio, thread));
+    ON_HOOK_THREAD(s, thread);
     io_worker *w = &s->tw[thread];
     if (atomic_load(&s->stopping) && !w->stopping_seen) {
         w->stopping_seen = true;
@@ -364,7 +373,7 @@ static void io_wake(void *ctx, int thread)
 static void io_tick(void *ctx, int thread)
 {
     cs_server *s = ctx;
-    assert(cs_wsio_on_thread(s->wsio, thread));
+    ON_HOOK_THREAD(s, thread);
     int64_t now = cs_mono_ns();
     for (subscriber *sub = s->tw[thread].subs; sub; sub = sub->next) {
         if (sub->closing || !sub->write_started || now - sub->write_started < s->write_timeout_ns)

@@ -9,6 +9,7 @@
 
 #include "common/clock.h"
 #include "common/futex.h"
+#include "common/invariant.h"
 #include "common/thread.h"
 #include "wire/wire.h"
 
@@ -139,6 +140,7 @@ struct cs_chunk_pipeline {
     /* Ordered ring: job n lives in ring[n % ORDERED_SLOTS]; jobs [head, tail) are unpublished. */
     job ring[ORDERED_SLOTS];
     /* Only the submitting thread touches these. */
+    cs_owner submitter;
     uint64_t tail;
     uint64_t observed; /* jobs below it were reported to the controller */
     cs_level_ctl ctl;
@@ -385,8 +387,11 @@ static worker *choose_worker(cs_chunk_pipeline *p, cs_level_load *load)
     return best;
 }
 
+#define SUBMIT_THREAD "encoder pool: one submitting thread, which flushes (compress.h)"
+
 void cs_pipeline_submit(cs_chunk_pipeline *p, cs_msg *raw, uint32_t seq, uint32_t idx)
 {
+    CS_OWNED(&p->submitter, SUBMIT_THREAD);
     if (!ring_has_room(p)) {
         atomic_fetch_add(&p->blocked_submits, 1);
         wait_progress(p, ring_has_room);
@@ -441,8 +446,15 @@ static bool all_published(cs_chunk_pipeline *p)
     return atomic_load(&p->published) == p->tail;
 }
 
+void cs_pipeline_take_submitter(cs_chunk_pipeline *p)
+{
+    cs_owner_bind(&p->submitter);
+    cs_owner_bind(&p->ctl.owner); /* the submitter picks the levels */
+}
+
 void cs_pipeline_flush(cs_chunk_pipeline *p)
 {
+    CS_OWNED(&p->submitter, SUBMIT_THREAD);
     if (!all_published(p))
         wait_progress(p, all_published);
 }
@@ -471,6 +483,7 @@ void cs_pipeline_destroy(cs_chunk_pipeline *p)
 {
     if (!p)
         return;
+    cs_pipeline_take_submitter(p); /* the submitter is done (destroy's contract) */
     cs_pipeline_flush(p);
     join_workers(p, p->nworkers);
     free_pipeline(p);

@@ -71,13 +71,21 @@ int cs_pipeline_new(cs_chunk_pipeline **out, int workers, bool compress, int lev
                     cs_publish_fn publish, void *ctx, cs_err *err);
 
 /* raw is a message laid out as a raw CHUNK: data[0..11) reserved for the header, the payload at
- * data[11..len). The pipeline takes the caller's reference. One submitting thread at a time (the
- * source), and the same thread flushes. Takes no lock; sleeps only when 1024 chunks are pending
- * publication. May publish (the raw chunk and any ready after it) on the calling thread. */
+ * data[11..len). The pipeline takes the caller's reference. One submitting thread (the source),
+ * and the same thread flushes: the workers' queues have a single producer. The first thread to
+ * submit or flush is the submitter, until another takes the role (cs_pipeline_take_submitter); a
+ * submit or flush on any other thread logs `thread contract violated` and aborts, in every build
+ * (common/invariant.h). Takes no lock; sleeps only when 1024 chunks are pending publication. May
+ * publish (the raw chunk and any ready after it) on the calling thread. */
 void cs_pipeline_submit(cs_chunk_pipeline *p, cs_msg *raw, uint32_t seq, uint32_t idx);
 
-/* Returns once every submitted chunk has been published. */
+/* Returns once every submitted chunk has been published. The submitting thread. */
 void cs_pipeline_flush(cs_chunk_pipeline *p);
+
+/* The calling thread becomes the submitter: a hand-over, once the previous submitter has stopped
+ * submitting and that is known to this thread (it joined that thread, or was started after its
+ * last submit). */
+void cs_pipeline_take_submitter(cs_chunk_pipeline *p);
 
 uint64_t cs_pipeline_raw_fallbacks(const cs_chunk_pipeline *p);
 
@@ -89,7 +97,8 @@ bool cs_pipeline_auto(const cs_chunk_pipeline *p);
 /* Test hook: how many submit calls found the ring full and wait (or are about to) for a slot. */
 int cs_pipeline_blocked_submits(cs_chunk_pipeline *p);
 
-/* Publishes whatever is pending, stops the workers and frees. NULL is a no-op. */
+/* Publishes whatever is pending, stops the workers and frees. Once no thread submits any more
+ * (the source thread joined): the calling thread takes the submitter's role. NULL is a no-op. */
 void cs_pipeline_destroy(cs_chunk_pipeline *p);
 
 #endif

@@ -1,15 +1,18 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "corestreamd/stream/cursor.h"
 
-#include <assert.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "wire/wire.h"
 
+/* The contract every cursor call checks (cursor.h). */
+#define CURSOR_THREAD "cursor: its subscriber's stream I/O thread only (cursor.h)"
+
 void cs_cursor_init(cs_cursor *c, const cs_cursor_env *env, uint32_t start, bool bounded, uint32_t end)
 {
     memset(c, 0, sizeof *c);
+    cs_owner_bind(&c->owner);
     c->env = *env;
     c->bounded = bounded;
     c->end = end;
@@ -42,6 +45,7 @@ static void leave_slot(cs_cursor *c)
 
 void cs_cursor_destroy(cs_cursor *c)
 {
+    CS_OWNED(&c->owner, CURSOR_THREAD);
     cs_msg_release(c->held);
     c->held = NULL;
     unpin(c);
@@ -324,20 +328,29 @@ static bool decide(cs_cursor *c, const cs_snap *s, int stepper, cs_step *out)
     return true;
 }
 
-/* The state machine's invariants, checked around every step (Debug, ASan and TSan builds). */
+/* The state machine's invariants, checked around every step in every build: each guards a
+ * reference (a pinned flow, a replay, a held END) that a wrong mode would leak, release twice or
+ * send from, or the replay slot a catch-up must hold. */
 static void check_state(const cs_cursor *c)
 {
-    (void)c;
-    assert((c->mode == CS_CUR_LIVE || c->mode == CS_CUR_STAMPLESS) == (c->pinned != NULL));
-    assert((c->mode == CS_CUR_REPLAY) == (c->replay != NULL));
-    assert(!c->held || c->mode == CS_CUR_REPLAY);
-    assert(!c->sig_sent || c->mode == CS_CUR_LIVE || c->mode == CS_CUR_STAMPLESS);
-    assert(c->mode != CS_CUR_QUEUED || !c->followed_live); /* once live, never queued again */
-    assert(c->mode != CS_CUR_REPLAY || c->catching_up || c->followed_live); /* a catch-up holds a slot */
+    CS_CHECK((c->mode == CS_CUR_LIVE || c->mode == CS_CUR_STAMPLESS) == (c->pinned != NULL),
+             "cursor: a pinned flow exactly in LIVE and STAMPLESS");
+    CS_CHECK((c->mode == CS_CUR_REPLAY) == (c->replay != NULL), "cursor: a replay exactly in REPLAY");
+    CS_CHECK(!c->held || c->mode == CS_CUR_REPLAY, "cursor: a held END only in REPLAY");
+    CS_CHECK(!c->sig_sent || c->mode == CS_CUR_LIVE || c->mode == CS_CUR_STAMPLESS,
+             "cursor: a SIG sent ahead of its END only in LIVE and STAMPLESS");
+    CS_CHECK(c->mode != CS_CUR_QUEUED || !c->followed_live, "cursor: once live, never queued again");
+    CS_CHECK(c->mode != CS_CUR_REPLAY || c->catching_up || c->followed_live, "cursor: a catch-up holds a slot");
+}
+
+void cs_cursor_leave_thread(cs_cursor *c)
+{
+    cs_owner_release(&c->owner, CURSOR_THREAD);
 }
 
 void cs_cursor_step(cs_cursor *c, int stepper, cs_step *out)
 {
+    CS_OWNED(&c->owner, CURSOR_THREAD);
     check_state(c);
     memset(out, 0, sizeof *out);
     bool decided = false;

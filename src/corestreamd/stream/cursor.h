@@ -6,7 +6,11 @@
  *
  * Its subscriber's stream I/O thread only (cs-ws-N or cs-ws-bulk): the cursor and its replay
  * ticket are never touched elsewhere; the slot table is shared under its own
- * mutex (replayslots.h). */
+ * mutex (replayslots.h). Checked in every build (common/invariant.h): the thread that inits a
+ * cursor owns it; cs_cursor_leave_thread gives it up for a move to another stream I/O thread, whose
+ * first step takes it; a step or destroy on any other thread logs `thread contract violated` and
+ * aborts. The state machine's invariants (which mode holds a flow, a replay, a held END, a slot)
+ * are checked around every step, in every build too. */
 #ifndef CS_CORESTREAMD_CURSOR_H
 #define CS_CORESTREAMD_CURSOR_H
 
@@ -14,6 +18,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/invariant.h"
 #include "corestreamd/stream/broadcast.h"
 #include "corestreamd/stream/replay.h"
 #include "corestreamd/stream/replayslots.h"
@@ -36,6 +41,7 @@ typedef enum cs_cursor_mode {
 } cs_cursor_mode;
 
 typedef struct cs_cursor {
+    cs_owner owner; /* the stream I/O thread stepping it */
     cs_cursor_env env;
     uint64_t next; /* 64-bit: serving 4294967295 leaves 2^32, never wraps to 0 */
     bool bounded;
@@ -86,14 +92,21 @@ typedef struct cs_step {
 } cs_step;
 
 /* start 0 anchors at the tip: the in-progress flow from chunk 0 with its stamped BEGIN, or the
- * ledger after a completed one, or (before any publish) whatever comes first. */
+ * ledger after a completed one, or (before any publish) whatever comes first. The calling thread
+ * owns the cursor from now on. */
 void cs_cursor_init(cs_cursor *c, const cs_cursor_env *env, uint32_t start, bool bounded, uint32_t end);
 /* Releases the pinned flow, the replay and the slot or the place in the slot queue; a freed slot
- * goes to the next waiter (its granted callback runs now). */
+ * goes to the next waiter (its granted callback runs now). Its thread only. */
 void cs_cursor_destroy(cs_cursor *c);
 
+/* Its thread gives the cursor up, as its subscriber leaves for another stream I/O thread
+ * (cs_wsio_move's leave hook); the next step or destroy, on the thread it reaches, takes it. Its
+ * thread only. */
+void cs_cursor_leave_thread(cs_cursor *c);
+
 /* stepper names the thread stepping c (the server: its stream I/O thread's index): a replay
- * this step starts passes it to the replay pool's wake, so its wakes reach that thread alone. */
+ * this step starts passes it to the replay pool's wake, so its wakes reach that thread alone. Its
+ * thread only. */
 void cs_cursor_step(cs_cursor *c, int stepper, cs_step *out);
 
 #endif

@@ -27,6 +27,8 @@ static int step_up(int level)
     return level == -1 ? 1 : level + 1;
 }
 
+#define LEVELCTL_THREAD "level control: one thread picks and observes, the source's (levelctl.h)"
+
 void cs_level_ctl_init(cs_level_ctl *c, int workers)
 {
     *c = (cs_level_ctl){.workers = workers < 1 ? 1 : workers, .level = CS_AUTO_LEVEL_START, .scale = 1.0};
@@ -40,6 +42,7 @@ double cs_level_ctl_cost(const cs_level_ctl *c, int level)
 
 void cs_level_ctl_observe(cs_level_ctl *c, int level, size_t bytes, int64_t ns)
 {
+    CS_OWNED(&c->owner, LEVELCTL_THREAD);
     if (!in_range(level) || bytes == 0 || ns <= 0)
         return;
     int i = slot(level);
@@ -59,6 +62,7 @@ static double budget(const cs_level_ctl *c, size_t bytes)
 
 int cs_level_ctl_pick(cs_level_ctl *c, const cs_level_load *l)
 {
+    CS_OWNED(&c->owner, LEVELCTL_THREAD);
     if (l->arrival_ns > 0 && l->bytes > 0) {
         double x = (double)l->arrival_ns / (double)l->bytes;
         c->arrival = c->arrival > 0 ? c->arrival + (x - c->arrival) / 8 : x;

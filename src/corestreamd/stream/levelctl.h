@@ -6,7 +6,9 @@
  * on what it is told, with no clock and no thread of its own, so tests drive it with synthetic
  * timings. The encoder pool calls it on the source thread only: once per chunk before handing
  * the chunk on (cs_level_ctl_pick), and with each compressed chunk's measured wall time once that
- * chunk has been published (cs_level_ctl_observe).
+ * chunk has been published (cs_level_ctl_observe). One thread drives a controller: the first to
+ * pick or observe owns it, and a pick or observe on another thread logs `thread contract violated`
+ * and aborts, in every build (common/invariant.h).
  *
  * Range: CS_AUTO_LEVEL_MIN..CS_AUTO_LEVEL_MAX, zstd's 0 skipped (it means 3). -7 is the fastest
  * level that still compresses ledger-shaped data well (7x on the synthetic meta payload, about
@@ -39,6 +41,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/invariant.h"
+
 #define CS_AUTO_LEVEL_MIN (-7)
 #define CS_AUTO_LEVEL_MAX 3
 #define CS_AUTO_LEVEL_START 1 /* the prototype's level, until the measurements say otherwise */
@@ -56,6 +60,7 @@
 #define CS_AUTO_UP_COOLDOWN 64
 
 typedef struct cs_level_ctl {
+    cs_owner owner; /* the thread that picks and observes (the source's); unbound until the first */
     int workers;
     int level;                     /* the level picked last */
     double cost[CS_AUTO_NLEVELS];  /* EWMA wall ns per byte; 0: not measured yet */
@@ -75,14 +80,14 @@ typedef struct cs_level_load {
     bool all_full;      /* every queue is full: this chunk ships raw */
 } cs_level_load;
 
-/* workers >= 1. Starts at CS_AUTO_LEVEL_START. */
+/* workers >= 1. Starts at CS_AUTO_LEVEL_START, with no owner yet (any thread may init). */
 void cs_level_ctl_init(cs_level_ctl *c, int workers);
 
-/* The level for the chunk described by l (always within the range). */
+/* The level for the chunk described by l (always within the range). Its thread only. */
 int cs_level_ctl_pick(cs_level_ctl *c, const cs_level_load *l);
 
 /* A chunk of `bytes` took `ns` of wall time to compress at `level`. Levels outside the range,
- * and empty or zero-time measurements, are ignored. */
+ * and empty or zero-time measurements, are ignored. Its thread only. */
 void cs_level_ctl_observe(cs_level_ctl *c, int level, size_t bytes, int64_t ns);
 
 /* The estimated wall ns per byte of a level in the range (measured, or the scaled table). */

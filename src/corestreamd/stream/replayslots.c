@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "corestreamd/stream/replayslots.h"
 
-#include <assert.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+
+#include "common/invariant.h"
 
 struct cs_replay_slots {
     pthread_mutex_t mu; /* every I/O thread acquires and releases: the table and the queue */
@@ -54,7 +55,7 @@ static void dequeue(cs_replay_slots *s, cs_replay_ticket *t)
 /* A ticket takes a slot from NONE (a fresh acquire) or WAITING (a grant), never twice. */
 static bool take(cs_replay_slots *s, cs_replay_ticket *t, cs_admit *why)
 {
-    assert(t->state == CS_TICKET_NONE || t->state == CS_TICKET_WAITING);
+    CS_CHECK(t->state == CS_TICKET_NONE || t->state == CS_TICKET_WAITING, "replay slots: a ticket takes one slot, never two");
     *why = cs_admission_enter(s->held, &t->key);
     if (*why != CS_ADMIT_OK)
         return false;
@@ -74,7 +75,7 @@ static bool acquire_locked(cs_replay_slots *s, cs_replay_ticket *t, size_t *posi
         return true;
     *position = 0;
     if (t->state == CS_TICKET_NONE) {
-        assert(!t->prev && !t->next && s->head != t);
+        CS_CHECK(!t->prev && !t->next && s->head != t, "replay slots: a ticket joins the queue once");
         t->state = CS_TICKET_WAITING;
         t->next = NULL;
         t->prev = s->tail;
@@ -111,7 +112,7 @@ static void release_locked(cs_replay_slots *s, cs_replay_ticket *t)
     for (cs_replay_ticket *w = s->head, *next; w; w = next) {
         next = w->next;
         cs_admit why;
-        assert(w->state == CS_TICKET_WAITING);
+        CS_CHECK(w->state == CS_TICKET_WAITING, "replay slots: the queue holds waiting tickets only");
         if (take(s, w, &why)) {
             dequeue(s, w);
             w->granted(w->granted_ctx);

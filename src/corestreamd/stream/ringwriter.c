@@ -79,6 +79,7 @@ static void *writer_main(void *arg)
     /* The background priority (nice 19 unless --background-nice): when the cores are busy, delivery
      * runs first; when they are not, this runs at once. */
     cs_thread_role("cs-ring", cs_thread_background_nice());
+    cs_ring_take_put_thread(w->ring); /* this thread alone puts, until it stops */
     pthread_mutex_lock(&w->mu);
     for (;;) {
         while (!w->pending && !w->stop)
@@ -104,6 +105,7 @@ static void *writer_main(void *arg)
         pthread_cond_broadcast(&w->cv);
     }
     pthread_mutex_unlock(&w->mu);
+    cs_ring_leave_put_thread(w->ring);
     return NULL;
 }
 
