@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The always-on checks (common/invariant.h): owner records claimed at first use, bound and
  * released; a checked call on its owner's thread passes, on any other thread the process logs
  * `thread contract violated`, naming the contract, the file and line and both threads, and aborts.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Invariants in code, on in the build that ships (issue 39, item 6).
  *
  * Two kinds of check, each a macro that costs a load, a compare and a branch predicted taken when
