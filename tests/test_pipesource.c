@@ -25,16 +25,40 @@
 #include "common/clock.h"
 #include "corestreamd/sources/pipe/framereader.h"
 #include "corestreamd/sources/pipe/pipe.h"
+#include "common/log.h"
+#include "support/logcapture.h"
 #include "support/metabuild.h"
 #include "support/procharness.h"
 #include "support/tmpdir.h"
+#include "support/wait.h"
 
 /* ---- fixture ------------------------------------------------------------------------------ */
 
 typedef cs_dir_fixture fixture;
 
-static int setup(void **state) { return cs_dir_fixture_setup(state, "pipesource"); }
-static int teardown(void **state) { return cs_dir_fixture_teardown(state); }
+/* The source's log is captured per test: teardown's WARN says when a command outlived its grace. */
+static int setup(void **state)
+{
+    if (cs_logcap_start(CS_LOG_INFO) != 0)
+        return -1;
+    return cs_dir_fixture_setup(state, "pipesource");
+}
+
+static int teardown(void **state)
+{
+    cs_logcap_stop();
+    return cs_dir_fixture_teardown(state);
+}
+
+#define KILLED_AFTER_GRACE "pipe source: command did not stop after SIGTERM; killing it"
+
+/* Teardown ended the command with the group's SIGTERM (or the closed pipe), not with the SIGKILL
+ * that follows the grace: an order of events, where a duration would only say the machine was
+ * quick. */
+static void assert_stopped_without_the_grace(void)
+{
+    assert_int_equal(cs_logcap_count(KILLED_AFTER_GRACE), 0);
+}
 
 static void path_in(const fixture *f, const char *name, char *out, size_t len)
 {
@@ -250,8 +274,24 @@ static bool readable_within(int fd, int ms)
     return r > 0;
 }
 
+/* Whether pid is a live process (not gone, not a zombie): the escaped writer, as setsid or as the
+ * sleep it became. */
+static bool still_running(pid_t pid)
+{
+    char path[64], stat[256];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *fp = fopen(path, "r");
+    if (!fp)
+        return false;
+    bool ok = fgets(stat, sizeof stat, fp) != NULL;
+    fclose(fp);
+    const char *st = ok ? strrchr(stat, ')') : NULL; /* "pid (comm) S ..." */
+    return st && st[1] == ' ' && st[2] != 'Z' && st[2] != 'X';
+}
+
 /* 93: a grandchild that escaped the group (setsid) holds fd 3 open, so the pipe never EOFs; the
- * iteration is still running at 200 ms, and a cancel from another thread ends it at once. */
+ * iteration is still running at 200 ms, and a cancel from another thread ends it while the escaped
+ * writer still runs (it would hold the pipe open for 60 s). */
 static void test_cancel_unblocks_an_escaped_writer(void **state)
 {
     fixture *f = *state;
@@ -259,6 +299,8 @@ static void test_cancel_unblocks_an_escaped_writer(void **state)
     path_in(f, "sleeper.pid", pidfile, sizeof pidfile);
     snprintf(cmd, sizeof cmd, "setsid sleep 60 & echo $! > '%s'; exit 0", pidfile);
     cs_source *src = start(f, cmd);
+    pid_t shell = cs_pipe_source_pid(src);
+    assert_true(shell > 0);
 
     int done[2];
     assert_int_equal(pipe2(done, O_CLOEXEC), 0);
@@ -267,26 +309,24 @@ static void test_cancel_unblocks_an_escaped_writer(void **state)
     assert_int_equal(pthread_create(&th, NULL, drain, &a), 0);
 
     assert_false(readable_within(done[0], 200)); /* still blocked on the pipe */
-    int64_t t0 = cs_mono_ns();
+    assert_int_equal(cs_pid_wait_gone(shell, WAIT_MS), 0); /* the command exited, its writer did not */
+    pid_t sleeper = cs_mb_read_pid(pidfile); /* written before the command exited */
+    assert_true(sleeper > 0);
     cs_cancel_fire(&f->cancel);
-    assert_true(readable_within(done[0], 10000));
-    assert_true(cs_mono_ns() - t0 < 2000000000LL); /* "at once": well inside the 10 s bound */
+    assert_true(readable_within(done[0], WAIT_MS));
     pthread_join(th, NULL);
     assert_int_equal(a.rc, -1);
     assert_int_equal(a.err.kind, CS_ERR_CANCELLED);
     assert_string_equal(a.err.msg, "context canceled");
     assert_int_equal(a.emissions, 0);
 
-    /* Teardown does not wait on the escaped writer either. */
-    t0 = cs_mono_ns();
+    /* Teardown does not wait on the escaped writer either: both return while it still runs. */
     src->ops->destroy(src);
-    assert_true(cs_mono_ns() - t0 < 2000000000LL);
+    assert_true(still_running(sleeper));
+    assert_stopped_without_the_grace();
     close(done[0]);
     close(done[1]);
-
-    pid_t sleeper = cs_mb_read_pid(pidfile); /* written before the command exited */
-    if (sleeper > 0 && cs_mb_pid_runs(sleeper, "sleep"))
-        kill(sleeper, SIGKILL); /* out of the group by design: clean up after the fixture */
+    kill(sleeper, SIGKILL); /* out of the group by design: clean up after the fixture */
 }
 
 /* 94: F_SETPIPE_SZ grows a pipe; skipped when the kernel refuses. */
@@ -522,7 +562,7 @@ static void test_cancel_during_body_read(void **state)
     assert_int_equal(pthread_create(&th, NULL, read_body_thread, &b), 0);
     assert_false(readable_within(done[0], 200));
     cs_cancel_fire(&f->cancel);
-    assert_true(readable_within(done[0], 10000));
+    assert_true(readable_within(done[0], WAIT_MS));
     pthread_join(th, NULL);
     assert_int_equal(b.total, (ssize_t)m.n);
     assert_int_equal(b.err.kind, CS_ERR_CANCELLED);
@@ -531,9 +571,8 @@ static void test_cancel_during_body_read(void **state)
     assert_int_equal(src->ops->next(src, &em, &err), -1);
     assert_int_equal(err.kind, CS_ERR_CANCELLED);
 
-    int64_t t0 = cs_mono_ns();
     src->ops->destroy(src); /* the group SIGTERM reaches the exec'd sleep */
-    assert_true(cs_mono_ns() - t0 < 2000000000LL);
+    assert_stopped_without_the_grace();
     close(done[0]);
     close(done[1]);
     cs_mb_free(&m);
@@ -553,13 +592,12 @@ static void test_cancel_while_waiting_for_the_command(void **state)
     assert_int_equal(pthread_create(&th, NULL, drain, &a), 0);
     assert_false(readable_within(done[0], 200));
     cs_cancel_fire(&f->cancel);
-    assert_true(readable_within(done[0], 10000));
+    assert_true(readable_within(done[0], WAIT_MS));
     pthread_join(th, NULL);
     assert_int_equal(a.rc, -1);
     assert_int_equal(a.err.kind, CS_ERR_CANCELLED);
-    int64_t t0 = cs_mono_ns();
     src->ops->destroy(src);
-    assert_true(cs_mono_ns() - t0 < 2000000000LL);
+    assert_stopped_without_the_grace();
     close(done[0]);
     close(done[1]);
 }
@@ -589,8 +627,8 @@ static void test_teardown_kills_after_the_grace(void **state)
     int64_t t0 = cs_mono_ns();
     src->ops->destroy(src);
     int64_t took = cs_mono_ns() - t0;
-    assert_true(took >= CS_PIPE_KILL_GRACE_NS - 100000000LL);
-    assert_true(took < CS_PIPE_KILL_GRACE_NS + 3000000000LL);
+    assert_true(took >= CS_PIPE_KILL_GRACE_NS - 100000000LL); /* not before the grace is over */
+    assert_int_equal(cs_logcap_count(KILLED_AFTER_GRACE), 1);
     assert_int_equal(kill(pid, 0), -1); /* killed and reaped */
     assert_int_equal(errno, ESRCH);
 }
@@ -614,10 +652,9 @@ static void test_teardown_sweeps_grandchildren(void **state)
     assert_true(cs_mb_pid_runs(gc, "sh") || cs_mb_pid_runs(gc, "sleep"));
     assert_int_equal(getpgid(gc), cs_pipe_source_pid(src)); /* same group as the command */
 
-    int64_t t0 = cs_mono_ns();
     src->ops->destroy(src);
-    assert_true(cs_mono_ns() - t0 < 2000000000LL);
-    bool dead = cs_pid_wait_gone(gc, 2000) == 0; /* the exit is an event: a pidfd says so */
+    assert_stopped_without_the_grace(); /* the shell itself had exited */
+    bool dead = cs_pid_wait_gone(gc, WAIT_MS) == 0; /* the exit is an event: a pidfd says so */
     if (!dead && cs_mb_pid_runs(gc, "sleep"))
         kill(gc, SIGKILL);
     assert_true(dead);
@@ -633,9 +670,8 @@ static void test_early_stop_with_a_blocked_writer(void **state)
     /* A frame of 0x7fffffff is over the cap: refuse it with the writer still writing. */
     assert_int_equal(src->ops->next(src, &em, &err), -1);
     assert_string_equal(err.msg, "pipe source: read frame marker: frame is 2147483647 bytes, over the 268435456-byte cap");
-    int64_t t0 = cs_mono_ns();
     src->ops->destroy(src); /* TERM is ignored; SIGPIPE (restored to default) ends cat */
-    assert_true(cs_mono_ns() - t0 < 2000000000LL);
+    assert_stopped_without_the_grace();
 }
 
 /* The command runs with SIGINT/SIGTERM/SIGPIPE unblocked and at their defaults even when the

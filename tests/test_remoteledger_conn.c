@@ -54,12 +54,12 @@ static void test_dial_failures(void **state)
         rl_stream_free(s);
     }
 
-    /* nothing listening */
+    /* nothing listening: the refusal ends the dial, not the 2 s dial timeout */
     collected c = {0};
     drain_url("ws://127.0.0.1:1", &o, rl_unbounded_range(1), &c);
     expect(&c, RL_ERR_DIAL, 0);
     assert_contains(c.err, "remoteledger: dial ws://127.0.0.1:1/stream?start=1: ");
-    assert_true(c.elapsed_ms < 2500);
+    assert_contains(c.err, ": connect: connection refused");
     rl_stream_free(c.s);
 
     /* a server that accepts and never answers the upgrade: the handshake timeout fires */
@@ -72,7 +72,8 @@ static void test_dial_failures(void **state)
     snprintf(want, sizeof want, "remoteledger: dial %s/stream?start=1: handshake timeout: no upgrade response within 200ms",
              ss_url(ss));
     assert_string_equal(c.err, want);
-    if (c.elapsed_ms < 190 || c.elapsed_ms > 2000)
+    /* Not before its time; how promptly it fires is measured by bench/rl_timeouts.c. */
+    if (c.elapsed_ms < 190)
         fail_msg("a 200 ms handshake timeout took %lld ms", (long long)c.elapsed_ms);
     assert_string_equal(rl_result_name(RL_ERR_HANDSHAKE_TIMEOUT), "RL_ERR_HANDSHAKE_TIMEOUT");
     ss_stop(ss);
@@ -85,7 +86,7 @@ static void test_dial_failures(void **state)
     assert_contains(c.err, "remoteledger: dial ");
     ss_stop(ss);
 
-    /* cancelled while the handshake hangs, with no dial timeout at all */
+    /* cancelled while the handshake hangs, with no dial timeout at all: only the cancel can end it */
     ss = ss_start();
     o.dial_timeout_ns = -1;
     rl_stream *s;
@@ -93,9 +94,7 @@ static void test_dial_failures(void **state)
     ss_no_handshake(ss);
     ss_call(ss, cancel_stream, s); /* runs once the upgrade request has arrived */
     collected_reset(&c);
-    int64_t t0 = mono_ms();
     assert_int_equal(rl_stream_raw_ledgers(s, rl_unbounded_range(1), on_ledger, &c), RL_ERR_CANCELLED);
-    assert_true(mono_ms() - t0 < 5000);
     assert_string_equal(rl_stream_error(s), "context canceled");
     rl_stream_free(s);
     assert_true(ss_wait(ss, SERVER_WAIT_MS));
@@ -121,7 +120,7 @@ static void test_wss_dial_timeout(void **state)
     snprintf(want, sizeof want, "remoteledger: dial wss://127.0.0.1:%d/stream?start=1: handshake timeout: no TLS "
              "handshake within 300ms", ss_port(ss));
     assert_string_equal(c.err, want);
-    assert_true(c.elapsed_ms >= 290 && c.elapsed_ms < 3000);
+    assert_true(c.elapsed_ms >= 290); /* promptness: bench/rl_timeouts.c */
     drain_done(ss, &c);
     ss_stop(ss);
 }
@@ -221,7 +220,7 @@ static void test_idle_timeout(void **state)
     collected c = {0};
     drain_expect(ss, &o, rl_unbounded_range(1), &c, RL_ERR_IDLE_TIMEOUT, 0,
                  "remoteledger: read: idle timeout: no complete message for 300ms");
-    if (c.elapsed_ms < 290 || c.elapsed_ms > 3000)
+    if (c.elapsed_ms < 290) /* promptness: bench/rl_timeouts.c */
         fail_msg("a 300 ms idle timeout took %lld ms", (long long)c.elapsed_ms);
     assert_int_equal(ss_client_close(ss, 0, NULL, 0), 0); /* dropped, no close frame */
     assert_string_equal(rl_result_name(RL_ERR_IDLE_TIMEOUT), "RL_ERR_IDLE_TIMEOUT");
@@ -566,11 +565,9 @@ static void test_cancel_while_blocked_mid_message(void **state)
     ss_call(ss, cancel_stream, s);
     ss_stall(ss);
     collected c = {0};
-    int64_t t0 = mono_ms();
     rl_result r = rl_stream_raw_ledgers(s, rl_unbounded_range(1), on_ledger, &c);
-    if (r != RL_ERR_CANCELLED)
+    if (r != RL_ERR_CANCELLED) /* the cancel ended it, not the idle timeout */
         fail_msg("%s: %s", rl_result_name(r), rl_stream_error(s));
-    assert_true(mono_ms() - t0 < 5000);
     assert_string_equal(rl_stream_error(s), "context canceled");
     assert_int_equal(c.count, 0);
     rl_stream_free(s);

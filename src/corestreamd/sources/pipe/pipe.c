@@ -173,6 +173,8 @@ static void pipe_destroy(cs_source *s)
     if (ps->child.pid > 0) {
         terminate_group(ps);
         if (!ps->child.reaped && cs_child_wait(&ps->child, ps->termed_at + CS_PIPE_KILL_GRACE_NS, NULL, -1) == 0) {
+            CS_LOG(CS_LOG_WARN, "pipe source: command did not stop after SIGTERM; killing it",
+                   KV_I("cmd_pid", ps->child.pid), KV_D("grace", CS_PIPE_KILL_GRACE_NS));
             kill(ps->child.pid, SIGKILL);
             if (cs_child_wait(&ps->child, cs_mono_ns() + CS_PIPE_KILL_GRACE_NS, NULL, -1) == 0)
                 CS_LOG(CS_LOG_WARN, "pipe source: command survived SIGKILL; not reaped",

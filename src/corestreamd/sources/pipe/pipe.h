@@ -30,7 +30,8 @@
  * with `pipe source: frame truncated K bytes short: unexpected EOF` when the command stops
  * mid-frame. Once cancel fires, both report CS_ERR_CANCELLED ("context canceled") and the process
  * group is sent SIGTERM. destroy() closes the pipe, SIGTERMs the group if that has not happened,
- * waits up to CS_PIPE_KILL_GRACE_NS for the command (then SIGKILLs it), reaps it, and SIGKILLs
+ * waits up to CS_PIPE_KILL_GRACE_NS for the command (then SIGKILLs it, with a WARN `pipe source:
+ * command did not stop after SIGTERM; killing it`), reaps it, and SIGKILLs
  * the group to sweep grandchildren. A writer that escaped the group and holds fd 3 open cannot
  * stall any of this. */
 int cs_pipe_source_new(cs_source **out, const char *cmd, int64_t pipe_size, cs_cancel *cancel,
