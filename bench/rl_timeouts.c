@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* rl_timeouts: how promptly libremoteledger's timeouts fire, and how fast a refused dial fails,
  * against the tests' scripted server (tests/support/scriptserver.c) on 127.0.0.1.
  *
