@@ -76,10 +76,12 @@ static unsigned long csv_rows(const char *path)
     return lines - 1;
 }
 
-/* The count of the summary's "ledgers      N (" line. */
+/* The count of the summary's "ledgers      N (" line, or 0 when it says "no ledgers received". */
 static unsigned long summary_ledgers(const char *log)
 {
     const char *l = strstr(log, "\nledgers      ");
+    if (!l && strstr(log, "\nno ledgers received\n"))
+        return 0;
     if (!l)
         fail_msg("no ledgers line in the summary:\n%s", log);
     return strtoul(l + 14, NULL, 10);
@@ -89,9 +91,11 @@ static unsigned long summary_ledgers(const char *log)
 
 /* Three unbounded runs against one corestreamd: on a pipe, on a terminal with --quiet, on a
  * terminal. The third shows a progress line each second (received, rate, delivery p50/p99,
- * reconnects, abandons), redrawn in place; the other two, running longer still, show none. Each
+ * reconnects, abandons), redrawn in place; the other two, started before it, show none. Each
  * stops cleanly (exit 0, unbounded) on its signal: SIGTERM, SIGINT, and ^C typed at the terminal,
- * with the summary and a CSV of every ledger received. */
+ * with the summary and a CSV of every ledger received. How many ledgers the first two have by
+ * then, if any, and whether any ledger has come in the live flow (delivery is measured only on
+ * those; "delivery -" until one has) is the machine's doing, so the checks take either. */
 static void progress_only_on_a_terminal(void **state)
 {
     fixture *f = *state;
@@ -110,10 +114,15 @@ static void progress_only_on_a_terminal(void **state)
     wait_progress(&tty, 1);
     char line[256];
     progress_text(&tty, line, sizeof line);
-    wait_progress(&tty, 1); /* a second line: every run has gone on for more than a second */
+    wait_progress(&tty, 1); /* a second line, so the first was a whole one */
     assert_non_null(strstr(line, " ledgers  "));
-    assert_non_null(strstr(line, "/s  delivery p50 "));
-    assert_non_null(strstr(line, " p99 "));
+    const char *delivery = strstr(line, "/s  delivery ");
+    assert_non_null(delivery);
+    delivery += strlen("/s  delivery ");
+    if (strncmp(delivery, "- ", 2) != 0) { /* a ledger met live: its percentiles */
+        assert_true(strncmp(delivery, "p50 ", 4) == 0);
+        assert_non_null(strstr(delivery, " p99 "));
+    }
     assert_non_null(strstr(line, "  reconnects 0  abandons "));
     assert_null(strstr(line, " of ")); /* unbounded: nothing expected */
 
@@ -128,8 +137,8 @@ static void progress_only_on_a_terminal(void **state)
         if (!strstr(logs[i], "=== remote (corestreamd over the network) ===") || strstr(logs[i], "benchrunner: "))
             fail_msg("run %d did not end cleanly with its summary:\n%s", i, logs[i]);
         assert_int_equal(csv_rows(csv[i]), summary_ledgers(logs[i]));
-        assert_true(csv_rows(csv[i]) >= 1);
     }
+    assert_true(csv_rows(csv[2]) >= 1); /* its progress line showed one */
     assert_null(strstr(piped.log, "\033[K"));
     assert_null(strstr(quiet.log, "\033[K"));
     /* The line is cleared before the summary, which starts on a line of its own. */
