@@ -25,6 +25,7 @@
 #include "support/serverharness.h"
 #include "support/tlstunnel.h"
 #include "support/wsclient.h"
+#include "transport/xport.h"
 
 #define WAIT_NS (20 * T_SEC)
 
@@ -102,9 +103,12 @@ static void expect_error(const harness *h, client *c, const char *words)
         fail_msg("%s: %s; want an error with \"%s\"", rl_result_name(r), c->err, words);
 }
 
+/* 20 ledgers over wss://, and the start-up line that says who sealed their records: the kernel
+ * where it has TLS, else OpenSSL, with the kernel's answer as the reason. */
 static void test_wss_streams_verified_ledgers(void **state)
 {
     (void)state;
+    int before = cs_logcap_count("msg=\"tls records\"");
     harness h;
     start(&h, g_certs.server_cert, g_certs.server_key, NULL);
     client c = {.scheme = "wss", .ca = g_certs.ca};
@@ -113,6 +117,15 @@ static void test_wss_streams_verified_ledgers(void **state)
         fail_msg("%s", c.err);
     assert_int_equal(c.got, 20);
     harness_stop(&h);
+    const char *why;
+    bool kernel = cs_xport_ktls_probe(&why);
+    char want[256];
+    snprintf(want, sizeof want, "sealed_by=%s why=\"%s\"", kernel ? "kernel" : "openssl", why);
+    assert_int_equal(cs_logcap_count("msg=\"tls records\""), before + 1);
+    if (cs_logcap_count(want) < 1)
+        fail_msg("no line with %s", want);
+    if (!kernel)
+        assert_non_null(strstr(why, "TCP_ULP tls: "));
 }
 
 static void test_refused_access_is_named(void **state)

@@ -26,6 +26,7 @@
 #include <xxhash.h>
 
 #include "corestream/wire.h"
+#include "transport/xport.h"
 #include "wire/wire.h"
 
 #define MAX_CONNS 8
@@ -69,10 +70,11 @@ typedef struct conn_rec {
     char tls_error[256];   /* why the TLS handshake failed */
 } conn_rec;
 
-/* One accepted connection: the socket, and its TLS session in TLS mode. */
+/* One accepted connection: the socket (non-blocking) and, once the first step says plaintext or
+ * TLS, its transport: the one corestreamd's connections use (transport/xport.h). */
 typedef struct sconn {
     int fd;
-    SSL *ssl;
+    cs_xport *x;
 } sconn;
 
 struct ss_server {
@@ -373,40 +375,6 @@ static int wait_fd(ss_server *s, int fd, short events, int64_t deadline)
     }
 }
 
-/* Non-blocking reads and writes on a connection, plain or TLS: -1 with errno EAGAIN when they
- * would block; reads return 0 at the end of the stream. */
-static ssize_t io_recv(sconn *c, void *buf, size_t n)
-{
-    if (!c->ssl)
-        return recv(c->fd, buf, n, MSG_DONTWAIT);
-    size_t k = 0;
-    ERR_clear_error();
-    if (SSL_read_ex(c->ssl, buf, n, &k) == 1)
-        return (ssize_t)k;
-    int e = SSL_get_error(c->ssl, 0);
-    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
-        errno = EAGAIN;
-        return -1;
-    }
-    if (e == SSL_ERROR_ZERO_RETURN)
-        return 0;
-    errno = ECONNRESET;
-    return -1;
-}
-
-static ssize_t io_send(sconn *c, const void *p, size_t n)
-{
-    if (!c->ssl)
-        return send(c->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
-    size_t k = 0;
-    ERR_clear_error();
-    if (SSL_write_ex(c->ssl, p, n, &k) == 1)
-        return (ssize_t)k;
-    int e = SSL_get_error(c->ssl, 0);
-    errno = e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE ? EAGAIN : EPIPE;
-    return -1;
-}
-
 /* Client frames, parsed as they arrive so the close frame can be recorded. */
 typedef struct rxstate {
     uint8_t buf[65536];
@@ -480,13 +448,13 @@ static void drain(sconn *c, rxstate *rx, conn_rec *rec)
     while (!rx->eof) {
         if (rx->len == sizeof rx->buf)
             rx->len = 0;
-        ssize_t n = io_recv(c, rx->buf + rx->len, sizeof rx->buf - rx->len);
+        ssize_t n = cs_xport_read(c->x, rx->buf + rx->len, sizeof rx->buf - rx->len);
         if (n > 0) {
             rx->len += (size_t)n;
             parse_client_frames(rx, rec);
             continue;
         }
-        if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+        if (n != CS_XP_AGAIN)
             rx->eof = true;
         return;
     }
@@ -505,18 +473,20 @@ static void linger_until_eof(ss_server *s, sconn *c, rxstate *rx, conn_rec *rec)
     }
 }
 
+/* All of p[0..n) through the transport and out of it onto the socket. */
 static int send_all(ss_server *s, sconn *c, const uint8_t *p, size_t n, rxstate *rx, conn_rec *rec)
 {
     int64_t deadline = mono_ms() + WAIT_MS;
-    while (n) {
-        ssize_t k = io_send(c, p, n);
-        if (k > 0) {
-            p += k;
-            n -= (size_t)k;
-            continue;
-        }
-        if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+    while (n || cs_xport_pending(c->x)) {
+        size_t before = cs_xport_pending(c->x);
+        struct iovec iov = {(void *)p, n};
+        ssize_t k = cs_xport_writev(c->x, n ? &iov : NULL, n ? 1 : 0);
+        if (k < 0)
             return -1;
+        p += k;
+        n -= (size_t)k;
+        if (k > 0 || cs_xport_pending(c->x) < before)
+            continue;
         drain(c, rx, rec);
         if (wait_fd(s, c->fd, POLLOUT, deadline) <= 0)
             return -1;
@@ -530,8 +500,8 @@ static int read_request(ss_server *s, sconn *c, conn_rec *rec)
     size_t len = 0;
     int64_t deadline = mono_ms() + WAIT_MS;
     for (;;) {
-        ssize_t n = io_recv(c, rec->request + len, sizeof rec->request - 1 - len);
-        if (n < 0 && errno == EAGAIN) {
+        ssize_t n = cs_xport_read(c->x, rec->request + len, sizeof rec->request - 1 - len);
+        if (n == CS_XP_AGAIN) {
             if (wait_fd(s, c->fd, POLLIN, deadline) <= 0)
                 return -1;
             continue;
@@ -608,32 +578,25 @@ static void linger_raw(ss_server *s, int fd)
  * server reads on until the client hangs up, so the client gets the alert rather than a reset. */
 static int tls_accept(ss_server *s, sconn *c, conn_rec *rec)
 {
-    fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK);
-    c->ssl = SSL_new(s->tls);
-    if (!c->ssl)
+    c->x = cs_xport_tls_server(c->fd, s->tls);
+    if (!c->x)
         abort();
-    SSL_set_fd(c->ssl, c->fd);
     int64_t deadline = mono_ms() + WAIT_MS;
     for (;;) {
-        ERR_clear_error();
-        int r = SSL_accept(c->ssl);
+        const char *why;
+        int r = cs_xport_tls_accept(c->x, &why);
         if (r == 1)
             break;
-        int e = SSL_get_error(c->ssl, r);
-        if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
-            if (wait_fd(s, c->fd, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline) <= 0)
+        if (r >= 0) {
+            if (wait_fd(s, c->fd, r == 0 ? POLLIN : POLLOUT, deadline) <= 0)
                 return -1;
             continue;
         }
-        unsigned long err = ERR_peek_last_error();
-        const char *why = err ? ERR_reason_error_string(err) : NULL;
-        snprintf(rec->tls_error, sizeof rec->tls_error, "%s", why ? why : "handshake failed");
-        SSL_free(c->ssl);
-        c->ssl = NULL;
+        snprintf(rec->tls_error, sizeof rec->tls_error, "%s", why);
         linger_raw(s, c->fd);
         return -1;
     }
-    X509 *peer = SSL_get1_peer_certificate(c->ssl);
+    X509 *peer = SSL_get1_peer_certificate(c->x->ssl);
     if (peer) {
         X509_NAME_get_text_by_NID(X509_get_subject_name(peer), NID_commonName, rec->client_cert,
                                   sizeof rec->client_cert);
@@ -652,13 +615,16 @@ static void serve_conn(ss_server *s, sconn *c, conn_rec *rec, size_t first, size
     steps = s->steps;
     pthread_mutex_unlock(&s->mu);
     if (first < last && steps[first].kind == ST_ANSWER_RAW) {
+        c->x = cs_xport_plain(c->fd);
+        if (!c->x)
+            abort();
         if (wait_fd(s, c->fd, POLLIN, mono_ms() + WAIT_MS) > 0)
             send_all(s, c, steps[first].data, steps[first].len, rx, rec);
         shutdown(c->fd, SHUT_WR);
         linger_raw(s, c->fd);
         goto out;
     }
-    if (s->tls && tls_accept(s, c, rec) < 0)
+    if (s->tls ? tls_accept(s, c, rec) < 0 : (c->x = cs_xport_plain(c->fd)) == NULL)
         goto out;
     if (read_request(s, c, rec) < 0)
         goto out;
@@ -722,9 +688,7 @@ static void serve_conn(ss_server *s, sconn *c, conn_rec *rec, size_t first, size
             linger_until_eof(s, c, rx, rec);
             goto out;
         case ST_DROP:
-            if (c->ssl)
-                SSL_shutdown(c->ssl); /* close_notify: the client reads it as the end of the stream */
-            shutdown(c->fd, SHUT_WR);
+            cs_xport_shutdown(c->x); /* TLS: close_notify, which the client reads as the end */
             linger_until_eof(s, c, rx, rec);
             goto out;
         case ST_STALL:
@@ -758,10 +722,6 @@ failed:
      * connection): what it sent before, its close frame included, is still queued here. */
     linger_until_eof(s, c, rx, rec);
 out:
-    if (c->ssl) {
-        SSL_free(c->ssl);
-        c->ssl = NULL;
-    }
     free(rx);
 }
 
@@ -787,9 +747,13 @@ static void *server_main(void *arg)
         s->accepted++;
         pthread_mutex_unlock(&s->mu);
 
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
         sconn sc = {.fd = fd};
         serve_conn(s, &sc, &s->conns[c], first, last);
-        close(fd);
+        if (sc.x)
+            cs_xport_free(sc.x); /* and the socket with it */
+        else
+            close(fd);
 
         pthread_mutex_lock(&s->mu);
         s->finished++;
@@ -838,7 +802,6 @@ ss_server *ss_start_tls(const ss_tls *t)
     SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
     if (!ctx)
         return NULL;
-    SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     if (SSL_CTX_use_certificate_chain_file(ctx, t->cert_file) != 1 ||
         SSL_CTX_use_PrivateKey_file(ctx, t->key_file, SSL_FILETYPE_PEM) != 1 ||
         (t->client_ca_file && SSL_CTX_load_verify_locations(ctx, t->client_ca_file, NULL) != 1)) {

@@ -2,6 +2,7 @@
 #include "corestreamd/net/headreader.h"
 
 #include <errno.h>
+#include <openssl/ssl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -13,8 +14,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <openssl/err.h>
-#include <openssl/ssl.h>
 
 #include "common/clock.h"
 #include "common/invariant.h"
@@ -43,7 +42,7 @@ typedef struct hconn {
     char *resp;
     size_t resp_len, resp_off;
     size_t dropped; /* bytes read and dropped while lingering */
-    SSL *ssl;       /* TLS: from the first byte on */
+    cs_xport *x;    /* once the first byte has said plaintext or TLS; it then owns fd */
     void *arg;      /* judge's for an upgrade, until upgraded */
     bool upgrade;   /* the answer is a 101 */
     bool keep;      /* after the answer, the next request on the connection is read */
@@ -106,10 +105,20 @@ static void list_remove(hlist *l, hconn *c)
     c->prev = c->next = NULL;
 }
 
+/* Closes the connection's socket (through its transport once it has one). */
+static void hconn_close(hconn *c)
+{
+    if (c->x)
+        cs_xport_free(c->x);
+    else if (c->fd >= 0)
+        close(c->fd);
+    c->x = NULL;
+    c->fd = -1;
+}
+
 static void hconn_free(hconn *c)
 {
-    if (c->ssl)
-        SSL_free(c->ssl);
+    cs_xport_free(c->x);
     free(c->buf);
     free(c->resp);
     free(c);
@@ -120,15 +129,10 @@ static void finish(cs_headreader *hr, hlist *from, hconn *c)
 {
     list_remove(from, c);
     epoll_ctl(hr->ep, EPOLL_CTL_DEL, c->fd, NULL);
-    if (c->ssl) {
-        SSL_free(c->ssl);
-        c->ssl = NULL;
-    }
     if (c->arg && hr->cfg.discard)
         hr->cfg.discard(hr->cfg.ctx, c->arg);
     c->arg = NULL;
-    close(c->fd);
-    c->fd = -1;
+    hconn_close(c);
     free(c->buf);
     c->buf = NULL;
     c->len = 0;
@@ -141,57 +145,16 @@ static void finish(cs_headreader *hr, hlist *from, hconn *c)
 }
 
 
-/* recv, or SSL_read on a TLS connection, with recv's results (-1 EAGAIN when TLS wants either
- * direction: the socket is watched for input, and a TLS write stall this early is one the peer's
- * next bytes resolve). */
-static ssize_t conn_recv(hconn *c, void *buf, size_t len)
-{
-    if (!c->ssl)
-        return recv(c->fd, buf, len, 0);
-    ERR_clear_error();
-    int n = SSL_read(c->ssl, buf, (int)(len > INT32_MAX ? INT32_MAX : len));
-    if (n > 0)
-        return n;
-    int e = SSL_get_error(c->ssl, n);
-    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
-        errno = EAGAIN;
-        return -1;
-    }
-    if (e == SSL_ERROR_ZERO_RETURN)
-        return 0;
-    errno = ECONNRESET;
-    return -1;
-}
-
-static ssize_t conn_send(hconn *c, const void *buf, size_t len)
-{
-    if (!c->ssl)
-        return send(c->fd, buf, len, MSG_NOSIGNAL);
-    ERR_clear_error();
-    int n = SSL_write(c->ssl, buf, (int)len);
-    if (n > 0)
-        return n;
-    int e = SSL_get_error(c->ssl, n);
-    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
-        errno = EAGAIN;
-        return -1;
-    }
-    errno = EPIPE;
-    return -1;
-}
-
 static void linger_read(cs_headreader *hr, hconn *c)
 {
     char scratch[16384];
     for (;;) {
-        ssize_t n = conn_recv(c, scratch, sizeof scratch);
+        ssize_t n = cs_xport_read(c->x, scratch, sizeof scratch);
         if (n > 0) {
             c->dropped += (size_t)n;
             if (c->dropped <= LINGER_MAX_BYTES)
                 continue;
-        } else if (n < 0 && errno == EINTR) {
-            continue;
-        } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        } else if (n == CS_XP_AGAIN) {
             return;
         }
         finish(hr, &hr->linger, c); /* the peer closed, failed or sent too much */
@@ -236,29 +199,31 @@ static void answer_progressed(cs_headreader *hr, hconn *c)
     list_push(&hr->reading, c);
 }
 
+/* Writes the answer, all of it through the transport to the socket, before the connection goes
+ * on (next request, upgrade or close). */
 static void write_answer(cs_headreader *hr, hconn *c)
 {
-    bool moved = false;
-    while (c->resp_off < c->resp_len) {
-        ssize_t n = conn_send(c, c->resp + c->resp_off, c->resp_len - c->resp_off);
-        if (n > 0) {
-            c->resp_off += (size_t)n;
-            moved = true;
-            continue;
+    for (;;) {
+        struct iovec iov = {c->resp + c->resp_off, c->resp_len - c->resp_off};
+        size_t before = cs_xport_pending(c->x);
+        ssize_t n = cs_xport_writev(c->x, &iov, iov.iov_len ? 1 : 0);
+        if (n < 0) {
+            finish(hr, &hr->reading, c);
+            return;
         }
-        if (moved) {
+        c->resp_off += (size_t)n;
+        size_t after = cs_xport_pending(c->x);
+        if (c->resp_off == c->resp_len && after == 0)
+            break;
+        if (n > 0 || after < before)
             answer_progressed(hr, c);
-            moved = false;
-        }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        if (n == 0 && after >= before) { /* the socket is full: the rest on EPOLLOUT */
             struct epoll_event ev = {.events = EPOLLOUT, .data.ptr = c};
             if (epoll_ctl(hr->ep, EPOLL_CTL_MOD, c->fd, &ev) == 0)
                 return;
+            finish(hr, &hr->reading, c);
+            return;
         }
-        finish(hr, &hr->reading, c);
-        return;
     }
     if (c->upgrade) {
         upgraded(hr, c);
@@ -268,9 +233,7 @@ static void write_answer(cs_headreader *hr, hconn *c)
         next_request(hr, c);
         return;
     }
-    if (c->ssl)
-        SSL_shutdown(c->ssl); /* close_notify; the peer's is not waited for */
-    shutdown(c->fd, SHUT_WR);
+    cs_xport_shutdown(c->x); /* TLS: close_notify first; the peer's is not waited for */
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
     if (epoll_ctl(hr->ep, EPOLL_CTL_MOD, c->fd, &ev) != 0) {
         finish(hr, &hr->reading, c);
@@ -315,46 +278,42 @@ static void upgraded(cs_headreader *hr, hconn *c)
     epoll_ctl(hr->ep, EPOLL_CTL_DEL, c->fd, NULL);
     size_t early = c->len > c->head_len ? c->len - c->head_len : 0;
     atomic_fetch_sub(&hr->holding, 1);
-    hr->cfg.upgraded(hr->cfg.ctx, c->fd, c->ssl, c->tag, (const unsigned char *)c->buf + c->head_len, early,
-                     c->arg);
-    c->ssl = NULL;
+    hr->cfg.upgraded(hr->cfg.ctx, c->x, c->tag, (const unsigned char *)c->buf + c->head_len, early, c->arg);
+    c->x = NULL;
+    c->fd = -1;
     c->arg = NULL;
     hconn_free(c);
 }
 
 static void handshake(cs_headreader *hr, hconn *c)
 {
-    ERR_clear_error();
-    int rc = SSL_accept(c->ssl);
+    const char *why;
+    int rc = cs_xport_tls_accept(c->x, &why);
     if (rc == 1) {
         c->st = ST_READING;
         read_head(hr, c);
         return;
     }
-    int e = SSL_get_error(c->ssl, rc);
-    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
-        struct epoll_event ev = {.events = e == SSL_ERROR_WANT_READ ? EPOLLIN : EPOLLOUT, .data.ptr = c};
+    if (rc >= 0) {
+        struct epoll_event ev = {.events = rc == 2 ? EPOLLOUT : EPOLLIN, .data.ptr = c};
         if (epoll_ctl(hr->ep, EPOLL_CTL_MOD, c->fd, &ev) == 0)
             return;
+        why = "epoll failed";
     }
     if (cs_log_enabled(CS_LOG_DEBUG)) {
         char remote[64];
         cs_format_peer(c->fd, remote, sizeof remote);
-        unsigned long le = ERR_peek_error();
-        const char *why = le ? ERR_reason_error_string(le) : NULL;
-        CS_LOG(CS_LOG_DEBUG, "TLS handshake failed", KV_S("remote", remote),
-               KV_S("error", why ? why : e == SSL_ERROR_SYSCALL ? "connection closed" : "unknown"));
+        CS_LOG(CS_LOG_DEBUG, "TLS handshake failed", KV_S("remote", remote), KV_S("error", why));
     }
-    ERR_clear_error();
     finish(hr, &hr->reading, c);
 }
 
 static void start_tls(cs_headreader *hr, hconn *c)
 {
     SSL_CTX *ctx = hr->cfg.tls_ctx(hr->cfg.ctx);
-    c->ssl = ctx ? SSL_new(ctx) : NULL;
-    SSL_CTX_free(ctx); /* the SSL holds its own reference */
-    if (!c->ssl || SSL_set_fd(c->ssl, c->fd) != 1) {
+    c->x = ctx ? cs_xport_tls_server(c->fd, ctx) : NULL;
+    SSL_CTX_free(ctx); /* the transport's SSL holds its own reference */
+    if (!c->x) {
         finish(hr, &hr->reading, c);
         return;
     }
@@ -363,7 +322,7 @@ static void start_tls(cs_headreader *hr, hconn *c)
 }
 
 /* A TLS port: the first byte says whether a TLS handshake (a handshake record, 0x16) is coming
- * (only peeked at: SSL_accept reads it), or a plaintext request, which is answered in plaintext
+ * (only peeked at: the handshake reads it), or a plaintext request, which is answered in plaintext
  * with the cause rather than closed without a word. */
 static void peek_tls(cs_headreader *hr, hconn *c)
 {
@@ -378,6 +337,8 @@ static void peek_tls(cs_headreader *hr, hconn *c)
         finish(hr, &hr->reading, c);
     else if (first == 0x16)
         start_tls(hr, c);
+    else if ((c->x = cs_xport_plain(c->fd)) == NULL)
+        finish(hr, &hr->reading, c);
     else
         refuse(hr, c, 400, CS_ANS_TLS_REQUIRED, "this port speaks TLS: use wss:// or https://");
 }
@@ -430,7 +391,7 @@ static void judged(cs_headreader *hr, hconn *c)
     size_t rlen = 0;
     void *arg = NULL;
     bool last = c->served + 1 >= hr->cfg.keepalive_max;
-    int v = hr->cfg.judge(hr->cfg.ctx, c->fd, c->tag, c->ssl != NULL, &head, last, &resp, &rlen, &arg);
+    int v = hr->cfg.judge(hr->cfg.ctx, c->fd, c->tag, &head, last, &resp, &rlen, &arg);
     cs_http_head_free(&head);
     if (v == CS_HEAD_LATER && !resp && hr->cfg.later) {
         c->head_len = head_len;
@@ -456,8 +417,12 @@ static void judged(cs_headreader *hr, hconn *c)
 
 static void read_head(cs_headreader *hr, hconn *c)
 {
-    if (hr->cfg.tls && !c->ssl) {
+    if (!c->x && hr->cfg.tls) {
         peek_tls(hr, c);
+        return;
+    }
+    if (!c->x && (c->x = cs_xport_plain(c->fd)) == NULL) {
+        finish(hr, &hr->reading, c);
         return;
     }
     size_t limit = hr->cfg.limits.head_max + 1; /* one byte past the limit proves it passed */
@@ -485,14 +450,10 @@ static void read_head(cs_headreader *hr, hconn *c)
             c->buf = nb;
             c->cap = cap;
         }
-        ssize_t n = conn_recv(c, c->buf + c->len, c->cap - c->len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            if (c->ssl) { /* the handshake may have left EPOLLOUT armed */
-                struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
-                epoll_ctl(hr->ep, EPOLL_CTL_MOD, c->fd, &ev);
-            }
+        ssize_t n = cs_xport_read(c->x, c->buf + c->len, c->cap - c->len);
+        if (n == CS_XP_AGAIN) { /* the handshake (or a TLS write) may have left EPOLLOUT armed */
+            struct epoll_event ev = {.events = cs_xport_pending(c->x) ? EPOLLOUT : EPOLLIN, .data.ptr = c};
+            epoll_ctl(hr->ep, EPOLL_CTL_MOD, c->fd, &ev);
             return;
         }
         if (n <= 0) {
@@ -697,8 +658,7 @@ static void give_back_all(cs_headreader *hr, hlist *l, cs_head_done_fn fn, void 
         hconn *next = c->next;
         if (c->arg && hr->cfg.discard)
             hr->cfg.discard(hr->cfg.ctx, c->arg);
-        if (c->fd >= 0)
-            close(c->fd);
+        hconn_close(c);
         if (fn)
             fn(ctx, c->tag);
         hconn_free(c);

@@ -3,13 +3,14 @@
  * listener, spends its life here until it is answered and closed or upgraded to a /stream
  * subscriber. One thread with its own epoll:
  *
+ * - Every connection is read and written through its transport (xport.h), plaintext or TLS.
  * - TLS (cfg.tls): the first byte is peeked at. A TLS handshake record (0x16) gets a non-blocking
- *   SSL_accept on the context in force (cfg.tls_ctx); any other first byte is a plaintext client
+ *   handshake (cs_xport_tls_accept) on the context in force (cfg.tls_ctx); any other first byte is a plaintext client
  *   on the TLS port, answered in plaintext `400`, with the header line
  *   CS_HTTP_TLS_REQUIRED_HEADER (by which libremoteledger names the cause) and the body `this port
  *   speaks TLS: use wss:// or https://`, then closed. A failed handshake is one DEBUG line (`TLS
  *   handshake failed`, the peer, OpenSSL's reason).
- * - The head is read (through SSL_read on TLS) by the one request parser (httpparse.h), byte by
+ * - The head is read by the one request parser (httpparse.h), byte by
  *   byte as it arrives, under the server's limits (cs_head_limits). What it refuses (a limit
  *   passed: 414, 431, 400 `too many query parameters`; RFC 9112's rules: 400, 505) is answered
  *   with its status and text and `connection: close`, one DEBUG line naming the peer, then the
@@ -42,12 +43,9 @@
 #include "common/err.h"
 #include "common/invariant.h"
 #include "corestreamd/net/httpparse.h"
+#include "transport/xport.h"
 
 typedef struct cs_headreader cs_headreader;
-
-/* TLS ports (cfg.tls): the head reader terminates TLS itself (below). */
-typedef struct ssl_st SSL;
-typedef struct ssl_ctx_st SSL_CTX;
 
 /* judge's verdicts. */
 #define CS_HEAD_ANSWER 0  /* *resp is the answer; the connection is closed after it */
@@ -65,15 +63,15 @@ typedef struct cs_headreader_config {
     /* All on the head reader's thread (tls_ctx TLS only):
      * tls_ctx: the context in force, with a reference the head reader frees after SSL_new.
      * judge: a complete head (read and checked by httpparse.h, within the limits; borrowed for
-     *   the call) of the connection fd, over TLS or not; last: the connection's keep-alive
+     *   the call) of the connection fd; last: the connection's keep-alive
      *   allowance ends with this request, so its answer must be CS_HEAD_ANSWER (and say
      *   `connection: close`, as every answer the connection is closed after must). It puts the
      *   whole answer, malloc'd, in *resp (NULL: out of memory, the connection
      *   is closed) and returns CS_HEAD_ANSWER or CS_HEAD_KEEP, or CS_HEAD_UPGRADE when the
      *   answer is a 101: *arg is then the caller's, given to upgraded (or to discard if the 101
      *   cannot be written).
-     * upgraded: the 101 is written. fd, ssl (NULL on plaintext; the caller frees it) and tag are
-     *   the caller's from now on; early[0..n) are bytes read past the head (WebSocket frames sent
+     * upgraded: the 101 is out. The connection's transport x (cs_xport_free frees it) and tag
+     *   are the caller's from now on; early[0..n) are bytes read past the head (WebSocket frames sent
      *   early), valid during the call only. The connection no longer counts as held.
      * discard: frees an arg whose connection ended before upgraded (the tag still comes back
      *   through drain or cs_headreader_free, as any other).
@@ -82,9 +80,9 @@ typedef struct cs_headreader_config {
      *   makes the answer and return, never block; that thread must give p its answer with
      *   cs_headreader_answer, exactly once, and before cs_headreader_free. */
     SSL_CTX *(*tls_ctx)(void *ctx);
-    int (*judge)(void *ctx, int fd, void *tag, bool tls, const cs_http_head *head, bool last, char **resp,
+    int (*judge)(void *ctx, int fd, void *tag, const cs_http_head *head, bool last, char **resp,
                  size_t *resp_len, void **arg);
-    void (*upgraded)(void *ctx, int fd, SSL *ssl, void *tag, const unsigned char *early, size_t n, void *arg);
+    void (*upgraded)(void *ctx, cs_xport *x, void *tag, const unsigned char *early, size_t n, void *arg);
     void (*discard)(void *ctx, void *arg);
     void (*later)(void *ctx, cs_head_pending *p, void *arg);
     int64_t timeout_ns; /* from add until the head must be complete */

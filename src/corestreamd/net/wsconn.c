@@ -21,31 +21,17 @@ static void arm(cs_wsconn *c, bool out)
         wsc_doom(c);
 }
 
-/* One SSL_write of p[0..len): 1 done, 0 wants the socket again, -1 failed. */
-static int ssl_put(cs_wsconn *c, const uint8_t *p, size_t len)
-{
-    ERR_clear_error();
-    int n = SSL_write(c->ssl, p, (int)len);
-    if (n > 0)
-        return 1;
-    int e = SSL_get_error(c->ssl, n);
-    if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ)
-        return 0;
-    ERR_clear_error();
-    return -1;
-}
-
 static void close_out(cs_wsconn *c)
 {
     c->close_sent = true;
     c->linger_until = cs_mono_ns() + LINGER_NS;
 }
 
-/* Plaintext output, in the order one writev carries it: a pong goes at the first frame boundary
+/* The output, in the order one gather write carries it: a pong goes at the first frame boundary
  * (before the queue, or after the message the last writev left half-written), then the queued
  * messages, then the close frame. seg[i] says what iov[i] is: -1 the pong, -2 the close frame,
  * k >= 0 the k-th queued message. */
-static int plain_layout(const cs_wsconn *c, struct iovec *iov, int *seg)
+static int out_layout(const cs_wsconn *c, struct iovec *iov, int *seg)
 {
     int n = 0;
     bool pong_front = c->pong_len && (c->pong_off || c->qoff == 0 || !c->qn);
@@ -54,7 +40,7 @@ static int plain_layout(const cs_wsconn *c, struct iovec *iov, int *seg)
         iov[n++] = (struct iovec){(void *)(c->pong + c->pong_off), c->pong_len - c->pong_off};
     }
     for (unsigned i = 0; i < c->qn; i++) {
-        const qmsg *e = &c->q[(c->qhead + i) % PLAIN_QUEUE];
+        const qmsg *e = &c->q[(c->qhead + i) % OUT_QUEUE];
         size_t skip = i == 0 ? c->qoff : 0;
         seg[n] = (int)i;
         iov[n++] = (struct iovec){(void *)(e->p + skip), e->len - skip};
@@ -70,8 +56,8 @@ static int plain_layout(const cs_wsconn *c, struct iovec *iov, int *seg)
     return n;
 }
 
-/* Takes w written bytes off the output laid out as iov/seg. */
-static void plain_consume(cs_wsconn *c, const struct iovec *iov, const int *seg, int n, size_t w)
+/* Takes w bytes the transport took off the output laid out as iov/seg. */
+static void out_consume(cs_wsconn *c, const struct iovec *iov, const int *seg, int n, size_t w)
 {
     unsigned done_msgs = 0;
     for (int i = 0; i < n && w; i++) {
@@ -97,83 +83,37 @@ static void plain_consume(cs_wsconn *c, const struct iovec *iov, const int *seg,
     for (; done_msgs; done_msgs--) {
         cs_msg_release(c->q[c->qhead].m);
         c->q[c->qhead].m = NULL;
-        c->qhead = (c->qhead + 1) % PLAIN_QUEUE;
+        c->qhead = (c->qhead + 1) % OUT_QUEUE;
         c->qn--;
     }
     c->pong_inflight = c->pong_off > 0;
 }
 
-/* Plaintext: one writev of what is pending (plain_layout). 1 all out, 0 the socket is full, -1
- * failed. */
-static int plain_put(cs_wsconn *c)
+/* One gather write of what is queued (out_layout), or a flush of what the transport holds. 1 all
+ * out, 0 the socket is full (the rest goes on EPOLLOUT), -1 failed. */
+static int out_put(cs_wsconn *c)
 {
-    for (;;) {
-        struct iovec iov[PLAIN_QUEUE + 2];
-        int seg[PLAIN_QUEUE + 2];
-        int n = plain_layout(c, iov, seg);
-        if (n == 0)
-            return 1;
-        size_t want = 0;
-        for (int i = 0; i < n; i++)
-            want += iov[i].iov_len;
-        ssize_t w = writev(c->fd, iov, n);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
-        }
-        plain_consume(c, iov, seg, n, (size_t)w);
-        if ((size_t)w < want)
-            return 0; /* the socket is full: the rest goes on EPOLLOUT */
-    }
+    struct iovec iov[OUT_QUEUE + 2];
+    int seg[OUT_QUEUE + 2];
+    int n = out_layout(c, iov, seg);
+    size_t want = 0;
+    for (int i = 0; i < n; i++)
+        want += iov[i].iov_len;
+    ssize_t w = cs_xport_writev(c->x, n ? iov : NULL, n);
+    if (w < 0)
+        return -1;
+    out_consume(c, iov, seg, n, (size_t)w);
+    return (size_t)w < want || cs_xport_pending(c->x) ? 0 : 1;
 }
 
-/* TLS: one SSL_write at a time, in order: a pong being retried, the message, a pong, the close
- * frame. 1 all out, 0 waiting for the socket, -1 failed. */
-static int ssl_flush(cs_wsconn *c)
-{
-    int r = 1;
-    if (c->pong_inflight) {
-        r = ssl_put(c, c->pong, c->pong_len);
-        if (r == 1) {
-            c->pong_len = 0;
-            c->pong_inflight = false;
-        }
-    }
-    if (r == 1 && c->pend) {
-        r = ssl_put(c, c->pend_ptr, c->pend_len);
-        if (r == 1) {
-            cs_msg_release(c->pend);
-            c->pend = NULL;
-        }
-    }
-    if (r == 1 && c->pong_len) {
-        r = ssl_put(c, c->pong, c->pong_len);
-        if (r == 1)
-            c->pong_len = 0;
-        else if (r == 0)
-            c->pong_inflight = true;
-    }
-    if (r == 1 && c->close_len && !c->close_sent) {
-        r = ssl_put(c, c->closef, c->close_len);
-        if (r == 1)
-            close_out(c);
-    }
-    return r;
-}
-
-/* Writes what is pending in order: the message, a pong, the close frame. 1 all out, 0 waiting
+/* Writes what is queued in order: the messages, a pong, the close frame. 1 all out, 0 waiting
  * for the socket, -1 failed (the connection is doomed). */
 int wsc_flush(cs_wsconn *c)
 {
-    int r = c->ssl ? ssl_flush(c) : plain_put(c);
+    int r = out_put(c);
     if (r == 1 && c->close_sent && !c->shut_sent) {
         c->shut_sent = true;
-        if (c->ssl) {
-            ERR_clear_error();
-            SSL_shutdown(c->ssl); /* close_notify; the peer's close frame or EOF ends it */
-            ERR_clear_error();
-        }
+        cs_xport_shutdown(c->x); /* TLS: close_notify; the peer's close frame or EOF ends it */
         if (c->end_after_close)
             wsc_doom(c);
     }
@@ -201,7 +141,7 @@ void wsc_push_ready(cs_wsconn *c)
 /* Nothing of a message is waiting for the socket. */
 bool wsc_out_idle(const cs_wsconn *c)
 {
-    return c->ssl ? !c->pend : c->qn == 0;
+    return c->qn == 0 && !cs_xport_pending(c->x);
 }
 
 cs_owner *cs_wsio_thread_owner(cs_wsio *io, int thread)
@@ -221,11 +161,7 @@ void cs_wsio_want_write(cs_wsconn *c)
 bool cs_wsio_can_write(const cs_wsconn *c)
 {
     ON_CONN_THREAD(c);
-    if (c->doomed)
-        return false;
-    if (!c->ssl)
-        return c->qn < PLAIN_QUEUE && c->qbytes < PLAIN_QUEUE_BYTES;
-    return !c->pend && !c->pong_inflight;
+    return !c->doomed && c->qn < OUT_QUEUE && c->qbytes < OUT_QUEUE_BYTES;
 }
 
 int cs_wsio_fd(const cs_wsconn *c)
@@ -236,26 +172,16 @@ int cs_wsio_fd(const cs_wsconn *c)
 int cs_wsio_write(cs_wsconn *c, cs_msg *m)
 {
     ON_CONN_THREAD(c);
-    if (!c->ssl) {
-        if (c->doomed || c->qn == PLAIN_QUEUE)
-            return -1;
-        size_t hl = cs_msg_ws_header(m);
-        qmsg *e = &c->q[(c->qhead + c->qn) % PLAIN_QUEUE];
-        e->m = cs_msg_retain(m);
-        e->p = m->data - hl;
-        e->len = m->len + hl;
-        c->qn++;
-        c->qbytes += e->len;
-        return 1; /* out with the turn's writev */
-    }
-    if (c->pend || c->doomed)
+    if (c->doomed || c->qn == OUT_QUEUE)
         return -1;
     size_t hl = cs_msg_ws_header(m);
-    c->pend = cs_msg_retain(m);
-    c->pend_ptr = m->data - hl;
-    c->pend_len = m->len + hl;
-    int r = wsc_flush(c);
-    return r < 0 ? -1 : c->pend ? 0 : 1;
+    qmsg *e = &c->q[(c->qhead + c->qn) % OUT_QUEUE];
+    e->m = cs_msg_retain(m);
+    e->p = m->data - hl;
+    e->len = m->len + hl;
+    c->qn++;
+    c->qbytes += e->len;
+    return 1; /* out with the turn's gather write */
 }
 
 void cs_wsio_close(cs_wsconn *c, int code, const char *reason)
@@ -279,32 +205,14 @@ void cs_wsio_drop(cs_wsconn *c)
 /* More of the client's bytes into rbuf: 1 some, 0 none for now, -1 closed or failed (doomed). */
 static int conn_read(cs_wsconn *c)
 {
-    if (!c->ssl) {
-        ssize_t n;
-        do
-            n = read(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen);
-        while (n < 0 && errno == EINTR);
-        if (n > 0) {
-            c->rlen += (size_t)n;
-            return 1;
-        }
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return 0;
-        wsc_doom(c); /* closed or failed */
-        return -1;
-    }
-    ERR_clear_error();
-    int n = SSL_read(c->ssl, c->rbuf + c->rlen, (int)(c->rcap - c->rlen));
+    ssize_t n = cs_xport_read(c->x, c->rbuf + c->rlen, c->rcap - c->rlen);
     if (n > 0) {
         c->rlen += (size_t)n;
         return 1;
     }
-    int e = SSL_get_error(c->ssl, n);
-    ERR_clear_error();
-    if (e == SSL_ERROR_WANT_READ)
-        return 0;
-    if (e == SSL_ERROR_WANT_WRITE) {
-        arm(c, true);
+    if (n == CS_XP_AGAIN) {
+        if (cs_xport_pending(c->x)) /* reading made TLS write (an alert, a key update) */
+            arm(c, true);
         return 0;
     }
     wsc_doom(c); /* closed or failed */

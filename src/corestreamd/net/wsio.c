@@ -34,12 +34,10 @@ static void unready(worker *w, cs_wsconn *c)
 /* Closes and frees c (in no list by now); gone for an opened one. */
 static void free_conn(cs_wsio *io, cs_wsconn *c)
 {
-    close(c->fd);
-    SSL_free(c->ssl);
+    cs_xport_free(c->x);
     if (c->rbuf != c->rbuf_own)
         free(c->rbuf);
-    cs_msg_release(c->pend);
-    for (; c->qn; c->qn--, c->qhead = (c->qhead + 1) % PLAIN_QUEUE)
+    for (; c->qn; c->qn--, c->qhead = (c->qhead + 1) % OUT_QUEUE)
         cs_msg_release(c->q[c->qhead].m);
     if (c->user)
         io->h.gone(io->h.ctx, c->user);
@@ -133,7 +131,7 @@ static void open_conn(cs_wsio *io, worker *w, cs_wsconn *c)
         end_conn(io, c);
         return;
     }
-    wsc_read_frames(io, c); /* early frames, and what SSL holds already */
+    wsc_read_frames(io, c); /* early frames, and what TLS holds already */
 }
 
 /* A connection cs_wsio_move sent here: its buffered bytes, pong and TLS state came with it (and no
@@ -157,7 +155,7 @@ static void adopt_moved(cs_wsio *io, worker *w, cs_wsconn *c)
         wsc_flush(c); /* a pong the old thread had not written yet */
     if (!c->doomed && c->want)
         wsc_push_ready(c);
-    wsc_read_frames(io, c); /* what the old thread had buffered (and what SSL holds) */
+    wsc_read_frames(io, c); /* what the old thread had buffered (and what TLS holds) */
 }
 
 static void take_inbox(cs_wsio *io, worker *w)
@@ -201,7 +199,7 @@ static void run_ready(cs_wsio *io, worker *w)
             c->want = false;
             if (io->h.writable(io->h.ctx, c->user) < 0 && !c->closing)
                 wsc_doom(c);
-            else if (!c->ssl && c->qn && !c->doomed && wsc_flush(c) == 1 && c->want)
+            else if (c->qn && !c->doomed && wsc_flush(c) == 1 && c->want)
                 wsc_push_ready(c); /* all out: the next turn may write again */
         }
         c = next;
@@ -386,13 +384,13 @@ static void post(worker *w, cs_wsconn *c)
     kick(w);
 }
 
-int cs_wsio_add(cs_wsio *io, int fd, SSL *ssl, const uint8_t *early, size_t n, bool bulk, void *arg)
+int cs_wsio_add(cs_wsio *io, cs_xport *x, const uint8_t *early, size_t n, bool bulk, void *arg)
 {
     cs_wsconn *c = calloc(1, sizeof *c);
     if (!c)
         return -1;
-    c->fd = fd;
-    c->ssl = ssl;
+    c->x = x;
+    c->fd = x->fd;
     c->arg = arg;
     c->move_to = -1;
     c->rbuf = c->rbuf_own;
@@ -408,7 +406,7 @@ int cs_wsio_add(cs_wsio *io, int fd, SSL *ssl, const uint8_t *early, size_t n, b
     if (n)
         memcpy(c->rbuf, early, n);
     c->rlen = n;
-    post(&io->w[bulk ? io->n : (int)((unsigned)fd % (unsigned)io->n)], c);
+    post(&io->w[bulk ? io->n : (int)((unsigned)c->fd % (unsigned)io->n)], c);
     return 0;
 }
 

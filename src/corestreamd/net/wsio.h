@@ -7,18 +7,18 @@
  * live threads leave of the cores. cs_wsio_move hands a connection to another thread (a catch-up
  * that reached the live flow goes to a live one).
  *
- * The module owns sockets and SSLs; the server owns what a connection means, through hooks run
+ * The module owns the connections' transports (xport.h); the server owns what a connection means, through hooks run
  * on the connection's own thread: open (a new connection; its user pointer), writable (it may
  * write: the server steps its cursor and calls cs_wsio_write), data (the client sent a data
  * frame), gone (the connection is over; last call for it), wake (cs_wsio_wake reached the
  * thread) and tick (about once a second).
  *
  * Framing (wsserver.h): a message's frame header is written once into its headroom
- * (cs_msg_ws_header) and goes out with the payload, never copied. TLS: one SSL_write per message
- * (OpenSSL's retry rule: after SSL_ERROR_WANT_WRITE the same buffer and length again). Plaintext:
- * the messages a writable hook hands over (up to 16, about 1 MiB) are queued, each holding its
- * reference, and go out with any pong or close frame in one writev at the end of the turn; a
- * partial write resumes mid-message on EPOLLOUT. A ping is answered with a pong, a close with the
+ * (cs_msg_ws_header) and goes out with the payload. Plaintext and TLS alike: the messages a
+ * writable hook hands over (up to 16, about 1 MiB) are queued, each holding its reference, and go
+ * out with any pong or close frame in one gather write (cs_xport_writev) at the end of the turn:
+ * one writev(2) on plaintext, records sealed into the transport's buffer and sent in large writes
+ * on TLS. What the socket did not take resumes mid-message on EPOLLOUT. A ping is answered with a pong, a close with the
  * same close (then the connection ends); a data frame goes to the data hook; a protocol violation
  * closes with 1002. TCP_NODELAY is set on every connection.
  *
@@ -30,13 +30,13 @@
 #ifndef CS_CORESTREAMD_WSIO_H
 #define CS_CORESTREAMD_WSIO_H
 
-#include <openssl/ssl.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "common/err.h"
 #include "common/invariant.h"
+#include "transport/xport.h"
 #include "corestreamd/stream/message.h"
 
 typedef struct cs_wsio cs_wsio;
@@ -74,15 +74,15 @@ int cs_wsio_start(cs_wsio **out, int n, int64_t busy_poll_ns, const cs_wsio_hook
 int cs_wsio_threads(const cs_wsio *io);
 int cs_wsio_bulk_thread(const cs_wsio *io);
 
-/* Takes fd (non-blocking; TLS: handshake done), ssl (NULL: plaintext) and early[0..n) to the
- * background thread (bulk) or the live thread fd % N. early: the bytes read past the request head
+/* Takes the transport x (its socket non-blocking; TLS: handshake done) and early[0..n) to the
+ * background thread (bulk) or the live thread x->fd % N. early: the bytes read past the request head
  * (frames the client sent right behind it), copied, all of them: their frames are acted on, in
  * order, on the connection's thread before the socket is read. n has no limit here (the head
  * reader's head limit bounds it); past 1 KiB the copy is a heap buffer of n bytes, freed once what
  * is left of them unparsed fits 1 KiB (after the first turn: a partial frame at most), at the
- * latest when the connection ends. 0, or -1 out of memory (the caller still owns all: fd, ssl,
- * early, arg). */
-int cs_wsio_add(cs_wsio *io, int fd, SSL *ssl, const uint8_t *early, size_t n, bool bulk, void *arg);
+ * latest when the connection ends. 0, or -1 out of memory (the caller still owns all: x, early,
+ * arg). */
+int cs_wsio_add(cs_wsio *io, cs_xport *x, const uint8_t *early, size_t n, bool bulk, void *arg);
 
 /* Runs the wake hook on thread `thread` (-1: every thread, the background one too) soon, once per
  * burst. Any thread. */
@@ -95,11 +95,11 @@ cs_owner *cs_wsio_thread_owner(cs_wsio *io, int thread);
 
 /* The connection's thread only (checked in every build). */
 void cs_wsio_want_write(cs_wsconn *c);
-/* Writes m as one binary message: 1 written whole (plaintext: queued for the turn's writev, the
- * message held until it is out), 0 pending (TLS: the message is held; writable is called again
- * once it is out, if wanted), -1 failed. */
+/* Queues m as one binary message for the turn's gather write, holding a reference until the
+ * transport has taken its last byte: 1, or -1 (the connection is ending, or the queue is full:
+ * ask cs_wsio_can_write first). */
 int cs_wsio_write(cs_wsconn *c, cs_msg *m);
-/* Another write now would not wait (TLS: nothing pending; plaintext: the queue has room). */
+/* Another write now would be queued (the turn's queue has room: 16 messages, 1 MiB). */
 bool cs_wsio_can_write(const cs_wsconn *c);
 /* Queues a close frame (code, reason); the connection ends once it is out and the peer answers
  * or a short linger passes. */
@@ -108,7 +108,7 @@ void cs_wsio_close(cs_wsconn *c, int code, const char *reason);
 void cs_wsio_drop(cs_wsconn *c);
 int cs_wsio_fd(const cs_wsconn *c);
 /* Hands c to thread `thread` (0..N) at a message boundary: once nothing of a message is waiting
- * for the socket (a plaintext turn's writev done, a TLS SSL_write finished), at the end of this
+ * for the socket (the turn's gather write taken whole, and nothing of it left in the transport), at the end of this
  * thread's round, c leaves this epoll (leave hook) and goes through the target's inbox (moved
  * hook there), with its unread bytes, pong and TLS state; a pending want_write comes along. Until
  * it leaves, no writable hook runs for it (the caller writes nothing more here). A connection

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* What the stream I/O threads' two files share: wsio.c (the threads: their loop, inboxes, moves,
  * start and stop) and wsconn.c (one connection's reads and writes: frames in, messages, pongs and
- * close frames out, over plaintext or TLS). Not a public header. Everything here is the owning
+ * close frames out, through the connection's transport, xport.h). Not a public header. Everything here is the owning
  * thread's (a connection's: its worker's), but for what a worker's comment says. */
 #ifndef CS_CORESTREAMD_WSIO_INTERNAL_H
 #define CS_CORESTREAMD_WSIO_INTERNAL_H
@@ -27,6 +27,7 @@
 #include "common/invariant.h"
 #include "common/thread.h"
 #include "corestreamd/net/wsserver.h"
+#include "transport/xport.h"
 
 /* Client frames are control frames (131 bytes at most) or refused at the header, so this holds any
  * partial frame with room to spare; only early bytes (cs_wsio_add) may need more, for a while. */
@@ -37,13 +38,13 @@
 #define CLOSE_SEND_NS (10 * CS_SEC)
 #define EVENTS_PER_WAIT 64
 #define TICK_NS CS_SEC
-/* Plaintext: what one writev may carry. A catch-up subscriber's chunks are 30 KB-256 KB, so a turn
- * is a few hundred KB to 1 MiB in one call instead of one send per chunk; the byte bound keeps one
- * fast reader from holding the thread long while others wait. */
-#define PLAIN_QUEUE 16
-#define PLAIN_QUEUE_BYTES (1u << 20)
+/* What one turn may queue for the transport's gather write. A catch-up subscriber's chunks are
+ * 30 KB-256 KB, so a turn is a few hundred KB to 1 MiB in one call instead of one send per chunk;
+ * the byte bound keeps one fast reader from holding the thread long while others wait. */
+#define OUT_QUEUE 16
+#define OUT_QUEUE_BYTES (1u << 20)
 
-/* A queued plaintext message: header (in its headroom) and payload, contiguous. */
+/* A queued message: header (in its headroom) and payload, contiguous. */
 typedef struct qmsg {
     cs_msg *m;
     const uint8_t *p;
@@ -54,8 +55,8 @@ typedef struct worker worker;
 
 struct cs_wsconn {
     worker *w;
-    int fd;
-    SSL *ssl; /* NULL: plaintext */
+    cs_xport *x; /* plaintext or TLS: the only way to the socket */
+    int fd;      /* x->fd, for epoll */
     void *user, *arg;
     /* The client's bytes not parsed yet, rlen of rcap. rbuf is rbuf_own, except after more early
      * bytes than it holds: then a heap buffer of their size, until what is left of them fits
@@ -63,28 +64,24 @@ struct cs_wsconn {
     uint8_t *rbuf;
     size_t rlen, rcap;
     uint8_t rbuf_own[RBUF];
-    cs_msg *pend; /* TLS: a message being written: the same pointer and length go to SSL_write again */
-    const uint8_t *pend_ptr;
-    size_t pend_len;
     uint8_t pong[2 + CS_WSS_MAX_CONTROL], closef[2 + CS_WSS_MAX_CONTROL];
     size_t pong_len, close_len;
     bool want, in_ready, doomed, closing, close_sent, shut_sent, end_after_close;
     bool out_armed;
-    /* The pong met SSL_ERROR_WANT_WRITE: OpenSSL holds it half-written, so it goes again (same
-     * buffer, same length) before any other write, and a newer ping may not rewrite it. Plaintext:
-     * part of it is written (pong_off), the rest goes first. */
+    /* Part of the pong is written (pong_off): the rest goes first, and a newer ping may not
+     * rewrite it. */
     bool pong_inflight;
     /* cs_wsio_move asked for thread move_to (-1: none): the connection leaves once nothing of a
      * message is waiting for the socket; until then no writable hook runs for it here. moved: it
      * sits in the target's inbox, opened there with the moved hook rather than open. */
     int move_to;
     bool in_moving, moved;
-    /* Plaintext: messages queued by cs_wsio_write during the writable hook, written (with a pong
-     * and the close frame behind them) by one writev at the end of the turn. Each holds its
-     * reference until its last byte is out; q[qhead] has qoff bytes out already. */
-    qmsg q[PLAIN_QUEUE];
+    /* Messages queued by cs_wsio_write during the writable hook, handed (with a pong and the close
+     * frame behind them) to one cs_xport_writev at the end of the turn. Each holds its reference
+     * until the transport has taken its last byte; q[qhead] has qoff bytes taken already. */
+    qmsg q[OUT_QUEUE];
     unsigned qhead, qn;
-    size_t qbytes; /* not yet written, over the queue */
+    size_t qbytes; /* not yet taken, over the queue */
     size_t qoff, pong_off, close_off;
     int64_t linger_until;
     int64_t close_by; /* closing, the close frame not out yet: ended at this time */
@@ -122,7 +119,7 @@ struct cs_wsio {
 
 /* wsconn.c, on the connection's thread. */
 void wsc_doom(cs_wsconn *c);            /* ends c at the end of its thread's round */
-int wsc_flush(cs_wsconn *c);            /* writes what is pending; -1: the connection failed */
+int wsc_flush(cs_wsconn *c);            /* writes what is queued; -1: the connection failed */
 void wsc_push_ready(cs_wsconn *c);      /* c has a writable turn due */
 bool wsc_out_idle(const cs_wsconn *c);  /* nothing of a message waits for the socket */
 void wsc_read_frames(cs_wsio *io, cs_wsconn *c); /* reads and answers what the client sent */

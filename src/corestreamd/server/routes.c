@@ -331,8 +331,7 @@ static int check_stream(cs_server *s, http_req *r, cs_stream_request *req)
 }
 
 /* A /stream request that passed every check: the 101, and what its subscriber will need. */
-static int accept_upgrade(cs_server *s, http_req *r, conn_tag *tag, bool tls, const cs_stream_request *req,
-                          void **arg)
+static int accept_upgrade(cs_server *s, http_req *r, conn_tag *tag, const cs_stream_request *req, void **arg)
 {
     upgrade_info *u = calloc(1, sizeof *u);
     const char *key = cs_http_head_nth(r->head, "sec-websocket-key", 0);
@@ -353,7 +352,6 @@ static int accept_upgrade(cs_server *s, http_req *r, conn_tag *tag, bool tls, co
     cs_http_header extra[2] = {{"x-corestream-run", s->run}, {"x-corestream-chunk-size", bound}};
     cs_http_answer_101(r->out, accept, *s->run ? extra : extra + 1, *s->run ? 2 : 1);
     u->tag = tag;
-    u->tls = tls;
     u->req = *req;
     *arg = u;
     return CS_HEAD_UPGRADE;
@@ -455,7 +453,7 @@ static void serve_probe(cs_server *s, http_req *r, probe_fn fn)
 }
 
 /* The routes on a parsed head; CS_HEAD_* verdict, *arg for an upgrade. */
-static int route(cs_server *s, http_req *r, conn_tag *tag, bool tls, void **arg)
+static int route(cs_server *s, http_req *r, conn_tag *tag, void **arg)
 {
     if (refuse_body(r) != 0)
         return CS_HEAD_ANSWER;
@@ -473,7 +471,7 @@ static int route(cs_server *s, http_req *r, conn_tag *tag, bool tls, void **arg)
         if (check_stream(s, r, &req) != 0)
             return CS_HEAD_ANSWER;
         if (upgrade)
-            return accept_upgrade(s, r, tag, tls, &req, arg);
+            return accept_upgrade(s, r, tag, &req, arg);
         /* every check passed but this is no upgrade: the prototype's library words it this way */
         refuse(r, 426, "websocket handshake failed",
                "WebSocket protocol violation: Upgrade header \"\" does not contain websocket", CS_ANS_UPGRADE);
@@ -483,8 +481,8 @@ static int route(cs_server *s, http_req *r, conn_tag *tag, bool tls, void **arg)
     return r->refused || r->close ? CS_HEAD_ANSWER : CS_HEAD_KEEP;
 }
 
-int srv_judge_head(void *ctx, int fd, void *tagp, bool tls, const cs_http_head *head, bool last, char **resp,
-                   size_t *resp_len, void **arg)
+int srv_judge_head(void *ctx, int fd, void *tagp, const cs_http_head *head, bool last, char **resp, size_t *resp_len,
+                   void **arg)
 {
     cs_server *s = ctx;
     conn_tag *tag = tagp;
@@ -492,7 +490,7 @@ int srv_judge_head(void *ctx, int fd, void *tagp, bool tls, const cs_http_head *
     http_req r = {.head = head, .fd = fd, .admin = tag->admin, .out = &out,
                   .close = last || !cs_http_head_keep_alive(head)};
     *arg = NULL;
-    int verdict = route(s, &r, tag, tls, arg);
+    int verdict = route(s, &r, tag, arg);
     if (verdict == CS_HEAD_LATER) {
         cs_strbuf_free(&out);
         *resp = NULL;

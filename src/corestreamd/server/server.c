@@ -23,6 +23,7 @@
 #include "corestreamd/net/listener.h"
 #include "corestreamd/server/server_internal.h"
 #include "corestreamd/stream/sourceloop.h"
+#include "transport/xport.h"
 #include "wire/wire.h"
 
 /* Request-head limits (headreader.h): 414 past URI_MAX, 431 past HEAD_MAX bytes or
@@ -167,6 +168,10 @@ int cs_server_new(cs_server **out, const cs_server_config *cfg, cs_err *err)
             s->tls_on = true;
             s->tls_store_ready = true;
             rc = cs_tls_store_init(&s->tls, cfg->tls_cert, cfg->tls_key, cfg->tls_client_ca, err);
+            const char *why;
+            bool kernel = cs_xport_ktls_probe(&why);
+            if (rc == 0)
+                CS_LOG(CS_LOG_INFO, "tls records", KV_S("sealed_by", kernel ? "kernel" : "openssl"), KV_S("why", why));
         }
     }
     /* 0 is auto: the live chunks' level adapts; ring replays, which no source waits for, keep

@@ -54,7 +54,6 @@ typedef struct conn_tag {
 /* What the judge passes from the 101 to the stream I/O thread's new subscriber. */
 typedef struct upgrade_info {
     conn_tag *tag;
-    bool tls;
     cs_stream_request req;
     char token_name[CS_TOKEN_NAME_MAX + 1];
     uint8_t token_digest[CS_TOKEN_DIGEST_LEN];
@@ -181,7 +180,7 @@ void srv_close_listeners(cs_server *s);             /* accept loop only */
 void srv_accept_free(cs_server *s);
 
 /* routes.c: the head reader's judge (headreader.h cfg.judge), on cs-heads. */
-int srv_judge_head(void *ctx, int fd, void *tag, bool tls, const cs_http_head *head, bool last, char **resp,
+int srv_judge_head(void *ctx, int fd, void *tag, const cs_http_head *head, bool last, char **resp,
                    size_t *resp_len, void **arg);
 
 /* lakeserve.c: the lake's readers (cs-lake). The content type of an object (RFC 8878). */
@@ -214,7 +213,7 @@ void srv_lake_free(srv_lake *l);
 
 /* subscriber.c: the stream I/O threads' hooks (wsio.h), and the 101's hand-over (cs-heads). */
 void srv_io_hooks(cs_server *s, cs_wsio_hooks *out);
-void srv_upgraded(void *ctx, int fd, SSL *ssl, void *tag, const unsigned char *early, size_t n, void *arg);
+void srv_upgraded(void *ctx, cs_xport *x, void *tag, const unsigned char *early, size_t n, void *arg);
 void srv_discard_upgrade(void *ctx, void *arg); /* an upgrade that never reached its thread */
 
 #endif

@@ -30,7 +30,6 @@ struct subscriber {
     subscriber **list;   /* its thread's list; NULL in transit between threads */
     atomic_bool granted; /* a replay slot was handed over on another thread */
     int thread;          /* its stream I/O thread's index (a caught-up catch-up moves once) */
-    int writes_per_turn; /* messages one writable hook may hand over */
     conn_tag *tag;       /* admission's count, posted back to the accept loop at the end */
     cs_server *srv;
     cs_cursor cursor;
@@ -201,15 +200,15 @@ static void count_sent(cs_server *s, const cs_msg *m)
                  m->len);
 }
 
-/* The writable hook: the cursor's next messages, up to writes_per_turn while the socket takes
- * them. -1 ends the connection (after a close frame when one was queued). */
+/* The writable hook: the cursor's next messages while the turn's queue has room. -1 ends the
+ * connection (after a close frame when one was queued). */
 static int subscriber_writable(cs_server *s, subscriber *sub)
 {
     ON_SUB_THREAD(sub);
     CS_CHECK(sub->list, "subscriber: on its thread's list when it writes (not in transit)");
     if (sub->closing)
         return 0; /* the close frame is on its way */
-    for (int round = 0;; round++) {
+    for (;;) {
         sub->write_started = 0;
         sub->waiting = false;
         if (atomic_load_explicit(&s->stopping, memory_order_relaxed))
@@ -221,7 +220,7 @@ static int subscriber_writable(cs_server *s, subscriber *sub)
         log_step(s, sub, &st);
         switch (st.kind) {
         case CS_STEP_WRITE: {
-            int n = cs_wsio_write(sub->tc, st.msg); /* 0: the thread holds it until it is out */
+            int n = cs_wsio_write(sub->tc, st.msg); /* queued: the thread holds it until it is out */
             if (n >= 0)
                 count_sent(s, st.msg);
             cs_msg_release(st.msg);
@@ -229,7 +228,8 @@ static int subscriber_writable(cs_server *s, subscriber *sub)
                 return drop_subscriber(sub, "write failed");
             if (move_caught_up(s, sub))
                 return 0;
-            if (n == 1 && round + 1 < sub->writes_per_turn && cs_wsio_can_write(sub->tc))
+            /* A turn's messages go out in one gather write, which cs_wsio_can_write bounds. */
+            if (cs_wsio_can_write(sub->tc))
                 continue;
             want_write(sub); /* the next message now waits for the socket, on the clock */
             return 0;
@@ -262,9 +262,6 @@ static void *io_open(void *ctx, int thread, cs_wsconn *c, void *arg)
         srv_discard_upgrade(s, u);
         return NULL;
     }
-    /* Plaintext queues a turn's messages for one writev, which cs_wsio_can_write bounds (16
-     * messages, about 1 MiB); TLS writes each at once. */
-    sub->writes_per_turn = u->tls ? 8 : 16;
     sub->tc = c;
     sub->thread = thread;
     sub->req = u->req;
@@ -423,15 +420,14 @@ static bool starts_with_catch_up(cs_server *s, const cs_stream_request *req)
     return cs_ring_bounds(s->cfg.ring, &oldest, &latest) && req->start <= latest;
 }
 
-/* cs-heads: the 101 is out; the subscriber goes to a stream I/O thread (ssl NULL: plaintext). */
-void srv_upgraded(void *ctx, int fd, SSL *ssl, void *tag, const unsigned char *early, size_t n, void *arg)
+/* cs-heads: the 101 is out; the subscriber goes to a stream I/O thread with its transport. */
+void srv_upgraded(void *ctx, cs_xport *x, void *tag, const unsigned char *early, size_t n, void *arg)
 {
     cs_server *s = ctx;
     (void)tag; /* it travels in arg */
     upgrade_info *u = arg;
-    if (cs_wsio_add(s->wsio, fd, ssl, early, n, starts_with_catch_up(s, &u->req), arg) != 0) {
-        SSL_free(ssl);
-        close(fd);
+    if (cs_wsio_add(s->wsio, x, early, n, starts_with_catch_up(s, &u->req), arg) != 0) {
+        cs_xport_free(x);
         srv_discard_upgrade(s, arg);
     }
 }
