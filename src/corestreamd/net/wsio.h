@@ -108,9 +108,10 @@ void cs_wsio_close(cs_wsconn *c, int code, const char *reason);
 void cs_wsio_drop(cs_wsconn *c);
 int cs_wsio_fd(const cs_wsconn *c);
 /* Hands c to thread `thread` (0..N) at a message boundary: once nothing of a message is waiting
- * for the socket (the turn's gather write taken whole, and nothing of it left in the transport), at the end of this
- * thread's round, c leaves this epoll (leave hook) and goes through the target's inbox (moved
- * hook there), with its unread bytes, pong and TLS state; a pending want_write comes along. Until
+ * for the socket (the turn's queue taken whole by the transport, and nothing left in it), at the
+ * end of this thread's round, c leaves this epoll (leave hook) and goes through the target's
+ * inbox (moved hook there), with its unread bytes, pong and transport; a pending want_write
+ * comes along. Until
  * it leaves, no writable hook runs for it (the caller writes nothing more here). A connection
  * that closes or is dropped first stays and ends here. No-op for its own thread or a move already
  * asked. */
