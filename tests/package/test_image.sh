@@ -12,9 +12,11 @@
 #      check passes;
 #   4. deploy/podman/corestream-plane.yaml plays (the test's images, pod and claim names, no host
 #      ports): both verifiers, through the core and through the edge, exit 0;
-#   5. every kustomize overlay of deploy/kubernetes renders (kubectl kustomize), and the pod spec
-#      of the core's StatefulSet plays under podman: the daemon starts with its flags, mounts and
-#      probes, and answers /readyz.
+#   5. every kustomize overlay of deploy/kubernetes renders (kubectl kustomize); every key of
+#      their pod templates, and of the plane's pod, is a field name of the Kubernetes types podman
+#      carries (tests/package/pod_keys.py: podman itself ignores unknown keys); the pod spec of the
+#      core's StatefulSet plays under podman: the daemon starts with its flags, mounts and probes,
+#      and answers /readyz.
 #   test_image.sh SOURCE_DIR WORK_DIR BENCHRUNNER PROJECT_VERSION [DEBS_DIR]
 # Root (podman, mmdebstrap); skips (77) when not root. Every container, pod, volume and image it
 # made is removed on exit, whatever happened. The hosts' quirks (a hybrid cgroup hierarchy, hard
@@ -38,11 +40,23 @@ id=cstest$$
 tag=localhost/corestream-$id:$version
 loaded=localhost/corestream-$id-loaded:$version
 vol=$id-ring
+# The volumes of the test's containers, the anonymous ones (the image's VOLUME) included, noted
+# before their containers go.
+vols=("$vol" "$id-core-ring" "$id-edge-ring" "$id-sts-ring")
+note_volumes() {
+  local c v
+  for c in $(podman ps -a --format '{{.Names}}' | grep "^$id"); do
+    for v in $(podman inspect --format '{{range .Mounts}}{{if eq .Type "volume"}}{{.Name}} {{end}}{{end}}' "$c"); do
+      vols+=("$v")
+    done
+  done
+}
 cleanup() {
   set +e
+  note_volumes
   for p in "$id" "$id-sts"; do podman pod rm -f -t 0 "$p" >/dev/null 2>&1; done
   podman rm -f -v -t 0 "$id-a" "$id-b" >/dev/null 2>&1
-  podman volume rm -f "$vol" "$id-core-ring" "$id-edge-ring" "$id-sts-ring" >/dev/null 2>&1
+  podman volume rm -f "${vols[@]}" >/dev/null 2>&1
   podman secret ls --format '{{.Name}}' 2>/dev/null | grep "^$id-sts-" | xargs -r podman secret rm >/dev/null 2>&1
   podman rmi -f "$tag" "$loaded" "${tag%:*}-base:$version" "${tag%:*}-nats:$version" >/dev/null 2>&1
 }
@@ -55,7 +69,7 @@ reuse=()
 if [[ -n $debs ]] && f=$(ls "$debs"/corestreamd_"$version"_*.deb 2>/dev/null | head -n 1) && [[ -n $f ]]; then
   dpkg-deb --fsys-tarfile "$f" | tar -xO ./usr/sbin/corestreamd >"$work/corestreamd.deb-bin"
   chmod +x "$work/corestreamd.deb-bin"
-  if "$work/corestreamd.deb-bin" --version | grep -qx "commit: $commit"; then
+  if [[ $("$work/corestreamd.deb-bin" --version) == *"commit: $commit"* ]]; then
     reuse=(--debs "$debs")
     echo "== reusing the packages in $debs"
   fi
@@ -77,7 +91,7 @@ for want in "\"org.opencontainers.image.version\":\"$version\"" "\"org.openconta
   grep -qF "$want" <<<"$labels" || fail "label $want missing in $labels"
 done
 [[ $(podman image inspect --format '{{.User}}' "$loaded") == 8462:8462 ]] || fail "the image does not run as 8462:8462"
-podman image inspect --format '{{json .Config.Volumes}}' "$loaded" | grep -q '"/var/lib/corestreamd"' || fail "no volume"
+[[ $(podman image inspect --format '{{json .Config.Volumes}}' "$loaded") == *'"/var/lib/corestreamd"'* ]] || fail "no volume"
 # Small: no compiler, no documentation beyond the two man pages.
 podman run --rm --entrypoint /bin/sh "$loaded" -c \
   'for f in /usr/bin/cc /usr/bin/gcc /usr/bin/apt-get; do [ ! -e $f ] || echo "has $f"; done
@@ -132,16 +146,19 @@ ms=$((($(date +%s%N) - t0) / 1000000))
 echo "stopped in $ms ms, exit $(cat "$work/exit-a.txt")"
 ((ms < 5000)) || fail "SIGTERM took $ms ms"
 [[ $(cat "$work/exit-a.txt") == 0 ]] || fail "exit $(cat "$work/exit-a.txt") on SIGTERM"
-podman logs "$id-a" 2>&1 | grep -q 'msg="corestreamd stopped"' || fail "no 'corestreamd stopped' line"
-last=$(podman logs "$id-a" 2>&1 | sed -n 's/.*msg="source loop cancelled".* ledgers=\([0-9]*\).*/\1/p' | tail -n 1)
+# Logs captured first: grep -q would stop reading early, and under pipefail podman's SIGPIPE fails.
+podman logs "$id-a" >"$work/a.log" 2>&1
+grep -q 'msg="corestreamd stopped"' "$work/a.log" || fail "no 'corestreamd stopped' line"
+last=$(sed -n 's/.*msg="source loop cancelled".* ledgers=\([0-9]*\).*/\1/p' "$work/a.log" | tail -n 1)
 [[ -n $last && $last -ge $before ]] || fail "no ledger count at the stop (before=$before last=$last)"
 
 echo "== a restarted container on the same volume continues the ring"
 run_core "$id-b" "$tag"
 port=$(wait_ready "$id-b") || fail "the restarted container did not become ready"
-podman logs "$id-b" 2>&1 | grep -q "msg=\"corestreamd listening\".* start_ledger=$((last + 1)) " ||
-  fail "the restart does not continue at $((last + 1)): $(podman logs "$id-b" 2>&1 | grep listening)"
-podman logs "$id-b" 2>&1 | grep -q 'ring reset' && fail "the ring was reset: $(podman logs "$id-b" 2>&1 | grep 'ring reset')"
+podman logs "$id-b" >"$work/b.log" 2>&1
+grep -q "msg=\"corestreamd listening\".* start_ledger=$((last + 1)) start=continue " "$work/b.log" ||
+  fail "the restart does not continue at $((last + 1)): $(grep listening "$work/b.log")"
+grep 'ring reset' "$work/b.log" && fail "the ring was reset"
 [[ $(field_of "$port" oldest) == 1 ]] || fail "oldest is not 1 after the restart"
 end=$((last + 20))
 timeout 120 "$bench" --mode remote --url "ws://127.0.0.1:$port" --start 1 --end "$end" --verify \
@@ -171,7 +188,10 @@ for v in verify-core verify-edge; do
   grep -q '^ledgers *100 (1\.\.100)' "$work/$v.txt" || fail "$v: $(cat "$work/$v.txt")"
   echo "$v: 100 ledgers verified"
 done
-podman pod rm -f -t 5 "$id" >/dev/null
+# The grace of the plane's pod (its terminationGracePeriodSeconds): NATS stops with the core, whose
+# publisher then waits up to 5 s for its acks before it exits.
+note_volumes
+podman pod rm -f -t 30 "$id" >"$work/pod-rm.txt" 2>&1 || { cat "$work/pod-rm.txt"; fail "podman pod rm of the plane"; }
 
 echo "== kustomize overlays render; the StatefulSet's pod spec plays"
 for o in "$src"/deploy/kubernetes/overlays/*/; do
@@ -182,6 +202,9 @@ for o in "$src"/deploy/kubernetes/overlays/*/; do
   done
   echo "$(basename "$o"): $(grep -c '^kind:' "$work/$(basename "$o").yaml") objects"
 done
+# podman plays a pod ignoring keys it does not know: each key must be a field name of its types.
+python3 "$src/tests/package/pod_keys.py" "$(command -v podman)" "$work"/single-core.yaml "$work"/core-nats-edges.yaml \
+  "$src/deploy/podman/corestream-plane.yaml" || fail "a key of a pod spec is no field"
 python3 "$src/tests/package/sts_pod.py" "$work/single-core.yaml" "$id-sts" "$tag" "$id-sts-ring" >"$work/sts-pod.yaml" ||
   fail "no StatefulSet pod spec in the single-core overlay"
 podman kube play "$work/sts-pod.yaml" >"$work/play-sts.txt" 2>&1 || { cat "$work/play-sts.txt"; fail "podman kube play of the StatefulSet's pod"; }
