@@ -71,21 +71,25 @@ cp "$src/Containerfile" "$work/ctx/"
 cp -r "$src/packaging/container" "$work/ctx/packaging/"
 
 # A minimal Debian 12 root file system holding the packages named, from this machine's apt
-# sources, as the tarball $1. Timestamps from the commit, so that the same tree makes the same
-# base (mmdebstrap honours SOURCE_DATE_EPOCH).
+# sources, as the tarball $1; options before the packages go to mmdebstrap. Timestamps from the
+# commit, so that the same tree makes the same base (mmdebstrap honours SOURCE_DATE_EPOCH).
 bootstrap() {
-  local tar=$1 include
+  local tar=$1 include opts=()
   shift
+  while [[ ${1:-} == --* ]]; do opts+=("$1"); shift; done
   include=$(printf '%s\n' "$@" | sort -u | paste -sd, -)
   SOURCE_DATE_EPOCH=$(git -C "$src" log -1 --format=%ct 2>/dev/null || date +%s) \
     mmdebstrap --variant=essential --include="$include" \
     --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
-    --dpkgopt="$src/packaging/container/dpkg-nodoc.cfg" \
+    --dpkgopt="$src/packaging/container/dpkg-nodoc.cfg" "${opts[@]}" \
     bookworm "$tar" >"$tar.log" 2>&1 ||
     { tail -n 30 "$tar.log" >&2; echo "build-image: mmdebstrap failed" >&2; return 1; }
 }
 say "making the Debian 12 bases (mmdebstrap): $base with $(printf '%s\n' "${deps[@]}" | sort -u | paste -sd' ' -), and $nats with nats-server"
-bootstrap "$work/nats.tar" nats-server &
+# The JetStream store's directory belongs to nats-server's user; as the image's VOLUME, a new
+# named volume mounted there gets its owner.
+# shellcheck disable=SC2016 # $1 is mmdebstrap's, the root file system's path
+bootstrap "$work/nats.tar" --customize-hook='chroot "$1" install -d -o nats -g nats -m 0700 /var/lib/nats' nats-server &
 nats_pid=$!
 bootstrap "$work/base.tar" "${deps[@]}"
 wait "$nats_pid"
@@ -94,7 +98,7 @@ podman import --quiet "$work/base.tar" "$base" >/dev/null
 nats_user=$(tar -xOf "$work/nats.tar" ./etc/passwd | awk -F: '$1 == "nats" { print $3 ":" $4 }')
 [[ -n $nats_user ]] || { echo "build-image: nats-server made no nats user" >&2; exit 1; }
 podman import --quiet --change "USER $nats_user" --change 'ENTRYPOINT ["/usr/sbin/nats-server"]' \
-  --change 'EXPOSE 4222' --change "LABEL org.opencontainers.image.title=corestream-nats" \
+  --change 'EXPOSE 4222' --change 'VOLUME /var/lib/nats' --change "LABEL org.opencontainers.image.title=corestream-nats" \
   --change "LABEL org.opencontainers.image.description=Debian's nats-server for the corestream plane" \
   --change "LABEL org.opencontainers.image.version=$version" \
   --change "LABEL org.opencontainers.image.revision=$commit" \
@@ -105,6 +109,7 @@ rm -f "$work/base.tar" "$work/nats.tar"
 say "building $tag from the Containerfile on $base"
 # Docker's config format, so that the image in the local storage keeps its HEALTHCHECK (the OCI
 # config has no such field: the archive has none); the new layers squashed into one.
+# shellcheck disable=SC2154 # cs_ulimits is cs_container_env's
 podman build --quiet --format docker --squash --pull=never "${cs_ulimits[@]}" -f "$work/ctx/Containerfile" \
   --build-arg BASE="$base" --build-arg VERSION="$version" --build-arg COMMIT="$commit" \
   -t "$tag" "$work/ctx" >"$work/build.log" 2>&1 ||

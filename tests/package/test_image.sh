@@ -42,7 +42,7 @@ loaded=localhost/corestream-$id-loaded:$version
 vol=$id-ring
 # The volumes of the test's containers, the anonymous ones (the image's VOLUME) included, noted
 # before their containers go.
-vols=("$vol" "$id-core-ring" "$id-edge-ring" "$id-sts-ring")
+vols=("$vol" "$id-core-ring" "$id-edge-ring" "$id-nats-store" "$id-sts-ring")
 note_volumes() {
   local c v
   for c in $(podman ps -a --format '{{.Names}}' | grep "^$id"); do
