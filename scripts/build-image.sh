@@ -85,6 +85,9 @@ bootstrap() {
     bookworm "$tar" >"$tar.log" 2>&1 ||
     { tail -n 30 "$tar.log" >&2; echo "build-image: mmdebstrap failed" >&2; return 1; }
 }
+# What the three names held before, removed at the end once nothing names or uses it (a rebuild
+# would otherwise leave it dangling).
+before=$(podman image inspect --format '{{.Id}}' "$tag" "$base" "$nats" 2>/dev/null || true)
 say "making the Debian 12 bases (mmdebstrap): $base with $(printf '%s\n' "${deps[@]}" | sort -u | paste -sd' ' -), and $nats with nats-server"
 # The JetStream store's directory belongs to nats-server's user; as the image's VOLUME, a new
 # named volume mounted there gets its owner.
@@ -122,5 +125,9 @@ skopeo copy --quiet --dest-compress "containers-storage:$nats" "oci-archive:$nat
 report() { say "$1: $(($(podman image inspect --format '{{.Size}}' "$1") / 1000000)) MB unpacked; $2: $(($(stat -c %s "$2") / 1000000)) MB"; }
 report "$tag" "$archive"
 report "$nats" "$nats_archive"
+now=$(podman image inspect --format '{{.Id}}' "$tag" "$base" "$nats")
+for i in $before; do
+  grep -qx "$i" <<<"$now" || podman rmi "$i" >/dev/null 2>&1 || true
+done
 echo "$archive"
 echo "$nats_archive"
