@@ -1,12 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
 # The two commands a new user types (see README.md):
 #   make run    set up, build, and run the loopback demo that streams and measures
+#   make image  the container image, from the Debian packages, with no registry
 #   make test   set up, then build and run the whole suite: plain, ASan+UBSan, TSan for the
 #               concurrency tests, and a bounded libFuzzer run of each parser of untrusted input
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all setup build run test test-plain test-asan test-tsan test-fuzz clean
+.PHONY: all setup build run image test test-plain test-asan test-tsan test-fuzz clean
 
 all: build
 
@@ -19,6 +20,11 @@ build: setup
 
 run: build
 	@scripts/run-demo.sh build
+
+# The container image from the Debian packages, with no registry (docs/operations/containers.md):
+# image/corestream_<version>.oci.tar, and localhost/corestream:<version> in podman's storage.
+image: setup
+	scripts/build-image.sh image
 
 test: setup
 	$(MAKE) test-plain test-asan test-tsan test-fuzz

@@ -16,6 +16,7 @@ packages=(
   prometheus
   gnuplot-nox
   clang libclang-rt-14-dev
+  mmdebstrap podman runc catatonit skopeo tini python3-yaml
 )
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
@@ -28,6 +29,10 @@ done
 # machine already has a node and an npm of its own (a nodesource nodejs carries npm, and Debian's
 # npm package would collide with it).
 command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
+# The image test renders the kustomize overlays with `kubectl kustomize`: Debian's kubectl
+# (kubernetes-client), unless the machine has a kubectl of its own (another package's would
+# collide with it).
+command -v kubectl >/dev/null 2>&1 || missing+=(kubernetes-client)
 
 # s3rver, an S3-compatible server the lake's S3 tests start on 127.0.0.1 (tests/test_lake_s3.c),
 # installed from the npm registry the machine is configured with, into .cache/s3rver (ignored by
