@@ -12,9 +12,13 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <openssl/ssl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "common/clock.h"
@@ -126,6 +130,40 @@ static void test_wss_streams_verified_ledgers(void **state)
         fail_msg("no line with %s", want);
     if (!kernel)
         assert_non_null(strstr(why, "TCP_ULP tls: "));
+}
+
+/* The TLS 1.3 suite the server picks for a client that offers OpenSSL's default order (AES-256
+ * first) or puts ChaCha20 first, as a client without AES instructions does. */
+static const char *suite_for(const harness *h, const char *client_suites)
+{
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    assert_non_null(ctx);
+    if (client_suites)
+        assert_int_equal(SSL_CTX_set_ciphersuites(ctx, client_suites), 1);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)h->port)};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    SSL *ssl = SSL_new(ctx);
+    SSL_set_fd(ssl, fd);
+    assert_int_equal(SSL_connect(ssl), 1);
+    const char *name = SSL_CIPHER_get_name(SSL_get_current_cipher(ssl));
+    SSL_free(ssl);
+    SSL_CTX_free(ctx);
+    close(fd);
+    return name; /* a static string of OpenSSL's */
+}
+
+static void test_aes128_first_unless_the_client_prefers_chacha(void **state)
+{
+    (void)state;
+    harness h;
+    start(&h, g_certs.server_cert, g_certs.server_key, NULL);
+    assert_string_equal(suite_for(&h, NULL), "TLS_AES_128_GCM_SHA256");
+    assert_string_equal(suite_for(&h, "TLS_AES_256_GCM_SHA384:TLS_AES_128_GCM_SHA256"), "TLS_AES_128_GCM_SHA256");
+    assert_string_equal(suite_for(&h, "TLS_CHACHA20_POLY1305_SHA256:TLS_AES_128_GCM_SHA256"),
+                        "TLS_CHACHA20_POLY1305_SHA256");
+    harness_stop(&h);
 }
 
 static void test_refused_access_is_named(void **state)
@@ -373,6 +411,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_wss_streams_verified_ledgers),
+        cmocka_unit_test(test_aes128_first_unless_the_client_prefers_chacha),
         cmocka_unit_test(test_refused_access_is_named),
         cmocka_unit_test(test_plaintext_on_the_tls_port_is_answered),
         cmocka_unit_test(test_mutual_tls),

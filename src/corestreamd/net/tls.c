@@ -110,11 +110,20 @@ SSL_CTX *cs_tls_ctx_new(const char *cert, const char *key, const char *client_ca
         SSL_CTX_free(ctx);
         return NULL;
     }
-    /* Messages are written whole from a buffer that does not move (the cs_msg): the same pointer
-     * is offered again after WANT_WRITE, so neither partial nor moving writes are needed. Buffers
-     * are kept (no SSL_MODE_RELEASE_BUFFERS): a streaming connection would free and reallocate
-     * its write buffer at every message. */
+    /* OpenSSL's buffers are kept (no SSL_MODE_RELEASE_BUFFERS): a streaming connection would free
+     * and reallocate them at every message. Its records go to the transport's own buffer, which
+     * always takes them (transport/xport.h), so no write is ever retried. */
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+    /* TLS 1.3: AES-128-GCM first, as Go's crypto/tls orders it on hardware with AES instructions
+     * (about 9 % less work per byte than AES-256-GCM here, for every subscriber's copy of every
+     * ledger), unless the client puts ChaCha20-Poly1305 first, as one without them does. */
+    static const char suites[] = "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256";
+    if (SSL_CTX_set_ciphersuites(ctx, suites) != 1) {
+        SSL_CTX_free(ctx);
+        cs_err_set(err, 0, "tls: cannot set the TLS 1.3 cipher suites");
+        return NULL;
+    }
+    SSL_CTX_set_options(ctx, SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_PRIORITIZE_CHACHA);
     /* No resumption (clients reconnect rarely) and no renegotiation: a stranger's storm of
      * handshakes costs one handshake each and no tickets, and a write never waits on a read. */
     SSL_CTX_set_num_tickets(ctx, 0);
