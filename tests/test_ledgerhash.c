@@ -85,15 +85,29 @@ static void assert_digest(cs_hasher *h, const ledger *l)
     assert_memory_equal(got, l->want, 32);
 }
 
+/* A hasher for each test that feeds one, as *state. */
+static int hasher_start(void **state)
+{
+    cs_err err;
+    cs_hasher *h;
+    if (cs_hasher_new(&h, &err) != 0)
+        return -1;
+    *state = h;
+    return 0;
+}
+
+static int hasher_stop(void **state)
+{
+    cs_hasher_free(*state);
+    return 0;
+}
+
 /* Many ledgers back to back, at three paces: racing ahead (the queue fills and the feeder hashes
  * the oldest piece itself), unhurried (cs-hash does nearly all), and a finish right after a
  * single piece (the feeder takes what cs-hash has not started). */
 static void test_digest_is_one_pass_sha256(void **state)
 {
-    (void)state;
-    cs_hasher *h;
-    cs_err err;
-    assert_int_equal(cs_hasher_new(&h, &err), 0);
+    cs_hasher *h = *state;
     for (uint32_t round = 0; round < 60; round++) {
         ledger l;
         size_t n = round % 3 == 0 ? MAX_PIECES : round % 3 == 1 ? 1 + next_rand() % 40 : 1;
@@ -108,17 +122,13 @@ static void test_digest_is_one_pass_sha256(void **state)
     ledger_make(&empty, 0, 0, 0);
     cs_hasher_begin(h);
     assert_digest(h, &empty);
-    cs_hasher_free(h);
 }
 
 /* A begin drops what was handed over of the ledger so far (the source began it again): the
  * digest is of the bytes after it only, and the voided pieces' references are dropped. */
 static void test_begin_voids_the_queue(void **state)
 {
-    (void)state;
-    cs_hasher *h;
-    cs_err err;
-    assert_int_equal(cs_hasher_new(&h, &err), 0);
+    cs_hasher *h = *state;
     for (uint32_t round = 0; round < 20; round++) {
         ledger void_part, l;
         ledger_make(&void_part, 1 + round * 7, 50000, 1000 + round);
@@ -131,7 +141,6 @@ static void test_begin_voids_the_queue(void **state)
         ledger_free(&void_part);
         ledger_free(&l);
     }
-    cs_hasher_free(h);
 }
 
 /* Cancelled mid-ledger: free stops cs-hash after the piece it is on and drops the queue, however
@@ -140,9 +149,8 @@ static void test_free_mid_ledger(void **state)
 {
     (void)state;
     for (uint32_t round = 0; round < 20; round++) {
-        cs_hasher *h;
-        cs_err err;
-        assert_int_equal(cs_hasher_new(&h, &err), 0);
+        void *h = NULL;
+        assert_int_equal(hasher_start(&h), 0);
         ledger l;
         ledger_make(&l, round % 2 ? MAX_PIECES : CS_HASHER_QUEUE, 40000, round);
         cs_hasher_begin(h);
@@ -156,8 +164,8 @@ static void test_free_mid_ledger(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_digest_is_one_pass_sha256),
-        cmocka_unit_test(test_begin_voids_the_queue),
+        cmocka_unit_test_setup_teardown(test_digest_is_one_pass_sha256, hasher_start, hasher_stop),
+        cmocka_unit_test_setup_teardown(test_begin_voids_the_queue, hasher_start, hasher_stop),
         cmocka_unit_test(test_free_mid_ledger),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

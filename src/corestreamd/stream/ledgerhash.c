@@ -113,6 +113,16 @@ static void *hasher_main(void *arg)
 
 /* ---- the feeder ------------------------------------------------------------------------------- */
 
+/* Frees what new made, once cs-hash has ended or never started. */
+static void destroy(cs_hasher *h)
+{
+    pthread_cond_destroy(&h->idle);
+    pthread_cond_destroy(&h->work);
+    pthread_mutex_destroy(&h->mu);
+    EVP_MD_CTX_free(h->sha);
+    free(h);
+}
+
 int cs_hasher_new(cs_hasher **out, cs_err *err)
 {
     *out = NULL;
@@ -127,18 +137,14 @@ int cs_hasher_new(cs_hasher **out, cs_err *err)
     pthread_cond_init(&h->idle, NULL);
     h->failed = EVP_DigestInit_ex(h->sha, EVP_sha256(), NULL) != 1;
     if (pthread_create(&h->thread, NULL, hasher_main, h) != 0) {
-        pthread_cond_destroy(&h->idle);
-        pthread_cond_destroy(&h->work);
-        pthread_mutex_destroy(&h->mu);
-        EVP_MD_CTX_free(h->sha);
-        free(h);
+        destroy(h);
         return cs_err_set(err, 0, "ledger hasher: cannot start its thread");
     }
     *out = h;
     return 0;
 }
 
-/* Drops the queued pieces. Holds mu and the digest. */
+/* Drops the queued pieces. Holds mu and the digest, or cs-hash has ended. */
 static void drop_queued(cs_hasher *h)
 {
     while (h->count)
@@ -208,22 +214,22 @@ int cs_hasher_finish(cs_hasher *h, uint8_t out[32], cs_err *err)
     return failed ? cs_err_set(err, 0, "SHA-256 of the ledger failed") : 0;
 }
 
-void cs_hasher_free(cs_hasher *h)
+/* Ends cs-hash after the piece it is on, if any: it looks at stop before it takes another. */
+static void stop_thread(cs_hasher *h)
 {
-    if (!h)
-        return;
-    CS_OWNED(&h->feeder, FEEDER);
     pthread_mutex_lock(&h->mu);
     h->stop = true;
     pthread_cond_signal(&h->work);
     pthread_mutex_unlock(&h->mu);
     pthread_join(h->thread, NULL);
-    /* cs-hash has ended: nothing else touches the queue. */
-    while (h->count)
-        cs_msg_release(pop(h).m);
-    pthread_cond_destroy(&h->idle);
-    pthread_cond_destroy(&h->work);
-    pthread_mutex_destroy(&h->mu);
-    EVP_MD_CTX_free(h->sha);
-    free(h);
+}
+
+void cs_hasher_free(cs_hasher *h)
+{
+    if (!h)
+        return;
+    CS_OWNED(&h->feeder, FEEDER);
+    stop_thread(h);
+    drop_queued(h); /* nothing else touches the queue now */
+    destroy(h);
 }
