@@ -16,21 +16,34 @@
 # client starts and just after it ends, over the ledgers /healthz says were published meanwhile;
 # client CPU per ledger from /usr/bin/time (start-up included). The table gives, per shape and mode,
 # the median over ROUNDS runs and the [min..max] beside it. Modes rotate each round (U S V, S V U,
-# V U S) so drift in the machine's load falls on all three.
+# V U S; with BASE_BUILD_DIR each mode's base run comes right after it) so drift in the machine's
+# load falls on all of them.
 # bench/sig_cost (built with the tests) gives the same costs per operation on one thread.
 # Wall time: ROUNDS x 3 x (13 s + 65 s), about 12 minutes at the defaults.
 # Environment: BUILD_DIR (default build), ROUNDS (3), N_SMALL (1000), N_ACCEPT (100),
-# SHAPES ("small accept").
+# SHAPES ("small accept"), MODES ("unsigned signed verified": any of them, in that order),
+# BASE_BUILD_DIR (unset: none): a second build, typically of the code before a change, whose
+# corestreamd runs every mode too, as mode "<mode>-base", rotated with the others in each round
+# (the client is BUILD_DIR's benchrunner for both).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 ROUNDS=${ROUNDS:-3}
 N_SMALL=${N_SMALL:-1000}
 N_ACCEPT=${N_ACCEPT:-100}
 SHAPES=${SHAPES:-small accept}
-MODES=(unsigned signed verified)
+read -r -a MODES <<<"${MODES:-unsigned signed verified}"
+BASE_CSD=""
+if [[ -n ${BASE_BUILD_DIR:-} ]]; then
+  BASE_CSD=$(cd "$BASE_BUILD_DIR" && pwd)/src/corestreamd/corestreamd
+  [[ -x $BASE_CSD ]] || { echo "sign-cost: $BASE_CSD is missing" >&2; exit 1; }
+  both=()
+  for m in "${MODES[@]}"; do both+=("$m" "$m-base"); done
+  MODES=("${both[@]}")
+fi
 
-bench_init sign-cost "signing cost, remote on 127.0.0.1: unsigned / signed / signed+verified, $ROUNDS rounds"
+bench_init sign-cost "signing cost, remote on 127.0.0.1: ${MODES[*]}, $ROUNDS rounds"
 need_tools curl openssl
+[[ -n $BASE_CSD ]] && note "base        $BASE_CSD ($(date -u -r "$BASE_CSD" +%FT%TZ)) for the -base modes"
 
 KEY=$SCRATCH/core.key PUB=$SCRATCH/core.pub
 openssl genpkey -algorithm ed25519 -out "$KEY" 2>/dev/null && openssl pkey -in "$KEY" -pubout -out "$PUB" 2>/dev/null ||
@@ -40,7 +53,12 @@ note "keys        $(openssl version), Ed25519 made for the run; CPU $(grep -q sh
 # run_one SHAPE MODE ROUND: one server and one client; appends a line to $CELL_DIR/runs.txt:
 # shape mode round ledgers d_p50_ns d_p99_ns temit_p50_ns srv_ms_per_ledger cli_ms_per_ledger
 run_one() {
-  local shape=$1 mode=$2 round=$3 n lead tail ims sflags=() cflags=()
+  local shape=$1 mode=$2 round=$3 n lead tail ims sflags=() cflags=() CORESTREAMD=$CORESTREAMD
+  local variant=$mode
+  if [[ $mode == *-base ]]; then
+    mode=${mode%-base}
+    CORESTREAMD=$BASE_CSD # server_start runs this one
+  fi
   case $shape in
   small)
     n=$N_SMALL lead=200 tail=100 ims=10
@@ -52,7 +70,7 @@ run_one() {
   sflags=(--source synthetic "${sflags[@]}" --chunk-size 262144 --compress=false)
   [[ $mode != unsigned ]] && sflags+=(--signing-key "$KEY")
   [[ $mode == verified ]] && cflags+=(--trusted-keys "$PUB")
-  local label=$shape-$mode-$round count=$((n + lead)) end=$((n + lead - tail))
+  local label=$shape-$variant-$round count=$((n + lead)) end=$((n + lead - tail))
   local limit=$((count * ims / 1000 + 120))
   server_start "$label" "$limit" --retention 64 "${sflags[@]}" --synthetic-count "$count"
   local spid=$SERVER_PID addr=$SERVER_ADDR cpu0 cpu1 l0 l1
@@ -74,7 +92,7 @@ run_one() {
     note "    client: $(timev_exit "$CELL_DIR/$label.client.time") exit, ${got:-0} ledgers (want >= $n); see $label.client.err"
   fi
   note "    ledgers $got  delivery p50 $(ns2ms "$d50") p99 $(ns2ms "$d99") ms  t_emit p50 $(ns2ms "$t50") ms  server $srv ms/ledger ($((${l1:-0} - ${l0:-0})) ledgers)  client $cli ms/ledger"
-  echo "$shape $mode $round ${got:-0} $d50 $d99 $t50 $srv $cli" >>"$CELL_DIR/runs.txt"
+  echo "$shape $variant $round ${got:-0} $d50 $d99 $t50 $srv $cli" >>"$CELL_DIR/runs.txt"
 }
 
 : >"$CELL_DIR/runs.txt"
@@ -82,8 +100,8 @@ for shape in $SHAPES; do
   note ""
   note "$shape:"
   for ((r = 1; r <= ROUNDS; r++)); do
-    for ((k = 0; k < 3; k++)); do
-      run_one "$shape" "${MODES[(k + r - 1) % 3]}" "$r"
+    for ((k = 0; k < ${#MODES[@]}; k++)); do
+      run_one "$shape" "${MODES[(k + r - 1) % ${#MODES[@]}]}" "$r"
     done
   done
 done
@@ -97,16 +115,17 @@ med() {
 
 echo | say
 note "median over $ROUNDS runs [min..max]; delivery and t_emit in ms, CPU in ms per ledger"
-fmt='%-7s %-9s %-24s %-24s %-24s %-24s %s\n'
+fmt='%-7s %-14s %-24s %-24s %-24s %-24s %s\n'
 printf "$fmt" shape mode "delivery p50" "delivery p99" "t_emit p50" "server CPU/ledger" "client CPU/ledger" | say
 for shape in $SHAPES; do
   for mode in "${MODES[@]}"; do
     printf "$fmt" "$shape" "$mode" "$(med 5 "$shape" "$mode" 1e6)" "$(med 6 "$shape" "$mode" 1e6)" \
       "$(med 7 "$shape" "$mode" 1e6)" "$(med 8 "$shape" "$mode")" "$(med 9 "$shape" "$mode")" | say
-    metric "${shape}_${mode}_delivery_p50_ms" "$(med 5 "$shape" "$mode" 1e6 | cut -d' ' -f1)"
-    metric "${shape}_${mode}_delivery_p99_ms" "$(med 6 "$shape" "$mode" 1e6 | cut -d' ' -f1)"
-    metric "${shape}_${mode}_server_ms_per_ledger" "$(med 8 "$shape" "$mode" | cut -d' ' -f1)"
-    metric "${shape}_${mode}_client_ms_per_ledger" "$(med 9 "$shape" "$mode" | cut -d' ' -f1)"
+    metric "${shape}_${mode//-/_}_delivery_p50_ms" "$(med 5 "$shape" "$mode" 1e6 | cut -d' ' -f1)"
+    metric "${shape}_${mode//-/_}_delivery_p99_ms" "$(med 6 "$shape" "$mode" 1e6 | cut -d' ' -f1)"
+    metric "${shape}_${mode//-/_}_t_emit_p50_ms" "$(med 7 "$shape" "$mode" 1e6 | cut -d' ' -f1)"
+    metric "${shape}_${mode//-/_}_server_ms_per_ledger" "$(med 8 "$shape" "$mode" | cut -d' ' -f1)"
+    metric "${shape}_${mode//-/_}_client_ms_per_ledger" "$(med 9 "$shape" "$mode" | cut -d' ' -f1)"
   done
 done
 cell_done

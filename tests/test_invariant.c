@@ -3,8 +3,8 @@
  * released; a checked call on its owner's thread passes, on any other thread the process logs
  * `thread contract violated`, naming the contract, the file and line and both threads, and aborts.
  * Each abort is a forked child's (its output read back through a pipe, its end seen by waitpid):
- * the generic record, the streaming core's cursor, level control and encoder pool, the ring's
- * single writer, and CS_CHECK's `invariant violated`. Checks that are debug-only are seen to abort
+ * the generic record, the streaming core's cursor, level control, encoder pool and ledger hasher,
+ * the ring's single writer, and CS_CHECK's `invariant violated`. Checks that are debug-only are seen to abort
  * in a Debug build and to pass under NDEBUG. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -31,6 +31,7 @@
 #include "corestreamd/stream/broadcast.h"
 #include "corestreamd/stream/compress.h"
 #include "corestreamd/stream/cursor.h"
+#include "corestreamd/stream/ledgerhash.h"
 #include "corestreamd/stream/levelctl.h"
 #include "corestreamd/stream/replayslots.h"
 #include "store/ring.h"
@@ -364,6 +365,54 @@ static void test_encoder_pool_has_one_submitter(void **state)
     assert_passed(&o);
 }
 
+/* ---- the ledger hasher: one feeder --------------------------------------------------------- */
+
+static cs_hasher *g_hasher;
+
+static void feed_one(void)
+{
+    cs_msg *m = raw_chunk();
+    cs_hasher_add(g_hasher, m, m->data + CS_WIRE_CHUNK_HEADER_LEN, 64);
+    cs_msg_release(m);
+}
+
+static void *feed_elsewhere(void *arg)
+{
+    (void)arg;
+    name_other();
+    feed_one();
+    return NULL;
+}
+
+static void hasher_fed(void *arg)
+{
+    bool other = *(bool *)arg;
+    cs_err err;
+    CHILD_CHECK(cs_hasher_new(&g_hasher, &err) == 0);
+    cs_hasher_begin(g_hasher);
+    if (other)
+        on_other_thread(feed_elsewhere, NULL);
+    else
+        feed_one();
+    uint8_t sha[32];
+    CHILD_CHECK(cs_hasher_finish(g_hasher, sha, &err) == 0);
+    cs_hasher_free(g_hasher);
+}
+
+static void test_ledger_hasher_has_one_feeder(void **state)
+{
+    (void)state;
+    outcome o;
+    bool other = false;
+    run_child(hasher_fed, &other, &o); /* begin, add, finish and free on one thread */
+    assert_passed(&o);
+    other = true; /* an add from another thread */
+    run_child(hasher_fed, &other, &o);
+    assert_contract_abort(&o, "ledger hasher: begin, add, finish and free on the source loop's thread (ledgerhash.h)",
+                          "src/corestreamd/stream/ledgerhash.c");
+    assert_has(&o, " func=cs_hasher_add ");
+}
+
 /* ---- the ring: a single writer -------------------------------------------------------------- */
 
 typedef struct ring_case {
@@ -517,6 +566,7 @@ int main(void)
         cmocka_unit_test(test_check_aborts_naming_the_invariant),
         cmocka_unit_test(test_level_control_is_one_threads),
         cmocka_unit_test(test_encoder_pool_has_one_submitter),
+        cmocka_unit_test(test_ledger_hasher_has_one_feeder),
         cmocka_unit_test(test_ring_put_has_a_single_writer),
         cmocka_unit_test(test_cursor_is_its_threads),
     };

@@ -3,11 +3,11 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <openssl/evp.h>
 #include <xxhash.h>
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "corestreamd/stream/ledgerhash.h"
 #include "corestreamd/stream/ringwriter.h"
 #include "wire/ledgersig.h"
 #include "wire/wire.h"
@@ -68,7 +68,7 @@ static void abort_on_bug(const cs_err *e)
 /* What the loop carries from one ledger to the next. */
 typedef struct loop_state {
     XXH64_state_t *hash;
-    EVP_MD_CTX *sha; /* SHA-256 of the ledger, when the loop signs */
+    cs_hasher *hasher; /* SHA-256 of the ledger, beside the loop, when the loop signs */
     ledger_parts parts;
     cs_ring_writer *writer;
     cs_msg_pool *chunk_pool;
@@ -92,12 +92,10 @@ static cs_msg *ledger_sig(cs_source_loop *l, loop_state *st, uint32_t seq, uint6
         if (n && cs_sig_decode(buf, n, &sig, NULL) != 0)
             n = 0;
     } else if (l->signing) {
-        unsigned int dn = 0;
-        EVP_DigestFinal_ex(st->sha, sig.sha256, &dn);
         if (st->have_prev_sig)
             memcpy(sig.prev, st->prev_sig, CS_SIG_LEN);
         cs_err e;
-        if (cs_signing_sign(l->signing, &sig, total, sum, &e) == 0)
+        if (cs_hasher_finish(st->hasher, sig.sha256, &e) == 0 && cs_signing_sign(l->signing, &sig, total, sum, &e) == 0)
             n = cs_sig_encode(&sig, buf);
         else
             CS_LOG(CS_LOG_ERROR, "ledger signing failed; the ledger goes out unsigned", KV_U("ledger", seq),
@@ -137,8 +135,8 @@ static int begin_ledger(cs_source_loop *l, emitting *em, bool again, loop_state 
     em->total = 0;
     em->idx = 0;
     XXH64_reset(st->hash, 0);
-    if (st->sha)
-        EVP_DigestInit_ex(st->sha, EVP_sha256(), NULL);
+    if (st->hasher)
+        cs_hasher_begin(st->hasher);
     begin->len = cs_wire_put_begin(begin->data, em->seq, em->start);
     begin->published_ns = cs_mono_ns();
     if (l->metrics && cs_m_state(l->metrics) == CS_SRC_CATCHING_UP)
@@ -198,8 +196,8 @@ static int emit_ledger(cs_source_loop *l, const cs_emission *ems, loop_state *st
         em.total += (uint64_t)n;
         raw->len = CS_WIRE_CHUNK_HEADER_LEN + (size_t)n;
         XXH64_update(hash, raw->data + CS_WIRE_CHUNK_HEADER_LEN, (size_t)n);
-        if (st->sha)
-            EVP_DigestUpdate(st->sha, raw->data + CS_WIRE_CHUNK_HEADER_LEN, (size_t)n);
+        if (st->hasher) /* hashed beside the loop (ledgerhash.h): reading goes on meanwhile */
+            cs_hasher_add(st->hasher, raw, raw->data + CS_WIRE_CHUNK_HEADER_LEN, (size_t)n);
         if (parts_push(parts, cs_msg_retain(raw)) != 0) {
             cs_msg_release(raw);
             cs_msg_release(raw);
@@ -374,16 +372,19 @@ int cs_source_loop_run(cs_source_loop *l, cs_err *err)
         cs_m_set_state(l->metrics, CS_SRC_CATCHING_UP);
     CS_LOG(CS_LOG_INFO, "source loop starting", KV_S("range", range), KV_U("chunk_size", l->chunk_size));
 
-    loop_state st = {.hash = XXH64_createState(), .sha = l->signing ? EVP_MD_CTX_new() : NULL};
+    loop_state st = {.hash = XXH64_createState()};
     /* Raw chunk buffers come back once the ring has their ledger; up to CHUNK_POOL_BYTES of them
      * wait for the next ledger instead of going back to malloc. */
     size_t chunk_cap = CS_WIRE_CHUNK_HEADER_LEN + l->chunk_size;
     size_t keep = CHUNK_POOL_BYTES / chunk_cap;
     /* Payloads page-aligned, so the ring can write them with O_DIRECT (store/ring.h). */
     st.chunk_pool = cs_msg_pool_new_aligned(chunk_cap, keep < 16 ? 16 : keep, CS_WIRE_CHUNK_HEADER_LEN);
-    if (!st.hash || !st.chunk_pool || (l->signing && !st.sha) || cs_ring_writer_new(&st.writer, l->ring, err) != 0) {
+    /* Only a loop that signs hashes: a relayed signature (ops->signature) needs no SHA-256 here. */
+    bool signs = l->signing && !l->src->ops->signature;
+    if (!st.hash || !st.chunk_pool || (signs && cs_hasher_new(&st.hasher, err) != 0) ||
+        cs_ring_writer_new(&st.writer, l->ring, err) != 0) {
         XXH64_freeState(st.hash);
-        EVP_MD_CTX_free(st.sha);
+        cs_hasher_free(st.hasher);
         cs_msg_pool_free(st.chunk_pool);
         return cs_err_set(err, 0, "source loop: out of memory");
     }
@@ -410,7 +411,7 @@ int cs_source_loop_run(cs_source_loop *l, cs_err *err)
         CS_LOG(CS_LOG_INFO, "source exhausted", KV_U("ledgers", l->published));
     free(st.parts.msgs);
     XXH64_freeState(st.hash);
-    EVP_MD_CTX_free(st.sha);
+    cs_hasher_free(st.hasher); /* what a cancelled ledger left queued is dropped */
     cs_msg_pool_free(st.chunk_pool); /* chunks still in a flow or a replay free themselves later */
     return how == STEP_FAILED ? -1 : 0;
 }

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The source loop (docs/STREAM-THREADS.md): the only reader of the source. Per ledger it publishes
  * BEGIN before the first body read, cuts the body into chunk-size pieces as it arrives, hands each
- * to the encoder pool and the hash (and SHA-256 when it signs), publishes END after every chunk
- * (with the ledger's SIG, signed here or relayed from the source), and only then writes the ring
+ * to the encoder pool and the hash (and, when it signs, to the ledger hasher, whose SHA-256 runs
+ * beside it: ledgerhash.h), publishes END after every chunk (with the ledger's SIG, signed here
+ * once the hasher has the last chunk, or relayed from the source), and only then writes the ring
  * (on the ring writer's thread). That write is finished before the source is asked for the next
  * ledger, so the ring holds every ledger published (sources/rejoin.h relies on it). Nothing here
  * waits on a subscriber. */
