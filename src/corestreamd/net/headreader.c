@@ -14,7 +14,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-
 #include "common/clock.h"
 #include "common/invariant.h"
 #include "common/log.h"
