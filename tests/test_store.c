@@ -21,6 +21,7 @@
 
 #include "store/ledgerdir.h"
 #include "store/ring.h"
+#include "support/ringfiles.h"
 #include "support/tmpdir.h"
 
 /* Per-test scratch: state holds the test's own directory. */
@@ -112,8 +113,9 @@ static bool exists(const char *dir, const char *name)
     return lstat(p, &st) == 0;
 }
 
-/* The ledger files in dir; every one has its record beside it and no record is left without one
- * (and nothing else is there but the format marker). */
+/* The ledger files in dir; every one has its record in the logs (a log keeps the lines of pruned
+ * ledgers until the whole segment goes), and nothing else is there but the segments and the
+ * bookkeeping. */
 static int count_entries(const char *dir)
 {
     DIR *d = opendir(dir);
@@ -121,11 +123,13 @@ static int count_entries(const char *dir)
     int n = 0, recs = 0, other = 0;
     for (struct dirent *de; (de = readdir(d));) {
         uint32_t seq;
-        size_t len = strlen(de->d_name);
-        if (cs_ledger_name_parse(de->d_name, &seq) == 0)
+        char line[1100];
+        if (cs_ledger_name_parse(de->d_name, &seq) == 0) {
             n++;
-        else if (len > 4 && strcmp(de->d_name + len - 4, ".rec") == 0)
-            recs++;
+            recs += cs_ringfiles_record(dir, seq, line, sizeof line, NULL);
+        }
+        else if (cs_ringfiles_is_segment(de->d_name))
+            continue;
         else if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0 && strcmp(de->d_name, "ring-format") != 0 &&
                  strcmp(de->d_name, "ring-identity") != 0 &&
                  strcmp(de->d_name, "ring-run") != 0)
@@ -446,33 +450,52 @@ static void test_bad_newest_costs_only_itself(void **state)
     cs_ring_close(r);
 }
 
-/* A crash between a put's two renames leaves the next ledger's record beside its ledger's .tmp:
- * nothing was lost (the ledger never entered the ring), so the record goes quietly with the .tmp,
- * uncounted; a record without even a .tmp is a missing ledger, logged, counted and quarantined. */
+/* Appends text to seq's records log, as a put that stopped after its record would. */
+static void append_log(const char *ring, uint32_t seq, const char *text)
+{
+    char p[1100];
+    cs_ringfiles_log_path(p, sizeof p, ring, seq);
+    FILE *fp = fopen(p, "ab");
+    assert_non_null(fp);
+    assert_int_equal(fputs(text, fp) >= 0, 1);
+    assert_int_equal(fclose(fp), 0);
+}
+
+/* A crash between a put's record and its ledger's rename leaves the next ledger's record in the log
+ * beside its ledger's .tmp: nothing was lost (the ledger never entered the ring), so the .tmp goes
+ * quietly, uncounted, and the record line is replaced by the next put of that sequence; a record
+ * without even a .tmp is a missing ledger, logged, counted and quarantined (a copy of its line). */
 static void test_crash_between_renames_is_not_a_loss(void **state)
 {
     fixture *f = *state;
     cs_ring *r = open_ring(f->ring, 10);
     put_range(r, 1, 3);
     cs_ring_close(r);
-    write_file(f->ring, "ledger-4.rec", "cut short\n");
+    append_log(f->ring, 4, "corestream-ring-record 5 seq=4 cut short\n");
     write_file(f->ring, "ledger-4.xdr.tmp", "half");
     r = open_ring(f->ring, 10);
     expect_bounds(r, 1, 3);
     claim(r);
-    assert_false(exists(f->ring, "ledger-4.rec"));
     assert_false(exists(f->ring, "ledger-4.xdr.tmp"));
     assert_false(exists(f->root, "quarantine"));
     cs_ring_health_t h;
     cs_ring_health(r, &h);
     assert_int_equal(h.dropped, 0);
+    assert_false(put(r, 4));
+    expect_get(r, 4);
     cs_ring_close(r);
-    write_file(f->ring, "ledger-4.rec", "no ledger at all\n");
+    append_log(f->ring, 5, "corestream-ring-record 5 seq=5 no ledger at all\n");
     r = open_ring(f->ring, 10);
     claim(r);
-    assert_true(quarantined(f->root, "ledger-4-", "ledger-4.rec"));
+    assert_true(quarantined(f->root, "ledger-5-", "ledger-5.rec"));
     cs_ring_health(r, &h);
     assert_int_equal(h.dropped, 1);
+    cs_ring_close(r);
+    /* Once quarantined, it is not found again. */
+    r = open_ring(f->ring, 10);
+    claim(r);
+    cs_ring_health(r, &h);
+    assert_int_equal(h.dropped, 0);
     cs_ring_close(r);
 }
 

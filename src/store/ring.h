@@ -42,6 +42,7 @@ typedef struct cs_ledger_record {
     uint32_t chunk_size;
     uint64_t xxh64;
     uint64_t frames_len;
+    uint64_t frames_off; /* where the frames start in their segment (docs/RING.md); 0 without frames */
     uint64_t frames_xxh3;
     uint64_t raw_xxh3;
     uint16_t sig_len;

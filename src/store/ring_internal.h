@@ -20,6 +20,22 @@ typedef struct rng_hole {
     uint32_t first, last;
 } rng_hole;
 
+/* Segments (docs/RING.md, "Layout"): ledgers base..base+RNG_SEG_LEDGERS-1 (base a multiple of it)
+ * keep their integrity records in records-<base>.log and their stored frames in frames-<base>.seg,
+ * both appended to, never rewritten. */
+#define RNG_SEG_LEDGERS 1024u
+/* line[]: where a ledger's current record line is. */
+#define RNG_LINE_NONE 0u            /* no record */
+#define RNG_LINE_LEGACY UINT32_MAX  /* ledger-<seq>.rec of a format-3 ring, moved by the settle */
+
+typedef struct rng_seg {
+    uint32_t base;
+    uint32_t line[RNG_SEG_LEDGERS]; /* offset + 1 of the record line in the log, or RNG_LINE_* */
+    uint64_t len[RNG_SEG_LEDGERS];  /* the ledger's length, by its record (for the byte counters) */
+    uint64_t flen[RNG_SEG_LEDGERS]; /* its frames' length, by its record; 0 without frames */
+    uint64_t log_end, frames_end;   /* the files' lengths as the ring wrote (or found) them */
+} rng_seg;
+
 /* A ledger the open found bad, with why. */
 typedef struct open_drop {
     uint32_t seq;
@@ -88,13 +104,22 @@ struct cs_ring {
      * the put that works again makes them a hole instead of resetting the ring. */
     uint32_t failed_first, failed_last;
     atomic_uint_fast64_t io_errors;
+    /* The segments holding records or frames of ledgers on disk, sorted by base. Changed under wmu
+     * and the write lock, read under either. */
+    rng_seg **segs;
+    size_t nsegs, segs_cap;
+    /* Descriptors of the segment appended to last (base app_base; -1 when none is open), under wmu:
+     * the put thread appends to one segment for RNG_SEG_LEDGERS ledgers in a row. */
+    uint32_t app_base;
+    int app_log_fd, app_frames_fd;
     /* The doorbell of cs_ring_wait_change: bumped after every change of the bounds (and by
      * cs_ring_wake), its waiters woken (common/futex.h). */
     _Atomic uint32_t changes;
 };
 
 #define FORMAT_NAME "ring-format"
-#define FORMAT_TEXT "corestream-ring 3\n"
+#define FORMAT_TEXT "corestream-ring 4\n"
+#define RNG_RECORD_VERSION 5
 #define RECORD_MAX 1024
 
 /* The public ref is embedded so that release can find the descriptor and the count. */
@@ -105,38 +130,39 @@ typedef struct ledger_file {
     uint8_t *tail;      /* the frames file's index and trailer, as read */
 } ledger_file;
 
-enum { E_LEDGER, E_RECORD, E_FRAMES };
+/* E_RECORD and E_FRAMES: the per-ledger sidecars of a format-3 ring (ledger-<seq>.rec, .frames);
+ * E_LOG and E_SEG: a segment's records-<base>.log and frames-<base>.seg (seq is the base). */
+enum { E_LEDGER, E_RECORD, E_FRAMES, E_LOG, E_SEG };
 
-/* One ledger-, record- or frames-named entry of the directory. */
+/* One ledger-, sidecar- or segment-named entry of the directory. */
 typedef struct entry {
     uint32_t seq;
     int kind;       /* E_* */
-    bool record;    /* kind != E_LEDGER: a sidecar */
-    bool canonical; /* the name is ledger-<seq>.xdr / .rec / .frames exactly, no padding */
+    bool canonical; /* the name is exactly what the ring writes for seq, no padding */
+    unsigned char type; /* d_type: DT_REG, DT_LNK, DT_DIR, ..., or DT_UNKNOWN */
     char name[256];
 } entry;
 
 /* ---- files, counters, bounds (ringdisk.c) ---------------------------------------------------- */
 
-/* "ledger-<seq>.rec" and "ledger-<seq>.frames": not ledger names, so the file source (and the
- * prototype) skip them. */
-void rng_record_name(char buf[CS_LEDGER_NAME_MAX], uint32_t seq);
-void rng_frames_name(char buf[CS_LEDGER_NAME_MAX], uint32_t seq);
-/* The temporary names a ledger's file, record and frames are written under before their rename. */
+/* "ledger-<seq>.rec" and "ledger-<seq>.frames", the sidecars of a format-3 ring: not ledger names,
+ * so the file source (and the prototype) skip them. */
+void rng_legacy_record_name(char buf[CS_LEDGER_NAME_MAX], uint32_t seq);
+void rng_legacy_frames_name(char buf[CS_LEDGER_NAME_MAX], uint32_t seq);
+/* "records-<base>.log" and "frames-<base>.seg" of the segment holding seq. */
+void rng_log_name(char buf[CS_LEDGER_NAME_MAX], uint32_t seq);
+void rng_seg_name(char buf[CS_LEDGER_NAME_MAX], uint32_t seq);
+/* The temporary name a ledger's file is written under before its rename. */
 void rng_tmp_name(char tmp[CS_LEDGER_NAME_MAX], uint32_t seq);
-void rng_record_tmp_name(char tmp[CS_LEDGER_NAME_MAX], uint32_t seq);
-void rng_frames_tmp_name(char tmp[CS_LEDGER_NAME_MAX], uint32_t seq);
 
 /* r->bytes and r->frames_bytes by delta, never below 0. Under wmu (or by the open, alone). */
 void rng_bytes_adjust(cs_ring *r, int64_t delta);
 void rng_frames_bytes_adjust(cs_ring *r, int64_t delta);
 
-/* Unlinks [from, to], both inclusive; the 64-bit counter ends the loop at 4294967295. Returns the
- * bytes of the ledger files removed; adds those of their frames files to *frames. */
-uint64_t rng_unlink_range(int dfd, uint32_t from, uint32_t to, uint64_t *frames);
-
-/* unlink_range for a ring whose counters follow the files (not the open's scan). */
-void rng_unlink_counted(cs_ring *r, uint32_t from, uint32_t to);
+/* Unlinks the ledger files [from, to], both inclusive (the 64-bit counter ends the loop at
+ * 4294967295), takes their lengths off the byte counters, and removes every segment that holds no
+ * sequence above to. Under wmu. */
+void rng_unlink_range(cs_ring *r, uint32_t from, uint32_t to);
 
 /* The bounds, under the write lock; callers hold wmu. Holes below the new oldest go, a hole at the
  * oldest moves the oldest past it (an empty ring when nothing is left), and every hole goes with an
@@ -184,13 +210,14 @@ int rng_scan_entries(cs_ring *r, entry **out, size_t *n);
 
 /* The ERROR line of frames that failed their check. */
 void rng_log_frames_problem(const cs_ring *r, uint32_t seq, const char *problem);
-/* The ledger keeps its raw file and record but loses its frames: the record is rewritten without
- * them first, so no reader is sent to a file about to go. Under wmu, or at open. A failed rewrite
- * leaves the frames claimed; the next reader finds them bad again and falls back the same way. */
+/* The ledger keeps its raw file and record but loses its frames: a record without them is
+ * appended (their bytes stay in the segment until it is pruned). Under wmu. A failed append leaves
+ * the frames claimed; the next reader finds them bad again and falls back the same way. */
 void rng_forget_frames(cs_ring *r, uint32_t seq, const cs_ledger_record *rec);
 
-/* The frames file's type and size against the record. Returns 0 or -1 with problem. */
-int rng_check_frames_stat(const struct stat *st, const cs_ledger_record *rec, char *problem, size_t plen);
+/* The frames segment's type and size against the record's frames. Returns 0 or -1 with problem. */
+int rng_check_frames_stat(const struct stat *st, uint32_t seq, const cs_ledger_record *rec, char *problem,
+                          size_t plen);
 
 /* ---- records (ringrecord.c) ------------------------------------------------------------------ */
 
@@ -200,13 +227,63 @@ void rng_note_chunk_size(cs_ring *r, uint32_t chunk_size);
 /* The record's line for seq into buf (RECORD_MAX bytes hold any); returns its length. */
 int rng_format_record(char *buf, size_t len, uint32_t seq, const cs_ledger_record *rec);
 
-/* Reads and parses the record of seq. Returns 0, -1 with problem (the record is bad), -2 when it is
- * missing (ENOENT; errno kept), or -3 when a system call failed (problem names it; errno kept): an
- * I/O error, which proves nothing about the record. */
-int rng_read_record(int dfd, uint32_t seq, cs_ledger_record *rec, char *problem, size_t plen);
+/* Parses one record line (NUL-terminated, its newline included) of ledger seq; cs_ring_record_parse. */
+int rng_parse_record(const char *text, uint32_t seq, cs_ledger_record *rec, char *problem, size_t plen);
 
-/* Writes seq's record through a temporary file and a rename. On failure errno is set. */
-int rng_write_record(int dfd, uint32_t seq, const cs_ledger_record *rec);
+/* Reads and parses ledger-<seq>.rec of a format-3 ring (its frames fields zeroed: that format's
+ * frames are not read). Returns as rng_read_record. */
+int rng_read_legacy_record(int dfd, uint32_t seq, cs_ledger_record *rec, char *problem, size_t plen);
+
+/* ---- segments (ringseg.c) -------------------------------------------------------------------- */
+
+/* The segment holding seq, or NULL; callers hold the read or write lock, or wmu. */
+rng_seg *rng_seg_find(const cs_ring *r, uint32_t seq);
+/* The same, added (empty) when missing; under wmu. NULL: no memory. */
+rng_seg *rng_seg_add(cs_ring *r, uint32_t seq);
+
+/* Where seq's record line is now (RNG_LINE_*, or offset + 1). Any thread. */
+uint32_t rng_record_line(cs_ring *r, uint32_t seq);
+
+/* Reads and parses the current record of seq, and *line (may be NULL) receives where it was.
+ * Returns 0, -1 with problem (the record is bad), -2 when there is none ("integrity record is
+ * missing"), or -3 when a system call failed (problem names the file and the error; errno kept): an
+ * I/O error, which proves nothing about the record. */
+int rng_read_record(cs_ring *r, uint32_t seq, cs_ledger_record *rec, uint32_t *line, char *problem, size_t plen);
+
+/* Appends seq's record to its segment's log and makes it seq's record. Under wmu. On failure
+ * errno is set and nothing changed (the log is cut back to where it was). */
+int rng_append_record(cs_ring *r, uint32_t seq, const cs_ledger_record *rec);
+
+/* Appends iov (the frames of seq: payloads, index and trailer) to its segment's frames file at
+ * *off. Under wmu. On failure errno is set and the file is cut back. */
+int rng_append_frames(cs_ring *r, uint32_t seq, const struct iovec *iov, int cnt, uint64_t *off);
+
+/* Forgets seq's record in memory (its sequence left the ring). Under wmu. */
+void rng_seg_clear(cs_ring *r, uint32_t seq);
+/* Appends the line that takes seq out for good (quarantined: the next open must not find its
+ * record again) and forgets it. Under wmu. On failure errno is set. */
+int rng_append_gone(cs_ring *r, uint32_t seq);
+/* The log's length before an append (rng_log_end), and the append taken back: a put whose ledger
+ * could not be renamed into place. Under wmu. */
+uint64_t rng_log_end(cs_ring *r, uint32_t seq);
+void rng_unappend_record(cs_ring *r, uint32_t seq, uint64_t log_end);
+
+/* Removes the segments holding no sequence at or above keep, their files unlinked; remove_all
+ * removes every one (a reset). Under wmu. */
+void rng_seg_remove_below(cs_ring *r, uint64_t keep);
+void rng_seg_remove_all(cs_ring *r);
+/* Removes the segments holding only sequences above latest (0: every one when... see the open's
+ * settle, which calls it with an empty ring's 0 after rng_seg_remove_below). Under wmu. */
+void rng_seg_remove_above(cs_ring *r, uint32_t latest);
+
+/* Closes the append descriptors (the ring is closing, or the segment goes). Under wmu. */
+void rng_seg_close_append(cs_ring *r);
+
+/* Reads the records log of the segment at base (found by the scan: log_size bytes, frames_size
+ * the frames file's, -1 when there is none) into the table: each line that names a sequence of
+ * the segment becomes its record line, a later line replacing an earlier one. Returns 0, or -1
+ * with errno (an I/O error, or no memory: the open fails). */
+int rng_seg_load(cs_ring *r, uint32_t base, int64_t frames_size);
 
 /* ---- run identity (ringidentity.c) ----------------------------------------------------------- */
 
@@ -238,11 +315,14 @@ void rng_start_writeback(int fd);
 
 /* ---- the frames writer (ringframes.c) -------------------------------------------------------- */
 
-/* Frees w, closing its file; remove_tmp unlinks the temporary frames file too. */
-void rng_frames_writer_free(cs_frames_writer *w, bool remove_tmp);
+/* A writer for seq's frames cut at chunk_size. copy: add copies each payload (the caller reuses its
+ * buffer); else it keeps a reference, valid until the finish. NULL: no memory. */
+cs_frames_writer *rng_frames_writer_new(cs_ring *r, uint32_t seq, uint32_t chunk_size, bool copy);
+void rng_frames_writer_free(cs_frames_writer *w);
 
-/* Writes the tail, closes the file and fills rec's frames fields. On failure errno is set; the
- * writer is still the caller's to abort either way. */
+/* Appends the payloads, index and trailer to seq's segment and fills rec's frames fields. Under
+ * wmu. On failure errno is set (and the segment cut back); the writer is still the caller's to
+ * free either way. */
 int rng_frames_finish(cs_frames_writer *w, cs_ledger_record *rec);
 
 /* ---- reads (ringread.c) ---------------------------------------------------------------------- */

@@ -20,14 +20,32 @@
 #include "store/ledgerdir.h"
 #include "store/ring_internal.h"
 
-void rng_record_name(char buf[CS_LEDGER_NAME_MAX], uint32_t seq)
+void rng_legacy_record_name(char buf[CS_LEDGER_NAME_MAX], uint32_t seq)
 {
     snprintf(buf, CS_LEDGER_NAME_MAX, "ledger-%" PRIu32 ".rec", seq);
 }
 
-void rng_frames_name(char buf[CS_LEDGER_NAME_MAX], uint32_t seq)
+void rng_legacy_frames_name(char buf[CS_LEDGER_NAME_MAX], uint32_t seq)
 {
     snprintf(buf, CS_LEDGER_NAME_MAX, "ledger-%" PRIu32 ".frames", seq);
+}
+
+/* A segment file name, prefix<digits>suffix, whose base is a multiple of RNG_SEG_LEDGERS. */
+static int seg_name_parse(const char *name, const char *prefix, const char *suffix, uint32_t *base)
+{
+    size_t p = strlen(prefix), n = strlen(name), m = strlen(suffix);
+    if (n <= p + m || n - p - m > 10 || strncmp(name, prefix, p) != 0 || strcmp(name + n - m, suffix) != 0)
+        return -1;
+    uint64_t v = 0;
+    for (size_t i = p; i < n - m; i++) {
+        if (name[i] < '0' || name[i] > '9')
+            return -1;
+        v = v * 10 + (uint64_t)(name[i] - '0');
+    }
+    if (v > UINT32_MAX || v % RNG_SEG_LEDGERS)
+        return -1;
+    *base = (uint32_t)v;
+    return 0;
 }
 
 /* A sidecar name (suffix ".rec" or ".frames") of a ledger name. */
@@ -59,47 +77,29 @@ void rng_frames_bytes_adjust(cs_ring *r, int64_t delta)
     counter_adjust(&r->frames_bytes, delta);
 }
 
-/* Size of a regular ledger file, 0 for anything else. */
-static uint64_t ledger_size(int dfd, const char *name)
+void rng_unlink_range(cs_ring *r, uint32_t from, uint32_t to)
 {
-    struct stat st;
-    return fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
-}
-
-/* Returns the bytes of the ledger file removed; adds those of its frames file to *frames. */
-static uint64_t unlink_ledger(int dfd, uint32_t seq, uint64_t *frames)
-{
+    uint64_t bytes = 0, frames = 0;
     char name[CS_LEDGER_NAME_MAX];
-    cs_ledger_name_format(name, sizeof name, seq);
-    uint64_t size = ledger_size(dfd, name);
-    /* ENOENT is expected (a file removed by hand); nothing else can be done about other failures
-     * either (a directory in the ledger's place stays), and a leftover only costs disk space. The
-     * ledger goes before its record, so a reader that opened the ledger and then misses the record
-     * finds the ledger out of the bounds, not corrupt. */
-    if (unlinkat(dfd, name, 0) != 0)
-        size = 0;
-    rng_frames_name(name, seq);
-    uint64_t fsize = ledger_size(dfd, name);
-    if (unlinkat(dfd, name, 0) == 0)
-        *frames += fsize;
-    rng_record_name(name, seq);
-    unlinkat(dfd, name, 0);
-    return size;
-}
-
-uint64_t rng_unlink_range(int dfd, uint32_t from, uint32_t to, uint64_t *frames)
-{
-    uint64_t bytes = 0;
-    for (uint64_t s = from; s <= to; s++)
-        bytes += unlink_ledger(dfd, (uint32_t)s, frames);
-    return bytes;
-}
-
-void rng_unlink_counted(cs_ring *r, uint32_t from, uint32_t to)
-{
-    uint64_t frames = 0;
-    rng_bytes_adjust(r, -(int64_t)rng_unlink_range(r->dfd, from, to, &frames));
+    for (uint64_t q = from; q <= to; q++) {
+        uint32_t seq = (uint32_t)q;
+        /* ENOENT is expected (a file removed by hand, a hole); nothing else can be done about other
+         * failures either (a directory in the ledger's place stays), and a leftover only costs disk
+         * space. */
+        cs_ledger_name_format(name, sizeof name, seq);
+        unlinkat(r->dfd, name, 0);
+        pthread_rwlock_wrlock(&r->lock);
+        rng_seg *s = rng_seg_find(r, seq);
+        if (s) {
+            bytes += s->len[seq - s->base];
+            frames += s->flen[seq - s->base];
+            s->len[seq - s->base] = s->flen[seq - s->base] = 0;
+        }
+        pthread_rwlock_unlock(&r->lock);
+    }
+    rng_bytes_adjust(r, -(int64_t)bytes);
     rng_frames_bytes_adjust(r, -(int64_t)frames);
+    rng_seg_remove_below(r, (uint64_t)to + 1);
 }
 
 /* Holes below oldest go; a hole that starts at or before oldest moves oldest past it. */
@@ -238,6 +238,10 @@ int rng_scan_entries(cs_ring *r, entry **out, size_t *n)
                 kind = E_RECORD;
             else if (sidecar_name_parse(de->d_name, ".frames", &seq) == 0)
                 kind = E_FRAMES;
+            else if (seg_name_parse(de->d_name, "records-", ".log", &seq) == 0)
+                kind = E_LOG;
+            else if (seg_name_parse(de->d_name, "frames-", ".seg", &seq) == 0)
+                kind = E_SEG;
             else
                 continue;
         }
@@ -257,13 +261,17 @@ int rng_scan_entries(cs_ring *r, entry **out, size_t *n)
         entry *e = &(*out)[(*n)++];
         e->seq = seq;
         e->kind = kind;
-        e->record = kind != E_LEDGER;
+        e->type = de->d_type;
         snprintf(e->name, sizeof e->name, "%s", de->d_name);
         char canon[CS_LEDGER_NAME_MAX];
         if (kind == E_RECORD)
-            rng_record_name(canon, seq);
+            rng_legacy_record_name(canon, seq);
         else if (kind == E_FRAMES)
-            rng_frames_name(canon, seq);
+            rng_legacy_frames_name(canon, seq);
+        else if (kind == E_LOG)
+            rng_log_name(canon, seq);
+        else if (kind == E_SEG)
+            rng_seg_name(canon, seq);
         else
             cs_ledger_name_format(canon, sizeof canon, seq);
         e->canonical = strcmp(canon, de->d_name) == 0;
@@ -285,7 +293,7 @@ int rng_scan_entries(cs_ring *r, entry **out, size_t *n)
 void rng_log_frames_problem(const cs_ring *r, uint32_t seq, const char *problem)
 {
     char name[CS_LEDGER_NAME_MAX], path[4200];
-    rng_frames_name(name, seq);
+    rng_seg_name(name, seq);
     snprintf(path, sizeof path, "%s/%s", r->dir, name);
     CS_LOG(CS_LOG_ERROR, "ring frames failed their integrity check; the ledger is replayed by re-encoding it",
            KV_S("file", path), KV_S("problem", problem), KV_U("ledger", seq));
@@ -295,24 +303,23 @@ void rng_forget_frames(cs_ring *r, uint32_t seq, const cs_ledger_record *rec)
 {
     cs_ledger_record plain = *rec;
     plain.frames_len = 0;
+    plain.frames_off = 0;
     plain.frames_xxh3 = 0;
     plain.raw_xxh3 = 0;
-    if (rng_write_record(r->dfd, seq, &plain) != 0)
-        return;
-    char name[CS_LEDGER_NAME_MAX];
-    rng_frames_name(name, seq);
-    if (unlinkat(r->dfd, name, 0) == 0)
+    if (rng_append_record(r, seq, &plain) == 0)
         rng_frames_bytes_adjust(r, -(int64_t)rec->frames_len);
 }
 
-int rng_check_frames_stat(const struct stat *st, const cs_ledger_record *rec, char *problem, size_t plen)
+int rng_check_frames_stat(const struct stat *st, uint32_t seq, const cs_ledger_record *rec, char *problem,
+                          size_t plen)
 {
     if (!S_ISREG(st->st_mode)) {
         snprintf(problem, plen, "%s", S_ISLNK(st->st_mode) ? "is a symbolic link" : S_ISDIR(st->st_mode) ? "is a directory" : "is not a regular file");
         return -1;
     }
-    if ((uint64_t)st->st_size != rec->frames_len) {
-        snprintf(problem, plen, "is %lld bytes, its record says %" PRIu64, (long long)st->st_size, rec->frames_len);
+    if ((uint64_t)st->st_size < rec->frames_off + rec->frames_len) {
+        snprintf(problem, plen, "is %lld bytes, its record says ledger %" PRIu32 "'s frames end at byte %" PRIu64,
+                 (long long)st->st_size, seq, rec->frames_off + rec->frames_len);
         return -1;
     }
     return 0;
@@ -322,16 +329,4 @@ void rng_tmp_name(char tmp[CS_LEDGER_NAME_MAX], uint32_t seq)
 {
     cs_ledger_name_format(tmp, CS_LEDGER_NAME_MAX, seq);
     strcat(tmp, ".tmp"); /* CS_LEDGER_NAME_MAX leaves room for it */
-}
-
-void rng_record_tmp_name(char tmp[CS_LEDGER_NAME_MAX], uint32_t seq)
-{
-    rng_record_name(tmp, seq);
-    strcat(tmp, ".tmp");
-}
-
-void rng_frames_tmp_name(char tmp[CS_LEDGER_NAME_MAX], uint32_t seq)
-{
-    rng_frames_name(tmp, seq);
-    strcat(tmp, ".tmp");
 }

@@ -160,8 +160,8 @@ int cs_ring_claim(cs_ring *r, const char *identity, uint32_t first_seq, cs_err *
     uint32_t oldest = r->oldest, latest = r->latest;
     if (*reason) {
         rng_set_bounds(r, false, 0, 0);
-        uint64_t ignored = 0;
-        rng_unlink_range(r->dfd, oldest, latest, &ignored);
+        rng_unlink_range(r, oldest, latest);
+        rng_seg_remove_all(r);
         atomic_store(&r->bytes, 0);
         atomic_store(&r->frames_bytes, 0);
     }

@@ -20,74 +20,186 @@
 #include "store/ledgerdir.h"
 #include "store/ring_internal.h"
 
-static int check_frames_at_open(cs_ring *r, uint32_t seq, const cs_ledger_record *rec, char *problem, size_t plen)
+/* The newest ledgers the open checks against the file system (a stat each: type and length);
+ * older ones are checked by the directory entry's type and their record, and their length when a
+ * reader opens them (docs/RING.md, "How the checks are made"). */
+#define OPEN_STAT_NEWEST RNG_SEG_LEDGERS
+
+/* One segment's records log, read whole once while the open checks its ledgers. */
+typedef struct log_text {
+    uint32_t base; /* UINT32_MAX: none read */
+    char *text;
+    size_t len;
+    int err; /* errno of a failed read, 0 */
+} log_text;
+
+static void log_text_free(log_text *t)
 {
-    char name[CS_LEDGER_NAME_MAX];
-    rng_frames_name(name, seq);
-    struct stat st;
-    if (fstatat(r->dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-        int e = errno;
-        snprintf(problem, plen, "%s", e == ENOENT ? "is missing" : strerror(e));
-        errno = e;
-        return e == ENOENT ? -1 : -3;
-    }
-    return rng_check_frames_stat(&st, rec, problem, plen);
+    free(t->text);
+    *t = (log_text){.base = UINT32_MAX};
 }
 
-/* Checks ledger seq at open, reading only: a regular file of the recorded length (of any length
- * when it has no record in a ring from before records, which has no ring-format: its record is
- * made when the repairs are carried out; a record that exists is checked all the same). Frames
- * that fail their check are noted in *bad_frames, and those of the older format in *old_frames as
- * well. Returns 0, -1 with problem (the ledger is bad), or -3 with problem naming the file and the
- * system's error (nothing is proven: the open fails). */
-static int check_at_open(cs_ring *r, const entry *ledger, bool upgrade, uint64_t *size, uint64_t *frames_size,
-                         bool *bad_frames, bool *old_frames, char *problem, size_t plen)
+/* The log of seq's segment into t (kept while the survey stays in that segment). */
+static int log_text_load(cs_ring *r, log_text *t, uint32_t seq)
 {
-    *frames_size = 0;
-    *bad_frames = *old_frames = false;
-    uint32_t seq = ledger->seq;
+    uint32_t base = seq - seq % RNG_SEG_LEDGERS;
+    if (t->base == base)
+        return t->err ? -1 : 0;
+    log_text_free(t);
+    t->base = base;
+    char name[CS_LEDGER_NAME_MAX];
+    rng_log_name(name, seq);
+    int fd = openat(r->dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     struct stat st;
-    if (fstatat(r->dfd, ledger->name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-        snprintf(problem, plen, "%s: %s", ledger->name, strerror(errno));
-        return -3;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        snprintf(problem, plen, "%s", S_ISLNK(st.st_mode) ? "is a symbolic link" : S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file");
+    if (fd < 0 || fstat(fd, &st) != 0 || !(t->text = malloc((size_t)st.st_size + 1))) {
+        t->err = fd >= 0 && !t->text && errno == 0 ? ENOMEM : errno;
+        if (fd >= 0)
+            close(fd);
         return -1;
     }
-    *size = (uint64_t)st.st_size;
+    ssize_t n = pread(fd, t->text, (size_t)st.st_size, 0);
+    t->err = n < 0 ? errno : 0;
+    close(fd);
+    t->len = n > 0 ? (size_t)n : 0;
+    t->text[t->len] = '\0';
+    return t->err ? -1 : 0;
+}
+
+/* Reads seq's record at open: from its segment's log (read once per segment), or a format-3
+ * ring's own file. Returns as rng_read_record. */
+static int open_record(cs_ring *r, log_text *t, uint32_t seq, cs_ledger_record *rec, char *problem, size_t plen)
+{
+    uint32_t line = rng_record_line(r, seq);
+    if (line == RNG_LINE_LEGACY)
+        return rng_read_legacy_record(r->dfd, seq, rec, problem, plen);
+    if (line == RNG_LINE_NONE) {
+        snprintf(problem, plen, "integrity record is missing");
+        return -2;
+    }
+    if (log_text_load(r, t, seq) != 0) {
+        char name[CS_LEDGER_NAME_MAX];
+        rng_log_name(name, seq);
+        snprintf(problem, plen, "%s: %s", name, strerror(t->err));
+        errno = t->err;
+        return -3;
+    }
+    if (line - 1 >= t->len) {
+        snprintf(problem, plen, "integrity record is missing");
+        return -2;
+    }
+    const char *at = t->text + line - 1;
+    const char *nl = strchr(at, '\n');
+    char buf[RECORD_MAX + 1];
+    size_t n = nl ? (size_t)(nl - at) + 1 : strlen(at);
+    if (!nl || n > RECORD_MAX) {
+        snprintf(problem, plen, "integrity record is unreadable");
+        return -1;
+    }
+    memcpy(buf, at, n);
+    buf[n] = '\0';
+    return rng_parse_record(buf, seq, rec, problem, plen);
+}
+
+/* The entry's type, from the directory (stat only when the directory does not say, or stat is
+ * asked for); size receives the length when it was stat'ed, else UINT64_MAX. Returns 0 (a regular
+ * file), -1 with problem, or -3 with problem (the stat failed). */
+static int entry_type(cs_ring *r, const entry *e, bool stat_it, uint64_t *size, char *problem, size_t plen)
+{
+    *size = UINT64_MAX;
+    unsigned char type = e->type;
+    if (stat_it || type == DT_UNKNOWN) {
+        struct stat st;
+        if (fstatat(r->dfd, e->name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+            snprintf(problem, plen, "%s: %s", e->name, strerror(errno));
+            return -3;
+        }
+        type = S_ISREG(st.st_mode) ? DT_REG : S_ISLNK(st.st_mode) ? DT_LNK : S_ISDIR(st.st_mode) ? DT_DIR : DT_FIFO;
+        *size = (uint64_t)st.st_size;
+    }
+    if (type == DT_REG)
+        return 0;
+    snprintf(problem, plen, "%s", type == DT_LNK ? "is a symbolic link" : type == DT_DIR ? "is a directory" : "is not a regular file");
+    return -1;
+}
+
+/* Checks ledger seq at open, reading only: a regular file (its length too when stat_it) with a
+ * record for it (of any length when it has no record in a ring from before records, which has no
+ * ring-format: its record is made when the repairs are carried out). Frames the record claims must
+ * lie inside their segment's file, else *bad_frames. *size receives the ledger's length (the
+ * record's when not stat'ed). Returns 0, -1 with problem (the ledger is bad), or -3 with problem
+ * naming the file and the system's error (nothing is proven: the open fails). */
+static int check_at_open(cs_ring *r, log_text *t, const entry *ledger, bool upgrade, bool stat_it, uint64_t *size,
+                         uint64_t *frames_size, bool *bad_frames, char *problem, size_t plen)
+{
+    *frames_size = 0;
+    *bad_frames = false;
+    uint32_t seq = ledger->seq;
+    int rc = entry_type(r, ledger, stat_it, size, problem, plen);
+    if (rc != 0)
+        return rc;
     cs_ledger_record rec;
-    int rr = rng_read_record(r->dfd, seq, &rec, problem, plen);
-    if (rr == -2 && upgrade)
+    int rr = open_record(r, t, seq, &rec, problem, plen);
+    if (rr == -2 && upgrade) {
+        if (*size == UINT64_MAX && entry_type(r, ledger, true, size, problem, plen) != 0)
+            return -3;
         return 0; /* a ring from before records: its record is made at the first write */
+    }
     if (rr == -3)
         return -3;
     if (rr != 0)
         return -1;
-    if (rec.len != (uint64_t)st.st_size) {
-        snprintf(problem, plen, "is %lld bytes, its record says %" PRIu64, (long long)st.st_size, rec.len);
+    if (*size != UINT64_MAX && rec.len != *size) {
+        snprintf(problem, plen, "is %" PRIu64 " bytes, its record says %" PRIu64, *size, rec.len);
         return -1;
     }
+    *size = rec.len;
     rng_note_chunk_size(r, rec.chunk_size); /* a replay may cut it there */
     /* Bad frames cost the frames, not the ledger: its raw bytes are still checked by their own
-     * record when replayed by re-encoding. Frames of the older format (a version-2 record's) have
-     * no per-chunk hashes: forgotten too, quietly, and made again. */
-    char fproblem[300];
-    int fr = rec.frames_len && rec.version >= 3 ? check_frames_at_open(r, seq, &rec, fproblem, sizeof fproblem) : 0;
-    if (fr == -3) {
-        int e = errno;
-        char fname[CS_LEDGER_NAME_MAX];
-        rng_frames_name(fname, seq);
-        snprintf(problem, plen, "%s: %s", fname, strerror(e));
-        return -3;
-    }
-    if (rec.frames_len && rec.version < 3) {
-        *bad_frames = *old_frames = true;
-    } else if (fr != 0) {
-        rng_log_frames_problem(r, seq, fproblem);
+     * record when replayed by re-encoding. */
+    const rng_seg *s = rng_seg_find(r, seq);
+    if (rec.frames_len && (!s || s->frames_end < rec.frames_off + rec.frames_len)) {
+        rng_log_frames_problem(r, seq, s && s->frames_end ? "ends before the frames its record claims" : "is missing");
         *bad_frames = true;
     } else {
         *frames_size = rec.frames_len;
+    }
+    if (s) { /* the byte counters follow the ledgers kept */
+        rng_seg *w = (rng_seg *)s;
+        w->len[seq - s->base] = rec.len;
+        w->flen[seq - s->base] = *bad_frames ? 0 : rec.frames_len;
+    }
+    return 0;
+}
+
+/* The segments' logs read into the table, and the records of a format-3 ring noted where no log
+ * line replaces them. Returns 0, or -1 with errno. */
+static int load_segments(cs_ring *r, const entry *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (v[i].kind != E_LOG || !v[i].canonical)
+            continue;
+        int64_t fsize = -1;
+        char name[CS_LEDGER_NAME_MAX];
+        rng_seg_name(name, v[i].seq);
+        struct stat st;
+        if (fstatat(r->dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+            if (S_ISREG(st.st_mode))
+                fsize = st.st_size;
+        } else if (errno != ENOENT) {
+            return -1;
+        }
+        if (rng_seg_load(r, v[i].seq, fsize) != 0)
+            return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (v[i].kind != E_RECORD || !v[i].canonical || rng_record_line(r, v[i].seq) != RNG_LINE_NONE)
+            continue;
+        rng_seg *s = rng_seg_add(r, v[i].seq);
+        if (!s) {
+            errno = ENOMEM;
+            return -1;
+        }
+        s->line[v[i].seq - s->base] = RNG_LINE_LEGACY;
     }
     return 0;
 }
@@ -153,25 +265,48 @@ static uint64_t holes_between(cs_ring *r, const uint32_t *good, size_t ngood)
     return missing;
 }
 
-/* A record whose ledger the scan did not find (newer than every ledger, or in a hole): the ledger
- * is missing, which is logged and counted, and the record is kept for a person to look at. A
- * newer one beside its ledger's `.tmp` is what a crash between the two renames leaves (put renames
- * the record first): the ledger was never in the ring, and the record goes with the leftovers. */
-static int note_orphan_records(cs_ring *r, const entry *v, size_t n, const bool *ledger_seen)
+/* Whether the scan found ledger-<seq>.xdr (v sorted by sequence then kind). */
+static bool has_ledger(const entry *v, size_t n, uint32_t seq)
 {
-    for (size_t i = 0; i < n; i++) {
-        const entry *e = &v[i];
-        if (e->kind != E_RECORD || !e->canonical || ledger_seen[i])
-            continue;
-        uint32_t first, last;
-        bool newer = !r->filled || e->seq > r->latest;
-        char tmp[CS_LEDGER_NAME_MAX];
-        rng_tmp_name(tmp, e->seq);
-        if (newer && faccessat(r->dfd, tmp, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
-            continue; /* a crash between the record's rename and the ledger's: nothing was lost */
-        if (newer || (e->seq >= r->oldest && rng_in_hole_locked(r, e->seq, &first, &last)))
-            if (note_drop(&r->repairs, e->seq, e->name, "is missing (its record is there)") != 0)
-                return -1;
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (v[mid].seq < seq || (v[mid].seq == seq && v[mid].kind < E_LEDGER))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (; lo < n && v[lo].seq == seq && v[lo].kind == E_LEDGER; lo++)
+        if (v[lo].canonical)
+            return true;
+    return false;
+}
+
+/* A record whose ledger the scan did not find (newer than every ledger, or in a hole): the ledger
+ * is missing, which is logged and counted (its record is copied to the quarantine for a person to
+ * look at). A newer one beside its ledger's `.tmp` is what a crash between the record's append and
+ * the ledger's rename leaves: the ledger was never in the ring. */
+static int note_orphan_records(cs_ring *r, const entry *v, size_t n)
+{
+    for (size_t i = 0; i < r->nsegs; i++) {
+        const rng_seg *s = r->segs[i];
+        for (uint32_t k = 0; k < RNG_SEG_LEDGERS; k++) {
+            uint32_t seq = s->base + k, first, last;
+            if (s->line[k] == RNG_LINE_NONE || has_ledger(v, n, seq))
+                continue;
+            bool newer = !r->filled || seq > r->latest;
+            char name[CS_LEDGER_NAME_MAX];
+            rng_tmp_name(name, seq);
+            if (newer && faccessat(r->dfd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+                continue; /* a crash between the record's append and the ledger's rename */
+            if (s->line[k] == RNG_LINE_LEGACY)
+                rng_legacy_record_name(name, seq);
+            else
+                cs_ledger_name_format(name, sizeof name, seq);
+            if (newer || (seq >= r->oldest && rng_in_hole_locked(r, seq, &first, &last)))
+                if (note_drop(&r->repairs, seq, name, "is missing (its record is there)") != 0)
+                    return -1;
+        }
     }
     return 0;
 }
@@ -190,30 +325,27 @@ static int survey(cs_ring *r, cs_err *err)
         return cs_err_set(err, 0, "store: scan \"%s\": %s", r->dir, strerror(errno));
     open_repairs *o = &r->repairs;
     int fmt = format_current(r);
-    if (fmt < 0) {
+    if (fmt < 0 || load_segments(r, v, n) != 0) {
         int e = errno;
         free(v);
-        return cs_err_set(err, 0, "store: read \"%s/%s\": %s", r->dir, FORMAT_NAME, strerror(e));
+        if (fmt < 0)
+            return cs_err_set(err, 0, "store: read \"%s/%s\": %s", r->dir, FORMAT_NAME, strerror(e));
+        return cs_err_set(err, 0, "store: open \"%s\": records logs: %s", r->dir, strerror(e));
     }
     o->upgrade = faccessat(r->dfd, FORMAT_NAME, F_OK, AT_SYMLINK_NOFOLLOW) != 0;
     o->rewrite_format = o->upgrade || fmt == 0;
     bool nomem = false;
     uint32_t *good = malloc((n ? n : 1) * sizeof *good);
-    bool *seen = calloc(n ? n : 1, sizeof *seen); /* a record whose ledger the scan found */
-    size_t ngood = 0;
-    nomem |= !good || !seen;
-    /* Sorted by sequence then kind: a sequence's ledgers come before its record. */
-    for (size_t i = 0, ledger_at = SIZE_MAX; i < n && !nomem; i++) {
-        if (v[i].kind == E_LEDGER && v[i].canonical)
-            ledger_at = i;
-        else if (v[i].kind == E_RECORD)
-            seen[i] = ledger_at != SIZE_MAX && v[ledger_at].seq == v[i].seq;
-    }
+    size_t ngood = 0, nstat = 0;
+    nomem |= !good;
     bool filled = false;
     uint32_t oldest = 0, latest = 0, low = 0;
     uint64_t bytes = 0, fbytes = 0; /* of the ledgers kept and their frames, as the checks found them */
+    log_text t = {.base = UINT32_MAX};
     for (size_t k = n; k-- > 0 && !nomem;) {
         const entry *e = &v[k];
+        if (e->kind == E_FRAMES && e->canonical && (!filled || e->seq >= low))
+            o->old_frames++; /* a format-3 ring's own frames file: forgotten, made again */
         if (e->kind != E_LEDGER)
             continue;
         if (filled && e->seq < low)
@@ -225,12 +357,13 @@ static int survey(cs_ring *r, cs_err *err)
             continue;
         }
         uint64_t size = 0, fsize = 0;
-        bool bad_frames, old_frames;
-        int rc = check_at_open(r, e, o->upgrade, &size, &fsize, &bad_frames, &old_frames, problem, sizeof problem);
+        bool bad_frames;
+        int rc = check_at_open(r, &t, e, o->upgrade, nstat++ < OPEN_STAT_NEWEST, &size, &fsize, &bad_frames, problem,
+                               sizeof problem);
         if (rc == -3) {
+            log_text_free(&t);
             free(v);
             free(good);
-            free(seen);
             return cs_err_set(err, 0, "store: open \"%s\": %s", r->dir, problem);
         }
         if (rc != 0) {
@@ -239,7 +372,6 @@ static int survey(cs_ring *r, cs_err *err)
         }
         if (bad_frames)
             nomem |= note_forget(o, e->seq) != 0;
-        o->old_frames += old_frames;
         bytes += size;
         fbytes += fsize;
         if (!filled) {
@@ -250,14 +382,14 @@ static int survey(cs_ring *r, cs_err *err)
         oldest = e->seq;
         good[ngood++] = e->seq;
     }
+    log_text_free(&t);
     r->filled = filled;
     r->oldest = filled ? oldest : 0;
     r->latest = filled ? latest : 0;
     uint64_t missing = nomem ? 0 : holes_between(r, good, ngood);
-    nomem |= missing == UINT64_MAX || note_orphan_records(r, v, n, seen) != 0;
+    nomem |= missing == UINT64_MAX || note_orphan_records(r, v, n) != 0;
     free(v);
     free(good);
-    free(seen);
     if (nomem)
         return cs_err_set(err, 0, "store: scan \"%s\": %s", r->dir, strerror(ENOMEM));
     o->missing = missing;
@@ -322,9 +454,9 @@ static void remove_entry(cs_ring *r, const char *name)
         unlinkat(r->dfd, name, AT_REMOVEDIR);
 }
 
-/* Every ledger, record and frames entry but the bounds' own (frames only while their record
- * claims them) goes: pruned ledgers, and the sidecars of a crash between two renames. Bad ledgers
- * were quarantined before this runs. */
+/* Every ledger entry outside the bounds goes (pruned ledgers), and so does every segment that
+ * holds no sequence of the bounds, and every sidecar of a format-3 ring (its records were moved
+ * into the logs, its frames are made again). Bad ledgers were quarantined before this runs. */
 static void remove_outside(cs_ring *r)
 {
     entry *v;
@@ -334,59 +466,72 @@ static void remove_outside(cs_ring *r)
     for (size_t i = 0; i < n; i++) {
         const entry *e = &v[i];
         uint32_t first, last;
-        bool inside = r->filled && e->seq >= r->oldest && e->seq <= r->latest;
+        bool seg = e->kind == E_LOG || e->kind == E_SEG;
+        uint64_t top = seg ? (uint64_t)e->seq + RNG_SEG_LEDGERS - 1 : e->seq;
+        bool inside = r->filled && top >= r->oldest && e->seq <= r->latest;
+        if (seg) {
+            if (!inside || !e->canonical)
+                remove_entry(r, e->name);
+            continue;
+        }
         /* What is left in a hole, a ledger newer than the latest, or a stray ledger name inside
          * the bounds is a quarantine that could not be made: it stays for the next start. */
         bool newer = e->kind == E_LEDGER && (!r->filled || e->seq > r->latest);
         if (newer || (inside && (rng_in_hole_locked(r, e->seq, &first, &last) || (!e->canonical && e->kind == E_LEDGER))))
             continue;
-        bool keep = inside && e->canonical;
-        if (keep && e->kind == E_FRAMES) {
-            cs_ledger_record rec;
-            char ignored[300];
-            keep = rng_read_record(r->dfd, e->seq, &rec, ignored, sizeof ignored) == 0 && rec.frames_len != 0;
-        }
-        if (!keep)
+        if (!(inside && e->canonical && e->kind == E_LEDGER))
             remove_entry(r, e->name);
     }
     free(v);
+    /* The table follows the files. */
+    rng_seg_remove_below(r, r->filled ? r->oldest : UINT64_MAX);
+    rng_seg_remove_above(r, r->filled ? r->latest : 0);
 }
 
-/* A ring from before records (no ring-format): a record for each kept ledger that has none, made
- * by hashing it. A record that exists is never made again from the bytes on disk: that would
- * vouch for whatever the disk now holds. */
-static int make_records(cs_ring *r, cs_err *err)
+/* The records the open could not find in a log: a ring from before records (no ring-format) gets
+ * one for each kept ledger that has none, made by hashing it, and a format-3 ring's own record
+ * files move into the logs. A record that exists is never made again from the bytes on disk: that
+ * would vouch for whatever the disk now holds. */
+static int make_records(cs_ring *r, bool upgrade, cs_err *err)
 {
-    uint64_t made = 0;
+    uint64_t made = 0, moved = 0;
     for (uint64_t s = r->oldest; r->filled && s <= r->latest; s++) {
-        uint32_t first, last;
-        if (rng_in_hole_locked(r, (uint32_t)s, &first, &last)) {
+        uint32_t first, last, seq = (uint32_t)s, line = rng_record_line(r, seq);
+        if (rng_in_hole_locked(r, seq, &first, &last)) {
             s = last;
             continue;
         }
-        char name[CS_LEDGER_NAME_MAX];
-        rng_record_name(name, (uint32_t)s);
-        if (faccessat(r->dfd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
-            continue;
-        cs_ledger_name_format(name, sizeof name, (uint32_t)s);
-        int fd = openat(r->dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        struct stat st;
+        char name[CS_LEDGER_NAME_MAX], problem[600];
         cs_ledger_record rec = {0};
-        int ok = fd >= 0 && fstat(fd, &st) == 0;
-        if (ok) {
-            rec.len = (uint64_t)st.st_size;
-            ok = rng_hash_file(fd, rec.len, &rec.xxh64) == 0 && rng_write_record(r->dfd, (uint32_t)s, &rec) == 0;
+        int ok = 1;
+        if (line == RNG_LINE_LEGACY) {
+            ok = rng_read_legacy_record(r->dfd, seq, &rec, problem, sizeof problem) == 0 &&
+                 rng_append_record(r, seq, &rec) == 0;
+            moved += ok;
+        } else if (line == RNG_LINE_NONE && upgrade) {
+            cs_ledger_name_format(name, sizeof name, seq);
+            int fd = openat(r->dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+            struct stat st;
+            ok = fd >= 0 && fstat(fd, &st) == 0;
+            if (ok) {
+                rec.len = (uint64_t)st.st_size;
+                ok = rng_hash_file(fd, rec.len, &rec.xxh64) == 0 && rng_append_record(r, seq, &rec) == 0;
+            }
+            int e = errno;
+            if (fd >= 0)
+                close(fd);
+            errno = e;
+            made += ok;
         }
-        int e = errno;
-        if (fd >= 0)
-            close(fd);
         if (!ok)
-            return cs_err_set(err, 0, "store: upgrade \"%s\": ledger %" PRIu64 ": %s", r->dir, s, strerror(e));
-        made++;
+            return cs_err_set(err, 0, "store: upgrade \"%s\": ledger %" PRIu32 ": %s", r->dir, seq, strerror(errno));
     }
     if (made)
         CS_LOG(CS_LOG_INFO, "ring: integrity records made from the ledgers on disk (a ring written before records)",
                KV_S("dir", r->dir), KV_U("ledgers", made));
+    if (moved)
+        CS_LOG(CS_LOG_INFO, "ring: integrity records moved into the records logs (a ring of format 3)",
+               KV_S("dir", r->dir), KV_U("ledgers", moved));
     return 0;
 }
 
@@ -399,7 +544,7 @@ static void quarantine_found(cs_ring *r, const open_drop *d)
     rng_reason_text(text, sizeof text, d->seq, d->problem, "open", "-", "-");
     char canon[CS_LEDGER_NAME_MAX], rname[CS_LEDGER_NAME_MAX];
     cs_ledger_name_format(canon, sizeof canon, d->seq);
-    rng_record_name(rname, d->seq);
+    rng_legacy_record_name(rname, d->seq);
     int rc;
     if (strcmp(d->name, canon) == 0 || strcmp(d->name, rname) == 0) {
         rc = rng_quarantine(r, d->seq, text, where, sizeof where);
@@ -451,12 +596,12 @@ int rng_settle_locked(cs_ring *r, cs_err *err)
     o->nbad = 0;
     o->missing = 0;
     remove_leftover_tmps(r);
-    if (o->upgrade && make_records(r, err) != 0)
+    if (make_records(r, o->upgrade, err) != 0)
         return -1;
     for (size_t i = 0; i < o->nforget; i++) {
         cs_ledger_record rec;
         char ignored[300];
-        if (rng_read_record(r->dfd, o->forget[i], &rec, ignored, sizeof ignored) == 0 && rec.frames_len)
+        if (rng_read_record(r, o->forget[i], &rec, NULL, ignored, sizeof ignored) == 0 && rec.frames_len)
             rng_forget_frames(r, o->forget[i], &rec);
     }
     if (o->old_frames)
@@ -499,6 +644,8 @@ int cs_ring_open(cs_ring **out, const char *dir, int64_t retention, cs_err *err)
     r->dir = copy;
     r->direct = true;
     r->retention = (uint64_t)retention;
+    r->app_log_fd = r->app_frames_fd = -1;
+    r->app_base = UINT32_MAX;
     r->dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (r->dfd < 0) {
         /* Worded like the scan that would otherwise fail the same way. */
@@ -527,6 +674,10 @@ void cs_ring_close(cs_ring *r)
 {
     if (!r)
         return;
+    rng_seg_close_append(r);
+    for (size_t i = 0; i < r->nsegs; i++)
+        free(r->segs[i]);
+    free(r->segs);
     close(r->dfd);
     free(r->repairs.bad);
     free(r->repairs.forget);

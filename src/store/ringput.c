@@ -198,10 +198,9 @@ static bool transient(int e)
     return e == EMFILE || e == ENFILE || e == ENOMEM || e == EAGAIN || e == EINTR;
 }
 
-/* Writes `<final>.tmp` for the ledger, its frames (when chunks is given) and its record; the
- * renames into place are a separate step, so a failed write changes nothing the ring serves. */
-static int write_tmp(cs_ring *r, uint32_t seq, const struct iovec *parts, size_t nparts,
-                     const struct iovec *chunks, size_t nchunks, cs_ledger_record *rec, cs_err *err)
+/* Writes `<final>.tmp` for the ledger; its rename into place is a separate step, so a failed
+ * write changes nothing the ring serves. */
+static int write_tmp(cs_ring *r, uint32_t seq, const struct iovec *parts, size_t nparts, cs_err *err)
 {
     char tmp[CS_LEDGER_NAME_MAX];
     rng_tmp_name(tmp, seq);
@@ -220,77 +219,36 @@ static int write_tmp(cs_ring *r, uint32_t seq, const struct iovec *parts, size_t
             e = errno;
         }
     }
-    rec->frames_len = 0;
-    rec->frames_xxh3 = 0;
-    rec->raw_xxh3 = 0;
-    if (rc == 0 && chunks && rec->chunk_size) {
-        cs_frames_writer *w;
-        cs_err ferr;
-        if (cs_ring_frames_begin(r, seq, rec->chunk_size, &w, &ferr) != 0) {
-            rc = -1;
-            e = errno;
-        } else {
-            for (size_t i = 0; i < nchunks; i++) {
-                const uint8_t *m = chunks[i].iov_base;
-                cs_frames_writer_add(w, m[CS_WIRE_CHUNK_HEADER_LEN - 1], m + CS_WIRE_CHUNK_HEADER_LEN,
-                                     chunks[i].iov_len - CS_WIRE_CHUNK_HEADER_LEN);
-            }
-            rc = rng_frames_finish(w, rec);
-            e = errno;
-            rng_frames_writer_free(w, rc != 0); /* a finished one stays for publish_tmp */
-        }
-    }
-    char rtmp[CS_LEDGER_NAME_MAX], text[RECORD_MAX];
-    rng_record_tmp_name(rtmp, seq);
-    if (rc == 0) {
-        rng_format_record(text, sizeof text, seq, rec);
-        int rfd = openat(r->dfd, rtmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-        size_t len = strlen(text);
-        ssize_t w = rfd >= 0 ? write(rfd, text, len) : -1;
-        e = rfd < 0 || w < 0 ? errno : ENOSPC;
-        if (rfd >= 0 && close(rfd) != 0 && w == (ssize_t)len) {
-            w = -1;
-            e = errno;
-        }
-        rc = w == (ssize_t)len ? 0 : -1;
-    }
     if (rc != 0) {
-        char ftmp[CS_LEDGER_NAME_MAX];
-        rng_frames_tmp_name(ftmp, seq);
         unlinkat(r->dfd, tmp, 0);
-        unlinkat(r->dfd, ftmp, 0);
-        unlinkat(r->dfd, rtmp, 0);
         return write_failed(err, seq, e);
     }
     return 0;
 }
 
-/* Renames the frames, the record, then the ledger into place: a reader never sees a partial
- * file, a ledger never appears without its record, a record never claims frames not yet in
- * place, and an older file of the same name that a reader holds open is never modified in place. */
-static int publish_tmp(cs_ring *r, uint32_t seq, bool frames, cs_err *err)
+/* Appends the ledger's frames (when chunks is given) and then its record to its segment, under
+ * wmu: a record never claims frames that are not written. */
+static int append_sidecars(cs_ring *r, uint32_t seq, const struct iovec *chunks, size_t nchunks,
+                           cs_ledger_record *rec, cs_err *err)
 {
-    char name[CS_LEDGER_NAME_MAX], tmp[CS_LEDGER_NAME_MAX], rname[CS_LEDGER_NAME_MAX], rtmp[CS_LEDGER_NAME_MAX];
-    char fname[CS_LEDGER_NAME_MAX], ftmp[CS_LEDGER_NAME_MAX];
-    cs_ledger_name_format(name, sizeof name, seq);
-    rng_tmp_name(tmp, seq);
-    rng_record_name(rname, seq);
-    rng_record_tmp_name(rtmp, seq);
-    rng_frames_name(fname, seq);
-    rng_frames_tmp_name(ftmp, seq);
-    bool frames_done = !frames || renameat(r->dfd, ftmp, r->dfd, fname) == 0;
-    bool rec_done = frames_done && renameat(r->dfd, rtmp, r->dfd, rname) == 0;
-    if (!rec_done || renameat(r->dfd, tmp, r->dfd, name) != 0) {
+    rec->frames_len = rec->frames_off = rec->frames_xxh3 = rec->raw_xxh3 = 0;
+    if (chunks && rec->chunk_size) {
+        cs_frames_writer *w = rng_frames_writer_new(r, seq, rec->chunk_size, false);
+        if (!w)
+            return write_failed(err, seq, ENOMEM);
+        for (size_t i = 0; i < nchunks; i++) {
+            const uint8_t *m = chunks[i].iov_base;
+            cs_frames_writer_add(w, m[CS_WIRE_CHUNK_HEADER_LEN - 1], m + CS_WIRE_CHUNK_HEADER_LEN,
+                                 chunks[i].iov_len - CS_WIRE_CHUNK_HEADER_LEN);
+        }
+        int rc = rng_frames_finish(w, rec);
         int e = errno;
-        unlinkat(r->dfd, tmp, 0);
-        unlinkat(r->dfd, rtmp, 0);
-        unlinkat(r->dfd, ftmp, 0);
-        if (rec_done)
-            unlinkat(r->dfd, rname, 0);
-        if (frames && frames_done)
-            unlinkat(r->dfd, fname, 0);
-        return cs_err_set(err, CS_RING_ERR_IO, "store: publish ledger %" PRIu32 ": %s", seq, strerror(e));
+        rng_frames_writer_free(w);
+        if (rc != 0)
+            return write_failed(err, seq, e);
     }
+    if (rng_append_record(r, seq, rec) != 0)
+        return write_failed(err, seq, errno);
     return 0;
 }
 
@@ -335,14 +293,12 @@ int cs_ring_put(cs_ring *r, uint32_t seq, const struct iovec *parts, size_t npar
     }
     /* The new ledger is written before anything is reset: a write that fails leaves the ring
      * serving what it held (the ledger it misses is a hole once a write works again). */
-    cs_ledger_record rec = *rec_in;
-    int wrc = write_tmp(r, seq, parts, nparts, chunks, nchunks, &rec, err);
+    int wrc = write_tmp(r, seq, parts, nparts, err);
     if (wrc != 0 && transient(errno)) {
         /* Retried once, a few milliseconds on: only the put thread waits, and the ledger is
          * counted once whatever the retry does. */
         nanosleep(&(struct timespec){.tv_nsec = RETRY_NS}, NULL);
-        rec = *rec_in;
-        wrc = write_tmp(r, seq, parts, nparts, chunks, nchunks, &rec, err);
+        wrc = write_tmp(r, seq, parts, nparts, err);
     }
     if (wrc != 0) {
         put_failed(r, seq);
@@ -357,22 +313,37 @@ int cs_ring_put(cs_ring *r, uint32_t seq, const struct iovec *parts, size_t npar
         skipped = 0; /* no memory to record the hole: the ring resets to seq, as for any gap */
     if (!skipped && r->filled && (r->latest == UINT32_MAX || seq != r->latest + 1)) {
         uint32_t oldest = r->oldest, latest = r->latest;
-        /* Empty the bounds first so no reader is sent to a file about to disappear. */
+        /* Empty the bounds first so no reader is sent to a file about to disappear; the segments
+         * go with the ledgers, so the new ledger's record starts a log of its own. */
         rng_set_bounds(r, false, 0, 0);
-        rng_unlink_counted(r, oldest, latest);
+        rng_unlink_range(r, oldest, latest);
+        rng_seg_remove_all(r);
         if (reset)
             *reset = true;
     }
-    if (publish_tmp(r, seq, rec.frames_len != 0, err) != 0) {
+    cs_ledger_record rec = *rec_in;
+    uint64_t log_end = rng_log_end(r, seq);
+    int arc = append_sidecars(r, seq, chunks, nchunks, &rec, err);
+    if (arc != 0 && transient(errno)) {
+        nanosleep(&(struct timespec){.tv_nsec = RETRY_NS}, NULL);
+        rec = *rec_in;
+        arc = append_sidecars(r, seq, chunks, nchunks, &rec, err);
+    }
+    char name[CS_LEDGER_NAME_MAX], tmp[CS_LEDGER_NAME_MAX];
+    cs_ledger_name_format(name, sizeof name, seq);
+    rng_tmp_name(tmp, seq);
+    if (arc == 0 && renameat(r->dfd, tmp, r->dfd, name) != 0) {
+        arc = cs_err_set(err, CS_RING_ERR_IO, "store: publish ledger %" PRIu32 ": %s", seq, strerror(errno));
+        rng_unappend_record(r, seq, log_end);
+    }
+    if (arc != 0) {
+        unlinkat(r->dfd, tmp, 0);
         pthread_mutex_unlock(&r->wmu); /* the hole stays; put_failed begins a new run at seq */
         put_failed(r, seq);
         return -1;
     }
     atomic_store(&r->degraded, false);
-    uint64_t written = 0;
-    for (size_t i = 0; i < nparts; i++)
-        written += parts[i].iov_len;
-    rng_bytes_adjust(r, (int64_t)written);
+    rng_bytes_adjust(r, (int64_t)rec.len);
     rng_frames_bytes_adjust(r, (int64_t)rec.frames_len);
     rng_note_chunk_size(r, rec.chunk_size);
     uint32_t oldest = r->filled ? r->oldest : seq;
@@ -382,7 +353,7 @@ int cs_ring_put(cs_ring *r, uint32_t seq, const struct iovec *parts, size_t npar
         CS_LOG(CS_LOG_WARN, "ring: ledgers whose writes failed are a hole; the ledgers before them stay",
                KV_U("first", skipped), KV_U("last", seq - 1), KV_U("ledger", seq));
     if (keep != oldest)
-        rng_unlink_counted(r, oldest, keep - 1);
+        rng_unlink_range(r, oldest, keep - 1);
     pthread_mutex_unlock(&r->wmu);
     return 0;
 }

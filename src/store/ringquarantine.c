@@ -139,8 +139,43 @@ static int write_reason(int dirfd, const char *text)
     return 0;
 }
 
-/* Moves the entries named (absent ones skipped) into a new quarantine directory for seq. */
-static int quarantine_names(cs_ring *r, uint32_t seq, char names[][CS_LEDGER_NAME_MAX], int nnames,
+/* A copy of seq's record line from its log, as `ledger-<seq>.rec` in the quarantine directory:
+ * the line stays in the log, which is appended to, never rewritten. Absent or unreadable: none. */
+static int copy_record(cs_ring *r, uint32_t seq, int qdir)
+{
+    uint32_t line = rng_record_line(r, seq);
+    if (line == RNG_LINE_NONE || line == RNG_LINE_LEGACY)
+        return 0;
+    char name[CS_LEDGER_NAME_MAX], buf[RECORD_MAX + 1];
+    rng_log_name(name, seq);
+    int fd = openat(r->dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? pread(fd, buf, RECORD_MAX, (off_t)line - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    char *nl = strchr(buf, '\n');
+    if (nl)
+        nl[1] = '\0';
+    rng_legacy_record_name(name, seq);
+    int out = openat(qdir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0640);
+    if (out < 0)
+        return -1;
+    size_t len = strlen(buf);
+    ssize_t w = write(out, buf, len);
+    int e = w < 0 ? errno : ENOSPC;
+    int rc = close(out);
+    if (w != (ssize_t)len || rc != 0) {
+        errno = w != (ssize_t)len ? e : errno;
+        return -1;
+    }
+    return 0;
+}
+
+/* Moves the entries named (absent ones skipped) into a new quarantine directory for seq; with
+ * record, a copy of its record line goes beside them and the log says the ledger is gone. */
+static int quarantine_names(cs_ring *r, uint32_t seq, char names[][CS_LEDGER_NAME_MAX], int nnames, bool record,
                             const char *text, char *where, size_t wlen)
 {
     snprintf(where, wlen, "-");
@@ -161,9 +196,13 @@ static int quarantine_names(cs_ring *r, uint32_t seq, char names[][CS_LEDGER_NAM
         snprintf(where, wlen, "%s/%s/%s", slash ? parent : ".", QUARANTINE_NAME, dir);
         rc = write_reason(dfd, text);
     }
+    if (rc == 0 && record)
+        rc = copy_record(r, seq, dfd);
     for (int i = 0; i < nnames && rc == 0; i++)
         if (renameat(r->dfd, names[i], dfd, names[i]) != 0 && errno != ENOENT)
             rc = -1;
+    if (rc == 0 && record && rng_record_line(r, seq) != RNG_LINE_NONE && rng_append_gone(r, seq) != 0)
+        rc = -1;
     int e = errno;
     if (dfd >= 0)
         close(dfd);
@@ -176,16 +215,16 @@ int rng_quarantine(cs_ring *r, uint32_t seq, const char *text, char *where, size
 {
     char names[3][CS_LEDGER_NAME_MAX];
     cs_ledger_name_format(names[0], sizeof names[0], seq);
-    rng_record_name(names[1], seq);
-    rng_frames_name(names[2], seq);
-    return quarantine_names(r, seq, names, 3, text, where, wlen);
+    rng_legacy_record_name(names[1], seq);
+    rng_legacy_frames_name(names[2], seq);
+    return quarantine_names(r, seq, names, 3, true, text, where, wlen);
 }
 
 int rng_quarantine_file(cs_ring *r, uint32_t seq, const char *name, const char *text, char *where, size_t wlen)
 {
     char names[1][CS_LEDGER_NAME_MAX];
     snprintf(names[0], sizeof names[0], "%s", name);
-    return quarantine_names(r, seq, names, 1, text, where, wlen);
+    return quarantine_names(r, seq, names, 1, false, text, where, wlen);
 }
 
 /* What the proof found: a verdict, the problem, and the two checksums when the bytes were hashed. */
@@ -194,9 +233,10 @@ typedef struct proof {
     char problem[600];
     bool hashed;
     uint64_t want, got;
-    bool have_file, have_record;
-    dev_t dev, rec_dev;
-    ino_t ino, rec_ino;
+    bool have_file;
+    dev_t dev;
+    ino_t ino;
+    uint32_t line; /* where the record was read: a record replaced meanwhile is another line */
     uint64_t size, frames_len;
 } proof;
 
@@ -220,19 +260,9 @@ static int prove(cs_ring *r, uint32_t seq, proof *p)
     char name[CS_LEDGER_NAME_MAX], problem[600];
     cs_ledger_name_format(name, sizeof name, seq);
     cs_ledger_record rec;
-    /* The record's identity before it is read, so a record replaced meanwhile (a reset rewriting
-     * seq) is never held against the new ledger. */
-    char rname[CS_LEDGER_NAME_MAX];
-    rng_record_name(rname, seq);
-    struct stat rst;
-    if (fstatat(r->dfd, rname, &rst, AT_SYMLINK_NOFOLLOW) == 0) {
-        p->have_record = true;
-        p->rec_dev = rst.st_dev;
-        p->rec_ino = rst.st_ino;
-    } else if (errno != ENOENT) {
-        return io_failed(p, rname, errno);
-    }
-    int rr = rng_read_record(r->dfd, seq, &rec, problem, sizeof problem);
+    /* Where the record is read from is its identity, so a record replaced meanwhile (a reset
+     * rewriting seq) is never held against the new ledger. */
+    int rr = rng_read_record(r, seq, &rec, &p->line, problem, sizeof problem);
     if (rr == -3)
         return io_failed(p, problem, errno);
     /* What is in the ledger's place (a symlink itself, not what it names), so the quarantine can
@@ -303,10 +333,9 @@ static bool unchanged(cs_ring *r, const char *name, bool have, dev_t dev, ino_t 
 /* The ledger and the record proven are still the ones in the ring (neither replaced since). */
 static bool same_file(cs_ring *r, uint32_t seq, const proof *p)
 {
-    char name[CS_LEDGER_NAME_MAX], rname[CS_LEDGER_NAME_MAX];
+    char name[CS_LEDGER_NAME_MAX];
     cs_ledger_name_format(name, sizeof name, seq);
-    rng_record_name(rname, seq);
-    return unchanged(r, name, p->have_file, p->dev, p->ino) && unchanged(r, rname, p->have_record, p->rec_dev, p->rec_ino);
+    return unchanged(r, name, p->have_file, p->dev, p->ino) && rng_record_line(r, seq) == p->line;
 }
 
 static void log_quarantined(const cs_ring *r, uint32_t seq, const proof *p, const char *where, int qerr,

@@ -104,6 +104,7 @@ static void attach_frames(cs_ring *r, ledger_file *m)
         snprintf(m->ref.frames_problem, sizeof m->ref.frames_problem, "%s", problem);
     m->ref.frames_claimed_xxh3 = m->ref.rec.frames_xxh3;
     m->ref.rec.frames_len = 0;
+    m->ref.rec.frames_off = 0;
     m->ref.rec.frames_xxh3 = 0;
     m->ref.rec.raw_xxh3 = 0;
 }
@@ -136,7 +137,7 @@ int cs_ring_get(cs_ring *r, uint32_t seq, cs_ledger_ref **out, cs_err *err)
     if (!S_ISREG(st.st_mode)) {
         snprintf(problem, sizeof problem, "%s", S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file");
         rc = -1;
-    } else if ((rc = rng_read_record(r->dfd, seq, &rec, problem, sizeof problem)) != 0) {
+    } else if ((rc = rng_read_record(r, seq, &rec, NULL, problem, sizeof problem)) != 0) {
         if (rc == -3) { /* problem names the record and the error */
             close(fd);
             atomic_fetch_add(&r->io_errors, 1);
@@ -176,14 +177,14 @@ static int pread_exact(int fd, void *buf, size_t n, uint64_t off, size_t *got)
     return 0;
 }
 
-/* Opens and checks the frames of m's ledger: a regular file (never through a symlink) of the
- * recorded length whose index parses against the record. Returns 0, -1 with problem (a finding), or
- * -3 with problem (a system call failed). */
+/* Opens and checks the frames of m's ledger: its segment's frames file (a regular file, never
+ * through a symlink) long enough to hold them, whose index parses against the record. Returns 0,
+ * -1 with problem (a finding), or -3 with problem (a system call failed). */
 static int open_frames(cs_ring *r, ledger_file *m, char *problem, size_t plen)
 {
     const cs_ledger_record *rec = &m->ref.rec;
     char name[CS_LEDGER_NAME_MAX];
-    rng_frames_name(name, m->ref.seq);
+    rng_seg_name(name, m->ref.seq);
     int fd = openat(r->dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
@@ -193,7 +194,7 @@ static int open_frames(cs_ring *r, ledger_file *m, char *problem, size_t plen)
     struct stat st;
     size_t tail_len = cs_frames_tail_len(rec->chunks), got = 0;
     int rc = fstat(fd, &st) != 0 ? (snprintf(problem, plen, "%s", strerror(errno)), -3)
-                                 : rng_check_frames_stat(&st, rec, problem, plen);
+                                 : rng_check_frames_stat(&st, m->ref.seq, rec, problem, plen);
     if (rc == 0) {
         m->tail = malloc(tail_len);
         m->frames = malloc((rec->chunks ? rec->chunks : 1) * sizeof *m->frames);
@@ -203,7 +204,7 @@ static int open_frames(cs_ring *r, ledger_file *m, char *problem, size_t plen)
         }
     }
     if (rc == 0) {
-        int k = pread_exact(fd, m->tail, tail_len, rec->frames_len - tail_len, &got);
+        int k = pread_exact(fd, m->tail, tail_len, rec->frames_off + rec->frames_len - tail_len, &got);
         if (k != 0) {
             snprintf(problem, plen, "%s", k < 0 ? strerror(errno) : "is shorter than its record");
             rc = k < 0 ? -3 : -1;
@@ -220,6 +221,10 @@ static int open_frames(cs_ring *r, ledger_file *m, char *problem, size_t plen)
         m->frames = NULL;
         return rc;
     }
+    /* The index's payload offsets count from the frames' start; the segment's from its own. */
+    for (uint32_t k = 0; k < rec->chunks; k++)
+        if (m->frames[k].codec == 1)
+            m->frames[k].off += rec->frames_off;
     m->ref.frames_fd = fd;
     m->ref.frames = m->frames;
     m->ref.frames_tail = m->tail;
@@ -238,9 +243,10 @@ int cs_frame_read(const cs_ledger_ref *ref, uint32_t k, void *buf, cs_err *err)
         return cs_err_set(err, CS_RING_ERR_IO, "store: read ledger %" PRIu32 " frames: %s", ref->seq, strerror(errno));
     if (rc > 0)
         return cs_err_set(err, CS_RING_ERR_CORRUPT,
-                          "ledger-%" PRIu32 ".frames is shorter than its record: ends before byte %" PRIu64
+                          "frames-%" PRIu32 ".seg is shorter than ledger %" PRIu32 "'s record: ends before byte %" PRIu64
                           " of %" PRIu64,
-                          ref->seq, f->off + got + 1, ref->rec.frames_len);
+                          ref->seq - ref->seq % RNG_SEG_LEDGERS, ref->seq, f->off + got + 1,
+                          ref->rec.frames_off + ref->rec.frames_len);
     return 0;
 }
 

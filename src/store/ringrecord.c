@@ -20,15 +20,21 @@
 #include "store/ring_internal.h"
 
 /* The fields of a record line, without its self checksum. Version 2 adds the stored frames (version
- * 1, a ring of format 2, is read as "no frames"); version 4 the ledger's SIG (`sig=-`: none). */
+ * 1, a ring of format 2, is read as "no frames"); version 4 the ledger's SIG (`sig=-`: none);
+ * version 5 where the frames start in their segment (`frames_off=`). */
 static int format_fields(char *buf, size_t len, int version, uint32_t seq, const cs_ledger_record *rec)
 {
     int n = snprintf(buf, len, "corestream-ring-record %d seq=%" PRIu32 " len=%" PRIu64 " chunks=%" PRIu32
                      " chunk_size=%" PRIu32 " xxh64=%016" PRIx64, version, seq, rec->len, rec->chunks,
                      rec->chunk_size, rec->xxh64);
+    if (version >= 5 && n > 0 && (size_t)n < len)
+        n += snprintf(buf + n, len - (size_t)n, " frames_len=%" PRIu64 " frames_off=%" PRIu64, rec->frames_len,
+                      rec->frames_off);
+    else if (version >= 2 && n > 0 && (size_t)n < len)
+        n += snprintf(buf + n, len - (size_t)n, " frames_len=%" PRIu64, rec->frames_len);
     if (version >= 2 && n > 0 && (size_t)n < len)
-        n += snprintf(buf + n, len - (size_t)n, " frames_len=%" PRIu64 " frames_xxh3=%016" PRIx64
-                      " raw_xxh3=%016" PRIx64, rec->frames_len, rec->frames_xxh3, rec->raw_xxh3);
+        n += snprintf(buf + n, len - (size_t)n, " frames_xxh3=%016" PRIx64 " raw_xxh3=%016" PRIx64,
+                      rec->frames_xxh3, rec->raw_xxh3);
     if (version >= 4 && n > 0 && (size_t)n + 6 + 2 * (size_t)rec->sig_len < len) {
         static const char hex[] = "0123456789abcdef";
         n += snprintf(buf + n, len - (size_t)n, " sig=%s", rec->sig_len ? "" : "-");
@@ -58,7 +64,7 @@ static int format_record_v(char *buf, size_t len, int version, uint32_t seq, con
 
 int rng_format_record(char *buf, size_t len, uint32_t seq, const cs_ledger_record *rec)
 {
-    return format_record_v(buf, len, 4, seq, rec);
+    return format_record_v(buf, len, RNG_RECORD_VERSION, seq, rec);
 }
 
 /* Whether the fields agree with each other and with the chunking rules (the frames' index size
@@ -74,7 +80,7 @@ static bool record_consistent(const cs_ledger_record *r, int version)
     /* Frames need the live chunking, and hold at least their index. */
     if (r->frames_len != 0)
         return consistent && r->chunk_size != 0 && r->frames_len >= index;
-    return consistent && r->frames_xxh3 == 0 && r->raw_xxh3 == 0;
+    return consistent && r->frames_xxh3 == 0 && r->raw_xxh3 == 0 && r->frames_off == 0;
 }
 
 /* The hex of a version-4 record's `sig=` ("-": none) into rec; false when it is not a SIG message
@@ -109,18 +115,28 @@ static int parse_record(const char *text, uint32_t want_seq, cs_ledger_record *r
     uint64_t self = 0;
     cs_ledger_record r = {0};
     char sig[2 * CS_WIRE_SIG_MAX_LEN + 2] = "-";
-    int got = sscanf(text, "corestream-ring-record %d seq=%" SCNu32 " len=%" SCNu64 " chunks=%" SCNu32
+    int got;
+    if (sscanf(text, "corestream-ring-record %d ", &version) == 1 && version == 5) {
+        got = sscanf(text, "corestream-ring-record %d seq=%" SCNu32 " len=%" SCNu64 " chunks=%" SCNu32
+                           " chunk_size=%" SCNu32 " xxh64=%" SCNx64 " frames_len=%" SCNu64 " frames_off=%" SCNu64
+                           " frames_xxh3=%" SCNx64 " raw_xxh3=%" SCNx64 " sig=%527[-0-9a-f] self=%" SCNx64,
+                     &version, &seq, &r.len, &r.chunks, &r.chunk_size, &r.xxh64, &r.frames_len, &r.frames_off,
+                     &r.frames_xxh3, &r.raw_xxh3, sig, &self);
+        got -= got >= 8; /* counted like a version 4 line below */
+    } else {
+        got = sscanf(text, "corestream-ring-record %d seq=%" SCNu32 " len=%" SCNu64 " chunks=%" SCNu32
                            " chunk_size=%" SCNu32 " xxh64=%" SCNx64 " frames_len=%" SCNu64 " frames_xxh3=%" SCNx64
                            " raw_xxh3=%" SCNx64 " sig=%527[-0-9a-f] self=%" SCNx64,
                      &version, &seq, &r.len, &r.chunks, &r.chunk_size, &r.xxh64, &r.frames_len, &r.frames_xxh3,
                      &r.raw_xxh3, sig, &self);
+    }
     if (version == 3 && got == 9) { /* a version 3 line has no sig=: its self= follows raw_xxh3 */
         const char *p = strstr(text, " self=");
         if (p && sscanf(p, " self=%" SCNx64, &self) == 1)
             got = 10;
     }
     if (!((version == 1 && got == 6) || (version == 2 && got == 9) || (version == 3 && got == 10) ||
-          (version == 4 && got == 11)) ||
+          ((version == 4 || version == 5) && got == 11)) ||
         !parse_sig(sig, seq, &r)) {
         snprintf(problem, plen, "integrity record is unreadable");
         return -1;
@@ -159,10 +175,15 @@ size_t cs_ring_record_format(char *buf, size_t len, uint32_t seq, const cs_ledge
     return n < 0 ? 0 : (size_t)n;
 }
 
-int rng_read_record(int dfd, uint32_t seq, cs_ledger_record *rec, char *problem, size_t plen)
+int rng_parse_record(const char *text, uint32_t seq, cs_ledger_record *rec, char *problem, size_t plen)
+{
+    return parse_record(text, seq, rec, problem, plen);
+}
+
+int rng_read_legacy_record(int dfd, uint32_t seq, cs_ledger_record *rec, char *problem, size_t plen)
 {
     char name[CS_LEDGER_NAME_MAX];
-    rng_record_name(name, seq);
+    rng_legacy_record_name(name, seq);
     int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
@@ -190,13 +211,11 @@ int rng_read_record(int dfd, uint32_t seq, cs_ledger_record *rec, char *problem,
         return -3;
     }
     buf[n] = '\0';
-    return parse_record(buf, seq, rec, problem, plen);
-}
-
-int rng_write_record(int dfd, uint32_t seq, const cs_ledger_record *rec)
-{
-    char name[CS_LEDGER_NAME_MAX], text[RECORD_MAX];
-    rng_record_name(name, seq);
-    rng_format_record(text, sizeof text, seq, rec);
-    return rng_write_small_file(dfd, name, text);
+    int rc = parse_record(buf, seq, rec, problem, plen);
+    if (rc == 0 && rec->version < RNG_RECORD_VERSION) {
+        /* Its frames are a file of their own, which this format does not read: the ledger is
+         * replayed by re-encoding until the background pass makes frames in a segment. */
+        rec->frames_len = rec->frames_off = rec->frames_xxh3 = rec->raw_xxh3 = 0;
+    }
+    return rc;
 }
