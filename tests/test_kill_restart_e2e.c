@@ -45,6 +45,7 @@
 #include "common/clock.h"
 #include "corestream/remoteledger.h"
 #include "support/metabuild.h"
+#include "support/ringfiles.h"
 #include "support/ringfixture.h"
 #include "support/wait.h"
 
@@ -140,8 +141,9 @@ static void count_run(fixture *f, runs *r)
     r->dropped_alone += cs_proc_log_count(&f->proc, "msg=\"ring ledger failed its integrity check; dropping it\"") > 0;
 }
 
-/* Whether the ring holds a whole ledger: ledger-N.xdr with its ledger-N.rec (a kill between the
- * record's write and the ledger's rename leaves a record alone, which the next open drops). */
+/* Whether the ring holds a whole ledger: ledger-N.xdr with its record line in its segment's log (a
+ * kill between the record's append and the ledger's rename leaves a record alone, which the next
+ * open drops). */
 static bool ring_has_ledgers(const fixture *f)
 {
     DIR *d = opendir(f->ring);
@@ -150,12 +152,10 @@ static bool ring_has_ledgers(const fixture *f)
     bool any = false;
     for (struct dirent *de; !any && (de = readdir(d));) {
         unsigned seq;
-        char tail[8], rec[PATH_MAX + 64];
-        struct stat st;
+        char tail[8], rec[1100];
         if (sscanf(de->d_name, "ledger-%u.xd%7s", &seq, tail) != 2 || strcmp(tail, "r") != 0)
             continue;
-        snprintf(rec, sizeof rec, "%s/ledger-%u.rec", f->ring, seq);
-        any = stat(rec, &st) == 0;
+        any = cs_ringfiles_record(f->ring, seq, rec, sizeof rec, NULL);
     }
     closedir(d);
     return any;

@@ -23,6 +23,7 @@
 #include "corestreamd/lake/lakeobject.h"
 #include "store/ring.h"
 #include "support/files.h"
+#include "support/ringfiles.h"
 #include "support/tmpdir.h"
 
 #ifndef CS_REALMETA_DIR
@@ -225,15 +226,19 @@ static void test_object_from_stored_frames(void **state)
     assert_memory_equal(raw + 12, ledger, n);
     assert_int_equal(frames, 1 + 6); /* the header's, 5 stored, the raw chunk's */
     /* The first stored frame, byte for byte, right after the header's. */
+    /* The ledger's frames lie in its segment's frames file, from the offset its record names. */
     char path[700];
-    snprintf(path, sizeof path, "%s/ledger-53312000.frames", f->ring_dir);
-    size_t flen;
-    uint8_t *stored = cs_slurp(path, &flen);
+    uint64_t off, len;
+    cs_ringfiles_seg_path(path, sizeof path, f->ring_dir, 53312000);
+    assert_true(cs_ringfiles_frames(f->ring_dir, 53312000, &off, &len));
+    size_t slen;
+    uint8_t *stored = cs_slurp(path, &slen);
     assert_non_null(stored);
-    size_t first = ZSTD_findFrameCompressedSize(stored, flen);
+    assert_true(off + len <= slen);
+    size_t first = ZSTD_findFrameCompressedSize(stored + off, (size_t)len);
     assert_false(ZSTD_isError(first));
     size_t head = ZSTD_findFrameCompressedSize(obj, olen);
-    assert_memory_equal(obj + head, stored, first);
+    assert_memory_equal(obj + head, stored + off, first);
     free(stored);
     free(raw);
     free(obj);
@@ -248,10 +253,12 @@ static void test_bad_frames_cost_only_the_frames(void **state)
     size_t n;
     uint8_t *ledger = put_galexie_with_frames(f, &n);
     char path[700];
-    snprintf(path, sizeof path, "%s/ledger-53312000.frames", f->ring_dir);
+    uint64_t off, len;
+    cs_ringfiles_seg_path(path, sizeof path, f->ring_dir, 53312000);
+    assert_true(cs_ringfiles_frames(f->ring_dir, 53312000, &off, &len));
     int fd = open(path, O_WRONLY);
     assert_true(fd >= 0);
-    assert_int_equal(pwrite(fd, "\xff\xff", 2, 100), 2);
+    assert_int_equal(pwrite(fd, "\xff\xff", 2, (off_t)off + 100), 2);
     close(fd);
     size_t olen, rlen;
     int frames;

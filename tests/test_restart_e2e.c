@@ -24,6 +24,7 @@
 
 #include "common/synthetic.h"
 #include "support/metabuild.h"
+#include "support/ringfiles.h"
 #include "support/ringfixture.h"
 #include "support/wsclient.h"
 #include "support/wait.h"
@@ -266,7 +267,13 @@ static void failing_start_leaves_the_ring_alone(void **state)
     free_proc(f);
     write_at(f->ring, "ledger-5.xdr", "", 0);
     write_at(f->ring, "ledger-3.xdr.tmp", "cut", 3);
-    write_at(f->ring, "ledger-20.rec", "orphan\n", 7);
+    /* A record line of ledger 20, which has no ledger, appended to its segment's log. */
+    char log[PATH_MAX + 64];
+    cs_ringfiles_log_path(log, sizeof log, f->ring, 20);
+    FILE *lf = fopen(log, "a");
+    assert_non_null(lf);
+    assert_true(fputs("corestream-ring-record 5 seq=20 orphan\n", lf) >= 0);
+    assert_int_equal(fclose(lf), 0);
     uint64_t before = cs_ringfx_dir_digest(f->data);
 
     /* A port already taken: the bind fails. */
@@ -309,14 +316,15 @@ static void failing_start_leaves_the_ring_alone(void **state)
     expect_in_log(f, want);
     /* A record whose ledger is missing is logged, counted and kept for a person to look at. */
     snprintf(want, sizeof want,
-             "level=ERROR msg=\"ring ledger is bad; quarantined, the ledgers around it stay\" file=%s/ledger-20.rec "
+             "level=ERROR msg=\"ring ledger is bad; quarantined, the ledgers around it stay\" file=%s/ledger-20.xdr "
              "problem=\"is missing (its record is there)\"",
              f->ring);
     expect_in_log(f, want);
     if (!strstr(f->proc.log, " start_ledger=5 start=continue latest=4 retention=") || strstr(f->proc.log, "ring reset"))
         fail_msg("log:\n%s", f->proc.log);
     assert_false(exists_in(f->ring, "ledger-3.xdr.tmp"));
-    assert_false(exists_in(f->ring, "ledger-20.rec"));
+    char line[1100];
+    assert_false(cs_ringfiles_record(f->ring, 20, line, sizeof line, NULL)); /* taken out by a gone line */
     free_proc(f);
     static const char *const serve[] = {"--source", "synthetic", "--synthetic-size", "4096",
                                         "--synthetic-interval", "1h", "--emit-window", "0", NULL};

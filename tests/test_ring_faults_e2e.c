@@ -29,6 +29,7 @@
 #include <xxhash.h>
 
 #include "support/procharness.h"
+#include "support/ringfiles.h"
 #include "support/ringfixture.h"
 #include "support/tmpdir.h"
 #include "support/wsclient.h"
@@ -350,25 +351,74 @@ typedef enum corruption {
     C_FLIP_UNMARKED /* a byte flipped, and ring-format removed (as for a ring from before records) */
 } corruption;
 
-/* One hex digit of xxh64= in ledger-2.rec changed to another. */
+/* Ledger 2's record line in records-0.log, into line (its newline included). */
+static void record_of_2(const fixture *f, char *line, size_t len)
+{
+    if (!cs_ringfiles_record(f->ring, 2, line, len, NULL))
+        fail_msg("ledger 2 has no record line in %s", f->ring);
+}
+
+/* Ledger 2's record line replaced in place by text of the same length (the daemon may run). */
+static void replace_2_in_place(const fixture *f, const char *text)
+{
+    char line[1100];
+    record_of_2(f, line, sizeof line);
+    assert_int_equal(strlen(text), strlen(line));
+    assert_true(cs_ringfiles_replace_record(f->ring, 2, text));
+}
+
+/* One hex digit of xxh64= in ledger 2's record line changed to another, in place. */
 static void change_record_digit(const fixture *f)
 {
-    char p[1024], text[512];
-    ledger_path(f, "ledger-2.rec", p, sizeof p);
-    FILE *fp = fopen(p, "r+");
-    assert_non_null(fp);
-    size_t n = fread(text, 1, sizeof text - 1, fp);
-    text[n] = '\0';
+    char text[1100];
+    record_of_2(f, text, sizeof text);
     char *d = strstr(text, " xxh64=");
     assert_non_null(d);
     d += 7;
     *d = *d == '0' ? '1' : '0';
-    rewind(fp);
-    assert_int_equal(fwrite(text, 1, n, fp), n);
-    assert_int_equal(fclose(fp), 0);
+    replace_2_in_place(f, text);
 }
 
-static void corrupt(const fixture *f, corruption c)
+/* Ledger 2's record taken out in place: its line overwritten by the line the ring writes to take a
+ * ledger out (`corestream-ring-gone seq=2 `), padded with spaces to the same length. An open finds
+ * no record for 2; a daemon that loaded the line's place reads there what is no record of it. */
+static void remove_record(const fixture *f)
+{
+    char text[1100];
+    record_of_2(f, text, sizeof text);
+    size_t n = strlen(text);
+    static const char gone[] = "corestream-ring-gone seq=2 ";
+    assert_true(n > sizeof gone);
+    memset(text, ' ', n - 1);
+    memcpy(text, gone, strlen(gone));
+    replace_2_in_place(f, text);
+}
+
+/* Another ledger's record where ledger 2's was. A running daemon (running) reads the line where it
+ * loaded ledger 2's: there goes a valid record of ledger 1 of the same length (ledger 2's fields,
+ * seq=1, its self= made again), in place. A stopped one reads the logs afresh, where a line is its
+ * ledger's by the seq it names: ledger 1's line copied over ledger 2's leaves 2 with none. */
+static void other_record(const fixture *f, bool running)
+{
+    char text[1100];
+    if (!running) {
+        assert_true(cs_ringfiles_record(f->ring, 1, text, sizeof text, NULL));
+        assert_true(cs_ringfiles_replace_record(f->ring, 2, text));
+        return;
+    }
+    record_of_2(f, text, sizeof text);
+    char *q = strstr(text, " seq=2 "), *self = strstr(text, " self=");
+    assert_non_null(q);
+    assert_non_null(self);
+    q[5] = '1';
+    char hex[17];
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)XXH64(text, (size_t)(self - text), 0));
+    assert_int_equal(strlen(self + 6), 17); /* 16 digits and the newline */
+    memcpy(self + 6, hex, 16);
+    replace_2_in_place(f, text);
+}
+
+static void corrupt(const fixture *f, corruption c, bool running)
 {
     char p[1024], q[1024];
     ledger_path(f, "ledger-2.xdr", p, sizeof p);
@@ -416,17 +466,11 @@ static void corrupt(const fixture *f, corruption c)
         assert_int_equal(unlink(p), 0);
         break;
     case C_NO_RECORD:
-        ledger_path(f, "ledger-2.rec", q, sizeof q);
-        assert_int_equal(unlink(q), 0);
+        remove_record(f);
         break;
-    case C_OTHER_RECORD: {
-        ledger_path(f, "ledger-1.rec", p, sizeof p);
-        ledger_path(f, "ledger-2.rec", q, sizeof q);
-        char cmd[2200];
-        snprintf(cmd, sizeof cmd, "cp '%s' '%s'", p, q);
-        assert_int_equal(system(cmd), 0);
+    case C_OTHER_RECORD:
+        other_record(f, running);
         break;
-    }
     }
 }
 
@@ -446,8 +490,8 @@ static const char *open_problem(corruption c)
         return "problem=\"is a directory\"";
     case C_NO_RECORD:
         return "problem=\"integrity record is missing\"";
-    case C_OTHER_RECORD:
-        return "problem=\"integrity record is for ledger 1\"";
+    case C_OTHER_RECORD: /* a line is its ledger's by the seq it names: 2 has none left */
+        return "problem=\"integrity record is missing\"";
     case C_REMOVE:
         return "problem=\"is missing (its record is there)\"";
     case C_RECORD_DIGIT:
@@ -520,11 +564,11 @@ static void expect_quarantined_2(const fixture *f)
 static void corrupt_before_start(fixture *f, corruption c)
 {
     fill_ring(f);
-    corrupt(f, c);
+    corrupt(f, c, false);
     serve(f);
     char want[1200];
-    snprintf(want, sizeof want, "level=ERROR msg=\"ring ledger is bad; quarantined, the ledgers around it stay\" file=%s/ledger-2.%s ",
-             f->ring, c == C_REMOVE ? "rec" : "xdr");
+    snprintf(want, sizeof want, "level=ERROR msg=\"ring ledger is bad; quarantined, the ledgers around it stay\" file=%s/ledger-2.xdr ",
+             f->ring);
     if (c == C_FLIP || c == C_FLIP_UNMARKED) {
         /* Same length: found by the replay's hash, ring-format or not (a record that exists is
          * never made again from the bytes on disk). Ledger 1 is whole; ledger 2 never ends. */
@@ -636,7 +680,7 @@ static void corrupt_while_replaying(fixture *f, corruption c)
     cs_wire_msg w;
     assert_int_equal(cs_wire_decode(m.data, m.len, &w, NULL), 0);
     assert_int_equal(w.type, CS_WIRE_TYPE_BEGIN);
-    corrupt(f, c);
+    corrupt(f, c, true);
     int code = 0;
     char reason[128] = "";
     int whole = read_rest_of_2(ws, &code, reason, sizeof reason);
@@ -702,13 +746,12 @@ static void old_format_ring_opens(void **state)
 {
     fixture *f = *state;
     fill_ring(f);
+    /* Raw files only: the segment's records log and frames file go with ring-format. */
     char p[1024];
-    for (int s = 1; s <= 3; s++) {
-        char name[64];
-        snprintf(name, sizeof name, "ledger-%d.rec", s);
-        ledger_path(f, name, p, sizeof p);
-        assert_int_equal(unlink(p), 0);
-    }
+    cs_ringfiles_log_path(p, sizeof p, f->ring, 1);
+    assert_int_equal(unlink(p), 0);
+    cs_ringfiles_seg_path(p, sizeof p, f->ring, 1);
+    assert_int_equal(unlink(p), 0);
     ledger_path(f, "ring-format", p, sizeof p);
     assert_int_equal(unlink(p), 0);
     serve(f);

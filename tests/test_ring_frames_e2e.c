@@ -28,6 +28,7 @@
 
 #include "common/synthetic.h"
 #include "support/procharness.h"
+#include "support/ringfiles.h"
 #include "support/ringfixture.h"
 #include "support/tmpdir.h"
 #include "support/wsclient.h"
@@ -224,6 +225,18 @@ static bool exists(const fixture *f, const char *name)
     return lstat(p, &st) == 0;
 }
 
+/* Whether ledger seq's record claims stored frames, lying inside its segment's frames file. */
+static bool has_frames(const fixture *f, uint32_t seq)
+{
+    uint64_t off, len;
+    char p[1024];
+    struct stat st;
+    if (!cs_ringfiles_frames(f->ring, seq, &off, &len))
+        return false;
+    cs_ringfiles_seg_path(p, sizeof p, f->ring, seq);
+    return lstat(p, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size >= off + len;
+}
+
 /* Waits until the ring's newest ledger is seq or later. At or after, not exactly: a ring writer that
  * falls behind on a busy machine catches up several ledgers between two polls. */
 static void wait_retained(fixture *f, uint32_t seq)
@@ -313,7 +326,7 @@ static void replay_matches_live(fixture *f, bool compressible)
         else
             assert_int_equal(zstd, 0);
         cs_ws_close(ws);
-        assert_true(exists(f, "ledger-4.frames"));
+        assert_true(has_frames(f, 4));
         assert_int_equal(cs_proc_log_count(&f->proc, "level=ERROR"), 0);
         stop_daemon(f);
         if (!compressible)
@@ -374,49 +387,52 @@ static void format2_ring_served_then_frames_made(void **state)
 {
     fixture *f = *state;
     run_to_exit(f, k_fill_small);
-    char p[1024], text[512];
+    /* Made a ring of format 2 by hand: a record file of version 1 (no frames fields) per ledger,
+     * no segments. */
+    char p[1024], text[1100];
     for (int s = 1; s <= 3; s++) {
         char name[64];
-        snprintf(name, sizeof name, "ledger-%d.frames", s);
-        ring_path(f, name, p, sizeof p);
-        assert_int_equal(unlink(p), 0);
-        snprintf(name, sizeof name, "ledger-%d.rec", s);
-        ring_path(f, name, p, sizeof p);
-        read_file(p, text, sizeof text);
+        assert_true(cs_ringfiles_record(f->ring, (uint32_t)s, text, sizeof text, NULL));
         char *cut = strstr(text, " frames_len=");
         assert_non_null(cut);
-        assert_memory_equal(text, "corestream-ring-record 4 ", 25);
+        assert_memory_equal(text, "corestream-ring-record 5 ", 25);
         text[23] = '1';
         strcpy(cut, "\n");
+        snprintf(name, sizeof name, "ledger-%d.rec", s);
+        ring_path(f, name, p, sizeof p);
         write_file(p, text);
     }
+    cs_ringfiles_log_path(p, sizeof p, f->ring, 1);
+    assert_int_equal(unlink(p), 0);
+    cs_ringfiles_seg_path(p, sizeof p, f->ring, 1);
+    assert_int_equal(unlink(p), 0);
     ring_path(f, "ring-format", p, sizeof p);
     write_file(p, "corestream-ring 2\n");
     serve(f, k_serve_small);
     assert_true(read_verified(f, 1, 4) >= 15); /* 1..3 re-encoded: all 15 compress */
     wait_line_anywhere(f, "level=INFO msg=\"ring: stored frames made for ledgers retained without them\" ledgers=3");
-    assert_true(exists(f, "ledger-1.frames") && exists(f, "ledger-3.frames"));
-    ring_path(f, "ledger-2.rec", p, sizeof p);
-    read_file(p, text, sizeof text);
-    static const char want[] = "corestream-ring-record 4 seq=2 len=300000 chunks=5 chunk_size=65536 ";
-    if (strncmp(text, want, strlen(want)) != 0 ||
-        strstr(text, "frames_len=0 "))
+    assert_true(has_frames(f, 1) && has_frames(f, 3));
+    /* The records moved into the log; the record files are gone. */
+    assert_false(exists(f, "ledger-2.rec"));
+    assert_true(cs_ringfiles_record(f->ring, 2, text, sizeof text, NULL));
+    static const char want[] = "corestream-ring-record 5 seq=2 len=300000 chunks=5 chunk_size=65536 ";
+    if (strncmp(text, want, strlen(want)) != 0 || strstr(text, "frames_len=0 "))
         fail_msg("record: %s", text);
     ring_path(f, "ring-format", p, sizeof p);
     read_file(p, text, sizeof text);
-    assert_string_equal(text, "corestream-ring 3\n");
+    assert_string_equal(text, "corestream-ring 4\n");
     assert_true(read_verified(f, 1, 4) >= 15); /* 1..3 from the pass's frames: all compressed */
     assert_int_equal(cs_proc_log_count(&f->proc, "level=ERROR"), 0);
     stop_daemon(f);
 }
 
 /* The ring dir of this build is still a dump: --source file replays its ledger-<seq>.xdr files
- * (skipping records and frames) into another data dir, byte for byte. */
+ * (skipping the records logs and frames segments) into another data dir, byte for byte. */
 static void file_source_replays_new_ring(void **state)
 {
     fixture *f = *state;
     run_to_exit(f, k_fill_small);
-    assert_true(exists(f, "ledger-2.frames"));
+    assert_true(has_frames(f, 2));
     char other[720];
     memcpy(other, f->data, strlen(f->data) - 5);
     strcpy(other + strlen(f->data) - 5, "/other");
@@ -448,34 +464,44 @@ static off_t file_size(const char *p)
     return st.st_size;
 }
 
-/* Corrupts ledger-2.frames; a flip changes the last payload byte (before the index), which a
- * replay reads last. */
-static void corrupt_frames(const fixture *f, fcorrupt c, off_t *size)
+/* Where ledger 2's frames lie in frames-0.seg, and the file's length, before the corruption. */
+typedef struct frames_at {
+    uint64_t off, len;
+    off_t seg_size;
+} frames_at;
+
+/* Corrupts ledger 2's stored frames in frames-0.seg: a truncation cuts the file 1000 bytes into
+ * them (the frames of the ledgers after 2 in the segment go with it), an emptied, replaced or
+ * removed file takes the frames of every ledger of the segment; a flip changes ledger 2's last
+ * payload byte (before its index), which a replay reads last. */
+static void corrupt_frames(const fixture *f, fcorrupt c, frames_at *at)
 {
     char p[1024];
-    ring_path(f, "ledger-2.frames", p, sizeof p);
-    *size = file_size(p);
+    cs_ringfiles_seg_path(p, sizeof p, f->ring, 2);
+    assert_true(cs_ringfiles_frames(f->ring, 2, &at->off, &at->len));
+    at->seg_size = file_size(p);
+    assert_true((uint64_t)at->seg_size >= at->off + at->len);
     switch (c) {
     case F_TRUNCATE:
-        assert_int_equal(truncate(p, 1000), 0);
+        assert_int_equal(truncate(p, (off_t)at->off + 1000), 0);
         break;
     case F_EMPTY:
         assert_int_equal(truncate(p, 0), 0);
         break;
     case F_FLIP: {
-        char rec[1024], text[512];
-        ring_path(f, "ledger-2.rec", rec, sizeof rec);
-        read_file(rec, text, sizeof text);
+        char text[1100];
+        assert_true(cs_ringfiles_record(f->ring, 2, text, sizeof text, NULL));
         const char *c_at = strstr(text, " chunks=");
         assert_non_null(c_at);
         long chunks = strtol(c_at + 8, NULL, 10);
-        off_t at = *size - 24 - 16 * chunks - 1; /* the trailer, then 16 bytes per index entry */
+        /* the trailer, then 16 bytes per index entry, end ledger 2's frames */
+        off_t b_at = (off_t)(at->off + at->len) - 24 - 16 * chunks - 1;
         int fd = open(p, O_RDWR);
         assert_true(fd >= 0);
         uint8_t b;
-        assert_int_equal(pread(fd, &b, 1, at), 1);
+        assert_int_equal(pread(fd, &b, 1, b_at), 1);
         b ^= 0x40;
-        assert_int_equal(pwrite(fd, &b, 1, at), 1);
+        assert_int_equal(pwrite(fd, &b, 1, b_at), 1);
         close(fd);
         break;
     }
@@ -494,18 +520,51 @@ static const char *frames_error(const fixture *f)
     static char buf[1200];
     snprintf(buf, sizeof buf,
              "level=ERROR msg=\"ring frames failed their integrity check; the ledger is replayed by re-encoding "
-             "it\" file=%s/ledger-2.frames problem=",
+             "it\" file=%s/frames-0.seg problem=",
              f->ring);
     return buf;
+}
+
+/* Ledger seq's frames ERROR among the lines read so far (any order: the open checks the newest
+ * first, replay workers may open the next ledger early), into buf; false when there is none. */
+static bool frames_line(fixture *f, uint32_t seq, char *buf, size_t len)
+{
+    cs_proc_drain(&f->proc);
+    char needle[1300], tail[32];
+    snprintf(needle, sizeof needle, "%s", with_pid(f, frames_error(f)));
+    snprintf(tail, sizeof tail, " ledger=%u", seq);
+    size_t tl = strlen(tail);
+    for (const char *at = f->proc.log; (at = strstr(at, needle)) != NULL; at++) {
+        size_t n = strcspn(at, "\n");
+        if (n > tl && memcmp(at + n - tl, tail, tl) == 0) {
+            snprintf(buf, len, "%.*s", (int)n, at);
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Waits for ledger seq's frames ERROR and checks its problem (problem="…" as logged, a prefix). */
+static void expect_frames_problem(fixture *f, uint32_t seq, const char *problem)
+{
+    char line[2048];
+    for (int i = 0; i < WAIT_MS / 10; i++) {
+        if (frames_line(f, seq, line, sizeof line)) {
+            if (!strstr(line, problem))
+                fail_msg("wanted %s; line: %s", problem, line);
+            return;
+        }
+        usleep(10000);
+    }
+    fail_msg("no frames ERROR for ledger %u in:\n%s", seq, f->proc.log);
 }
 
 /* Every chunk fl holds, decompressed, is the ledger's own bytes at its place: nothing corrupt
  * was sent. */
 static void expect_sent_chunks_intact(const fixture *f, const flow *fl)
 {
-    char p[1024], text[512];
-    ring_path(f, "ledger-2.rec", p, sizeof p);
-    read_file(p, text, sizeof text);
+    char p[1024], text[1100];
+    assert_true(cs_ringfiles_record(f->ring, 2, text, sizeof text, NULL));
     const char *at = strstr(text, " chunk_size=");
     assert_non_null(at);
     size_t cs = (size_t)strtoul(at + 12, NULL, 10);
@@ -551,11 +610,18 @@ static void check_problem(fixture *f, const char *problem)
         fail_msg("wanted %s; line: %s", problem, line);
 }
 
+/* How many ledgers lose their frames to c done to ledger 2's in a ring of 1..3: a truncation
+ * inside 2's cuts 3's too; a file emptied, replaced or removed takes the segment's every ledger's. */
+static int frames_lost(fcorrupt c)
+{
+    return c == F_FLIP ? 1 : c == F_TRUNCATE ? 2 : 3;
+}
+
 static void frames_corrupt_before_start(fixture *f, fcorrupt c)
 {
     run_to_exit(f, k_fill_small);
-    off_t size;
-    corrupt_frames(f, c, &size);
+    frames_at at;
+    corrupt_frames(f, c, &at);
     serve(f, k_serve_small);
     if (c == F_FLIP) {
         /* Same length: found by the chunk's hash in the index, before that chunk goes out. */
@@ -564,26 +630,28 @@ static void frames_corrupt_before_start(fixture *f, fcorrupt c)
         expect_2_closed(f, ws);
         cs_ws_close(ws);
         wait_line(f, frames_error(f));
-        check_problem(f, "problem=\"ledger-2.frames changed on disk: chunk ");
+        check_problem(f, "problem=\"frames-0.seg changed on disk: ledger 2's chunk ");
     } else {
-        /* Found at open, before listening: the ledger stays and is re-encoded. */
-        const char *at = strstr(f->proc.log, with_pid(f, frames_error(f)));
-        if (!at)
-            fail_msg("no %s in:\n%s", frames_error(f), f->proc.log);
+        /* Found at open, before listening: the ledgers stay and are re-encoded. */
         char want[256];
-        if (c == F_SYMLINK)
-            snprintf(want, sizeof want, "problem=\"is a symbolic link\" ledger=2");
-        else if (c == F_MISSING)
-            snprintf(want, sizeof want, "problem=\"is missing\" ledger=2");
-        else
-            snprintf(want, sizeof want, "problem=\"is %d bytes, its record says %lld\" ledger=2",
-                     c == F_EMPTY ? 0 : 1000, (long long)size);
-        if (strncmp(strstr(at, "problem="), want, strlen(want)) != 0)
-            fail_msg("wanted %s in:\n%s", want, f->proc.log);
+        for (uint32_t s = 2; s <= 3; s++) {
+            if (c == F_SYMLINK)
+                snprintf(want, sizeof want, "problem=\"is a symbolic link\" ledger=%u", s);
+            else if (c == F_MISSING)
+                snprintf(want, sizeof want, "problem=\"is missing\" ledger=%u", s);
+            else
+                snprintf(want, sizeof want, "problem=\"is %lld bytes, its record says ledger 2's frames end at byte %llu\" ledger=2",
+                         c == F_EMPTY ? 0 : (long long)at.off + 1000, (unsigned long long)(at.off + at.len));
+            char line[2048];
+            if (!frames_line(f, s, line, sizeof line))
+                fail_msg("no frames ERROR for ledger %u in:\n%s", s, f->proc.log);
+            if (s == 2 && !strstr(line, want))
+                fail_msg("wanted %s; line: %s", want, line);
+        }
     }
-    /* Every ledger arrives whole and verified; ledger 2 by re-encoding. */
+    /* Every ledger arrives whole and verified; those that lost their frames by re-encoding. */
     read_verified(f, 1, 4);
-    assert_int_equal(cs_proc_log_count(&f->proc, "ring frames failed their integrity check"), 1);
+    assert_int_equal(cs_proc_log_count(&f->proc, "ring frames failed their integrity check"), frames_lost(c));
     assert_int_equal(cs_proc_log_count(&f->proc, "ring ledger is bad"), 0);
     stop_daemon(f);
 }
@@ -611,14 +679,16 @@ static void frames_index_wrong_costs_only_the_frames(void **state)
     static const char *const srv[] = {SMALL_ARGS, "--compress=false", "--synthetic-interval", "1h",
                                       "--start-ledger", "4", NULL};
     run_to_exit(f, fill);
-    char p[1024], rec[1024], text[512];
-    ring_path(f, "ledger-2.frames", p, sizeof p);
-    ring_path(f, "ledger-2.rec", rec, sizeof rec);
-    read_file(rec, text, sizeof text);
+    char p[1024], text[1100];
+    uint64_t off, len;
+    cs_ringfiles_seg_path(p, sizeof p, f->ring, 2);
+    assert_true(cs_ringfiles_frames(f->ring, 2, &off, &len));
+    assert_true(cs_ringfiles_record(f->ring, 2, text, sizeof text, NULL));
     const char *c_at = strstr(text, " chunks=");
     assert_non_null(c_at);
     long chunks = strtol(c_at + 8, NULL, 10);
-    off_t entry0 = file_size(p) - 24 - 16 * chunks; /* codec, 3 zero bytes, length, then the hash */
+    /* ledger 2's index entry 0: codec, 3 zero bytes, length, then the hash */
+    off_t entry0 = (off_t)(off + len) - 24 - 16 * chunks;
     int fd = open(p, O_RDWR);
     assert_true(fd >= 0);
     uint8_t b[16];
@@ -640,7 +710,7 @@ static void frames_index_wrong_costs_only_the_frames(void **state)
     cs_ws_close(ws);
     wait_line(f, "level=WARN msg=\"ring ledger was suspected and hashes to its record; it stays\" ledger=2 "
                  "suspicion=\"ledger-2.xdr changed on disk: chunk 0 hashes to ");
-    wait_line(f, frames_error(f));
+    expect_frames_problem(f, 2, "problem=");
     read_verified(f, 1, 4);
     assert_int_equal(cs_proc_log_count(&f->proc, "ring ledger is bad"), 0);
     char body[512];
@@ -663,7 +733,9 @@ static const char *const k_serve_big[] = {BIG_ARGS, "--synthetic-interval", "1h"
 /* Corrupted after ledger 2's replay began (its BEGIN arrived; the subscriber reads slowly): a
  * truncation or a changed byte ends it in 1011 with no END; a removed frames file is still read
  * whole from the descriptor the replay holds. Either way the next subscriber gets ledger 2 whole,
- * re-encoded, and the daemon stays up. */
+ * re-encoded, and the daemon stays up. The segment's file holds 3's and 4's frames too: a
+ * truncation or a removal costs them theirs (found when they are next opened), never the
+ * ledgers. */
 static void frames_corrupt_while_replaying(fixture *f, fcorrupt c)
 {
     run_to_exit(f, k_fill_big);
@@ -676,8 +748,8 @@ static void frames_corrupt_while_replaying(fixture *f, fcorrupt c)
     cs_wire_msg w;
     assert_int_equal(cs_wire_decode(m.data, m.len, &w, NULL), 0);
     assert_int_equal(w.type, CS_WIRE_TYPE_BEGIN);
-    off_t size;
-    corrupt_frames(f, c, &size);
+    frames_at at;
+    corrupt_frames(f, c, &at);
     /* The BEGIN is consumed: read the rest of ledger 2 as a flow missing its BEGIN. */
     int code = 0;
     char reason[128] = "";
@@ -701,25 +773,38 @@ static void frames_corrupt_while_replaying(fixture *f, fcorrupt c)
         assert_int_equal(w.chunk_idx, chunks);
         chunks++;
     }
+    /* Ledger 4 was retained after 3, so its frames follow theirs in the segment and go with them;
+     * but the live ledger may be served from memory, its frames never opened in this run. */
+    char want[300], line[2048];
     if (c == F_MISSING) {
         assert_true(ended);
         cs_ws_close(ws);
-        /* The next reader finds the file gone, says so, and is served by re-encoding. */
+        /* The next reader finds the file gone, says so, and is served by re-encoding: ledger 2 and
+         * the others of the segment, whose frames went with it. */
         read_verified(f, 2, 4);
-        wait_line(f, frames_error(f));
-        check_problem(f, "problem=\"is missing\" ledger=2");
+        for (uint32_t s = 2; s <= 3; s++) {
+            snprintf(want, sizeof want, "problem=\"is missing\" ledger=%u", s);
+            expect_frames_problem(f, s, want);
+        }
     } else {
         if (ended)
             fail_msg("ledger 2 ended (%zu chunks) after its frames were corrupted", chunks);
         assert_int_equal(code, 1011);
         assert_string_equal(reason, "ring ledger 2 failed its integrity check");
         cs_ws_close(ws);
-        wait_line(f, frames_error(f));
-        check_problem(f, c == F_FLIP ? "problem=\"ledger-2.frames changed on disk: chunk "
-                                     : "problem=\"ledger-2.frames is shorter than its record: ends before byte ");
+        snprintf(want, sizeof want,
+                 c == F_FLIP ? "problem=\"frames-0.seg changed on disk: ledger 2's chunk "
+                             : "problem=\"frames-0.seg is shorter than ledger 2's record: ends before byte ");
+        expect_frames_problem(f, 2, want);
         read_verified(f, 2, 4);
+        if (c == F_TRUNCATE) { /* the cut took 3's frames too: found when they are opened */
+            snprintf(want, sizeof want, "problem=\"is %lld bytes, its record says ledger 3's frames end at byte ",
+                     (long long)at.off + 1000);
+            expect_frames_problem(f, 3, want);
+        }
     }
-    assert_int_equal(cs_proc_log_count(&f->proc, "ring frames failed their integrity check"), 1);
+    int lost = c == F_FLIP ? 1 : 2 + frames_line(f, 4, line, sizeof line);
+    assert_int_equal(cs_proc_log_count(&f->proc, "ring frames failed their integrity check"), lost);
     assert_int_equal(cs_proc_log_count(&f->proc, "ring ledger is bad"), 0);
     stop_daemon(f);
 }

@@ -26,6 +26,7 @@
 #include "corestream/remoteledger.h"
 #include "support/certs.h"
 #include "support/procharness.h"
+#include "support/ringfiles.h"
 #include "support/wait.h"
 #include "support/wsclient.h"
 #include "store/ring.h"
@@ -294,21 +295,18 @@ static void test_rewritten_ring_ledger_refused(void **state)
     assert_non_null(f);
     assert_int_equal(fwrite(body, 1, sizeof body, f), sizeof body);
     fclose(f);
-    snprintf(path, sizeof path, "%s/forged/ledgers/ledger-4.rec", certs.dir.path);
-    f = fopen(path, "r");
-    assert_non_null(fgets(rec, sizeof rec, f));
-    fclose(f);
+    /* Ledger 4's line in its segment's records log, rewritten (the daemon is stopped). */
+    char ring[PATH_MAX + 64];
+    snprintf(ring, sizeof ring, "%s/forged/ledgers", certs.dir.path);
+    assert_true(cs_ringfiles_record(ring, 4, rec, sizeof rec, NULL));
     cs_ledger_record r;
     char problem[128];
     assert_int_equal(cs_ring_record_parse(rec, 4, &r, problem, sizeof problem), 0);
     r.xxh64 = XXH64(body, sizeof body, 0);
-    r.frames_len = r.frames_xxh3 = r.raw_xxh3 = 0; /* no stored frames: replayed from the raw file */
+    /* No stored frames: replayed from the raw file (their bytes stay in the segment, unclaimed). */
+    r.frames_len = r.frames_off = r.frames_xxh3 = r.raw_xxh3 = 0;
     cs_ring_record_format(rec, sizeof rec, 4, &r);
-    f = fopen(path, "w");
-    fputs(rec, f);
-    fclose(f);
-    snprintf(path, sizeof path, "rm -f '%s/forged/ledgers/ledger-4.frames'", certs.dir.path);
-    assert_int_equal(system(path), 0);
+    assert_true(cs_ringfiles_replace_record(ring, 4, rec));
 
     start_daemon("forged", true, 0, 9, 0);
     rl_stream *s = client(certs.sign_pub, 5);

@@ -499,6 +499,30 @@ static void test_crash_between_renames_is_not_a_loss(void **state)
     cs_ring_close(r);
 }
 
+/* A log whose last append was cut short (no newline; a power cut, or a failed write whose cut-back
+ * failed too) names no ledger, and the next record starts a line of its own after it: nothing
+ * before or after it is lost, then or at the next open. */
+static void test_cut_log_line_costs_nothing(void **state)
+{
+    fixture *f = *state;
+    cs_ring *r = open_ring(f->ring, 10);
+    put_range(r, 1, 3);
+    cs_ring_close(r);
+    append_log(f->ring, 4, "corestream-ring-record 5 seq=4 len=20");
+    r = open_ring(f->ring, 10);
+    claim(r);
+    put_range(r, 4, 5);
+    cs_ring_close(r);
+    r = open_ring(f->ring, 10);
+    expect_bounds(r, 1, 5);
+    for (uint32_t s = 1; s <= 5; s++)
+        expect_get(r, s);
+    cs_ring_health_t h;
+    cs_ring_health(r, &h);
+    assert_int_equal(h.dropped, 0);
+    cs_ring_close(r);
+}
+
 /* 42 */
 static void test_open_ignores_foreign_files(void **state)
 {
@@ -1076,6 +1100,7 @@ int main(void)
         T(test_bad_newest_costs_only_itself),
         T(test_open_ignores_foreign_files),
         T(test_crash_between_renames_is_not_a_loss),
+        T(test_cut_log_line_costs_nothing),
         T(test_put_resets_on_gap),
         T(test_put_resets_on_rewind),
         T(test_put_rejects_sequence_zero),

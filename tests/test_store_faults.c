@@ -22,6 +22,7 @@
 
 #include "store/ring.h"
 #include "support/faultfs.h"
+#include "support/ringfiles.h"
 #include "support/tmpdir.h"
 
 static const int k_errnos[] = {EMFILE, ENFILE, ENOMEM, EACCES, EIO, ENOSPC};
@@ -98,8 +99,8 @@ static void expect_whole(const fixture *f, cs_ring *r)
         char name[64];
         snprintf(name, sizeof name, "ledger-%u.xdr", s);
         assert_true(exists(f, name));
-        snprintf(name, sizeof name, "ledger-%u.rec", s);
-        assert_true(exists(f, name));
+        char line[1100];
+        assert_true(cs_ringfiles_record(f->ring, s, line, sizeof line, NULL));
     }
     uint32_t o, l;
     assert_true(cs_ring_bounds(r, &o, &l));
@@ -127,7 +128,7 @@ static void errors_at_open_stop_the_open(void **state)
     static const struct {
         cs_fault_op op;
         const char *suffix;
-    } places[] = {{CS_FAULT_OPEN, "ledger-2.rec"}, {CS_FAULT_READ, "ledger-2.rec"}, {CS_FAULT_STAT, "ledger-3.xdr"}};
+    } places[] = {{CS_FAULT_OPEN, "records-0.log"}, {CS_FAULT_READ, "records-0.log"}, {CS_FAULT_STAT, "ledger-3.xdr"}};
     for (size_t p = 0; p < sizeof places / sizeof places[0]; p++)
         for (size_t i = 0; i < NERRNOS; i++) {
             cs_fault_arm(places[p].op, places[p].suffix, k_errnos[i], -1);
@@ -158,7 +159,7 @@ static void errors_at_get_change_nothing(void **state)
     static const struct {
         cs_fault_op op;
         const char *suffix;
-    } places[] = {{CS_FAULT_OPEN, "ledger-2.xdr"}, {CS_FAULT_OPEN, "ledger-2.rec"}, {CS_FAULT_READ, "ledger-2.rec"}};
+    } places[] = {{CS_FAULT_OPEN, "ledger-2.xdr"}, {CS_FAULT_OPEN, "records-0.log"}, {CS_FAULT_READ, "records-0.log"}};
     uint64_t errors = 0;
     for (size_t p = 0; p < sizeof places / sizeof places[0]; p++)
         for (size_t i = 0; i < NERRNOS; i++) {

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Stored wire frames in the ring (docs/RING.md, "Stored wire frames"): what put writes beside a
- * ledger from its published CHUNK messages, what get hands a replay, the checks (a frames file
- * that fails costs the frames, never the ledger), the background pass's attach, the open-time
- * upgrade of a format-2 ring, and the index parser. */
+ * ledger (in its segment's frames file) from its published CHUNK messages, what get hands a replay,
+ * the checks (frames that fail cost the frames, never the ledger), the background pass's attach,
+ * the migration of a format-3 ring (files of its own per ledger), and the index parser. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -20,6 +20,7 @@
 
 #include "store/frames.h"
 #include "store/ring.h"
+#include "support/ringfiles.h"
 #include "support/tmpdir.h"
 #include "wire/wire.h"
 
@@ -118,6 +119,25 @@ static void read_text(const fixture *f, const char *name, char *buf, size_t len)
     fclose(fp);
 }
 
+/* Ledger seq's current record line. */
+static void record_of(const fixture *f, uint32_t seq, char *buf, size_t len)
+{
+    assert_true(cs_ringfiles_record(f->ring, seq, buf, len, NULL));
+}
+
+/* Whether seq's record claims frames. */
+static bool has_frames(const fixture *f, uint32_t seq)
+{
+    uint64_t off, len;
+    return cs_ringfiles_frames(f->ring, seq, &off, &len);
+}
+
+static uint64_t frames_len(const fixture *f, uint32_t seq)
+{
+    uint64_t off, len;
+    return cs_ringfiles_frames(f->ring, seq, &off, &len) ? len : 0;
+}
+
 static cs_ledger_ref *get7(cs_ring *r)
 {
     cs_ledger_ref *ref;
@@ -152,8 +172,12 @@ static void put_stores_the_published_frames(void **state)
     /* Only the zstd payloads are stored: a raw chunk is the ledger's own bytes. */
     size_t flen = ZLEN[0] + ZLEN[2] + cs_frames_tail_len(3);
     assert_int_equal(ref->rec.frames_len, flen);
+    uint64_t off, len;
+    assert_true(cs_ringfiles_frames(f->ring, 7, &off, &len));
+    assert_int_equal(off, 0); /* the segment's first */
+    assert_int_equal(len, flen);
     char p[1024];
-    path(f, "ledger-7.frames", p, sizeof p);
+    cs_ringfiles_seg_path(p, sizeof p, f->ring, 7);
     uint8_t file[1024];
     int fd = open(p, O_RDONLY);
     assert_int_equal(read(fd, file, sizeof file), (ssize_t)flen);
@@ -162,14 +186,25 @@ static void put_stores_the_published_frames(void **state)
     assert_true(ref->rec.raw_xxh3 == XXH3_64bits(f->raw + CS, CS));
     cs_ledger_ref_release(ref);
     char text[512], fields[512], want[600];
-    read_text(f, "ledger-7.rec", text, sizeof text);
+    record_of(f, 7, text, sizeof text);
     int n = snprintf(fields, sizeof fields,
-                     "corestream-ring-record 4 seq=7 len=%d chunks=3 chunk_size=%d xxh64=%016llx frames_len=%zu "
-                     "frames_xxh3=%016llx raw_xxh3=%016llx sig=-",
+                     "corestream-ring-record 5 seq=7 len=%d chunks=3 chunk_size=%d xxh64=%016llx frames_len=%zu "
+                     "frames_off=0 frames_xxh3=%016llx raw_xxh3=%016llx sig=-",
                      LEN, CS, (unsigned long long)f->rec.xxh64, flen, (unsigned long long)XXH3_64bits(file, flen),
                      (unsigned long long)XXH3_64bits(f->raw + CS, CS));
     snprintf(want, sizeof want, "%s self=%016llx\n", fields, (unsigned long long)XXH64(fields, (size_t)n, 0));
     assert_string_equal(text, want);
+    /* A second ledger's frames follow the first's in the segment. */
+    struct iovec part = {f->raw, LEN};
+    bool reset;
+    cs_err err = {0};
+    cs_ledger_record rec8 = f->rec;
+    assert_int_equal(cs_ring_put(r, 8, &part, 1, f->chunks, 3, &rec8, &reset, &err), 0);
+    assert_true(cs_ringfiles_frames(f->ring, 8, &off, &len));
+    assert_int_equal(off, flen);
+    ref = get7(r);
+    expect_frames(f, ref);
+    cs_ledger_ref_release(ref);
     cs_ring_close(r);
     /* Reopened: the same frames. */
     r = open_ring(f);
@@ -184,7 +219,7 @@ static void put_without_chunks_stores_none(void **state)
     fixture *f = *state;
     cs_ring *r = open_ring(f);
     put7(f, r, false);
-    assert_false(exists(f, "ledger-7.frames"));
+    assert_false(has_frames(f, 7));
     cs_ledger_ref *ref = get7(r);
     assert_int_equal(ref->frames_fd, -1);
     assert_int_equal(ref->rec.frames_len, 0);
@@ -192,36 +227,47 @@ static void put_without_chunks_stores_none(void **state)
     cs_ring_close(r);
 }
 
-/* A frames file cut short is found by get: the ledger is served without frames (the caller
- * re-encodes it) and the ref says why; get itself changes nothing on disk. The caller drops them:
- * the record loses them and the file goes. (docs/RING.md, failure table: "frames of the wrong
- * length") */
+/* Frames cut short (their segment truncated) are found by get: the ledger is served without frames
+ * (the caller re-encodes it) and the ref says why; get itself changes nothing on disk. The caller
+ * drops them: a record without them is appended (their bytes stay in the segment until it goes).
+ * (docs/RING.md, failure table: "frames of the wrong length") */
 static void bad_frames_at_get_cost_only_the_frames(void **state)
 {
     fixture *f = *state;
     cs_ring *r = open_ring(f);
     put7(f, r, true);
     char p[1024];
-    path(f, "ledger-7.frames", p, sizeof p);
+    cs_ringfiles_seg_path(p, sizeof p, f->ring, 7);
     assert_int_equal(truncate(p, 10), 0);
     cs_ledger_ref *ref = get7(r);
     assert_int_equal(ref->frames_fd, -1);
     assert_int_equal(ref->rec.frames_len, 0);
     assert_int_equal(ref->rec.len, LEN);
-    assert_non_null(strstr(ref->frames_problem, "is 10 bytes, its record says "));
-    assert_true(exists(f, "ledger-7.frames"));
+    char want[200];
+    snprintf(want, sizeof want, "is 10 bytes, its record says ledger 7's frames end at byte %zu",
+             ZLEN[0] + ZLEN[2] + cs_frames_tail_len(3));
+    assert_string_equal(ref->frames_problem, want);
+    assert_true(has_frames(f, 7));
     cs_ring_drop_frames(r, 7, ref->frames_claimed_xxh3, ref->frames_problem);
     cs_ledger_ref_release(ref);
-    assert_false(exists(f, "ledger-7.frames"));
+    assert_false(has_frames(f, 7));
     char text[512];
-    read_text(f, "ledger-7.rec", text, sizeof text);
-    assert_non_null(strstr(text, " frames_len=0 frames_xxh3=0000000000000000 raw_xxh3=0000000000000000 sig=- self="));
+    record_of(f, 7, text, sizeof text);
+    assert_non_null(
+        strstr(text, " frames_len=0 frames_off=0 frames_xxh3=0000000000000000 raw_xxh3=0000000000000000 sig=- self="));
     uint32_t o, l;
     assert_true(cs_ring_bounds(r, &o, &l));
     assert_int_equal(o, 7);
     cs_ring_health_t h;
     cs_ring_health(r, &h);
     assert_int_equal(h.dropped, 0);
+    cs_ring_close(r);
+    /* Reopened: the record without frames is the one read. */
+    r = open_ring(f);
+    ref = get7(r);
+    assert_int_equal(ref->frames_fd, -1);
+    assert_int_equal(ref->rec.xxh64, f->rec.xxh64);
+    cs_ledger_ref_release(ref);
     cs_ring_close(r);
 }
 
@@ -234,9 +280,9 @@ static void drop_frames_once(void **state)
     uint64_t h = ref->rec.frames_xxh3;
     cs_ledger_ref_release(ref);
     cs_ring_drop_frames(r, 7, h + 1, "not these frames"); /* another file's hash: nothing happens */
-    assert_true(exists(f, "ledger-7.frames"));
+    assert_true(has_frames(f, 7));
     cs_ring_drop_frames(r, 7, h, "test");
-    assert_false(exists(f, "ledger-7.frames"));
+    assert_false(has_frames(f, 7));
     ref = get7(r);
     assert_int_equal(ref->frames_fd, -1);
     cs_ledger_ref_release(ref);
@@ -263,7 +309,7 @@ static void attach_makes_frames_for_a_retained_ledger(void **state)
     expect_frames(f, ref);
     assert_int_equal(ref->rec.chunk_size, CS);
     cs_ledger_ref_release(ref);
-    assert_false(exists(f, "ledger-7.frames.tmp"));
+    assert_true(has_frames(f, 7));
     cs_ring_close(r);
 }
 
@@ -288,119 +334,137 @@ static void attach_refuses_a_replaced_ledger(void **state)
     assert_int_equal(cs_ring_frames_attach(r, ref, w, &err), -1);
     assert_int_equal(err.kind, CS_RING_ERR_NOT_RETAINED);
     cs_ledger_ref_release(ref);
-    assert_false(exists(f, "ledger-7.frames"));
-    assert_false(exists(f, "ledger-7.frames.tmp"));
+    assert_false(has_frames(f, 7));
     cs_ring_close(r);
 }
 
-/* At open, carried out by the first write: a format-2 ring (version-1 records) is read as
- * ledgers without frames and its marker rewritten; frames no record claims are removed; frames of
- * the wrong size are forgotten. */
-static void open_upgrades_and_cleans(void **state)
+/* Writes text as ring file name. */
+static void write_text(const fixture *f, const char *name, const char *text)
+{
+    char p[1024];
+    path(f, name, p, sizeof p);
+    FILE *fp = fopen(p, "w");
+    assert_non_null(fp);
+    fputs(text, fp);
+    assert_int_equal(fclose(fp), 0);
+}
+
+/* A record line of an older version: the fields (a version 4 one: with frames_len, no
+ * frames_off, and sig=) and the self checksum. */
+static void old_record(char *buf, size_t len, int version, uint32_t seq, const cs_ledger_record *rec)
+{
+    char fields[400];
+    int n = snprintf(fields, sizeof fields, "corestream-ring-record %d seq=%u len=%llu chunks=%u chunk_size=%u xxh64=%016llx",
+                     version, seq, (unsigned long long)rec->len, rec->chunks, rec->chunk_size,
+                     (unsigned long long)rec->xxh64);
+    if (version == 1) {
+        snprintf(buf, len, "%s\n", fields);
+        return;
+    }
+    n += snprintf(fields + n, sizeof fields - (size_t)n, " frames_len=300 frames_xxh3=1111111111111111 raw_xxh3=2222222222222222 sig=-");
+    snprintf(buf, len, "%s self=%016llx\n", fields, (unsigned long long)XXH64(fields, (size_t)n, 0));
+}
+
+/* A format-3 ring (a record file and a frames file per ledger) migrates at the first write after
+ * the open: the open only looks (its ledgers are served from their own record files, without
+ * frames), then the claim moves each record into the records log, removes the old record and
+ * frames files (the frames are made again by the background pass) and marks the ring format 4.
+ * A version-1 record (a format-2 ring's) moves the same way. */
+static void a_format_3_ring_migrates(void **state)
 {
     fixture *f = *state;
     cs_ring *r = open_ring(f);
-    put7(f, r, true);
+    put7(f, r, false);
     struct iovec part = {f->raw, LEN};
     bool reset;
     cs_err err = {0};
     cs_ledger_record rec8 = f->rec;
-    assert_int_equal(cs_ring_put(r, 8, &part, 1, f->chunks, 3, &rec8, &reset, &err), 0);
+    assert_int_equal(cs_ring_put(r, 8, &part, 1, NULL, 0, &rec8, &reset, &err), 0);
     cs_ring_close(r);
-    char p[1024], text[512];
-    /* 7: a version-1 record (its frames file is then claimed by nothing). */
-    path(f, "ledger-7.rec", p, sizeof p);
-    read_text(f, "ledger-7.rec", text, sizeof text);
-    char *cut = strstr(text, " frames_len=");
-    assert_non_null(cut);
-    strcpy(cut, "\n");
-    text[23] = '1';
-    FILE *fp = fopen(p, "w");
-    fputs(text, fp);
-    fclose(fp);
-    /* 8: frames one byte longer than recorded. */
-    path(f, "ledger-8.frames", p, sizeof p);
-    fp = fopen(p, "a");
-    fputc('x', fp);
-    fclose(fp);
-    path(f, "ring-format", p, sizeof p);
-    fp = fopen(p, "w");
-    fputs("corestream-ring 2\n", fp);
-    fclose(fp);
+    /* Rewritten as format 3 left it. */
+    char p[1024], text[600];
+    cs_ringfiles_log_path(p, sizeof p, f->ring, 7);
+    assert_int_equal(unlink(p), 0);
+    old_record(text, sizeof text, 4, 7, &f->rec);
+    write_text(f, "ledger-7.rec", text);
+    write_text(f, "ledger-7.frames", "frames of the old layout");
+    old_record(text, sizeof text, 1, 8, &f->rec);
+    write_text(f, "ledger-8.rec", text);
+    write_text(f, "ring-format", "corestream-ring 3\n");
     r = open_ring(f);
-    /* The open only looks; the claim, the first write, carries out what it found. */
-    read_text(f, "ring-format", text, sizeof text);
-    assert_string_equal(text, "corestream-ring 2\n");
-    assert_true(exists(f, "ledger-8.frames"));
-    assert_int_equal(cs_ring_claim(r, "test run", 0, &err), 0);
+    /* The open only looks. */
     read_text(f, "ring-format", text, sizeof text);
     assert_string_equal(text, "corestream-ring 3\n");
+    assert_true(exists(f, "ledger-7.rec"));
+    for (uint32_t s = 7; s <= 8; s++) {
+        cs_ledger_ref *ref;
+        assert_int_equal(cs_ring_get(r, s, &ref, &err), 0);
+        assert_int_equal(ref->frames_fd, -1);
+        cs_ledger_ref_release(ref);
+    }
+    assert_int_equal(cs_ring_claim(r, "test run", 0, &err), 0);
+    read_text(f, "ring-format", text, sizeof text);
+    assert_string_equal(text, "corestream-ring 4\n");
+    assert_false(exists(f, "ledger-7.rec"));
     assert_false(exists(f, "ledger-7.frames"));
-    assert_false(exists(f, "ledger-8.frames"));
+    assert_false(exists(f, "ledger-8.rec"));
     uint32_t o, l;
     assert_true(cs_ring_bounds(r, &o, &l));
     assert_int_equal(o, 7);
     assert_int_equal(l, 8);
     for (uint32_t s = 7; s <= 8; s++) {
+        record_of(f, s, text, sizeof text);
+        assert_memory_equal(text, "corestream-ring-record 5 ", 25);
+        assert_non_null(strstr(text, " frames_len=0 "));
         cs_ledger_ref *ref;
         assert_int_equal(cs_ring_get(r, s, &ref, &err), 0);
         assert_int_equal(ref->frames_fd, -1);
         assert_int_equal(ref->rec.xxh64, f->rec.xxh64);
         cs_ledger_ref_release(ref);
     }
-    cs_ring_close(r);
-}
-
-/* Pruning takes the frames with the ledger. */
-/* A version-2 record with frames: its frames are of the older format (no per-chunk hashes).
- * The claim forgets them quietly (one INFO), the record becomes this version's without frames,
- * and the ledger is still served (re-encoded until the frames are made again). */
-static void older_frames_are_forgotten(void **state)
-{
-    fixture *f = *state;
-    cs_ring *r = open_ring(f);
-    put7(f, r, true);
-    cs_ring_close(r);
-    char p[1024], text[512];
-    read_text(f, "ledger-7.rec", text, sizeof text);
-    char *sig = strstr(text, " sig=");
-    assert_non_null(sig);
-    strcpy(sig, "\n");
-    text[23] = '2';
-    path(f, "ledger-7.rec", p, sizeof p);
-    FILE *fp = fopen(p, "w");
-    fputs(text, fp);
-    fclose(fp);
-    r = open_ring(f);
-    assert_true(exists(f, "ledger-7.frames"));
-    cs_err err = {0};
-    assert_int_equal(cs_ring_claim(r, "test run", 0, &err), 0);
-    assert_false(exists(f, "ledger-7.frames"));
-    read_text(f, "ledger-7.rec", text, sizeof text);
-    assert_memory_equal(text, "corestream-ring-record 4 seq=7 ", 31);
-    assert_non_null(strstr(text, " frames_len=0 "));
-    cs_ledger_ref *ref = get7(r);
-    assert_int_equal(ref->frames_fd, -1);
-    cs_ledger_ref_release(ref);
     cs_ring_health_t h;
     cs_ring_health(r, &h);
     assert_int_equal(h.dropped, 0);
     cs_ring_close(r);
+    /* And the migrated ring opens as any other. */
+    r = open_ring(f);
+    assert_true(cs_ring_bounds(r, &o, &l));
+    assert_int_equal(l, 8);
+    cs_ring_close(r);
 }
 
-static void prune_removes_frames(void **state)
+/* Pruning takes a segment once no retained ledger is in it. */
+static void prune_removes_segments(void **state)
 {
     fixture *f = *state;
     cs_ring *r;
     cs_err err = {0};
     assert_int_equal(cs_ring_open(&r, f->ring, 1, &err), 0);
-    put7(f, r, true);
     struct iovec part = {f->raw, LEN};
     bool reset;
-    cs_ledger_record rec = f->rec;
-    assert_int_equal(cs_ring_put(r, 8, &part, 1, f->chunks, 3, &rec, &reset, &err), 0);
-    assert_false(exists(f, "ledger-7.frames"));
-    assert_true(exists(f, "ledger-8.frames"));
+    char p[1024];
+    struct stat st;
+    for (uint32_t s = 1022; s <= 1025; s++) {
+        cs_ledger_record rec = f->rec;
+        uint8_t m[3][CS_WIRE_CHUNK_HEADER_LEN + CS];
+        struct iovec ch[3];
+        for (uint32_t k = 0; k < 3; k++) { /* the fixture's chunks, of ledger s */
+            memcpy(m[k], f->msg[k], f->chunks[k].iov_len);
+            cs_wire_put_chunk_header(m[k], s, k, k == 1 ? 0 : 1);
+            ch[k] = (struct iovec){m[k], f->chunks[k].iov_len};
+        }
+        assert_int_equal(cs_ring_put(r, s, &part, 1, ch, 3, &rec, &reset, &err), 0);
+        cs_ringfiles_seg_path(p, sizeof p, f->ring, 1022);
+        assert_int_equal(lstat(p, &st) == 0, s < 1024); /* 1024 is in the next segment, 1023 pruned */
+        cs_ringfiles_log_path(p, sizeof p, f->ring, 1022);
+        assert_int_equal(lstat(p, &st) == 0, s < 1024);
+    }
+    cs_ringfiles_seg_path(p, sizeof p, f->ring, 1025);
+    assert_int_equal(lstat(p, &st), 0);
+    cs_ledger_ref *ref;
+    assert_int_equal(cs_ring_get(r, 1025, &ref, &err), 0);
+    assert_true(ref->frames_fd >= 0);
+    cs_ledger_ref_release(ref);
     cs_ring_close(r);
 }
 
@@ -496,17 +560,9 @@ static void direct_writes_skip_the_page_cache(void **state)
     cs_ring_close(r);
 }
 
-static uint64_t file_size(const fixture *f, const char *name)
-{
-    char p[1024];
-    struct stat st;
-    path(f, name, p, sizeof p);
-    return lstat(p, &st) == 0 ? (uint64_t)st.st_size : 0;
-}
-
-/* cs_ring_frames_bytes (corestreamd_ring_frames_size_bytes) follows the frames files on disk:
- * put, attach, drop, prune and a reopen. */
-static void frames_bytes_follow_the_files(void **state)
+/* cs_ring_frames_bytes (corestreamd_ring_frames_size_bytes) counts the frames of the retained
+ * ledgers: put, attach, drop, prune and a reopen. */
+static void frames_bytes_follow_the_ledgers(void **state)
 {
     fixture *f = *state;
     cs_ring *r;
@@ -514,7 +570,7 @@ static void frames_bytes_follow_the_files(void **state)
     assert_int_equal(cs_ring_open(&r, f->ring, 2, &err), 0);
     assert_int_equal(cs_ring_frames_bytes(r), 0);
     put7(f, r, true);
-    uint64_t one = file_size(f, "ledger-7.frames");
+    uint64_t one = frames_len(f, 7);
     assert_true(one > 0);
     assert_int_equal(cs_ring_frames_bytes(r), one);
     struct iovec part = {f->raw, LEN};
@@ -531,21 +587,20 @@ static void frames_bytes_follow_the_files(void **state)
                              f->chunks[k].iov_len - CS_WIRE_CHUNK_HEADER_LEN);
     assert_int_equal(cs_ring_frames_attach(r, ref, w, &err), 0);
     cs_ledger_ref_release(ref);
-    assert_int_equal(cs_ring_frames_bytes(r), one + file_size(f, "ledger-8.frames"));
+    assert_int_equal(cs_ring_frames_bytes(r), one + frames_len(f, 8));
     ref = get7(r);
     uint64_t h = ref->rec.frames_xxh3;
     cs_ledger_ref_release(ref);
     cs_ring_drop_frames(r, 7, h, "test");
-    assert_int_equal(cs_ring_frames_bytes(r), file_size(f, "ledger-8.frames"));
+    assert_int_equal(cs_ring_frames_bytes(r), frames_len(f, 8));
     cs_ring_close(r);
-    /* Reopened: counted from the files; then 8 is pruned by 9 and 10. */
+    /* Reopened: counted from the records; then 8 is pruned by 9 and 10. */
     assert_int_equal(cs_ring_open(&r, f->ring, 2, &err), 0);
-    assert_int_equal(cs_ring_frames_bytes(r), file_size(f, "ledger-8.frames"));
+    assert_int_equal(cs_ring_frames_bytes(r), frames_len(f, 8));
     for (uint32_t s = 9; s <= 10; s++) {
         rec = f->rec;
         assert_int_equal(cs_ring_put(r, s, &part, 1, NULL, 0, &rec, &reset, &err), 0);
     }
-    assert_false(exists(f, "ledger-8.frames"));
     assert_int_equal(cs_ring_frames_bytes(r), 0);
     cs_ring_close(r);
 }
@@ -611,11 +666,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(drop_frames_once, setup, teardown),
         cmocka_unit_test_setup_teardown(attach_makes_frames_for_a_retained_ledger, setup, teardown),
         cmocka_unit_test_setup_teardown(attach_refuses_a_replaced_ledger, setup, teardown),
-        cmocka_unit_test_setup_teardown(open_upgrades_and_cleans, setup, teardown),
-        cmocka_unit_test_setup_teardown(older_frames_are_forgotten, setup, teardown),
-        cmocka_unit_test_setup_teardown(prune_removes_frames, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_format_3_ring_migrates, setup, teardown),
+        cmocka_unit_test_setup_teardown(prune_removes_segments, setup, teardown),
         cmocka_unit_test_setup_teardown(direct_writes_skip_the_page_cache, setup, teardown),
-        cmocka_unit_test_setup_teardown(frames_bytes_follow_the_files, setup, teardown),
+        cmocka_unit_test_setup_teardown(frames_bytes_follow_the_ledgers, setup, teardown),
         cmocka_unit_test(parse_tail_cases),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The retention ring (docs/RING.md): the last `retention` completed ledgers
- * as raw files in one directory, each with a small integrity record beside it (length, chunk
- * count, the XXH64 its live END carried), written by one thread and read by many. A read hands
+ * as raw files in one directory, their integrity records (length, chunk count, the XXH64 the live
+ * END carried) and stored frames appended to one log and one frames file per 1,024 ledgers,
+ * written by one thread and read by many. A read hands
  * out a reference-counted open file that stays valid while held, even if the ring prunes or
  * resets that ledger meanwhile (the file is unlinked, the descriptor survives). */
 #ifndef CS_STORE_RING_H
@@ -27,10 +28,15 @@ enum {
 
 typedef struct cs_ring cs_ring;
 
-/* What the live END of a ledger carried, stored durably beside the ledger (`ledger-<seq>.rec`).
+/* Ledgers per segment: ledger S's record and frames are in records-<B>.log and frames-<B>.seg,
+ * B = S - S % CS_RING_SEG_LEDGERS (docs/RING.md, "Layout"). */
+#define CS_RING_SEG_LEDGERS 1024u
+
+/* What the live END of a ledger carried, stored durably as its line in `records-<base>.log`.
  * chunk_size and chunks are 0 in records made at open for a ring written before records existed
  * (the live chunking is not known then); otherwise chunks = ceil(len / chunk_size).
- * frames_len, frames_xxh3 and raw_xxh3 describe the stored wire frames (`ledger-<seq>.frames`,
+ * frames_len, frames_off, frames_xxh3 and raw_xxh3 describe the stored wire frames (in
+ * `frames-<base>.seg` at frames_off,
  * store/frames.h): the file's length and XXH3-64, and XXH3-64 of the raw (codec 0) chunks' bytes
  * in chunk order, which replay reads from the ledger file. Two hashes, so a mismatch says which
  * file changed: the frames (dropped, the ledger is re-encoded) or the ledger (dropped). All 0: no
@@ -77,22 +83,25 @@ typedef struct cs_ledger_ref {
  * cs_ring_drop_frames), so a caller whose start fails after the open leaves the ring as it was:
  * - the newest good ledger is the latest; every ledger within the retention count below it is
  *   checked (older ones are pruned unchecked). A good ledger is a regular file named
- *   ledger-<seq>.xdr with a record for that sequence whose length is the file's (the contents are
- *   checked when replayed). A bad one (or one under a name the ring never writes, ledger-007.xdr,
+ *   ledger-<seq>.xdr with a record for that sequence in its segment's log; the newest 1,024 are
+ *   stat'ed and their length checked against the record, older ones are taken by their directory
+ *   entry's type and checked when first read (docs/RING.md, "Lazy checks"); the contents are
+ *   checked when replayed. A bad one (or one under a name the ring never writes, ledger-007.xdr,
  *   or a record whose ledger is missing) costs only itself: it is quarantined (cs_ring_condemn's
  *   ERROR, found_by=open) and, inside the bounds, its sequence is a hole, as is every sequence with
  *   no file at all (ERROR `ring ledgers are missing; their sequences are a hole, the ledgers around
  *   them stay` first last); both count in `dropped`;
  * - leftover `*.tmp` files go (INFO `ring: removed leftover temporary files`), and so does every
- *   ledger, record or frames entry outside the bounds (an empty directory in a ledger's place too;
- *   one that is not empty stays, and writing that ledger fails);
+ *   ledger outside the bounds and every segment holding none of the bounds' sequences (an empty
+ *   directory in a ledger's place too; one that is not empty stays, and writing that ledger fails);
  * - a ring without the `ring-format` marker was written before records: a record is made for each
- *   kept ledger by hashing it (INFO `ring: integrity records made from the ledgers on disk`); a
- *   marker of format 2 (records, no frames) is rewritten as 3;
- * - frames a record claims must be a regular file of the recorded length, else they are forgotten
- *   (cs_ring_drop_frames' ERROR, logged at open; the ledger stays); frames no record claims go.
+ *   kept ledger by hashing it (INFO `ring: integrity records made from the ledgers on disk`); a ring
+ *   of format 3 or 2 (a record file beside each ledger) has them moved into the logs (INFO `ring:
+ *   integrity records moved into the records logs`), its frames files removed, the marker rewritten;
+ * - frames a record claims must lie inside their segment's frames file, else they are forgotten
+ *   (cs_ring_drop_frames' ERROR, logged at open; the ledger stays).
  * A system call that fails while looking (EMFILE, EACCES, EIO, …) proves nothing, so it fails the
- * open rather than costing a ledger: `store: open "<dir>": ledger-S.rec: <strerror>`; so does
+ * open rather than costing a ledger: `store: open "<dir>": records-B.log: <strerror>`; so does
  * ring-identity, ring-run or ring-format that exists and cannot be read: `store: read
  * "<dir>/ring-identity": <strerror>`.
  * Other errors: `store: retention must be positive, got N`, `store: create "<dir>": …`,
@@ -118,9 +127,12 @@ void cs_ring_set_direct(cs_ring *r, bool on);
 /* Writes ledger seq from parts (written in order, never joined in memory), its stored frames when
  * chunks is non-NULL (the ledger's nchunks CHUNK messages as published, header included: their
  * zstd payloads are written, never recompressed; rec->chunk_size must be the live one and nchunks
- * rec->chunks) and its record (rec's frames fields are filled by put): each to `<final>.tmp`,
- * renamed into place frames, record, ledger (a crash never leaves a ledger without its record, or
- * a record claiming frames not in place). Then advances the bounds and prunes. rec->len must be the parts' total. A seq that
+ * rec->chunks) and its record (rec's frames fields are filled by put): the ledger to
+ * `ledger-<seq>.xdr.tmp`, then the frames and the record appended to its segment, then the ledger
+ * renamed into place (a crash never leaves a ledger without its record, or a record claiming
+ * frames not written). Then advances the bounds and prunes (a segment goes once no retained
+ * ledger is in it). A reset removes the old ledgers and segments before the new ledger's frames
+ * and record are appended: a put that resets and then fails to append leaves the ring empty. rec->len must be the parts' total. A seq that
  * does not continue a filled ring (seq != latest+1; latest 4294967295 never continues) resets the
  * ring and sets *reset, once the new files are written, unless the sequences it skips are
  * exactly the puts that failed since latest: they become a hole (WARN `ring: ledgers whose writes
@@ -181,6 +193,11 @@ void cs_ring_drop_frames(cs_ring *r, uint32_t seq, uint64_t frames_xxh3, const c
  * may cs_ring_drop_frames them). Thread-safe. Release the result with cs_ledger_ref_release. */
 int cs_ring_get(cs_ring *r, uint32_t seq, cs_ledger_ref **out, cs_err *err);
 
+/* Whether ledger seq's record, as the ring last wrote or checked it, claims stored frames: a look
+ * at memory, no file is opened (the background pass skips such ledgers). The frames are checked
+ * only when cs_ring_get opens them. Thread-safe. */
+bool cs_ring_has_frames(cs_ring *r, uint32_t seq);
+
 /* Reads exactly n bytes at off (off + n <= rec.len). A short read (the file was truncated) is
  * CS_RING_ERR_CORRUPT `ledger-S.xdr is shorter than its record: ends before byte B of L`;
  * other errors CS_RING_ERR_IO. Thread-safe. */
@@ -188,7 +205,7 @@ int cs_ledger_read(const cs_ledger_ref *ref, uint64_t off, void *buf, size_t n, 
 
 /* Reads chunk k's stored payload (frames[k].len bytes; ref->frames_fd >= 0, k < rec.chunks) into
  * buf: a zstd frame from the frames file, a raw chunk from the ledger. A short read is
- * CS_RING_ERR_CORRUPT (`ledger-S.frames is shorter than its record: …`, or the ledger's message);
+ * CS_RING_ERR_CORRUPT (`frames-B.seg is shorter than ledger S's record: …`, or the ledger's message);
  * other errors CS_RING_ERR_IO. Thread-safe. */
 int cs_frame_read(const cs_ledger_ref *ref, uint32_t k, void *buf, cs_err *err);
 
@@ -298,7 +315,7 @@ uint64_t cs_ring_bytes(cs_ring *r);
  * --chunk-size. 0 when no record names one. Any thread. */
 uint32_t cs_ring_max_chunk_size(cs_ring *r);
 
-/* Bytes of the stored frames files (ledger-<seq>.frames) of the ledgers in the ring, counted the
+/* Bytes of the stored frames of the ledgers in the ring (their frames_len), counted the
  * same way: at open, then as put, attached, dropped and pruned. Any thread. */
 uint64_t cs_ring_frames_bytes(cs_ring *r);
 

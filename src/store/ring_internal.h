@@ -23,7 +23,7 @@ typedef struct rng_hole {
 /* Segments (docs/RING.md, "Layout"): ledgers base..base+RNG_SEG_LEDGERS-1 (base a multiple of it)
  * keep their integrity records in records-<base>.log and their stored frames in frames-<base>.seg,
  * both appended to, never rewritten. */
-#define RNG_SEG_LEDGERS 1024u
+#define RNG_SEG_LEDGERS CS_RING_SEG_LEDGERS
 /* line[]: where a ledger's current record line is. */
 #define RNG_LINE_NONE 0u            /* no record */
 #define RNG_LINE_LEGACY UINT32_MAX  /* ledger-<seq>.rec of a format-3 ring, moved by the settle */
@@ -34,6 +34,11 @@ typedef struct rng_seg {
     uint64_t len[RNG_SEG_LEDGERS];  /* the ledger's length, by its record (for the byte counters) */
     uint64_t flen[RNG_SEG_LEDGERS]; /* its frames' length, by its record; 0 without frames */
     uint64_t log_end, frames_end;   /* the files' lengths as the ring wrote (or found) them */
+    bool log_torn; /* the log as found ends without a newline: the next line starts a line */
+    /* The frames file as the open found it: DT_REG, DT_LNK, DT_DIR, DT_FIFO (anything else) or
+     * DT_UNKNOWN (missing); frames_warned: a failed frames append was logged for this segment. */
+    unsigned char frames_type;
+    bool frames_warned;
 } rng_seg;
 
 /* A ledger the open found bad, with why. */
@@ -47,13 +52,13 @@ typedef struct open_drop {
  * itself changes nothing on disk, so a start that fails after it leaves the directory as it was. */
 typedef struct open_repairs {
     bool upgrade;        /* no ring-format: a record is made for each kept ledger by hashing it */
-    bool rewrite_format; /* ring-format is missing or of format 2 */
+    bool rewrite_format; /* ring-format is missing or of an older format */
     open_drop *bad;      /* entries proven bad (each costs only itself): quarantined by the settle */
     size_t nbad;
     uint64_t missing;     /* sequences inside the bounds with no ledger at all (holes, counted) */
-    uint32_t *forget;     /* kept ledgers whose frames failed their check, or are of the older format */
+    uint32_t *forget;     /* kept ledgers whose frames failed their check */
     size_t nforget;
-    uint64_t old_frames;  /* of those, frames of the older format (CSFRAME1), forgotten without an ERROR */
+    uint64_t old_frames;  /* frames files of a format-3 ring, forgotten without an ERROR (made again) */
 } open_repairs;
 
 struct cs_ring {
@@ -258,6 +263,10 @@ int rng_append_record(cs_ring *r, uint32_t seq, const cs_ledger_record *rec);
  * *off. Under wmu. On failure errno is set and the file is cut back. */
 int rng_append_frames(cs_ring *r, uint32_t seq, const struct iovec *iov, int cnt, uint64_t *off);
 
+/* A frames append for seq failed with e (not a passing shortage): WARN `ring: stored frames could
+ * not be written; the segment's ledgers are kept without them` once per segment. Under wmu. */
+void rng_frames_append_failed(cs_ring *r, uint32_t seq, int e);
+
 /* Forgets seq's record in memory (its sequence left the ring). Under wmu. */
 void rng_seg_clear(cs_ring *r, uint32_t seq);
 /* Appends the line that takes seq out for good (quarantined: the next open must not find its
@@ -272,8 +281,8 @@ void rng_unappend_record(cs_ring *r, uint32_t seq, uint64_t log_end);
  * removes every one (a reset). Under wmu. */
 void rng_seg_remove_below(cs_ring *r, uint64_t keep);
 void rng_seg_remove_all(cs_ring *r);
-/* Removes the segments holding only sequences above latest (0: every one when... see the open's
- * settle, which calls it with an empty ring's 0 after rng_seg_remove_below). Under wmu. */
+/* Removes the segments holding only sequences above latest (records of puts a crash cut short,
+ * found by the open). Under wmu. */
 void rng_seg_remove_above(cs_ring *r, uint32_t latest);
 
 /* Closes the append descriptors (the ring is closing, or the segment goes). Under wmu. */
@@ -283,7 +292,7 @@ void rng_seg_close_append(cs_ring *r);
  * the frames file's, -1 when there is none) into the table: each line that names a sequence of
  * the segment becomes its record line, a later line replacing an earlier one. Returns 0, or -1
  * with errno (an I/O error, or no memory: the open fails). */
-int rng_seg_load(cs_ring *r, uint32_t base, int64_t frames_size);
+int rng_seg_load(cs_ring *r, uint32_t base, unsigned char frames_type, uint64_t frames_size);
 
 /* ---- run identity (ringidentity.c) ----------------------------------------------------------- */
 

@@ -156,39 +156,46 @@ static int check_at_open(cs_ring *r, log_text *t, const entry *ledger, bool upgr
     rng_note_chunk_size(r, rec.chunk_size); /* a replay may cut it there */
     /* Bad frames cost the frames, not the ledger: its raw bytes are still checked by their own
      * record when replayed by re-encoding. */
-    const rng_seg *s = rng_seg_find(r, seq);
-    if (rec.frames_len && (!s || s->frames_end < rec.frames_off + rec.frames_len)) {
-        rng_log_frames_problem(r, seq, s && s->frames_end ? "ends before the frames its record claims" : "is missing");
+    rng_seg *s = rng_seg_find(r, seq);
+    uint64_t end = rec.frames_off + rec.frames_len;
+    if (rec.frames_len && (!s || s->frames_type != DT_REG || s->frames_end < end)) {
+        char fproblem[200];
+        unsigned char type = s ? s->frames_type : DT_UNKNOWN;
+        if (type == DT_REG)
+            snprintf(fproblem, sizeof fproblem, "is %" PRIu64 " bytes, its record says ledger %" PRIu32
+                     "'s frames end at byte %" PRIu64, s->frames_end, seq, end);
+        else
+            snprintf(fproblem, sizeof fproblem, "%s", type == DT_LNK ? "is a symbolic link" : type == DT_DIR ? "is a directory"
+                                                      : type == DT_FIFO ? "is not a regular file" : "is missing");
+        rng_log_frames_problem(r, seq, fproblem);
         *bad_frames = true;
     } else {
         *frames_size = rec.frames_len;
     }
     if (s) { /* the byte counters follow the ledgers kept */
-        rng_seg *w = (rng_seg *)s;
-        w->len[seq - s->base] = rec.len;
-        w->flen[seq - s->base] = *bad_frames ? 0 : rec.frames_len;
+        s->len[seq - s->base] = rec.len;
+        s->flen[seq - s->base] = *bad_frames ? 0 : rec.frames_len;
     }
     return 0;
 }
 
 /* The segments' logs read into the table, and the records of a format-3 ring noted where no log
- * line replaces them. Returns 0, or -1 with errno. */
-static int load_segments(cs_ring *r, const entry *v, size_t n)
+ * line replaces them. Returns 0, or -1 with errno and name the file it met it on. */
+static int load_segments(cs_ring *r, const entry *v, size_t n, char name[CS_LEDGER_NAME_MAX])
 {
+    snprintf(name, CS_LEDGER_NAME_MAX, "records logs");
     for (size_t i = 0; i < n; i++) {
         if (v[i].kind != E_LOG || !v[i].canonical)
             continue;
-        int64_t fsize = -1;
-        char name[CS_LEDGER_NAME_MAX];
+        unsigned char type = DT_UNKNOWN;
         rng_seg_name(name, v[i].seq);
         struct stat st;
-        if (fstatat(r->dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-            if (S_ISREG(st.st_mode))
-                fsize = st.st_size;
-        } else if (errno != ENOENT) {
+        if (fstatat(r->dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+            type = S_ISREG(st.st_mode) ? DT_REG : S_ISLNK(st.st_mode) ? DT_LNK : S_ISDIR(st.st_mode) ? DT_DIR : DT_FIFO;
+        else if (errno != ENOENT)
             return -1;
-        }
-        if (rng_seg_load(r, v[i].seq, fsize) != 0)
+        rng_log_name(name, v[i].seq);
+        if (rng_seg_load(r, v[i].seq, type, type == DT_REG ? (uint64_t)st.st_size : 0) != 0)
             return -1;
     }
     for (size_t i = 0; i < n; i++) {
@@ -204,9 +211,9 @@ static int load_segments(cs_ring *r, const entry *v, size_t n)
     return 0;
 }
 
-/* Whether ring-format says this build's format (3); a format-2 ring (records, no frames) is
- * upgraded by rewriting it: its records are read as records without frames. Returns 1 current,
- * 0 missing or another format, -1 when it cannot be read (errno). */
+/* Whether ring-format says this build's format (4); an older ring (a record file per ledger) is
+ * migrated by the settle and the marker rewritten. Returns 1 current, 0 missing or another
+ * format, -1 when it cannot be read (errno). */
 static int format_current(cs_ring *r)
 {
     char buf[64];
@@ -325,12 +332,16 @@ static int survey(cs_ring *r, cs_err *err)
         return cs_err_set(err, 0, "store: scan \"%s\": %s", r->dir, strerror(errno));
     open_repairs *o = &r->repairs;
     int fmt = format_current(r);
-    if (fmt < 0 || load_segments(r, v, n) != 0) {
+    if (fmt < 0) {
         int e = errno;
         free(v);
-        if (fmt < 0)
-            return cs_err_set(err, 0, "store: read \"%s/%s\": %s", r->dir, FORMAT_NAME, strerror(e));
-        return cs_err_set(err, 0, "store: open \"%s\": records logs: %s", r->dir, strerror(e));
+        return cs_err_set(err, 0, "store: read \"%s/%s\": %s", r->dir, FORMAT_NAME, strerror(e));
+    }
+    char what[CS_LEDGER_NAME_MAX];
+    if (load_segments(r, v, n, what) != 0) {
+        int e = errno;
+        free(v);
+        return cs_err_set(err, 0, "store: open \"%s\": %s: %s", r->dir, what, strerror(e));
     }
     o->upgrade = faccessat(r->dfd, FORMAT_NAME, F_OK, AT_SYMLINK_NOFOLLOW) != 0;
     o->rewrite_format = o->upgrade || fmt == 0;

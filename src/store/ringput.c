@@ -244,8 +244,14 @@ static int append_sidecars(cs_ring *r, uint32_t seq, const struct iovec *chunks,
         int rc = rng_frames_finish(w, rec);
         int e = errno;
         rng_frames_writer_free(w);
-        if (rc != 0)
-            return write_failed(err, seq, e);
+        if (rc != 0 && transient(e))
+            return write_failed(err, seq, e); /* retried by the caller, frames and all */
+        if (rc != 0) {
+            /* Frames are derived from the ledger: a segment that will not take them costs the
+             * frames (the ledger is replayed by re-encoding), never the ledger. */
+            rng_frames_append_failed(r, seq, e);
+            rec->frames_len = rec->frames_off = rec->frames_xxh3 = rec->raw_xxh3 = 0;
+        }
     }
     if (rng_append_record(r, seq, rec) != 0)
         return write_failed(err, seq, errno);

@@ -2,6 +2,7 @@
 /* Segments: the records logs (records-<base>.log) and frames files (frames-<base>.seg) that hold
  * the integrity records and stored frames of RNG_SEG_LEDGERS ledgers each, appended to, never
  * rewritten, and removed whole once the ring has moved past them (docs/RING.md, "Layout"). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -14,11 +15,15 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "store/ledgerdir.h"
 #include "store/ring_internal.h"
 
 /* A line that takes a sequence out of the ring (it was quarantined): "corestream-ring-gone seq=S \n". */
 #define GONE_PREFIX "corestream-ring-gone "
+
+/* Frames appends of at least this many bytes are handed to write-back as soon as they are written. */
+#define WRITEBACK_MIN (64 * 1024)
 
 static uint32_t base_of(uint32_t seq)
 {
@@ -92,6 +97,15 @@ uint32_t rng_record_line(cs_ring *r, uint32_t seq)
     uint32_t line = s ? s->line[seq - s->base] : RNG_LINE_NONE;
     pthread_rwlock_unlock(&r->lock);
     return line;
+}
+
+bool cs_ring_has_frames(cs_ring *r, uint32_t seq)
+{
+    pthread_rwlock_rdlock(&r->lock);
+    const rng_seg *s = rng_seg_find(r, seq);
+    bool has = s && s->line[seq - s->base] != RNG_LINE_NONE && s->flen[seq - s->base] != 0;
+    pthread_rwlock_unlock(&r->lock);
+    return has;
 }
 
 int rng_read_record(cs_ring *r, uint32_t seq, cs_ledger_record *rec, uint32_t *line_out, char *problem, size_t plen)
@@ -201,18 +215,20 @@ int rng_append_record(cs_ring *r, uint32_t seq, const cs_ledger_record *rec)
         errno = ENOMEM;
         return -1;
     }
-    char text[RECORD_MAX];
-    int len = rng_format_record(text, sizeof text, seq, rec);
+    char text[RECORD_MAX + 1];
+    text[0] = '\n'; /* used only after a log found cut short */
+    int len = rng_format_record(text + 1, sizeof text - 1, seq, rec);
     int fd = append_fd(r, seq, true);
     if (fd < 0)
         return -1;
-    uint64_t at = s->log_end;
+    uint64_t at = s->log_end + s->log_torn;
     if (at >= UINT32_MAX - RECORD_MAX) {
         errno = EFBIG; /* a log of four GiB: cannot happen in RNG_SEG_LEDGERS lines a ledger */
         return -1;
     }
-    if (append(fd, &(struct iovec){text, (size_t)len}, 1, &s->log_end) != 0)
+    if (append(fd, &(struct iovec){text + !s->log_torn, (size_t)len + s->log_torn}, 1, &s->log_end) != 0)
         return -1;
+    s->log_torn = false;
     pthread_rwlock_wrlock(&r->lock);
     s->line[seq - s->base] = (uint32_t)at + 1;
     s->len[seq - s->base] = rec->len;
@@ -232,7 +248,26 @@ int rng_append_frames(cs_ring *r, uint32_t seq, const struct iovec *iov, int cnt
     if (fd < 0)
         return -1;
     *off = s->frames_end;
-    return append(fd, iov, cnt, &s->frames_end);
+    if (append(fd, iov, cnt, &s->frames_end) != 0)
+        return -1;
+    /* Large frames go to write-back at once, as the ledger files do (ring.h, cs_ring_set_direct);
+     * the few hundred bytes of a raw ledger's index wait for the next large one. */
+    if (s->frames_end - *off >= WRITEBACK_MIN)
+        (void)sync_file_range(fd, (off_t)*off, (off_t)(s->frames_end - *off), SYNC_FILE_RANGE_WRITE);
+    return 0;
+}
+
+void rng_frames_append_failed(cs_ring *r, uint32_t seq, int e)
+{
+    rng_seg *s = rng_seg_find(r, seq);
+    if (!s || s->frames_warned)
+        return;
+    s->frames_warned = true;
+    char name[CS_LEDGER_NAME_MAX], path[4200];
+    rng_seg_name(name, seq);
+    snprintf(path, sizeof path, "%s/%s", r->dir, name);
+    CS_LOG(CS_LOG_WARN, "ring: stored frames could not be written; the segment's ledgers are kept without them",
+           KV_S("file", path), KV_S("error", strerror(e)), KV_U("ledger", seq));
 }
 
 void rng_seg_clear(cs_ring *r, uint32_t seq)
@@ -254,10 +289,11 @@ int rng_append_gone(cs_ring *r, uint32_t seq)
         return -1;
     }
     char text[64];
-    int len = snprintf(text, sizeof text, GONE_PREFIX "seq=%" PRIu32 " \n", seq);
+    int len = snprintf(text, sizeof text, "%s" GONE_PREFIX "seq=%" PRIu32 " \n", s->log_torn ? "\n" : "", seq);
     int fd = append_fd(r, seq, true);
     if (fd < 0 || append(fd, &(struct iovec){text, (size_t)len}, 1, &s->log_end) != 0)
         return -1;
+    s->log_torn = false;
     rng_seg_clear(r, seq);
     return 0;
 }
@@ -346,14 +382,15 @@ static bool line_seq(const char *line, uint32_t base, uint32_t *seq)
     return true;
 }
 
-int rng_seg_load(cs_ring *r, uint32_t base, int64_t frames_size)
+int rng_seg_load(cs_ring *r, uint32_t base, unsigned char frames_type, uint64_t frames_size)
 {
     rng_seg *s = rng_seg_add(r, base);
     if (!s) {
         errno = ENOMEM;
         return -1;
     }
-    s->frames_end = frames_size > 0 ? (uint64_t)frames_size : 0;
+    s->frames_type = frames_type;
+    s->frames_end = frames_type == DT_REG ? frames_size : 0;
     char name[CS_LEDGER_NAME_MAX];
     rng_log_name(name, base);
     int fd = openat(r->dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
@@ -390,6 +427,7 @@ int rng_seg_load(cs_ring *r, uint32_t base, int64_t frames_size)
         return -1;
     }
     s->log_end = size;
+    s->log_torn = size > 0 && buf[size - 1] != '\n';
     for (size_t at = 0; at < size;) {
         char *nl = memchr(buf + at, '\n', size - at);
         if (!nl)

@@ -7,7 +7,7 @@
  *   reserve = ring writer 2 + stored-frames fill 3 + replay workers 2 x 3 + the server's own 7
  *           + lake readers x 3 (with the lake on) + 64 with --admin-listen (its connections' own cap) + the caller's (the source, the
  *             JetStream publisher: cs_server_config.fd_reserve)
- *           + 2 per replay slot (a catch-up holds its ledger's .xdr and .frames)
+ *           + 2 per replay slot (a catch-up holds its ledger's .xdr and its frames segment)
  *   connections = limit - open - reserve, one descriptor each (a redelivery holds none while
  *                 its subscriber does not read, replay.h)
  *
@@ -27,11 +27,11 @@
 #define CS_FD_FRAMES_FILL 3  /* the ledger read, the frames file written, the record rewritten */
 /* The server's own, beyond what is open at listen: a connection accepted only to be refused (1),
  * a /metrics scrape's /proc file (1), a SIGHUP reload's token, certificate or key file (1), the
- * systemd notification socket (1), the source thread's look at a ring ledger (its .xdr, .frames
+ * systemd notification socket (1), the source thread's look at a ring ledger (its .xdr, frames segment
  * and record: 3). */
 #define CS_FD_SERVER_OWN 7
 #define CS_FD_ADMIN_CONNECTIONS 64
-/* A lake reader (cs-lake) making an object: the ledger it reads (.xdr, .frames, its record). */
+/* A lake reader (cs-lake) making an object: the ledger it reads (.xdr, frames segment, records log). */
 #define CS_FD_LAKE_READER 3 /* --admin-listen's connection cap, outside --max-connections */
 
 typedef struct cs_fd_parts {

@@ -103,6 +103,8 @@ static void *fill_main(void *arg)
     bool ready = raw && out && hash && (!f->compress || cctx);
     if (ready && cs_ring_bounds(f->ring, &oldest, &latest)) {
         for (uint64_t s = latest; s >= oldest && s > 0 && !atomic_load(&f->stop); s--) {
+            if (cs_ring_has_frames(f->ring, (uint32_t)s))
+                continue; /* the ring's own note: no file is opened for it */
             cs_err err;
             int rc = fill_one(f, cctx, raw, out, out_cap, (uint32_t)s, hash, &err);
             if (rc == FILL_FAILED) {

@@ -351,7 +351,7 @@ void cs_metrics_render(cs_strbuf *b, const cs_metrics *m, const cs_metrics_view 
              v->retention > 0 ? (uint64_t)v->retention : 0);
     metric_u(b, "corestreamd_ring_size_bytes", "gauge", "Bytes of the ledger files in the ring.", v->ring_bytes);
     metric_u(b, "corestreamd_ring_frames_size_bytes", "gauge",
-             "Bytes of the stored wire frames (ledger-<seq>.frames) beside the ledgers in the ring.",
+             "Bytes of the stored wire frames of the ledgers in the ring (in frames-<base>.seg).",
              v->ring_frames_bytes);
     metric_u(b, "corestreamd_ring_write_failures_total", "counter",
              "Ledgers the ring failed to store (the live flow carries on; each is a hole in the ring).",

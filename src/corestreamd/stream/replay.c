@@ -39,7 +39,7 @@ struct cs_replay {
     cs_frame *frames; /* rec.chunks entries, stored replays only */
     uint8_t *tail;
     size_t tail_len;
-    /* The open ledger (its .xdr and .frames descriptors), touched only by the worker reading
+    /* The open ledger (its .xdr and its segment's frames descriptors), touched only by the worker reading
      * (reading, or opening). A held replay keeps it from the open until its last chunk is read;
      * a per-read one gets it from the ring for each read and lets it go right after, so a
      * subscriber that stops reading holds no descriptor of it (replay.h). */
@@ -260,9 +260,15 @@ static cs_msg *read_stored(cs_replay_pool *p, cs_replay *r, size_t k, int *statu
     if (got != f->xxh3) {
         *status = CS_REPLAY_CORRUPT;
         *frames_fault = f->codec != 0;
-        cs_err_set(err, CS_RING_ERR_CORRUPT,
-                   "ledger-%u.%s changed on disk: chunk %zu hashes to %016" PRIx64 ", the frames index says %016" PRIx64,
-                   r->seq, f->codec != 0 ? "frames" : "xdr", k - 1, got, f->xxh3);
+        if (f->codec != 0)
+            cs_err_set(err, CS_RING_ERR_CORRUPT,
+                       "frames-%u.seg changed on disk: ledger %u's chunk %zu hashes to %016" PRIx64
+                       ", the frames index says %016" PRIx64,
+                       r->seq - r->seq % CS_RING_SEG_LEDGERS, r->seq, k - 1, got, f->xxh3);
+        else
+            cs_err_set(err, CS_RING_ERR_CORRUPT,
+                       "ledger-%u.xdr changed on disk: chunk %zu hashes to %016" PRIx64 ", the frames index says %016" PRIx64,
+                       r->seq, k - 1, got, f->xxh3);
         cs_msg_release(m);
         return NULL;
     }
@@ -295,8 +301,9 @@ static cs_msg *produce_end(cs_replay *r, int *status, bool *frames_fault, cs_err
             *status = CS_REPLAY_CORRUPT;
             *frames_fault = true;
             cs_err_set(err, CS_RING_ERR_CORRUPT,
-                       "ledger-%u.frames changed on disk: it hashes to %016" PRIx64 ", its record says %016" PRIx64,
-                       r->seq, got, rec->frames_xxh3);
+                       "frames-%u.seg changed on disk: ledger %u's frames hash to %016" PRIx64
+                       ", its record says %016" PRIx64,
+                       r->seq - r->seq % CS_RING_SEG_LEDGERS, r->seq, got, rec->frames_xxh3);
             return NULL;
         }
         cs_msg *m = cs_msg_new(CS_WIRE_END_LEN);

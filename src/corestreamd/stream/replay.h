@@ -53,7 +53,7 @@ void cs_replay_pool_free(cs_replay_pool *p);
 
 /* Starts preparing ledger seq; its wakes carry wake_arg. NULL on allocation failure.
  *
- * Descriptors: an open ledger pins two (its .xdr and .frames). With hold, the replay keeps the
+ * Descriptors: an open ledger pins two (its .xdr and its frames segment). With hold, the replay keeps the
  * ledger it opened from its first read to its last (a catch-up, under a replay slot: a file
  * removed, replaced or pruned meanwhile is still read whole). Without, it holds none between
  * reads: a worker gets the ledger from the ring for each read and lets it go after, so a
