@@ -139,14 +139,20 @@ typedef struct ledger_file {
  * E_LOG and E_SEG: a segment's records-<base>.log and frames-<base>.seg (seq is the base). */
 enum { E_LEDGER, E_RECORD, E_FRAMES, E_LOG, E_SEG };
 
-/* One ledger-, sidecar- or segment-named entry of the directory. */
+/* One ledger-, sidecar- or segment-named entry of the directory: 16 bytes, so a scan of a week
+ * of history (120,960 ledgers) sorts in milliseconds. */
 typedef struct entry {
     uint32_t seq;
-    int kind;       /* E_* */
-    bool canonical; /* the name is exactly what the ring writes for seq, no padding */
-    unsigned char type; /* d_type: DT_REG, DT_LNK, DT_DIR, ..., or DT_UNKNOWN */
-    char name[256];
+    uint8_t kind;       /* E_* */
+    uint8_t type;       /* d_type: DT_REG, DT_LNK, DT_DIR, ..., or DT_UNKNOWN */
+    bool canonical;     /* the name is exactly what the ring writes for seq, no padding */
+    char *odd;          /* the name as found when it is not canonical (malloc'd), else NULL */
 } entry;
+
+/* The entry's name: odd, or the canonical name written into buf. */
+const char *rng_entry_name(const entry *e, char buf[CS_LEDGER_NAME_MAX]);
+/* Frees a scan's entries (their odd names too). */
+void rng_free_entries(entry *v, size_t n);
 
 /* ---- files, counters, bounds (ringdisk.c) ---------------------------------------------------- */
 

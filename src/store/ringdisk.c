@@ -204,6 +204,36 @@ int rng_hash_file(int fd, uint64_t len, uint64_t *sum)
     return rc;
 }
 
+const char *rng_entry_name(const entry *e, char buf[CS_LEDGER_NAME_MAX])
+{
+    if (e->odd)
+        return e->odd;
+    switch (e->kind) {
+    case E_RECORD:
+        rng_legacy_record_name(buf, e->seq);
+        break;
+    case E_FRAMES:
+        rng_legacy_frames_name(buf, e->seq);
+        break;
+    case E_LOG:
+        rng_log_name(buf, e->seq);
+        break;
+    case E_SEG:
+        rng_seg_name(buf, e->seq);
+        break;
+    default:
+        cs_ledger_name_format(buf, CS_LEDGER_NAME_MAX, e->seq);
+    }
+    return buf;
+}
+
+void rng_free_entries(entry *v, size_t n)
+{
+    for (size_t i = 0; v && i < n; i++)
+        free(v[i].odd);
+    free(v);
+}
+
 static int cmp_entry(const void *a, const void *b)
 {
     const entry *x = a, *y = b;
@@ -250,7 +280,7 @@ int rng_scan_entries(cs_ring *r, entry **out, size_t *n)
             entry *grown = realloc(*out, cap * sizeof *grown);
             if (!grown) {
                 closedir(d);
-                free(*out);
+                rng_free_entries(*out, *n);
                 *out = NULL;
                 *n = 0;
                 errno = ENOMEM;
@@ -260,26 +290,24 @@ int rng_scan_entries(cs_ring *r, entry **out, size_t *n)
         }
         entry *e = &(*out)[(*n)++];
         e->seq = seq;
-        e->kind = kind;
+        e->kind = (uint8_t)kind;
         e->type = de->d_type;
-        snprintf(e->name, sizeof e->name, "%s", de->d_name);
+        e->odd = NULL;
         char canon[CS_LEDGER_NAME_MAX];
-        if (kind == E_RECORD)
-            rng_legacy_record_name(canon, seq);
-        else if (kind == E_FRAMES)
-            rng_legacy_frames_name(canon, seq);
-        else if (kind == E_LOG)
-            rng_log_name(canon, seq);
-        else if (kind == E_SEG)
-            rng_seg_name(canon, seq);
-        else
-            cs_ledger_name_format(canon, sizeof canon, seq);
-        e->canonical = strcmp(canon, de->d_name) == 0;
+        e->canonical = strcmp(rng_entry_name(e, canon), de->d_name) == 0;
+        if (!e->canonical && !(e->odd = strdup(de->d_name))) {
+            closedir(d);
+            rng_free_entries(*out, *n - 1);
+            *out = NULL;
+            *n = 0;
+            errno = ENOMEM;
+            return -1;
+        }
     }
     int e = errno;
     closedir(d);
     if (e) {
-        free(*out);
+        rng_free_entries(*out, *n);
         *out = NULL;
         *n = 0;
         errno = e;

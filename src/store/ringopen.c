@@ -109,8 +109,10 @@ static int entry_type(cs_ring *r, const entry *e, bool stat_it, uint64_t *size, 
     unsigned char type = e->type;
     if (stat_it || type == DT_UNKNOWN) {
         struct stat st;
-        if (fstatat(r->dfd, e->name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-            snprintf(problem, plen, "%s: %s", e->name, strerror(errno));
+        char buf[CS_LEDGER_NAME_MAX];
+        const char *name = rng_entry_name(e, buf);
+        if (fstatat(r->dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+            snprintf(problem, plen, "%s: %s", name, strerror(errno));
             return -3;
         }
         type = S_ISREG(st.st_mode) ? DT_REG : S_ISLNK(st.st_mode) ? DT_LNK : S_ISDIR(st.st_mode) ? DT_DIR : DT_FIFO;
@@ -278,7 +280,7 @@ static bool has_ledger(const entry *v, size_t n, uint32_t seq)
     size_t lo = 0, hi = n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (v[mid].seq < seq || (v[mid].seq == seq && v[mid].kind < E_LEDGER))
+        if (v[mid].seq < seq) /* E_LEDGER sorts first within a sequence */
             lo = mid + 1;
         else
             hi = mid;
@@ -334,13 +336,13 @@ static int survey(cs_ring *r, cs_err *err)
     int fmt = format_current(r);
     if (fmt < 0) {
         int e = errno;
-        free(v);
+        rng_free_entries(v, n);
         return cs_err_set(err, 0, "store: read \"%s/%s\": %s", r->dir, FORMAT_NAME, strerror(e));
     }
     char what[CS_LEDGER_NAME_MAX];
     if (load_segments(r, v, n, what) != 0) {
         int e = errno;
-        free(v);
+        rng_free_entries(v, n);
         return cs_err_set(err, 0, "store: open \"%s\": %s: %s", r->dir, what, strerror(e));
     }
     o->upgrade = faccessat(r->dfd, FORMAT_NAME, F_OK, AT_SYMLINK_NOFOLLOW) != 0;
@@ -361,10 +363,11 @@ static int survey(cs_ring *r, cs_err *err)
             continue;
         if (filled && e->seq < low)
             break; /* what is older is pruned, unchecked */
-        char problem[600];
+        char problem[600], buf[CS_LEDGER_NAME_MAX];
+        const char *name = rng_entry_name(e, buf);
         if (!e->canonical) {
-            snprintf(problem, sizeof problem, "unexpected file name %s", e->name);
-            nomem |= note_drop(o, e->seq, e->name, problem) != 0;
+            snprintf(problem, sizeof problem, "unexpected file name %s", name);
+            nomem |= note_drop(o, e->seq, name, problem) != 0;
             continue;
         }
         uint64_t size = 0, fsize = 0;
@@ -373,12 +376,12 @@ static int survey(cs_ring *r, cs_err *err)
                                sizeof problem);
         if (rc == -3) {
             log_text_free(&t);
-            free(v);
+            rng_free_entries(v, n);
             free(good);
             return cs_err_set(err, 0, "store: open \"%s\": %s", r->dir, problem);
         }
         if (rc != 0) {
-            nomem |= note_drop(o, e->seq, e->name, problem) != 0;
+            nomem |= note_drop(o, e->seq, name, problem) != 0;
             continue;
         }
         if (bad_frames)
@@ -399,7 +402,7 @@ static int survey(cs_ring *r, cs_err *err)
     r->latest = filled ? latest : 0;
     uint64_t missing = nomem ? 0 : holes_between(r, good, ngood);
     nomem |= missing == UINT64_MAX || note_orphan_records(r, v, n) != 0;
-    free(v);
+    rng_free_entries(v, n);
     free(good);
     if (nomem)
         return cs_err_set(err, 0, "store: scan \"%s\": %s", r->dir, strerror(ENOMEM));
@@ -477,12 +480,13 @@ static void remove_outside(cs_ring *r)
     for (size_t i = 0; i < n; i++) {
         const entry *e = &v[i];
         uint32_t first, last;
+        char buf[CS_LEDGER_NAME_MAX];
         bool seg = e->kind == E_LOG || e->kind == E_SEG;
         uint64_t top = seg ? (uint64_t)e->seq + RNG_SEG_LEDGERS - 1 : e->seq;
         bool inside = r->filled && top >= r->oldest && e->seq <= r->latest;
         if (seg) {
             if (!inside || !e->canonical)
-                remove_entry(r, e->name);
+                remove_entry(r, rng_entry_name(e, buf));
             continue;
         }
         /* What is left in a hole, a ledger newer than the latest, or a stray ledger name inside
@@ -491,9 +495,9 @@ static void remove_outside(cs_ring *r)
         if (newer || (inside && (rng_in_hole_locked(r, e->seq, &first, &last) || (!e->canonical && e->kind == E_LEDGER))))
             continue;
         if (!(inside && e->canonical && e->kind == E_LEDGER))
-            remove_entry(r, e->name);
+            remove_entry(r, rng_entry_name(e, buf));
     }
-    free(v);
+    rng_free_entries(v, n);
     /* The table follows the files. */
     rng_seg_remove_below(r, r->filled ? r->oldest : UINT64_MAX);
     rng_seg_remove_above(r, r->filled ? r->latest : 0);
