@@ -152,17 +152,16 @@ func (d *daemon) signal(sig syscall.Signal) {
 // ringLatest is the newest ledger the ring in dataDir holds whole (its ledger and its record).
 func ringLatest(t *testing.T, dataDir string) uint32 {
 	t.Helper()
-	names, err := filepath.Glob(filepath.Join(dataDir, "ledgers", "ledger-*.rec"))
+	// A ledger file is renamed into place only once its record is in the segment's log
+	// (docs/RING.md), so the newest ledger-<seq>.xdr is the ring's latest.
+	names, err := filepath.Glob(filepath.Join(dataDir, "ledgers", "ledger-*.xdr"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var latest uint32
 	for _, n := range names {
-		seq, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimPrefix(filepath.Base(n), "ledger-"), ".rec"), 10, 32)
-		if err != nil {
-			continue
-		}
-		if _, err := os.Stat(strings.TrimSuffix(n, ".rec") + ".xdr"); err == nil && uint32(seq) > latest {
+		seq, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimPrefix(filepath.Base(n), "ledger-"), ".xdr"), 10, 32)
+		if err == nil && uint32(seq) > latest {
 			latest = uint32(seq)
 		}
 	}

@@ -37,4 +37,35 @@ static inline void cs_futex_ring(_Atomic uint32_t *word, int n)
     (void)syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
 }
 
+/* A doorbell whose ring costs no system call when nobody sleeps on it. The waiter announces
+ * itself (sleepers) before it looks at the word a last time; the ringer changes the word before it
+ * looks at sleepers. Both are sequentially consistent, so either the waiter sees the new word and
+ * does not sleep, or the ringer sees the sleeper and wakes it. */
+typedef struct cs_bell {
+    _Atomic uint32_t word;
+    _Atomic uint32_t sleepers;
+} cs_bell;
+
+/* Sleeps while b->word holds seen, at most timeout_ns (negative: no limit); returns at once when
+ * it does not. Spurious returns happen: callers re-check their condition in a loop. */
+static inline void cs_bell_wait(cs_bell *b, uint32_t seen, int64_t timeout_ns)
+{
+    atomic_fetch_add(&b->sleepers, 1);
+    if (atomic_load(&b->word) == seen) {
+        if (timeout_ns < 0)
+            cs_futex_wait(&b->word, seen);
+        else
+            cs_futex_wait_ns(&b->word, seen, timeout_ns);
+    }
+    atomic_fetch_sub(&b->sleepers, 1);
+}
+
+/* Changes the word, then wakes up to n sleepers if there are any. */
+static inline void cs_bell_ring(cs_bell *b, int n)
+{
+    atomic_fetch_add(&b->word, 1);
+    if (atomic_load(&b->sleepers) != 0)
+        (void)syscall(SYS_futex, (uint32_t *)&b->word, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
+}
+
 #endif

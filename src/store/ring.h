@@ -290,7 +290,7 @@ bool cs_ring_bounds(cs_ring *r, uint32_t *oldest, uint32_t *latest);
  * and, with nothing to do, sleeps in cs_ring_wait_change until the counter differs from what it
  * took, timeout_ns passes, or a spurious wake (it looks again either way). cs_ring_wake bumps the
  * counter without a change: the follower's owner, having set its own stop flag, wakes it so it
- * looks at that flag. Any thread; the put thread's share is an atomic add and one futex wake. */
+ * looks at that flag. Any thread; the put thread's share is an atomic add, and a futex wake only when a follower sleeps. */
 uint32_t cs_ring_changes(cs_ring *r);
 void cs_ring_wait_change(cs_ring *r, uint32_t seen, int64_t timeout_ns);
 void cs_ring_wake(cs_ring *r);

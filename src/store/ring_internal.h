@@ -12,6 +12,7 @@
 #include <sys/uio.h>
 
 #include "common/err.h"
+#include "common/futex.h"
 #include "common/invariant.h"
 #include "store/ledgerdir.h"
 #include "store/ring.h"
@@ -119,7 +120,7 @@ struct cs_ring {
     int app_log_fd, app_frames_fd;
     /* The doorbell of cs_ring_wait_change: bumped after every change of the bounds (and by
      * cs_ring_wake), its waiters woken (common/futex.h). */
-    _Atomic uint32_t changes;
+    cs_bell changes;
 };
 
 #define FORMAT_NAME "ring-format"

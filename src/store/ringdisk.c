@@ -140,7 +140,7 @@ void rng_set_bounds(cs_ring *r, bool filled, uint32_t oldest, uint32_t latest)
     pthread_rwlock_wrlock(&r->lock);
     rng_set_bounds_wrlocked(r, filled, oldest, latest);
     pthread_rwlock_unlock(&r->lock);
-    cs_futex_ring(&r->changes, INT_MAX); /* after the unlock: a woken reader finds the new bounds */
+    cs_bell_ring(&r->changes, INT_MAX); /* after the unlock: a woken reader finds the new bounds */
 }
 
 uint32_t rng_pruned_oldest(const cs_ring *r, uint32_t oldest, uint32_t latest)

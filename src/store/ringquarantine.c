@@ -74,7 +74,7 @@ int rng_hole_add_bounds(cs_ring *r, uint32_t first, uint32_t last, bool filled, 
     r->nholes = out + 1;
     rng_set_bounds_wrlocked(r, filled, oldest, latest);
     pthread_rwlock_unlock(&r->lock);
-    cs_futex_ring(&r->changes, INT_MAX);
+    cs_bell_ring(&r->changes, INT_MAX);
     return 0;
 }
 

@@ -301,17 +301,18 @@ bool cs_ring_bounds(cs_ring *r, uint32_t *oldest, uint32_t *latest)
 
 uint32_t cs_ring_changes(cs_ring *r)
 {
-    return atomic_load(&r->changes);
+    return atomic_load(&r->changes.word);
 }
 
 void cs_ring_wait_change(cs_ring *r, uint32_t seen, int64_t timeout_ns)
 {
-    cs_futex_wait_ns(&r->changes, seen, timeout_ns);
+    if (timeout_ns > 0)
+        cs_bell_wait(&r->changes, seen, timeout_ns);
 }
 
 void cs_ring_wake(cs_ring *r)
 {
-    cs_futex_ring(&r->changes, INT_MAX);
+    cs_bell_ring(&r->changes, INT_MAX);
 }
 
 void cs_ring_health(cs_ring *r, cs_ring_health_t *out)

@@ -2,20 +2,27 @@
 #include "corestreamd/stream/ringwriter.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "common/futex.h"
 #include "common/log.h"
 #include "common/thread.h"
 #include "wire/wire.h"
 
+/* The hand-over is one slot and two doorbells, so a ledger costs no system call on either side
+ * unless the other side sleeps: the submitter fills the slot and rings posted (posted.word then
+ * counts hand-overs, and stops); the writer writes it and rings done (done.word counts ledgers
+ * written). The slot's fields are written before posted's ring and read after it is seen, and the
+ * submitter touches them again only once done has caught up: the doorbells' atomics order them. */
 struct cs_ring_writer {
     cs_ring *ring;
     pthread_t thread;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    bool stop;
-    bool pending; /* a ledger is handed over and not yet written */
+    cs_bell posted, done;
+    _Atomic bool stop;
+    uint32_t submitted; /* the submitting thread's: ledgers handed over */
     uint32_t seq;
     cs_msg **msgs;
     size_t n;
@@ -80,31 +87,33 @@ static void *writer_main(void *arg)
      * runs first; when they are not, this runs at once. */
     cs_thread_role("cs-ring", cs_thread_background_nice());
     cs_ring_take_put_thread(w->ring); /* this thread alone puts, until it stops */
-    pthread_mutex_lock(&w->mu);
+    uint32_t handled = 0;
     for (;;) {
-        while (!w->pending && !w->stop)
-            pthread_cond_wait(&w->cv, &w->mu);
-        if (!w->pending)
-            break;
-        uint32_t seq = w->seq;
-        cs_msg **msgs = w->msgs;
-        size_t n = w->n;
-        cs_flow *flow = w->flow;
-        cs_ledger_record rec = w->rec;
-        pthread_mutex_unlock(&w->mu);
+        uint32_t posted = atomic_load(&w->posted.word);
+        if (posted == handled) {
+            if (atomic_load(&w->stop))
+                break;
+            cs_bell_wait(&w->posted, posted, -1);
+            continue;
+        }
+        /* A ring of posted is a ledger unless it was the stop's, which comes after every ledger. */
+        if (!w->msgs) {
+            handled = posted;
+            continue;
+        }
         cs_err err;
-        int rc = write_ledger(w->ring, seq, msgs, n, flow, &rec, &err);
-        note_result(w, seq, rc, &err);
-        for (size_t i = 0; i < n; i++)
-            cs_msg_release(msgs[i]);
-        free(msgs);
-        if (flow)
-            cs_flow_release(flow);
-        pthread_mutex_lock(&w->mu);
-        w->pending = false;
-        pthread_cond_broadcast(&w->cv);
+        int rc = write_ledger(w->ring, w->seq, w->msgs, w->n, w->flow, &w->rec, &err);
+        note_result(w, w->seq, rc, &err);
+        for (size_t i = 0; i < w->n; i++)
+            cs_msg_release(w->msgs[i]);
+        free(w->msgs);
+        if (w->flow)
+            cs_flow_release(w->flow);
+        w->msgs = NULL;
+        w->flow = NULL;
+        handled = posted;
+        cs_bell_ring(&w->done, INT_MAX);
     }
-    pthread_mutex_unlock(&w->mu);
     cs_ring_leave_put_thread(w->ring);
     return NULL;
 }
@@ -115,11 +124,7 @@ int cs_ring_writer_new(cs_ring_writer **out, cs_ring *ring, cs_err *err)
     if (!w)
         return cs_err_set(err, 0, "source loop: out of memory");
     w->ring = ring;
-    pthread_mutex_init(&w->mu, NULL);
-    pthread_cond_init(&w->cv, NULL);
     if (pthread_create(&w->thread, NULL, writer_main, w) != 0) {
-        pthread_mutex_destroy(&w->mu);
-        pthread_cond_destroy(&w->cv);
         free(w);
         return cs_err_set(err, 0, "source loop: cannot start the ring writer");
     }
@@ -133,7 +138,6 @@ void cs_ring_writer_submit(cs_ring_writer *w, uint32_t seq, cs_msg **msgs, size_
     uint64_t len = 0;
     for (size_t i = 0; i < n; i++)
         len += msgs[i]->len - CS_WIRE_CHUNK_HEADER_LEN;
-    pthread_mutex_lock(&w->mu);
     w->rec = (cs_ledger_record){.len = len, .chunks = (uint32_t)n, .chunk_size = (uint32_t)chunk_size, .xxh64 = xxh64};
     if (sig && sig->len <= sizeof w->rec.sig) {
         memcpy(w->rec.sig, sig->data, sig->len);
@@ -143,29 +147,31 @@ void cs_ring_writer_submit(cs_ring_writer *w, uint32_t seq, cs_msg **msgs, size_
     w->msgs = msgs;
     w->n = n;
     w->flow = flow;
-    w->pending = true;
-    pthread_cond_broadcast(&w->cv);
-    pthread_mutex_unlock(&w->mu);
+    w->submitted++;
+    cs_bell_ring(&w->posted, 1);
+}
+
+/* Whether every ledger handed over is written. */
+static bool caught_up(cs_ring_writer *w, uint32_t *done)
+{
+    *done = atomic_load(&w->done.word);
+    return w->submitted == *done;
 }
 
 void cs_ring_writer_wait(cs_ring_writer *w)
 {
-    pthread_mutex_lock(&w->mu);
-    while (w->pending)
-        pthread_cond_wait(&w->cv, &w->mu);
-    pthread_mutex_unlock(&w->mu);
+    uint32_t done;
+    while (!caught_up(w, &done))
+        cs_bell_wait(&w->done, done, -1);
 }
 
 void cs_ring_writer_free(cs_ring_writer *w)
 {
     if (!w)
         return;
-    pthread_mutex_lock(&w->mu);
-    w->stop = true;
-    pthread_cond_broadcast(&w->cv);
-    pthread_mutex_unlock(&w->mu);
+    cs_ring_writer_wait(w);
+    atomic_store(&w->stop, true);
+    cs_bell_ring(&w->posted, 1);
     pthread_join(w->thread, NULL);
-    pthread_mutex_destroy(&w->mu);
-    pthread_cond_destroy(&w->cv);
     free(w);
 }

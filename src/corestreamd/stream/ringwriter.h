@@ -35,7 +35,8 @@ int cs_ring_writer_new(cs_ring_writer **out, cs_ring *ring, cs_err *err);
 void cs_ring_writer_submit(cs_ring_writer *w, uint32_t seq, cs_msg **msgs, size_t n, cs_flow *flow,
                            size_t chunk_size, uint64_t xxh64, const cs_msg *sig);
 
-/* Waits for the outstanding write, if any; its failure, if it failed, is the writer's to report. */
+/* Waits for the outstanding write, if any; its failure, if it failed, is the writer's to report.
+ * Submit, wait and free are called by one thread (the source loop's). */
 void cs_ring_writer_wait(cs_ring_writer *w);
 
 /* Waits, stops the thread and frees. NULL is a no-op. */
