@@ -22,7 +22,7 @@
 # connections (ring replays, at most --max-replays 8 at once).
 #
 # Per K (results in bench/results/cell11-scale-subscribers/<scheme>-K<k>/metrics.txt):
-#   server CPU per ledger   utime+stime of corestreamd (/proc/<pid>/stat) from the ledger before the
+#   server CPU per ledger   corestreamd's CPU time (its threads' /proc/<pid>/task/*/schedstat, ns) from the ledger before the
 #                           first measured one to the ledger at half the range (before any catch-up
 #                           starts), divided by the ledgers published in between
 #   CPU per subscriber-ledger   that / K, and the marginal (cpu(K) - cpu(1)) / (K - 1)
@@ -82,6 +82,17 @@ wait_latest() { # ADDR MIN MAX_ITER: poll /healthz every 20 ms until latest >= M
   echo "$lat"
 }
 fd_count() { find "/proc/$1/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l; }
+# cpu_s PID: the process's CPU seconds to the nanosecond, the sum over its threads of
+# /proc/<pid>/task/<tid>/schedstat's time on CPU (/proc/<pid>/stat counts in 10 ms ticks, too coarse
+# for a few ms per ledger over 100 ledgers); /proc/<pid>/stat where schedstat is missing.
+cpu_s() {
+  local f ns=0 v
+  for f in /proc/"$1"/task/*/schedstat; do
+    read -r v _ <"$f" 2>/dev/null || continue
+    ns=$((ns + v))
+  done
+  if ((ns > 0)); then awk -v n="$ns" 'BEGIN { printf "%.6f\n", n / 1e9 }'; else proc_cpu_s "$1"; fi
+}
 sink_field() { sed -n "s/.*\\b$2=\\([0-9.]*\\).*/\\1/p" "$1" 2>/dev/null | tail -1; }
 
 run_k() {
@@ -139,10 +150,10 @@ run_k() {
   note "  $subs/$K subscribers connected at latest=$lat; measuring ledgers $start..$end (CPU over $((start - 1))..$mid)"
   lat=$(wait_latest "$addr" $((start - 1)) 6000)
   local c0 lat0=$lat
-  c0=$(proc_cpu_s "$csd")
+  c0=$(cpu_s "$csd")
   lat=$(wait_latest "$addr" "$mid" 6000)
   local c1 lat1=$lat rss fds
-  c1=$(proc_cpu_s "$csd")
+  c1=$(cpu_s "$csd")
   rss=$(proc_kb "$csd" VmRSS)
   fds=$(fd_count "$csd")
   local cu_pid="" cu_t0=$SECONDS
@@ -191,7 +202,7 @@ run_k() {
     echo "sink_cpu_s=$(sink_field "$kdir/sub.out" cpu_s)"
     echo "first_failure=$(grep -m1 '^ws_sink: subscriber' "$kdir/sub.out" || true)"
     echo "connected_in_time=$in_time"
-    echo "server_cpu_s=$(awk -v a="$c0" -v b="$c1" 'BEGIN { printf "%.2f", b - a }')"
+    echo "server_cpu_s=$(awk -v a="$c0" -v b="$c1" 'BEGIN { printf "%.4f", b - a }')"
     echo "server_cpu_ledgers=$((lat1 - lat0))"
     echo "server_cpu_s_per_ledger=$cpu_per"
     echo "server_rss_kb=$rss"
@@ -233,13 +244,14 @@ m_num() { # SCHEME K KEY: the metric, 0 when empty
 echo | say
 note "scale table (256 KiB compressible every 100 ms, zstd; N=$N per subscriber; delivery pooled over all stamped samples)"
 note "srv_ms/ledg: server CPU per published ledger; us/sub-ledg: that / K; marg_us: (cpu(K) - cpu(1)) / (K - 1) per ledger;"
-note "RSS_MB at half the range; KiB/sub: (RSS(K) - RSS(1)) / (K - 1); fds: /proc/<pid>/fd at half the range"
-fmt='%-4s %-5s %-13s %-11s %-10s %-9s %-8s %-9s %-8s %-8s %-8s %-8s %-9s %s\n'
+note "RSS_MB at half the range; KiB/sub: (RSS(K) - RSS(1)) / (K - 1); fds: /proc/<pid>/fd at half the range;"
+note "stampless: ledgers a subscriber's cursor reached only after the whole flow was published (sent, checked, not timed)"
+fmt='%-4s %-5s %-13s %-11s %-10s %-9s %-8s %-9s %-8s %-8s %-8s %-8s %-9s %-9s %s\n'
 : >"$CELL_DIR/plot.dat"
 for scheme in ws wss; do
   ks=$(for d in "$CELL_DIR"/$scheme-K*/metrics.txt; do [[ -s $d ]] && metric_of "$d" K; done | sort -n)
   [[ -n $ks ]] || continue
-  printf "$fmt" sch K n srv_ms/ledg us/sub-ledg marg_us RSS_MB KiB/sub fds p50_ms p99_ms abandons partials ended_well | say
+  printf "$fmt" sch K stamped/K*N srv_ms/ledg us/sub-ledg marg_us RSS_MB KiB/sub fds p50_ms p99_ms abandons partials stampless ended_well | say
   c1=$(m_of "$scheme" 1 server_cpu_s_per_ledger)
   r1=$(m_of "$scheme" 1 server_rss_kb)
   for K in $ks; do
@@ -250,7 +262,7 @@ for scheme in ws wss; do
     rps=$(awk -v v="$(g server_rss_kb)" -v b="$r1" -v k="$K" 'BEGIN { if (k < 2 || b == "") print "-"; else printf "%.1f", (v - b) / (k - 1) }')
     printf "$fmt" "$scheme" "$K" "$(g n)/$(g expected_n)" "$(awk -v v="$cpl" 'BEGIN { printf (v == "n/a" ? "%s" : "%.2f"), (v == "n/a" ? v : v * 1000) }')" \
       "$per" "$marg" "$(kb2mb "$(g server_rss_kb)")" "$rps" "$(g server_fds)" "$(ns2ms "$(g p50_ns)")" "$(ns2ms "$(g p99_ns)")" \
-      "$(g live_abandons)" "$(g sink_partials)" "$((K - $(m_num "$scheme" "$K" sink_failed)))/$K" | say
+      "$(g live_abandons)" "$(g sink_partials)" "$(g sink_stampless)" "$((K - $(m_num "$scheme" "$K" sink_failed)))/$K" | say
     printf '%s %s %s %s %s %s %s\n' "$scheme" "$K" "$(awk -v v="$cpl" 'BEGIN { print (v == "n/a") ? "NaN" : v * 1000 }')" \
       "$([[ $per == n/a ]] && echo NaN || echo "$per")" "$([[ $marg == - ]] && echo NaN || echo "$marg")" \
       "$([[ $rps == - ]] && echo NaN || echo "$rps")" "$(ns2ms "$(g p99_ns)")" >>"$CELL_DIR/plot.dat"
