@@ -36,8 +36,8 @@
 # above 1.10 x its value at K = 32 (10 % for run-to-run noise). A plot of cost against K goes to
 # bench/results/cell11-scale-subscribers.png (gnuplot).
 #
-# Wall time: about (LEAD + N) x 0.1 s + connects per K, plus ~10 s to fill the ring for each largest
-# K: ~4.5 min for the default KS and SCHEMES.
+# Wall time: about (LEAD + N) x 0.1 s + connects per K, plus ~10 s to fill the ring and the
+# catch-ups for each largest K: 473-483 s (about 8 min) for the default KS and SCHEMES on two cores.
 # Environment: BUILD_DIR (default build), KS (default "1 8 32 128 512 1024 4096"), SCHEMES (default
 # "ws wss"), WSS_MAX_K (default 1024: wss runs only K up to it), N (default 200 ledgers per
 # subscriber), LEAD (default 20 + K/64 for ws, 20 + K/16 for wss), CATCHUPS (default 8; 0: none),

@@ -9,7 +9,7 @@
 # A cell that fails is reported and the rest still run; the exit status is 1 if any cell failed
 # to run (a MISS is a measurement, not a failure).
 # Environment: BUILD_DIR (default build), CELLS (default "3 1 2 7 4 5 6"; "real" adds cell-real.sh,
-# which needs ../shared/realmeta; "11" adds cell11-scale-subscribers.sh, ~5 min), plus each cell's own
+# which needs ../shared/realmeta; "11" adds cell11-scale-subscribers.sh, ~8 min), plus each cell's own
 # variables (see bench/README.md).
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
