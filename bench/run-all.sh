@@ -9,14 +9,15 @@
 # A cell that fails is reported and the rest still run; the exit status is 1 if any cell failed
 # to run (a MISS is a measurement, not a failure).
 # Environment: BUILD_DIR (default build), CELLS (default "3 1 2 7 4 5 6"; "real" adds cell-real.sh,
-# which needs ../shared/realmeta), plus each cell's own variables (see bench/README.md).
+# which needs ../shared/realmeta; "11" adds cell11-scale-subscribers.sh, ~8 min), plus each cell's own
+# variables (see bench/README.md).
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 results=${RESULTS_DIR:-$here/results}
 CELLS=${CELLS:-3 1 2 7 4 5 6}
 
 declare -A script=([1]=cell1-acceptance [2]=cell2-gate [3]=cell3-small [4]=cell4-fanout
-  [5]=cell5-catchup [6]=cell6-twobox [7]=cell7-cost [real]=cell-real)
+  [5]=cell5-catchup [6]=cell6-twobox [7]=cell7-cost [11]=cell11-scale-subscribers [real]=cell-real)
 status=0
 log=()
 t_all=$SECONDS

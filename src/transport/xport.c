@@ -60,11 +60,46 @@ static void sock_shutdown(cs_xport *x)
 
 static const cs_xport_ops plain_ops = {sock_read, sock_writev, none_pending, sock_shutdown};
 
-/* ---- TLS: the output buffer OpenSSL writes its records into ---- */
+/* ---- TLS: the output buffer OpenSSL writes its records into ----
+ *
+ * Sealing goes into the calling thread's own buffer (OUT_ROOM bytes, one per thread that ever
+ * seals: the head reader and the stream I/O threads), which out_push empties into the socket. Only
+ * what the socket refused is copied into a buffer of the connection's own, kept until it is out
+ * (out_settle, at the end of every operation). A connection that keeps up therefore holds no
+ * output buffer between writes: thousands of wss:// subscribers do not each keep 64 KiB. */
+
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+static bool scratch_keyed;
+
+static void scratch_key_make(void)
+{
+    scratch_keyed = pthread_key_create(&scratch_key, free) == 0;
+}
+
+/* The calling thread's sealing buffer, OUT_ROOM bytes; NULL when out of memory. */
+static uint8_t *scratch_get(void)
+{
+    pthread_once(&scratch_once, scratch_key_make);
+    if (!scratch_keyed)
+        return NULL;
+    uint8_t *b = pthread_getspecific(scratch_key);
+    if (!b && (b = malloc(OUT_ROOM)) != NULL && pthread_setspecific(scratch_key, b) != 0) {
+        free(b);
+        b = NULL;
+    }
+    return b;
+}
 
 static int out_bio_write(BIO *b, const char *p, size_t len, size_t *written)
 {
     cs_xport *x = BIO_get_data(b);
+    if (!x->out) { /* nothing pending: seal into this thread's buffer */
+        x->out = scratch_get();
+        x->out_cap = x->out ? OUT_ROOM : 0;
+        x->out_own = false;
+        x->out_off = x->out_len = 0;
+    }
     if (x->out_len + len > x->out_cap) {
         if (x->out_off) { /* what went out makes room first */
             memmove(x->out, x->out + x->out_off, x->out_len - x->out_off);
@@ -75,17 +110,47 @@ static int out_bio_write(BIO *b, const char *p, size_t len, size_t *written)
             size_t cap = x->out_cap ? x->out_cap : OUT_ROOM;
             while (cap < x->out_len + len)
                 cap *= 2;
-            uint8_t *nb = realloc(x->out, cap);
+            uint8_t *nb = x->out_own ? realloc(x->out, cap) : malloc(cap);
             if (!nb)
                 return 0;
+            if (!x->out_own && x->out_len)
+                memcpy(nb, x->out, x->out_len);
             x->out = nb;
             x->out_cap = cap;
+            x->out_own = true;
         }
     }
     memcpy(x->out + x->out_len, p, len);
     x->out_len += len;
     *written = len;
     return 1;
+}
+
+/* At the end of every operation: an empty buffer is let go (the thread's goes back to it, the
+ * connection's is freed); what the socket refused moves out of the thread's buffer into one of
+ * the connection's own. -1 when out of memory for that. */
+static int out_settle(cs_xport *x)
+{
+    if (x->out_off == x->out_len) {
+        if (x->out_own)
+            free(x->out);
+        x->out = NULL;
+        x->out_own = false;
+        x->out_off = x->out_len = x->out_cap = 0;
+        return 0;
+    }
+    if (x->out_own)
+        return 0;
+    size_t n = x->out_len - x->out_off;
+    uint8_t *nb = malloc(n);
+    if (!nb)
+        return -1;
+    memcpy(nb, x->out + x->out_off, n);
+    x->out = nb;
+    x->out_own = true;
+    x->out_off = 0;
+    x->out_len = x->out_cap = n;
+    return 0;
 }
 
 static long out_bio_ctrl(BIO *b, int cmd, long num, void *ptr)
@@ -141,7 +206,8 @@ static ssize_t tls_read(cs_xport *x, void *buf, size_t len)
     int rc = SSL_read_ex(x->ssl, buf, len, &n);
     int e = rc == 1 ? SSL_ERROR_NONE : SSL_get_error(x->ssl, rc);
     ERR_clear_error();
-    if (out_push(x) < 0) /* what reading made OpenSSL write (an alert, a key update) */
+    int p = out_push(x); /* what reading made OpenSSL write (an alert, a key update) */
+    if (out_settle(x) < 0 || p < 0)
         return CS_XP_FAIL;
     if (rc == 1)
         return (ssize_t)n;
@@ -154,6 +220,8 @@ static ssize_t tls_read(cs_xport *x, void *buf, size_t len)
 static ssize_t tls_writev(cs_xport *x, const struct iovec *iov, int n)
 {
     int p = out_push(x);
+    if (p == 1 && out_settle(x) < 0) /* all out: seal into the thread's buffer */
+        return CS_XP_FAIL;
     size_t took = 0;
     for (int i = 0; i < n && p == 1; i++) {
         const uint8_t *b = iov[i].iov_base;
@@ -167,13 +235,16 @@ static ssize_t tls_writev(cs_xport *x, const struct iovec *iov, int n)
             ERR_clear_error();
             if (SSL_write_ex(x->ssl, b + off, k, &w) != 1) {
                 ERR_clear_error();
-                return CS_XP_FAIL; /* never a full socket: OpenSSL's output always fits */
+                (void)out_settle(x); /* never leave the thread's buffer behind */
+                return CS_XP_FAIL;   /* never a full socket: OpenSSL's output always fits */
             }
             off += w;
             took += w;
         }
     }
-    if (p < 0 || out_push(x) < 0)
+    if (p >= 0)
+        p = out_push(x);
+    if (out_settle(x) < 0 || p < 0)
         return CS_XP_FAIL;
     return (ssize_t)took;
 }
@@ -188,7 +259,9 @@ static void tls_shutdown(cs_xport *x)
     ERR_clear_error();
     SSL_shutdown(x->ssl); /* close_notify; the peer's is not waited for */
     ERR_clear_error();
-    if (out_push(x) == 1)
+    int p = out_push(x);
+    (void)out_settle(x); /* out of memory: the close_notify is lost, close(2) still ends it */
+    if (p == 1)
         shutdown(x->fd, SHUT_WR); /* else close(2) ends it, after whatever the socket took */
 }
 
@@ -306,6 +379,8 @@ int cs_xport_tls_accept(cs_xport *x, const char **why)
     *why = le ? ERR_reason_error_string(le) : NULL;
     ERR_clear_error();
     int p = out_push(x); /* the flight OpenSSL wrote */
+    if (out_settle(x) < 0)
+        p = -1;
     if (rc == 1 && p >= 0 && settle_ktls(x) == 0)
         return p == 1 ? 1 : 2;
     if ((e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) && p >= 0)
@@ -322,6 +397,7 @@ void cs_xport_free(cs_xport *x)
     SSL_free(x->ssl);
     if (x->fd >= 0)
         close(x->fd);
-    free(x->out);
+    if (x->out_own)
+        free(x->out);
     free(x);
 }

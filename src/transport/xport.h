@@ -13,8 +13,9 @@
  * TLS, records built in user space (the usual case): OpenSSL seals what writev takes into records
  * of up to 16 KiB, which it writes into the transport's own output buffer rather than into the
  * socket one record per write(2); writev then sends that buffer with as few write(2) calls as the
- * socket takes. The buffer (allocated at the first write, CS_XPORT_OUT_MAX and a record's framing,
- * kept for the connection's life) holds at most CS_XPORT_OUT_MAX bytes, so
+ * socket takes. The buffer (the calling thread's, CS_XPORT_OUT_MAX and a record's framing, shared
+ * by every connection that thread writes; what the socket refuses is copied into one of the
+ * connection's own until it is out) holds at most CS_XPORT_OUT_MAX bytes, so
  * many queued messages become a few large sends, and what the socket refused stays pending for
  * the next cs_xport_writev (an empty one flushes) once the socket is writable. Because OpenSSL's
  * output always fits, SSL_write never meets a full socket, and OpenSSL's retry rule (after
@@ -65,9 +66,12 @@ struct cs_xport {
     const cs_xport_ops *ops;
     int fd;   /* owned: closed by cs_xport_free */
     SSL *ssl; /* NULL: plaintext; owned */
-    /* TLS, user-space records: sealed bytes not yet on the socket, out[off..len) of cap. */
+    /* TLS, user-space records: sealed bytes not yet on the socket, out[off..len) of cap. Between
+     * operations NULL (nothing pending) or the connection's own copy of what the socket refused
+     * (out_own); during one, possibly the calling thread's sealing buffer. */
     uint8_t *out;
     size_t out_off, out_len, out_cap;
+    bool out_own;
     bool ktls_tx; /* the kernel seals what is written */
 };
 

@@ -8,9 +8,10 @@
 struct cs_broadcaster {
     pthread_mutex_t mu;
     pthread_cond_t cond;
-    cs_flow *flow;
+    /* Written under mu; read without it by cs_broadcast_peek, which compares the pointer only. */
+    _Atomic(cs_flow *) flow;
     uint64_t gen;
-    bool ended;
+    atomic_bool ended; /* likewise */
     bool failed;
     void (*wake)(void *);
     void *wake_ctx;
@@ -102,6 +103,7 @@ int cs_broadcast_begin(cs_broadcaster *b, uint32_t seq, cs_msg *begin, cs_err *e
     atomic_init(&f->refs, 1);
     f->seq = seq;
     f->begin = begin;
+    cs_msg_ws_seal(begin);
 
     pthread_mutex_lock(&b->mu);
     if (b->ended || (b->flow && !b->flow->end)) {
@@ -128,6 +130,7 @@ int cs_broadcast_rebegin(cs_broadcaster *b, uint32_t seq, cs_msg *begin, cs_err 
     atomic_init(&f->refs, 1);
     f->seq = seq;
     f->begin = begin;
+    cs_msg_ws_seal(begin);
     pthread_mutex_lock(&b->mu);
     if (b->ended || !b->flow || b->flow->end || b->flow->seq != seq) {
         f->begin = NULL;
@@ -143,6 +146,7 @@ int cs_broadcast_rebegin(cs_broadcaster *b, uint32_t seq, cs_msg *begin, cs_err 
 
 int cs_broadcast_chunk(cs_broadcaster *b, cs_msg *chunk, cs_err *err)
 {
+    cs_msg_ws_seal(chunk);
     pthread_mutex_lock(&b->mu);
     cs_flow *f = b->flow;
     if (!f || f->end || b->ended)
@@ -158,21 +162,24 @@ int cs_broadcast_chunk(cs_broadcaster *b, cs_msg *chunk, cs_err *err)
             return guard_fail(b, chunk, err, "server: out of memory publishing a chunk");
     }
     f->segs[s][i & (CS_FLOW_SEG_LEN - 1)] = chunk;
-    f->nchunks = i + 1;
+    atomic_store_explicit(&f->nchunks, i + 1, memory_order_release);
     bump_and_unlock(b);
     return 0;
 }
 
 int cs_broadcast_end(cs_broadcaster *b, cs_msg *end, cs_msg *sig, cs_err *err)
 {
+    cs_msg_ws_seal(end);
+    if (sig)
+        cs_msg_ws_seal(sig);
     pthread_mutex_lock(&b->mu);
     cs_flow *f = b->flow;
     if (!f || f->end || b->ended) {
         cs_msg_release(sig);
         return guard_fail(b, end, err, "server: end published outside an open flow");
     }
-    f->sig = sig; /* before end: whoever sees end under the lock sees sig */
-    f->end = end;
+    f->sig = sig; /* before end: whoever sees end (under the lock, or with acquire) sees sig */
+    atomic_store_explicit(&f->end, end, memory_order_release);
     bump_and_unlock(b);
     return 0;
 }
@@ -205,10 +212,20 @@ void cs_broadcast_watch(cs_broadcaster *b, cs_snap *out)
 
 void cs_broadcast_flow_state(cs_broadcaster *b, const cs_flow *f, size_t *nchunks, cs_msg **end)
 {
-    pthread_mutex_lock(&b->mu);
-    *nchunks = f->nchunks;
-    *end = f->end;
-    pthread_mutex_unlock(&b->mu);
+    (void)b;
+    /* end first: a flow's END is published after its last chunk, so the count read after it is
+     * final whenever end is set. */
+    *end = atomic_load_explicit(&f->end, memory_order_acquire);
+    *nchunks = atomic_load_explicit(&f->nchunks, memory_order_acquire);
+}
+
+bool cs_broadcast_peek(cs_broadcaster *b, const cs_flow *f, size_t *nchunks, cs_msg **end)
+{
+    if (atomic_load_explicit(&b->flow, memory_order_acquire) != f ||
+        atomic_load_explicit(&b->ended, memory_order_acquire))
+        return false;
+    cs_broadcast_flow_state(b, f, nchunks, end);
+    return true;
 }
 
 bool cs_broadcast_wait(cs_broadcaster *b, uint64_t gen, int64_t timeout_ns)

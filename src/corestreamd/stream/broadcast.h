@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The broadcaster (docs/STREAM-THREADS.md): the one current flow — BEGIN, the chunks published so
  * far, and END once complete — shared by every subscriber. Publishing appends under a short mutex
- * and wakes the watchers; it never blocks on a subscriber. A flow stays current until the next
+ * (seals each message's frame header first, so no sender writes it) and wakes the watchers; it
+ * never blocks on a subscriber. A cursor inside the current flow reads its published state
+ * without the mutex (cs_broadcast_peek). A flow stays current until the next
  * BEGIN replaces it, and is reference-counted so a subscriber can keep writing a replaced flow. */
 #ifndef CS_CORESTREAMD_BROADCAST_H
 #define CS_CORESTREAMD_BROADCAST_H
@@ -24,11 +26,14 @@ typedef struct cs_flow {
     atomic_uint refs;
     uint32_t seq;
     cs_msg *begin;
-    cs_msg *end; /* NULL until complete; written under the broadcaster lock */
+    /* Published state, stored with release under the broadcaster lock, so a holder of the flow
+     * reads it without the lock (cs_broadcast_peek): a chunk's pointer is in segs before nchunks
+     * counts it, sig is set before end. */
+    _Atomic(cs_msg *) end; /* NULL until complete */
     /* The ledger's SIG (signed ledgers), set with end and never changed after: read it once end
      * was seen. NULL when the ledger is unsigned. */
     cs_msg *sig;
-    size_t nchunks;
+    atomic_size_t nchunks;
     cs_msg **segs[CS_FLOW_MAX_SEGS];
 } cs_flow;
 
@@ -79,8 +84,15 @@ void cs_broadcast_finish(cs_broadcaster *b, bool failed);
 void cs_broadcast_watch(cs_broadcaster *b, cs_snap *out);
 
 /* The published chunk count and END (borrowed, NULL while open) of a flow that may no longer be
- * current, read under the lock. */
+ * current, the caller holding a reference to it. Lock-free. */
 void cs_broadcast_flow_state(cs_broadcaster *b, const cs_flow *f, size_t *nchunks, cs_msg **end);
+
+/* A cursor's step in the flow it holds, without the lock: true when f is still the current flow
+ * and the stream has not been finished, with f's published chunk count and END (borrowed, NULL
+ * while open), as cs_broadcast_watch would have given them; false otherwise (a newer flow, or the
+ * end of the stream: ask cs_broadcast_watch). The caller holds a reference to f, so f cannot be
+ * freed and its address reused for a newer flow meanwhile. Any thread. */
+bool cs_broadcast_peek(cs_broadcaster *b, const cs_flow *f, size_t *nchunks, cs_msg **end);
 
 /* Blocks until the generation differs from gen or timeout_ns passes. Returns true when it changed.
  * For threads that are not the I/O loop (tests, benchrunner's loopback hold). */

@@ -328,6 +328,30 @@ static bool decide(cs_cursor *c, const cs_snap *s, int stepper, cs_step *out)
     return true;
 }
 
+/* LIVE inside the flow that is still current: the next chunk, the END, or a wait, from the flow's
+ * published state read without the broadcaster's lock. False when the flow was replaced or the
+ * stream finished: decide() against a snapshot then. */
+static bool step_live(cs_cursor *c, cs_step *out)
+{
+    size_t nchunks;
+    cs_msg *end;
+    if (!cs_broadcast_peek(c->env.bc, c->pinned, &nchunks, &end))
+        return false;
+    if (c->sent < nchunks) {
+        write_msg(out, cs_msg_retain(cs_flow_chunk(c->pinned, c->sent++)));
+        return true;
+    }
+    if (end) {
+        if (write_tail(c, out, c->pinned->sig, cs_msg_retain(end))) {
+            c->next++;
+            unpin(c);
+        }
+        return true;
+    }
+    out->kind = CS_STEP_WAIT;
+    return true;
+}
+
 /* The state machine's invariants, checked around every step in every build: each guards a
  * reference (a pinned flow, a replay, a held END) that a wrong mode would leak, release twice or
  * send from, or the replay slot a catch-up must hold. */
@@ -360,6 +384,8 @@ void cs_cursor_step(cs_cursor *c, int stepper, cs_step *out)
             decided = step_stampless(c, out);
         } else if (c->mode == CS_CUR_REPLAY) {
             decided = step_replay(c, out);
+        } else if (c->mode == CS_CUR_LIVE && step_live(c, out)) {
+            decided = true;
         } else {
             if (c->mode == CS_CUR_QUEUED)
                 c->mode = CS_CUR_IDLE; /* ask again: the slot may have been granted */

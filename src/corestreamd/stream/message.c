@@ -49,32 +49,53 @@ static cs_msg *msg_reset(cs_msg *m)
     return m;
 }
 
+static size_t ws_header_len(const cs_msg *m)
+{
+    return m->len < 126 ? 2 : m->len <= 0xffff ? 4 : 10;
+}
+
+static void ws_header_write(cs_msg *m, size_t hl)
+{
+    uint8_t *h = m->data - hl;
+    h[0] = 0x82; /* FIN, binary */
+    if (hl == 2) {
+        h[1] = (uint8_t)m->len;
+    } else if (hl == 4) {
+        h[1] = 126;
+        h[2] = (uint8_t)(m->len >> 8);
+        h[3] = (uint8_t)m->len;
+    } else {
+        h[1] = 127;
+        for (int i = 0; i < 8; i++)
+            h[2 + i] = (uint8_t)((uint64_t)m->len >> (56 - 8 * i));
+    }
+}
+
+void cs_msg_ws_seal(cs_msg *m)
+{
+    if (atomic_load_explicit(&m->ws_header, memory_order_relaxed) == 2)
+        return;
+    ws_header_write(m, ws_header_len(m));
+    /* Relaxed: the message is not shared yet; whatever shares it (the broadcaster's lock or
+     * release stores) publishes these bytes with it. */
+    atomic_store_explicit(&m->ws_header, 2, memory_order_relaxed);
+}
+
 size_t cs_msg_ws_header(cs_msg *m)
 {
-    size_t hl = m->len < 126 ? 2 : m->len <= 0xffff ? 4 : 10;
+    size_t hl = ws_header_len(m);
     unsigned st = atomic_load_explicit(&m->ws_header, memory_order_acquire);
     if (st == 2)
         return hl;
     unsigned zero = 0;
     if (st == 0 && atomic_compare_exchange_strong_explicit(&m->ws_header, &zero, 1, memory_order_acq_rel,
                                                            memory_order_acquire)) {
-        uint8_t *h = m->data - hl;
-        h[0] = 0x82; /* FIN, binary */
-        if (hl == 2) {
-            h[1] = (uint8_t)m->len;
-        } else if (hl == 4) {
-            h[1] = 126;
-            h[2] = (uint8_t)(m->len >> 8);
-            h[3] = (uint8_t)m->len;
-        } else {
-            h[1] = 127;
-            for (int i = 0; i < 8; i++)
-                h[2 + i] = (uint8_t)((uint64_t)m->len >> (56 - 8 * i));
-        }
+        ws_header_write(m, hl);
         atomic_store_explicit(&m->ws_header, 2, memory_order_release);
         return hl;
     }
-    /* Another thread is writing the same ten bytes at most: a few instructions. */
+    /* A message nobody sealed (built from the ring, or a cursor's own stampless BEGIN or END), asked
+     * for by two threads at once: the other is writing ten bytes at most. */
     while (atomic_load_explicit(&m->ws_header, memory_order_acquire) != 2)
         ;
     return hl;

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* An immutable, reference-counted wire message with CS_MSG_HEADROOM bytes of headroom in front of
- * it, where the stream I/O threads (cs_msg_ws_header) build the WebSocket frame header in place.
- * Built once, written to every subscriber without a copy. */
+ * it, where the WebSocket frame header is written in place, once: when the message is published
+ * (cs_msg_ws_seal), or by the first stream I/O thread to send it (cs_msg_ws_header). Built once,
+ * written to every subscriber without a copy. */
 #ifndef CS_CORESTREAMD_MESSAGE_H
 #define CS_CORESTREAMD_MESSAGE_H
 
@@ -23,8 +24,8 @@ typedef struct cs_msg {
      * broadcaster, read by the I/O thread for corestreamd_publish_to_write_seconds); 0 for a
      * message built from the ring. */
     int64_t published_ns;
-    /* The RFC 6455 frame header in the headroom for the TLS I/O threads (cs_msg_ws_header):
-     * 0 not written, 1 being written, 2 written. */
+    /* The RFC 6455 frame header in the headroom (cs_msg_ws_seal at publish, else
+     * cs_msg_ws_header on first use): 0 not written, 1 being written, 2 written. */
     atomic_uint ws_header;
     /* A replay CHUNK's origin, for corestreamd_replay_chunk_bytes_total: CS_MSG_STORED (the ring's
      * stored frames, sent as published) or CS_MSG_ENCODED (compressed again at replay); 0 for
@@ -42,8 +43,12 @@ cs_msg *cs_msg_retain(cs_msg *m);
 /* Writes the server-to-client frame header (FIN, binary, unmasked, the 2/4/10-byte length) just in
  * front of data, once per message whichever thread comes first, and returns its length: the frame
  * is data - n .. data + len. Any thread, once the message is complete (len final); several stream
- * I/O threads may ask at once. */
+ * I/O threads may ask at once. A sealed message (every live message: the broadcaster seals what
+ * it publishes) costs one load: its header is already there. */
 size_t cs_msg_ws_header(cs_msg *m);
+/* Writes the frame header once, before the message is shared (len final): its owner alone, with
+ * no other thread holding it yet. Idempotent. The broadcaster calls it on everything published. */
+void cs_msg_ws_seal(cs_msg *m);
 /* Drops a reference (NULL is ignored). The last one frees the message, or hands a pooled
  * message back to its pool. Any thread. */
 void cs_msg_release(cs_msg *m);
