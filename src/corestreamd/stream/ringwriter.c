@@ -23,6 +23,7 @@ struct cs_ring_writer {
     cs_bell posted, done;
     _Atomic bool stop;
     uint32_t submitted; /* the submitting thread's: ledgers handed over */
+    bool full;          /* the slot holds a ledger (an empty ledger has no msgs) */
     uint32_t seq;
     cs_msg **msgs;
     size_t n;
@@ -97,7 +98,7 @@ static void *writer_main(void *arg)
             continue;
         }
         /* A ring of posted is a ledger unless it was the stop's, which comes after every ledger. */
-        if (!w->msgs) {
+        if (!w->full) {
             handled = posted;
             continue;
         }
@@ -111,6 +112,7 @@ static void *writer_main(void *arg)
             cs_flow_release(w->flow);
         w->msgs = NULL;
         w->flow = NULL;
+        w->full = false;
         handled = posted;
         cs_bell_ring(&w->done, INT_MAX);
     }
@@ -147,6 +149,7 @@ void cs_ring_writer_submit(cs_ring_writer *w, uint32_t seq, cs_msg **msgs, size_
     w->msgs = msgs;
     w->n = n;
     w->flow = flow;
+    w->full = true;
     w->submitted++;
     cs_bell_ring(&w->posted, 1);
 }
