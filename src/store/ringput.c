@@ -168,7 +168,7 @@ static int write_direct(cs_ring *r, const char *tmp, const struct iovec *parts, 
             len += tail;
         }
     }
-    if (rc == 0 && ftruncate(fd, (off_t)len) != 0)
+    if (rc == 0 && tail && ftruncate(fd, (off_t)len) != 0) /* the padding of the last block goes */
         rc = -1;
     int e = errno;
     if (close(fd) != 0 && rc == 0) {
