@@ -15,6 +15,7 @@
 #include <xxhash.h>
 
 #include "common/datadir.h"
+#include "common/fdio.h"
 #include "common/log.h"
 #include "store/frames.h"
 #include "store/ledgerdir.h"
@@ -57,10 +58,10 @@ static int log_text_load(cs_ring *r, log_text *t, uint32_t seq)
             close(fd);
         return -1;
     }
-    ssize_t n = pread(fd, t->text, (size_t)st.st_size, 0);
-    t->err = n < 0 ? errno : 0;
+    size_t n = 0;
+    t->err = cs_pread_upto(fd, t->text, (size_t)st.st_size, 0, &n) != 0 ? errno : 0;
     close(fd);
-    t->len = n > 0 ? (size_t)n : 0;
+    t->len = n;
     t->text[t->len] = '\0';
     return t->err ? -1 : 0;
 }

@@ -123,9 +123,10 @@ static int make_entry_dir(int qfd, uint32_t seq, char *name, size_t len)
     return -1;
 }
 
-static int write_reason(int dirfd, const char *text)
+/* Creates name (it must not exist) in dirfd holding text. 0, or -1 with errno. */
+static int write_new_file(int dirfd, const char *name, const char *text)
 {
-    int fd = openat(dirfd, "reason", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0640);
+    int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0640);
     if (fd < 0)
         return -1;
     size_t len = strlen(text);
@@ -159,18 +160,7 @@ static int copy_record(cs_ring *r, uint32_t seq, int qdir)
     if (nl)
         nl[1] = '\0';
     rng_legacy_record_name(name, seq);
-    int out = openat(qdir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0640);
-    if (out < 0)
-        return -1;
-    size_t len = strlen(buf);
-    ssize_t w = write(out, buf, len);
-    int e = w < 0 ? errno : ENOSPC;
-    int rc = close(out);
-    if (w != (ssize_t)len || rc != 0) {
-        errno = w != (ssize_t)len ? e : errno;
-        return -1;
-    }
-    return 0;
+    return write_new_file(qdir, name, buf);
 }
 
 /* Moves the entries named (absent ones skipped) into a new quarantine directory for seq; with
@@ -194,7 +184,7 @@ static int quarantine_names(cs_ring *r, uint32_t seq, char names[][CS_LEDGER_NAM
         if (slash)
             *slash = '\0';
         snprintf(where, wlen, "%s/%s/%s", slash ? parent : ".", QUARANTINE_NAME, dir);
-        rc = write_reason(dfd, text);
+        rc = write_new_file(dfd, "reason", text);
     }
     if (rc == 0 && record)
         rc = copy_record(r, seq, dfd);

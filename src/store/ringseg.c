@@ -15,6 +15,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "common/fdio.h"
 #include "common/log.h"
 #include "store/ledgerdir.h"
 #include "store/ring_internal.h"
@@ -408,17 +409,9 @@ int rng_seg_load(cs_ring *r, uint32_t base, unsigned char frames_type, uint64_t 
         errno = ENOMEM;
         rc = -1;
     }
-    while (rc == 0 && got < size) {
-        ssize_t n = pread(fd, buf + got, size - got, (off_t)got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            rc = -1;
-        else if (n == 0)
-            size = got; /* cut meanwhile: what was read is what there is */
-        else
-            got += (size_t)n;
-    }
+    if (rc == 0 && cs_pread_upto(fd, buf, size, 0, &got) != 0)
+        rc = -1;
+    size = got; /* cut meanwhile: what was read is what there is */
     int e = errno;
     close(fd);
     if (rc != 0) {

@@ -223,17 +223,9 @@ static int read_existing(int dirfd, const char *name, uint8_t **out, size_t *len
         errno = ENOMEM;
         rc = -1;
     }
-    size_t got = 0;
-    while (rc == 0 && got < (size_t)st.st_size) {
-        ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            rc = -1;
-        if (n <= 0)
-            break; /* at 0, shorter than it said: compared as it is */
-        got += (size_t)n;
-    }
+    size_t got = 0; /* fewer than it said: compared as it is */
+    if (rc == 0 && cs_pread_upto(fd, buf, (size_t)st.st_size, 0, &got) != 0)
+        rc = -1;
     int e = errno;
     close(fd);
     if (rc != 0) {
