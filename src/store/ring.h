@@ -279,6 +279,14 @@ bool cs_ring_continues(cs_ring *r, const char *identity, uint32_t *latest);
  * record is for ledger S`. format returns the line's length (newline included; buf of 1024 bytes
  * holds any). */
 int cs_ring_record_parse(const char *text, uint32_t seq, cs_ledger_record *rec, char *problem, size_t plen);
+
+/* A records log's text (buf, size bytes; NUL bytes are not special) of the segment at base, as the
+ * open indexes it (exposed for the fuzz target): each line that names a sequence of the segment
+ * (` seq=S `) sets line[S - base] to its offset + 1, or to 0 for a `corestream-ring-gone` line, a
+ * later line replacing an earlier one; a line that names none is skipped. buf is left as it was
+ * (lines are cut in place while scanned). Returns whether the text ends without a newline (the
+ * last append was cut short). */
+bool cs_ring_log_scan(char *buf, size_t size, uint32_t base, uint32_t line[CS_RING_SEG_LEDGERS]);
 size_t cs_ring_record_format(char *buf, size_t len, uint32_t seq, const cs_ledger_record *rec);
 
 /* Current bounds; returns false (and 0/0) when the ring is empty. Thread-safe. */

@@ -366,14 +366,15 @@ void rng_seg_remove_all(cs_ring *r)
     rng_seg_remove_below(r, UINT64_MAX);
 }
 
-/* The sequence a line names ("… seq=S …"), when it names one of the segment's: a line that does
- * not parse still points the ledger at itself, so the ledger's check fails on it. */
+/* The sequence a line names (its first " seq=S ", S in decimal as the writer writes it), when it
+ * names one of the segment's: a line that does not parse still points the ledger at itself, so
+ * the ledger's check fails on it. */
 static bool line_seq(const char *line, uint32_t base, uint32_t *seq)
 {
     const char *p = strstr(line, " seq=");
     unsigned long v;
     char *end;
-    if (!p)
+    if (!p || p[5] < '1' || p[5] > '9') /* as the writer writes it: no sign, space or leading zero */
         return false;
     errno = 0;
     v = strtoul(p + 5, &end, 10);
@@ -420,7 +421,13 @@ int rng_seg_load(cs_ring *r, uint32_t base, unsigned char frames_type, uint64_t 
         return -1;
     }
     s->log_end = size;
-    s->log_torn = size > 0 && buf[size - 1] != '\n';
+    s->log_torn = cs_ring_log_scan(buf, size, base, s->line); /* lengths: set by the open's check */
+    free(buf);
+    return 0;
+}
+
+bool cs_ring_log_scan(char *buf, size_t size, uint32_t base, uint32_t line[CS_RING_SEG_LEDGERS])
+{
     for (size_t at = 0; at < size;) {
         char *nl = memchr(buf + at, '\n', size - at);
         if (!nl)
@@ -429,9 +436,9 @@ int rng_seg_load(cs_ring *r, uint32_t base, unsigned char frames_type, uint64_t 
         uint32_t seq;
         bool gone = strncmp(buf + at, GONE_PREFIX, strlen(GONE_PREFIX)) == 0;
         if (at < UINT32_MAX - 1 && line_seq(buf + at, base, &seq))
-            s->line[seq - base] = gone ? RNG_LINE_NONE : (uint32_t)at + 1; /* lengths: set by the open's check */
+            line[seq - base] = gone ? RNG_LINE_NONE : (uint32_t)at + 1;
+        *nl = '\n';
         at = (size_t)(nl - buf) + 1;
     }
-    free(buf);
-    return 0;
+    return size > 0 && buf[size - 1] != '\n';
 }

@@ -1,13 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target for the ring's parsers of its own files, which anyone with write access to the
- * data dir (or a bad disk) can change: the integrity record line (`ledger-<seq>.rec`) and the
- * stored frames' index and trailer (`ledger-<seq>.frames`, store/frames.h).
+ * data dir (or a bad disk) can change: the integrity record line, the records log it is a line of
+ * (`records-<base>.log`) and the stored frames' index and trailer (store/frames.h).
  *
- * The first input byte picks the parser; the rest is its input.
- *  - record (even): parsed as ledger 7. A record that parses is consistent (chunks match len and
+ * The first input byte picks the parser (its value mod 3); the rest is its input.
+ *  - record (0): parsed as ledger 7. A record that parses is consistent (chunks match len and
  *    chunk_size; frames need chunk_size and hold their index) and formats back to the exact input
- *    when it is version 2;
- *  - frames tail (odd): 20 bytes of parameters (len:u64, chunks:u16, chunk_size:u16 << 4,
+ *    when it is of this version (5);
+ *  - records log (2): scanned as the log of segment 1024. Every line index it sets points at the
+ *    start of a line of the text that names that sequence, the text is left as it was, and it says
+ *    the log was cut short exactly when the text does not end with a newline;
+ *  - frames tail (1): 20 bytes of parameters (len:u64, chunks:u16, chunk_size:u16 << 4,
  *    file_len:u64), then the tail. Parsed as ledger 5. A tail that parses accounts for the whole
  *    file: every zstd payload lies inside the bytes before the tail, back to back, and every raw
  *    chunk is the ledger's chunk at its offset.
@@ -53,7 +56,7 @@ static void fuzz_record(const uint8_t *data, size_t size)
             check(rec.chunks == 0, "no chunking, no chunks");
         if (rec.frames_len)
             check(rec.chunk_size && rec.frames_len >= cs_frames_tail_len(rec.chunks), "frames hold their index");
-        if (strncmp(text, "corestream-ring-record 4 ", 25) == 0) {
+        if (strncmp(text, "corestream-ring-record 5 ", 25) == 0) {
             char again[1024];
             cs_ring_record_format(again, sizeof again, 7, &rec);
             check(strcmp(again, text) == 0, "a record of this version formats back to itself");
@@ -98,13 +101,42 @@ static void fuzz_tail(const uint8_t *data, size_t size)
     free(tail);
 }
 
+static void fuzz_log(const uint8_t *data, size_t size)
+{
+    char *text = malloc(size + 1);
+    memcpy(text, data, size);
+    text[size] = '\0';
+    uint32_t line[CS_RING_SEG_LEDGERS];
+    for (uint32_t k = 0; k < CS_RING_SEG_LEDGERS; k++)
+        line[k] = UINT32_MAX; /* untouched */
+    bool torn = cs_ring_log_scan(text, size, 1024, line);
+    check(memcmp(text, data, size) == 0, "the text is left as it was");
+    check(torn == (size > 0 && text[size - 1] != '\n'), "cut short exactly without a last newline");
+    for (uint32_t k = 0; k < CS_RING_SEG_LEDGERS; k++) {
+        if (line[k] == UINT32_MAX || line[k] == 0)
+            continue;
+        size_t at = line[k] - 1;
+        check(at < size && (at == 0 || text[at - 1] == '\n'), "an index is the start of a line");
+        char want[32];
+        snprintf(want, sizeof want, " seq=%u ", 1024 + k);
+        const char *nl = memchr(text + at, '\n', size - at);
+        check(nl != NULL, "an indexed line is whole");
+        char *copy = strndup(text + at, (size_t)(nl - (text + at)));
+        check(strstr(copy, want) != NULL, "the line names its sequence");
+        free(copy);
+    }
+    free(text);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size == 0)
         return 0;
-    if (data[0] % 2 == 0)
+    if (data[0] % 3 == 0)
         fuzz_record(data + 1, size - 1);
-    else
+    else if (data[0] % 3 == 1)
         fuzz_tail(data + 1, size - 1);
+    else
+        fuzz_log(data + 1, size - 1);
     return 0;
 }
