@@ -305,8 +305,12 @@ void rng_unappend_record(cs_ring *r, uint32_t seq, uint64_t log_end)
     if (!s)
         return;
     rng_seg_clear(r, seq);
-    if (r->app_base == s->base && r->app_log_fd >= 0 && ftruncate(r->app_log_fd, (off_t)log_end) == 0)
+    if (r->app_base == s->base && r->app_log_fd >= 0 && ftruncate(r->app_log_fd, (off_t)log_end) == 0) {
         s->log_end = log_end;
+        /* What was there may have ended without its newline: the next line starts one (at worst
+         * an empty line, which names nothing). */
+        s->log_torn = log_end > 0;
+    }
 }
 
 uint64_t rng_log_end(cs_ring *r, uint32_t seq)
