@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The stored wire frames of a ring ledger, `ledger-<seq>.frames` (docs/RING.md, "Stored wire
- * frames"): the zstd payloads of the CHUNK messages the ledger was published with, concatenated
+/* The stored wire frames of a ring ledger, kept at frames_off in its segment's `frames-<base>.seg`
+ * (docs/RING.md, "Stored wire frames"): the zstd payloads of the CHUNK messages the ledger was published with, concatenated
  * in chunk order, then an index of every chunk (codec and payload length) and a fixed trailer.
  * A raw (codec 0) chunk stores no payload: its bytes are the ledger's own, at chunk_size * k.
  * Replay sends the chunks as they went out live: same boundaries, same codecs, no compression.
@@ -41,7 +41,8 @@ size_t cs_frames_tail_len(uint32_t chunks);
 void cs_frames_put_entry(uint8_t out[CS_FRAMES_ENTRY_LEN], uint8_t codec, uint32_t len, uint64_t xxh3);
 void cs_frames_put_trailer(uint8_t out[CS_FRAMES_TRAILER_LEN], uint32_t seq, uint32_t chunks, uint32_t chunk_size);
 
-/* Parses the tail of a frames file of file_len bytes (tail_len bytes read from its end) for the
+/* Parses the tail of a ledger's frames of file_len bytes (tail_len bytes read from their end; the
+ * offsets in out count from the frames' first byte) for the
  * ledger described by seq, len, chunks and chunk_size (its integrity record), filling out[chunks].
  * Checks the trailer against the record (a "CSFRAME1" one: "frames of an older format"), every
  * codec (0 or 1), that a raw chunk has exactly the

@@ -64,8 +64,9 @@ typedef struct cs_ledger_ref {
     uint32_t seq;
     cs_ledger_record rec; /* frames_len 0 when the ledger has no usable frames */
     int fd;
-    /* The stored frames, checked at get (a regular file of the recorded length, never a symlink,
-     * whose index agrees with the record); frames_fd -1 and the rest NULL/0 without them. */
+    /* The stored frames, checked at get (their segment's frames file: a regular file, never a
+     * symlink, long enough to hold them, whose index agrees with the record); frames_fd is that
+     * file and frames[k].off counts from its start; frames_fd -1 and the rest NULL/0 without them. */
     int frames_fd;
     const cs_frame *frames;     /* rec.chunks entries */
     const uint8_t *frames_tail; /* the file's index and trailer, as read: the last bytes hashed */

@@ -295,10 +295,10 @@ void rng_seg_remove_above(cs_ring *r, uint32_t latest);
 /* Closes the append descriptors (the ring is closing, or the segment goes). Under wmu. */
 void rng_seg_close_append(cs_ring *r);
 
-/* Reads the records log of the segment at base (found by the scan: log_size bytes, frames_size
- * the frames file's, -1 when there is none) into the table: each line that names a sequence of
- * the segment becomes its record line, a later line replacing an earlier one. Returns 0, or -1
- * with errno (an I/O error, or no memory: the open fails). */
+/* Reads the records log of the segment at base into the table (cs_ring_log_scan: each line that
+ * names a sequence of the segment becomes its record line, a later line replacing an earlier one),
+ * with what the open found of its frames file (frames_type as rng_seg's, frames_size its length
+ * when regular). Returns 0, or -1 with errno (an I/O error, or no memory: the open fails). */
 int rng_seg_load(cs_ring *r, uint32_t base, unsigned char frames_type, uint64_t frames_size);
 
 /* ---- run identity (ringidentity.c) ----------------------------------------------------------- */
