@@ -33,6 +33,7 @@
 #include "corestreamd/net/wsio.h"
 #include "support/certs.h"
 #include "support/event.h"
+#include "support/tcppair.h"
 
 #define WAIT_NS (20 * 1000000000LL)
 
@@ -199,27 +200,8 @@ static void fixture_up_on(fixture *f, bool small, bool plain, bool bulk, const u
                         .moved = h_moved};
     assert_int_equal(cs_wsio_start(&f->io, 1, g_busy_ns, &h, &err), 0);
 
-    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET};
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    socklen_t al = sizeof a;
-    assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof a), 0);
-    assert_int_equal(listen(lfd, 1), 0);
-    assert_int_equal(getsockname(lfd, (struct sockaddr *)&a, &al), 0);
-    f->cfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    int sz = 4096;
-    if (small)
-        setsockopt(f->cfd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);
-    assert_int_equal(connect(f->cfd, (struct sockaddr *)&a, sizeof a), 0);
-    int sfd = accept(lfd, NULL, NULL);
-    assert_true(sfd >= 0);
-    close(lfd);
-    if (small)
-        setsockopt(sfd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
-    struct timeval tv = {.tv_sec = 20};
-    setsockopt(f->cfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    setsockopt(f->cfd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-
+    int sfd;
+    cs_tcp_pair(&sfd, &f->cfd, small);
     fcntl(sfd, F_SETFL, fcntl(sfd, F_GETFL) | O_NONBLOCK);
     cs_xport *x = plain ? cs_xport_plain(sfd) : cs_xport_tls_server(sfd, f->sctx);
     assert_non_null(x);

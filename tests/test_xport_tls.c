@@ -24,6 +24,7 @@
 
 #include "corestreamd/net/tls.h"
 #include "support/certs.h"
+#include "support/tcppair.h"
 #include "transport/xport.h"
 
 static cs_certs g_certs;
@@ -50,25 +51,8 @@ static void *client_connect(void *arg)
  * blocking. small: socket buffers of 4 KiB, so that the server's writes stall. */
 static void conn_up(conn *c, SSL_CTX *sctx, SSL_CTX *cctx, bool small)
 {
-    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET};
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    socklen_t al = sizeof a;
-    assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof a), 0);
-    assert_int_equal(listen(lfd, 1), 0);
-    assert_int_equal(getsockname(lfd, (struct sockaddr *)&a, &al), 0);
-    c->cfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    int sz = 4096;
-    if (small)
-        setsockopt(c->cfd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);
-    assert_int_equal(connect(c->cfd, (struct sockaddr *)&a, sizeof a), 0);
-    int sfd = accept(lfd, NULL, NULL);
-    assert_true(sfd >= 0);
-    close(lfd);
-    if (small)
-        setsockopt(sfd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
-    struct timeval tv = {.tv_sec = 20};
-    setsockopt(c->cfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    int sfd;
+    cs_tcp_pair(&sfd, &c->cfd, small);
     fcntl(sfd, F_SETFL, fcntl(sfd, F_GETFL) | O_NONBLOCK);
     c->x = cs_xport_tls_server(sfd, sctx);
     assert_non_null(c->x);
