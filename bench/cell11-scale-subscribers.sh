@@ -71,16 +71,6 @@ tls_material "$SCRATCH/tls"
 note "KS=$KS; SCHEMES=$SCHEMES (wss up to K=$WSS_MAX_K); N=$N ledgers per subscriber; catch-ups beside the largest K: $CATCHUPS x $CATCHUP_LEDGERS ledgers"
 note "clients: one ws_sink process for all K subscribers (frames parsed, payload not decompressed); open-file limit $(ulimit -n)"
 
-wait_latest() { # ADDR MIN MAX_ITER: poll /healthz every 20 ms until latest >= MIN; prints latest
-  local addr=$1 want=$2 max=$3 i lat=0
-  for ((i = 0; i < max; i++)); do
-    lat=$(json_num "$(healthz "$addr")" latest)
-    lat=${lat:-0}
-    ((lat >= want)) && break
-    sleep 0.02
-  done
-  echo "$lat"
-}
 fd_count() { find "/proc/$1/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l; }
 # cpu_s PID: the process's CPU seconds to the nanosecond, the sum over its threads of
 # /proc/<pid>/task/<tid>/schedstat's time on CPU (/proc/<pid>/stat counts in 10 ms ticks, too coarse

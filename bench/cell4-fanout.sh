@@ -49,19 +49,6 @@ if ((FANOUT_PROCS)); then CLIENTS="K benchrunner processes"; else CLIENTS="one b
 note "K values this run: $KS; N=$N ledgers per subscriber; compress=$FANOUT_COMPRESS; verify=$VERIFY; clients: $CLIENTS"
 note "open-file limit $(ulimit -n); per-K details in $CELL_DIR/K<k>/"
 
-# wait_latest ADDR MIN MAX_ITER: poll /healthz every 20 ms until latest >= MIN; prints latest.
-wait_latest() {
-  local addr=$1 want=$2 max=$3 i hz lat=0
-  for ((i = 0; i < max; i++)); do
-    hz=$(healthz "$addr")
-    lat=$(json_num "$hz" latest)
-    lat=${lat:-0}
-    ((lat >= want)) && break
-    sleep 0.02
-  done
-  echo "$lat"
-}
-
 run_k() {
   local K=$1 kdir=$CELL_DIR/K$1
   rm -rf -- "${kdir:?}"

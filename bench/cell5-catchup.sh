@@ -63,17 +63,6 @@ need_tools curl
 
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
-wait_latest() {
-  local addr=$1 want=$2 max=$3 i hz lat=0
-  for ((i = 0; i < max; i++)); do
-    hz=$(healthz "$addr")
-    lat=$(json_num "$hz" latest)
-    lat=${lat:-0}
-    ((lat >= want)) && break
-    sleep 0.05
-  done
-  echo "$lat"
-}
 
 # 1. Fill the ring.
 SERVER_DATA_DIR=$SCRATCH/ring
@@ -111,10 +100,10 @@ LIVE_PID=$SERVER_PID LIVE_ADDR=$SERVER_ADDR LIVE_CSD=$SERVER_CSD_PID
 hz=$(healthz "$LIVE_ADDR")
 note "2. live server on $LIVE_ADDR, ring at start: $hz"
 [[ $(json_num "$hz" oldest) == 1 ]] || die "the live server does not serve the filled ring from ledger 1: $hz"
-lat=$(wait_latest "$LIVE_ADDR" $((RING + 1)) 200)
+lat=$(wait_latest "$LIVE_ADDR" $((RING + 1)) 200 0.05)
 tip_max=$(((3 * CATCHUP_LIMIT + 60) * 10 / 6))
 bg_benchrunner TIP_PID tip $((3 * CATCHUP_LIMIT + 120)) --mode remote --url "ws://$LIVE_ADDR" --end $((lat + tip_max))
-lat=$(wait_latest "$LIVE_ADDR" $((lat + 2)) 200)
+lat=$(wait_latest "$LIVE_ADDR" $((lat + 2)) 200 0.05)
 hz_tip0=$(healthz "$LIVE_ADDR")
 note "   tip subscriber following from ledger $((lat - 1)) or so; /healthz $hz_tip0"
 
@@ -218,7 +207,7 @@ for ((r = 2; r <= REPS; r++)); do phase "catchup${SUBS}_r$r" "$SUBS"; done
 
 # 4. Two more live ledgers, then stop the tip subscriber.
 hz=$(healthz "$LIVE_ADDR")
-lat=$(wait_latest "$LIVE_ADDR" $(($(json_num "$hz" latest) + 2)) 200)
+lat=$(wait_latest "$LIVE_ADDR" $(($(json_num "$hz" latest) + 2)) 200 0.05)
 bg_interrupt "$TIP_PID" benchrunner
 hz_end=$(healthz "$LIVE_ADDR")
 tip_ab=$(($(json_num "$hz_end" live_abandons) - $(json_num "$hz_tip0" live_abandons)))

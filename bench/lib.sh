@@ -393,6 +393,19 @@ timev_exit() {
   echo "${v:-?}"
 }
 
+# wait_latest ADDR MIN MAX_ITER [SLEEP_S]: poll /healthz every SLEEP_S (0.02) s until its latest is
+# MIN or more, at most MAX_ITER times; prints the latest it saw.
+wait_latest() {
+  local addr=$1 want=$2 max=$3 pause=${4:-0.02} i lat=0
+  for ((i = 0; i < max; i++)); do
+    lat=$(json_num "$(healthz "$addr")" latest)
+    lat=${lat:-0}
+    ((lat >= want)) && break
+    sleep "$pause"
+  done
+  echo "$lat"
+}
+
 # /proc accounting for a live pid.
 proc_cpu_s() {
   sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null |
