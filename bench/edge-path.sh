@@ -10,6 +10,9 @@
 # (build/tests/edge_delivery): one on the core, one on the edge. The edge stamps its own END,
 # so the edge path's delivery is taken against the core's emit end of the same ledger (one clock).
 # The core emits n + LEAD ledgers and ends by itself; the subscribers start at its tip + 2.
+# The edge runs at --log-level debug, and bench/edge_stages.py splits the edge path's time per
+# ledger into its stages (publish and store, the server's push, the edge's verify and forward, the
+# last hop), printed as p50/p99/max rows under each shape.
 # Targets: the edge adds at most 3 ms p99 over direct at the small shape; publishing costs the
 # core at most 10 % more CPU per ledger.
 # Environment: BUILD_DIR (default build), COUNT_SMALL, COUNT_GATE, SHAPES (default "small gate"),
@@ -82,7 +85,7 @@ shape() {
   server_start "$name-core" "$limit" "${core[@]}" "${js[@]}"
   local core_addr=$SERVER_ADDR core_pid=$SERVER_PID
   wait_for "core_metric $core_addr corestreamd_jetstream_ledgers_total" 1 30 || die "$name-core: nothing published within 30 s"
-  server_start "$name-edge" "$limit" --source jetstream --jetstream-source-url "$NATS_URLS"
+  server_start "$name-edge" "$limit" --source jetstream --jetstream-source-url "$NATS_URLS" --log-level debug
   local edge_addr=$SERVER_ADDR edge_pid=$SERVER_PID
   from=$(($(tip "$core_addr") + 2))
   record_cmd "$EDGE_DELIVERY" "ws://$core_addr" "ws://$edge_addr" "$from" "$count" "$CELL_DIR/$name.csv" "$limit"
@@ -96,6 +99,8 @@ shape() {
   read -r R[${name}_dn] R[${name}_d50] R[${name}_d99] R[${name}_dmax] < <(grep '^direct ' "$CELL_DIR/$name.out" | cut -d' ' -f2-) || true
   read -r R[${name}_en] R[${name}_e50] R[${name}_e99] R[${name}_emax] < <(grep '^edge ' "$CELL_DIR/$name.out" | cut -d' ' -f2-) || true
   R[${name}_count]=$count
+  python3 "$(dirname "${BASH_SOURCE[0]}")/edge_stages.py" "$CELL_DIR/$name-edge.server.log" "$CELL_DIR/$name.csv" \
+    >"$CELL_DIR/$name.stages" || note "  edge_stages.py failed"
 }
 
 for s in $SHAPES; do
@@ -123,6 +128,11 @@ for s in $SHAPES; do
   else
     row "  edge p99 minus direct p99" "$extra ms" "(information)"
   fi
+  while read -r stage n p50 p99 max; do
+    row "  edge stage $stage p50/p99/max" "$(ns2ms "$p50")/$(ns2ms "$p99")/$(ns2ms "$max") ms (n=$n)" "(information)"
+    metric "${s}_stage_${stage}_p50_ns" "$p50"
+    metric "${s}_stage_${stage}_p99_ns" "$p99"
+  done <"$CELL_DIR/$s.stages"
   c0=$(div "${R[${s}_nopub_cpu]}" "${R[${s}_nopub_n]}" %.5f) c1=$(div "${R[${s}_pub_cpu]}" "${R[${s}_pub_n]}" %.5f)
   ratio=$(div "$c1" "$c0" %.3f)
   row "  core CPU s/ledger without / with publisher" "$c0 / $c1" "(information)"

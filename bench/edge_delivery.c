@@ -147,7 +147,7 @@ int main(int argc, char **argv)
         perror(argv[5]);
         return 2;
     }
-    fputs("sequence,direct_delivery_ns,edge_delivery_ns\n", csv);
+    fputs("sequence,direct_delivery_ns,edge_delivery_ns,edge_end_stamp_ns\n", csv);
     int64_t *dv = calloc(count, sizeof *dv), *ev = calloc(count, sizeof *ev);
     size_t nd = 0, ne = 0;
     for (uint32_t i = 0; i < count; i++) {
@@ -164,6 +164,9 @@ int main(int argc, char **argv)
             ev[ne++] = edge->received[i] - end;
             fprintf(csv, "%" PRId64, edge->received[i] - end);
         }
+        fputc(',', csv);
+        if (end && edge && edge->received[i] && edge->emit_end[i])
+            fprintf(csv, "%" PRId64, edge->emit_end[i] - end);
         fputc('\n', csv);
     }
     fclose(csv);

@@ -4,7 +4,8 @@
  * the edge that verifies every ledger with libremoteledger and checks its bytes against the
  * synthetic source. Cases: byte-exact delivery of zstd and raw chunk streams; an edge restarted
  * resumes where its ring ends; the core killed and restarted mid-stream; a 3-node JetStream
- * cluster with an R3 stream losing a node mid-stream; the NATS server killed and restarted; a
+ * cluster with an R3 stream losing a node mid-stream, and losing its quorum under a connected
+ * publisher (acks stop while the server still answers); the NATS server killed and restarted; a
  * signing core's ledgers checked by the edge and by its subscriber. Every
  * ledger must arrive exactly once, in order. What the edge does with a bad stream is
  * test_edge_faults_e2e's. */
@@ -427,6 +428,51 @@ static void test_cluster_node_loss_edge_keeps_serving(void **state)
     assert_int_equal(cs_proc_log_count(&fx.edge, "jetstream source resumed"), 1);
 }
 
+/* ---- a 3-node cluster, R3, the quorum lost under a connected publisher ------------------------- */
+
+/* The core is connected to node 0 only; nodes 1 and 2 are frozen (SIGSTOP), so node 0 still
+ * answers the connection's pings while the R3 stream can store nothing and no publish is
+ * acknowledged. The publisher notices that acks stopped, asks the stream again until the quorum is
+ * back, and the stream ends up holding every ledger once, in order. */
+static void test_cluster_quorum_loss_publisher_resumes(void **state)
+{
+    (void)state;
+    char only0[128];
+    snprintf(only0, sizeof only0, "--jetstream-url=%s", fx.cluster.node[0].url);
+    const char *args[] = {only0, "--synthetic-compressible", NULL};
+    char run[128];
+    cs_edgefx_start_core(&fx, args, run, sizeof run);
+    cs_edgefx_wait_stream_ledger(&fx, run, 3);
+    for (int i = 1; i < 3; i++)
+        assert_int_equal(kill(fx.cluster.node[i].proc.pid, SIGSTOP), 0);
+    int stalled = cs_proc_wait_line(&fx.core, "jetstream publish acks stopped", WAIT_MS);
+    for (int i = 1; i < 3; i++)
+        assert_int_equal(kill(fx.cluster.node[i].proc.pid, SIGCONT), 0);
+    if (stalled != 0)
+        fail_msg("no `jetstream publish acks stopped` with the quorum gone:\n%s", fx.core.log);
+    char line[2048];
+    cs_proc_line(&fx.core, line, sizeof line);
+    assert_non_null(strstr(line, "level=WARN"));
+    if (cs_proc_wait_line(&fx.core, "jetstream publisher resuming", WAIT_MS) != 0)
+        fail_msg("the publisher never resumed after the quorum came back:\n%s", fx.core.log);
+    cs_proc_line(&fx.core, line, sizeof line);
+    const char *at = strstr(line, " ledger=");
+    assert_non_null(at);
+    uint32_t resumed = (uint32_t)strtoul(at + 8, NULL, 10);
+    cs_edgefx_wait_stream_ledger(&fx, run, resumed + 5);
+    assert_int_equal(cs_proc_stop(&fx.core, SIGTERM, WAIT_MS), 0);
+    assert_int_equal(cs_proc_log_count(&fx.core, "jetstream stream gap"), 0);
+    cs_jsr r;
+    char err[256];
+    if (cs_jsr_read(fx.cluster.node[0].url, STREAM, run, &r, err, sizeof err) != 0)
+        fail_msg("reading the stream: %s", err);
+    assert_string_equal(r.violation, "");
+    assert_true(r.nledgers >= resumed + 5);
+    for (size_t i = 0; i < r.nledgers; i++)
+        assert_int_equal(r.ledgers[i].seq, i + 1);
+    cs_jsr_free(&r);
+}
+
 /* ---- signed ledgers through the edge ---------------------------------------------------------- */
 
 static int count_ledger(const uint8_t *p, size_t n, const rl_ledger_info *info, void *ctx)
@@ -493,6 +539,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_nats_restart_edge_resumes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_signed_core_through_edge, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cluster_node_loss_edge_keeps_serving, setup_cluster, teardown),
+        cmocka_unit_test_setup_teardown(test_cluster_quorum_loss_publisher_resumes, setup_cluster, teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     nats_Close();

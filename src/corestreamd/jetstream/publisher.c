@@ -137,14 +137,9 @@ static void on_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void
         if (pa->Duplicate)
             check_duplicate(p, msg, pa);
     } else if (pae) {
+        /* A refusal: that message is known to be missing (a deadline nats.c never sets here:
+         * check_acks watches for acks that stop). */
         atomic_fetch_add(&p->ack_failures, 1);
-        /* A timed-out ack may still be stored; only a refusal is known to be missing. */
-        if (pae->Err == NATS_TIMEOUT) {
-            atomic_store(&p->resync, true);
-            kick(p);
-            natsMsg_Destroy(msg);
-            return;
-        }
         uint64_t v = pub_pack(msg_pos(msg)), cur = atomic_load(&p->first_failed);
         while (v < cur && !atomic_compare_exchange_weak(&p->first_failed, &cur, v))
             ;
@@ -187,11 +182,21 @@ static natsStatus open_connection(cs_js_publisher *p, const char **what)
     return s;
 }
 
+void pub_drop_pending(cs_js_publisher *p)
+{
+    natsMsgList pending;
+    if (p->js && p->js_used && js_PublishAsyncGetPendingList(&pending, p->js) == NATS_OK) {
+        p->dropped += (uint64_t)pending.Count;
+        natsMsgList_Destroy(&pending);
+    }
+}
+
 /* Closes p->nc, when there is one, and waits (at most CLOSE_WAIT_NS) for its closed callback,
  * which nats.c runs on its own thread after Close returns: after it no callback of that
  * connection runs, so the next connection can share the closure. */
 static void close_connection(cs_js_publisher *p)
 {
+    pub_drop_pending(p);
     jsCtx_Destroy(p->js);
     p->js = NULL;
     if (!p->nc)
@@ -242,6 +247,32 @@ static bool reconnect(cs_js_publisher *p)
 
 /* ---- the publisher thread --------------------------------------------------------------------- */
 
+/* Every publish ends in exactly one ack callback (acked or ack_failures) or in nats.c's pending
+ * list, taken back at a resync (dropped). While some are owed an answer and none has come for
+ * ACK_WAIT_NS (a server that still answers pings but stores nothing: an R3 stream without its
+ * quorum), the owed ones count as failed and the position is read again from the stream. */
+static void check_acks(cs_js_publisher *p)
+{
+    uint64_t done = atomic_load(&p->acked) + atomic_load(&p->ack_failures);
+    uint64_t owed = atomic_load(&p->published) - p->dropped - done;
+    int64_t now = cs_mono_ns();
+    if (owed == 0 || owed > (uint64_t)INT64_MAX || done != p->acks_seen) {
+        p->acks_seen = done;
+        p->ack_wait_since = now;
+        return;
+    }
+    if (now - p->ack_wait_since < ACK_WAIT_NS)
+        return;
+    CS_LOG(CS_LOG_WARN, "jetstream publish acks stopped", KV_U("owed", owed), KV_D("waited", now - p->ack_wait_since),
+           KV_U("ledger", p->pos.seq), KV_S("stream", p->stream),
+           KV_S("detail", "the server takes publishes but acknowledges none; the position is read again from the "
+                          "stream until it answers"));
+    atomic_fetch_add(&p->ack_failures, owed);
+    p->acks_seen = done + owed;
+    p->ack_wait_since = now;
+    atomic_store(&p->resync, true);
+}
+
 static void *publisher_main(void *arg)
 {
     cs_js_publisher *p = arg;
@@ -266,6 +297,7 @@ static void *publisher_main(void *arg)
             wait_kick(p, seen, POLL_NS);
             continue;
         }
+        check_acks(p);
         if (atomic_load(&p->resync) && pub_resync(p) != 0) {
             wait_kick(p, seen, POLL_NS);
             continue;
@@ -365,6 +397,10 @@ int cs_js_publisher_new(cs_js_publisher **out, const cs_js_config *cfg, cs_broad
     /* The write buffer stays at nats.c's 32 KiB: a message larger than what is left in it goes
      * from the message straight to the socket on this thread. A buffer sized for a whole chunk
      * cost a 256 KiB copy per chunk and a hand-off to nats.c's flusher thread. */
+    /* Each publish goes to the socket from this thread as it is made: buffered, its last bytes
+     * would wait for nats.c's flusher thread (about a millisecond, and two wake-ups). */
+    if (s == NATS_OK)
+        s = natsOptions_SetSendAsap(p->opts, true);
     if (s == NATS_OK)
         s = natsOptions_SetDisconnectedCB(p->opts, on_disconnected, p);
     if (s == NATS_OK)

@@ -16,8 +16,9 @@
 #include "corestreamd/stream/broadcast.h"
 #include "corestreamd/stream/replay.h"
 
-/* How long an ack may take before nats.c reports it as failed (then the position is re-read). */
-#define ACK_WAIT_MS 5000
+/* How long the publisher waits for the next ack while publishes are owed one before it takes them
+ * as lost and re-reads the position (check_acks in publisher.c). */
+#define ACK_WAIT_NS (5 * CS_SEC)
 /* A full window makes a publish wait this long before it returns (nats.c's StallWait). */
 #define STALL_WAIT_MS 200
 /* The longest the thread waits for anything, so a stop or a state change is seen promptly. */
@@ -75,6 +76,11 @@ struct cs_js_publisher {
      * other duplicate is of a message this process never sent: another publisher's. */
     atomic_uint_fast64_t resend_upto;
     uint64_t sent_high; /* publisher thread: the highest position published (packed + 1) */
+    /* Publishes nats.c dropped unanswered (its pending list, at a resync or a lost connection):
+     * with acked and ack_failures, every publish is accounted for once. Publisher thread. */
+    uint64_t dropped;
+    uint64_t acks_seen;     /* acked + ack_failures at the last check_acks */
+    int64_t ack_wait_since; /* monotonic ns: since when an ack is awaited without one coming */
     atomic_bool behind_flag;
 
     /* The publisher thread's own state. */
@@ -108,6 +114,10 @@ static inline uint64_t pub_pack(cs_js_pos p)
 {
     return (uint64_t)p.seq << 32 | p.item;
 }
+
+/* publisher.c, on the publisher thread: hands nats.c's unanswered publishes back (counted in
+ * dropped; what landed is in the stream, the rest is published again after the resync). */
+void pub_drop_pending(cs_js_publisher *p);
 
 /* pubsteps.c, all on the publisher thread. */
 

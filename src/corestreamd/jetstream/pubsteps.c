@@ -58,7 +58,9 @@ static int publish(cs_js_publisher *p, uint32_t item, const cs_msg *m)
         jsPubOptions po;
         jsPubOptions_Init(&po);
         po.MsgId = id;
-        po.MaxWait = ACK_WAIT_MS;
+        /* No MaxWait: a per-message deadline makes nats.c re-arm its timer thread on every
+         * publish (two thread wake-ups per message); the publisher thread watches the acks
+         * itself (check_acks). */
         s = js_PublishMsgAsync(p->js, &nm, &po);
     }
     natsMsg_Destroy(nm);
@@ -312,9 +314,7 @@ int pub_resync(cs_js_publisher *p)
     atomic_store(&p->resync, false);
     /* What was published before may be published again from here on: resends, not foreign. */
     atomic_store(&p->resend_upto, p->sent_high);
-    natsMsgList pending;
-    if (p->js_used && js_PublishAsyncGetPendingList(&pending, p->js) == NATS_OK)
-        natsMsgList_Destroy(&pending); /* what landed is in the stream; the rest is republished */
+    pub_drop_pending(p);
     bool found;
     cs_js_pos next;
     cs_err e;

@@ -363,12 +363,16 @@ static bool in_place(const js_source *s, const cs_wire_msg *w, char *why, size_t
 }
 
 /* The stream sequence of m, or 0 when it has no JetStream metadata. */
-static uint64_t stream_seq(natsMsg *m)
+/* The message's stream sequence (0 when it carries no JetStream metadata) and, into *stored, when
+ * the server stored it (Unix ns). */
+static uint64_t stream_seq(natsMsg *m, int64_t *stored)
 {
     jsMsgMetaData *meta = NULL;
     uint64_t sseq = 0;
+    *stored = 0;
     if (natsMsg_GetMetaData(&meta, m) == NATS_OK) {
         sseq = meta->Sequence.Stream;
+        *stored = meta->Timestamp;
         jsMsgMetaData_Destroy(meta);
     }
     return sseq;
@@ -399,8 +403,9 @@ static int feed(js_source *s, cs_err *err)
     natsMsg *m = next_msg(s, err);
     if (!m)
         return err->kind == CS_ERR_CANCELLED ? -1 : 0;
+    int64_t taken = cs_wall_ns(), stored;
     const char *subject = natsMsg_GetSubject(m);
-    uint64_t sseq = stream_seq(m);
+    uint64_t sseq = stream_seq(m, &stored);
     if (sseq == 0) {
         skip(s, s->last_sseq + 1, subject, CS_JS_SKIP_MALFORMED, "a message without JetStream metadata");
         return 0;
@@ -452,6 +457,10 @@ static int feed(js_source *s, cs_err *err)
         rl_ledger_info info;
         s->ledger = rli_asm_ledger(s->asm_, &s->ledger_len, &info);
         s->verified = true;
+        /* Where a ledger's time went on its way here (bench/edge-path.sh reads these). */
+        CS_LOG(CS_LOG_DEBUG, "jetstream source ledger verified", KV_U("ledger", info.sequence),
+               KV_I("emit_end_unix_ns", w.stamp), KV_I("stored_unix_ns", stored), KV_I("taken_unix_ns", taken),
+               KV_I("verified_unix_ns", cs_wall_ns()));
         if (info.discarded_partials)
             CS_LOG(CS_LOG_WARN, "jetstream stream began a ledger again; the partial copy was dropped",
                    KV_S("stream", s->stream), KV_S("run", s->run), KV_U("ledger", info.sequence),
