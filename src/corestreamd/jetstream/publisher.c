@@ -137,8 +137,8 @@ static void on_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void
         if (pa->Duplicate)
             check_duplicate(p, msg, pa);
     } else if (pae) {
-        /* A refusal: that message is known to be missing (a deadline nats.c never sets here:
-         * check_acks watches for acks that stop). */
+        /* A refusal: that message is known to be missing. (Never a timeout: publishes carry no
+         * deadline for nats.c; check_acks watches for acks that stop.) */
         atomic_fetch_add(&p->ack_failures, 1);
         uint64_t v = pub_pack(msg_pos(msg)), cur = atomic_load(&p->first_failed);
         while (v < cur && !atomic_compare_exchange_weak(&p->first_failed, &cur, v))
@@ -394,11 +394,11 @@ int cs_js_publisher_new(cs_js_publisher **out, const cs_js_config *cfg, cs_broad
         s = natsOptions_SetPingInterval(p->opts, 2000);
     if (s == NATS_OK)
         s = natsOptions_SetMaxPingsOut(p->opts, 2);
-    /* The write buffer stays at nats.c's 32 KiB: a message larger than what is left in it goes
-     * from the message straight to the socket on this thread. A buffer sized for a whole chunk
-     * cost a 256 KiB copy per chunk and a hand-off to nats.c's flusher thread. */
-    /* Each publish goes to the socket from this thread as it is made: buffered, its last bytes
-     * would wait for nats.c's flusher thread (about a millisecond, and two wake-ups). */
+    /* Each publish goes to the socket from this thread as it is made (send as soon as
+     * possible): buffered, a chunk's last bytes waited for nats.c's flusher thread, about a
+     * millisecond and two wake-ups later. The write buffer stays at nats.c's 32 KiB: a message
+     * larger than what is left in it goes from the message straight to the socket; a buffer
+     * sized for a whole chunk cost a 256 KiB copy per chunk. */
     if (s == NATS_OK)
         s = natsOptions_SetSendAsap(p->opts, true);
     if (s == NATS_OK)

@@ -7,9 +7,12 @@
  * Never in the way of the live path: it only watches the broadcaster (a short lock, no hook on
  * the source thread) and pins the one flow it is publishing, as a cursor does. Publishing is
  * nats.c's asynchronous publish with a bounded window (max_pending messages in flight); a full
- * window, a slow server or a lost connection only delays this thread. When it is behind (the live
- * flow has moved past what it is publishing, or NATS is unreachable) it logs WARN `jetstream
- * publisher behind` once, and when it has caught up INFO `jetstream publisher caught up`.
+ * window, a slow server or a lost connection only delays this thread. Acks that stop while
+ * publishes are owed one (5 s with the connection up: an R3 stream without its quorum) count as
+ * failed, with WARN `jetstream publish acks stopped`, and lead to a resync as a failed ack does.
+ * When it is behind (the live flow has moved past what it is publishing, or NATS is unreachable)
+ * it logs WARN `jetstream publisher behind` once, and when it has caught up INFO `jetstream
+ * publisher caught up`.
  * Ledgers the live flow has left behind come from the ring through a replay encoder of its own
  * (the stampless flow a ring replay sends a WebSocket subscriber); a ledger the ring no longer
  * holds is logged at ERROR `jetstream stream gap` with the first and last ledger missing.

@@ -362,7 +362,6 @@ static bool in_place(const js_source *s, const cs_wire_msg *w, char *why, size_t
     return false;
 }
 
-/* The stream sequence of m, or 0 when it has no JetStream metadata. */
 /* The message's stream sequence (0 when it carries no JetStream metadata) and, into *stored, when
  * the server stored it (Unix ns). */
 static uint64_t stream_seq(natsMsg *m, int64_t *stored)
