@@ -430,10 +430,33 @@ static void test_cluster_node_loss_edge_keeps_serving(void **state)
 
 /* ---- a 3-node cluster, R3, the quorum lost under a connected publisher ------------------------- */
 
-/* The core is connected to node 0 only; nodes 1 and 2 are frozen (SIGSTOP), so node 0 still
- * answers the connection's pings while the R3 stream can store nothing and no publish is
- * acknowledged. The publisher notices that acks stopped, asks the stream again until the quorum is
- * back, and the stream ends up holding every ledger once, in order. */
+/* Nodes 1 and 2 frozen (SIGSTOP) under a core connected to node 0 only: node 0 still answers the
+ * connection's pings while the R3 stream can store nothing and no publish is acknowledged. Waits
+ * for the publisher's next WARN `jetstream publish acks stopped`, thaws the nodes, and returns the
+ * ledger the publisher resumes at once the stream answers again. */
+static uint32_t freeze_quorum_until_acks_stop(int round)
+{
+    for (int i = 1; i < 3; i++)
+        assert_int_equal(kill(fx.cluster.node[i].proc.pid, SIGSTOP), 0);
+    int stalled = cs_proc_wait_line(&fx.core, "jetstream publish acks stopped", WAIT_MS);
+    for (int i = 1; i < 3; i++)
+        assert_int_equal(kill(fx.cluster.node[i].proc.pid, SIGCONT), 0);
+    if (stalled != 0)
+        fail_msg("no `jetstream publish acks stopped` (round %d) with the quorum gone:\n%s", round, fx.core.log);
+    char line[2048];
+    cs_proc_line(&fx.core, line, sizeof line);
+    assert_non_null(strstr(line, "level=WARN"));
+    if (cs_proc_wait_line(&fx.core, "jetstream publisher resuming", WAIT_MS) != 0)
+        fail_msg("the publisher never resumed after the quorum came back (round %d):\n%s", round, fx.core.log);
+    cs_proc_line(&fx.core, line, sizeof line);
+    const char *at = strstr(line, " ledger=");
+    assert_non_null(at);
+    return (uint32_t)strtoul(at + 8, NULL, 10);
+}
+
+/* The quorum lost twice under a connected publisher: each time it notices that acks stopped, asks
+ * the stream again until the quorum is back, and the stream ends up holding every ledger once, in
+ * order. */
 static void test_cluster_quorum_loss_publisher_resumes(void **state)
 {
     (void)state;
@@ -443,25 +466,14 @@ static void test_cluster_quorum_loss_publisher_resumes(void **state)
     char run[128];
     cs_edgefx_start_core(&fx, args, run, sizeof run);
     cs_edgefx_wait_stream_ledger(&fx, run, 3);
-    for (int i = 1; i < 3; i++)
-        assert_int_equal(kill(fx.cluster.node[i].proc.pid, SIGSTOP), 0);
-    int stalled = cs_proc_wait_line(&fx.core, "jetstream publish acks stopped", WAIT_MS);
-    for (int i = 1; i < 3; i++)
-        assert_int_equal(kill(fx.cluster.node[i].proc.pid, SIGCONT), 0);
-    if (stalled != 0)
-        fail_msg("no `jetstream publish acks stopped` with the quorum gone:\n%s", fx.core.log);
-    char line[2048];
-    cs_proc_line(&fx.core, line, sizeof line);
-    assert_non_null(strstr(line, "level=WARN"));
-    if (cs_proc_wait_line(&fx.core, "jetstream publisher resuming", WAIT_MS) != 0)
-        fail_msg("the publisher never resumed after the quorum came back:\n%s", fx.core.log);
-    cs_proc_line(&fx.core, line, sizeof line);
-    const char *at = strstr(line, " ledger=");
-    assert_non_null(at);
-    uint32_t resumed = (uint32_t)strtoul(at + 8, NULL, 10);
-    cs_edgefx_wait_stream_ledger(&fx, run, resumed + 5);
+    uint32_t resumed = 0;
+    for (int round = 1; round <= 2; round++) {
+        resumed = freeze_quorum_until_acks_stop(round);
+        cs_edgefx_wait_stream_ledger(&fx, run, resumed + 5);
+    }
     assert_int_equal(cs_proc_stop(&fx.core, SIGTERM, WAIT_MS), 0);
     assert_int_equal(cs_proc_log_count(&fx.core, "jetstream stream gap"), 0);
+    assert_true(cs_proc_log_count(&fx.core, "jetstream publish acks stopped") >= 2);
     cs_jsr r;
     char err[256];
     if (cs_jsr_read(fx.cluster.node[0].url, STREAM, run, &r, err, sizeof err) != 0)

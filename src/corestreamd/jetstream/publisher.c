@@ -250,13 +250,17 @@ static bool reconnect(cs_js_publisher *p)
 /* Every publish ends in exactly one ack callback (acked or ack_failures) or in nats.c's pending
  * list, taken back at a resync (dropped). While some are owed an answer and none has come for
  * ACK_WAIT_NS (a server that still answers pings but stores nothing: an R3 stream without its
- * quorum), the owed ones count as failed and the position is read again from the stream. */
+ * quorum), they are reported as timed out and the position is read again from the stream; the
+ * resync takes them back from nats.c (dropped), which settles the accounting. A single ack lost
+ * while later ones come is not seen here: it holds one place of the window until the next
+ * resync. */
 static void check_acks(cs_js_publisher *p)
 {
     uint64_t done = atomic_load(&p->acked) + atomic_load(&p->ack_failures);
+    /* This thread counts a publish before it can look here, so owed is never below 0. */
     uint64_t owed = atomic_load(&p->published) - p->dropped - done;
     int64_t now = cs_mono_ns();
-    if (owed == 0 || owed > (uint64_t)INT64_MAX || done != p->acks_seen) {
+    if (owed == 0 || done != p->acks_seen) {
         p->acks_seen = done;
         p->ack_wait_since = now;
         return;
@@ -267,8 +271,7 @@ static void check_acks(cs_js_publisher *p)
            KV_U("ledger", p->pos.seq), KV_S("stream", p->stream),
            KV_S("detail", "the server takes publishes but acknowledges none; the position is read again from the "
                           "stream until it answers"));
-    atomic_fetch_add(&p->ack_failures, owed);
-    p->acks_seen = done + owed;
+    atomic_fetch_add(&p->ack_timeouts, owed);
     p->ack_wait_since = now;
     atomic_store(&p->resync, true);
 }
@@ -520,7 +523,7 @@ void cs_js_publisher_stats(cs_js_publisher *p, cs_js_stats *out)
         .published = atomic_load(&p->published),
         .acked = atomic_load(&p->acked),
         .duplicates = atomic_load(&p->duplicates),
-        .ack_failures = atomic_load(&p->ack_failures),
+        .ack_failures = atomic_load(&p->ack_failures) + atomic_load(&p->ack_timeouts),
         .stalls = atomic_load(&p->stalls),
         .ledgers = atomic_load(&p->ledgers),
         .ring_ledgers = atomic_load(&p->ring_ledgers),

@@ -69,15 +69,19 @@ struct cs_js_publisher {
      * UINT64_MAX when none): a stream that has since stored later messages has lost it. */
     atomic_uint_fast64_t first_failed;
 
-    atomic_uint_fast64_t published, acked, duplicates, ack_failures, stalls, ledgers, ring_ledgers,
+    /* ack_failures: refusals (an ack callback with an error); ack_timeouts: publishes owed an ack
+     * when acks stopped (check_acks), reported with the refusals but not part of the accounting
+     * below, since nats.c's pending list still holds them. */
+    atomic_uint_fast64_t published, acked, duplicates, ack_failures, ack_timeouts, stalls, ledgers, ring_ledgers,
         behind_episodes, gaps, resyncs, foreign_duplicates, republishes;
     /* Resends: every position up to this one (packed + 1; 0: none) was published by this process
      * before its last resync, so the server may rightly call a publish of it a duplicate. Any
      * other duplicate is of a message this process never sent: another publisher's. */
     atomic_uint_fast64_t resend_upto;
     uint64_t sent_high; /* publisher thread: the highest position published (packed + 1) */
-    /* Publishes nats.c dropped unanswered (its pending list, at a resync or a lost connection):
-     * with acked and ack_failures, every publish is accounted for once. Publisher thread. */
+    /* Publishes taken back unanswered from nats.c's pending list (at a resync or a lost
+     * connection). Every publish ends in exactly one of acked, ack_failures and dropped. The
+     * publisher thread's, and the controlling thread's once that thread has stopped. */
     uint64_t dropped;
     uint64_t acks_seen;     /* acked + ack_failures at the last check_acks */
     int64_t ack_wait_since; /* monotonic ns: since when an ack is awaited without one coming */
