@@ -278,7 +278,8 @@ int cs_jsr_wait_ledger(const char *url, const char *stream, const char *run, uin
             /* The stream is the truth; the subscription only tells when to look again. */
             natsMsg *last = NULL;
             jsErrCode jerr = 0;
-            if (js_GetLastMsg(&last, c.js, stream, subj, NULL, &jerr) == NATS_OK) {
+            natsStatus st = js_GetLastMsg(&last, c.js, stream, subj, NULL, &jerr);
+            if (st == NATS_OK) {
                 bool done = is_end(last);
                 natsMsg_Destroy(last);
                 if (done) {
@@ -286,10 +287,15 @@ int cs_jsr_wait_ledger(const char *url, const char *stream, const char *run, uin
                     break;
                 }
             }
+            /* A stream that did not answer (no leader yet, after a cluster lost its quorum) may
+             * have stored the END before the subscription began: look again soon, as once the
+             * END went by (the stream stores it within moments). Only "not there yet" leaves the
+             * subscription to tell when. */
+            bool answered = st == NATS_OK || st == NATS_NOT_FOUND || jerr == JSNoMessageFoundErr;
             int64_t left = deadline - mono_ms();
             natsMsg *m = NULL;
-            /* Once the END went by, the stream stores it within moments: look again soon. */
-            if (natsSubscription_NextMsg(&m, sub, seen_end ? 20 : (left > 0 ? left : 1)) == NATS_OK) {
+            int64_t wait = seen_end ? 20 : !answered ? 250 : (left > 0 ? left : 1);
+            if (natsSubscription_NextMsg(&m, sub, wait) == NATS_OK) {
                 seen_end = seen_end || is_end(m);
                 natsMsg_Destroy(m);
             }
