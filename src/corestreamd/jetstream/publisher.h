@@ -24,7 +24,9 @@
  * BEGIN under fresh ids, with
  * everything after it, so consumers still get the genuine ledger (WARN `jetstream publisher
  * republishing a ledger under fresh ids`); at most CS_JS_REPUBLISH_MAX times for one ledger,
- * then ERROR `jetstream message id taken again; the ledger is not republished`.
+ * then ERROR `jetstream message id taken again; the ledger is not republished`. A publish the
+ * stream refused while it stored later ones is mended the same way (then ERROR `jetstream stream
+ * gap` after CS_JS_REPUBLISH_MAX attempts).
  *
  * Where to publish from is otherwise always the stream's own answer: at start and after every reconnect or
  * failed acknowledgement the publisher reads the run's last stored message and continues right
@@ -59,7 +61,8 @@
 #define CS_JS_DEFAULT_MAX_PENDING 64
 #define CS_JS_MAX_REPLICAS 5
 #define CS_JS_MAX_MAX_PENDING 4096
-/* Times one ledger is republished under fresh ids after its id was taken, before giving up. */
+/* Times one ledger is republished under fresh ids (its id taken, or a publish of it refused
+ * before later ones were stored), before giving up. */
 #define CS_JS_REPUBLISH_MAX 3
 
 typedef struct cs_js_config {
@@ -117,7 +120,8 @@ typedef struct cs_js_stats {
     uint64_t foreign_duplicates; /* of duplicates, those of a message this process had never sent:
                                     another publisher had used its id (WARN logged, the ledger
                                     republished under fresh ids) */
-    uint64_t republishes;        /* ledgers published again under fresh ids for that */
+    uint64_t republishes;        /* ledgers published again under fresh ids for that, or after a
+                                    publish refused before later ones were stored */
     bool behind;
     bool connected;
 } cs_js_stats;

@@ -284,17 +284,26 @@ static bool take_republish(cs_js_publisher *p, uint32_t *seq, char *id, size_t l
     return want;
 }
 
-/* Ledger seq from its BEGIN again, under a fresh generation of ids: the stream dropped a message of
- * it as a duplicate of someone else's (id), and what came after went on without it. Consumers get
+/* Ledger seq from its BEGIN again, under a fresh generation of ids: the stream lacks a message of
+ * it while what came after went on, either dropped as a duplicate of someone else's (id taken) or
+ * refused while later ones were stored (id NULL: an R3 stream electing a leader). Consumers get
  * the ledger whole, then the ledgers after it again. At most CS_JS_REPUBLISH_MAX times in a row
- * for one ledger: past that the taker is racing every fresh id, and the ledger is given up. */
+ * for one ledger: past that the ledger is given up (a taker racing every fresh id, or a stream
+ * that keeps refusing). */
 static void republish(cs_js_publisher *p, uint32_t seq, const char *id)
 {
     unsigned attempt = seq == p->republished_seq ? p->republish_attempts + 1 : 1;
-    if (attempt > CS_JS_REPUBLISH_MAX) {
+    if (attempt > CS_JS_REPUBLISH_MAX && id) {
         CS_LOG(CS_LOG_ERROR, "jetstream message id taken again; the ledger is not republished", KV_S("msg_id", id),
                KV_U("ledger", seq), KV_U("attempts", CS_JS_REPUBLISH_MAX), KV_S("stream", p->stream),
                KV_S("detail", "edges report the ledger as a gap; find who holds the id secret"));
+        return;
+    }
+    if (attempt > CS_JS_REPUBLISH_MAX) {
+        CS_LOG(CS_LOG_ERROR, "jetstream stream gap", KV_U("from", seq), KV_U("to", seq),
+               KV_S("detail", "a publish failed while later messages were stored, again after republishing"),
+               KV_S("stream", p->stream));
+        atomic_fetch_add(&p->gaps, 1);
         return;
     }
     p->republished_seq = seq;
@@ -304,11 +313,13 @@ static void republish(cs_js_publisher *p, uint32_t seq, const char *id)
     p->have_pos = true;
     atomic_fetch_add(&p->republishes, 1);
     CS_LOG(CS_LOG_WARN, "jetstream publisher republishing a ledger under fresh ids", KV_U("ledger", seq),
-           KV_S("taken_msg_id", id), KV_U("attempt", attempt), KV_S("stream", p->stream));
+           KV_S("reason", id ? "id taken" : "refused before later messages were stored"),
+           KV_S("taken_msg_id", id ? id : ""), KV_U("attempt", attempt), KV_S("stream", p->stream));
 }
 
 /* Re-reads where the run ends in the stream and continues right after it, or from the BEGIN of a
- * ledger whose id was taken. */
+ * ledger the stream holds incomplete (an id taken, or a publish refused before later ones were
+ * stored). */
 int pub_resync(cs_js_publisher *p)
 {
     atomic_store(&p->resync, false);
@@ -325,12 +336,8 @@ int pub_resync(cs_js_publisher *p)
     }
     atomic_fetch_add(&p->resyncs, 1);
     uint64_t failed = atomic_exchange(&p->first_failed, UINT64_MAX);
-    if (found && failed != UINT64_MAX && pub_pack(next) > failed + 1) {
-        CS_LOG(CS_LOG_ERROR, "jetstream stream gap", KV_U("from", (uint32_t)(failed >> 32)),
-               KV_U("to", (uint32_t)(failed >> 32)),
-               KV_S("detail", "a publish failed while later messages were stored"), KV_S("stream", p->stream));
-        atomic_fetch_add(&p->gaps, 1);
-    }
+    /* A refused publish with later messages stored: its ledger is incomplete in the stream. */
+    bool hole = found && failed != UINT64_MAX && pub_pack(next) > failed + 1;
     pub_drop_sources(p);
     if (found) {
         p->pos = next;
@@ -338,7 +345,10 @@ int pub_resync(cs_js_publisher *p)
     }
     uint32_t seq;
     char id[CS_JS_SUBJECT_MAX];
-    if (take_republish(p, &seq, id, sizeof id))
+    bool taken = take_republish(p, &seq, id, sizeof id);
+    if (hole && (!taken || (uint32_t)(failed >> 32) < seq))
+        republish(p, (uint32_t)(failed >> 32), NULL);
+    else if (taken)
         republish(p, seq, id);
     CS_LOG(CS_LOG_INFO, "jetstream publisher resuming", KV_U("ledger", p->pos.seq), KV_U("item", p->pos.item),
            KV_B("stream_has_run", found));
