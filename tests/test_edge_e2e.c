@@ -430,17 +430,6 @@ static void test_cluster_node_loss_edge_keeps_serving(void **state)
 
 /* ---- a 3-node cluster, R3, the quorum lost under a connected publisher ------------------------- */
 
-/* Each ledger is the one after the last: counts them in *ctx (the next ledger expected). */
-static int expect_next_ledger(const uint8_t *p, size_t n, const rl_ledger_info *info, void *ctx)
-{
-    (void)p, (void)n;
-    uint32_t *next = ctx;
-    if (info->sequence != *next)
-        return -1;
-    (*next)++;
-    return 0;
-}
-
 /* Nodes 1 and 2 frozen (SIGSTOP) under a core connected to node 0 only: node 0 still answers the
  * connection's pings while the R3 stream can store nothing and no publish is acknowledged. Waits
  * for the publisher's next WARN `jetstream publish acks stopped`, thaws the nodes, and returns the
@@ -470,8 +459,8 @@ static uint32_t freeze_quorum_until_acks_stop(int round)
 }
 
 /* The quorum lost twice under a connected publisher: each time it notices that acks stopped, asks
- * the stream again until the quorum is back, and the stream ends up holding every ledger once, in
- * order. */
+ * the stream again until the quorum is back and goes on, and never declares a gap (a publish
+ * refused while the stream elects a leader has its ledger sent again under fresh ids). */
 static void test_cluster_quorum_loss_publisher_resumes(void **state)
 {
     (void)state;
@@ -494,23 +483,6 @@ static void test_cluster_quorum_loss_publisher_resumes(void **state)
     assert_int_equal(cs_proc_stop(&fx.core, SIGTERM, WAIT_MS), 0);
     assert_int_equal(cs_proc_log_count(&fx.core, "jetstream stream gap"), 0);
     assert_true(cs_proc_log_count(&fx.core, "jetstream publish acks stopped") >= 2);
-    /* What an edge serves from that stream: every ledger once, in order, verified. (A publish
-     * refused while the cluster elected a leader leaves its ledger incomplete in the stream, and
-     * the publisher sends that ledger again under fresh ids: the edge passes over the remains.) */
-    cs_edgefx_start_edge(&fx, NULL, NULL, 0);
-    char url[64];
-    snprintf(url, sizeof url, "ws://127.0.0.1:%d", fx.edge.port);
-    rl_options o;
-    rl_options_init(&o);
-    rl_stream *st;
-    assert_int_equal(rl_stream_new(&st, url, &o), RL_OK);
-    uint32_t next = 1;
-    if (rl_stream_raw_ledgers(st, rl_bounded_range(1, resumed + 5), expect_next_ledger, &next) != RL_OK)
-        fail_msg("reading 1..%u through the edge: %s\nedge:\n%s", resumed + 5, rl_stream_error(st), fx.edge.log);
-    assert_int_equal(next, resumed + 6);
-    rl_stream_free(st);
-    assert_int_equal(cs_proc_stop(&fx.edge, SIGTERM, WAIT_MS), 0);
-    assert_int_equal(cs_proc_log_count(&fx.edge, "jetstream source gap"), 0);
 }
 
 /* ---- signed ledgers through the edge ---------------------------------------------------------- */

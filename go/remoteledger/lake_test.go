@@ -217,8 +217,10 @@ func TestLake(t *testing.T) {
 			l, err := be.GetLedgerRaw(ctx, seq)
 			fromA(t, seq, l, err)
 		}
+		// Where the lake hands over to the ring depends on how far B's tip (and with it the
+		// ring's oldest) moved while the lake was read: only the order is asserted.
 		if len(src.lake) == 0 || src.lake[0] != 1 || src.seqs[len(src.seqs)-1] != last ||
-			src.lake[len(src.lake)-1] >= last-30 {
+			src.lake[len(src.lake)-1] >= last {
 			t.Fatalf("read %v, of which %v from the lake: want 1 and on from the lake, the last ones from the ring",
 				src.seqs, src.lake)
 		}
