@@ -170,7 +170,10 @@ class Daemon:
     def __init__(self, binary, args, tmp):
         self.log = []
         self.data = os.path.join(tmp, "data")
-        argv = [binary, "--listen", "127.0.0.1:0", "--data-dir", self.data] + args
+        # Lake readers, ring writes and exports run at --background-nice (19 by default): beside
+        # busy loops that is about 1.5 % of a core, and this test's subject is the lake's bytes,
+        # not scheduling, so the daemon runs them at nice 0 (docs/RELIABILITY.md).
+        argv = [binary, "--listen", "127.0.0.1:0", "--data-dir", self.data, "--background-nice", "0"] + args
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True)
         lines = queue.Queue()

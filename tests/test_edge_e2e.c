@@ -485,6 +485,50 @@ static void test_cluster_quorum_loss_publisher_resumes(void **state)
     assert_true(cs_proc_log_count(&fx.core, "jetstream publish acks stopped") >= 2);
 }
 
+/* An edge started while the cluster has no quorum (its stream leaderless: JetStream answers 10008)
+ * waits, says so once, and follows the stream from its first ledger once the quorum is back. */
+static void test_cluster_edge_start_waits_for_quorum(void **state)
+{
+    (void)state;
+    char only0[128];
+    snprintf(only0, sizeof only0, "--jetstream-url=%s", fx.cluster.node[0].url);
+    const char *args[] = {only0, "--synthetic-compressible", NULL};
+    char run[128];
+    cs_edgefx_start_core(&fx, args, run, sizeof run);
+    cs_edgefx_wait_stream_ledger(&fx, run, 3);
+    for (int i = 1; i < 3; i++)
+        assert_int_equal(kill(fx.cluster.node[i].proc.pid, SIGSTOP), 0);
+    /* Node 0's stream leadership lapses some seconds after its peers stop answering. */
+    int leaderless = cs_jsr_wait_unavailable(fx.cluster.node[0].url, STREAM, 4 * WAIT_MS);
+    if (leaderless == 0) {
+        cs_edgefx_launch_edge(&fx, fx.cluster.node[0].url, NULL);
+        leaderless = cs_proc_wait_line(&fx.edge, "jetstream source waiting for JetStream to answer", WAIT_MS);
+    }
+    for (int i = 1; i < 3; i++)
+        assert_int_equal(kill(fx.cluster.node[i].proc.pid, SIGCONT), 0);
+    if (leaderless != 0) {
+        cs_proc_drain(&fx.edge);
+        fail_msg("the stream never went leaderless, or the edge did not wait for it:\n%s",
+                 fx.edge_live ? fx.edge.log : "(no edge)");
+    }
+    char line[2048];
+    cs_proc_line(&fx.edge, line, sizeof line);
+    assert_non_null(strstr(line, "level=WARN"));
+    assert_non_null(strstr(line, "code=10008"));
+    /* It listens once its source is built, then says where it follows from. */
+    if (cs_proc_wait_listening(&fx.edge, 4 * WAIT_MS) != 0 ||
+        cs_proc_wait_line(&fx.edge, "jetstream source following", WAIT_MS) != 0) {
+        cs_proc_drain(&fx.edge);
+        fail_msg("the edge did not follow the stream once the quorum was back:\n%s", fx.edge.log);
+    }
+    subscriber sub;
+    subscriber_start(&sub, fx.edge.port, 1, 8, true);
+    subscriber_finish(&sub);
+    assert_int_equal(cs_proc_stop(&fx.edge, SIGTERM, WAIT_MS), 0);
+    expect_clean_edge();
+    assert_int_equal(cs_proc_log_count(&fx.edge, "jetstream source waiting for JetStream to answer"), 1);
+}
+
 /* ---- signed ledgers through the edge ---------------------------------------------------------- */
 
 static int count_ledger(const uint8_t *p, size_t n, const rl_ledger_info *info, void *ctx)
@@ -552,6 +596,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_signed_core_through_edge, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cluster_node_loss_edge_keeps_serving, setup_cluster, teardown),
         cmocka_unit_test_setup_teardown(test_cluster_quorum_loss_publisher_resumes, setup_cluster, teardown),
+        cmocka_unit_test_setup_teardown(test_cluster_edge_start_waits_for_quorum, setup_cluster, teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     nats_Close();

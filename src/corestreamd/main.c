@@ -606,7 +606,11 @@ int main(int argc, char **argv)
     pthread_mutex_unlock(&g_server_mu);
     if (rc == 0)
         rc = open_run(&cfg, &cancel, &run, &err);
-    if (rc == 0)
+    /* A signal while the start waited (an edge waiting for JetStream to answer) is a clean stop. */
+    bool stopped_early = rc != 0 && err.kind == CS_ERR_CANCELLED && cs_cancel_is_set(&cancel);
+    if (stopped_early)
+        rc = 0;
+    if (rc == 0 && !stopped_early)
         rc = start_serving(&cfg, &cancel, &hook, &run, &err);
     bool ran = false;
     if (rc == 0 && run.jetstream)

@@ -110,13 +110,18 @@ void cs_edgefx_start_core(cs_edgefx *fx, const char *const *extra, char *run, si
 
 /* The edge on its own data dir; returns once it follows the stream and listens. following gets
  * the `jetstream source following` line. */
+void cs_edgefx_launch_edge(cs_edgefx *fx, const char *url, const char *const *extra)
+{
+    char datadir[PATH_MAX + 32], urlflag[512];
+    snprintf(datadir, sizeof datadir, "--data-dir=%s/edge", fx->tmp.path);
+    snprintf(urlflag, sizeof urlflag, "--jetstream-source-url=%s", url ? url : cs_edgefx_urls(fx));
+    const char *common[] = {datadir, "--listen=127.0.0.1:0", "--source=jetstream", urlflag, "--retention=1000"};
+    start(&fx->edge, &fx->edge_live, common, sizeof common / sizeof common[0], extra);
+}
+
 void cs_edgefx_start_edge(cs_edgefx *fx, const char *const *extra, char *following, size_t flen)
 {
-    char datadir[PATH_MAX + 32], url[512];
-    snprintf(datadir, sizeof datadir, "--data-dir=%s/edge", fx->tmp.path);
-    snprintf(url, sizeof url, "--jetstream-source-url=%s", cs_edgefx_urls(fx));
-    const char *common[] = {datadir, "--listen=127.0.0.1:0", "--source=jetstream", url, "--retention=1000"};
-    start(&fx->edge, &fx->edge_live, common, sizeof common / sizeof common[0], extra);
+    cs_edgefx_launch_edge(fx, NULL, extra);
     if (cs_proc_wait_listening(&fx->edge, WAIT_MS) != 0)
         fail_msg("edge not listening:\n%s", fx->edge.log);
     if (cs_proc_wait_line(&fx->edge, "jetstream source following", WAIT_MS) != 0)

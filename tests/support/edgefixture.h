@@ -38,6 +38,9 @@ const char *cs_edgefx_urls(const cs_edgefx *fx);
 /* The core on <tmp>/core with extra flags (NULL-terminated, may be NULL); returns once it
  * publishes and listens, with its run token in run. */
 void cs_edgefx_start_core(cs_edgefx *fx, const char *const *extra, char *run, size_t runlen);
+/* The edge on <tmp>/edge, reading from url (NULL: every node), with extra flags; returns once it
+ * runs, without waiting for it to follow the stream. */
+void cs_edgefx_launch_edge(cs_edgefx *fx, const char *url, const char *const *extra);
 /* The edge on <tmp>/edge; returns once it follows the stream and listens. following (may be NULL)
  * gets the `jetstream source following` line. */
 void cs_edgefx_start_edge(cs_edgefx *fx, const char *const *extra, char *following, size_t flen);

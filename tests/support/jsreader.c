@@ -306,6 +306,29 @@ int cs_jsr_wait_ledger(const char *url, const char *stream, const char *run, uin
     return rc;
 }
 
+int cs_jsr_wait_unavailable(const char *url, const char *stream, int timeout_ms)
+{
+    int64_t deadline = mono_ms() + timeout_ms;
+    char all[256];
+    snprintf(all, sizeof all, "%s.>", stream);
+    conn c;
+    if (conn_open(&c, url, NULL, 0) != 0)
+        return -1;
+    int rc = -1;
+    while (rc != 0 && mono_ms() < deadline) {
+        natsMsg *m = NULL;
+        jsErrCode jerr = 0;
+        js_GetLastMsg(&m, c.js, stream, all, NULL, &jerr);
+        natsMsg_Destroy(m);
+        if (jerr == JSClusterNotAvailErr)
+            rc = 0;
+        else
+            nats_Sleep(250);
+    }
+    conn_close(&c);
+    return rc;
+}
+
 int cs_jsr_tip(jsCtx *js, const char *stream, const char *run, uint32_t *seq, char *id, size_t idlen)
 {
     char filter[256];

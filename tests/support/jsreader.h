@@ -56,4 +56,9 @@ int cs_jsr_tip(jsCtx *js, const char *stream, const char *run, uint32_t *seq, ch
  * subscribes to the ledger's subject first and then looks in the stream, so it cannot miss it. */
 int cs_jsr_wait_ledger(const char *url, const char *stream, const char *run, uint32_t seq, int timeout_ms);
 
+/* Waits until a JetStream API request about stream, sent to url, is refused as "JetStream system
+ * temporarily unavailable" (code 10008: the stream has no leader, as in a cluster that lost its
+ * quorum): 0, or -1 after timeout_ms. */
+int cs_jsr_wait_unavailable(const char *url, const char *stream, int timeout_ms);
+
 #endif

@@ -94,6 +94,28 @@ static const char *nats_detail(natsStatus s)
     return last && *last ? last : natsStatus_GetText(s);
 }
 
+/* Whether a JetStream API call failed because JetStream cannot answer yet (a cluster electing a
+ * leader, a quorum lost: code 10008 or no reply within API_WAIT_MS) rather than because of what
+ * was asked: such a call is made again. */
+static bool js_unavailable(natsStatus st, jsErrCode jerr)
+{
+    return st != NATS_OK && (jerr == JSClusterNotAvailErr || st == NATS_TIMEOUT);
+}
+
+/* Before a retry of a call js_unavailable refused: logs WARN once per wait and sleeps RETRY_NS.
+ * -1 with err (CS_ERR_CANCELLED) when cancelled. */
+static int await_jetstream(js_source *s, bool *warned, const char *what, natsStatus st, jsErrCode jerr, cs_err *err)
+{
+    if (!*warned)
+        CS_LOG(CS_LOG_WARN, "jetstream source waiting for JetStream to answer", KV_S("stream", s->stream),
+               KV_S("call", what), KV_S("error", nats_detail(st)), KV_I("code", (int)jerr));
+    *warned = true;
+    cs_cancel_sleep_until(s->cancel, cs_mono_ns() + RETRY_NS);
+    if (cs_cancel_is_set(s->cancel))
+        return cs_err_set(err, CS_ERR_CANCELLED, "cancelled while waiting for JetStream to answer");
+    return 0;
+}
+
 static void on_disconnected(natsConnection *nc, void *arg)
 {
     (void)nc;
@@ -190,8 +212,17 @@ static int position(js_source *s, cs_err *err)
         char subj[CS_JS_SUBJECT_MAX];
         cs_js_subject(subj, sizeof subj, s->stream, s->run, s->need - 1);
         natsMsg *m = NULL;
-        jsErrCode jerr = 0;
-        natsStatus st = js_GetLastMsg(&m, s->js, s->stream, subj, NULL, &jerr);
+        jsErrCode jerr;
+        natsStatus st;
+        bool warned = false;
+        for (;;) {
+            jerr = 0;
+            st = js_GetLastMsg(&m, s->js, s->stream, subj, NULL, &jerr);
+            if (!js_unavailable(st, jerr))
+                break;
+            if (await_jetstream(s, &warned, "last message", st, jerr, err) != 0)
+                return -1;
+        }
         if (st == NATS_OK) {
             s->from_sseq = natsMsg_GetSequence(m) + 1;
             natsMsg_Destroy(m);
@@ -628,8 +659,17 @@ static int newest_run(js_source *s, cs_err *err)
     char all[CS_JS_SUBJECT_MAX];
     cs_js_stream_subjects(all, sizeof all, s->stream);
     natsMsg *m = NULL;
-    jsErrCode jerr = 0;
-    natsStatus st = js_GetLastMsg(&m, s->js, s->stream, all, NULL, &jerr);
+    jsErrCode jerr;
+    natsStatus st;
+    bool warned = false;
+    for (;;) {
+        jerr = 0;
+        st = js_GetLastMsg(&m, s->js, s->stream, all, NULL, &jerr);
+        if (!js_unavailable(st, jerr))
+            break;
+        if (await_jetstream(s, &warned, "newest message", st, jerr, err) != 0)
+            return -1;
+    }
     if (st == NATS_NOT_FOUND || jerr == JSNoMessageFoundErr)
         return cs_err_set(err, 0,
                           "jetstream source: stream %s holds no message; start the core's publisher first, or "
