@@ -11,8 +11,9 @@
 # so the edge path's delivery is taken against the core's emit end of the same ledger (one clock).
 # The core emits n + LEAD ledgers and ends by itself; the subscribers start at its tip + 2.
 # The edge runs at --log-level debug, and bench/edge_stages.py splits the edge path's time per
-# ledger into its stages (publish and store, the server's push, the edge's verify and forward, the
-# last hop), printed as p50/p99/max rows under each shape.
+# ledger into its stages (for ledgers taken live: the hop from the core through the server's
+# routing; for ledgers read from the stream: publish and store, the server's push; for all: the
+# edge's verify and forward, the last hop), printed as p50/p99/max rows under each shape.
 # Targets: the edge adds at most 3 ms p99 over direct at the small shape; publishing costs the
 # core at most 10 % more CPU per ledger.
 # Environment: BUILD_DIR (default build), COUNT_SMALL, COUNT_GATE, SHAPES (default "small gate"),

@@ -5,14 +5,19 @@
     edge_stages.py EDGE_LOG CSV
 
 EDGE_LOG is the edge's log at --log-level debug: one `jetstream source ledger verified` line per
-ledger with the core's emit end (from the END in the stream), when the JetStream server stored that
-END, when the edge's source loop took it from nats.c, and when the ledger verified (Unix ns, one
-host's clock). CSV is build/tests/edge_delivery's (sequence, direct_delivery_ns,
-edge_delivery_ns, edge_end_stamp_ns: the latter two relative to the core's emit end).
+ledger with the way it came (path=live: the run's messages as the NATS server received them;
+path=stream: read from the JetStream stream), the core's emit end (from the END), when the
+JetStream server stored that END (0 on live), when the edge's source loop took it from nats.c, and
+when the ledger verified (Unix ns, one host's clock). CSV is build/tests/edge_delivery's (sequence,
+direct_delivery_ns, edge_delivery_ns, edge_end_stamp_ns: the latter two relative to the core's
+emit end).
 
 Prints one line per stage, `stage n p50_ns p99_ns max_ns` (nearest rank):
-  publish_store  core emit end -> END stored (the publisher's send, the server's ingest and write)
-  push           END stored -> taken by the edge (the server's push and nats.c's hand-over)
+  live_hop       core emit end -> taken by the edge (live ledgers: the publisher's send, the
+                 server's routing, nats.c's hand-over)
+  publish_store  core emit end -> END stored (stream ledgers: the publisher's send, the server's
+                 ingest and write)
+  push           END stored -> taken by the edge (stream ledgers: the server's push, nats.c)
   verify         taken -> verified (the edge's assembler: length and XXH64)
   forward        verified -> the edge's own END stamp (the edge's source loop emitting END)
   last_hop       the edge's END stamp -> the edge's subscriber verified the ledger
@@ -22,7 +27,7 @@ import csv
 import re
 import sys
 
-LINE = re.compile(r'msg="jetstream source ledger verified" .*?ledger=(\d+) emit_end_unix_ns=(-?\d+) '
+LINE = re.compile(r'msg="jetstream source ledger verified" .*?ledger=(\d+) (?:path=(\w+) )?emit_end_unix_ns=(-?\d+) '
                   r'stored_unix_ns=(-?\d+) taken_unix_ns=(-?\d+) verified_unix_ns=(-?\d+)')
 
 
@@ -38,10 +43,10 @@ def main():
         for line in f:
             m = LINE.search(line)
             if m:
-                seq, end, stored, taken, verified = map(int, m.groups())
+                seq, end, stored, taken, verified = (int(g) for i, g in enumerate(m.groups()) if i != 1)
                 if end > 0:
                     edge[seq] = (end, stored, taken, verified)
-    stages = {k: [] for k in ("publish_store", "push", "verify", "forward", "last_hop", "total")}
+    stages = {k: [] for k in ("live_hop", "publish_store", "push", "verify", "forward", "last_hop", "total")}
     with open(sys.argv[2]) as f:
         for row in csv.DictReader(f):
             seq = int(row["sequence"])
@@ -49,8 +54,11 @@ def main():
                 continue
             end, stored, taken, verified = edge[seq]
             total, stamp = int(row["edge_delivery_ns"]), int(row["edge_end_stamp_ns"])
-            stages["publish_store"].append(stored - end)
-            stages["push"].append(taken - stored)
+            if stored:
+                stages["publish_store"].append(stored - end)
+                stages["push"].append(taken - stored)
+            else:
+                stages["live_hop"].append(taken - end)
             stages["verify"].append(verified - taken)
             stages["forward"].append(stamp - (verified - end))
             stages["last_hop"].append(total - stamp)

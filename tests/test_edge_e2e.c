@@ -269,6 +269,56 @@ static void test_edge_byte_exact_raw(void **state)
     through_edge(false);
 }
 
+/* ---- the live messages ------------------------------------------------------------------------ */
+
+/* The number of consumers on the test's stream. */
+static int64_t stream_consumers(void)
+{
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    jsStreamInfo *si = NULL;
+    assert_int_equal(natsConnection_ConnectTo(&nc, fx.nats.url), NATS_OK);
+    assert_int_equal(natsConnection_JetStream(&js, nc, NULL), NATS_OK);
+    assert_int_equal(js_GetStreamInfo(&si, js, STREAM, NULL, NULL), NATS_OK);
+    int64_t n = si->State.Consumers;
+    jsStreamInfo_Destroy(si);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    return n;
+}
+
+/* At the tip the edge takes the run's messages as the server receives them (before the stream
+ * stores them) and keeps no consumer on the stream; every ledger still comes once, byte-exact. */
+static void test_edge_follows_live_messages(void **state)
+{
+    (void)state;
+    const char *args[] = {"--synthetic-count=40", "--synthetic-compressible", NULL};
+    char run[128];
+    cs_edgefx_start_core(&fx, args, run, sizeof run);
+    cs_edgefx_wait_stream_ledger(&fx, run, 1);
+    cs_edgefx_start_edge(&fx, NULL, NULL, 0);
+    subscriber sub;
+    subscriber_start(&sub, fx.edge.port, 1, 40, true);
+    if (cs_proc_wait_line(&fx.edge, "jetstream source following the live messages", WAIT_MS) != 0) {
+        edge_log_whole();
+        fail_msg("the edge never followed the live messages; logs above");
+    }
+    /* The consumer it started with is gone once it follows live (its deletion is answered). */
+    assert_int_equal(stream_consumers(), 0);
+    subscriber_finish(&sub);
+    enum { CAP = 1 << 17 };
+    char *body = malloc(CAP);
+    assert_int_equal(cs_http_get("127.0.0.1", fx.edge.port, "/metrics", WAIT_MS, body, CAP, NULL, 0), 200);
+    const char *live = strstr(body, "\ncorestreamd_edge_ledgers_total{path=\"live\"} ");
+    assert_non_null(live);
+    assert_true(strtoull(strchr(live, '}') + 2, NULL, 10) >= 1);
+    assert_non_null(strstr(body, "\ncorestreamd_edge_stream_moves_total 0\n"));
+    free(body);
+    assert_int_equal(cs_proc_stop(&fx.edge, SIGTERM, WAIT_MS), 0);
+    expect_clean_edge();
+    assert_int_equal(cs_proc_log_count(&fx.edge, "jetstream source reading the stream"), 0);
+}
+
 /* ---- an edge restarted resumes where its ring ends -------------------------------------------- */
 
 static uint64_t metric(const char *text, const char *name)
@@ -383,10 +433,15 @@ static void test_nats_restart_edge_resumes(void **state)
     subscriber sub;
     subscriber_start(&sub, fx.edge.port, 1, 40, true);
     subscriber_wait(&sub, 8);
+    if (cs_proc_wait_line(&fx.edge, "jetstream source following the live messages", WAIT_MS) != 0)
+        fail_msg("the edge never followed the live messages:\n%s", fx.edge.log);
     assert_int_equal(cs_nats_stop(&fx.nats, SIGKILL, WAIT_MS), 0);
-    /* The edge's tip stands still while NATS is away; the core's ring keeps what it misses. */
+    /* The edge's tip stands still while NATS is away; the core's ring keeps what it misses. It
+     * leaves the live messages for the stream, which it reads again from where live left off. */
     if (cs_proc_wait_line(&fx.edge, "jetstream source lost the stream; resuming", WAIT_MS) != 0)
         fail_msg("the edge did not notice NATS going away:\n%s", fx.edge.log);
+    assert_int_equal(cs_proc_log_count(&fx.edge, "jetstream source reading the stream"), 1);
+    assert_int_equal(cs_proc_log_count(&fx.edge, "reason=\"the connection to NATS was lost\""), 1);
     if (cs_nats_restart(&fx.nats, WAIT_MS) != 0)
         fail_msg("nats-server did not restart:\n%s", fx.nats.proc.log);
     subscriber_finish(&sub);
@@ -590,6 +645,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_edge_byte_exact_zstd, setup, teardown),
         cmocka_unit_test_setup_teardown(test_edge_byte_exact_raw, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_edge_follows_live_messages, setup, teardown),
         cmocka_unit_test_setup_teardown(test_edge_restart_resumes_at_ring_end, setup, teardown),
         cmocka_unit_test_setup_teardown(test_core_restart_edge_sees_no_gap_no_dup, setup, teardown),
         cmocka_unit_test_setup_teardown(test_nats_restart_edge_resumes, setup, teardown),

@@ -315,6 +315,69 @@ static void test_junk_messages_are_skipped(void **state)
     assert_int_equal(cs_proc_stop(&fx.edge, SIGTERM, WAIT_MS), 0);
 }
 
+/* Ledgers published one by one until the edge follows the live messages (bounded); returns the
+ * next ledger to publish. */
+static uint32_t until_live(jsCtx *js, cs_ws *ws, uint32_t seq)
+{
+    for (uint32_t end = seq + 20; seq < end; seq++) {
+        put_ledger(js, "test-fault", seq, 0);
+        expect_ledger(ws, seq, seq);
+        cs_proc_drain(&fx.edge);
+        if (cs_proc_log_count(&fx.edge, "jetstream source following the live messages") > 0)
+            return seq + 1;
+    }
+    fail_msg("the edge never followed the live messages:\n%s", fx.edge.log);
+    return 0;
+}
+
+/* A chunk that comes twice on live mid-ledger (a publisher's retry, say) moves the edge to the
+ * stream inside the ledger: the stream's copies of what live already gave (the BEGIN, chunks 0
+ * and 1, the repeat too) are passed over, and the ledger goes out whole and once: no void, no
+ * second BEGIN, nothing skipped. */
+static void test_live_mid_ledger_move_to_stream(void **state)
+{
+    (void)state;
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    fault_stream(&nc, &js, 2);
+    cs_ws *ws = open_edge(NULL, "/stream?start=1");
+    expect_ledger(ws, 1, 1);
+    expect_ledger(ws, 2, 2);
+    uint32_t seq = until_live(js, ws, 3);
+    uint8_t *body = malloc(SIZE), *msg = malloc(65536 + CS_WIRE_CHUNK_HEADER_LEN), end[CS_WIRE_END_LEN];
+    cs_synthetic_fill(body, SIZE, seq, false);
+    char subj[128];
+    snprintf(subj, sizeof subj, "%s.test-fault.%u", STREAM, seq);
+    publish(js, subj, msg, cs_wire_put_begin(msg, seq, 1));
+    uint32_t idx = 0;
+    for (size_t off = 0; off < SIZE; off += 65536, idx++) {
+        size_t k = SIZE - off < 65536 ? SIZE - off : 65536;
+        size_t n = cs_wire_append_chunk(msg, seq, idx, CS_CODEC_RAW, body + off, k);
+        publish(js, subj, msg, n);
+        if (idx == 1)
+            publish(js, subj, msg, n); /* chunk 1 again */
+    }
+    publish(js, subj, end, cs_wire_put_end(end, seq, idx, SIZE, 2, XXH64(body, SIZE, 0)));
+    free(msg);
+    free(body);
+    expect_ledger(ws, seq, seq);
+    wait_edge_line("jetstream source reading the stream");
+    char line[2048];
+    cs_proc_line(&fx.edge, line, sizeof line);
+    if (!strstr(line, "chunks_in=2 ") || !strstr(line, "chunk 1 of ledger"))
+        fail_msg("the move names neither the chunks in nor the cause: %s", line);
+    /* And back to live at a later ledger. */
+    put_ledger(js, "test-fault", seq + 1, 0);
+    expect_ledger(ws, seq + 1, seq + 1);
+    cs_ws_close(ws);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    assert_int_equal(cs_proc_stop(&fx.edge, SIGTERM, WAIT_MS), 0);
+    assert_int_equal(cs_proc_log_count(&fx.edge, "the bytes sent of it were void"), 0);
+    assert_int_equal(cs_proc_log_count(&fx.edge, "jetstream source skipped a message"), 0);
+    assert_int_equal(cs_proc_log_count(&fx.edge, "level=ERROR"), 0);
+}
+
 /* The edge forwards a ledger's body as the stream delivers it, and holds its END back until the
  * stream's END verifies: a subscriber of the edge gets BEGIN and the first chunk of ledger 3
  * while the stream holds no END for it yet; when that END comes with a wrong checksum, no END
@@ -715,6 +778,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_corrupt_ledger_skipped_then_genuine_served, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gap_in_stream_is_reported_and_passed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_junk_messages_are_skipped, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_live_mid_ledger_move_to_stream, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_ledger_mid_forward_is_begun_again, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ledger_begun_again_same_bytes_is_served, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ledger_begun_again_other_bytes_is_served, setup, teardown),

@@ -26,13 +26,22 @@ const testnet = "Test SDF Network ; September 2015"
 func lakeURL(d *daemon) string { return fmt.Sprintf("http://127.0.0.1:%d/lake", d.port) }
 
 // ringFile is ledger seq as d's ring stores it.
+// ringFile is d's ring file of ledger seq, once d's ring writer (at nice 19, behind on a busy
+// machine) has renamed it into place: it waits for it up to 4*waitFor.
 func ringFile(t *testing.T, d *daemon, seq uint32) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(d.dataDir, "ledgers", fmt.Sprintf("ledger-%d.xdr", seq)))
-	if err != nil {
-		t.Fatal(err)
+	path := filepath.Join(d.dataDir, "ledgers", fmt.Sprintf("ledger-%d.xdr", seq))
+	deadline := time.Now().Add(4 * waitFor)
+	for {
+		b, err := os.ReadFile(path)
+		if err == nil {
+			return b
+		}
+		if !errors.Is(err, os.ErrNotExist) || time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	return b
 }
 
 // batchOf is the LedgerCloseMetaBatch of the one ledger seq.

@@ -380,6 +380,9 @@ static void edge_stats(void *arg, cs_metrics_edge *out)
     out->waiting_for = st.waiting_for;
     out->gaps = st.gaps;
     out->gap_ledgers = st.gap_ledgers;
+    out->ledgers_live = st.ledgers_live;
+    out->ledgers_stream = st.ledgers_stream;
+    out->stream_moves = st.stream_moves;
 }
 
 static int fail(const char *msg)

@@ -1,94 +1,18 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "corestreamd/sources/jetstream.h"
+#include "corestreamd/sources/jetstream_internal.h"
 
-#include <nats/nats.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "common/clock.h"
 #include "common/godur.h"
 #include "common/log.h"
 #include "corestream/wire.h"
 #include "corestreamd/jetstream/connect.h"
 #include "corestreamd/jetstream/library.h"
-#include "corestreamd/jetstream/naming.h"
-#include "corestreamd/sources/jsgap.h"
-#include "remoteledger/assemble.h"
-#include "wire/ledgersig.h"
-#include "wire/wire.h"
 
-/* The longest one wait for the next message lasts, so cancellation and outages are seen promptly. */
-#define NEXT_WAIT_MS 250
-/* The server's idle heartbeat on the push consumer: after a few missed ones nats.c either resets
- * the ordered consumer itself or reports NATS_MISSED_HEARTBEAT, and next_msg recreates it. */
-#define HEARTBEAT_NS (1 * CS_SEC)
-/* An idle consumer is asked for its info after this long without a message: a consumer whose
- * server is gone answers nothing, and is recreated. */
-#define IDLE_CHECK_NS (1 * CS_SEC)
-#define API_WAIT_MS 2000
-#define RETRY_NS (250 * CS_MS)
-#define CONSUMER_INACTIVE_NS (30 * CS_SEC)
-
-typedef struct js_source {
-    cs_source base;
-    char *url;
-    char stream[CS_JS_NAME_MAX];
-    char run[CS_JS_NAME_MAX];
-    char filter[CS_JS_SUBJECT_MAX];
-    uint32_t start;
-    cs_ring *ring;
-    cs_cancel *cancel;
-    natsOptions *opts;
-    natsConnection *nc;
-    jsCtx *js;
-    natsSubscription *sub;
-    atomic_uint disconnects; /* counted on nats.c's thread */
-    unsigned sub_disconnects; /* the count when sub was created: a consumer older than a
-                                 disconnection is recreated (its server may be gone) */
-    /* nats.c's closed callback has run: none of its callbacks can touch this any more. */
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    bool closed;
-    rli_asm *asm_;
-    bool positioned;    /* the first next() has chosen where to read from */
-    uint32_t need;      /* before the first ledger: the one wanted (0: the first BEGIN seen) */
-    bool started;       /* a ledger's BEGIN has been fed */
-    uint64_t last_sseq; /* stream sequence of the last message consumed (0: none) */
-    uint64_t from_sseq; /* 0: the run's first message */
-    bool lost;          /* in an outage (logged once) */
-    natsMsg *cur; /* the message last returned by next_msg, owned here until the next one */
-    int64_t last_msg_ns;
-    /* The ledger being forwarded: its bytes go out as they are assembled; the end of the body
-     * (read returning 0, after which the source loop sends END and the ring keeps the ledger)
-     * waits for the assembler to verify END. */
-    bool open;             /* a ledger was started by next() (until the next next()) */
-    uint32_t seq;          /* that ledger */
-    bool verified;         /* END verified: ledger/ledger_len are the whole ledger */
-    const uint8_t *ledger;
-    size_t ledger_len, ledger_off;
-    uint32_t next_idx;     /* the chunk index the open copy takes next */
-    bool void_pending;     /* the bytes of the open ledger handed out are void: read says so once */
-    /* Skipped messages (skip), by reason, and the ledger waited for since (0: none). */
-    atomic_uint_fast64_t skipped[CS_JS_SKIP_REASONS];
-    atomic_uint waiting_for;
-    uint64_t skips_in_wait;
-    int last_skip; /* the reason of the last skip logged at WARN (-1: none) */
-    char last_skip_subject[CS_JS_SUBJECT_MAX];
-    /* --trusted-keys (NULL: none) and the signing run and chain of the ledgers served. */
-    cs_sig_keyset *keys;
-    cs_sig_chain chain;
-    /* Ledgers the stream went on without (jsgap.h): the watch, whether the next ledger follows a
-     * gap, and the gaps reported (and the ledgers in them). */
-    cs_jsgap *gap;
-    bool after_gap;
-    atomic_uint_fast64_t gaps, gap_ledgers;
-} js_source;
-
-static const char *nats_detail(natsStatus s)
+const char *cs_jss_nats_detail(natsStatus s)
 {
     const char *last = nats_GetLastError(NULL);
     return last && *last ? last : natsStatus_GetText(s);
@@ -108,7 +32,7 @@ static int await_jetstream(js_source *s, bool *warned, const char *what, natsSta
 {
     if (!*warned)
         CS_LOG(CS_LOG_WARN, "jetstream source waiting for JetStream to answer", KV_S("stream", s->stream),
-               KV_S("call", what), KV_S("error", nats_detail(st)), KV_I("code", (int)jerr));
+               KV_S("call", what), KV_S("error", cs_jss_nats_detail(st)), KV_I("code", (int)jerr));
     *warned = true;
     cs_cancel_sleep_until(s->cancel, cs_mono_ns() + RETRY_NS);
     if (cs_cancel_is_set(s->cancel))
@@ -148,7 +72,7 @@ static void close_connection(js_source *s)
     pthread_mutex_unlock(&s->mu);
 }
 
-static void drop_sub(js_source *s)
+void cs_jss_drop_sub(js_source *s)
 {
     natsMsg_Destroy(s->cur);
     s->cur = NULL;
@@ -158,9 +82,9 @@ static void drop_sub(js_source *s)
     s->sub = NULL;
 }
 
-static void lost(js_source *s, const char *why)
+void cs_jss_lost(js_source *s, const char *why)
 {
-    drop_sub(s);
+    cs_jss_drop_sub(s);
     if (!s->lost)
         CS_LOG(CS_LOG_WARN, "jetstream source lost the stream; resuming", KV_S("stream", s->stream),
                KV_S("run", s->run), KV_U("after_stream_seq", s->last_sseq), KV_S("error", why));
@@ -172,6 +96,14 @@ static void lost(js_source *s, const char *why)
  * stored, where a pull consumer waited for a fetch to ask. */
 static int subscribe(js_source *s, cs_err *err)
 {
+    if (s->resume_want) {
+        uint64_t at = 0;
+        if (cs_jss_live_resume_point(s, &at, err) != 0)
+            return -1;
+        if (at > s->last_sseq)
+            s->last_sseq = at;
+        s->resume_want = 0;
+    }
     jsSubOptions so;
     jsSubOptions_Init(&so);
     so.Stream = s->stream;
@@ -191,7 +123,7 @@ static int subscribe(js_source *s, cs_err *err)
     if (st != NATS_OK) {
         s->sub = NULL;
         return cs_err_set(err, 0, "create a consumer on %s from stream sequence %llu: %s (code %d)", s->filter,
-                          (unsigned long long)from, nats_detail(st), (int)jerr);
+                          (unsigned long long)from, cs_jss_nats_detail(st), (int)jerr);
     }
     natsSubscription_SetPendingLimits(s->sub, -1, 256 << 20);
     s->last_msg_ns = cs_mono_ns();
@@ -202,6 +134,7 @@ static int subscribe(js_source *s, cs_err *err)
  * still holds that END; else the run's first message. */
 static int position(js_source *s, cs_err *err)
 {
+    cs_jss_live_open(s); /* before the stream is asked: no message falls between the two */
     uint32_t oldest, latest;
     if (cs_ring_bounds(s->ring, &oldest, &latest))
         s->need = latest + 1;
@@ -228,7 +161,7 @@ static int position(js_source *s, cs_err *err)
             natsMsg_Destroy(m);
         } else if (st != NATS_NOT_FOUND && jerr != JSNoMessageFoundErr) {
             return cs_err_set(err, 0, "jetstream source: read the last message of %s: %s (code %d)", subj,
-                              nats_detail(st), (int)jerr);
+                              cs_jss_nats_detail(st), (int)jerr);
         }
     }
     rli_asm_reset(s->asm_, s->need);
@@ -258,12 +191,14 @@ static natsMsg *next_msg(js_source *s, cs_err *err)
             cs_err_set(err, 0, "a gap is due");
             return NULL;
         }
-        if (s->sub && atomic_load(&s->disconnects) != s->sub_disconnects)
-            lost(s, "the connection to NATS was lost");
+        /* A consumer older than a disconnection, or none since one (the edge was on live), means
+         * an outage: logged once. */
+        if (atomic_load(&s->disconnects) != s->sub_disconnects && (s->sub || !s->lost))
+            cs_jss_lost(s, "the connection to NATS was lost");
         if (!s->sub) {
             cs_err e;
             if (subscribe(s, &e) != 0) {
-                lost(s, e.msg);
+                cs_jss_lost(s, e.msg);
                 cs_cancel_sleep_until(s->cancel, cs_mono_ns() + RETRY_NS);
                 continue;
             }
@@ -294,8 +229,8 @@ static natsMsg *next_msg(js_source *s, cs_err *err)
             }
         }
         char why[256];
-        snprintf(why, sizeof why, "%s (code %d)", nats_detail(st), (int)jerr);
-        lost(s, why);
+        snprintf(why, sizeof why, "%s (code %d)", cs_jss_nats_detail(st), (int)jerr);
+        cs_jss_lost(s, why);
         cs_cancel_sleep_until(s->cancel, cs_mono_ns() + RETRY_NS);
     }
 }
@@ -316,7 +251,7 @@ static uint32_t waited_ledger(const js_source *s)
 /* The one way a message of the run leaves the edge unserved: counted by reason, logged (WARN the
  * first time in a row for a subject and reason, DEBUG after), and the edge waits, not ready, until
  * the ledger it needs has verified (release_wait). Never fatal. */
-static void skip(js_source *s, uint64_t sseq, const char *subject, cs_js_skip reason, const char *why)
+void cs_jss_skip(js_source *s, uint64_t sseq, const char *subject, cs_js_skip reason, const char *why)
 {
     atomic_fetch_add(&s->skipped[reason], 1);
     uint32_t wait = waited_ledger(s);
@@ -346,7 +281,7 @@ static void release_wait(js_source *s, uint32_t seq)
 }
 
 /* The ledger a subject "<stream>.<run>.<seq>" names, or -1. */
-static int64_t subject_seq(const js_source *s, const char *subj)
+int64_t cs_jss_subject_seq(const js_source *s, const char *subj)
 {
     size_t ls = strlen(s->stream), lr = strlen(s->run);
     if (strncmp(subj, s->stream, ls) != 0 || subj[ls] != '.' || strncmp(subj + ls + 1, s->run, lr) != 0 ||
@@ -419,10 +354,91 @@ static int drop_copy(js_source *s, uint64_t sseq, const char *subject, uint32_t 
         return cs_err_set(err, 0, "jetstream source: ledger %u: out of memory", seq);
     rli_asm_reset(s->asm_, seq); /* first: a copy that verified before its signature failed moved it on */
     s->next_idx = 0;
-    skip(s, sseq, subject, reason, e->msg);
+    s->resuming = false;
+    cs_jss_skip(s, sseq, subject, reason, e->msg);
     if (s->open && s->ledger_off > 0)
         s->void_pending = true;
     return 0;
+}
+
+/* A message the assembler took in place (rs its answer), from the stream (sseq, stored) or live
+ * (both 0). */
+static void fed(js_source *s, const cs_wire_msg *w, const uint8_t *data, size_t len, bool again, rli_asm_status rs,
+                uint64_t sseq, int64_t stored, int64_t taken)
+{
+    cs_jss_live_fed(s, w, data, len);
+    s->next_idx = w->type == CS_WIRE_TYPE_BEGIN ? 0 : s->next_idx + (w->type == CS_WIRE_TYPE_CHUNK);
+    /* A repeated BEGIN restarts the assembly: what went out of the copy before is void. */
+    if (again && s->open && s->ledger_off > 0)
+        s->void_pending = true;
+    if (rs != RLI_ASM_LEDGER)
+        return;
+    rl_ledger_info info;
+    s->ledger = rli_asm_ledger(s->asm_, &s->ledger_len, &info);
+    s->verified = true;
+    atomic_fetch_add(sseq ? &s->ledgers_stream : &s->ledgers_live, 1);
+    /* Where a ledger's time went on its way here (bench/edge-path.sh reads these). */
+    CS_LOG(CS_LOG_DEBUG, "jetstream source ledger verified", KV_U("ledger", info.sequence),
+           KV_S("path", sseq ? "stream" : "live"), KV_I("emit_end_unix_ns", w->stamp),
+           KV_I("stored_unix_ns", stored), KV_I("taken_unix_ns", taken), KV_I("verified_unix_ns", cs_wall_ns()));
+    if (info.discarded_partials)
+        CS_LOG(CS_LOG_WARN, "jetstream stream began a ledger again; the partial copy was dropped",
+               KV_S("stream", s->stream), KV_S("run", s->run), KV_U("ledger", info.sequence), KV_U("stream_seq", sseq));
+}
+
+/* A live message: fed when it continues the flow exactly, passed over when it belongs to a ledger
+ * already served (a republished copy); anything else moves the edge to the stream, which decides
+ * (never a skip: live is only the fast way to what the stream holds). A copy that does not verify
+ * is dropped first, so the stream's copy is taken whole. */
+static int feed_live(js_source *s, natsMsg *m, cs_err *err)
+{
+    int64_t taken = cs_wall_ns();
+    const uint8_t *data = (const uint8_t *)natsMsg_GetData(m);
+    size_t len = (size_t)natsMsg_GetDataLength(m);
+    cs_wire_msg w;
+    cs_err e;
+    char why[CS_JS_SUBJECT_MAX + 96];
+    const char *subject = natsMsg_GetSubject(m);
+    if (cs_wire_decode(data, len, &w, &e) != 0) {
+        cs_jss_skip(s, 0, subject, CS_JS_SKIP_MALFORMED, e.msg);
+        return 0;
+    }
+    if (cs_jss_subject_seq(s, subject) != (int64_t)w.seq) {
+        snprintf(why, sizeof why, "a message of ledger %u published under another ledger's subject", w.seq);
+        cs_jss_skip(s, 0, subject, CS_JS_SKIP_SUBJECT, why);
+        return 0;
+    }
+    uint32_t open;
+    bool active = rli_asm_active(s->asm_, &open);
+    if (w.seq < (active ? open : rli_asm_expected(s->asm_)))
+        return 0;
+    if (!in_place(s, &w, why, sizeof why)) {
+        cs_jss_live_to_stream(s, why);
+        return 0;
+    }
+    bool again = w.type == CS_WIRE_TYPE_BEGIN && active;
+    rli_asm_status rs = rli_asm_message(s->asm_, data, len, &e);
+    if (rs == RLI_ASM_ERROR && e.kind == RL_ERR_NOMEM)
+        return cs_err_set(err, 0, "jetstream source: ledger %u: out of memory", w.seq);
+    if (rs == RLI_ASM_ERROR && rli_asm_active(s->asm_, &open) && open == w.seq) {
+        /* The copy stays open as it was: the stream's copy of what came before is passed over
+         * and the stream's message in this one's place is judged by the stream's rules. */
+        cs_jss_live_to_stream(s, e.msg);
+        return 0;
+    }
+    if (rs == RLI_ASM_ERROR || (rs == RLI_ASM_LEDGER && s->keys &&
+                                cs_jsgap_check_signature(s->asm_, s->keys, &s->chain, &e) != 0)) {
+        /* No copy left open to resume (a signature fails once the copy is whole): the stream's
+         * copy of this ledger is read from its BEGIN. */
+        rli_asm_reset(s->asm_, w.seq);
+        s->next_idx = 0;
+        if (s->open && s->ledger_off > 0)
+            s->void_pending = true;
+        cs_jss_live_to_stream(s, e.msg);
+        return 0;
+    }
+    fed(s, &w, data, len, again, rs, 0, 0, taken);
+    return 1;
 }
 
 /* Feeds the next message of the run to the assembler. Returns 1 when fed, 0 when it was not
@@ -430,14 +446,21 @@ static int drop_copy(js_source *s, uint64_t sseq, const char *subject, uint32_t 
  * with err on cancellation or no memory. */
 static int feed(js_source *s, cs_err *err)
 {
-    natsMsg *m = next_msg(s, err);
+    natsMsg *m = NULL;
+    if (!s->on_live)
+        m = cs_jss_live_try(s);
+    bool live = m || s->on_live;
+    if (!m)
+        m = s->on_live ? cs_jss_live_next(s, err) : next_msg(s, err);
     if (!m)
         return err->kind == CS_ERR_CANCELLED ? -1 : 0;
+    if (live)
+        return feed_live(s, m, err);
     int64_t taken = cs_wall_ns(), stored;
     const char *subject = natsMsg_GetSubject(m);
     uint64_t sseq = stream_seq(m, &stored);
     if (sseq == 0) {
-        skip(s, s->last_sseq + 1, subject, CS_JS_SKIP_MALFORMED, "a message without JetStream metadata");
+        cs_jss_skip(s, s->last_sseq + 1, subject, CS_JS_SKIP_MALFORMED, "a message without JetStream metadata");
         return 0;
     }
     if (sseq <= s->last_sseq)
@@ -449,12 +472,12 @@ static int feed(js_source *s, cs_err *err)
     cs_err e;
     char why[CS_JS_SUBJECT_MAX + 96];
     if (cs_wire_decode(data, len, &w, &e) != 0) {
-        skip(s, sseq, subject, CS_JS_SKIP_MALFORMED, e.msg);
+        cs_jss_skip(s, sseq, subject, CS_JS_SKIP_MALFORMED, e.msg);
         return 0;
     }
-    if (subject_seq(s, subject) != (int64_t)w.seq) {
+    if (cs_jss_subject_seq(s, subject) != (int64_t)w.seq) {
         snprintf(why, sizeof why, "a message of ledger %u stored under another ledger's subject", w.seq);
-        skip(s, sseq, subject, CS_JS_SKIP_SUBJECT, why);
+        cs_jss_skip(s, sseq, subject, CS_JS_SKIP_SUBJECT, why);
         return 0;
     }
     if (!s->started) {
@@ -464,9 +487,11 @@ static int feed(js_source *s, cs_err *err)
             return 0;
         s->started = true;
     }
+    if (cs_jss_live_repeat(s, &w, data, len))
+        return 0;
     uint32_t open;
     if (!in_place(s, &w, why, sizeof why)) {
-        skip(s, sseq, subject, CS_JS_SKIP_OUT_OF_PLACE, why);
+        cs_jss_skip(s, sseq, subject, CS_JS_SKIP_OUT_OF_PLACE, why);
         if (!rli_asm_active(s->asm_, &open))
             cs_jsgap_offer(s->gap, rli_asm_expected(s->asm_), &w, data, len, sseq, &s->chain, cs_mono_ns());
         return 0;
@@ -479,23 +504,7 @@ static int feed(js_source *s, cs_err *err)
         return drop_copy(s, sseq, subject, w.seq, CS_JS_SKIP_CORRUPT, &e, err);
     if (rs == RLI_ASM_LEDGER && s->keys && cs_jsgap_check_signature(s->asm_, s->keys, &s->chain, &e) != 0)
         return drop_copy(s, sseq, subject, w.seq, CS_JS_SKIP_SIGNATURE, &e, err);
-    s->next_idx = w.type == CS_WIRE_TYPE_BEGIN ? 0 : s->next_idx + (w.type == CS_WIRE_TYPE_CHUNK);
-    /* A repeated BEGIN restarts the assembly: what went out of the copy before is void. */
-    if (again && s->open && s->ledger_off > 0)
-        s->void_pending = true;
-    if (rs == RLI_ASM_LEDGER) {
-        rl_ledger_info info;
-        s->ledger = rli_asm_ledger(s->asm_, &s->ledger_len, &info);
-        s->verified = true;
-        /* Where a ledger's time went on its way here (bench/edge-path.sh reads these). */
-        CS_LOG(CS_LOG_DEBUG, "jetstream source ledger verified", KV_U("ledger", info.sequence),
-               KV_I("emit_end_unix_ns", w.stamp), KV_I("stored_unix_ns", stored), KV_I("taken_unix_ns", taken),
-               KV_I("verified_unix_ns", cs_wall_ns()));
-        if (info.discarded_partials)
-            CS_LOG(CS_LOG_WARN, "jetstream stream began a ledger again; the partial copy was dropped",
-                   KV_S("stream", s->stream), KV_S("run", s->run), KV_U("ledger", info.sequence),
-                   KV_U("stream_seq", sseq));
-    }
+    fed(s, &w, data, len, again, rs, sseq, stored, taken);
     return 1;
 }
 
@@ -513,12 +522,14 @@ static void go_past_gap(js_source *s, uint32_t m, uint64_t sseq)
     cs_jsgap_clear(s->gap);
     rli_asm_reset(s->asm_, m);
     s->next_idx = 0;
+    s->resuming = false;
+    s->pass_below = 0;
     s->need = 0;
     s->started = true;
     s->after_gap = true;
     if (s->sub)
         natsSubscription_Unsubscribe(s->sub); /* its server answers: delete the consumer now */
-    drop_sub(s);
+    cs_jss_drop_sub(s);
     s->last_sseq = sseq - 1;
     if (atomic_exchange(&s->waiting_for, 0) != 0)
         cs_source_tell_waiting(&s->base, 0);
@@ -617,6 +628,8 @@ static void js_destroy(cs_source *base)
     if (!s)
         return;
     natsMsg_Destroy(s->cur);
+    natsMsg_Destroy(s->live_head);
+    natsSubscription_Destroy(s->live);
     if (s->sub) {
         if (!s->lost)
             natsSubscription_Unsubscribe(s->sub); /* deletes the ephemeral consumer now */
@@ -677,7 +690,7 @@ static int newest_run(js_source *s, cs_err *err)
                           s->stream);
     if (st != NATS_OK)
         return cs_err_set(err, 0, "jetstream source: read the newest message of stream %s: %s (code %d)", s->stream,
-                          nats_detail(st), (int)jerr);
+                          cs_jss_nats_detail(st), (int)jerr);
     const char *subj = natsMsg_GetSubject(m);
     size_t ls = strlen(s->stream);
     const char *r = subj + ls + 1, *dot = strncmp(subj, s->stream, ls) == 0 && subj[ls] == '.' ? strchr(r, '.') : NULL;
@@ -725,7 +738,7 @@ static int connect(js_source *s, int64_t timeout_ms, const cs_js_auth *auth, cs_
     jo.Wait = API_WAIT_MS;
     st = natsConnection_JetStream(&s->js, s->nc, &jo);
     if (st != NATS_OK)
-        return cs_err_set(err, 0, "jetstream source: JetStream context on %s: %s", s->url, nats_detail(st));
+        return cs_err_set(err, 0, "jetstream source: JetStream context on %s: %s", s->url, cs_jss_nats_detail(st));
     return 0;
 }
 
@@ -782,6 +795,9 @@ void cs_js_source_stats(const cs_source *src, cs_js_source_stats_t *out)
     out->waiting_for = atomic_load(&((js_source *)s)->waiting_for);
     out->gaps = atomic_load(&((js_source *)s)->gaps);
     out->gap_ledgers = atomic_load(&((js_source *)s)->gap_ledgers);
+    out->ledgers_live = atomic_load(&((js_source *)s)->ledgers_live);
+    out->ledgers_stream = atomic_load(&((js_source *)s)->ledgers_stream);
+    out->stream_moves = atomic_load(&((js_source *)s)->stream_moves);
 }
 
 void cs_js_source_identity(const cs_source *s, char *buf, size_t len)

@@ -34,6 +34,19 @@
  * END is not in the stream, from the run's first message. Ledgers before the one needed are passed
  * over unread; the first one that matters must begin at its BEGIN.
  *
+ * Live messages: the source also subscribes to the run's subjects as plain NATS messages, which
+ * reach it as the server receives them, before the stream stores them. It starts on the stream and
+ * follows live from a ledger boundary where the next live message is the BEGIN of the ledger
+ * expected, deleting its consumer (INFO `jetstream source following the live messages`); while
+ * live continues the flow exactly it is all it reads. Anything else on live (a lost connection, a
+ * message dropped or out of order, a duplicate, a copy that does not verify) moves it back to the
+ * stream (INFO `jetstream source reading the stream`, ledger, chunks_in, reason): a consumer from
+ * the last stored message of the ledgers just before, the stream's copy of what live already gave
+ * passed over (the open ledger's BEGIN when identical, its chunks and SIG already in), and the
+ * stream's rules from there. Junk on live (not a wire message, another ledger than its subject's)
+ * is skipped where it is met (stream_seq 0), and may be met again in the stream. A refused
+ * subscription leaves the edge on the stream alone (WARN). Counted in cs_js_source_stats.
+ *
  * The consumer is an ordered push consumer (nats.c's jsSubOptions.Ordered: ephemeral, no ack,
  * flow control, a 1 s idle heartbeat, filtered on the run), so the server sends each message as
  * soon as it is stored. This source recreates it, after the last stream sequence it consumed,
@@ -114,6 +127,8 @@ typedef struct cs_js_source_stats_t {
     uint32_t waiting_for; /* the ledger the edge waits for past a skipped message; 0: none */
     uint64_t gaps;        /* gaps reported (WARN `jetstream source gap: …`) */
     uint64_t gap_ledgers; /* ledgers in them */
+    uint64_t ledgers_live, ledgers_stream; /* ledgers verified from the live messages, from the stream */
+    uint64_t stream_moves; /* moves from the live messages to the stream */
 } cs_js_source_stats_t;
 
 /* Any thread (atomics), while the source exists. */

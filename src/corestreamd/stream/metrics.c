@@ -250,6 +250,15 @@ static void edge_metrics(cs_strbuf *b, const cs_metrics_edge *e)
              e->gaps);
     metric_u(b, "corestreamd_edge_gap_ledgers_total", "counter",
              "Ledgers in those gaps: never served by this edge.", e->gap_ledgers);
+    family(b, "corestreamd_edge_ledgers_total", "counter",
+           "Ledgers the edge verified, by the way they came: live (the run's messages as the NATS server "
+           "received them) or stream (read from the JetStream stream).");
+    sample_u(b, "corestreamd_edge_ledgers_total", "{path=\"live\"}", e->ledgers_live);
+    sample_u(b, "corestreamd_edge_ledgers_total", "{path=\"stream\"}", e->ledgers_stream);
+    metric_u(b, "corestreamd_edge_stream_moves_total", "counter",
+             "Times the edge left the live messages for the stream (INFO `jetstream source reading the stream`): "
+             "a lost connection, a message dropped or out of order, a copy that did not verify.",
+             e->stream_moves);
 }
 
 static void lake_metrics(cs_strbuf *b, const cs_metrics_lake *l)

@@ -132,6 +132,8 @@ typedef struct cs_metrics_edge {
     size_t nreasons;
     uint64_t waiting_for;
     uint64_t gaps, gap_ledgers; /* gaps reported, and the ledgers in them */
+    uint64_t ledgers_live, ledgers_stream; /* ledgers verified from the live messages, the stream */
+    uint64_t stream_moves;                 /* moves from the live messages to the stream */
 } cs_metrics_edge;
 
 /* The lake's readers at scrape time (server/lakeserve.c): what /lake/ object requests got. */
