@@ -271,6 +271,17 @@ static void test_edge_byte_exact_raw(void **state)
 
 /* ---- the live messages ------------------------------------------------------------------------ */
 
+/* A compressible core with extra args, an edge once ledger 1 is in the stream, and a subscriber
+ * of the edge for ledgers 1 to `to`. */
+static void core_edge_subscriber(const char *const *args, subscriber *sub, uint32_t to)
+{
+    char run[128];
+    cs_edgefx_start_core(&fx, args, run, sizeof run);
+    cs_edgefx_wait_stream_ledger(&fx, run, 1);
+    cs_edgefx_start_edge(&fx, NULL, NULL, 0);
+    subscriber_start(sub, fx.edge.port, 1, to, true);
+}
+
 /* The number of consumers on the test's stream. */
 static int64_t stream_consumers(void)
 {
@@ -293,12 +304,8 @@ static void test_edge_follows_live_messages(void **state)
 {
     (void)state;
     const char *args[] = {"--synthetic-count=40", "--synthetic-compressible", NULL};
-    char run[128];
-    cs_edgefx_start_core(&fx, args, run, sizeof run);
-    cs_edgefx_wait_stream_ledger(&fx, run, 1);
-    cs_edgefx_start_edge(&fx, NULL, NULL, 0);
     subscriber sub;
-    subscriber_start(&sub, fx.edge.port, 1, 40, true);
+    core_edge_subscriber(args, &sub, 40);
     if (cs_proc_wait_line(&fx.edge, "jetstream source following the live messages", WAIT_MS) != 0) {
         edge_log_whole();
         fail_msg("the edge never followed the live messages; logs above");
@@ -426,12 +433,8 @@ static void test_nats_restart_edge_resumes(void **state)
 {
     (void)state;
     const char *args[] = {"--synthetic-compressible", NULL};
-    char run[128];
-    cs_edgefx_start_core(&fx, args, run, sizeof run);
-    cs_edgefx_wait_stream_ledger(&fx, run, 1);
-    cs_edgefx_start_edge(&fx, NULL, NULL, 0);
     subscriber sub;
-    subscriber_start(&sub, fx.edge.port, 1, 40, true);
+    core_edge_subscriber(args, &sub, 40);
     subscriber_wait(&sub, 8);
     if (cs_proc_wait_line(&fx.edge, "jetstream source following the live messages", WAIT_MS) != 0)
         fail_msg("the edge never followed the live messages:\n%s", fx.edge.log);
@@ -485,6 +488,16 @@ static void test_cluster_node_loss_edge_keeps_serving(void **state)
 
 /* ---- a 3-node cluster, R3, the quorum lost under a connected publisher ------------------------- */
 
+/* The core, publishing through node 0 only, once ledger 3 is in the stream. */
+static void start_core_on_node0(char *run, size_t runlen)
+{
+    char only0[128];
+    snprintf(only0, sizeof only0, "--jetstream-url=%s", fx.cluster.node[0].url);
+    const char *args[] = {only0, "--synthetic-compressible", NULL};
+    cs_edgefx_start_core(&fx, args, run, runlen);
+    cs_edgefx_wait_stream_ledger(&fx, run, 3);
+}
+
 /* Nodes 1 and 2 frozen (SIGSTOP) under a core connected to node 0 only: node 0 still answers the
  * connection's pings while the R3 stream can store nothing and no publish is acknowledged. Waits
  * for the publisher's next WARN `jetstream publish acks stopped`, thaws the nodes, and returns the
@@ -519,12 +532,8 @@ static uint32_t freeze_quorum_until_acks_stop(int round)
 static void test_cluster_quorum_loss_publisher_resumes(void **state)
 {
     (void)state;
-    char only0[128];
-    snprintf(only0, sizeof only0, "--jetstream-url=%s", fx.cluster.node[0].url);
-    const char *args[] = {only0, "--synthetic-compressible", NULL};
     char run[128];
-    cs_edgefx_start_core(&fx, args, run, sizeof run);
-    cs_edgefx_wait_stream_ledger(&fx, run, 3);
+    start_core_on_node0(run, sizeof run);
     uint32_t resumed = 0;
     for (int round = 1; round <= 2; round++) {
         resumed = freeze_quorum_until_acks_stop(round);
@@ -545,12 +554,8 @@ static void test_cluster_quorum_loss_publisher_resumes(void **state)
 static void test_cluster_edge_start_waits_for_quorum(void **state)
 {
     (void)state;
-    char only0[128];
-    snprintf(only0, sizeof only0, "--jetstream-url=%s", fx.cluster.node[0].url);
-    const char *args[] = {only0, "--synthetic-compressible", NULL};
     char run[128];
-    cs_edgefx_start_core(&fx, args, run, sizeof run);
-    cs_edgefx_wait_stream_ledger(&fx, run, 3);
+    start_core_on_node0(run, sizeof run);
     for (int i = 1; i < 3; i++)
         assert_int_equal(kill(fx.cluster.node[i].proc.pid, SIGSTOP), 0);
     /* Node 0's stream leadership lapses some seconds after its peers stop answering. */

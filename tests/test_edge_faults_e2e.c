@@ -315,6 +315,17 @@ static void test_junk_messages_are_skipped(void **state)
     assert_int_equal(cs_proc_stop(&fx.edge, SIGTERM, WAIT_MS), 0);
 }
 
+/* The stream with the genuine ledgers 1 and 2, an edge on it, and a subscriber of the edge from
+ * ledger 1 that has read both. */
+static cs_ws *edge_past_two(natsConnection **nc, jsCtx **js)
+{
+    fault_stream(nc, js, 2);
+    cs_ws *ws = open_edge(NULL, "/stream?start=1");
+    expect_ledger(ws, 1, 1);
+    expect_ledger(ws, 2, 2);
+    return ws;
+}
+
 /* Ledgers published one by one until the edge follows the live messages (bounded); returns the
  * next ledger to publish. */
 static uint32_t until_live(jsCtx *js, cs_ws *ws, uint32_t seq)
@@ -339,10 +350,7 @@ static void test_live_mid_ledger_move_to_stream(void **state)
     (void)state;
     natsConnection *nc = NULL;
     jsCtx *js = NULL;
-    fault_stream(&nc, &js, 2);
-    cs_ws *ws = open_edge(NULL, "/stream?start=1");
-    expect_ledger(ws, 1, 1);
-    expect_ledger(ws, 2, 2);
+    cs_ws *ws = edge_past_two(&nc, &js);
     uint32_t seq = until_live(js, ws, 3);
     uint8_t *body = malloc(SIZE), *msg = malloc(65536 + CS_WIRE_CHUNK_HEADER_LEN), end[CS_WIRE_END_LEN];
     cs_synthetic_fill(body, SIZE, seq, false);
@@ -388,10 +396,7 @@ static void test_corrupt_ledger_mid_forward_is_begun_again(void **state)
     (void)state;
     natsConnection *nc = NULL;
     jsCtx *js = NULL;
-    fault_stream(&nc, &js, 2);
-    cs_ws *ws = open_edge(NULL, "/stream?start=1");
-    expect_ledger(ws, 1, 1);
-    expect_ledger(ws, 2, 2);
+    cs_ws *ws = edge_past_two(&nc, &js);
     put_copy(js, "test-fault", 3, 7, UINT32_MAX, false, 0); /* a copy with other bytes */
     /* The edge's 256 KiB chunk fills from the stream's 64 KiB ones before any END exists. */
     cs_ws_msg m;

@@ -12,6 +12,14 @@
 #include "corestreamd/jetstream/connect.h"
 #include "corestreamd/jetstream/library.h"
 
+bool cs_jss_cancelled(const js_source *s, cs_err *err)
+{
+    if (!cs_cancel_is_set(s->cancel))
+        return false;
+    cs_err_set(err, CS_ERR_CANCELLED, "cancelled");
+    return true;
+}
+
 const char *cs_jss_nats_detail(natsStatus s)
 {
     const char *last = nats_GetLastError(NULL);
@@ -38,6 +46,26 @@ static int await_jetstream(js_source *s, bool *warned, const char *what, natsSta
     if (cs_cancel_is_set(s->cancel))
         return cs_err_set(err, CS_ERR_CANCELLED, "cancelled while waiting for JetStream to answer");
     return 0;
+}
+
+int cs_jss_last_msg(js_source *s, const char *subj, const char *what, natsMsg **m, cs_err *err)
+{
+    *m = NULL;
+    bool warned = false;
+    for (;;) {
+        jsErrCode jerr = 0;
+        natsStatus st = js_GetLastMsg(m, s->js, s->stream, subj, NULL, &jerr);
+        if (st == NATS_OK)
+            return 0;
+        *m = NULL;
+        if (st == NATS_NOT_FOUND || jerr == JSNoMessageFoundErr)
+            return 0;
+        if (!what || !js_unavailable(st, jerr))
+            return cs_err_set(err, 0, "jetstream source: read the last message of %s: %s (code %d)", subj,
+                              cs_jss_nats_detail(st), (int)jerr);
+        if (await_jetstream(s, &warned, what, st, jerr, err) != 0)
+            return -1;
+    }
 }
 
 static void on_disconnected(natsConnection *nc, void *arg)
@@ -144,25 +172,12 @@ static int position(js_source *s, cs_err *err)
     if (s->need > 1) {
         char subj[CS_JS_SUBJECT_MAX];
         cs_js_subject(subj, sizeof subj, s->stream, s->run, s->need - 1);
-        natsMsg *m = NULL;
-        jsErrCode jerr;
-        natsStatus st;
-        bool warned = false;
-        for (;;) {
-            jerr = 0;
-            st = js_GetLastMsg(&m, s->js, s->stream, subj, NULL, &jerr);
-            if (!js_unavailable(st, jerr))
-                break;
-            if (await_jetstream(s, &warned, "last message", st, jerr, err) != 0)
-                return -1;
-        }
-        if (st == NATS_OK) {
+        natsMsg *m;
+        if (cs_jss_last_msg(s, subj, "last message", &m, err) != 0)
+            return -1;
+        if (m)
             s->from_sseq = natsMsg_GetSequence(m) + 1;
-            natsMsg_Destroy(m);
-        } else if (st != NATS_NOT_FOUND && jerr != JSNoMessageFoundErr) {
-            return cs_err_set(err, 0, "jetstream source: read the last message of %s: %s (code %d)", subj,
-                              cs_jss_nats_detail(st), (int)jerr);
-        }
+        natsMsg_Destroy(m);
     }
     rli_asm_reset(s->asm_, s->need);
     s->positioned = true;
@@ -182,10 +197,8 @@ static natsMsg *next_msg(js_source *s, cs_err *err)
     natsMsg_Destroy(s->cur);
     s->cur = NULL;
     for (;;) {
-        if (cs_cancel_is_set(s->cancel)) {
-            cs_err_set(err, CS_ERR_CANCELLED, "cancelled");
+        if (cs_jss_cancelled(s, err))
             return NULL;
-        }
         int64_t deadline;
         if (cs_jsgap_deadline(s->gap, &deadline) && cs_mono_ns() >= deadline) {
             cs_err_set(err, 0, "a gap is due");
@@ -400,12 +413,12 @@ static int feed_live(js_source *s, natsMsg *m, cs_err *err)
     char why[CS_JS_SUBJECT_MAX + 96];
     const char *subject = natsMsg_GetSubject(m);
     if (cs_wire_decode(data, len, &w, &e) != 0) {
-        cs_jss_skip(s, 0, subject, CS_JS_SKIP_MALFORMED, e.msg);
+        cs_jss_junk(s, 0, subject, data, len, CS_JS_SKIP_MALFORMED, e.msg);
         return 0;
     }
     if (cs_jss_subject_seq(s, subject) != (int64_t)w.seq) {
         snprintf(why, sizeof why, "a message of ledger %u published under another ledger's subject", w.seq);
-        cs_jss_skip(s, 0, subject, CS_JS_SKIP_SUBJECT, why);
+        cs_jss_junk(s, 0, subject, data, len, CS_JS_SKIP_SUBJECT, why);
         return 0;
     }
     uint32_t open;
@@ -472,12 +485,12 @@ static int feed(js_source *s, cs_err *err)
     cs_err e;
     char why[CS_JS_SUBJECT_MAX + 96];
     if (cs_wire_decode(data, len, &w, &e) != 0) {
-        cs_jss_skip(s, sseq, subject, CS_JS_SKIP_MALFORMED, e.msg);
+        cs_jss_junk(s, sseq, subject, data, len, CS_JS_SKIP_MALFORMED, e.msg);
         return 0;
     }
     if (cs_jss_subject_seq(s, subject) != (int64_t)w.seq) {
         snprintf(why, sizeof why, "a message of ledger %u stored under another ledger's subject", w.seq);
-        cs_jss_skip(s, sseq, subject, CS_JS_SKIP_SUBJECT, why);
+        cs_jss_junk(s, sseq, subject, data, len, CS_JS_SKIP_SUBJECT, why);
         return 0;
     }
     if (!s->started) {
@@ -629,17 +642,18 @@ static void js_destroy(cs_source *base)
         return;
     natsMsg_Destroy(s->cur);
     natsMsg_Destroy(s->live_head);
-    natsSubscription_Destroy(s->live);
     if (s->sub) {
         if (!s->lost)
             natsSubscription_Unsubscribe(s->sub); /* deletes the ephemeral consumer now */
         natsSubscription_Destroy(s->sub);
     }
     jsCtx_Destroy(s->js);
-    if (s->nc) {
+    if (s->nc)
         close_connection(s);
-        natsConnection_Destroy(s->nc);
-    }
+    /* The live subscription once the connection is closed: nats.c's reader may be delivering to
+     * it until then. */
+    natsSubscription_Destroy(s->live);
+    natsConnection_Destroy(s->nc);
     natsOptions_Destroy(s->opts);
     rli_asm_free(s->asm_);
     cs_jsgap_free(s->gap);
@@ -671,26 +685,14 @@ static int newest_run(js_source *s, cs_err *err)
 {
     char all[CS_JS_SUBJECT_MAX];
     cs_js_stream_subjects(all, sizeof all, s->stream);
-    natsMsg *m = NULL;
-    jsErrCode jerr;
-    natsStatus st;
-    bool warned = false;
-    for (;;) {
-        jerr = 0;
-        st = js_GetLastMsg(&m, s->js, s->stream, all, NULL, &jerr);
-        if (!js_unavailable(st, jerr))
-            break;
-        if (await_jetstream(s, &warned, "newest message", st, jerr, err) != 0)
-            return -1;
-    }
-    if (st == NATS_NOT_FOUND || jerr == JSNoMessageFoundErr)
+    natsMsg *m;
+    if (cs_jss_last_msg(s, all, "newest message", &m, err) != 0)
+        return -1;
+    if (!m)
         return cs_err_set(err, 0,
                           "jetstream source: stream %s holds no message; start the core's publisher first, or "
                           "name --jetstream-run",
                           s->stream);
-    if (st != NATS_OK)
-        return cs_err_set(err, 0, "jetstream source: read the newest message of stream %s: %s (code %d)", s->stream,
-                          cs_jss_nats_detail(st), (int)jerr);
     const char *subj = natsMsg_GetSubject(m);
     size_t ls = strlen(s->stream);
     const char *r = subj + ls + 1, *dot = strncmp(subj, s->stream, ls) == 0 && subj[ls] == '.' ? strchr(r, '.') : NULL;

@@ -44,7 +44,8 @@
  * the last stored message of the ledgers just before, the stream's copy of what live already gave
  * passed over (the open ledger's BEGIN when identical, its chunks and SIG already in), and the
  * stream's rules from there. Junk on live (not a wire message, another ledger than its subject's)
- * is skipped where it is met (stream_seq 0), and may be met again in the stream. A refused
+ * is skipped where it is met (stream_seq 0); a junk message is skipped once, on the way that
+ * meets it first, its other copy passed over. A refused
  * subscription leaves the edge on the stream alone (WARN). Counted in cs_js_source_stats.
  *
  * The consumer is an ordered push consumer (nats.c's jsSubOptions.Ordered: ephemeral, no ack,

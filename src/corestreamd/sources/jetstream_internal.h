@@ -91,6 +91,10 @@ typedef struct js_source {
     unsigned live_disconnects; /* the connection's disconnect count when on_live began */
     natsMsg *live_head;     /* a live message taken while on the stream, not used yet */
     bool live_heard;        /* the subscription has delivered a message */
+    /* The last junk messages skipped (cs_jss_junk): a digest of each, its low bit the path it
+     * came by (1: live), so the other path's copy of one is not skipped again. */
+    uint64_t junk[8];
+    unsigned junk_n;
     /* The open copy: its BEGIN's XXH64, and whether its SIG is in. */
     uint64_t begin_hash;
     bool sig_in;
@@ -104,8 +108,16 @@ typedef struct js_source {
     atomic_uint_fast64_t ledgers_live, ledgers_stream, stream_moves;
 } js_source;
 
+/* Whether the source is cancelled: true with err (CS_ERR_CANCELLED). */
+bool cs_jss_cancelled(const js_source *s, cs_err *err);
 /* nats.c's last error text, else the status's. */
 const char *cs_jss_nats_detail(natsStatus s);
+/* The newest stored message on subj into *m (owned by the caller; NULL when none is stored).
+ * While JetStream cannot answer (a leaderless stream: code 10008, or no reply), it asks again
+ * every 250 ms when what names the call (WARN `jetstream source waiting for JetStream to answer`
+ * once), and fails when what is NULL. 0, or -1 with err (`jetstream source: read the last message
+ * of <subj>: …`; CS_ERR_CANCELLED when cancelled while waiting). */
+int cs_jss_last_msg(js_source *s, const char *subj, const char *what, natsMsg **m, cs_err *err);
 /* The ledger a subject "<stream>.<run>.<seq>" names, or -1. */
 int64_t cs_jss_subject_seq(const js_source *s, const char *subj);
 /* An outage began (WARN `jetstream source lost the stream; resuming` once per outage; INFO
@@ -145,6 +157,12 @@ void cs_jss_live_to_stream(js_source *s, const char *why);
 int cs_jss_live_resume_point(js_source *s, uint64_t *sseq, cs_err *err);
 /* A stream message just after a move: whether it repeats what live already gave (passed over). */
 bool cs_jss_live_repeat(js_source *s, const cs_wire_msg *w, const uint8_t *data, size_t len);
+/* Junk (not a wire message, or under another ledger's subject) met live (sseq 0) or in the
+ * stream: skipped with reason (cs_jss_skip) and remembered, unless it is the other path's copy of
+ * junk already skipped, which is passed over (once): a junk message is skipped once, on the path
+ * that meets it first. */
+void cs_jss_junk(js_source *s, uint64_t sseq, const char *subject, const uint8_t *data, size_t len,
+                 cs_js_skip reason, const char *why);
 /* A message (live or stream) fed in place: notes the open copy's BEGIN and SIG, and ends the
  * passing over. */
 void cs_jss_live_fed(js_source *s, const cs_wire_msg *w, const uint8_t *data, size_t len);

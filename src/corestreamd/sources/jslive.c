@@ -3,6 +3,7 @@
 #include "corestreamd/sources/jetstream_internal.h"
 
 #include <stdio.h>
+#include <string.h>
 #include <xxhash.h>
 
 #include "common/log.h"
@@ -36,7 +37,8 @@ void cs_jss_live_open(js_source *s)
 
 /* The live message waiting at the head, decoded into *w; NULL when none is waiting now. Messages
  * that are not wire messages of their subject's ledger are skipped where they are met (the edge
- * may move to live before its consumer reaches their stored copies). */
+ * may move to live before its consumer reaches their stored copies, which are then not skipped
+ * again). */
 static natsMsg *live_peek(js_source *s, cs_wire_msg *w)
 {
     for (;;) {
@@ -55,9 +57,9 @@ static natsMsg *live_peek(js_source *s, cs_wire_msg *w)
         const char *subject = natsMsg_GetSubject(s->live_head);
         cs_err e;
         if (cs_wire_decode(data, len, w, &e) != 0)
-            cs_jss_skip(s, 0, subject, CS_JS_SKIP_MALFORMED, e.msg);
+            cs_jss_junk(s, 0, subject, data, len, CS_JS_SKIP_MALFORMED, e.msg);
         else if (cs_jss_subject_seq(s, subject) != (int64_t)w->seq)
-            cs_jss_skip(s, 0, subject, CS_JS_SKIP_SUBJECT, "a message published under another ledger's subject");
+            cs_jss_junk(s, 0, subject, data, len, CS_JS_SKIP_SUBJECT, "a message published under another ledger's subject");
         else
             return s->live_head;
         natsMsg_Destroy(s->live_head);
@@ -122,10 +124,8 @@ natsMsg *cs_jss_live_next(js_source *s, cs_err *err)
     natsMsg_Destroy(s->cur);
     s->cur = NULL;
     for (;;) {
-        if (cs_cancel_is_set(s->cancel)) {
-            cs_err_set(err, CS_ERR_CANCELLED, "cancelled");
+        if (cs_jss_cancelled(s, err))
             return NULL;
-        }
         /* Whatever was published while the connection was down never reaches this subscription. */
         if (atomic_load(&s->disconnects) != s->live_disconnects) {
             cs_jss_live_to_stream(s, "the connection to NATS was lost");
@@ -171,17 +171,14 @@ int cs_jss_live_resume_point(js_source *s, uint64_t *sseq, cs_err *err)
     for (uint32_t k = 1; k <= RESUME_LOOKBACK && k < s->resume_want; k++) {
         char subj[CS_JS_SUBJECT_MAX];
         cs_js_subject(subj, sizeof subj, s->stream, s->run, s->resume_want - k);
-        natsMsg *m = NULL;
-        jsErrCode jerr = 0;
-        natsStatus st = js_GetLastMsg(&m, s->js, s->stream, subj, NULL, &jerr);
-        if (st == NATS_OK) {
+        natsMsg *m;
+        if (cs_jss_last_msg(s, subj, NULL, &m, err) != 0)
+            return -1;
+        if (m) {
             *sseq = natsMsg_GetSequence(m);
             natsMsg_Destroy(m);
             return 0;
         }
-        if (st != NATS_NOT_FOUND && jerr != JSNoMessageFoundErr)
-            return cs_err_set(err, 0, "read the last message of %s: %s (code %d)", subj, cs_jss_nats_detail(st),
-                              (int)jerr);
     }
     return 0;
 }
@@ -217,4 +214,18 @@ void cs_jss_live_fed(js_source *s, const cs_wire_msg *w, const uint8_t *data, si
     }
     s->pass_below = 0;
     s->resuming = false;
+}
+
+void cs_jss_junk(js_source *s, uint64_t sseq, const char *subject, const uint8_t *data, size_t len,
+                 cs_js_skip reason, const char *why)
+{
+    size_t cap = sizeof s->junk / sizeof s->junk[0], n = s->junk_n < cap ? s->junk_n : cap;
+    uint64_t live = sseq == 0, d = (XXH64(data, len, XXH64(subject, strlen(subject), 0)) & ~1ULL) | live;
+    for (size_t i = 0; i < n; i++)
+        if (s->junk[i] == (d ^ 1)) {
+            s->junk[i] = 0; /* its one other copy */
+            return;
+        }
+    s->junk[s->junk_n++ % cap] = d;
+    cs_jss_skip(s, sseq, subject, reason, why);
 }
