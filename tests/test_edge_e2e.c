@@ -516,7 +516,8 @@ static uint32_t freeze_quorum_until_acks_stop(int round)
     char line[2048];
     cs_proc_line(&fx.core, line, sizeof line);
     assert_non_null(strstr(line, "level=WARN"));
-    if (cs_proc_wait_line(&fx.core, "jetstream publisher resuming", WAIT_MS) != 0) {
+    /* Elections after the thaw, beside busy loops: minutes, not WAIT_MS. */
+    if (cs_proc_wait_line(&fx.core, "jetstream publisher resuming", 4 * WAIT_MS) != 0) {
         cs_proc_drain(&fx.core);
         fail_msg("the publisher never resumed after the quorum came back (round %d):\n%s", round, fx.core.log);
     }

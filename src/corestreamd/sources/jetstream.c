@@ -455,7 +455,7 @@ static int feed_live(js_source *s, natsMsg *m, cs_err *err)
 }
 
 /* Feeds the next message of the run to the assembler. Returns 1 when fed, 0 when it was not
- * (already consumed, passed over before the first ledger served, skipped, or a gap is due), -1
+ * (already consumed, passed over, skipped, a gap is due, or the edge moved to the stream), -1
  * with err on cancellation or no memory. */
 static int feed(js_source *s, cs_err *err)
 {

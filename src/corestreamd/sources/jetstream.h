@@ -6,11 +6,11 @@
  * XXH64, zstd expansion). The source loop chunks, encodes and serves it with the edge's own ring,
  * so a subscriber cannot tell an edge from a core.
  *
- * Forwarding: next() returns as soon as the stream's BEGIN of the ledger is in; read() hands out
- * the assembled bytes as each stream chunk arrives (zstd chunks once decoded), so the edge's
- * subscribers get the body while it is still arriving. read() returns 0 (the body's end, after
- * which the source loop sends END and the ring keeps the ledger) only once the stream's END has
- * verified. When the copy being forwarded turns out bad (it does not verify, or the stream begins
+ * Forwarding: next() returns as soon as the ledger's BEGIN is in (from the stream or live, below);
+ * read() hands out the assembled bytes as each chunk arrives (zstd chunks once decoded), so the
+ * edge's subscribers get the body while it is still arriving. read() returns 0 (the body's end,
+ * after which the source loop sends END and the ring keeps the ledger) only once the ledger's END
+ * has verified. When the copy being forwarded turns out bad (it does not verify, or the stream begins
  * the ledger again), read() fails once with CS_ERR_LEDGER_VOID: the bytes handed out are void and
  * the source loop begins the same ledger again (a fresh BEGIN); the next read()s hand out the next
  * copy from its first byte.
@@ -37,16 +37,20 @@
  * Live messages: the source also subscribes to the run's subjects as plain NATS messages, which
  * reach it as the server receives them, before the stream stores them. It starts on the stream and
  * follows live from a ledger boundary where the next live message is the BEGIN of the ledger
- * expected, deleting its consumer (INFO `jetstream source following the live messages`); while
- * live continues the flow exactly it is all it reads. Anything else on live (a lost connection, a
- * message dropped or out of order, a duplicate, a copy that does not verify) moves it back to the
- * stream (INFO `jetstream source reading the stream`, ledger, chunks_in, reason): a consumer from
- * the last stored message of the ledgers just before, the stream's copy of what live already gave
- * passed over (the open ledger's BEGIN when identical, its chunks and SIG already in), and the
- * stream's rules from there. Junk on live (not a wire message, another ledger than its subject's)
- * is skipped where it is met (stream_seq 0); a junk message is skipped once, on the way that
- * meets it first, its other copy passed over. A refused
- * subscription leaves the edge on the stream alone (WARN). Counted in cs_js_source_stats.
+ * expected and nothing was lost from the live queue, deleting its consumer (INFO `jetstream source
+ * following the live messages`); while live continues the flow exactly it is all it reads. A
+ * message dropped (over 64 MiB unread), the connection lost, or a live message that does not
+ * continue the flow (a chunk out of order or repeated, a later ledger begun, a copy that does not
+ * verify) moves it back to the stream (INFO `jetstream source reading the stream`, ledger,
+ * chunks_in, reason): a consumer after the newest stored message of the ledgers just before
+ * (not after the last stream sequence consumed), the stream's copy of what live already gave
+ * passed over (the open ledger's BEGIN when identical, its chunks and SIG already in, each once),
+ * and the stream's rules from there. Live messages of ledgers already served (a republished copy)
+ * are passed over; a BEGIN of the open ledger begins it again, as in the stream. Junk on live (not
+ * a wire message, another ledger than its subject's) is skipped there, as below (stream_seq 0); a
+ * junk message is skipped once, on the way that meets it first, its other copy passed over. A
+ * subscription that fails leaves the edge on the stream alone (WARN; one the server refuses for
+ * permissions shows as WARN `jetstream NATS error`). Counted in cs_js_source_stats.
  *
  * The consumer is an ordered push consumer (nats.c's jsSubOptions.Ordered: ephemeral, no ack,
  * flow control, a 1 s idle heartbeat, filtered on the run), so the server sends each message as

@@ -91,6 +91,12 @@ typedef struct js_source {
     unsigned live_disconnects; /* the connection's disconnect count when on_live began */
     natsMsg *live_head;     /* a live message taken while on the stream, not used yet */
     bool live_heard;        /* the subscription has delivered a message */
+    /* Holes in the live queue: nats.c drops a message past the pending limit (counted) and loses
+     * whatever is published while the connection is down (disconnects). The counts when the queue
+     * was last seen empty: while both still hold, what is queued since has no hole. On live, the
+     * counts when it began. */
+    int64_t live_dropped;
+    unsigned live_clean_disconnects;
     /* The last junk messages skipped (cs_jss_junk): a digest of each, its low bit the path it
      * came by (1: live), so the other path's copy of one is not skipped again. */
     uint64_t junk[8];
@@ -101,10 +107,11 @@ typedef struct js_source {
     /* After a move from live to the stream: the stream's copy of what live already gave is passed
      * over. resume_want: the ledger the consumer must start before (0: none pending); pass_below:
      * ledgers below it are passed over; resuming: the open copy's BEGIN (when its hash matches),
-     * its first resume_chunks chunks and (resume_sig) its SIG are passed over. */
+     * its first resume_chunks chunks (each once, in order) and (resume_sig) its SIG (once) are
+     * passed over. */
     uint32_t resume_want, pass_below;
     bool resuming, resume_begin_seen, resume_sig;
-    uint32_t resume_ledger, resume_chunks;
+    uint32_t resume_ledger, resume_chunks, resume_passed; /* passed: chunks passed over so far */
     atomic_uint_fast64_t ledgers_live, ledgers_stream, stream_moves;
 } js_source;
 
@@ -133,14 +140,19 @@ void cs_jss_drop_sub(js_source *s);
  * The edge follows the live messages whenever they continue the flow exactly, and the stream
  * otherwise. It subscribes to the run's subjects before it makes its first consumer, starts on the
  * stream, and moves to the live messages at a ledger boundary where the next live message is the
- * BEGIN of the ledger expected (then the consumer is deleted: a consumer reading the block the
- * server is writing slows every store, bench/results/2026-12-07-edge-path.md). Anything on live that
- * does not continue the flow (a lost connection, a dropped message, a chunk out of order, a
- * duplicate, junk, a copy that does not verify) moves it back to the stream, which makes a
- * consumer from the END of the ledger before the one wanted, passes over what live already gave,
- * and applies the stream's rules (skips, gaps) from there. */
+ * BEGIN of the ledger expected and the live queue has no hole (nothing dropped, no connection
+ * lost, since it was last seen empty); the consumer is deleted then (a consumer reading the block
+ * the server is writing slows every store, bench/results/2026-12-07-edge-path.md). A message
+ * dropped, the connection lost, or a live message that does not continue the flow (a chunk out of
+ * order or repeated, a later ledger begun, a copy that does not verify) moves it back to the
+ * stream: a consumer after the newest stored message of the four ledgers before the one wanted
+ * (else of the run, when that is earlier), which passes over what live already gave and applies
+ * the stream's rules (skips, gaps) from there. Live messages of ledgers already served are passed
+ * over; junk is skipped where it is met (cs_jss_junk). */
 
-/* Subscribes to the run's subjects; a failure leaves the edge on the stream alone (WARN). */
+/* Subscribes to the run's subjects; a failure to subscribe leaves the edge on the stream alone
+ * (WARN). A server that refuses it later (permissions) says so asynchronously (WARN `jetstream NATS
+ * error`); nothing then comes live, and the edge stays on the stream. */
 void cs_jss_live_open(js_source *s);
 /* On the stream at a ledger boundary: when the next live message is the BEGIN of the ledger
  * expected, moves to live, deletes the consumer and returns that message (owned by the source as

@@ -20,19 +20,34 @@
 
 void cs_jss_live_open(js_source *s)
 {
+    s->live_clean_disconnects = atomic_load(&s->disconnects);
     natsStatus st = natsConnection_SubscribeSync(&s->live, s->nc, s->filter);
-    if (st == NATS_OK)
-        st = natsSubscription_SetPendingLimits(s->live, -1, LIVE_PENDING_BYTES);
-    /* The server has the subscription before the stream is first asked where to start. */
-    if (st == NATS_OK)
-        st = natsConnection_Flush(s->nc);
-    if (st == NATS_OK)
+    if (st != NATS_OK) {
+        CS_LOG(CS_LOG_WARN, "jetstream source reads the stream only: no subscription to the live messages",
+               KV_S("stream", s->stream), KV_S("run", s->run), KV_S("subject", s->filter),
+               KV_S("error", cs_jss_nats_detail(st)));
+        s->live = NULL;
         return;
-    CS_LOG(CS_LOG_WARN, "jetstream source reads the stream only: no subscription to the live messages",
-           KV_S("stream", s->stream), KV_S("run", s->run), KV_S("subject", s->filter),
-           KV_S("error", cs_jss_nats_detail(st)));
-    natsSubscription_Destroy(s->live);
-    s->live = NULL;
+    }
+    natsSubscription_SetPendingLimits(s->live, -1, LIVE_PENDING_BYTES);
+    /* The server has the subscription before the stream is first asked where to start; when it
+     * cannot be told now, nats.c sends it on reconnecting, and the counts above keep the edge off
+     * live until the queue has been seen whole. */
+    natsConnection_Flush(s->nc);
+}
+
+static int64_t live_dropped(js_source *s)
+{
+    int64_t n = 0;
+    natsSubscription_GetDropped(s->live, &n);
+    return n;
+}
+
+/* Whether the live queue may have a hole: a message dropped or a connection lost since it was
+ * last seen empty (on live: since live began). */
+static bool live_holed(js_source *s)
+{
+    return live_dropped(s) != s->live_dropped || atomic_load(&s->disconnects) != s->live_clean_disconnects;
 }
 
 /* The live message waiting at the head, decoded into *w; NULL when none is waiting now. Messages
@@ -44,8 +59,15 @@ static natsMsg *live_peek(js_source *s, cs_wire_msg *w)
     for (;;) {
         if (!s->live_head) {
             int msgs = 0, bytes = 0;
-            if (natsSubscription_GetPending(s->live, &msgs, &bytes) != NATS_OK || msgs <= 0)
+            int64_t dropped = live_dropped(s);
+            unsigned disconnects = atomic_load(&s->disconnects);
+            if (natsSubscription_GetPending(s->live, &msgs, &bytes) != NATS_OK)
                 return NULL;
+            if (msgs <= 0) { /* empty: whatever comes next follows on from here */
+                s->live_dropped = dropped;
+                s->live_clean_disconnects = disconnects;
+                return NULL;
+            }
             if (natsSubscription_NextMsg(&s->live_head, s->live, 1) != NATS_OK) {
                 s->live_head = NULL; /* a slow consumer's notice: the flow's own order judges */
                 return NULL;
@@ -103,7 +125,7 @@ natsMsg *cs_jss_live_try(js_source *s)
         if (m || !live_wait(s, until))
             break;
     }
-    if (!m || w.seq != want || w.type != CS_WIRE_TYPE_BEGIN)
+    if (!m || w.seq != want || w.type != CS_WIRE_TYPE_BEGIN || live_holed(s))
         return NULL;
     if (s->sub && !s->lost)
         natsSubscription_Unsubscribe(s->sub); /* its server deletes the consumer now */
@@ -111,7 +133,7 @@ natsMsg *cs_jss_live_try(js_source *s)
     s->live_head = NULL;
     s->cur = m;
     s->on_live = true;
-    s->live_disconnects = atomic_load(&s->disconnects);
+    s->live_disconnects = s->live_clean_disconnects;
     s->pass_below = 0;
     s->resume_want = 0;
     CS_LOG(CS_LOG_INFO, "jetstream source following the live messages", KV_S("stream", s->stream),
@@ -130,6 +152,11 @@ natsMsg *cs_jss_live_next(js_source *s, cs_err *err)
         if (atomic_load(&s->disconnects) != s->live_disconnects) {
             cs_jss_live_to_stream(s, "the connection to NATS was lost");
             cs_jss_lost(s, "the connection to NATS was lost");
+            cs_err_set(err, 0, "moved to the stream");
+            return NULL;
+        }
+        if (live_dropped(s) != s->live_dropped) {
+            cs_jss_live_to_stream(s, "live messages were dropped (more than 64 MiB unread)");
             cs_err_set(err, 0, "moved to the stream");
             return NULL;
         }
@@ -159,6 +186,7 @@ void cs_jss_live_to_stream(js_source *s, const char *why)
     s->resuming = active;
     s->resume_ledger = open;
     s->resume_chunks = s->next_idx;
+    s->resume_passed = 0;
     s->resume_sig = s->sig_in;
     s->resume_begin_seen = false;
     CS_LOG(CS_LOG_INFO, "jetstream source reading the stream", KV_S("stream", s->stream), KV_S("run", s->run),
@@ -180,6 +208,15 @@ int cs_jss_live_resume_point(js_source *s, uint64_t *sseq, cs_err *err)
             return 0;
         }
     }
+    /* None of them stored (the stream far behind live): after the run's newest stored message
+     * when it belongs to an earlier ledger, rather than everything read before live began. */
+    natsMsg *m;
+    if (cs_jss_last_msg(s, s->filter, NULL, &m, err) != 0)
+        return -1;
+    int64_t newest = m ? cs_jss_subject_seq(s, natsMsg_GetSubject(m)) : -1;
+    if (newest >= 0 && newest < (int64_t)s->resume_want)
+        *sseq = natsMsg_GetSequence(m);
+    natsMsg_Destroy(m);
     return 0;
 }
 
@@ -195,10 +232,16 @@ bool cs_jss_live_repeat(js_source *s, const cs_wire_msg *w, const uint8_t *data,
             return false; /* another copy begins: the stream's rules take it */
         s->resume_begin_seen = true;
         return true;
-    case CS_WIRE_TYPE_CHUNK:
-        return w->chunk_idx < s->resume_chunks;
-    case CS_WIRE_TYPE_SIG:
-        return s->resume_sig;
+    case CS_WIRE_TYPE_CHUNK: /* each one once, in order: a repeat is the stream's to judge */
+        if (w->chunk_idx >= s->resume_chunks || w->chunk_idx != s->resume_passed)
+            return false;
+        s->resume_passed++;
+        return true;
+    case CS_WIRE_TYPE_SIG: {
+        bool once = s->resume_sig;
+        s->resume_sig = false;
+        return once;
+    }
     default:
         return false;
     }
