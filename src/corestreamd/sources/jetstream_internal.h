@@ -115,6 +115,16 @@ typedef struct js_source {
     atomic_uint_fast64_t ledgers_live, ledgers_stream, stream_moves;
 } js_source;
 
+/* ---- jsconn.c ---- */
+/* Connects to url (nats.c reconnecting for ever, pings every 2 s, a 1 MiB buffer; disconnections
+ * counted in s->disconnects) and makes the JetStream context. 0, or -1 with err (`jetstream
+ * source: connect to <url>: …`). */
+int cs_jss_connect(js_source *s, int64_t timeout_ms, const cs_js_auth *auth, cs_err *err);
+/* The run of the stream's newest message, from its subject, into s->run; waits while JetStream
+ * cannot answer. 0, or -1 with err (no message in the stream; a subject not <stream>.<run>.<seq>). */
+int cs_jss_newest_run(js_source *s, cs_err *err);
+/* Closes the connection and waits (at most 5 s) for nats.c's closed callback. */
+void cs_jss_close_connection(js_source *s);
 /* Whether the source is cancelled: true with err (CS_ERR_CANCELLED). */
 bool cs_jss_cancelled(const js_source *s, cs_err *err);
 /* nats.c's last error text, else the status's. */
